@@ -1,0 +1,132 @@
+#include "storage/block_reader.h"
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "storage/pread_block_reader.h"
+
+#ifdef ZOOM_HAVE_LIBURING
+#include <liburing.h>
+
+#include <cstring>
+
+#include "storage/uring_block_reader.h"
+#endif
+
+namespace zoom::storage {
+
+absl::StatusOr<IoBackend> ParseIoBackend(std::string_view name) {
+  const std::string lower =
+      absl::AsciiStrToLower(absl::string_view(name.data(), name.size()));
+  if (lower == "auto") return IoBackend::kAuto;
+  if (lower == "io_uring" || lower == "uring") return IoBackend::kIoUring;
+  if (lower == "pread") return IoBackend::kPread;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown I/O backend '", lower, "': use auto, io_uring or pread"));
+}
+
+std::string_view IoBackendName(IoBackend backend) {
+  switch (backend) {
+    case IoBackend::kAuto:
+      return "auto";
+    case IoBackend::kIoUring:
+      return "io_uring";
+    case IoBackend::kPread:
+      return "pread";
+  }
+  return "unknown";
+}
+
+absl::Status BlockReaderOptions::Validate() const {
+  if (queue_depth == 0 || queue_depth > 32768) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "queue_depth ", queue_depth, " out of range 1..32768"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+IoUringProbe RunProbe() {
+  IoUringProbe p;
+#ifndef ZOOM_HAVE_LIBURING
+  p.reason = "built without liburing (ZOOM_WITH_LIBURING=OFF)";
+  return p;
+#else
+  {
+    std::ifstream f("/proc/sys/kernel/io_uring_disabled");
+    int disabled = 0;
+    if (f >> disabled && disabled == 2) {
+      p.reason = "kernel.io_uring_disabled = 2";
+      return p;
+    }
+  }
+  io_uring ring;
+  const int ret = io_uring_queue_init(8, &ring, 0);
+  if (ret < 0) {
+    p.reason = absl::StrCat("io_uring_setup: ", std::strerror(-ret),
+                            ret == -EPERM || ret == -ENOSYS
+                                ? " (seccomp, sysctl or an old kernel)"
+                                : "");
+    return p;
+  }
+  io_uring_probe* probe = io_uring_get_probe_ring(&ring);
+  const bool has_read =
+      probe != nullptr && io_uring_opcode_supported(probe, IORING_OP_READ);
+  if (probe != nullptr) io_uring_free_probe(probe);
+  io_uring_queue_exit(&ring);
+  if (!has_read) {
+    p.reason = "the kernel's io_uring lacks IORING_OP_READ (needs 5.6+)";
+    return p;
+  }
+  p.available = true;
+  p.reason = "io_uring probe succeeded";
+  return p;
+#endif
+}
+
+}  // namespace
+
+const IoUringProbe& ProbeIoUring() {
+  static const IoUringProbe* probe = new IoUringProbe(RunProbe());
+  return *probe;
+}
+
+absl::StatusOr<std::unique_ptr<BlockReader>> MakeBlockReader(
+    const std::string& path, const BlockReaderOptions& options) {
+  ZOOM_RETURN_IF_ERROR(options.Validate());
+  std::string why;
+  if (options.backend != IoBackend::kPread) {
+    const IoUringProbe& probe = ProbeIoUring();
+    if (probe.available) {
+#ifdef ZOOM_HAVE_LIBURING
+      auto reader = UringBlockReader::Open(path, options);
+      if (reader.ok()) {
+        ZOOM_LOG(INFO, "io backend for ", path, ": ", (*reader)->Describe());
+        return std::unique_ptr<BlockReader>(std::move(reader).value());
+      }
+      if (!absl::IsFailedPrecondition(reader.status())) return reader.status();
+      why = std::string(reader.status().message());
+#endif
+    } else {
+      why = probe.reason;
+    }
+    if (options.backend == IoBackend::kIoUring) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "io_uring was requested but is unavailable: ", why,
+          " (use the pread backend, or allow io_uring: see deploy/README.md)"));
+    }
+  } else {
+    why = "pread requested";
+  }
+  ZOOM_ASSIGN_OR_RETURN(auto reader, PreadBlockReader::Open(path, options));
+  ZOOM_LOG(INFO, "io backend for ", path, ": ", reader->Describe(), " (", why,
+           ")");
+  return std::unique_ptr<BlockReader>(std::move(reader));
+}
+
+}  // namespace zoom::storage

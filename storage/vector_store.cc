@@ -1,0 +1,500 @@
+#include "storage/vector_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/aligned_buffer.h"
+#include "common/crc32c.h"
+#include "common/status_macros.h"
+
+namespace zoom::storage {
+namespace {
+
+// Header field offsets (see the file comment in vector_store.h).
+constexpr size_t kOffMagic = 0;
+constexpr size_t kOffMajor = 8;
+constexpr size_t kOffMinor = 10;
+constexpr size_t kOffHeaderBytes = 12;
+constexpr size_t kOffDim = 16;
+constexpr size_t kOffDType = 20;
+constexpr size_t kOffRecordBytes = 24;
+constexpr size_t kOffBlockBytes = 28;
+constexpr size_t kOffRecordsPerBlock = 32;
+constexpr size_t kOffRecordSpan = 36;
+constexpr size_t kOffCount = 40;
+constexpr size_t kOffDataCrc = 48;
+constexpr size_t kOffDataOffset = 56;
+constexpr size_t kOffHeaderCrc = 4092;
+
+template <typename T>
+void Put(uint8_t* base, size_t off, T v) {
+  std::memcpy(base + off, &v, sizeof(T));
+}
+template <typename T>
+T Get(const uint8_t* base, size_t off) {
+  T v;
+  std::memcpy(&v, base + off, sizeof(T));
+  return v;
+}
+
+struct Layout {
+  uint32_t record_bytes;
+  uint32_t records_per_block;
+  uint32_t record_span;
+};
+
+Layout ComputeLayout(uint32_t dim, DType dtype) {
+  Layout l;
+  l.record_bytes = dim * static_cast<uint32_t>(DTypeSize(dtype));
+  if (l.record_bytes <= VectorStore::kBlockBytes / 2) {
+    l.records_per_block = VectorStore::kBlockBytes / l.record_bytes;
+    l.record_span = l.record_bytes;
+  } else {
+    l.records_per_block = 1;
+    l.record_span =
+        static_cast<uint32_t>(AlignUp(l.record_bytes, VectorStore::kBlockBytes));
+  }
+  return l;
+}
+
+absl::Status PwriteAll(int fd, const void* data, size_t len, uint64_t off,
+                       const std::string& path) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  size_t done = 0;
+  while (done < len) {
+    const ssize_t n = ::pwrite(fd, p + done, len - done,
+                               static_cast<off_t>(off + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, absl::StrCat("write ", path));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PreadAll(int fd, void* data, size_t len, uint64_t off,
+                      const std::string& path) {
+  auto* p = static_cast<uint8_t*>(data);
+  size_t done = 0;
+  while (done < len) {
+    const ssize_t n =
+        ::pread(fd, p + done, len - done, static_cast<off_t>(off + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, absl::StrCat("read ", path));
+    }
+    if (n == 0) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": truncated: wanted ", len, " bytes at offset ", off,
+          ", the file ends after ", done));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncFd(int fd, const std::string& path) {
+  if (::fdatasync(fd) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("fdatasync ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncParentDir(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(1, '.') : parent.string();
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open dir ", dir));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return ErrnoStatus(err, absl::StrCat("fsync dir ", dir));
+  return absl::OkStatus();
+}
+
+// Per-thread buffers of ReadImpl, reused so the hot path does not allocate.
+struct ReadScratch {
+  struct Item {
+    uint64_t block;
+    uint32_t pos;
+  };
+  std::vector<Item> order;
+  std::vector<ReadRequest> requests;
+  std::vector<uint32_t> request_of;      // per pos: its request
+  std::vector<uint32_t> offset_in_req;   // per pos: its record's byte offset
+};
+thread_local ReadScratch tls_read_scratch;
+
+}  // namespace
+
+absl::StatusOr<DType> ParseDType(std::string_view name) {
+  const std::string lower =
+      absl::AsciiStrToLower(absl::string_view(name.data(), name.size()));
+  if (lower == "float32" || lower == "float" || lower == "f32") {
+    return DType::kFloat32;
+  }
+  if (lower == "uint8" || lower == "u8" || lower == "byte") return DType::kUint8;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype '", lower, "': use float32 or uint8"));
+}
+
+std::string_view DTypeName(DType dtype) {
+  return dtype == DType::kUint8 ? "uint8" : "float32";
+}
+
+VectorStore::~VectorStore() = default;
+
+uint64_t VectorStore::RecordOffset(InternalId id) const {
+  const uint64_t block = id / records_per_block_;
+  const uint64_t slot = id % records_per_block_;
+  const uint64_t block_span =
+      records_per_block_ > 1 ? kBlockBytes : record_span_;
+  return data_offset_ + block * block_span + slot * record_span_;
+}
+
+uint64_t VectorStore::EndOffset(uint64_t count) const {
+  if (count == 0) return data_offset_;
+  return RecordOffset(static_cast<InternalId>(count - 1)) + record_bytes_;
+}
+
+uint64_t VectorStore::file_bytes() const { return EndOffset(count()); }
+
+absl::StatusOr<std::unique_ptr<VectorStore>> VectorStore::Create(
+    const std::string& path, uint32_t dim, DType dtype,
+    const VectorStoreOptions& options) {
+  if (dim == 0 || dim > (1u << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dimension ", dim, " out of range 1..", 1u << 20));
+  }
+  ZOOM_RETURN_IF_ERROR(options.reader.Validate());
+  const int fd =
+      ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST) {
+      return absl::AlreadyExistsError(
+          absl::StrCat(path, " already exists; Open it instead"));
+    }
+    return ErrnoStatus(errno, absl::StrCat("create ", path));
+  }
+  std::unique_ptr<VectorStore> s(new VectorStore());
+  s->write_fd_ = FileDescriptor(fd);
+  s->path_ = path;
+  s->options_ = options;
+  s->dim_ = dim;
+  s->dtype_ = dtype;
+  const Layout l = ComputeLayout(dim, dtype);
+  s->record_bytes_ = l.record_bytes;
+  s->records_per_block_ = l.records_per_block;
+  s->record_span_ = l.record_span;
+  s->data_offset_ = kHeaderBytes;
+  absl::Status st = s->WriteHeader(0, 0);
+  if (st.ok()) st = SyncParentDir(path);
+  if (!st.ok()) {
+    ::unlink(path.c_str());
+    return st;
+  }
+  ZOOM_ASSIGN_OR_RETURN(s->reader_, options.reader_factory
+                                            ? options.reader_factory(path, options.reader)
+                                            : MakeBlockReader(path, options.reader));
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<VectorStore>> VectorStore::Open(
+    const std::string& path, const VectorStoreOptions& options) {
+  ZOOM_RETURN_IF_ERROR(options.reader.Validate());
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0 && (errno == EACCES || errno == EROFS)) {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // read-only store
+  }
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
+  FileDescriptor file(fd);
+  ZOOM_ASSIGN_OR_RETURN(uint64_t size, FileSize(fd, path));
+  if (size < kHeaderBytes) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": truncated: ", size, " bytes is shorter than the ",
+        kHeaderBytes, "-byte header"));
+  }
+  uint8_t h[kHeaderBytes];
+  ZOOM_RETURN_IF_ERROR(PreadAll(fd, h, kHeaderBytes, 0, path));
+  if (std::memcmp(h + kOffMagic, kMagic, sizeof(kMagic)) != 0) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": not a zoomd vector store (bad magic)"));
+  }
+  const auto major = Get<uint16_t>(h, kOffMajor);
+  const auto minor = Get<uint16_t>(h, kOffMinor);
+  if (major > kMajorVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": vector store format ", major, ".", minor,
+        " was written by a newer zoomd; this build reads format ",
+        kMajorVersion, ".x"));
+  }
+  if (major != kMajorVersion) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": unsupported vector store format ", major, ".", minor));
+  }
+  const uint32_t want_crc = Get<uint32_t>(h, kOffHeaderCrc);
+  const uint32_t got_crc = Crc32c(h, kOffHeaderCrc);
+  if (want_crc != got_crc) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": header checksum mismatch (stored ", want_crc, ", computed ",
+        got_crc, "): the file is corrupt"));
+  }
+  const uint32_t dim = Get<uint32_t>(h, kOffDim);
+  const uint32_t dtype_raw = Get<uint32_t>(h, kOffDType);
+  if (dim == 0 || dim > (1u << 20) || dtype_raw > 1 ||
+      Get<uint32_t>(h, kOffHeaderBytes) != kHeaderBytes ||
+      Get<uint32_t>(h, kOffBlockBytes) != kBlockBytes ||
+      Get<uint64_t>(h, kOffDataOffset) != kHeaderBytes) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": inconsistent header (dim ", dim, ", dtype ",
+                     dtype_raw, ")"));
+  }
+  const auto dtype = static_cast<DType>(dtype_raw);
+  const Layout l = ComputeLayout(dim, dtype);
+  if (Get<uint32_t>(h, kOffRecordBytes) != l.record_bytes ||
+      Get<uint32_t>(h, kOffRecordsPerBlock) != l.records_per_block ||
+      Get<uint32_t>(h, kOffRecordSpan) != l.record_span) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": inconsistent header record layout"));
+  }
+  std::unique_ptr<VectorStore> s(new VectorStore());
+  s->path_ = path;
+  s->options_ = options;
+  s->dim_ = dim;
+  s->dtype_ = dtype;
+  s->record_bytes_ = l.record_bytes;
+  s->records_per_block_ = l.records_per_block;
+  s->record_span_ = l.record_span;
+  s->data_offset_ = kHeaderBytes;
+  const uint64_t count = Get<uint64_t>(h, kOffCount);
+  if (count > kMaxInternalIds || s->EndOffset(count) > size) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": truncated: the header commits ", count,
+        " records but the file has only ", size, " bytes"));
+  }
+  s->count_.store(count);
+  s->pending_count_ = count;
+  s->committed_crc_ = s->pending_crc_ = Get<uint32_t>(h, kOffDataCrc);
+  s->write_fd_ = std::move(file);
+  ZOOM_ASSIGN_OR_RETURN(s->reader_, options.reader_factory
+                                            ? options.reader_factory(path, options.reader)
+                                            : MakeBlockReader(path, options.reader));
+  return s;
+}
+
+absl::Status VectorStore::WriteHeader(uint64_t count, uint32_t data_crc) {
+  alignas(64) uint8_t h[kHeaderBytes];
+  std::memset(h, 0, sizeof(h));
+  std::memcpy(h + kOffMagic, kMagic, sizeof(kMagic));
+  Put<uint16_t>(h, kOffMajor, kMajorVersion);
+  Put<uint16_t>(h, kOffMinor, kMinorVersion);
+  Put<uint32_t>(h, kOffHeaderBytes, kHeaderBytes);
+  Put<uint32_t>(h, kOffDim, dim_);
+  Put<uint32_t>(h, kOffDType, static_cast<uint32_t>(dtype_));
+  Put<uint32_t>(h, kOffRecordBytes, record_bytes_);
+  Put<uint32_t>(h, kOffBlockBytes, kBlockBytes);
+  Put<uint32_t>(h, kOffRecordsPerBlock, records_per_block_);
+  Put<uint32_t>(h, kOffRecordSpan, record_span_);
+  Put<uint64_t>(h, kOffCount, count);
+  Put<uint32_t>(h, kOffDataCrc, data_crc);
+  Put<uint64_t>(h, kOffDataOffset, data_offset_);
+  Put<uint32_t>(h, kOffHeaderCrc, Crc32c(h, kOffHeaderCrc));
+  ZOOM_RETURN_IF_ERROR(PwriteAll(write_fd_.get(), h, sizeof(h), 0, path_));
+  return SyncFd(write_fd_.get(), path_);
+}
+
+absl::Status VectorStore::Append(const void* data, size_t n) {
+  if (n == 0) return absl::OkStatus();
+  if (!write_fd_.valid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, " is open read-only"));
+  }
+  if (pending_count_ + n > kMaxInternalIds) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        path_, ": ", pending_count_, " + ", n, " records exceed the limit of ",
+        kMaxInternalIds));
+  }
+  const auto* src = static_cast<const uint8_t*>(data);
+  // Write in chunks of whole records into a zero-padded image of the region.
+  constexpr size_t kChunkBytes = 4 << 20;
+  const size_t per_chunk =
+      std::max<size_t>(1, kChunkBytes / std::max<uint32_t>(record_span_, 1));
+  std::vector<uint8_t> region;
+  uint64_t next = pending_count_;
+  for (size_t done = 0; done < n;) {
+    const size_t m = std::min(per_chunk, n - done);
+    const uint64_t begin = RecordOffset(static_cast<InternalId>(next));
+    // Pad to the end of the last block, so that every aligned read of a
+    // committed record lies inside the file.
+    const uint64_t end = AlignUp(EndOffset(next + m), kBlockBytes);
+    region.assign(end - begin, 0);
+    for (size_t i = 0; i < m; ++i) {
+      const uint64_t off = RecordOffset(static_cast<InternalId>(next + i));
+      std::memcpy(region.data() + (off - begin),
+                  src + (done + i) * record_bytes_, record_bytes_);
+    }
+    // Nothing is committed until the header moves: a failure here leaves a
+    // tail that Open ignores and the next Append overwrites.
+    ZOOM_RETURN_IF_ERROR(
+        PwriteAll(write_fd_.get(), region.data(), region.size(), begin, path_));
+    done += m;
+    next += m;
+  }
+  pending_crc_ = Crc32cExtend(pending_crc_, src, n * record_bytes_);
+  pending_count_ += n;
+  if (options_.sync_on_append) return Sync();
+  return absl::OkStatus();
+}
+
+absl::Status VectorStore::Sync() {
+  if (pending_count_ == count()) return absl::OkStatus();
+  absl::Status st = SyncFd(write_fd_.get(), path_);
+  if (st.ok()) st = WriteHeader(pending_count_, pending_crc_);
+  if (!st.ok()) {
+    // Roll back to the committed state; the tail will be overwritten.
+    pending_count_ = count();
+    pending_crc_ = committed_crc_;
+    return st;
+  }
+  committed_crc_ = pending_crc_;
+  count_.store(pending_count_, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+template <typename Sink>
+absl::Status VectorStore::ReadImpl(absl::Span<const InternalId> ids,
+                                   QueryStats* stats, Sink&& sink) const {
+  const size_t n = ids.size();
+  if (n == 0) return absl::OkStatus();
+  const uint64_t committed = count();
+  ReadScratch& s = tls_read_scratch;
+  s.order.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (ids[i] >= committed) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "vector id ", ids[i], " is not in ", path_, " (", committed,
+          " vectors)"));
+    }
+    s.order[i] = {ids[i] / records_per_block_, static_cast<uint32_t>(i)};
+  }
+  std::sort(s.order.begin(), s.order.end(),
+            [](const ReadScratch::Item& a, const ReadScratch::Item& b) {
+              return a.block < b.block;
+            });
+  const uint64_t a = std::max<size_t>(reader_->alignment(), 1);
+  s.requests.clear();
+  s.request_of.resize(n);
+  s.offset_in_req.resize(n);
+  // One request per distinct block: the aligned range covering its records.
+  size_t total = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    uint64_t lo = UINT64_MAX;
+    uint64_t hi = 0;
+    while (j < n && s.order[j].block == s.order[i].block) {
+      const uint64_t off = RecordOffset(ids[s.order[j].pos]);
+      lo = std::min(lo, AlignDown(off, a));
+      hi = std::max(hi, AlignUp(off + record_bytes_, a));
+      ++j;
+    }
+    const auto r = static_cast<uint32_t>(s.requests.size());
+    ReadRequest req;
+    req.offset = lo;
+    req.len = hi - lo;
+    s.requests.push_back(req);
+    for (size_t k = i; k < j; ++k) {
+      const uint32_t pos = s.order[k].pos;
+      s.request_of[pos] = r;
+      s.offset_in_req[pos] =
+          static_cast<uint32_t>(RecordOffset(ids[pos]) - lo);
+    }
+    total += hi - lo;
+    i = j;
+  }
+  ZOOM_ASSIGN_OR_RETURN(uint8_t * scratch, reader_->Scratch(total));
+  size_t used = 0;
+  for (ReadRequest& req : s.requests) {
+    req.buffer = scratch + used;
+    used += req.len;
+  }
+  ZOOM_RETURN_IF_ERROR(reader_->ReadBatch(absl::MakeSpan(s.requests)));
+  if (stats != nullptr) {
+    stats->reads += s.requests.size();
+    stats->bytes_read += total;
+  }
+  for (const ReadRequest& req : s.requests) {
+    if (!req.status.ok()) {
+      if (stats != nullptr) ++stats->read_errors;
+      return absl::Status(
+          req.status.code(),
+          absl::StrCat("reading vectors from ", path_, ": ",
+                       req.status.message()));
+    }
+  }
+  for (size_t pos = 0; pos < n; ++pos) {
+    const ReadRequest& req = s.requests[s.request_of[pos]];
+    sink(pos, static_cast<const uint8_t*>(req.buffer) + s.offset_in_req[pos]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VectorStore::ReadVectors(absl::Span<const InternalId> ids,
+                                      float* out, QueryStats* stats) const {
+  const size_t dim = dim_;
+  if (dtype_ == DType::kFloat32) {
+    return ReadImpl(ids, stats, [&](size_t pos, const uint8_t* rec) {
+      std::memcpy(out + pos * dim, rec, dim * sizeof(float));
+    });
+  }
+  return ReadImpl(ids, stats, [&](size_t pos, const uint8_t* rec) {
+    float* dst = out + pos * dim;
+    for (size_t i = 0; i < dim; ++i) dst[i] = static_cast<float>(rec[i]);
+  });
+}
+
+absl::Status VectorStore::ReadRaw(absl::Span<const InternalId> ids, void* out,
+                                  QueryStats* stats) const {
+  auto* dst = static_cast<uint8_t*>(out);
+  const size_t rb = record_bytes_;
+  return ReadImpl(ids, stats, [&](size_t pos, const uint8_t* rec) {
+    std::memcpy(dst + pos * rb, rec, rb);
+  });
+}
+
+absl::Status VectorStore::VerifyData() const {
+  const uint64_t committed = count();
+  const int fd = write_fd_.get();
+  uint32_t crc = 0;
+  constexpr uint64_t kChunkRecords = 8192;
+  std::vector<uint8_t> buf;
+  for (uint64_t first = 0; first < committed; first += kChunkRecords) {
+    const uint64_t m = std::min(kChunkRecords, committed - first);
+    const uint64_t begin = RecordOffset(static_cast<InternalId>(first));
+    const uint64_t end = EndOffset(first + m);
+    buf.resize(end - begin);
+    ZOOM_RETURN_IF_ERROR(PreadAll(fd, buf.data(), buf.size(), begin, path_));
+    for (uint64_t i = 0; i < m; ++i) {
+      const uint64_t off = RecordOffset(static_cast<InternalId>(first + i));
+      crc = Crc32cExtend(crc, buf.data() + (off - begin), record_bytes_);
+    }
+  }
+  if (crc != committed_crc_) {
+    return absl::DataLossError(absl::StrCat(
+        path_, ": data checksum mismatch over ", committed,
+        " records (stored ", committed_crc_, ", computed ", crc,
+        "): the file is corrupt"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zoom::storage
