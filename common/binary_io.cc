@@ -1,0 +1,141 @@
+#include "common/binary_io.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/crc32c.h"
+
+namespace zoom {
+namespace {
+
+absl::Status ErrnoError(int err, const std::string& what) {
+  const std::string msg = absl::StrCat(what, ": ", std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
+  if (err == ENOENT) return absl::NotFoundError(msg);
+  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
+  return absl::InternalError(msg);
+}
+
+}  // namespace
+
+BinaryWriter::BinaryWriter(std::string_view magic8, uint16_t major,
+                           uint16_t minor) {
+  char m[8] = {0};
+  std::memcpy(m, magic8.data(), std::min<size_t>(8, magic8.size()));
+  PutBytes(m, 8);
+  Put(major);
+  Put(minor);
+}
+
+absl::Status BinaryWriter::Commit(const std::string& path) {
+  const uint32_t crc = Crc32c(buf_.data(), buf_.size());
+  std::string data = buf_;
+  data.append(reinterpret_cast<const char*>(&crc), sizeof(crc));
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError(errno, absl::StrCat("create ", tmp));
+  size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return ErrnoError(err, absl::StrCat("write ", tmp));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return ErrnoError(err, absl::StrCat("fsync ", tmp));
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return ErrnoError(err, absl::StrCat("rename ", tmp, " -> ", path));
+  }
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(1, '.') : parent.string();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BinaryReader> BinaryReader::Open(const std::string& path,
+                                                std::string_view magic8,
+                                                uint16_t max_major,
+                                                std::string_view what) {
+  BinaryReader r;
+  r.path_ = path;
+  r.what_ = std::string(what);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    return ErrnoError(errno, absl::StrCat("open ", r.what_, " ", path));
+  }
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  r.data_ = std::move(ss).str();
+  if (r.data_.size() < 8 + 4 + 4) return r.Corrupt("truncated (no header)");
+  char m[8] = {0};
+  std::memcpy(m, magic8.data(), std::min<size_t>(8, magic8.size()));
+  if (std::memcmp(r.data_.data(), m, 8) != 0) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": not a zoomd ", r.what_, " file (bad magic)"));
+  }
+  std::memcpy(&r.major_, r.data_.data() + 8, 2);
+  std::memcpy(&r.minor_, r.data_.data() + 10, 2);
+  if (r.major_ > max_major) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": ", r.what_, " format ", r.major_, ".", r.minor_,
+        " was written by a newer zoomd; this build reads up to ", max_major,
+        ".x"));
+  }
+  r.end_ = r.data_.size() - 4;
+  uint32_t stored;
+  std::memcpy(&stored, r.data_.data() + r.end_, 4);
+  const uint32_t computed = Crc32c(r.data_.data(), r.end_);
+  if (stored != computed) {
+    return r.Corrupt(absl::StrCat("checksum mismatch (stored ", stored,
+                                  ", computed ", computed, ")"));
+  }
+  r.pos_ = 12;
+  return r;
+}
+
+absl::Status BinaryReader::GetBytes(void* p, size_t n) {
+  if (n > remaining()) return Corrupt("truncated");
+  std::memcpy(p, data_.data() + pos_, n);
+  pos_ += n;
+  return absl::OkStatus();
+}
+
+absl::Status BinaryReader::GetString(std::string* s) {
+  uint64_t n = 0;
+  absl::Status st = Get(&n);
+  if (!st.ok()) return st;
+  if (n > remaining()) return Corrupt("string length out of range");
+  s->assign(data_.data() + pos_, n);
+  pos_ += n;
+  return absl::OkStatus();
+}
+
+absl::Status BinaryReader::Corrupt(std::string_view why) const {
+  return absl::DataLossError(
+      absl::StrCat(path_, ": corrupt ", what_, " file: ", std::string(why)));
+}
+
+}  // namespace zoom

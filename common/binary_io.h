@@ -1,0 +1,107 @@
+// File: common/binary_io.h
+//
+// Versioned binary files: a writer that builds the whole file in memory and
+// commits it atomically (temp file, fsync, rename, fsync dir), and a reader
+// with bounds-checked reads. Layout of every such file:
+//
+//   char[8] magic | u16 major | u16 minor | payload ... | u32 crc32c
+//
+// where the CRC-32C covers everything before it. Open() checks the magic,
+// refuses a newer major (FailedPrecondition), and checks the CRC (DataLoss).
+//
+// Thread safety: one thread per writer / reader.
+#ifndef ZOOM_COMMON_BINARY_IO_H_
+#define ZOOM_COMMON_BINARY_IO_H_
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace zoom {
+
+class BinaryWriter {
+ public:
+  BinaryWriter(std::string_view magic8, uint16_t major, uint16_t minor);
+
+  template <typename T>
+  void Put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    PutBytes(&v, sizeof(T));
+  }
+  void PutBytes(const void* p, size_t n) {
+    buf_.append(static_cast<const char*>(p), n);
+  }
+  template <typename T>
+  void PutVector(const std::vector<T>& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    Put<uint64_t>(v.size());
+    PutBytes(v.data(), v.size() * sizeof(T));
+  }
+  void PutString(std::string_view s) {
+    Put<uint64_t>(s.size());
+    PutBytes(s.data(), s.size());
+  }
+  size_t size() const { return buf_.size(); }
+
+  // Appends the CRC and writes the file atomically (path.tmp, fsync,
+  // rename, fsync of the directory). ResourceExhausted on a full disk, and
+  // then the old file (if any) is untouched.
+  absl::Status Commit(const std::string& path);
+
+ private:
+  std::string buf_;
+};
+
+class BinaryReader {
+ public:
+  // Reads and verifies the whole file. `what` names it in errors.
+  static absl::StatusOr<BinaryReader> Open(const std::string& path,
+                                           std::string_view magic8,
+                                           uint16_t max_major,
+                                           std::string_view what);
+  uint16_t major() const { return major_; }
+  uint16_t minor() const { return minor_; }
+
+  template <typename T>
+  absl::Status Get(T* v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    return GetBytes(v, sizeof(T));
+  }
+  absl::Status GetBytes(void* p, size_t n);
+  // Reads a vector written by PutVector; refuses sizes above `max_elems`.
+  template <typename T>
+  absl::Status GetVector(std::vector<T>* v, uint64_t max_elems = UINT64_MAX) {
+    uint64_t n = 0;
+    absl::Status st = Get(&n);
+    if (!st.ok()) return st;
+    if (n > max_elems || n > remaining() / sizeof(T)) {
+      return Corrupt("vector length out of range");
+    }
+    v->resize(n);
+    return GetBytes(v->data(), n * sizeof(T));
+  }
+  absl::Status GetString(std::string* s);
+  size_t remaining() const { return end_ - pos_; }
+  // A DataLoss error naming the file.
+  absl::Status Corrupt(std::string_view why) const;
+
+ private:
+  BinaryReader() = default;
+  std::string data_;
+  std::string path_;
+  std::string what_;
+  size_t pos_ = 0;
+  size_t end_ = 0;  // excludes the CRC
+  uint16_t major_ = 0;
+  uint16_t minor_ = 0;
+};
+
+}  // namespace zoom
+
+#endif  // ZOOM_COMMON_BINARY_IO_H_

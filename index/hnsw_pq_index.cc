@@ -1,0 +1,227 @@
+// hnsw_pq: an HNSW graph over all vectors, built with full-precision
+// distances, searched with PQ (ADC) distances.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "index/chunked_array.h"
+#include "index/index_internal.h"
+
+namespace zoom::index::internal {
+namespace {
+
+// Build distances over the full vectors at hand.
+class ExactOracle final : public BuildOracle {
+ public:
+  ExactOracle(Metric metric, const float* x, size_t d)
+      : metric_(metric), x_(x), d_(d) {}
+  float Between(InternalId a, InternalId b) const override {
+    return MetricDistance(metric_, x_ + size_t{a} * d_, x_ + size_t{b} * d_, d_);
+  }
+
+ private:
+  Metric metric_;
+  const float* x_;
+  size_t d_;
+};
+
+class HnswPqIndex final : public VectorIndex {
+ public:
+  HnswPqIndex(const IndexSpec& spec, ProductQuantizer pq)
+      : spec_(spec), pq_(std::move(pq)), codes_(pq_.code_size()), graph_(spec.hnsw) {}
+
+  const IndexSpec& spec() const override { return spec_; }
+  uint64_t size() const override { return size_.load(std::memory_order_acquire); }
+
+  // Encodes and links x (n prepared vectors) as ids size()..; `oracle_x` is
+  // non-null for the initial build (exact distances), else PQ distances.
+  absl::Status AddPrepared(const float* x, size_t n, bool exact) {
+    const uint64_t first = size();
+    if (first + n > kMaxInternalIds) {
+      return absl::ResourceExhaustedError("too many vectors for one index");
+    }
+    codes_.Grow(first + n);
+    ParallelFor(n, spec_.build_threads, [&](size_t i, int) {
+      pq_.Encode(x + i * spec_.dim, 1, codes_.Row(first + i));
+    });
+    graph_.Grow(first + n);
+    if (exact && first == 0) {
+      ExactOracle oracle(spec_.metric, x, spec_.dim);
+      std::vector<HnswScratch> scratch(spec_.build_threads);
+      ParallelFor(n, spec_.build_threads, [&](size_t i, int t) {
+        graph_.Insert(static_cast<InternalId>(i), oracle, scratch[t]);
+      });
+    } else {
+      // Incremental: the full vectors of older points are on SSD, not here,
+      // so the new points are linked with PQ-reconstructed distances.
+      PqOracle oracle(*this, x, first, n);
+      HnswScratch scratch;
+      for (size_t i = 0; i < n; ++i) {
+        graph_.Insert(static_cast<InternalId>(first + i), oracle, scratch);
+      }
+    }
+    size_.store(first + n, std::memory_order_release);
+    return absl::OkStatus();
+  }
+
+  absl::Status Add(const float* vectors, size_t n) override {
+    if (n == 0) return absl::OkStatus();
+    const std::vector<float> x = PrepareVectors(spec_.metric, vectors, n, spec_.dim);
+    return AddPrepared(x.data(), n, /*exact=*/false);
+  }
+
+  absl::Status Search(const float* query, size_t k, const IndexSearchParams& params,
+                      std::vector<Neighbor>* out, QueryStats* stats) const override {
+    out->clear();
+    if (k == 0) return absl::OkStatus();
+    Scratch& s = ThreadScratch();
+    s.q.assign(query, query + spec_.dim);
+    if (spec_.metric == Metric::kCosine) NormalizeL2(s.q.data(), spec_.dim);
+    s.qt.resize(pq_.padded_dim());
+    pq_.Transform(s.q.data(), s.qt.data());
+    s.table.resize(size_t{pq_.m()} * kPqCentroids);
+    const bool l2 = UsesL2(spec_.metric);
+    if (l2) {
+      pq_.L2Table(s.qt.data(), s.table.data());
+    } else {
+      pq_.IpTable(s.qt.data(), s.table.data());
+    }
+    AdcComputer dc(s.table.data(), codes_, pq_.m(), l2);
+    const size_t ef = std::max<size_t>(params.ef, k);
+    graph_.Search(dc, ef, params.filter, s.graph, out, stats);
+    if (out->size() > k) out->resize(k);
+    return absl::OkStatus();
+  }
+
+  uint64_t ResidentBytes() const override {
+    return codes_.ResidentBytes() + graph_.ResidentBytes() + pq_.ResidentBytes();
+  }
+
+  absl::Status Save(const std::string& path) const override {
+    BinaryWriter w(kIndexMagic, kIndexMajorVersion, kIndexMinorVersion);
+    SaveSpec(w, spec_);
+    pq_.Save(w);
+    const uint64_t n = size();
+    w.Put<uint64_t>(n);
+    for (uint64_t i = 0; i < n; ++i) w.PutBytes(codes_.Row(i), pq_.code_size());
+    graph_.Save(w);
+    return w.Commit(path);
+  }
+
+  absl::Status LoadBody(BinaryReader& r) {
+    uint64_t n = 0;
+    ZOOM_RETURN_IF_ERROR(r.Get(&n));
+    if (n > r.remaining() / std::max<size_t>(1, pq_.code_size())) {
+      return r.Corrupt("code count");
+    }
+    codes_.Grow(n);
+    for (uint64_t i = 0; i < n; ++i) {
+      ZOOM_RETURN_IF_ERROR(r.GetBytes(codes_.Row(i), pq_.code_size()));
+    }
+    ZOOM_RETURN_IF_ERROR(graph_.Load(r));
+    if (graph_.size() != n) return r.Corrupt("graph size differs from codes");
+    size_.store(n, std::memory_order_release);
+    return absl::OkStatus();
+  }
+
+ private:
+  struct Scratch {
+    std::vector<float> q, qt, table;
+    HnswScratch graph;
+  };
+  static Scratch& ThreadScratch() {
+    thread_local Scratch s;
+    return s;
+  }
+
+  // PQ distances from one query to stored codes.
+  class AdcComputer final : public DistanceComputer {
+   public:
+    AdcComputer(const float* table, const ChunkedArray<uint8_t>& codes, uint32_t m,
+                bool l2)
+        : table_(table), codes_(codes), m_(m), sign_(l2 ? 1.0f : -1.0f) {}
+    void Distances(const InternalId* ids, size_t n, float* out) override {
+      for (size_t i = 0; i + 1 < n; ++i) __builtin_prefetch(codes_.Row(ids[i + 1]));
+      for (size_t i = 0; i < n; ++i) {
+        out[i] = sign_ * PqAdc(table_, codes_.Row(ids[i]), m_);
+      }
+    }
+
+   private:
+    const float* table_;
+    const ChunkedArray<uint8_t>& codes_;
+    const uint32_t m_;
+    const float sign_;
+  };
+
+  // Distances for incremental inserts: the new points' prepared vectors
+  // (exact) against PQ reconstructions of the older ones.
+  class PqOracle final : public BuildOracle {
+   public:
+    PqOracle(const HnswPqIndex& index, const float* x, uint64_t first, size_t n)
+        : index_(index), first_(first), n_(n),
+          xt_(size_t(n) * index.pq_.padded_dim()) {
+      for (size_t i = 0; i < n; ++i) {
+        index.pq_.Transform(x + i * index.spec_.dim, xt_.data() + i * index.pq_.padded_dim());
+      }
+    }
+    float Between(InternalId a, InternalId b) const override {
+      const size_t pd = index_.pq_.padded_dim();
+      thread_local std::vector<float> va, vb;
+      va.resize(pd);
+      vb.resize(pd);
+      const float* pa = Vector(a, va.data());
+      const float* pb = Vector(b, vb.data());
+      return UsesL2(index_.spec_.metric) ? L2Sqr(pa, pb, pd) : -InnerProduct(pa, pb, pd);
+    }
+
+   private:
+    const float* Vector(InternalId id, float* buf) const {
+      if (id >= first_ && id < first_ + n_) {
+        return xt_.data() + (id - first_) * index_.pq_.padded_dim();
+      }
+      index_.pq_.DecodeTransformed(index_.codes_.Row(id), buf);
+      return buf;
+    }
+    const HnswPqIndex& index_;
+    const uint64_t first_;
+    const size_t n_;
+    std::vector<float> xt_;
+  };
+
+  IndexSpec spec_;
+  ProductQuantizer pq_;
+  ChunkedArray<uint8_t> codes_;
+  HnswGraph graph_;
+  std::atomic<uint64_t> size_{0};
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildHnswPq(const IndexSpec& spec,
+                                                         const float* x, size_t n) {
+  const std::vector<float> prepared = PrepareVectors(spec.metric, x, n, spec.dim);
+  ZOOM_ASSIGN_OR_RETURN(ProductQuantizer pq,
+                        ProductQuantizer::Train(prepared.data(), n, spec.dim, spec.pq));
+  auto index = std::make_unique<HnswPqIndex>(spec, std::move(pq));
+  ZOOM_RETURN_IF_ERROR(index->AddPrepared(prepared.data(), n, /*exact=*/true));
+  return std::unique_ptr<VectorIndex>(std::move(index));
+}
+
+absl::StatusOr<std::unique_ptr<VectorIndex>> LoadHnswPq(const IndexSpec& spec,
+                                                        BinaryReader& r) {
+  ProductQuantizer pq;
+  ZOOM_RETURN_IF_ERROR(pq.Load(r));
+  if (pq.dim() != spec.dim || pq.m() != spec.pq.m) {
+    return r.Corrupt("quantizer does not match the spec");
+  }
+  auto index = std::make_unique<HnswPqIndex>(spec, std::move(pq));
+  ZOOM_RETURN_IF_ERROR(index->LoadBody(r));
+  return std::unique_ptr<VectorIndex>(std::move(index));
+}
+
+}  // namespace zoom::index::internal

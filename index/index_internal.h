@@ -1,0 +1,89 @@
+// File: index/index_internal.h
+//
+// Helpers shared by the index kinds (not part of the public API): metric
+// handling, a parallel loop, and the save/load of the common spec.
+#ifndef ZOOM_INDEX_INDEX_INTERNAL_H_
+#define ZOOM_INDEX_INDEX_INTERNAL_H_
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "common/binary_io.h"
+#include "common/metric.h"
+#include "index/distance_kernels.h"
+#include "index/vector_index.h"
+
+namespace zoom::index::internal {
+
+// True when the index ranks by squared L2: kL2, and kCosine (on unit
+// vectors L2 orders like cosine, and L2 ADC tables are more accurate than IP
+// tables because they account for the reconstruction's norm).
+inline bool UsesL2(Metric metric) { return metric != Metric::kInnerProduct; }
+
+// The index's distance of two full vectors (lower is better).
+inline float MetricDistance(Metric metric, const float* a, const float* b,
+                            size_t d) {
+  return UsesL2(metric) ? L2Sqr(a, b, d) : -InnerProduct(a, b, d);
+}
+
+// Copies n vectors, normalising them for cosine. Zero vectors stay zero.
+inline std::vector<float> PrepareVectors(Metric metric, const float* x,
+                                         size_t n, size_t d) {
+  std::vector<float> out(x, x + n * d);
+  if (metric == Metric::kCosine) {
+    for (size_t i = 0; i < n; ++i) NormalizeL2(out.data() + i * d, d);
+  }
+  return out;
+}
+
+// Runs fn(i) for i in [0, n) on `threads` threads (dynamic scheduling).
+inline void ParallelFor(size_t n, int threads,
+                        const std::function<void(size_t, int)>& fn) {
+  if (threads <= 1 || n < 2) {
+    for (size_t i = 0; i < n; ++i) fn(i, 0);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (size_t i; (i = next.fetch_add(1)) < n;) fn(i, t);
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
+// Sets the OpenMP threads of the calling thread's parallel regions (FAISS
+// training) and makes OpenBLAS single-threaded for the guard's lifetime, so
+// the two pools do not oversubscribe the cores; restores both after.
+class LibraryThreadsGuard {
+ public:
+  explicit LibraryThreadsGuard(int omp_threads);
+  ~LibraryThreadsGuard();
+  LibraryThreadsGuard(const LibraryThreadsGuard&) = delete;
+  LibraryThreadsGuard& operator=(const LibraryThreadsGuard&) = delete;
+
+ private:
+  int old_omp_;
+  int old_blas_;
+};
+
+void SaveSpec(BinaryWriter& w, const IndexSpec& spec);
+absl::Status LoadSpec(BinaryReader& r, IndexSpec* spec);
+
+// The kinds' constructors for LoadIndex / BuildIndex.
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildHnswPq(const IndexSpec& spec,
+                                                         const float* x, size_t n);
+absl::StatusOr<std::unique_ptr<VectorIndex>> LoadHnswPq(const IndexSpec& spec,
+                                                        BinaryReader& r);
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(const IndexSpec& spec,
+                                                            const float* x, size_t n);
+absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIvfHnswPq(const IndexSpec& spec,
+                                                           BinaryReader& r);
+
+}  // namespace zoom::index::internal
+
+#endif  // ZOOM_INDEX_INDEX_INTERNAL_H_

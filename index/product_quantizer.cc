@@ -1,0 +1,172 @@
+#include "index/product_quantizer.h"
+
+#include <faiss/VectorTransform.h>
+#include <faiss/impl/FaissException.h>
+#include <faiss/impl/ProductQuantizer.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "index/distance_kernels.h"
+
+namespace zoom::index {
+
+absl::Status PqOptions::Validate(uint32_t dim) const {
+  if (m == 0 || m > dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pq_m ", m, " out of range 1..", dim, " (the dimension)"));
+  }
+  if (nbits != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pq_nbits ", nbits, " is not supported; use 8"));
+  }
+  if (train_iterations == 0 || train_iterations > 1000) {
+    return absl::InvalidArgumentError("train_iterations out of range 1..1000");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ProductQuantizer> ProductQuantizer::Train(
+    const float* x, size_t n, uint32_t dim, const PqOptions& options) {
+  ZOOM_RETURN_IF_ERROR(options.Validate(dim));
+  if (n < kPqCentroids) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PQ training needs at least ", kPqCentroids, " vectors, got ", n));
+  }
+  ProductQuantizer pq;
+  pq.dim_ = dim;
+  pq.m_ = options.m;
+  pq.padded_dim_ = (dim + options.m - 1) / options.m * options.m;
+  // Sample the training set.
+  std::vector<size_t> pick(n);
+  std::iota(pick.begin(), pick.end(), 0);
+  const size_t nt = std::min<size_t>(n, std::max<uint32_t>(options.max_train_points, kPqCentroids));
+  if (nt < n) {
+    std::mt19937_64 rng(options.seed);
+    std::shuffle(pick.begin(), pick.end(), rng);
+    pick.resize(nt);
+  }
+  std::vector<float> train(nt * size_t{dim});
+  for (size_t i = 0; i < nt; ++i) {
+    std::memcpy(train.data() + i * dim, x + pick[i] * dim, dim * sizeof(float));
+  }
+  try {
+    std::vector<float> xt(nt * size_t{pq.padded_dim_}, 0.0f);
+    if (options.opq) {
+      faiss::OPQMatrix opq(static_cast<int>(dim), static_cast<int>(options.m),
+                           static_cast<int>(pq.padded_dim_));
+      opq.niter = 25;
+      opq.niter_pq = 4;
+      opq.verbose = false;
+      opq.max_train_points = nt;
+      opq.train(static_cast<faiss::Index::idx_t>(nt), train.data());
+      pq.rotation_ = opq.A;  // padded_dim x dim
+      if (pq.rotation_.size() != size_t{pq.padded_dim_} * dim) {
+        return absl::InternalError("OPQ returned a matrix of unexpected size");
+      }
+    }
+    for (size_t i = 0; i < nt; ++i) pq.Transform(train.data() + i * dim, xt.data() + i * pq.padded_dim_);
+    faiss::ProductQuantizer fpq(pq.padded_dim_, options.m, 8);
+    fpq.cp.niter = static_cast<int>(options.train_iterations);
+    fpq.cp.seed = static_cast<int>(options.seed);
+    fpq.cp.max_points_per_centroid = static_cast<int>(nt);  // no resampling
+    fpq.verbose = false;
+    fpq.train(static_cast<faiss::Index::idx_t>(nt), xt.data());
+    pq.centroids_ = fpq.centroids;
+  } catch (const faiss::FaissException& e) {
+    return absl::InternalError(absl::StrCat("FAISS PQ training failed: ", e.what()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory during PQ training");
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("PQ training failed: ", e.what()));
+  }
+  return pq;
+}
+
+uint64_t ProductQuantizer::ResidentBytes() const {
+  return (centroids_.size() + rotation_.size()) * sizeof(float);
+}
+
+void ProductQuantizer::Transform(const float* x, float* out) const {
+  if (rotation_.empty()) {
+    std::memcpy(out, x, dim_ * sizeof(float));
+    std::fill(out + dim_, out + padded_dim_, 0.0f);
+    return;
+  }
+  for (uint32_t i = 0; i < padded_dim_; ++i) {
+    out[i] = InnerProduct(rotation_.data() + size_t{i} * dim_, x, dim_);
+  }
+}
+
+void ProductQuantizer::EncodeTransformed(const float* xt, uint8_t* code) const {
+  // Nearest centroid per sub-space, from the L2 table of xt itself.
+  float table[kPqCentroids * 64];
+  const uint32_t ds = dsub();
+  for (uint32_t j0 = 0; j0 < m_; j0 += 64) {
+    const uint32_t mm = std::min<uint32_t>(64, m_ - j0);
+    PqL2Table(xt + size_t{j0} * ds, centroids_.data() + size_t{j0} * kPqCentroids * ds,
+              mm, ds, table);
+    for (uint32_t j = 0; j < mm; ++j) {
+      const float* t = table + size_t{j} * kPqCentroids;
+      code[j0 + j] = static_cast<uint8_t>(std::min_element(t, t + kPqCentroids) - t);
+    }
+  }
+}
+
+void ProductQuantizer::Encode(const float* x, size_t n, uint8_t* codes) const {
+  std::vector<float> xt(padded_dim_);
+  for (size_t i = 0; i < n; ++i) {
+    Transform(x + i * dim_, xt.data());
+    EncodeTransformed(xt.data(), codes + i * m_);
+  }
+}
+
+void ProductQuantizer::DecodeTransformed(const uint8_t* code, float* out) const {
+  const uint32_t ds = dsub();
+  for (uint32_t j = 0; j < m_; ++j) {
+    std::memcpy(out + size_t{j} * ds,
+                centroids_.data() + (size_t{j} * kPqCentroids + code[j]) * ds,
+                ds * sizeof(float));
+  }
+}
+
+void ProductQuantizer::L2Table(const float* qt, float* table) const {
+  PqL2Table(qt, centroids_.data(), m_, dsub(), table);
+}
+
+void ProductQuantizer::IpTable(const float* qt, float* table) const {
+  PqIpTable(qt, centroids_.data(), m_, dsub(), table);
+}
+
+void ProductQuantizer::Save(BinaryWriter& w) const {
+  w.Put<uint32_t>(dim_);
+  w.Put<uint32_t>(padded_dim_);
+  w.Put<uint32_t>(m_);
+  w.Put<uint32_t>(8);  // nbits
+  w.PutVector(centroids_);
+  w.PutVector(rotation_);
+}
+
+absl::Status ProductQuantizer::Load(BinaryReader& r) {
+  uint32_t nbits = 0;
+  ZOOM_RETURN_IF_ERROR(r.Get(&dim_));
+  ZOOM_RETURN_IF_ERROR(r.Get(&padded_dim_));
+  ZOOM_RETURN_IF_ERROR(r.Get(&m_));
+  ZOOM_RETURN_IF_ERROR(r.Get(&nbits));
+  ZOOM_RETURN_IF_ERROR(r.GetVector(&centroids_));
+  ZOOM_RETURN_IF_ERROR(r.GetVector(&rotation_));
+  if (nbits != 8 || m_ == 0 || dim_ == 0 || padded_dim_ < dim_ ||
+      padded_dim_ % m_ != 0 ||
+      centroids_.size() != size_t{m_} * kPqCentroids * (padded_dim_ / m_) ||
+      (!rotation_.empty() && rotation_.size() != size_t{padded_dim_} * dim_)) {
+    return r.Corrupt("inconsistent product quantizer");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zoom::index

@@ -1,0 +1,87 @@
+// File: index/product_quantizer.h
+//
+// ProductQuantizer: 8-bit product quantisation of vectors of any dimension.
+// Codebooks are trained with FAISS k-means (optionally after an OPQ
+// rotation); encoding and query tables use our own SIMD kernels.
+//
+// A dimension that m does not divide is zero-padded to padded_dim() =
+// ceil(dim / m) * m (padding changes no distance); with OPQ the trained
+// rotation maps dim -> padded_dim directly (rotate-and-project).
+//
+// Thread safety: const methods are safe from many threads.
+#ifndef ZOOM_INDEX_PRODUCT_QUANTIZER_H_
+#define ZOOM_INDEX_PRODUCT_QUANTIZER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/binary_io.h"
+
+namespace zoom::index {
+
+struct PqOptions {
+  // Sub-quantisers (code bytes per vector). REQUIRES: 1 <= m <= dim.
+  uint32_t m = 16;
+  // Bits per sub-quantiser; only 8 is supported.
+  uint32_t nbits = 8;
+  // Learn an OPQ rotation first. Default: false.
+  bool opq = false;
+  // k-means iterations per sub-quantiser.
+  uint32_t train_iterations = 25;
+  // Training points used at most (a sample when more are given).
+  uint32_t max_train_points = 65536;
+  uint64_t seed = 1234;
+
+  absl::Status Validate(uint32_t dim) const;
+};
+
+class ProductQuantizer {
+ public:
+  ProductQuantizer() = default;
+
+  // Trains on x (n * dim floats). Errors: InvalidArgument for bad options
+  // or n < 256 (too few points to train 256 centroids); Internal when FAISS
+  // throws.
+  static absl::StatusOr<ProductQuantizer> Train(const float* x, size_t n,
+                                                uint32_t dim,
+                                                const PqOptions& options);
+
+  uint32_t dim() const { return dim_; }
+  uint32_t padded_dim() const { return padded_dim_; }
+  uint32_t m() const { return m_; }
+  uint32_t dsub() const { return padded_dim_ / m_; }
+  size_t code_size() const { return m_; }
+  bool has_rotation() const { return !rotation_.empty(); }
+  // Bytes kept in memory (centroids + rotation).
+  uint64_t ResidentBytes() const;
+
+  // Maps x (dim floats) into the quantiser's space (padded_dim floats):
+  // rotation when OPQ, else a copy with zero padding.
+  void Transform(const float* x, float* out) const;
+  // Encodes n vectors (n * dim floats) to n * code_size() bytes.
+  void Encode(const float* x, size_t n, uint8_t* codes) const;
+  // Encodes one already-transformed vector (padded_dim floats).
+  void EncodeTransformed(const float* xt, uint8_t* code) const;
+  // Reconstructs a code in the quantiser's space (padded_dim floats).
+  void DecodeTransformed(const uint8_t* code, float* out) const;
+
+  // ADC tables (m * 256 floats) for a transformed query (padded_dim floats).
+  void L2Table(const float* qt, float* table) const;
+  void IpTable(const float* qt, float* table) const;
+
+  void Save(BinaryWriter& w) const;
+  absl::Status Load(BinaryReader& r);
+
+ private:
+  uint32_t dim_ = 0;
+  uint32_t padded_dim_ = 0;
+  uint32_t m_ = 0;
+  std::vector<float> centroids_;  // m * 256 * dsub, FAISS layout
+  std::vector<float> rotation_;   // padded_dim * dim, row-major; empty = none
+};
+
+}  // namespace zoom::index
+
+#endif  // ZOOM_INDEX_PRODUCT_QUANTIZER_H_

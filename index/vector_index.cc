@@ -1,0 +1,121 @@
+#include "index/vector_index.h"
+
+#include <omp.h>
+
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/binary_io.h"
+#include "common/status_macros.h"
+#include "index/index_internal.h"
+
+extern "C" {
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+}
+
+namespace zoom::index {
+
+absl::StatusOr<IndexKind> ParseIndexKind(std::string_view name) {
+  const std::string lower =
+      absl::AsciiStrToLower(absl::string_view(name.data(), name.size()));
+  if (lower == "hnsw_pq") return IndexKind::kHnswPq;
+  if (lower == "ivf_hnsw_pq") return IndexKind::kIvfHnswPq;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown index kind '", lower, "': use hnsw_pq or ivf_hnsw_pq"));
+}
+
+std::string_view IndexKindName(IndexKind kind) {
+  return kind == IndexKind::kHnswPq ? "hnsw_pq" : "ivf_hnsw_pq";
+}
+
+absl::Status IndexSpec::Validate() const {
+  if (dim == 0 || dim > 65536) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dimension ", dim, " out of range 1..65536"));
+  }
+  if (kind != IndexKind::kHnswPq && kind != IndexKind::kIvfHnswPq) {
+    return absl::InvalidArgumentError("unknown index kind");
+  }
+  ZOOM_RETURN_IF_ERROR(pq.Validate(dim));
+  ZOOM_RETURN_IF_ERROR(hnsw.Validate());
+  if (nlist > (1u << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nlist ", nlist, " out of range 0..", 1u << 20));
+  }
+  if (build_threads < 1 || build_threads > 256) {
+    return absl::InvalidArgumentError("build_threads out of range 1..256");
+  }
+  return absl::OkStatus();
+}
+
+namespace internal {
+
+LibraryThreadsGuard::LibraryThreadsGuard(int omp_threads)
+    : old_omp_(omp_get_max_threads()), old_blas_(openblas_get_num_threads()) {
+  omp_set_num_threads(omp_threads);
+  openblas_set_num_threads(1);
+}
+
+LibraryThreadsGuard::~LibraryThreadsGuard() {
+  omp_set_num_threads(old_omp_);
+  openblas_set_num_threads(old_blas_);
+}
+
+void SaveSpec(BinaryWriter& w, const IndexSpec& spec) {
+  w.Put<uint32_t>(static_cast<uint32_t>(spec.kind));
+  w.Put<uint32_t>(static_cast<uint32_t>(spec.metric));
+  w.Put<uint32_t>(spec.dim);
+  w.Put<uint32_t>(spec.pq.m);
+  w.Put<uint32_t>(spec.pq.nbits);
+  w.Put<uint8_t>(spec.pq.opq ? 1 : 0);
+  w.Put<uint32_t>(spec.hnsw.M);
+  w.Put<uint32_t>(spec.hnsw.ef_construction);
+  w.Put<uint32_t>(spec.nlist);
+}
+
+absl::Status LoadSpec(BinaryReader& r, IndexSpec* spec) {
+  uint32_t kind = 0, metric = 0;
+  uint8_t opq = 0;
+  ZOOM_RETURN_IF_ERROR(r.Get(&kind));
+  ZOOM_RETURN_IF_ERROR(r.Get(&metric));
+  ZOOM_RETURN_IF_ERROR(r.Get(&spec->dim));
+  ZOOM_RETURN_IF_ERROR(r.Get(&spec->pq.m));
+  ZOOM_RETURN_IF_ERROR(r.Get(&spec->pq.nbits));
+  ZOOM_RETURN_IF_ERROR(r.Get(&opq));
+  ZOOM_RETURN_IF_ERROR(r.Get(&spec->hnsw.M));
+  ZOOM_RETURN_IF_ERROR(r.Get(&spec->hnsw.ef_construction));
+  ZOOM_RETURN_IF_ERROR(r.Get(&spec->nlist));
+  if (kind > 1 || metric > 2) return r.Corrupt("unknown index kind or metric");
+  spec->kind = static_cast<IndexKind>(kind);
+  spec->metric = static_cast<Metric>(metric);
+  spec->pq.opq = opq != 0;
+  if (!spec->Validate().ok()) return r.Corrupt("invalid index spec");
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
+                                                        const float* vectors,
+                                                        size_t n) {
+  ZOOM_RETURN_IF_ERROR(spec.Validate());
+  internal::LibraryThreadsGuard threads(spec.build_threads);
+  if (spec.kind == IndexKind::kHnswPq) {
+    return internal::BuildHnswPq(spec, vectors, n);
+  }
+  return internal::BuildIvfHnswPq(spec, vectors, n);
+}
+
+absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(const std::string& path) {
+  ZOOM_ASSIGN_OR_RETURN(BinaryReader r,
+                        BinaryReader::Open(path, kIndexMagic, kIndexMajorVersion,
+                                           "index"));
+  IndexSpec spec;
+  ZOOM_RETURN_IF_ERROR(internal::LoadSpec(r, &spec));
+  if (spec.kind == IndexKind::kHnswPq) return internal::LoadHnswPq(spec, r);
+  return internal::LoadIvfHnswPq(spec, r);
+}
+
+}  // namespace zoom::index

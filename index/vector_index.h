@@ -1,0 +1,115 @@
+// File: index/vector_index.h
+//
+// VectorIndex: the preview of Zoom. It holds compressed vectors (PQ codes)
+// and a navigation structure in RAM and returns, for a query, the K'
+// candidates that the fullview re-ranks exactly. Two kinds:
+//
+//   * hnsw_pq: an HNSW graph over all vectors, built with full-precision
+//     distances, searched with PQ (ADC) distances.
+//   * ivf_hnsw_pq (the Zoom paper's layout): k-means into nlist clusters, an
+//     HNSW graph over the centroids for routing, PQ codes of the residuals in
+//     per-cluster lists; nprobe lists are scanned per query.
+//
+// Distances inside the index are "lower is better": squared L2 for kL2 and
+// for kCosine (vectors and queries are normalised to unit length here, so
+// cosine = 1 - d / 2), the negated inner product for kInnerProduct.
+//
+// Thread safety: Search() is const and safe from many threads, also while
+// the single writer calls Add().
+#ifndef ZOOM_INDEX_VECTOR_INDEX_H_
+#define ZOOM_INDEX_VECTOR_INDEX_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/metric.h"
+#include "common/query_stats.h"
+#include "index/hnsw_graph.h"
+#include "index/product_quantizer.h"
+#include "index/search_types.h"
+
+namespace zoom::index {
+
+enum class IndexKind : uint32_t { kHnswPq = 0, kIvfHnswPq = 1 };
+absl::StatusOr<IndexKind> ParseIndexKind(std::string_view name);
+std::string_view IndexKindName(IndexKind kind);
+
+struct IndexSpec {
+  IndexKind kind = IndexKind::kIvfHnswPq;
+  Metric metric = Metric::kL2;
+  uint32_t dim = 0;
+  // The code: m bytes per vector (pq.m), OPQ optional.
+  PqOptions pq;
+  // hnsw_pq: the graph over all vectors; ivf_hnsw_pq: over the centroids.
+  HnswOptions hnsw;
+  // ivf_hnsw_pq: clusters; 0 = automatic (about 4 * sqrt(n), a power of 2).
+  uint32_t nlist = 0;
+  // k-means training sample (ivf_hnsw_pq).
+  uint32_t max_kmeans_points = 65536;
+  // Threads for the build (graph insertion, encoding). Default 2.
+  int build_threads = 2;
+
+  absl::Status Validate() const;
+};
+
+struct IndexSearchParams {
+  // hnsw_pq: the candidate list size (raised to k when smaller).
+  // ivf_hnsw_pq: the candidate list of the centroid search (raised to nprobe).
+  uint32_t ef = 64;
+  // ivf_hnsw_pq: clusters scanned per query.
+  uint32_t nprobe = 16;
+  // Ids never returned (deleted); may be null.
+  const IdFilter* filter = nullptr;
+};
+
+class VectorIndex {
+ public:
+  virtual ~VectorIndex() = default;
+
+  virtual const IndexSpec& spec() const = 0;
+  // Vectors indexed (ids 0 .. size()-1).
+  virtual uint64_t size() const = 0;
+
+  // Appends n vectors (n * dim floats), which get the ids size() ..
+  // size() + n - 1: encoded with the trained codebook and linked into the
+  // graph / appended to their cluster's list. Single writer.
+  virtual absl::Status Add(const float* vectors, size_t n) = 0;
+
+  // The up to k best candidates for `query` (dim floats), ascending by the
+  // index's distance, into `out`. Adds its work to `stats` when not null.
+  virtual absl::Status Search(const float* query, size_t k,
+                              const IndexSearchParams& params,
+                              std::vector<Neighbor>* out,
+                              QueryStats* stats) const = 0;
+
+  // Exact bytes the preview keeps in RAM: codes, graph, centroids, ids,
+  // codebooks.
+  virtual uint64_t ResidentBytes() const = 0;
+
+  // Writes the index to `path` atomically (versioned, checksummed).
+  virtual absl::Status Save(const std::string& path) const = 0;
+};
+
+// Trains and builds an index of `spec` over n vectors (n * spec.dim floats).
+// InvalidArgument for a bad spec or too few vectors to train (< 256, or
+// fewer than nlist for ivf_hnsw_pq).
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
+                                                        const float* vectors,
+                                                        size_t n);
+// Reads an index written by Save(). DataLoss for a corrupt file,
+// FailedPrecondition for a newer major version.
+absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(const std::string& path);
+
+// The index file format: magic, version (see vector_index.cc).
+inline constexpr char kIndexMagic[] = "ZOOMIDX";
+inline constexpr uint16_t kIndexMajorVersion = 1;
+inline constexpr uint16_t kIndexMinorVersion = 0;
+
+}  // namespace zoom::index
+
+#endif  // ZOOM_INDEX_VECTOR_INDEX_H_

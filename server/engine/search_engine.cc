@@ -1,0 +1,242 @@
+#include "server/engine/search_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/timer.h"
+#include "index/distance_kernels.h"
+
+namespace zoom::server {
+namespace {
+
+// Per-thread buffers of the query path, reused so that a warm thread does
+// not allocate.
+struct Scratch {
+  std::vector<float> query;
+  std::vector<index::Neighbor> candidates;
+  std::vector<InternalId> ids;
+  std::vector<float> vectors;
+  std::vector<SearchHit> hits;
+};
+Scratch& ThreadScratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+bool Better(Metric metric, const SearchHit& a, const SearchHit& b) {
+  if (a.score != b.score) return IsBetter(metric, a.score, b.score);
+  return a.id < b.id;
+}
+
+}  // namespace
+
+absl::Status SearchParams::Validate() const {
+  if (k == 0) return absl::InvalidArgumentError("k must be at least 1");
+  if (ef == 0) return absl::InvalidArgumentError("ef must be at least 1");
+  if (nprobe == 0) return absl::InvalidArgumentError("nprobe must be at least 1");
+  return absl::OkStatus();
+}
+
+SearchEngine::SearchEngine(Metric metric, std::unique_ptr<storage::VectorStore> store,
+                           std::unique_ptr<index::VectorIndex> index)
+    : metric_(metric), store_(std::move(store)) {
+  if (index != nullptr) {
+    index_.store(index.get());
+    indexes_.push_back(std::move(index));
+  }
+}
+
+SearchEngine::~SearchEngine() = default;
+
+float SearchEngine::Score(const float* q, const float* x) const {
+  const size_t d = store_->dim();
+  return metric_ == Metric::kL2 ? index::L2Sqr(q, x, d) : index::InnerProduct(q, x, d);
+}
+
+absl::Status SearchEngine::Add(const float* vectors, size_t n) {
+  if (n == 0) return absl::OkStatus();
+  const size_t d = store_->dim();
+  std::vector<float> prepared(vectors, vectors + n * d);
+  if (metric_ == Metric::kCosine) {
+    for (size_t i = 0; i < n; ++i) NormalizeL2(prepared.data() + i * d, d);
+  }
+  if (store_->dtype() == storage::DType::kFloat32) {
+    ZOOM_RETURN_IF_ERROR(store_->Append(prepared.data(), n));
+  } else {
+    std::vector<uint8_t> bytes(n * d);
+    for (size_t i = 0; i < n * d; ++i) {
+      const float v = prepared[i];
+      if (!(v >= 0 && v <= 255) || v != static_cast<float>(static_cast<int>(v))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "uint8 collection: component ", i % d, " of vector ", i / d, " is ", v,
+            "; expected an integer 0..255"));
+      }
+      bytes[i] = static_cast<uint8_t>(v);
+    }
+    ZOOM_RETURN_IF_ERROR(store_->Append(bytes.data(), n));
+  }
+  if (index::VectorIndex* idx = index_.load()) {
+    ZOOM_RETURN_IF_ERROR(idx->Add(prepared.data(), n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SearchEngine::SetIndex(std::unique_ptr<index::VectorIndex> index) {
+  if (index == nullptr) return absl::InvalidArgumentError("null index");
+  if (index->spec().dim != store_->dim()) {
+    return absl::InvalidArgumentError("index dimension differs from the store's");
+  }
+  // Catch up with points stored after the index's snapshot.
+  const uint64_t have = index->size();
+  const uint64_t total = store_->count();
+  if (have > total) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "index covers ", have, " points but the store holds only ", total));
+  }
+  const size_t d = store_->dim();
+  std::vector<InternalId> ids;
+  std::vector<float> buf;
+  for (uint64_t first = have; first < total; first += 1024) {
+    const uint64_t m = std::min<uint64_t>(1024, total - first);
+    ids.resize(m);
+    for (uint64_t i = 0; i < m; ++i) ids[i] = static_cast<InternalId>(first + i);
+    buf.resize(m * d);
+    ZOOM_RETURN_IF_ERROR(store_->ReadVectors(ids, buf.data()));
+    ZOOM_RETURN_IF_ERROR(index->Add(buf.data(), m));
+  }
+  index_.store(index.get(), std::memory_order_release);
+  indexes_.push_back(std::move(index));
+  return absl::OkStatus();
+}
+
+absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& params,
+                                       std::vector<SearchHit>* hits,
+                                       QueryStats* stats) const {
+  ZOOM_RETURN_IF_ERROR(params.Validate());
+  hits->clear();
+  const size_t d = store_->dim();
+  Scratch& s = ThreadScratch();
+  s.query.assign(query, query + d);
+  if (metric_ == Metric::kCosine) NormalizeL2(s.query.data(), d);
+  const uint64_t n = store_->count();
+  Stopwatch sw;
+  auto worse = [this](const SearchHit& a, const SearchHit& b) { return Better(metric_, a, b); };
+  std::vector<SearchHit>& heap = s.hits;  // worst on top
+  heap.clear();
+  constexpr uint64_t kChunk = 4096;
+  for (uint64_t first = 0; first < n; first += kChunk) {
+    const uint64_t m = std::min(kChunk, n - first);
+    s.ids.resize(m);
+    for (uint64_t i = 0; i < m; ++i) s.ids[i] = static_cast<InternalId>(first + i);
+    s.vectors.resize(m * d);
+    ZOOM_RETURN_IF_ERROR(store_->ReadVectors(s.ids, s.vectors.data(), stats));
+    for (uint64_t i = 0; i < m; ++i) {
+      if (params.filter != nullptr && params.filter->IsExcluded(s.ids[i])) continue;
+      const SearchHit h{s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
+      if (heap.size() < params.k) {
+        heap.push_back(h);
+        std::push_heap(heap.begin(), heap.end(), worse);
+      } else if (Better(metric_, h, heap.front())) {
+        std::pop_heap(heap.begin(), heap.end(), worse);
+        heap.back() = h;
+        std::push_heap(heap.begin(), heap.end(), worse);
+      }
+    }
+  }
+  hits->assign(heap.begin(), heap.end());
+  std::sort(hits->begin(), hits->end(),
+            [this](const SearchHit& a, const SearchHit& b) { return Better(metric_, a, b); });
+  if (stats != nullptr) {
+    stats->fullview_us += sw.ElapsedMicros();
+    stats->candidates += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SearchEngine::Search(const float* query, const SearchParams& params,
+                                  std::vector<SearchHit>* hits, QueryStats* stats) const {
+  ZOOM_RETURN_IF_ERROR(params.Validate());
+  const index::VectorIndex* idx = index();
+  if (idx == nullptr) return ExactSearch(query, params, hits, stats);
+  hits->clear();
+  const size_t d = store_->dim();
+  Scratch& s = ThreadScratch();
+  // 1. preview
+  Stopwatch sw;
+  index::IndexSearchParams ip;
+  ip.ef = params.ef;
+  ip.nprobe = params.nprobe;
+  ip.filter = params.filter;
+  const size_t kprime =
+      params.preview_only ? params.k : std::max(params.k, params.rerank_candidates);
+  ZOOM_RETURN_IF_ERROR(idx->Search(query, kprime, ip, &s.candidates, stats));
+  if (stats != nullptr) {
+    stats->preview_us += sw.ElapsedMicros();
+    stats->candidates += s.candidates.size();
+  }
+  if (params.preview_only) {
+    // The index's distance as the metric's score (see vector_index.h).
+    for (const index::Neighbor& nb : s.candidates) {
+      const float score = metric_ == Metric::kL2 ? nb.distance
+                          : metric_ == Metric::kCosine ? 1.0f - nb.distance / 2
+                                                       : -nb.distance;
+      hits->push_back({nb.id, score});
+    }
+    return absl::OkStatus();
+  }
+  // 2. fullview: one batch of reads.
+  sw.Reset();
+  const size_t n = s.candidates.size();
+  s.ids.resize(n);
+  for (size_t i = 0; i < n; ++i) s.ids[i] = s.candidates[i].id;
+  s.vectors.resize(n * d);
+  ZOOM_RETURN_IF_ERROR(store_->ReadVectors(s.ids, s.vectors.data(), stats));
+  if (stats != nullptr) stats->fullview_us += sw.ElapsedMicros();
+  // 3. exact re-rank.
+  sw.Reset();
+  s.query.assign(query, query + d);
+  if (metric_ == Metric::kCosine) NormalizeL2(s.query.data(), d);
+  s.hits.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    s.hits[i] = {s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
+  }
+  const size_t k = std::min<size_t>(params.k, n);
+  auto better = [this](const SearchHit& a, const SearchHit& b) { return Better(metric_, a, b); };
+  std::partial_sort(s.hits.begin(), s.hits.begin() + k, s.hits.end(), better);
+  hits->assign(s.hits.begin(), s.hits.begin() + k);
+  if (stats != nullptr) stats->rerank_us += sw.ElapsedMicros();
+  return absl::OkStatus();
+}
+
+absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
+                                       const SearchParams& params, int threads,
+                                       std::vector<std::vector<SearchHit>>* hits,
+                                       std::vector<QueryStats>* stats) const {
+  hits->assign(nq, {});
+  stats->assign(nq, {});
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  absl::Mutex mu;
+  absl::Status first_error;
+  auto work = [&] {
+    for (size_t q; !failed.load() && (q = next.fetch_add(1)) < nq;) {
+      absl::Status st = Search(queries + q * dim(), params, &(*hits)[q], &(*stats)[q]);
+      if (!st.ok()) {
+        absl::MutexLock lock(&mu);
+        if (first_error.ok()) first_error = st;
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  return first_error;
+}
+
+}  // namespace zoom::server

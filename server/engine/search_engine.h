@@ -1,0 +1,103 @@
+// File: server/engine/search_engine.h
+//
+// SearchEngine: one collection's query path end to end, the only place where
+// index/ and storage/ meet (no gRPC here, so benchmarks and tests link it):
+//
+//   1. preview   VectorIndex::Search -> K' = rerank_candidates ids (RAM)
+//   2. fullview  VectorStore::ReadVectors(ids) -> one batch of O_DIRECT reads
+//   3. rerank    exact distances over the K' full vectors -> top k
+//
+// Without an index (too few points to train one yet) search is exact over
+// the stored vectors. Scores are the metric's own: squared L2 distance
+// (ascending), inner product or cosine similarity (descending).
+//
+// Thread safety: Search / SearchBatch are const and safe from many threads,
+// also while the single writer calls Add or SetIndex.
+#ifndef ZOOM_SERVER_ENGINE_SEARCH_ENGINE_H_
+#define ZOOM_SERVER_ENGINE_SEARCH_ENGINE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/ids.h"
+#include "common/metric.h"
+#include "common/query_stats.h"
+#include "index/vector_index.h"
+#include "storage/vector_store.h"
+
+namespace zoom::server {
+
+struct SearchParams {
+  uint32_t k = 10;
+  // Preview knobs (see index::IndexSearchParams).
+  uint32_t ef = 64;
+  uint32_t nprobe = 16;
+  // K': candidates re-ranked with full vectors; raised to k when smaller.
+  uint32_t rerank_candidates = 100;
+  // Return the preview's ranking without reading full vectors.
+  bool preview_only = false;
+  // Ids never returned (deleted); may be null.
+  const index::IdFilter* filter = nullptr;
+
+  absl::Status Validate() const;
+};
+
+struct SearchHit {
+  InternalId id;
+  float score;  // the metric's own score
+};
+
+class SearchEngine {
+ public:
+  // `store` holds the full vectors (already normalised for cosine: use
+  // Add). `index` may be null (exact search) and must cover ids
+  // [0, index->size()) of the store.
+  SearchEngine(Metric metric, std::unique_ptr<storage::VectorStore> store,
+               std::unique_ptr<index::VectorIndex> index);
+  ~SearchEngine();
+
+  Metric metric() const { return metric_; }
+  uint32_t dim() const { return store_->dim(); }
+  uint64_t size() const { return store_->count(); }
+  const storage::VectorStore& store() const { return *store_; }
+  // The current index, or null. Stays valid while the engine lives
+  // (replaced indexes are kept until destruction).
+  const index::VectorIndex* index() const { return index_.load(std::memory_order_acquire); }
+
+  // Appends n vectors (n * dim floats; normalised here for cosine): durable
+  // in the store, then indexed. Single writer.
+  absl::Status Add(const float* vectors, size_t n);
+  // Installs a newly built index covering ids [0, index->size()); points
+  // added since are indexed first. Single writer.
+  absl::Status SetIndex(std::unique_ptr<index::VectorIndex> index);
+
+  // Up to k hits for `query` (dim floats), best first.
+  absl::Status Search(const float* query, const SearchParams& params,
+                      std::vector<SearchHit>* hits, QueryStats* stats) const;
+  // nq queries (nq * dim floats) on `threads` threads; per-query hits and
+  // stats (resized to nq). Returns the first error.
+  absl::Status SearchBatch(const float* queries, size_t nq, const SearchParams& params,
+                           int threads, std::vector<std::vector<SearchHit>>* hits,
+                           std::vector<QueryStats>* stats) const;
+  // Exact search over every stored vector (the oracle, and the path used
+  // when there is no index).
+  absl::Status ExactSearch(const float* query, const SearchParams& params,
+                           std::vector<SearchHit>* hits, QueryStats* stats) const;
+
+ private:
+  float Score(const float* q, const float* x) const;
+
+  const Metric metric_;
+  std::unique_ptr<storage::VectorStore> store_;
+  std::atomic<index::VectorIndex*> index_{nullptr};
+  std::vector<std::unique_ptr<index::VectorIndex>> indexes_;  // owned, writer only
+};
+
+}  // namespace zoom::server
+
+#endif  // ZOOM_SERVER_ENGINE_SEARCH_ENGINE_H_

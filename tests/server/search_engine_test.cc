@@ -1,0 +1,299 @@
+// The Zoom query path end to end (preview -> fullview -> exact re-rank) on a
+// small real set (tests/data/sift-ngt-5k), against a brute-force oracle.
+#include "server/engine/search_engine.h"
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/texmex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/oracle.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/test_env.h"
+
+namespace zoom::server {
+namespace {
+
+using ::testing::HasSubstr;
+using ::zoom::testing::RecallOf;
+using ::zoom::testing::StatusIs;
+using ::zoom::testing::TempDir;
+using ::zoom::testing::TestDataPath;
+
+constexpr size_t kQueries = 100;
+
+struct Data {
+  VecsMatrix<float> base;
+  VecsMatrix<float> queries;
+};
+const Data& SiftData() {
+  static const Data* data = [] {
+    auto* d = new Data;
+    d->base = LoadVecsAsFloat(TestDataPath("sift-ngt-5k/base.bvecs")).value();
+    d->queries = LoadVecsAsFloat(TestDataPath("sift-ngt-5k/query.bvecs"), kQueries).value();
+    return d;
+  }();
+  return *data;
+}
+
+index::IndexSpec Spec(index::IndexKind kind, Metric metric) {
+  index::IndexSpec spec;
+  spec.kind = kind;
+  spec.metric = metric;
+  spec.dim = 128;
+  spec.pq.m = 16;
+  spec.hnsw.M = 16;
+  spec.hnsw.ef_construction = 100;
+  spec.nlist = 64;
+  spec.pq.train_iterations = 12;
+  return spec;
+}
+
+class EngineFixture {
+ public:
+  // An engine over the first `n` base vectors; indexed when `kind` given.
+  EngineFixture(const TempDir& dir, Metric metric, const index::IndexSpec* spec,
+                size_t n = 4500) {
+    const Data& d = SiftData();
+    auto store = storage::VectorStore::Create(dir.File("v.zvec"), 128, storage::DType::kFloat32);
+    EXPECT_OK(store.status());
+    engine = std::make_unique<SearchEngine>(metric, std::move(store).value(), nullptr);
+    EXPECT_OK(engine->Add(d.base.data.data(), n));
+    if (spec != nullptr) {
+      auto idx = index::BuildIndex(*spec, d.base.data.data(), n);
+      EXPECT_OK(idx.status());
+      if (idx.ok()) {
+        EXPECT_OK(engine->SetIndex(std::move(idx).value()));
+      }
+    }
+  }
+  std::unique_ptr<SearchEngine> engine;
+};
+
+struct Case {
+  index::IndexKind kind;
+  Metric metric;
+};
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  return std::string(index::IndexKindName(info.param.kind)) + "_" +
+         std::string(MetricName(info.param.metric));
+}
+
+class ZoomRecallTest : public ::testing::TestWithParam<Case> {};
+
+// recall@10 >= 0.95 with the fullview, and the preview alone strictly lower.
+TEST_P(ZoomRecallTest, FullviewRecallBeatsPreviewAndReachesTarget) {
+  TempDir tmp;
+  const auto spec = Spec(GetParam().kind, GetParam().metric);
+  EngineFixture f(tmp, GetParam().metric, &spec);
+  const Data& d = SiftData();
+  SearchParams full;
+  full.k = 10;
+  full.ef = 200;
+  full.nprobe = 16;
+  full.rerank_candidates = 100;
+  SearchParams preview = full;
+  preview.preview_only = true;
+  double r_full = 0, r_preview = 0;
+  QueryStats total;
+  for (size_t q = 0; q < kQueries; ++q) {
+    std::vector<SearchHit> exact, a, p;
+    QueryStats st;
+    ASSERT_OK(f.engine->ExactSearch(d.queries.row(q), full, &exact, nullptr));
+    ASSERT_OK(f.engine->Search(d.queries.row(q), full, &a, &st));
+    ASSERT_OK(f.engine->Search(d.queries.row(q), preview, &p, nullptr));
+    ASSERT_EQ(a.size(), 10u);
+    ASSERT_EQ(p.size(), 10u);
+    // Scores are the metric's own and ordered best first.
+    for (size_t i = 1; i < a.size(); ++i) {
+      ASSERT_FALSE(IsBetter(GetParam().metric, a[i].score, a[i - 1].score));
+    }
+    r_full += RecallOf(a, exact, 10);
+    r_preview += RecallOf(p, exact, 10);
+    total.Merge(st);
+  }
+  r_full /= kQueries;
+  r_preview /= kQueries;
+  EXPECT_GE(r_full, 0.95);
+  EXPECT_LT(r_preview, r_full);
+  // The fullview read each candidate's vector: at most one read per candidate.
+  EXPECT_GT(total.reads, 0u);
+  EXPECT_LE(total.reads, total.candidates);
+  EXPECT_GT(total.bytes_read, 0u);
+  RecordProperty("recall_full", std::to_string(r_full));
+  RecordProperty("recall_preview", std::to_string(r_preview));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    KindsAndMetrics, ZoomRecallTest,
+    ::testing::Values(Case{index::IndexKind::kHnswPq, Metric::kL2},
+                      Case{index::IndexKind::kHnswPq, Metric::kInnerProduct},
+                      Case{index::IndexKind::kHnswPq, Metric::kCosine},
+                      Case{index::IndexKind::kIvfHnswPq, Metric::kL2},
+                      Case{index::IndexKind::kIvfHnswPq, Metric::kInnerProduct},
+                      Case{index::IndexKind::kIvfHnswPq, Metric::kCosine}),
+    CaseName);
+
+TEST(SearchEngineTest, ExactSearchAgreesWithTheShippedGroundTruth) {
+  TempDir tmp;
+  EngineFixture f(tmp, Metric::kL2, nullptr);
+  auto gt = LoadIvecs(TestDataPath("sift-ngt-5k/groundtruth_l2.ivecs"), 20).value();
+  SearchParams p;
+  p.k = 10;
+  for (size_t q = 0; q < 20; ++q) {
+    std::vector<SearchHit> hits;
+    ASSERT_OK(f.engine->Search(SiftData().queries.row(q), p, &hits, nullptr));
+    ASSERT_EQ(hits.size(), 10u);
+    for (size_t i = 0; i < 10; ++i) EXPECT_EQ(hits[i].id, static_cast<InternalId>(gt.row(q)[i]));
+  }
+}
+
+class ExcludeSet final : public index::IdFilter {
+ public:
+  bool IsExcluded(InternalId id) const override { return ids.count(id) > 0; }
+  std::set<InternalId> ids;
+};
+
+TEST(SearchEngineTest, DeletedIdsAreNeverReturnedAndKStillIs) {
+  for (auto kind : {index::IndexKind::kHnswPq, index::IndexKind::kIvfHnswPq}) {
+    SCOPED_TRACE(index::IndexKindName(kind));
+    TempDir tmp;
+    const auto spec = Spec(kind, Metric::kL2);
+    EngineFixture f(tmp, Metric::kL2, &spec);
+    SearchParams p;
+    p.k = 10;
+    p.ef = 64;
+    for (size_t q = 0; q < 30; ++q) {
+      // Delete the exact top 20 of this query.
+      std::vector<SearchHit> exact;
+      SearchParams p20 = p;
+      p20.k = 20;
+      ASSERT_OK(f.engine->ExactSearch(SiftData().queries.row(q), p20, &exact, nullptr));
+      ExcludeSet deleted;
+      for (const auto& h : exact) deleted.ids.insert(h.id);
+      SearchParams pf = p;
+      pf.filter = &deleted;
+      std::vector<SearchHit> hits;
+      ASSERT_OK(f.engine->Search(SiftData().queries.row(q), pf, &hits, nullptr));
+      ASSERT_EQ(hits.size(), 10u);
+      for (const auto& h : hits) EXPECT_EQ(deleted.ids.count(h.id), 0u) << h.id;
+    }
+  }
+}
+
+TEST(SearchEngineTest, IncrementalAddsAreFoundAtOnce) {
+  for (auto kind : {index::IndexKind::kHnswPq, index::IndexKind::kIvfHnswPq}) {
+    SCOPED_TRACE(index::IndexKindName(kind));
+    TempDir tmp;
+    const auto spec = Spec(kind, Metric::kL2);
+    EngineFixture f(tmp, Metric::kL2, &spec, 4000);  // index over 4000
+    ASSERT_EQ(f.engine->index()->size(), 4000u);
+    const Data& d = SiftData();
+    ASSERT_OK(f.engine->Add(d.base.row(4000), 500));  // encoded with the codebook
+    EXPECT_EQ(f.engine->index()->size(), 4500u);
+    SearchParams p;
+    p.k = 1;
+    p.ef = 64;
+    int found = 0;
+    for (InternalId id = 4000; id < 4500; id += 5) {
+      std::vector<SearchHit> hits;
+      ASSERT_OK(f.engine->Search(d.base.row(id), p, &hits, nullptr));
+      ASSERT_EQ(hits.size(), 1u);
+      found += hits[0].id == id;
+    }
+    EXPECT_GE(found, 98);  // of 100
+  }
+}
+
+TEST(SearchEngineTest, SaveLoadGivesIdenticalResults) {
+  for (auto kind : {index::IndexKind::kHnswPq, index::IndexKind::kIvfHnswPq}) {
+    SCOPED_TRACE(index::IndexKindName(kind));
+    TempDir tmp;
+    const auto spec = Spec(kind, Metric::kCosine);
+    const Data& d = SiftData();
+    ASSERT_OK_AND_ASSIGN(auto idx, index::BuildIndex(spec, d.base.data.data(), 4500));
+    ASSERT_OK(idx->Save(tmp.File("i.zidx")));
+    ASSERT_OK_AND_ASSIGN(auto loaded, index::LoadIndex(tmp.File("i.zidx")));
+    EXPECT_EQ(loaded->size(), idx->size());
+    EXPECT_EQ(loaded->ResidentBytes(), idx->ResidentBytes());
+    index::IndexSearchParams p;
+    p.ef = 64;
+    p.nprobe = 8;
+    for (size_t q = 0; q < 50; ++q) {
+      std::vector<index::Neighbor> a, b;
+      ASSERT_OK(idx->Search(d.queries.row(q), 50, p, &a, nullptr));
+      ASSERT_OK(loaded->Search(d.queries.row(q), 50, p, &b, nullptr));
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(a[i].id, b[i].id);
+        ASSERT_EQ(a[i].distance, b[i].distance);
+      }
+    }
+  }
+}
+
+TEST(SearchEngineTest, ManyThreadsSearchWhileOneWriterAdds) {
+  TempDir tmp;
+  const auto spec = Spec(index::IndexKind::kIvfHnswPq, Metric::kL2);
+  EngineFixture f(tmp, Metric::kL2, &spec, 3000);
+  const Data& d = SiftData();
+  std::atomic<bool> done{false};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&, t] {
+      SearchParams p;
+      p.k = 10;
+      std::vector<SearchHit> hits;
+      for (size_t q = t; !done.load() || q < 40; q = (q + 4) % kQueries) {
+        if (!f.engine->Search(d.queries.row(q), p, &hits, nullptr).ok()) ++errors;
+        if (hits.size() != 10) ++errors;
+        if (done.load() && q >= kQueries - 4) break;
+      }
+    });
+  }
+  for (size_t first = 3000; first < 4500; first += 100) {
+    ASSERT_OK(f.engine->Add(d.base.row(first), 100));
+  }
+  done = true;
+  for (auto& th : readers) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(f.engine->size(), 4500u);
+}
+
+TEST(SearchEngineTest, BatchSearchMatchesSingleSearches) {
+  TempDir tmp;
+  const auto spec = Spec(index::IndexKind::kHnswPq, Metric::kL2);
+  EngineFixture f(tmp, Metric::kL2, &spec);
+  SearchParams p;
+  p.k = 5;
+  std::vector<std::vector<SearchHit>> hits;
+  std::vector<QueryStats> stats;
+  ASSERT_OK(f.engine->SearchBatch(SiftData().queries.data.data(), 40, p, 2, &hits, &stats));
+  ASSERT_EQ(hits.size(), 40u);
+  for (size_t q = 0; q < 40; ++q) {
+    std::vector<SearchHit> one;
+    ASSERT_OK(f.engine->Search(SiftData().queries.row(q), p, &one, nullptr));
+    ASSERT_EQ(one.size(), hits[q].size());
+    for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i].id, hits[q][i].id);
+    EXPECT_GT(stats[q].reads, 0u);
+  }
+}
+
+TEST(SearchEngineTest, BadParamsAreClearErrors) {
+  TempDir tmp;
+  EngineFixture f(tmp, Metric::kL2, nullptr, 300);
+  SearchParams p;
+  p.k = 0;
+  std::vector<SearchHit> hits;
+  EXPECT_THAT(f.engine->Search(SiftData().queries.row(0), p, &hits, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("k must be")));
+}
+
+}  // namespace
+}  // namespace zoom::server
