@@ -20,7 +20,7 @@ absl::StatusOr<Metric> ParseMetric(std::string_view name) {
       "unknown metric '", lower, "': use l2, ip or cosine"));
 }
 
-std::string_view MetricName(Metric metric) {
+const char* MetricName(Metric metric) {
   switch (metric) {
     case Metric::kL2:
       return "l2";

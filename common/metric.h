@@ -21,7 +21,7 @@ enum class Metric {
 // "l2" | "ip" | "cosine" (also "inner_product", "angular"), case-insensitive.
 absl::StatusOr<Metric> ParseMetric(std::string_view name);
 // The canonical short name: "l2", "ip" or "cosine".
-std::string_view MetricName(Metric metric);
+const char* MetricName(Metric metric);
 
 // True when a larger score is a better match (IP and cosine).
 constexpr bool HigherIsBetter(Metric metric) { return metric != Metric::kL2; }

@@ -320,6 +320,7 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(const IndexSpec& in_
     cp.seed = static_cast<int>(spec.pq.seed);
     cp.spherical = spec.metric == Metric::kCosine;
     cp.max_points_per_centroid = 1 << 30;  // we sampled already
+    cp.min_points_per_centroid = 1;
     faiss::Clustering clus(static_cast<int>(d), static_cast<int>(spec.nlist), cp);
     faiss::IndexFlatL2 assigner(static_cast<faiss::Index::idx_t>(d));
     clus.train(static_cast<faiss::Index::idx_t>(sample.size() / d), sample.data(), assigner);

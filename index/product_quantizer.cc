@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "index/distance_kernels.h"
+#include "index/index_internal.h"
 
 namespace zoom::index {
 
@@ -55,12 +56,13 @@ absl::StatusOr<ProductQuantizer> ProductQuantizer::Train(
   for (size_t i = 0; i < nt; ++i) {
     std::memcpy(train.data() + i * dim, x + pick[i] * dim, dim * sizeof(float));
   }
+  internal::LibraryThreadsGuard threads(1);  // see BuildIndex
   try {
     std::vector<float> xt(nt * size_t{pq.padded_dim_}, 0.0f);
     if (options.opq) {
       faiss::OPQMatrix opq(static_cast<int>(dim), static_cast<int>(options.m),
                            static_cast<int>(pq.padded_dim_));
-      opq.niter = 25;
+      opq.niter = static_cast<int>(options.opq_iterations);
       opq.niter_pq = 4;
       opq.verbose = false;
       opq.max_train_points = nt;
@@ -75,6 +77,7 @@ absl::StatusOr<ProductQuantizer> ProductQuantizer::Train(
     fpq.cp.niter = static_cast<int>(options.train_iterations);
     fpq.cp.seed = static_cast<int>(options.seed);
     fpq.cp.max_points_per_centroid = static_cast<int>(nt);  // no resampling
+    fpq.cp.min_points_per_centroid = 1;  // small sets are fine; no warning
     fpq.verbose = false;
     fpq.train(static_cast<faiss::Index::idx_t>(nt), xt.data());
     pq.centroids_ = fpq.centroids;

@@ -28,6 +28,8 @@ struct PqOptions {
   uint32_t nbits = 8;
   // Learn an OPQ rotation first. Default: false.
   bool opq = false;
+  // OPQ outer iterations (each trains a PQ and solves a Procrustes step).
+  uint32_t opq_iterations = 20;
   // k-means iterations per sub-quantiser.
   uint32_t train_iterations = 25;
   // Training points used at most (a sample when more are given).

@@ -26,7 +26,7 @@ absl::StatusOr<IndexKind> ParseIndexKind(std::string_view name) {
       "unknown index kind '", lower, "': use hnsw_pq or ivf_hnsw_pq"));
 }
 
-std::string_view IndexKindName(IndexKind kind) {
+const char* IndexKindName(IndexKind kind) {
   return kind == IndexKind::kHnswPq ? "hnsw_pq" : "ivf_hnsw_pq";
 }
 
@@ -101,7 +101,10 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
                                                         const float* vectors,
                                                         size_t n) {
   ZOOM_RETURN_IF_ERROR(spec.Validate());
-  internal::LibraryThreadsGuard threads(spec.build_threads);
+  // FAISS training runs on one OpenMP thread: OpenMP's spinning barriers
+  // collapse when the cores are also serving queries (measured: 80% of a
+  // loaded build in libgomp spin). Our own loops use build_threads.
+  internal::LibraryThreadsGuard threads(1);
   if (spec.kind == IndexKind::kHnswPq) {
     return internal::BuildHnswPq(spec, vectors, n);
   }

@@ -37,7 +37,7 @@ namespace zoom::index {
 
 enum class IndexKind : uint32_t { kHnswPq = 0, kIvfHnswPq = 1 };
 absl::StatusOr<IndexKind> ParseIndexKind(std::string_view name);
-std::string_view IndexKindName(IndexKind kind);
+const char* IndexKindName(IndexKind kind);
 
 struct IndexSpec {
   IndexKind kind = IndexKind::kIvfHnswPq;

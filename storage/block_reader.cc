@@ -29,7 +29,7 @@ absl::StatusOr<IoBackend> ParseIoBackend(std::string_view name) {
       "unknown I/O backend '", lower, "': use auto, io_uring or pread"));
 }
 
-std::string_view IoBackendName(IoBackend backend) {
+const char* IoBackendName(IoBackend backend) {
   switch (backend) {
     case IoBackend::kAuto:
       return "auto";

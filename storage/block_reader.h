@@ -47,7 +47,7 @@ enum class IoBackend { kAuto, kIoUring, kPread };
 
 // "auto" | "io_uring" (also "uring") | "pread".
 absl::StatusOr<IoBackend> ParseIoBackend(std::string_view name);
-std::string_view IoBackendName(IoBackend backend);
+const char* IoBackendName(IoBackend backend);
 
 struct BlockReaderOptions {
   // Which implementation. Default: auto (io_uring when the probe succeeds).

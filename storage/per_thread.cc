@@ -20,6 +20,12 @@ uint64_t NextId() {
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
+uint64_t ThreadUid() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t uid = next.fetch_add(1, std::memory_order_relaxed);
+  return uid;
+}
+
 void* CacheLookup(uint64_t id) {
   for (const Entry& e : tls_cache) {
     if (e.id == id) return e.value;

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <unordered_map>
 
 #include "absl/synchronization/mutex.h"
@@ -22,6 +21,9 @@ namespace zoom::storage {
 namespace internal_per_thread {
 
 uint64_t NextId();
+// A number for the calling thread, unique over the process's lifetime
+// (std::thread::id values are reused once a thread has exited).
+uint64_t ThreadUid();
 void* CacheLookup(uint64_t id);
 void CacheInsert(uint64_t id, void* value);
 
@@ -45,7 +47,7 @@ class PerThread {
     T* value = nullptr;
     {
       absl::MutexLock lock(&mu_);
-      auto& slot = map_[std::this_thread::get_id()];
+      auto& slot = map_[internal_per_thread::ThreadUid()];
       if (!slot) slot = make_();
       value = slot.get();
     }
@@ -57,7 +59,10 @@ class PerThread {
   const uint64_t id_;
   std::function<std::unique_ptr<T>()> make_;
   mutable absl::Mutex mu_;
-  mutable std::unordered_map<std::thread::id, std::unique_ptr<T>> map_
+  // Keyed by ThreadUid(): a T made for a thread is never handed to another
+  // (an io_uring ring set up with SINGLE_ISSUER must stay with its thread).
+  // Entries of exited threads stay until the PerThread is destroyed.
+  mutable std::unordered_map<uint64_t, std::unique_ptr<T>> map_
       ABSL_GUARDED_BY(mu_);
 };
 

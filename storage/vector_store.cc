@@ -148,7 +148,7 @@ absl::StatusOr<DType> ParseDType(std::string_view name) {
       absl::StrCat("unknown dtype '", lower, "': use float32 or uint8"));
 }
 
-std::string_view DTypeName(DType dtype) {
+const char* DTypeName(DType dtype) {
   return dtype == DType::kUint8 ? "uint8" : "float32";
 }
 

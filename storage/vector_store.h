@@ -61,7 +61,7 @@ namespace zoom::storage {
 
 enum class DType : uint32_t { kFloat32 = 0, kUint8 = 1 };
 absl::StatusOr<DType> ParseDType(std::string_view name);  // "float32"|"uint8"
-std::string_view DTypeName(DType dtype);
+const char* DTypeName(DType dtype);
 inline size_t DTypeSize(DType d) { return d == DType::kUint8 ? 1 : 4; }
 
 struct VectorStoreOptions {

@@ -1,0 +1,273 @@
+// The preview indexes on their own: spec validation, dimensions m does not
+// divide, OPQ, the HNSW graph against brute force, file-format safety and a
+// golden index file of format 1.0.
+#include "index/vector_index.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/metric.h"
+#include "common/texmex.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "index/distance_kernels.h"
+#include "index/hnsw_graph.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/test_env.h"
+
+namespace zoom::index {
+namespace {
+
+using ::testing::HasSubstr;
+using ::zoom::testing::StatusIs;
+using ::zoom::testing::TempDir;
+using ::zoom::testing::TestDataPath;
+
+// Clustered Gaussian data, deterministic.
+std::vector<float> Clustered(size_t n, size_t d, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> g(0, 1);
+  std::vector<float> centers(16 * d);
+  for (auto& c : centers) c = 4 * g(rng);
+  std::vector<float> x(n * d);
+  for (size_t i = 0; i < n; ++i) {
+    const float* c = centers.data() + (rng() % 16) * d;
+    for (size_t j = 0; j < d; ++j) x[i * d + j] = c[j] + g(rng);
+  }
+  return x;
+}
+
+std::vector<InternalId> BruteForce(const std::vector<float>& x, size_t d, const float* q,
+                                   size_t k) {
+  const size_t n = x.size() / d;
+  std::vector<Neighbor> all(n);
+  for (size_t i = 0; i < n; ++i) {
+    all[i] = {L2SquaredReference(q, x.data() + i * d, d), static_cast<InternalId>(i)};
+  }
+  std::partial_sort(all.begin(), all.begin() + k, all.end());
+  std::vector<InternalId> ids(k);
+  for (size_t i = 0; i < k; ++i) ids[i] = all[i].id;
+  return ids;
+}
+
+IndexSpec SmallSpec(IndexKind kind, uint32_t dim, uint32_t m) {
+  IndexSpec s;
+  s.kind = kind;
+  s.metric = Metric::kL2;
+  s.dim = dim;
+  s.pq.m = m;
+  s.pq.train_iterations = 10;
+  s.hnsw.M = 12;
+  s.hnsw.ef_construction = 80;
+  s.nlist = 32;
+  return s;
+}
+
+TEST(IndexSpecTest, BadSpecsAreClearErrors) {
+  IndexSpec s = SmallSpec(IndexKind::kHnswPq, 16, 32);
+  EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pq_m 32")));
+  s = SmallSpec(IndexKind::kHnswPq, 16, 4);
+  s.pq.nbits = 4;
+  EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("use 8")));
+  s = SmallSpec(IndexKind::kHnswPq, 16, 4);
+  s.hnsw.M = 1;
+  EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("M 1")));
+  s = SmallSpec(IndexKind::kHnswPq, 0, 1);
+  EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dimension")));
+  EXPECT_THAT(ParseIndexKind("ivf_flat"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hnsw_pq or ivf_hnsw_pq")));
+  ASSERT_OK_AND_ASSIGN(IndexKind k, ParseIndexKind("IVF_HNSW_PQ"));
+  EXPECT_EQ(k, IndexKind::kIvfHnswPq);
+}
+
+TEST(IndexSpecTest, TooFewVectorsToTrain) {
+  const auto x = Clustered(100, 8, 1);
+  EXPECT_THAT(BuildIndex(SmallSpec(IndexKind::kHnswPq, 8, 4), x.data(), 100),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at least 256")));
+  EXPECT_THAT(BuildIndex(SmallSpec(IndexKind::kIvfHnswPq, 8, 4), x.data(), 100),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at least")));
+}
+
+// A dimension that m does not divide (30 = 7 * 4 + 2), with and without OPQ.
+TEST(ProductQuantizerTest, PaddedAndRotatedDimensionsWork) {
+  const size_t d = 30, n = 2000;
+  const auto x = Clustered(n, d, 2);
+  for (bool opq : {false, true}) {
+    SCOPED_TRACE(opq ? "opq" : "padded");
+    PqOptions o;
+    o.m = 7;
+    o.opq = opq;
+    o.train_iterations = 10;
+    o.opq_iterations = 4;
+    o.max_train_points = 1000;
+    ASSERT_OK_AND_ASSIGN(ProductQuantizer pq, ProductQuantizer::Train(x.data(), n, d, o));
+    EXPECT_EQ(pq.padded_dim(), 35u);
+    EXPECT_EQ(pq.has_rotation(), opq);
+    // Reconstruction error well below the data's spread, and ADC equals the
+    // distance to the reconstruction.
+    std::vector<uint8_t> code(7);
+    std::vector<float> xt(35), rec(35), table(7 * 256), qt(35);
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < 200; ++i) {
+      pq.Transform(x.data() + i * d, xt.data());
+      pq.EncodeTransformed(xt.data(), code.data());
+      pq.DecodeTransformed(code.data(), rec.data());
+      err += L2SquaredReference(xt.data(), rec.data(), 35);
+      norm += InnerProductReference(xt.data(), xt.data(), 35);
+      pq.Transform(x.data() + (i + 1) * d, qt.data());
+      pq.L2Table(qt.data(), table.data());
+      EXPECT_NEAR(PqAdc(table.data(), code.data(), 7), L2SquaredReference(qt.data(), rec.data(), 35),
+                  1e-2f * (1 + L2SquaredReference(qt.data(), rec.data(), 35)));
+    }
+    EXPECT_LT(err / norm, 0.1);
+  }
+}
+
+class ExactComputer final : public DistanceComputer {
+ public:
+  ExactComputer(const std::vector<float>& x, size_t d, const float* q) : x_(x), d_(d), q_(q) {}
+  void Distances(const InternalId* ids, size_t n, float* out) override {
+    for (size_t i = 0; i < n; ++i) out[i] = L2Sqr(q_, x_.data() + size_t{ids[i]} * d_, d_);
+  }
+
+ private:
+  const std::vector<float>& x_;
+  size_t d_;
+  const float* q_;
+};
+
+class ExactOracle final : public BuildOracle {
+ public:
+  ExactOracle(const std::vector<float>& x, size_t d) : x_(x), d_(d) {}
+  float Between(InternalId a, InternalId b) const override {
+    return L2Sqr(x_.data() + size_t{a} * d_, x_.data() + size_t{b} * d_, d_);
+  }
+
+ private:
+  const std::vector<float>& x_;
+  size_t d_;
+};
+
+TEST(HnswGraphTest, ExactDistancesGiveHighRecallAndSurviveSaveLoad) {
+  const size_t d = 24, n = 3000;
+  const auto x = Clustered(n, d, 3);
+  const auto queries = Clustered(50, d, 4);
+  HnswOptions o;
+  o.M = 12;
+  o.ef_construction = 100;
+  HnswGraph g(o);
+  g.Grow(n);
+  ExactOracle oracle(x, d);
+  HnswScratch s;
+  for (InternalId i = 0; i < n; ++i) g.Insert(i, oracle, s);
+  double recall = 0;
+  std::vector<Neighbor> out;
+  for (size_t q = 0; q < 50; ++q) {
+    ExactComputer dc(x, d, queries.data() + q * d);
+    g.Search(dc, 128, nullptr, s, &out, nullptr);
+    const auto truth = BruteForce(x, d, queries.data() + q * d, 10);
+    for (size_t i = 0; i < 10; ++i) {
+      recall += std::count_if(truth.begin(), truth.end(),
+                              [&](InternalId t) { return t == out[i].id; });
+    }
+  }
+  EXPECT_GE(recall / 500, 0.97);
+  TempDir tmp;
+  BinaryWriter w("ZOOMTST", 1, 0);
+  g.Save(w);
+  ASSERT_OK(w.Commit(tmp.File("g.bin")));
+  ASSERT_OK_AND_ASSIGN(BinaryReader r, BinaryReader::Open(tmp.File("g.bin"), "ZOOMTST", 1, "graph"));
+  HnswGraph g2(o);
+  ASSERT_OK(g2.Load(r));
+  std::vector<Neighbor> out2;
+  for (size_t q = 0; q < 10; ++q) {
+    ExactComputer dc(x, d, queries.data() + q * d);
+    g.Search(dc, 32, nullptr, s, &out, nullptr);
+    g2.Search(dc, 32, nullptr, s, &out2, nullptr);
+    ASSERT_EQ(out.size(), out2.size());
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].id, out2[i].id);
+  }
+}
+
+class IndexFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    x_ = Clustered(1000, 16, 5);
+    auto idx = BuildIndex(SmallSpec(IndexKind::kHnswPq, 16, 4), x_.data(), 1000);
+    ASSERT_OK(idx.status());
+    path_ = tmp_.File("i.zidx");
+    ASSERT_OK((*idx)->Save(path_));
+  }
+  void Patch(uint64_t off, const void* p, size_t n) {
+    const int fd = ::open(path_.c_str(), O_WRONLY);
+    ASSERT_EQ(::pwrite(fd, p, n, static_cast<off_t>(off)), static_cast<ssize_t>(n));
+    ::close(fd);
+  }
+  TempDir tmp_;
+  std::string path_;
+  std::vector<float> x_;
+};
+
+TEST_F(IndexFileTest, CorruptFilesAreClearErrors) {
+  const uint8_t junk = 0x77;
+  Patch(200, &junk, 1);
+  EXPECT_THAT(LoadIndex(path_), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("checksum")));
+  Patch(0, "BADMAGIC", 8);
+  EXPECT_THAT(LoadIndex(path_), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("bad magic")));
+  std::filesystem::resize_file(path_, 10);
+  EXPECT_THAT(LoadIndex(path_), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("truncated")));
+  EXPECT_THAT(LoadIndex(tmp_.File("missing.zidx")),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing.zidx")));
+}
+
+TEST_F(IndexFileTest, NewerMajorVersionIsRefused) {
+  const uint16_t major = 2;
+  Patch(8, &major, 2);
+  EXPECT_THAT(LoadIndex(path_), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                         HasSubstr("written by a newer zoomd")));
+}
+
+// tests/data/golden/index_v1_0_*.zidx were written by format 1.0 (run with
+// ZOOM_WRITE_GOLDEN=1 to write them, only for a new format version): every
+// later version must load them and find each indexed vector as its own
+// nearest neighbour.
+TEST(IndexGoldenTest, ReadsGoldenFilesOfFormat1_0) {
+  const bool write = std::getenv("ZOOM_WRITE_GOLDEN") != nullptr;
+  const auto x = Clustered(600, 12, 9);
+  for (IndexKind kind : {IndexKind::kHnswPq, IndexKind::kIvfHnswPq}) {
+    SCOPED_TRACE(IndexKindName(kind));
+    const std::string path =
+        TestDataPath(std::string("golden/index_v1_0_") + IndexKindName(kind) + ".zidx");
+    if (write) {
+      IndexSpec spec = SmallSpec(kind, 12, 6);
+      spec.nlist = 16;
+      ASSERT_OK_AND_ASSIGN(auto idx, BuildIndex(spec, x.data(), 600));
+      ASSERT_OK(idx->Save(path));
+    }
+    ASSERT_OK_AND_ASSIGN(auto idx, LoadIndex(path));
+    EXPECT_EQ(idx->size(), 600u);
+    EXPECT_EQ(idx->spec().kind, kind);
+    EXPECT_EQ(idx->spec().dim, 12u);
+    IndexSearchParams p;
+    p.ef = 64;
+    p.nprobe = 16;
+    int self = 0;
+    std::vector<Neighbor> out;
+    for (InternalId i = 0; i < 600; i += 6) {
+      ASSERT_OK(idx->Search(x.data() + size_t{i} * 12, 5, p, &out, nullptr));
+      ASSERT_FALSE(out.empty());
+      self += std::any_of(out.begin(), out.end(), [&](const Neighbor& nb) { return nb.id == i; });
+    }
+    EXPECT_GE(self, 95);  // of 100
+  }
+}
+
+}  // namespace
+}  // namespace zoom::index
