@@ -9,7 +9,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: deps configure build test bench-io clean
+.PHONY: deps configure build test test-asan bench-io clean
 
 deps:
 	@bash deploy/install-deps.sh
@@ -23,6 +23,16 @@ build: configure
 
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
+	@$(MAKE) --no-print-directory test-asan
+
+# The concurrency tests again under AddressSanitizer + UBSan.
+ASAN_DIR ?= build-asan
+ASAN_TESTS ?= Concurrent|ManyThreads
+test-asan: deps
+	@cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZOOM_SANITIZE=ON \
+	  -DZOOM_BUILD_TESTS=ON -DZOOM_BUILD_BENCHMARKS=OFF $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(ASAN_DIR) -j $(JOBS) --target storage_test engine_test
+	@cd $(ASAN_DIR) && ctest --output-on-failure -R '$(ASAN_TESTS)' --timeout 900
 
 # The fullview I/O benchmark (io_uring batch vs pread loop, with fio beside).
 bench-io: build

@@ -19,7 +19,10 @@ struct Scratch {
   std::vector<float> query;
   std::vector<index::Neighbor> candidates;
   std::vector<InternalId> ids;
+  std::vector<InternalId> misses;
+  std::vector<uint32_t> miss_pos;
   std::vector<float> vectors;
+  std::vector<float> miss_vectors;
   std::vector<SearchHit> hits;
 };
 Scratch& ThreadScratch() {
@@ -42,8 +45,12 @@ absl::Status SearchParams::Validate() const {
 }
 
 SearchEngine::SearchEngine(Metric metric, std::unique_ptr<storage::VectorStore> store,
-                           std::unique_ptr<index::VectorIndex> index)
+                           std::unique_ptr<index::VectorIndex> index,
+                           const EngineOptions& options)
     : metric_(metric), store_(std::move(store)) {
+  if (options.cache_bytes > 0) {
+    cache_ = std::make_unique<VectorCache>(options.cache_bytes, store_->dim());
+  }
   if (index != nullptr) {
     index_.store(index.get());
     indexes_.push_back(std::move(index));
@@ -194,7 +201,29 @@ absl::Status SearchEngine::Search(const float* query, const SearchParams& params
   s.ids.resize(n);
   for (size_t i = 0; i < n; ++i) s.ids[i] = s.candidates[i].id;
   s.vectors.resize(n * d);
-  ZOOM_RETURN_IF_ERROR(store_->ReadVectors(s.ids, s.vectors.data(), stats));
+  if (cache_ == nullptr) {
+    ZOOM_RETURN_IF_ERROR(store_->ReadVectors(s.ids, s.vectors.data(), stats));
+  } else {
+    s.misses.clear();
+    s.miss_pos.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (!cache_->Lookup(s.ids[i], s.vectors.data() + i * d)) {
+        s.misses.push_back(s.ids[i]);
+        s.miss_pos.push_back(static_cast<uint32_t>(i));
+      }
+    }
+    s.miss_vectors.resize(s.misses.size() * d);
+    ZOOM_RETURN_IF_ERROR(store_->ReadVectors(s.misses, s.miss_vectors.data(), stats));
+    for (size_t j = 0; j < s.misses.size(); ++j) {
+      const float* v = s.miss_vectors.data() + j * d;
+      std::memcpy(s.vectors.data() + size_t{s.miss_pos[j]} * d, v, d * sizeof(float));
+      cache_->Insert(s.misses[j], v);
+    }
+    if (stats != nullptr) {
+      stats->cache_hits += n - s.misses.size();
+      stats->cache_misses += s.misses.size();
+    }
+  }
   if (stats != nullptr) stats->fullview_us += sw.ElapsedMicros();
   // 3. exact re-rank.
   sw.Reset();

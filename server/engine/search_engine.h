@@ -28,6 +28,7 @@
 #include "common/metric.h"
 #include "common/query_stats.h"
 #include "index/vector_index.h"
+#include "server/engine/vector_cache.h"
 #include "storage/vector_store.h"
 
 namespace zoom::server {
@@ -47,6 +48,12 @@ struct SearchParams {
   absl::Status Validate() const;
 };
 
+struct EngineOptions {
+  // DRAM cache of hot full vectors in front of the SSD, in bytes.
+  // Default 0: off (every fullview candidate is read from the SSD).
+  uint64_t cache_bytes = 0;
+};
+
 struct SearchHit {
   InternalId id;
   float score;  // the metric's own score
@@ -58,7 +65,8 @@ class SearchEngine {
   // Add). `index` may be null (exact search) and must cover ids
   // [0, index->size()) of the store.
   SearchEngine(Metric metric, std::unique_ptr<storage::VectorStore> store,
-               std::unique_ptr<index::VectorIndex> index);
+               std::unique_ptr<index::VectorIndex> index,
+               const EngineOptions& options = {});
   ~SearchEngine();
 
   Metric metric() const { return metric_; }
@@ -68,6 +76,8 @@ class SearchEngine {
   // The current index, or null. Stays valid while the engine lives
   // (replaced indexes are kept until destruction).
   const index::VectorIndex* index() const { return index_.load(std::memory_order_acquire); }
+  // Bytes of the DRAM vector cache (0 when off).
+  uint64_t CacheBytes() const { return cache_ ? cache_->ResidentBytes() : 0; }
 
   // Appends n vectors (n * dim floats; normalised here for cosine): durable
   // in the store, then indexed. Single writer.
@@ -96,6 +106,7 @@ class SearchEngine {
   std::unique_ptr<storage::VectorStore> store_;
   std::atomic<index::VectorIndex*> index_{nullptr};
   std::vector<std::unique_ptr<index::VectorIndex>> indexes_;  // owned, writer only
+  std::unique_ptr<VectorCache> cache_;  // null when off
 };
 
 }  // namespace zoom::server

@@ -285,6 +285,56 @@ TEST(SearchEngineTest, BatchSearchMatchesSingleSearches) {
   }
 }
 
+TEST(SearchEngineTest, DramCacheServesRepeatedQueriesWithSameResults) {
+  TempDir tmp;
+  const auto spec = Spec(index::IndexKind::kIvfHnswPq, Metric::kL2);
+  const Data& d = SiftData();
+  ASSERT_OK_AND_ASSIGN(auto store, storage::VectorStore::Create(tmp.File("v.zvec"), 128,
+                                                                storage::DType::kFloat32));
+  ASSERT_OK(store->Append(d.base.data.data(), 4500));
+  ASSERT_OK_AND_ASSIGN(auto idx, index::BuildIndex(spec, d.base.data.data(), 4500));
+  EngineOptions opt;
+  opt.cache_bytes = 4 << 20;  // room for ~7K vectors of 512 bytes
+  SearchEngine cached(Metric::kL2, std::move(store), std::move(idx), opt);
+  EXPECT_GT(cached.CacheBytes(), 0u);
+  SearchParams p;
+  p.k = 10;
+  for (size_t q = 0; q < 20; ++q) {
+    std::vector<SearchHit> first, second, exact;
+    QueryStats s1, s2;
+    ASSERT_OK(cached.Search(d.queries.row(q), p, &first, &s1));
+    ASSERT_OK(cached.Search(d.queries.row(q), p, &second, &s2));
+    EXPECT_EQ(s1.cache_hits + s1.cache_misses, s1.candidates);
+    EXPECT_EQ(s2.cache_misses, 0u);  // everything was cached by the first
+    EXPECT_EQ(s2.reads, 0u);
+    ASSERT_EQ(first.size(), second.size());
+    for (size_t i = 0; i < first.size(); ++i) {
+      EXPECT_EQ(first[i].id, second[i].id);
+      EXPECT_EQ(first[i].score, second[i].score);
+    }
+  }
+}
+
+TEST(VectorCacheTest, EvictsWithinTheBudget) {
+  VectorCache cache(16 * (4 * 4 + 40) * 2, 4);  // two slots per shard
+  EXPECT_EQ(cache.capacity(), 32u);
+  float v[4] = {1, 2, 3, 4}, out[4];
+  for (InternalId id = 0; id < 1000; ++id) {
+    v[0] = static_cast<float>(id);
+    cache.Insert(id, v);
+  }
+  int hits = 0;
+  for (InternalId id = 0; id < 1000; ++id) {
+    if (cache.Lookup(id, out)) {
+      ++hits;
+      EXPECT_EQ(out[0], static_cast<float>(id));
+    }
+  }
+  EXPECT_EQ(hits, 32);
+  cache.Erase(999);
+  EXPECT_FALSE(cache.Lookup(999, out));
+}
+
 TEST(SearchEngineTest, BadParamsAreClearErrors) {
   TempDir tmp;
   EngineFixture f(tmp, Metric::kL2, nullptr, 300);

@@ -310,7 +310,7 @@ TEST(MakeBlockReaderTest, ParsesBackendNames) {
   EXPECT_EQ(b, IoBackend::kPread);
   EXPECT_THAT(ParseIoBackend("aio"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("auto, io_uring or pread")));
-  EXPECT_EQ(IoBackendName(IoBackend::kIoUring), "io_uring");
+  EXPECT_STREQ(IoBackendName(IoBackend::kIoUring), "io_uring");
 }
 
 }  // namespace
