@@ -2,9 +2,9 @@
 //
 // ChunkedArray<T>: a growable array of fixed-width rows (`width` Ts per id)
 // whose rows never move, so readers may use rows of ids below the published
-// size while the single writer grows it. Chunk k holds kBase * 2^k rows
-// (geometric: at most 2x over-allocation; kBase = 1024 needs 23 chunks for
-// 2^32 rows, kBase = 16 needs 29); the
+// size while the single writer grows it. Chunk k holds base * 2^k rows
+// (geometric: at most 2x over-allocation once grown; a bulk load passes its
+// exact row count as the base and wastes nothing); the
 // chunk table is fixed, so it never moves either.
 //
 // Thread safety: Grow() by one writer at a time; Row() from any thread for
@@ -24,10 +24,12 @@ namespace zoom::index {
 template <typename T, uint64_t kBaseRows = 1024>
 class ChunkedArray {
  public:
-  static constexpr uint64_t kBase = kBaseRows;
   static constexpr size_t kMaxChunks = 40;
 
-  explicit ChunkedArray(size_t width = 1) : width_(width) {
+  // `base_rows` (>= 1) sizes the first chunk; a bulk load that knows its
+  // row count passes it to allocate exactly.
+  explicit ChunkedArray(size_t width = 1, uint64_t base_rows = kBaseRows)
+      : width_(width), base_(base_rows > 0 ? base_rows : 1) {
     for (auto& c : chunks_) c.store(nullptr, std::memory_order_relaxed);
   }
   ~ChunkedArray() {
@@ -38,12 +40,12 @@ class ChunkedArray {
 
   size_t width() const { return width_; }
   // Rows that have memory.
-  uint64_t capacity() const { return kBase * ((uint64_t{1} << allocated_chunks_) - 1); }
+  uint64_t capacity() const { return base_ * ((uint64_t{1} << allocated_chunks_) - 1); }
 
   // Makes rows [0, n) addressable; new rows are value-initialised (zero).
   void Grow(uint64_t n) {
     while (capacity() < n) {
-      const uint64_t rows = kBase << allocated_chunks_;
+      const uint64_t rows = base_ << allocated_chunks_;
       T* chunk = new T[rows * width_]();
       chunks_[allocated_chunks_].store(chunk, std::memory_order_release);
       ++allocated_chunks_;
@@ -52,19 +54,19 @@ class ChunkedArray {
 
   T* Row(uint64_t id) { return const_cast<T*>(std::as_const(*this).Row(id)); }
   const T* Row(uint64_t id) const {
-    const uint64_t q = id / kBase + 1;
+    const uint64_t q = id / base_ + 1;
     const int k = 63 - std::countl_zero(q);
-    const uint64_t first = kBase * ((uint64_t{1} << k) - 1);
+    const uint64_t first = base_ * ((uint64_t{1} << k) - 1);
     return chunks_[k].load(std::memory_order_acquire) + (id - first) * width_;
   }
   // Calls fn(first_row, rows_pointer, count) for the contiguous runs that
   // cover rows [0, n), in order. Runs end at chunk boundaries; two arrays
-  // with the same kBase split rows identically.
+  // with the same base rows split rows identically.
   template <typename Fn>
   void ForEachRun(uint64_t n, Fn&& fn) const {
     uint64_t first = 0;
     for (size_t k = 0; first < n; ++k) {
-      const uint64_t rows = std::min<uint64_t>(kBase << k, n - first);
+      const uint64_t rows = std::min<uint64_t>(base_ << k, n - first);
       fn(first, chunks_[k].load(std::memory_order_acquire), rows);
       first += rows;
     }
@@ -74,6 +76,7 @@ class ChunkedArray {
 
  private:
   const size_t width_;
+  const uint64_t base_;
   std::atomic<T*> chunks_[kMaxChunks];
   size_t allocated_chunks_ = 0;  // writer only
 };

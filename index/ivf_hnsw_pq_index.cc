@@ -59,6 +59,9 @@ class CentroidComputer final : public DistanceComputer {
   size_t d_;
 };
 
+// First-chunk rows of a list that grows by Add (not sized by a bulk load).
+constexpr uint64_t kListBaseRows = 16;
+
 uint32_t AutoNlist(size_t n) {
   // About 4 sqrt(n), a power of two, with >= 39 points per cluster.
   uint32_t nlist = 16;
@@ -68,11 +71,13 @@ uint32_t AutoNlist(size_t n) {
 
 // One cluster's list. Rows never move, so a list grows under readers.
 struct InvertedList {
-  explicit InvertedList(size_t m) : codes(m), ids(1), terms(1) {}
+  // `rows` sizes the first chunk (exact for a bulk build or a load).
+  InvertedList(size_t m, uint64_t rows)
+      : codes(m, rows), ids(1, rows), terms(1, rows) {}
   std::atomic<uint32_t> size{0};
-  ChunkedArray<uint8_t, 16> codes;
-  ChunkedArray<uint32_t, 16> ids;
-  ChunkedArray<float, 16> terms;  // |r^|^2 + 2<c, r^> (L2 only)
+  ChunkedArray<uint8_t> codes;
+  ChunkedArray<uint32_t> ids;
+  ChunkedArray<float> terms;  // |r^|^2 + 2<c, r^> (L2 only)
 };
 
 class IvfHnswPqIndex final : public VectorIndex {
@@ -82,12 +87,7 @@ class IvfHnswPqIndex final : public VectorIndex {
     const uint32_t nlist = spec_.nlist;
     lists_.reserve(nlist);
     for (uint32_t i = 0; i < nlist; ++i) {
-      lists_.push_back(std::make_unique<InvertedList>(pq_.code_size()));
-    }
-    const size_t pd = pq_.padded_dim();
-    centroids_t_.resize(size_t{nlist} * pd);
-    for (uint32_t i = 0; i < nlist; ++i) {
-      pq_.Transform(centroids_.data() + size_t{i} * spec_.dim, centroids_t_.data() + i * pd);
+      lists_.push_back(std::make_unique<InvertedList>(pq_.code_size(), kListBaseRows));
     }
   }
 
@@ -104,7 +104,9 @@ class IvfHnswPqIndex final : public VectorIndex {
   }
 
   // Assigns, encodes and appends n prepared vectors as ids size()...
-  absl::Status AddPrepared(const float* x, size_t n) {
+  // `bulk` (the build, before the index is shared): empty lists are sized
+  // exactly for what they receive.
+  absl::Status AddPrepared(const float* x, size_t n, bool bulk = false) {
     const uint64_t first = size();
     if (first + n > kMaxInternalIds) {
       return absl::ResourceExhaustedError("too many vectors for one index");
@@ -114,7 +116,7 @@ class IvfHnswPqIndex final : public VectorIndex {
     std::vector<uint8_t> codes(n * m);
     std::vector<float> terms(n);
     ParallelFor(n, spec_.build_threads, [&](size_t i, int) {
-      thread_local std::vector<float> dist, r, rt, rhat;
+      thread_local std::vector<float> dist, r, rt, rhat, ct;
       const float* xi = x + i * d;
       dist.resize(spec_.nlist);
       L2SqrBatch(xi, centroids_.data(), spec_.nlist, d, dist.data());
@@ -130,9 +132,20 @@ class IvfHnswPqIndex final : public VectorIndex {
       uint8_t* code = codes.data() + i * m;
       pq_.EncodeTransformed(rt.data(), code);
       pq_.DecodeTransformed(code, rhat.data());
+      ct.resize(pd);
+      pq_.Transform(ci, ct.data());  // the centroid in the quantiser's space
       terms[i] = InnerProduct(rhat.data(), rhat.data(), pd) +
-                 2 * InnerProduct(centroids_t_.data() + size_t{c} * pd, rhat.data(), pd);
+                 2 * InnerProduct(ct.data(), rhat.data(), pd);
     });
+    if (bulk) {
+      std::vector<uint64_t> count(spec_.nlist, 0);
+      for (uint32_t a : assign) ++count[a];
+      for (uint32_t l = 0; l < spec_.nlist; ++l) {
+        if (lists_[l]->size.load() == 0 && count[l] > 0) {
+          lists_[l] = std::make_unique<InvertedList>(m, count[l]);
+        }
+      }
+    }
     for (size_t i = 0; i < n; ++i) {
       InvertedList& list = *lists_[assign[i]];
       const uint32_t pos = list.size.load(std::memory_order_relaxed);
@@ -206,8 +219,8 @@ class IvfHnswPqIndex final : public VectorIndex {
   }
 
   uint64_t ResidentBytes() const override {
-    uint64_t bytes = centroids_.size() * sizeof(float) + centroids_t_.size() * sizeof(float) +
-                     pq_.ResidentBytes() + graph_.ResidentBytes();
+    uint64_t bytes = centroids_.size() * sizeof(float) + pq_.ResidentBytes() +
+                     graph_.ResidentBytes();
     const bool l2 = UsesL2(spec_.metric);
     for (const auto& list : lists_) {
       bytes += sizeof(InvertedList) + list->codes.ResidentBytes() + list->ids.ResidentBytes() +
@@ -245,6 +258,7 @@ class IvfHnswPqIndex final : public VectorIndex {
       uint32_t n = 0;
       ZOOM_RETURN_IF_ERROR(r.Get(&n));
       if (n > r.remaining() / (pq_.code_size() + 8)) return r.Corrupt("list size");
+      if (n > 0) list = std::make_unique<InvertedList>(pq_.code_size(), n);
       list->codes.Grow(n);
       list->ids.Grow(n);
       list->terms.Grow(n);
@@ -275,7 +289,6 @@ class IvfHnswPqIndex final : public VectorIndex {
 
   IndexSpec spec_;  // spec_.nlist is the actual number of clusters
   std::vector<float> centroids_;    // nlist * dim (original space)
-  std::vector<float> centroids_t_;  // nlist * padded_dim (quantiser space)
   ProductQuantizer pq_;
   HnswGraph graph_;
   std::vector<std::unique_ptr<InvertedList>> lists_;
@@ -352,7 +365,7 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(const IndexSpec& in_
                         ProductQuantizer::Train(residuals.data(), ns, spec.dim, spec.pq));
   auto index = std::make_unique<IvfHnswPqIndex>(spec, std::move(centroids), std::move(pq));
   index->BuildGraph();
-  ZOOM_RETURN_IF_ERROR(index->AddPrepared(prepared.data(), n));
+  ZOOM_RETURN_IF_ERROR(index->AddPrepared(prepared.data(), n, /*bulk=*/true));
   return std::unique_ptr<VectorIndex>(std::move(index));
 }
 

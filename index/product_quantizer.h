@@ -31,9 +31,9 @@ struct PqOptions {
   // OPQ outer iterations (each trains a PQ and solves a Procrustes step).
   uint32_t opq_iterations = 20;
   // k-means iterations per sub-quantiser.
-  uint32_t train_iterations = 25;
+  uint32_t train_iterations = 20;
   // Training points used at most (a sample when more are given).
-  uint32_t max_train_points = 65536;
+  uint32_t max_train_points = 32768;  // 128 per centroid
   uint64_t seed = 1234;
 
   absl::Status Validate(uint32_t dim) const;

@@ -5,6 +5,7 @@
 //
 // Workloads run in the order given; the first failure stops the run with a
 // non-zero exit.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,6 +15,8 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "loadtest/bench_dataset.h"
+#include "loadtest/bench_session.h"
 #include "loadtest/bench_util.h"
 
 ABSL_FLAG(std::string, benchmarks, "io",
@@ -49,6 +52,18 @@ int main(int argc, char** argv) {
                    st.ToString().c_str());
       return 1;
     }
+  }
+  // zoomd and the baselines side by side, when both ran.
+  const auto& all = zoom::bench::SessionResults();
+  const bool ours = std::any_of(all.begin(), all.end(), [](const auto& r) {
+    return zoom::bench::IsOurs(r.name);
+  });
+  const bool theirs = std::any_of(all.begin(), all.end(), [](const auto& r) {
+    return !zoom::bench::IsOurs(r.name);
+  });
+  if (ours && theirs) {
+    std::printf("\n== side by side (one run, same data and threads)\n");
+    zoom::bench::PrintSideBySide(all, {0.90, 0.95, 0.99});
   }
   return 0;
 }

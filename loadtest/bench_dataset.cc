@@ -1,0 +1,488 @@
+#include "loadtest/bench_dataset.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "common/timer.h"
+
+ABSL_FLAG(std::string, dataset, "",
+          "Data set folder (base.*vecs, query.*vecs, groundtruth_<metric>*); "
+          "default: <data root>/glove-6b-100d, where the data root is "
+          "../shared/data from the current directory or from the source tree");
+ABSL_FLAG(std::string, metric, "",
+          "l2 | ip | cosine; default: cosine if the folder has "
+          "groundtruth_cosine.ivecs, else l2");
+ABSL_FLAG(std::string, threads, "1,2", "Search thread counts, comma-separated");
+ABSL_FLAG(int32_t, k, 10, "Neighbours returned per query");
+ABSL_FLAG(int64_t, max_queries, 0, "Use at most this many queries (0 = all)");
+
+namespace zoom::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool IsFile(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);
+}
+
+// The first of `candidates` (file names inside `dir`) that exists.
+absl::StatusOr<std::string> FindOne(const std::string& dir,
+                                    const std::vector<std::string>& candidates) {
+  for (const std::string& c : candidates) {
+    const std::string path = absl::StrCat(dir, "/", c);
+    if (IsFile(path)) return path;
+  }
+  return absl::NotFoundError(absl::StrCat("data set ", dir, " has no ",
+                                          absl::StrJoin(candidates, " or ")));
+}
+
+// The metrics a folder has ground truth for, for error messages.
+std::string AvailableMetrics(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const char* m : {"l2", "ip", "cosine"}) {
+    if (IsFile(absl::StrCat(dir, "/groundtruth_", m, ".ivecs"))) found.push_back(m);
+  }
+  return found.empty() ? std::string("none") : absl::StrJoin(found, ", ");
+}
+
+// Reads "Key:   123 kB" from /proc/self/status.
+uint64_t ProcStatusBytes(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    absl::string_view rest(line);
+    rest.remove_prefix(key.size());
+    rest = absl::StripAsciiWhitespace(rest);
+    const size_t space = rest.find(' ');
+    uint64_t kb = 0;
+    if (absl::SimpleAtoi(rest.substr(0, space), &kb)) return kb * 1024;
+    return 0;
+  }
+  return 0;
+}
+
+std::string FmtRecall(double r) {
+  return std::isnan(r) ? std::string("-") : Fmt(r, 4);
+}
+
+std::string FmtMiB(uint64_t bytes) {
+  return Fmt(static_cast<double>(bytes) / (1 << 20), 1);
+}
+
+double BytesPerVector(const ConfigResult& r) {
+  return r.n_vectors == 0 ? 0.0
+                          : static_cast<double>(r.resident_bytes) /
+                                static_cast<double>(r.n_vectors);
+}
+
+}  // namespace
+
+std::string DefaultDataRoot() {
+  std::error_code ec;
+  const fs::path relative("../shared/data");
+  if (fs::is_directory(relative, ec)) {
+    return fs::absolute(relative, ec).lexically_normal().string();
+  }
+#ifdef ZOOM_SOURCE_DIR
+  return (fs::path(ZOOM_SOURCE_DIR) / "../shared/data").lexically_normal().string();
+#else
+  return relative.string();
+#endif
+}
+
+std::string DatasetDirFlag() {
+  std::string dir = absl::GetFlag(FLAGS_dataset);
+  if (dir.empty()) dir = DefaultDataRoot() + "/glove-6b-100d";
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
+absl::StatusOr<Metric> MetricFlag(const std::string& dir) {
+  const std::string m = absl::GetFlag(FLAGS_metric);
+  if (!m.empty()) return ParseMetric(m);
+  return IsFile(dir + "/groundtruth_cosine.ivecs") ? Metric::kCosine : Metric::kL2;
+}
+
+absl::StatusOr<std::vector<int>> ParseIntList(const std::string& s) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad number '", part, "' in '", s, "'"));
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("empty list '", s, "'"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int>> ThreadsFlag() {
+  return ParseIntList(absl::GetFlag(FLAGS_threads));
+}
+
+absl::StatusOr<Dataset> LoadDataset(const std::string& dir_in, Metric metric,
+                                    size_t max_queries) {
+  std::string dir = dir_in;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("data set folder ", dir, " does not exist"));
+  }
+  Dataset ds;
+  ds.dir = dir;
+  ds.name = fs::path(dir).filename().string();
+  ds.metric = metric;
+
+  ZOOM_ASSIGN_OR_RETURN(const std::string base_path,
+                        FindOne(dir, {"base.fvecs", "base.bvecs"}));
+  ZOOM_ASSIGN_OR_RETURN(const std::string query_path,
+                        FindOne(dir, {"query.fvecs", "query.bvecs"}));
+  const std::string mname(MetricName(metric));
+  const std::string gt_path = absl::StrCat(dir, "/groundtruth_", mname, ".ivecs");
+  const std::string gtd_path = absl::StrCat(dir, "/groundtruth_", mname, "_dist.fvecs");
+  for (const std::string& p : {gt_path, gtd_path}) {
+    if (!IsFile(p)) {
+      return absl::NotFoundError(absl::StrCat(
+          "missing ", p, " (ground truth for metric ", mname,
+          "); this folder has ground truth for: ", AvailableMetrics(dir)));
+    }
+  }
+
+  // Row counts first, so that a truncated query set is checked against the
+  // whole ground-truth file.
+  ZOOM_ASSIGN_OR_RETURN(VecsReader qr, VecsReader::Open(query_path));
+  ZOOM_ASSIGN_OR_RETURN(VecsReader gr, VecsReader::Open(gt_path));
+  ZOOM_ASSIGN_OR_RETURN(VecsReader gdr, VecsReader::Open(gtd_path));
+  if (gr.count() != qr.count()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(gt_path, " has ", gr.count(), " rows but ", query_path,
+                     " has ", qr.count(), " queries"));
+  }
+  if (gdr.count() != gr.count() || gdr.dim() != gr.dim()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        gtd_path, " is ", gdr.count(), " x ", gdr.dim(), " but ", gt_path,
+        " is ", gr.count(), " x ", gr.dim()));
+  }
+  const uint64_t nq = max_queries == 0 ? qr.count()
+                                       : std::min<uint64_t>(max_queries, qr.count());
+  if (nq == 0) return absl::FailedPreconditionError(absl::StrCat(query_path, " is empty"));
+
+  ds.is_uint8 = base_path.ends_with(".bvecs");
+  if (ds.is_uint8) {
+    ZOOM_ASSIGN_OR_RETURN(ds.base_u8, LoadBvecs(base_path));
+    ds.base.dim = ds.base_u8.dim;
+    ds.base.rows = ds.base_u8.rows;
+    ds.base.data.assign(ds.base_u8.data.begin(), ds.base_u8.data.end());
+  } else {
+    ZOOM_ASSIGN_OR_RETURN(ds.base, LoadVecsAsFloat(base_path));
+  }
+  if (ds.base.rows == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(base_path, " is empty"));
+  }
+  ZOOM_ASSIGN_OR_RETURN(ds.queries, LoadVecsAsFloat(query_path, nq));
+  if (ds.queries.dim != ds.base.dim) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(query_path, " has dimension ", ds.queries.dim, " but ",
+                     base_path, " has dimension ", ds.base.dim));
+  }
+  ZOOM_ASSIGN_OR_RETURN(ds.gt, LoadIvecs(gt_path, nq));
+  ZOOM_ASSIGN_OR_RETURN(ds.gt_dist, LoadVecsAsFloat(gtd_path, nq));
+  if (ds.gt.rows != ds.queries.rows || ds.gt_dist.rows != ds.queries.rows) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ground truth rows (", ds.gt.rows, ", ", ds.gt_dist.rows,
+                     ") != queries (", ds.queries.rows, ") in ", dir));
+  }
+  for (int32_t id : ds.gt.data) {
+    if (id < 0 || static_cast<uint64_t>(id) >= ds.base.rows) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          gt_path, " holds id ", id, " outside the base's ", ds.base.rows, " rows"));
+    }
+  }
+  return ds;
+}
+
+double TrueScore(const Dataset& ds, size_t q, size_t id) {
+  const float* a = ds.queries.row(q);
+  const float* b = ds.base.row(id);
+  const size_t d = ds.base.dim;
+  switch (ds.metric) {
+    case Metric::kL2: {
+      double sum = 0;
+      for (size_t i = 0; i < d; ++i) {
+        const double diff = double{a[i]} - double{b[i]};
+        sum += diff * diff;
+      }
+      return sum;
+    }
+    case Metric::kInnerProduct: {
+      double dot = 0;
+      for (size_t i = 0; i < d; ++i) dot += double{a[i]} * double{b[i]};
+      return dot;
+    }
+    case Metric::kCosine: {
+      double dot = 0, na = 0, nb = 0;
+      for (size_t i = 0; i < d; ++i) {
+        dot += double{a[i]} * double{b[i]};
+        na += double{a[i]} * double{a[i]};
+        nb += double{b[i]} * double{b[i]};
+      }
+      if (!(na > 0) || !(nb > 0)) return 0;
+      return dot / (std::sqrt(na) * std::sqrt(nb));
+    }
+  }
+  return 0;
+}
+
+double RecallAtK(const Dataset& ds, size_t q, const int64_t* ids, size_t n_ids,
+                 size_t k) {
+  if (k == 0 || k > ds.gt_dist.dim || q >= ds.gt_dist.rows) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  const double threshold = ds.gt_dist.row(q)[k - 1];
+  // The stored scores are float32 roundings of float64 values.
+  const double tol = 1e-6 * std::max(std::abs(threshold), 1e-12);
+  std::vector<int64_t> unique(ids, ids + std::min(n_ids, k));
+  std::sort(unique.begin(), unique.end());
+  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
+  size_t hits = 0;
+  for (int64_t id : unique) {
+    if (id < 0 || static_cast<uint64_t>(id) >= ds.base.rows) continue;
+    const double s = TrueScore(ds, q, static_cast<size_t>(id));
+    const bool good = HigherIsBetter(ds.metric) ? s >= threshold - tol
+                                                : s <= threshold + tol;
+    if (good) ++hits;
+  }
+  return static_cast<double>(hits) / static_cast<double>(k);
+}
+
+absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
+                                     const SearchFn& fn) {
+  const size_t nq = ds.queries.rows;
+  if (nq == 0) return absl::InvalidArgumentError("no queries");
+  if (k == 0) return absl::InvalidArgumentError("k must be >= 1");
+  if (threads < 1) return absl::InvalidArgumentError("threads must be >= 1");
+
+  std::vector<int64_t> ids(nq * k, -1);
+  std::vector<double> latency_us(nq, 0.0);
+  std::vector<QueryStats> thread_stats(static_cast<size_t>(threads));
+
+  // One pass over queries [0, count); `timed` records latency and stats.
+  auto pass = [&](size_t count, bool timed) -> absl::Status {
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    absl::Status first_error;
+    std::vector<std::thread> pool;
+    pool.reserve(static_cast<size_t>(threads));
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        while (!failed.load(std::memory_order_relaxed)) {
+          const size_t q = next.fetch_add(1, std::memory_order_relaxed);
+          if (q >= count) break;
+          int64_t* out = ids.data() + q * k;
+          std::fill(out, out + k, int64_t{-1});
+          QueryStats stats;
+          Stopwatch sw;
+          absl::Status st = fn(q, k, out, &stats);
+          const double us = sw.ElapsedMicros();
+          if (!st.ok()) {
+            std::lock_guard<std::mutex> lock(mu);
+            if (first_error.ok()) {
+              first_error = absl::Status(
+                  st.code(), absl::StrCat("query ", q, ": ", st.message()));
+            }
+            failed = true;
+            break;
+          }
+          if (timed) {
+            latency_us[q] = us;
+            thread_stats[static_cast<size_t>(t)].Merge(stats);
+          }
+        }
+      });
+    }
+    for (std::thread& th : pool) th.join();
+    return first_error;
+  };
+
+  ZOOM_RETURN_IF_ERROR(pass(std::min<size_t>(200, nq), /*timed=*/false));
+  Stopwatch wall;
+  ZOOM_RETURN_IF_ERROR(pass(nq, /*timed=*/true));
+  const double seconds = wall.ElapsedSeconds();
+
+  RunResult r;
+  r.queries = nq;
+  r.qps = seconds > 0 ? static_cast<double>(nq) / seconds : 0;
+  std::sort(latency_us.begin(), latency_us.end());
+  r.p50_us = Percentile(latency_us, 50);
+  r.p99_us = Percentile(latency_us, 99);
+  r.p999_us = Percentile(latency_us, 99.9);
+  QueryStats total;
+  for (const QueryStats& s : thread_stats) total.Merge(s);
+  r.reads_per_query = static_cast<double>(total.reads) / static_cast<double>(nq);
+  r.bytes_per_query = static_cast<double>(total.bytes_read) / static_cast<double>(nq);
+
+  auto mean_recall = [&](size_t cut) {
+    if (cut > k || cut > ds.gt_dist.dim) return std::numeric_limits<double>::quiet_NaN();
+    double sum = 0;
+    for (size_t q = 0; q < nq; ++q) sum += RecallAtK(ds, q, ids.data() + q * k, k, cut);
+    return sum / static_cast<double>(nq);
+  };
+  r.recall_at_1 = mean_recall(1);
+  r.recall_at_10 = mean_recall(10);
+  r.recall_at_100 = mean_recall(100);
+  return r;
+}
+
+uint64_t CurrentRssBytes() { return ProcStatusBytes("VmRSS:"); }
+uint64_t PeakRssBytes() { return ProcStatusBytes("VmHWM:"); }
+
+double LoadAverage1m() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  if (!(in >> load)) return -1;
+  return load;
+}
+
+Table MakeResultTable() {
+  return Table({"threads", "recall@1", "recall@10", "recall@100", "QPS",
+                "p50_us", "p99_us", "p99.9_us", "reads/q", "resident_MiB",
+                "B/vector", "params", "system"},
+               13);
+}
+
+void Report(Reporter& rep, Table& table, const ConfigResult& r) {
+  const RunResult& x = r.run;
+  table.Row({absl::StrCat(r.threads), FmtRecall(x.recall_at_1),
+             FmtRecall(x.recall_at_10), FmtRecall(x.recall_at_100),
+             Fmt(x.qps, 0), Fmt(x.p50_us), Fmt(x.p99_us), Fmt(x.p999_us),
+             Fmt(x.reads_per_query, 1), FmtMiB(r.resident_bytes),
+             Fmt(BytesPerVector(r), 1), r.params, "  " + r.name});
+  rep.JsonLine({{"name", r.name},
+                {"dataset", r.dataset},
+                {"params", r.params},
+                {"recall_at_1", x.recall_at_1},
+                {"recall_at_10", x.recall_at_10},
+                {"recall_at_100", x.recall_at_100},
+                {"qps", x.qps},
+                {"p50_us", x.p50_us},
+                {"p99_us", x.p99_us},
+                {"p999_us", x.p999_us},
+                {"reads_per_query", x.reads_per_query},
+                {"bytes_per_query", x.bytes_per_query},
+                {"resident_bytes", static_cast<int64_t>(r.resident_bytes)},
+                {"bytes_per_vector", BytesPerVector(r)},
+                {"rss_bytes", static_cast<int64_t>(r.rss_bytes)},
+                {"threads", int64_t{r.threads}},
+                {"k", static_cast<int64_t>(r.k)},
+                {"queries", static_cast<int64_t>(x.queries)}});
+}
+
+bool IsOurs(const std::string& name) { return name.rfind("zoomd", 0) == 0; }
+
+void PrintSideBySide(const std::vector<ConfigResult>& results,
+                     const std::vector<double>& targets) {
+  std::vector<int> thread_counts;
+  std::vector<std::string> systems;
+  for (const ConfigResult& r : results) {
+    if (std::find(thread_counts.begin(), thread_counts.end(), r.threads) ==
+        thread_counts.end()) {
+      thread_counts.push_back(r.threads);
+    }
+    if (std::find(systems.begin(), systems.end(), r.name) == systems.end()) {
+      systems.push_back(r.name);
+    }
+  }
+  std::sort(thread_counts.begin(), thread_counts.end());
+  std::printf("\nside by side: the fastest configuration of each system reaching "
+              "recall@10 >= target (ratio = QPS / best baseline's QPS)\n");
+  const char* kHeader = "  %-26s %-14s %9s %10s %9s %9s %13s %9s %9s\n";
+  for (int t : thread_counts) {
+    for (double target : targets) {
+      std::printf("\n recall@10 >= %.2f, %d thread%s:\n", target, t, t == 1 ? "" : "s");
+      std::printf(kHeader, "system", "params", "recall@10", "QPS", "p50_us",
+                  "p99_us", "resident_MiB", "B/vector", "ratio");
+      std::vector<const ConfigResult*> best(systems.size(), nullptr);
+      std::vector<double> max_recall(systems.size(), 0.0);
+      double best_baseline_qps = 0;
+      for (size_t s = 0; s < systems.size(); ++s) {
+        for (const ConfigResult& r : results) {
+          if (r.name != systems[s] || r.threads != t) continue;
+          const double rec = r.run.recall_at_10;
+          if (std::isnan(rec)) continue;
+          max_recall[s] = std::max(max_recall[s], rec);
+          if (rec >= target && (best[s] == nullptr || r.run.qps > best[s]->run.qps)) {
+            best[s] = &r;
+          }
+        }
+        if (best[s] != nullptr && !IsOurs(systems[s])) {
+          best_baseline_qps = std::max(best_baseline_qps, best[s]->run.qps);
+        }
+      }
+      for (size_t s = 0; s < systems.size(); ++s) {
+        const ConfigResult* b = best[s];
+        if (b == nullptr) {
+          std::printf("  %-26s not reached (best recall@10 %.4f)\n", systems[s].c_str(),
+                      max_recall[s]);
+          continue;
+        }
+        const std::string ratio =
+            best_baseline_qps > 0 ? absl::StrFormat("%.2fx", b->run.qps / best_baseline_qps)
+                                  : std::string("-");
+        std::printf("  %-26s %-14s %9.4f %10.0f %9.1f %9.1f %13s %9.1f %9s\n",
+                    systems[s].c_str(), b->params.c_str(), b->run.recall_at_10,
+                    b->run.qps, b->run.p50_us, b->run.p99_us,
+                    FmtMiB(b->resident_bytes).c_str(), BytesPerVector(*b),
+                    ratio.c_str());
+      }
+    }
+  }
+  std::fflush(stdout);
+}
+
+std::vector<ConfigResult> ParetoFront(const std::vector<ConfigResult>& results) {
+  std::vector<const ConfigResult*> sorted;
+  for (const ConfigResult& r : results) {
+    if (!std::isnan(r.run.recall_at_10)) sorted.push_back(&r);
+  }
+  // Best recall first (then fastest); a point survives when it is faster
+  // than every point with at least its recall.
+  std::sort(sorted.begin(), sorted.end(), [](const ConfigResult* a, const ConfigResult* b) {
+    if (a->run.recall_at_10 != b->run.recall_at_10) {
+      return a->run.recall_at_10 > b->run.recall_at_10;
+    }
+    return a->run.qps > b->run.qps;
+  });
+  std::vector<ConfigResult> front;
+  double best_qps = -1;
+  for (const ConfigResult* r : sorted) {
+    if (r->run.qps > best_qps) {
+      front.push_back(*r);
+      best_qps = r->run.qps;
+    }
+  }
+  std::reverse(front.begin(), front.end());
+  return front;
+}
+
+}  // namespace zoom::bench

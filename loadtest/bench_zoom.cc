@@ -1,0 +1,349 @@
+// zoombench workloads for zoomd's own engine (in-process, no gRPC):
+//
+//   build   builds the preview index and the vector store from --dataset,
+//           reports build time, peak RSS and the preview's resident bytes;
+//           the index and store are cached under --work_dir for the others.
+//   search  runs the queries at --ef/--nprobe/--rerank (first of each list)
+//           at each --threads: recall@1/10/100 (tie-aware), QPS,
+//           p50/p99/p99.9, reads and bytes per query, memory.
+//   sweep   the grid --ef x --nprobe x --rerank (plus preview-only rows),
+//           the Pareto front of recall@10 vs QPS, and the disk's ceiling
+//           (fio QD128 IOPS on the store file / reads per query).
+//
+// Full vectors are read with O_DIRECT (VectorStore's default), so the page
+// cache does not answer the fullview.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/timer.h"
+#include "index/distance_kernels.h"
+#include "index/vector_index.h"
+#include "loadtest/bench_dataset.h"
+#include "loadtest/bench_session.h"
+#include "loadtest/bench_util.h"
+#include "server/engine/search_engine.h"
+#include "storage/vector_store.h"
+
+ABSL_FLAG(std::string, work_dir, "/var/tmp/zoombench",
+          "Where the vector store and index files are kept between workloads");
+ABSL_FLAG(std::string, index_kind, "ivf_hnsw_pq", "hnsw_pq | ivf_hnsw_pq");
+ABSL_FLAG(int32_t, pq_m, 0, "PQ sub-quantisers (code bytes); 0 = dim / 2 for float, dim / 8 for uint8");
+ABSL_FLAG(bool, opq, false, "Learn an OPQ rotation before PQ");
+ABSL_FLAG(int32_t, hnsw_m, 16, "HNSW M (graph over vectors or centroids)");
+ABSL_FLAG(int32_t, ef_construction, 200, "HNSW ef_construction");
+ABSL_FLAG(int32_t, nlist, 0, "ivf_hnsw_pq clusters; 0 = automatic");
+ABSL_FLAG(std::string, ef, "", "Preview ef values (default: a grid per kind)");
+ABSL_FLAG(std::string, nprobe, "", "ivf_hnsw_pq nprobe values (default: a grid)");
+ABSL_FLAG(std::string, rerank, "", "rerank_candidates (K') values (default: 20,50,100,200)");
+ABSL_FLAG(bool, rebuild, false, "Rebuild the cached index and store");
+ABSL_FLAG(bool, sweep_fio, true, "Measure the store file's fio QD128 ceiling in sweep");
+
+namespace zoom::bench {
+namespace {
+
+struct Built {
+  std::string key;
+  Dataset ds;
+  std::unique_ptr<server::SearchEngine> engine;
+  double build_s = 0;
+  uint64_t peak_rss = 0;
+  std::string store_path;
+};
+
+std::unique_ptr<Built>& Cache() {
+  static auto* b = new std::unique_ptr<Built>();
+  return *b;
+}
+
+absl::StatusOr<index::IndexSpec> SpecFromFlags(const Dataset& ds) {
+  index::IndexSpec spec;
+  ZOOM_ASSIGN_OR_RETURN(spec.kind, index::ParseIndexKind(absl::GetFlag(FLAGS_index_kind)));
+  spec.metric = ds.metric;
+  spec.dim = static_cast<uint32_t>(ds.dim());
+  int m = absl::GetFlag(FLAGS_pq_m);
+  if (m <= 0) m = std::max<int>(1, ds.is_uint8 ? spec.dim / 8 : spec.dim / 2);
+  spec.pq.m = static_cast<uint32_t>(m);
+  spec.pq.opq = absl::GetFlag(FLAGS_opq);
+  spec.hnsw.M = static_cast<uint32_t>(absl::GetFlag(FLAGS_hnsw_m));
+  spec.hnsw.ef_construction = static_cast<uint32_t>(absl::GetFlag(FLAGS_ef_construction));
+  spec.nlist = static_cast<uint32_t>(absl::GetFlag(FLAGS_nlist));
+  spec.build_threads = 2;
+  ZOOM_RETURN_IF_ERROR(spec.Validate());
+  return spec;
+}
+
+std::string SpecKey(const Dataset& ds, const index::IndexSpec& s) {
+  return absl::StrCat(ds.name, "-", MetricName(ds.metric), "-", index::IndexKindName(s.kind),
+                      "-m", s.pq.m, s.pq.opq ? "opq" : "", "-M", s.hnsw.M, "-efc",
+                      s.hnsw.ef_construction, "-nl", s.nlist);
+}
+
+// Builds (or loads from --work_dir) the store and index of --dataset.
+absl::StatusOr<Built*> GetBuilt(bool report_build, Reporter* rep) {
+  const std::string dir = DatasetDirFlag();
+  ZOOM_ASSIGN_OR_RETURN(Metric metric, MetricFlag(dir));
+  const int64_t maxq = absl::GetFlag(FLAGS_max_queries);
+  if (Cache() && Cache()->ds.dir == dir && Cache()->ds.metric == metric) {
+    ZOOM_ASSIGN_OR_RETURN(auto spec, SpecFromFlags(Cache()->ds));
+    if (Cache()->key == SpecKey(Cache()->ds, spec)) return Cache().get();
+  }
+  auto b = std::make_unique<Built>();
+  ZOOM_ASSIGN_OR_RETURN(b->ds, LoadDataset(dir, metric, maxq > 0 ? maxq : 0));
+  const Dataset& ds = b->ds;
+  ZOOM_ASSIGN_OR_RETURN(auto spec, SpecFromFlags(ds));
+  b->key = SpecKey(ds, spec);
+  const std::string work = absl::GetFlag(FLAGS_work_dir);
+  std::filesystem::create_directories(work);
+  const std::string store_path =
+      absl::StrCat(work, "/", ds.name, "-", MetricName(ds.metric), ".zvec");
+  const std::string index_path = absl::StrCat(work, "/", b->key, ".zidx");
+  b->store_path = store_path;
+  const bool rebuild = absl::GetFlag(FLAGS_rebuild);
+  // The store: full vectors (normalised for cosine), written once.
+  std::unique_ptr<storage::VectorStore> store;
+  if (!rebuild && std::filesystem::exists(store_path)) {
+    auto s = storage::VectorStore::Open(store_path);
+    if (s.ok() && (*s)->count() == ds.base.rows && (*s)->dim() == ds.dim()) {
+      store = std::move(s).value();
+    }
+  }
+  Stopwatch sw;
+  if (store == nullptr) {
+    std::filesystem::remove(store_path);
+    storage::VectorStoreOptions opt;
+    opt.sync_on_append = false;
+    ZOOM_ASSIGN_OR_RETURN(
+        store, storage::VectorStore::Create(store_path, static_cast<uint32_t>(ds.dim()),
+                                            ds.is_uint8 ? storage::DType::kUint8
+                                                        : storage::DType::kFloat32,
+                                            opt));
+    const size_t d = ds.dim();
+    for (size_t first = 0; first < ds.base.rows; first += 8192) {
+      const size_t n = std::min<size_t>(8192, ds.base.rows - first);
+      if (ds.is_uint8) {
+        ZOOM_RETURN_IF_ERROR(store->Append(ds.base_u8.data.data() + first * d, n));
+      } else {
+        std::vector<float> x(ds.base.row(first), ds.base.row(first) + n * d);
+        if (metric == Metric::kCosine) {
+          for (size_t i = 0; i < n; ++i) NormalizeL2(x.data() + i * d, d);
+        }
+        ZOOM_RETURN_IF_ERROR(store->Append(x.data(), n));
+      }
+    }
+    ZOOM_RETURN_IF_ERROR(store->Sync());
+    std::printf("vector store %s written in %.1f s (%.1f MB)\n", store_path.c_str(),
+                sw.ElapsedSeconds(), store->file_bytes() / 1e6);
+  }
+  // The index.
+  std::unique_ptr<index::VectorIndex> idx;
+  if (!rebuild && std::filesystem::exists(index_path)) {
+    auto loaded = index::LoadIndex(index_path);
+    if (loaded.ok() && (*loaded)->size() == ds.base.rows) idx = std::move(loaded).value();
+  }
+  if (idx == nullptr) {
+    std::printf("building %s over %zu vectors (SIMD: %s) ...\n", b->key.c_str(),
+                static_cast<size_t>(ds.base.rows),
+                index::SimdLevelName(index::ActiveSimdLevel()));
+    std::fflush(stdout);
+    sw.Reset();
+    ZOOM_ASSIGN_OR_RETURN(idx, index::BuildIndex(spec, ds.base.data.data(), ds.base.rows));
+    b->build_s = sw.ElapsedSeconds();
+    b->peak_rss = PeakRssBytes();
+    ZOOM_RETURN_IF_ERROR(idx->Save(index_path));
+    std::printf("  built in %.1f s; peak RSS %.1f MB; preview resident %.2f MB "
+                "(%.1f bytes/vector)\n",
+                b->build_s, b->peak_rss / 1e6, idx->ResidentBytes() / 1e6,
+                double(idx->ResidentBytes()) / ds.base.rows);
+  } else if (report_build) {
+    std::printf("index %s loaded from %s (use --rebuild to time a build)\n", b->key.c_str(),
+                index_path.c_str());
+  }
+  if (report_build && rep != nullptr) {
+    rep->JsonLine({{"name", std::string("zoomd_build")},
+                   {"dataset", ds.name},
+                   {"params", b->key},
+                   {"build_s", b->build_s},
+                   {"peak_rss_bytes", static_cast<int64_t>(b->peak_rss)},
+                   {"resident_bytes", static_cast<int64_t>(idx->ResidentBytes())},
+                   {"n_vectors", static_cast<int64_t>(ds.base.rows)}});
+  }
+  b->engine = std::make_unique<server::SearchEngine>(metric, std::move(store), std::move(idx));
+  Cache() = std::move(b);
+  return Cache().get();
+}
+
+absl::StatusOr<std::vector<int>> ListFlag(const std::string& value, std::vector<int> dflt) {
+  if (value.empty()) return dflt;
+  return ParseIntList(value);
+}
+
+absl::StatusOr<ConfigResult> RunConfig(Built& b, const server::SearchParams& p, int threads,
+                                       size_t k) {
+  const Dataset& ds = b.ds;
+  const server::SearchEngine& engine = *b.engine;
+  SearchFn fn = [&](size_t q, size_t kk, int64_t* out, QueryStats* stats) -> absl::Status {
+    thread_local std::vector<server::SearchHit> hits;
+    server::SearchParams pp = p;
+    pp.k = static_cast<uint32_t>(kk);
+    ZOOM_RETURN_IF_ERROR(engine.Search(ds.queries.row(q), pp, &hits, stats));
+    for (size_t i = 0; i < kk; ++i) out[i] = i < hits.size() ? int64_t{hits[i].id} : -1;
+    return absl::OkStatus();
+  };
+  ZOOM_ASSIGN_OR_RETURN(RunResult run, RunQueries(ds, k, threads, fn));
+  ConfigResult r;
+  r.name = p.preview_only ? "zoomd_preview_only" : "zoomd";
+  r.dataset = ds.name;
+  const bool ivf = engine.index()->spec().kind == index::IndexKind::kIvfHnswPq;
+  r.params = absl::StrCat(index::IndexKindName(engine.index()->spec().kind),
+                          ",m=", engine.index()->spec().pq.m, ",ef=", p.ef,
+                          ivf ? absl::StrCat(",nprobe=", p.nprobe) : std::string(),
+                          p.preview_only ? std::string(",preview_only")
+                                         : absl::StrCat(",rerank=", p.rerank_candidates));
+  r.threads = threads;
+  r.k = k;
+  r.run = run;
+  r.resident_bytes = engine.index()->ResidentBytes();
+  r.n_vectors = ds.base.rows;
+  r.rss_bytes = CurrentRssBytes();
+  return r;
+}
+
+absl::Status RunBuild(Reporter& rep) {
+  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(/*report_build=*/true, &rep));
+  (void)b;
+  return absl::OkStatus();
+}
+
+absl::Status RunSearch(Reporter& rep) {
+  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(false, nullptr));
+  ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
+  ZOOM_ASSIGN_OR_RETURN(auto efs, ListFlag(absl::GetFlag(FLAGS_ef), {64}));
+  ZOOM_ASSIGN_OR_RETURN(auto nprobes, ListFlag(absl::GetFlag(FLAGS_nprobe), {16}));
+  ZOOM_ASSIGN_OR_RETURN(auto reranks, ListFlag(absl::GetFlag(FLAGS_rerank), {100}));
+  server::SearchParams p;
+  p.ef = efs[0];
+  p.nprobe = nprobes[0];
+  p.rerank_candidates = reranks[0];
+  Table table = MakeResultTable();
+  for (int t : threads) {
+    ZOOM_ASSIGN_OR_RETURN(ConfigResult r,
+                          RunConfig(*b, p, t, static_cast<size_t>(absl::GetFlag(FLAGS_k))));
+    Report(rep, table, r);
+    SessionResults().push_back(r);
+  }
+  return absl::OkStatus();
+}
+
+double FioCeilingIops(const std::string& path) {
+  if (!absl::GetFlag(FLAGS_sweep_fio) || ::access("/usr/bin/fio", X_OK) != 0) return -1;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  std::string out;
+  const std::string cmd = absl::StrCat(
+      "fio --name=ceiling --filename=", path, " --size=", st.st_size,
+      " --rw=randread --bs=4k --direct=1 --time_based --runtime=5 --ioengine=io_uring"
+      " --iodepth=128 --readonly --output-format=terse --terse-version=3 2>/dev/null");
+  if (!RunCommand(cmd, &out).ok()) return -1;
+  // Terse v3: field 8 (1-based) is read IOPS.
+  std::vector<std::string> f;
+  size_t start = 0;
+  for (size_t i = 0; i <= out.size(); ++i) {
+    if (i == out.size() || out[i] == ';') {
+      f.push_back(out.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  double iops = -1;
+  if (f.size() > 8 && absl::SimpleAtod(f[7], &iops)) return iops;
+  return -1;
+}
+
+absl::Status RunSweep(Reporter& rep) {
+  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(false, nullptr));
+  ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
+  const bool ivf = b->engine->index()->spec().kind == index::IndexKind::kIvfHnswPq;
+  ZOOM_ASSIGN_OR_RETURN(auto efs, ListFlag(absl::GetFlag(FLAGS_ef),
+                                           ivf ? std::vector<int>{64}
+                                               : std::vector<int>{32, 64, 128, 256}));
+  ZOOM_ASSIGN_OR_RETURN(auto nprobes, ListFlag(absl::GetFlag(FLAGS_nprobe),
+                                               ivf ? std::vector<int>{8, 16, 32, 64, 128}
+                                                   : std::vector<int>{1}));
+  ZOOM_ASSIGN_OR_RETURN(auto reranks,
+                        ListFlag(absl::GetFlag(FLAGS_rerank), {20, 50, 100, 200}));
+  const size_t k = static_cast<size_t>(absl::GetFlag(FLAGS_k));
+  const double ceiling_iops = FioCeilingIops(b->store_path);
+  if (ceiling_iops > 0) {
+    std::printf("fio QD128 random 4 KiB O_DIRECT reads on the store file: %.0f IOPS\n",
+                ceiling_iops);
+  }
+  Table table = MakeResultTable();
+  std::vector<ConfigResult> mine;
+  for (int t : threads) {
+    for (int ef : efs) {
+      for (int np : nprobes) {
+        server::SearchParams p;
+        p.ef = static_cast<uint32_t>(std::max(ef, ivf ? 2 * np : ef));
+        p.nprobe = static_cast<uint32_t>(np);
+        p.preview_only = true;
+        ZOOM_ASSIGN_OR_RETURN(ConfigResult pr, RunConfig(*b, p, t, k));
+        Report(rep, table, pr);
+        mine.push_back(pr);
+        p.preview_only = false;
+        for (int rr : reranks) {
+          p.rerank_candidates = static_cast<uint32_t>(rr);
+          ZOOM_ASSIGN_OR_RETURN(ConfigResult r, RunConfig(*b, p, t, k));
+          Report(rep, table, r);
+          mine.push_back(r);
+        }
+      }
+    }
+  }
+  std::printf("\nPareto front (recall@10 up, QPS up), zoomd:\n");
+  Table front = MakeResultTable();
+  for (const ConfigResult& r : ParetoFront(mine)) Report(rep, front, r);
+  if (ceiling_iops > 0) {
+    std::printf("\ndisk ceiling per configuration (fio QD128 IOPS / reads per query):\n");
+    for (const ConfigResult& r : ParetoFront(mine)) {
+      if (r.run.reads_per_query <= 0) continue;
+      const double ceiling = ceiling_iops / r.run.reads_per_query;
+      std::printf("  %-55s threads=%d recall@10=%.3f qps=%.0f ceiling=%.0f (%.0f%%)\n",
+                  r.params.c_str(), r.threads, r.run.recall_at_10, r.run.qps, ceiling,
+                  100.0 * r.run.qps / ceiling);
+      rep.JsonLine({{"name", std::string("zoomd_disk_ceiling")},
+                    {"params", r.params},
+                    {"threads", int64_t{r.threads}},
+                    {"fio_qd128_iops", ceiling_iops},
+                    {"reads_per_query", r.run.reads_per_query},
+                    {"ceiling_qps", ceiling},
+                    {"qps", r.run.qps}});
+    }
+  }
+  for (auto& r : mine) SessionResults().push_back(r);
+  return absl::OkStatus();
+}
+
+const RegisterWorkload kBuild("build", RunBuild);
+const RegisterWorkload kSearch("search", RunSearch);
+const RegisterWorkload kRecall("recall", RunSearch);
+const RegisterWorkload kSweep("sweep", RunSweep);
+
+}  // namespace
+
+std::vector<ConfigResult>& SessionResults() {
+  static auto* results = new std::vector<ConfigResult>();
+  return *results;
+}
+
+}  // namespace zoom::bench
