@@ -14,21 +14,6 @@
 namespace zoom::index::internal {
 namespace {
 
-// Build distances over the full vectors at hand.
-class ExactOracle final : public BuildOracle {
- public:
-  ExactOracle(Metric metric, const float* x, size_t d)
-      : metric_(metric), x_(x), d_(d) {}
-  float Between(InternalId a, InternalId b) const override {
-    return MetricDistance(metric_, x_ + size_t{a} * d_, x_ + size_t{b} * d_, d_);
-  }
-
- private:
-  Metric metric_;
-  const float* x_;
-  size_t d_;
-};
-
 class HnswPqIndex final : public VectorIndex {
  public:
   HnswPqIndex(const IndexSpec& spec, ProductQuantizer pq)
@@ -50,7 +35,7 @@ class HnswPqIndex final : public VectorIndex {
     });
     graph_.Grow(first + n);
     if (exact && first == 0) {
-      ExactOracle oracle(spec_.metric, x, spec_.dim);
+      MatrixOracle oracle(spec_.metric, x, spec_.dim);  // full vectors at hand
       std::vector<HnswScratch> scratch(spec_.build_threads);
       ParallelFor(n, spec_.build_threads, [&](size_t i, int t) {
         graph_.Insert(static_cast<InternalId>(i), oracle, scratch[t]);

@@ -14,6 +14,7 @@
 #include "common/binary_io.h"
 #include "common/metric.h"
 #include "index/distance_kernels.h"
+#include "index/hnsw_graph.h"
 #include "index/vector_index.h"
 
 namespace zoom::index::internal {
@@ -28,6 +29,21 @@ inline float MetricDistance(Metric metric, const float* a, const float* b,
                             size_t d) {
   return UsesL2(metric) ? L2Sqr(a, b, d) : -InnerProduct(a, b, d);
 }
+
+// Build distances between rows of a row-major matrix held in RAM (the full
+// vectors during a build, or the centroids).
+class MatrixOracle final : public BuildOracle {
+ public:
+  MatrixOracle(Metric metric, const float* x, size_t d) : metric_(metric), x_(x), d_(d) {}
+  float Between(InternalId a, InternalId b) const override {
+    return MetricDistance(metric_, x_ + size_t{a} * d_, x_ + size_t{b} * d_, d_);
+  }
+
+ private:
+  Metric metric_;
+  const float* x_;
+  size_t d_;
+};
 
 // Copies n vectors, normalising them for cosine. Zero vectors stay zero.
 inline std::vector<float> PrepareVectors(Metric metric, const float* x,

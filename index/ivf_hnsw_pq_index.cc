@@ -29,19 +29,6 @@
 namespace zoom::index::internal {
 namespace {
 
-class CentroidOracle final : public BuildOracle {
- public:
-  CentroidOracle(Metric metric, const float* c, size_t d) : metric_(metric), c_(c), d_(d) {}
-  float Between(InternalId a, InternalId b) const override {
-    return MetricDistance(metric_, c_ + size_t{a} * d_, c_ + size_t{b} * d_, d_);
-  }
-
- private:
-  Metric metric_;
-  const float* c_;
-  size_t d_;
-};
-
 class CentroidComputer final : public DistanceComputer {
  public:
   CentroidComputer(Metric metric, const float* q, const float* c, size_t d)
@@ -96,7 +83,7 @@ class IvfHnswPqIndex final : public VectorIndex {
 
   void BuildGraph() {
     graph_.Grow(spec_.nlist);
-    CentroidOracle oracle(spec_.metric, centroids_.data(), spec_.dim);
+    MatrixOracle oracle(spec_.metric, centroids_.data(), spec_.dim);
     std::vector<HnswScratch> scratch(spec_.build_threads);
     ParallelFor(spec_.nlist, spec_.build_threads, [&](size_t i, int t) {
       graph_.Insert(static_cast<InternalId>(i), oracle, scratch[t]);
