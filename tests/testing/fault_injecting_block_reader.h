@@ -6,8 +6,8 @@
 // decided by a seeded generator, and recorded so that a test can check that
 // exactly those requests report an error.
 //
-// Thread-safe like the reader it wraps, except `faulted()`, which reports the
-// last batch of the calling test's thread only when used single-threaded.
+// Thread-safe like the reader it wraps; last_faults() reports the calling
+// thread's most recent batch.
 #ifndef ZOOM_TESTS_TESTING_FAULT_INJECTING_BLOCK_READER_H_
 #define ZOOM_TESTS_TESTING_FAULT_INJECTING_BLOCK_READER_H_
 
@@ -15,6 +15,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -75,7 +77,7 @@ class FaultInjectingBlockReader final : public storage::BlockReader {
       }
     }
     absl::MutexLock lock(&mu_);
-    last_faults_ = std::move(faults);
+    last_faults_[std::this_thread::get_id()] = std::move(faults);
     return absl::OkStatus();
   }
 
@@ -90,10 +92,11 @@ class FaultInjectingBlockReader final : public storage::BlockReader {
     return "fault-injecting " + inner_->Describe();
   }
 
-  // The faults of the most recent batch (single-threaded use).
+  // The faults of the calling thread's most recent batch.
   std::vector<Fault> last_faults() const {
     absl::MutexLock lock(&mu_);
-    return last_faults_;
+    auto it = last_faults_.find(std::this_thread::get_id());
+    return it == last_faults_.end() ? std::vector<Fault>() : it->second;
   }
 
  private:
@@ -102,7 +105,8 @@ class FaultInjectingBlockReader final : public storage::BlockReader {
   const double short_rate_;
   mutable absl::Mutex mu_;
   mutable std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
-  mutable std::vector<Fault> last_faults_ ABSL_GUARDED_BY(mu_);
+  mutable std::unordered_map<std::thread::id, std::vector<Fault>> last_faults_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace zoom::testing
