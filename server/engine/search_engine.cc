@@ -37,6 +37,29 @@ bool Better(Metric metric, const SearchHit& a, const SearchHit& b) {
 
 }  // namespace
 
+absl::Status SearchEngine::CheckStop(const SearchParams& params) {
+  if (params.cancelled != nullptr && params.cancelled->load(std::memory_order_relaxed)) {
+    return absl::CancelledError("the search was cancelled");
+  }
+  if (params.deadline != absl::InfiniteFuture() && absl::Now() >= params.deadline) {
+    return absl::DeadlineExceededError("the deadline passed before the search finished");
+  }
+  return absl::OkStatus();
+}
+
+void SearchEngine::PreviewHits(const std::vector<index::Neighbor>& candidates, size_t k,
+                               std::vector<SearchHit>* hits) const {
+  // The index's distance as the metric's score (see vector_index.h).
+  hits->clear();
+  for (size_t i = 0; i < candidates.size() && i < k; ++i) {
+    const index::Neighbor& nb = candidates[i];
+    const float score = metric_ == Metric::kL2       ? nb.distance
+                        : metric_ == Metric::kCosine ? 1.0f - nb.distance / 2
+                                                     : -nb.distance;
+    hits->push_back({nb.id, score});
+  }
+}
+
 absl::Status SearchParams::Validate() const {
   if (k == 0) return absl::InvalidArgumentError("k must be at least 1");
   if (ef == 0) return absl::InvalidArgumentError("ef must be at least 1");
@@ -136,6 +159,13 @@ absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& p
   heap.clear();
   constexpr uint64_t kChunk = 4096;
   for (uint64_t first = 0; first < n; first += kChunk) {
+    if (absl::Status stop = CheckStop(params); !stop.ok()) {
+      if (!params.allow_partial || stop.code() != absl::StatusCode::kDeadlineExceeded) {
+        return stop;
+      }
+      if (stats != nullptr) stats->degraded = true;  // best of the vectors seen
+      break;
+    }
     const uint64_t m = std::min(kChunk, n - first);
     s.ids.resize(m);
     for (uint64_t i = 0; i < m; ++i) s.ids[i] = static_cast<InternalId>(first + i);
@@ -186,14 +216,26 @@ absl::Status SearchEngine::Search(const float* query, const SearchParams& params
     stats->candidates += s.candidates.size();
   }
   if (params.preview_only) {
-    // The index's distance as the metric's score (see vector_index.h).
-    for (const index::Neighbor& nb : s.candidates) {
-      const float score = metric_ == Metric::kL2 ? nb.distance
-                          : metric_ == Metric::kCosine ? 1.0f - nb.distance / 2
-                                                       : -nb.distance;
-      hits->push_back({nb.id, score});
-    }
+    PreviewHits(s.candidates, params.k, hits);
     return absl::OkStatus();
+  }
+  if (params.deadline != absl::InfiniteFuture() || params.cancelled != nullptr) {
+    absl::Status stop = CheckStop(params);
+    if (stop.ok() && params.allow_partial && params.deadline != absl::InfiniteFuture()) {
+      // Would the fullview finish in time? Judge by its recent average.
+      const float avg = fullview_avg_us_.load(std::memory_order_relaxed);
+      if (absl::Now() + absl::Microseconds(avg) > params.deadline) {
+        stop = absl::DeadlineExceededError("no time left for the fullview");
+      }
+    }
+    if (!stop.ok()) {
+      if (!params.allow_partial || stop.code() != absl::StatusCode::kDeadlineExceeded) {
+        return stop;
+      }
+      PreviewHits(s.candidates, params.k, hits);
+      if (stats != nullptr) stats->degraded = true;
+      return absl::OkStatus();
+    }
   }
   // 2. fullview: one batch of reads.
   sw.Reset();
@@ -224,7 +266,15 @@ absl::Status SearchEngine::Search(const float* query, const SearchParams& params
       stats->cache_misses += s.misses.size();
     }
   }
-  if (stats != nullptr) stats->fullview_us += sw.ElapsedMicros();
+  const double fullview_us = sw.ElapsedMicros();
+  if (stats != nullptr) stats->fullview_us += fullview_us;
+  {
+    // Exponential moving average; races between threads only blur it.
+    const float old = fullview_avg_us_.load(std::memory_order_relaxed);
+    fullview_avg_us_.store(old == 0 ? static_cast<float>(fullview_us)
+                                    : 0.9f * old + 0.1f * static_cast<float>(fullview_us),
+                           std::memory_order_relaxed);
+  }
   // 3. exact re-rank.
   sw.Reset();
   s.query.assign(query, query + d);

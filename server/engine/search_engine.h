@@ -24,6 +24,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/ids.h"
 #include "common/metric.h"
 #include "common/query_stats.h"
@@ -44,6 +46,14 @@ struct SearchParams {
   bool preview_only = false;
   // Ids never returned (deleted); may be null.
   const index::IdFilter* filter = nullptr;
+  // Work stops at the deadline with DeadlineExceeded, or when *cancelled
+  // turns true (Cancelled; may be null)...
+  absl::Time deadline = absl::InfiniteFuture();
+  const std::atomic<bool>* cancelled = nullptr;
+  // ...unless allow_partial: then, when the fullview would not finish
+  // before the deadline (judged by the recent fullview times), the preview
+  // ranking is returned with stats->degraded set.
+  bool allow_partial = false;
 
   absl::Status Validate() const;
 };
@@ -101,12 +111,18 @@ class SearchEngine {
 
  private:
   float Score(const float* q, const float* x) const;
+  // Ok, or why the query must stop now (deadline, cancellation).
+  static absl::Status CheckStop(const SearchParams& params);
+  void PreviewHits(const std::vector<index::Neighbor>& candidates, size_t k,
+                   std::vector<SearchHit>* hits) const;
 
   const Metric metric_;
   std::unique_ptr<storage::VectorStore> store_;
   std::atomic<index::VectorIndex*> index_{nullptr};
   std::vector<std::unique_ptr<index::VectorIndex>> indexes_;  // owned, writer only
   std::unique_ptr<VectorCache> cache_;  // null when off
+  // Moving average of the fullview's wall time (µs), for allow_partial.
+  mutable std::atomic<float> fullview_avg_us_{0};
 };
 
 }  // namespace zoom::server

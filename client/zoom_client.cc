@@ -1,0 +1,254 @@
+// File: client/zoom_client.cc
+#include "client/zoom_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/health/v1/health.pb.h"
+
+namespace zoom::client {
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode share their numbering (0..16).
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+std::unique_ptr<ZoomClient> ZoomClient::Connect(const std::string& target,
+                                                const ClientOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      target, grpc::InsecureChannelCredentials(), args);
+  return std::make_unique<ZoomClient>(std::move(channel), options);
+}
+
+ZoomClient::ZoomClient(std::shared_ptr<grpc::Channel> channel,
+                       const ClientOptions& options)
+    : channel_(std::move(channel)),
+      stub_(v1::VectorSearch::NewStub(channel_)),
+      options_(options) {}
+
+void ZoomClient::Prepare(grpc::ClientContext* context,
+                         absl::Duration timeout) const {
+  // Anything beyond a century is as good as no deadline (and keeps the
+  // conversion to a chrono time point far from saturation).
+  if (timeout != absl::InfiniteDuration() &&
+      timeout < absl::Hours(24 * 36500)) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+  context->set_wait_for_ready(options_.wait_for_ready);
+}
+
+absl::StatusOr<v1::CollectionInfo> ZoomClient::CreateCollection(
+    const v1::CollectionSpec& spec) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::CreateCollectionRequest request;
+  *request.mutable_spec() = spec;
+  v1::CreateCollectionResponse response;
+  absl::Status status =
+      FromGrpc(stub_->CreateCollection(&context, request, &response));
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_info());
+}
+
+absl::Status ZoomClient::DropCollection(const std::string& name) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::DropCollectionRequest request;
+  request.set_name(name);
+  v1::DropCollectionResponse response;
+  return FromGrpc(stub_->DropCollection(&context, request, &response));
+}
+
+absl::StatusOr<std::vector<v1::CollectionInfo>> ZoomClient::ListCollections() {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::ListCollectionsRequest request;
+  v1::ListCollectionsResponse response;
+  absl::Status status =
+      FromGrpc(stub_->ListCollections(&context, request, &response));
+  if (!status.ok()) return status;
+  std::vector<v1::CollectionInfo> collections;
+  collections.reserve(response.collections_size());
+  for (v1::CollectionInfo& info : *response.mutable_collections()) {
+    collections.push_back(std::move(info));
+  }
+  return collections;
+}
+
+absl::StatusOr<v1::CollectionInfo> ZoomClient::GetCollection(
+    const std::string& name) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::GetCollectionRequest request;
+  request.set_name(name);
+  v1::GetCollectionResponse response;
+  absl::Status status =
+      FromGrpc(stub_->GetCollection(&context, request, &response));
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_info());
+}
+
+absl::StatusOr<uint64_t> ZoomClient::Upsert(const v1::UpsertRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::UpsertResponse response;
+  absl::Status status = FromGrpc(stub_->Upsert(&context, request, &response));
+  if (!status.ok()) return status;
+  return response.upserted();
+}
+
+absl::StatusOr<uint64_t> ZoomClient::Delete(const std::string& collection,
+                                            const std::vector<uint64_t>& ids) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::DeleteRequest request;
+  request.set_collection(collection);
+  request.mutable_ids()->Add(ids.begin(), ids.end());
+  v1::DeleteResponse response;
+  absl::Status status = FromGrpc(stub_->Delete(&context, request, &response));
+  if (!status.ok()) return status;
+  return response.deleted();
+}
+
+absl::StatusOr<v1::GetResponse> ZoomClient::Get(const v1::GetRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::GetResponse response;
+  absl::Status status = FromGrpc(stub_->Get(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<uint64_t> ZoomClient::Import(
+    const std::string& collection, uint64_t total,
+    const std::function<void(uint64_t, v1::Point*)>& next, uint32_t batch,
+    const std::function<void(uint64_t, uint64_t)>& progress) {
+  if (batch == 0) {
+    return absl::InvalidArgumentError("import batch size must be positive");
+  }
+  if (total > 0 && !next) {
+    return absl::InvalidArgumentError("import needs a point source");
+  }
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::ImportResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::ImportRequest>> writer =
+      stub_->Import(&context, &response);
+
+  // One request reused for every batch: clearing its points keeps their
+  // allocations, so later batches fill vectors without reallocating.
+  v1::ImportRequest request;
+  request.set_collection(collection);
+  uint64_t sent = 0;
+  bool stream_ok = true;
+  // The first message always goes out (even with no points) so that the
+  // server learns the collection and can report on it.
+  do {
+    const uint64_t n = std::min<uint64_t>(batch, total - sent);
+    request.clear_points();
+    request.mutable_points()->Reserve(
+        static_cast<int>(std::min<uint64_t>(n, uint64_t{1} << 20)));
+    for (uint64_t i = 0; i < n; ++i) next(sent + i, request.add_points());
+    if (!writer->Write(request)) {
+      // The server ended the call (an error, or a deadline); Finish below
+      // fetches its status.
+      stream_ok = false;
+      break;
+    }
+    sent += n;
+    if (progress) progress(sent, total);
+    request.clear_collection();  // only the first message names it
+  } while (sent < total);
+
+  if (stream_ok) writer->WritesDone();
+  absl::Status status = FromGrpc(writer->Finish());
+  if (!status.ok()) return status;
+  if (!stream_ok) {
+    return absl::UnknownError(absl::StrCat(
+        "the server closed the import stream of '", collection, "' after ",
+        sent, " of ", total, " points without an error (it reported ",
+        response.imported(), " imported)"));
+  }
+  return response.imported();
+}
+
+absl::StatusOr<v1::SearchResponse> ZoomClient::Search(
+    const v1::SearchRequest& request) {
+  return Search(request, options_.timeout);
+}
+
+absl::StatusOr<v1::SearchResponse> ZoomClient::Search(
+    const v1::SearchRequest& request, absl::Duration timeout) {
+  grpc::ClientContext context;
+  Prepare(&context, timeout);
+  v1::SearchResponse response;
+  absl::Status status = FromGrpc(stub_->Search(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::SearchBatchResponse> ZoomClient::SearchBatch(
+    const v1::SearchBatchRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::SearchBatchResponse response;
+  absl::Status status =
+      FromGrpc(stub_->SearchBatch(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::CollectionInfo> ZoomClient::BuildIndex(
+    const std::string& collection, bool wait) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::BuildIndexRequest request;
+  request.set_collection(collection);
+  request.set_wait(wait);
+  v1::BuildIndexResponse response;
+  absl::Status status =
+      FromGrpc(stub_->BuildIndex(&context, request, &response));
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_info());
+}
+
+absl::StatusOr<v1::CollectionInfo> ZoomClient::Compact(
+    const std::string& collection) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::CompactRequest request;
+  request.set_collection(collection);
+  v1::CompactResponse response;
+  absl::Status status = FromGrpc(stub_->Compact(&context, request, &response));
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_info());
+}
+
+absl::StatusOr<std::string> ZoomClient::Health(const std::string& service) {
+  // Stubs are cheap (a pointer to the shared channel); make one per call.
+  std::unique_ptr<grpc::health::v1::Health::Stub> health =
+      grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  absl::Status status = FromGrpc(health->Check(&context, request, &response));
+  if (!status.ok()) return status;
+  std::string name = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+      response.status());
+  // A value this proto does not know (from a newer server) reads as UNKNOWN.
+  if (name.empty()) name = "UNKNOWN";
+  return name;
+}
+
+}  // namespace zoom::client

@@ -1,0 +1,93 @@
+// File: client/zoom_client.h
+//
+// ZoomClient: a typed wrapper over the zoom.v1.VectorSearch stub, shared by
+// zoomctl, zoomload and the integration tests. Every call returns an
+// absl::Status / StatusOr whose code is the gRPC status code and whose
+// message is the server's.
+//
+// Thread safety: a ZoomClient may be used from many threads at once (the
+// channel and stub are thread-safe); it owns its channel.
+#ifndef ZOOM_CLIENT_ZOOM_CLIENT_H_
+#define ZOOM_CLIENT_ZOOM_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "zoom/v1/zoom.grpc.pb.h"
+#include "zoom/v1/zoom.pb.h"
+
+namespace zoom::client {
+
+struct ClientOptions {
+  // Deadline of each call; absl::InfiniteDuration() for none.
+  absl::Duration timeout = absl::Seconds(60);
+  // Largest message sent or received (bytes).
+  int max_message_bytes = 64 << 20;
+  // Wait for the channel to connect (up to `timeout`) instead of failing
+  // fast with UNAVAILABLE when the server is not up yet.
+  bool wait_for_ready = false;
+};
+
+// grpc::Status -> absl::Status (same code, same message).
+absl::Status FromGrpc(const grpc::Status& status);
+
+class ZoomClient {
+ public:
+  // Connects (lazily) to `target` ("host:port") without TLS.
+  static std::unique_ptr<ZoomClient> Connect(const std::string& target,
+                                             const ClientOptions& options = {});
+  ZoomClient(std::shared_ptr<grpc::Channel> channel, const ClientOptions& options);
+
+  absl::StatusOr<v1::CollectionInfo> CreateCollection(const v1::CollectionSpec& spec);
+  absl::Status DropCollection(const std::string& name);
+  absl::StatusOr<std::vector<v1::CollectionInfo>> ListCollections();
+  absl::StatusOr<v1::CollectionInfo> GetCollection(const std::string& name);
+
+  absl::StatusOr<uint64_t> Upsert(const v1::UpsertRequest& request);
+  absl::StatusOr<uint64_t> Delete(const std::string& collection,
+                                  const std::vector<uint64_t>& ids);
+  absl::StatusOr<v1::GetResponse> Get(const v1::GetRequest& request);
+
+  // Streams `total` points to `collection`: next(i, &point) fills point i
+  // (0 <= i < total). Points go in batches of `batch` per message; each
+  // batch is acknowledged by flow control before the next is sent.
+  // progress(done, total), when set, is called after each batch is written.
+  // Returns the number of points imported.
+  absl::StatusOr<uint64_t> Import(
+      const std::string& collection, uint64_t total,
+      const std::function<void(uint64_t, v1::Point*)>& next, uint32_t batch = 1000,
+      const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+
+  absl::StatusOr<v1::SearchResponse> Search(const v1::SearchRequest& request);
+  // As Search with a per-call deadline (overrides options.timeout).
+  absl::StatusOr<v1::SearchResponse> Search(const v1::SearchRequest& request,
+                                            absl::Duration timeout);
+  absl::StatusOr<v1::SearchBatchResponse> SearchBatch(const v1::SearchBatchRequest& request);
+
+  absl::StatusOr<v1::CollectionInfo> BuildIndex(const std::string& collection, bool wait);
+  absl::StatusOr<v1::CollectionInfo> Compact(const std::string& collection);
+
+  // grpc.health.v1 Check for `service` ("" = the server as a whole):
+  // "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN" or "UNKNOWN".
+  absl::StatusOr<std::string> Health(const std::string& service = "");
+
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  v1::VectorSearch::Stub& stub() { return *stub_; }
+
+ private:
+  void Prepare(grpc::ClientContext* context, absl::Duration timeout) const;
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::VectorSearch::Stub> stub_;
+  ClientOptions options_;
+};
+
+}  // namespace zoom::client
+
+#endif  // ZOOM_CLIENT_ZOOM_CLIENT_H_

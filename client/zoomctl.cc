@@ -1,0 +1,1052 @@
+// File: client/zoomctl.cc
+//
+// zoomctl: the command-line client of zoomd.
+//
+//   zoomctl [--target HOST:PORT] COMMAND ARGS... [FLAGS...]
+//
+// Exit status: 0 on success; 1 when the server or the connection reports an
+// error (printed as "error: CODE: message" on stderr), or when `health` is
+// not SERVING; 2 on a usage error (unknown command or flag, missing or extra
+// argument, bad number).
+//
+// Flags are checked before absl::ParseCommandLine runs (which would exit 1 on
+// a bad flag) so that every usage error, flags included, exits 2.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/zoom_client.h"
+#include "common/texmex.h"
+#include "google/protobuf/util/json_util.h"
+
+// ---- Common flags -----------------------------------------------------------
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "zoomd address, HOST:PORT");
+ABSL_FLAG(double, timeout, 60,
+          "Deadline of each RPC in seconds; 0 = none. import and build --wait "
+          "have no deadline unless this flag is given");
+ABSL_FLAG(bool, wait_for_ready, false,
+          "Wait (up to the deadline) for the server to come up instead of "
+          "failing fast with UNAVAILABLE");
+ABSL_FLAG(bool, json, false, "Print machine-readable JSON on stdout");
+
+// ---- create -----------------------------------------------------------------
+ABSL_FLAG(uint32_t, dim, 0, "create: vector dimension");
+ABSL_FLAG(std::string, metric, "", "create: l2, ip (inner product) or cosine");
+ABSL_FLAG(std::string, dtype, "float32", "create: float32 or uint8");
+ABSL_FLAG(
+    std::string, index_kind, "",
+    "create: hnsw_pq or ivf_hnsw_pq (default: the server's, ivf_hnsw_pq)");
+ABSL_FLAG(uint32_t, hnsw_m, 0, "create: HNSW links per node (0: default)");
+ABSL_FLAG(uint32_t, ef_construction, 0, "create: HNSW ef_construction");
+ABSL_FLAG(uint32_t, pq_m, 0, "create: PQ bytes per vector (0: about dim/2)");
+ABSL_FLAG(uint32_t, pq_nbits, 0, "create: bits per PQ sub-code (only 8)");
+ABSL_FLAG(uint32_t, nlist, 0, "create: ivf_hnsw_pq clusters (0: ~4*sqrt(n))");
+ABSL_FLAG(bool, opq, false, "create: learn an OPQ rotation before PQ");
+
+// ---- import -----------------------------------------------------------------
+ABSL_FLAG(uint64_t, id_offset, 0, "import: id of the file's first row");
+ABSL_FLAG(uint64_t, limit, 0, "import: import at most this many rows (0: all)");
+ABSL_FLAG(uint32_t, batch, 1000, "import: points per stream message");
+
+// ---- build ------------------------------------------------------------------
+ABSL_FLAG(bool, wait, false, "build: reply when the build has finished");
+
+// ---- search / get / upsert --------------------------------------------------
+ABSL_FLAG(std::string, query_file, "",
+          "search: .fvecs/.bvecs file holding the query (see --row)");
+ABSL_FLAG(uint64_t, row, 0, "search: row of --query_file to use");
+ABSL_FLAG(std::string, vector, "",
+          "search, upsert: the vector as comma-separated numbers");
+ABSL_FLAG(uint32_t, k, 10, "search: number of neighbours");
+ABSL_FLAG(uint32_t, ef, 0,
+          "search: HNSW ef (0: the collection's default); create: default ef");
+ABSL_FLAG(uint32_t, nprobe, 0,
+          "search: IVF clusters probed; create: default nprobe");
+ABSL_FLAG(uint32_t, rerank, 0,
+          "search: candidates re-ranked from the SSD; create: default");
+ABSL_FLAG(bool, preview_only, false, "search: rank by PQ codes only");
+ABSL_FLAG(bool, exact, false, "search: brute force over every stored vector");
+ABSL_FLAG(bool, allow_partial, false,
+          "search: answer with the preview ranking (flagged degraded) when the "
+          "deadline leaves no time for the fullview");
+ABSL_FLAG(bool, with_payload, false, "search, get: return payloads");
+ABSL_FLAG(bool, with_vectors, false, "search, get: return vectors");
+ABSL_FLAG(uint32_t, timeout_ms, 0,
+          "search: deadline of the search in milliseconds (overrides "
+          "--timeout; 0: use --timeout)");
+ABSL_FLAG(std::string, payload, "", "upsert: the point's payload (bytes)");
+
+namespace zoom::client {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+constexpr char kUsage[] =
+    R"(usage: zoomctl [--target HOST:PORT] COMMAND ARGS... [FLAGS...]
+
+Commands:
+  create NAME --dim D --metric l2|ip|cosine [--dtype float32|uint8]
+         [--index_kind hnsw_pq|ivf_hnsw_pq] [--hnsw_m M] [--ef_construction N]
+         [--pq_m M] [--pq_nbits 8] [--nlist N] [--opq]
+         [--ef N] [--nprobe N] [--rerank N]   (the collection's search defaults)
+  list
+  info NAME
+  drop NAME
+  import NAME FILE.{fvecs,bvecs} [--id_offset N] [--limit N] [--batch N]
+         ids are the row numbers plus --id_offset
+  build NAME [--wait]
+  search NAME (--query_file FILE.{fvecs,bvecs} [--row I] | --vector 'x,y,...')
+         [--k K] [--ef N] [--nprobe N] [--rerank N] [--preview_only] [--exact]
+         [--allow_partial] [--with_payload] [--with_vectors] [--timeout_ms N]
+  get NAME ID... [--with_vectors] [--with_payload]
+  delete NAME ID...
+  upsert NAME ID --vector 'x,y,...' [--payload STR]
+  compact NAME
+  health [SERVICE]
+
+Flags for every command (they may come before or after the command):
+  --target HOST:PORT  server address (default 127.0.0.1:50051)
+  --timeout SECONDS   deadline of each RPC (default 60; 0 = none); import and
+                      build --wait have no deadline unless --timeout is given
+  --wait_for_ready    wait for the server to come up instead of failing fast
+  --json              machine-readable JSON on stdout
+
+Exit status: 0 success; 1 error from the server or the connection (printed as
+"error: CODE: message" on stderr), or health other than SERVING; 2 usage error.
+Run 'zoomctl --helpfull' for every flag.
+)";
+
+// ---- Output helpers ---------------------------------------------------------
+
+int UsageError(absl::string_view message) {
+  absl::FPrintF(stderr, "zoomctl: %s\nRun 'zoomctl --help' for usage.\n",
+                message);
+  return kExitUsage;
+}
+
+int Fail(const absl::Status& status) {
+  absl::FPrintF(stderr, "error: %s: %s\n",
+                absl::StatusCodeToString(status.code()), status.message());
+  return kExitError;
+}
+
+// A JSON string literal.
+std::string JsonQuote(absl::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", static_cast<int>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+// Prints `message` as one line of JSON (proto3 JSON mapping, field names as
+// in the .proto, zero fields included).
+int PrintJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string out;
+  auto status =
+      google::protobuf::util::MessageToJsonString(message, &out, options);
+  if (!status.ok()) {
+    return Fail(absl::InternalError(absl::StrCat(
+        "cannot print the response as JSON: ", std::string(status.message()))));
+  }
+  absl::PrintF("%s\n", out);
+  return kExitOk;
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B",   "KiB", "MiB",
+                                           "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  if (unit == 0) return absl::StrCat(bytes, " B");
+  return absl::StrFormat("%.1f %s", value, kUnits[unit]);
+}
+
+std::string FormatVector(const google::protobuf::RepeatedField<float>& v) {
+  std::string out = "[";
+  for (int i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ", ";
+    absl::StrAppendFormat(&out, "%g", v[i]);
+  }
+  out += "]";
+  return out;
+}
+
+// An enum value's name, or its number if this client does not know it.
+template <typename Enum>
+std::string EnumName(Enum value, const std::string& (*name_of)(Enum)) {
+  std::string name = name_of(value);
+  if (name.empty()) name = absl::StrCat(static_cast<int>(value));
+  return name;
+}
+
+void PrintInfo(const v1::CollectionInfo& info) {
+  const v1::CollectionSpec& spec = info.spec();
+  const v1::IndexSpec& index = spec.index();
+  const v1::SearchKnobs& knobs = spec.default_knobs();
+  absl::PrintF("name:           %s\n", spec.name());
+  absl::PrintF("dim:            %d\n", spec.dim());
+  absl::PrintF("metric:         %s\n",
+               EnumName<v1::Metric>(spec.metric(), v1::Metric_Name));
+  absl::PrintF("dtype:          %s\n",
+               EnumName<v1::DType>(spec.dtype(), v1::DType_Name));
+  absl::PrintF(
+      "index:          %s m=%d ef_construction=%d pq_m=%d pq_nbits=%d "
+      "nlist=%d opq=%s\n",
+      EnumName<v1::IndexKind>(index.kind(), v1::IndexKind_Name), index.m(),
+      index.ef_construction(), index.pq_m(), index.pq_nbits(), index.nlist(),
+      index.opq() ? "true" : "false");
+  absl::PrintF("default knobs:  ef=%d nprobe=%d rerank_candidates=%d\n",
+               knobs.ef(), knobs.nprobe(), knobs.rerank_candidates());
+  absl::PrintF("points:         %d\n", info.points());
+  absl::PrintF("deleted points: %d\n", info.deleted_points());
+  absl::PrintF("stored records: %d\n", info.stored_records());
+  std::string state =
+      EnumName<v1::IndexState>(info.index_state(), v1::IndexState_Name);
+  switch (info.index_state()) {
+    case v1::BUILDING:
+      absl::StrAppendFormat(&state, " (%.1f%%)", 100.0 * info.build_progress());
+      break;
+    case v1::FAILED:
+      absl::StrAppend(&state, ": ", info.index_error());
+      break;
+    case v1::NONE:
+      absl::StrAppend(&state, " (searches are exact)");
+      break;
+    default:
+      break;
+  }
+  absl::PrintF("index state:    %s\n", state);
+  absl::PrintF("indexed points: %d\n", info.indexed_points());
+  absl::PrintF("resident:       %s\n", HumanBytes(info.resident_bytes()));
+  absl::PrintF("disk:           %s\n", HumanBytes(info.disk_bytes()));
+}
+
+int PrintInfoResult(const absl::StatusOr<v1::CollectionInfo>& info, bool json) {
+  if (!info.ok()) return Fail(info.status());
+  if (json) return PrintJson(*info);
+  PrintInfo(*info);
+  return kExitOk;
+}
+
+// ---- Input parsing ----------------------------------------------------------
+
+std::optional<uint64_t> ParseId(absl::string_view text) {
+  uint64_t value = 0;
+  // SimpleAtoi accepts surrounding whitespace and a '+'; nothing else.
+  if (!absl::SimpleAtoi(text, &value)) return std::nullopt;
+  return value;
+}
+
+// "x,y,..." (optionally in brackets) -> floats; every component must be a
+// finite number.
+absl::StatusOr<std::vector<float>> ParseVector(absl::string_view text) {
+  absl::string_view body = absl::StripAsciiWhitespace(text);
+  if (absl::ConsumePrefix(&body, "[") && !absl::ConsumeSuffix(&body, "]")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad --vector '", text, "': missing ']'"));
+  }
+  if (absl::StripAsciiWhitespace(body).empty()) {
+    return absl::InvalidArgumentError("--vector is empty");
+  }
+  std::vector<float> values;
+  for (absl::string_view part : absl::StrSplit(body, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    float value = 0;
+    if (part.empty() || !absl::SimpleAtof(part, &value) ||
+        !std::isfinite(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad --vector: component ", values.size(), " ('", part,
+                       "') is not a finite number"));
+    }
+    values.push_back(value);
+  }
+  return values;
+}
+
+// ---- Flag pre-check ---------------------------------------------------------
+
+struct FlagScan {
+  bool help = false;            // --help, -h or -help
+  bool defer_to_absl = false;   // --helpfull & co: let absl handle everything
+  std::string error;            // the first usage error, if any
+  std::set<std::string> given;  // names of the flags on the command line
+};
+
+// What a flag of `flag`'s type takes, for a usage error.
+std::string ExpectedValue(const absl::CommandLineFlag& flag,
+                          const std::string& parse_error) {
+  if (flag.IsOfType<uint32_t>()) return "expected an integer 0..4294967295";
+  if (flag.IsOfType<uint64_t>()) return "expected an integer 0..2^64-1";
+  if (flag.IsOfType<double>()) return "expected a number";
+  if (flag.IsOfType<bool>()) return "expected true or false";
+  return parse_error;
+}
+
+// Walks argv the way absl::ParseCommandLine does (a flag's value is either
+// after '=' or, for a non-bool flag, the next argument; "--" ends the flags)
+// and parses every flag, so that a bad or unknown flag is reported here.
+FlagScan ScanFlags(int argc, char** argv) {
+  static const std::set<std::string> kAbslHelpFlags = {
+      "helpfull",  "helpshort", "helppackage",    "helpon",
+      "helpmatch", "version",   "only_check_args"};
+  FlagScan scan;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;  // positional
+    absl::string_view body = arg.substr(1);
+    absl::ConsumePrefix(&body, "-");
+    const size_t eq = body.find('=');
+    const bool has_value = eq != absl::string_view::npos;
+    const std::string name(body.substr(0, eq));
+    std::string value(has_value ? body.substr(eq + 1) : "");
+    if (name == "help" || name == "h") {
+      scan.help = true;
+      continue;
+    }
+    if (kAbslHelpFlags.count(name) > 0 || name == "undefok") {
+      scan.defer_to_absl = true;
+      return scan;
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    bool negated = false;
+    if (flag == nullptr && absl::StartsWith(name, "no")) {
+      flag = absl::FindCommandLineFlag(name.substr(2));
+      if (flag != nullptr && flag->IsOfType<bool>()) {
+        negated = true;
+      } else {
+        flag = nullptr;
+      }
+    }
+    if (flag == nullptr || flag->IsRetired()) {
+      if (scan.error.empty()) scan.error = absl::StrCat("unknown flag ", arg);
+      continue;
+    }
+    if (flag->IsOfType<bool>()) {
+      if (negated) {
+        if (has_value) {
+          if (scan.error.empty()) {
+            scan.error = absl::StrCat("--", name, " takes no value");
+          }
+          continue;
+        }
+        value = "false";
+      } else if (!has_value) {
+        value = "true";
+      }
+    } else if (!has_value) {
+      if (i + 1 >= argc) {
+        if (scan.error.empty()) {
+          scan.error = absl::StrCat("missing the value of --", name);
+        }
+        continue;
+      }
+      value = argv[++i];
+    }
+    std::string flag_error;
+    if (!flag->ParseFrom(value, &flag_error)) {
+      if (scan.error.empty()) {
+        scan.error = absl::StrCat("bad value '", value, "' for --",
+                                  std::string(flag->Name()), ": ",
+                                  ExpectedValue(*flag, flag_error));
+      }
+      continue;
+    }
+    scan.given.insert(std::string(flag->Name()));
+  }
+  return scan;
+}
+
+// ---- Commands ---------------------------------------------------------------
+
+struct Invocation {
+  std::vector<std::string> args;  // positional arguments after the command
+  std::set<std::string> given;    // flags given on the command line
+  bool json = false;
+  ClientOptions options;
+  std::string target;
+
+  bool Given(const std::string& flag) const { return given.count(flag) > 0; }
+  std::unique_ptr<ZoomClient> Connect() const {
+    return ZoomClient::Connect(target, options);
+  }
+};
+
+int RunCreate(Invocation& inv) {
+  v1::CollectionSpec spec;
+  spec.set_name(inv.args[0]);
+  const uint32_t dim = absl::GetFlag(FLAGS_dim);
+  if (dim == 0) return UsageError("create needs --dim D (D > 0)");
+  spec.set_dim(dim);
+
+  const std::string metric = absl::AsciiStrToLower(absl::GetFlag(FLAGS_metric));
+  if (metric.empty()) return UsageError("create needs --metric l2|ip|cosine");
+  if (metric == "l2") {
+    spec.set_metric(v1::L2);
+  } else if (metric == "ip" || metric == "inner_product") {
+    spec.set_metric(v1::INNER_PRODUCT);
+  } else if (metric == "cosine") {
+    spec.set_metric(v1::COSINE);
+  } else {
+    return UsageError(
+        absl::StrCat("bad --metric '", metric, "': expected l2, ip or cosine"));
+  }
+
+  const std::string dtype = absl::AsciiStrToLower(absl::GetFlag(FLAGS_dtype));
+  if (dtype == "float32") {
+    spec.set_dtype(v1::FLOAT32);
+  } else if (dtype == "uint8") {
+    spec.set_dtype(v1::UINT8);
+  } else {
+    return UsageError(
+        absl::StrCat("bad --dtype '", dtype, "': expected float32 or uint8"));
+  }
+
+  v1::IndexSpec* index = spec.mutable_index();
+  const std::string kind =
+      absl::AsciiStrToLower(absl::GetFlag(FLAGS_index_kind));
+  if (kind == "hnsw_pq") {
+    index->set_kind(v1::HNSW_PQ);
+  } else if (kind == "ivf_hnsw_pq") {
+    index->set_kind(v1::IVF_HNSW_PQ);
+  } else if (!kind.empty()) {
+    return UsageError(absl::StrCat("bad --index_kind '", kind,
+                                   "': expected hnsw_pq or ivf_hnsw_pq"));
+  }
+  index->set_m(absl::GetFlag(FLAGS_hnsw_m));
+  index->set_ef_construction(absl::GetFlag(FLAGS_ef_construction));
+  index->set_pq_m(absl::GetFlag(FLAGS_pq_m));
+  index->set_pq_nbits(absl::GetFlag(FLAGS_pq_nbits));
+  index->set_nlist(absl::GetFlag(FLAGS_nlist));
+  index->set_opq(absl::GetFlag(FLAGS_opq));
+
+  v1::SearchKnobs* knobs = spec.mutable_default_knobs();
+  knobs->set_ef(absl::GetFlag(FLAGS_ef));
+  knobs->set_nprobe(absl::GetFlag(FLAGS_nprobe));
+  knobs->set_rerank_candidates(absl::GetFlag(FLAGS_rerank));
+
+  return PrintInfoResult(inv.Connect()->CreateCollection(spec), inv.json);
+}
+
+int RunList(Invocation& inv) {
+  absl::StatusOr<std::vector<v1::CollectionInfo>> list =
+      inv.Connect()->ListCollections();
+  if (!list.ok()) return Fail(list.status());
+  if (inv.json) {
+    v1::ListCollectionsResponse response;
+    for (v1::CollectionInfo& info : *list) {
+      *response.add_collections() = std::move(info);
+    }
+    return PrintJson(response);
+  }
+  if (list->empty()) {
+    absl::PrintF("no collections\n");
+    return kExitOk;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "DIM", "METRIC", "DTYPE", "POINTS", "INDEX", "STATE", "DISK"}};
+  for (const v1::CollectionInfo& info : *list) {
+    const v1::CollectionSpec& spec = info.spec();
+    rows.push_back(
+        {spec.name(), absl::StrCat(spec.dim()),
+         EnumName<v1::Metric>(spec.metric(), v1::Metric_Name),
+         EnumName<v1::DType>(spec.dtype(), v1::DType_Name),
+         absl::StrCat(info.points()),
+         EnumName<v1::IndexKind>(spec.index().kind(), v1::IndexKind_Name),
+         EnumName<v1::IndexState>(info.index_state(), v1::IndexState_Name),
+         HumanBytes(info.disk_bytes())});
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) {
+      width[c] = std::max(width[c], row[c].size());
+    }
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (c + 1 == row.size()) {
+        absl::StrAppend(&line, row[c]);
+      } else {
+        absl::StrAppendFormat(&line, "%-*s  ", static_cast<int>(width[c]),
+                              row[c]);
+      }
+    }
+    absl::PrintF("%s\n", line);
+  }
+  return kExitOk;
+}
+
+int RunInfo(Invocation& inv) {
+  return PrintInfoResult(inv.Connect()->GetCollection(inv.args[0]), inv.json);
+}
+
+int RunDrop(Invocation& inv) {
+  absl::Status status = inv.Connect()->DropCollection(inv.args[0]);
+  if (!status.ok()) return Fail(status);
+  if (inv.json) {
+    absl::PrintF("{\"dropped\":%s}\n", JsonQuote(inv.args[0]));
+  } else {
+    absl::PrintF("dropped collection '%s'\n", inv.args[0]);
+  }
+  return kExitOk;
+}
+
+// A one-line progress bar on stderr: redrawn with '\r' (at most ten times a
+// second) when stderr is a terminal; the final state is always printed.
+class ProgressBar {
+ public:
+  explicit ProgressBar(uint64_t total)
+      : total_(total), tty_(isatty(STDERR_FILENO) == 1), start_(absl::Now()) {}
+
+  void Update(uint64_t done) {
+    done_ = done;
+    if (!tty_) return;
+    const absl::Time now = absl::Now();
+    if (now - last_draw_ < absl::Milliseconds(100) && done != total_) return;
+    last_draw_ = now;
+    Draw(/*final=*/false);
+  }
+
+  // Prints the final state and ends the line.
+  void Finish() { Draw(/*final=*/true); }
+
+  double Seconds() const { return absl::ToDoubleSeconds(absl::Now() - start_); }
+  double Rate() const {
+    const double seconds = Seconds();
+    return seconds > 0 ? static_cast<double>(done_) / seconds : 0.0;
+  }
+
+ private:
+  void Draw(bool final) {
+    constexpr int kWidth = 30;
+    const double fraction =
+        total_ == 0 ? 1.0
+                    : static_cast<double>(done_) / static_cast<double>(total_);
+    const int filled =
+        std::clamp(static_cast<int>(fraction * kWidth), 0, kWidth);
+    const double rate = Rate();
+    std::string line = absl::StrFormat(
+        "[%s%s] %5.1f%% %d/%d points %.0f points/s", std::string(filled, '#'),
+        std::string(kWidth - filled, '.'), 100.0 * fraction, done_, total_,
+        rate);
+    if (final) {
+      absl::StrAppendFormat(&line, " %.1fs", Seconds());
+    } else if (rate > 0 && done_ < total_) {
+      absl::StrAppendFormat(&line, " ETA %.0fs",
+                            static_cast<double>(total_ - done_) / rate);
+    }
+    // Pad over the remains of a longer previous line.
+    const size_t length = line.size();
+    if (line.size() < last_length_)
+      line.append(last_length_ - line.size(), ' ');
+    last_length_ = length;
+    absl::FPrintF(stderr, "%s%s%s", tty_ ? "\r" : "", line, final ? "\n" : "");
+    std::fflush(stderr);
+  }
+
+  const uint64_t total_;
+  const bool tty_;
+  const absl::Time start_;
+  absl::Time last_draw_ = absl::InfinitePast();
+  uint64_t done_ = 0;
+  size_t last_length_ = 0;
+};
+
+// Feeds rows of a vecs file to ZoomClient::Import, reading a batch at a time.
+class RowSource {
+ public:
+  RowSource(VecsReader* reader, uint64_t id_offset, uint64_t total,
+            uint32_t chunk_rows)
+      : reader_(reader),
+        id_offset_(id_offset),
+        total_(total),
+        chunk_rows_(std::max<uint32_t>(chunk_rows, 1)),
+        buffer_(static_cast<size_t>(chunk_rows_) * reader->dim()) {}
+
+  // Fills point `i`. A read error is kept in status() and the point is left
+  // without a vector (the server rejects it, ending the stream); the caller
+  // reports status() in preference to the server's error.
+  void Fill(uint64_t i, v1::Point* point) {
+    point->set_id(id_offset_ + i);
+    if (!status_.ok()) return;
+    if (i < first_ || i >= first_ + rows_) {
+      if (reader_->position() != i) {
+        status_ = reader_->Seek(i);
+        if (!status_.ok()) return;
+      }
+      const size_t want =
+          static_cast<size_t>(std::min<uint64_t>(chunk_rows_, total_ - i));
+      absl::StatusOr<size_t> got = reader_->ReadAsFloat(want, buffer_.data());
+      if (!got.ok()) {
+        status_ = got.status();
+        return;
+      }
+      if (*got == 0) {
+        status_ = absl::DataLossError(absl::StrCat(
+            reader_->path(), ": unexpected end of file at row ", i));
+        return;
+      }
+      first_ = i;
+      rows_ = *got;
+    }
+    const size_t dim = reader_->dim();
+    const float* row = buffer_.data() + (i - first_) * dim;
+    point->mutable_vector()->Add(row, row + dim);
+  }
+
+  const absl::Status& status() const { return status_; }
+
+ private:
+  VecsReader* reader_;
+  const uint64_t id_offset_;
+  const uint64_t total_;
+  const uint32_t chunk_rows_;
+  std::vector<float> buffer_;
+  uint64_t first_ = 0;  // rows [first_, first_ + rows_) are in buffer_
+  uint64_t rows_ = 0;
+  absl::Status status_;
+};
+
+int RunImport(Invocation& inv) {
+  const std::string& name = inv.args[0];
+  const std::string& path = inv.args[1];
+  absl::StatusOr<VecsType> type = VecsTypeFromPath(path);
+  if (!type.ok() || *type == VecsType::kInt32) {
+    return UsageError(
+        absl::StrCat("import reads .fvecs or .bvecs files, not '", path, "'"));
+  }
+  const uint32_t batch = absl::GetFlag(FLAGS_batch);
+  if (batch == 0) return UsageError("--batch must be positive");
+  const uint64_t id_offset = absl::GetFlag(FLAGS_id_offset);
+  const uint64_t limit = absl::GetFlag(FLAGS_limit);
+
+  absl::StatusOr<VecsReader> reader = VecsReader::Open(path, *type);
+  if (!reader.ok()) return Fail(reader.status());
+  uint64_t total = reader->count();
+  if (limit > 0) total = std::min(total, limit);
+  if (total > 0 &&
+      id_offset > std::numeric_limits<uint64_t>::max() - (total - 1)) {
+    return UsageError(absl::StrCat("--id_offset ", id_offset, " plus ", total,
+                                   " rows overflows a uint64 id"));
+  }
+  // Keep each stream message well under the client's message size limit.
+  const uint64_t point_bytes = uint64_t{reader->dim()} * 4 + 32;
+  const uint64_t max_batch = std::max<uint64_t>(
+      1, static_cast<uint64_t>(inv.options.max_message_bytes) * 9 / 10 /
+             point_bytes);
+  if (batch > max_batch) {
+    return UsageError(absl::StrCat(
+        "--batch ", batch, " is too large for dimension ", reader->dim(),
+        ": a message would exceed ", HumanBytes(inv.options.max_message_bytes),
+        "; use at most ", max_batch));
+  }
+
+  std::unique_ptr<ZoomClient> client = inv.Connect();
+  // Check the collection first: a clear error before any data is streamed.
+  absl::StatusOr<v1::CollectionInfo> info = client->GetCollection(name);
+  if (!info.ok()) return Fail(info.status());
+  if (total > 0 && info->spec().dim() != reader->dim()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        path, " holds vectors of dimension ", reader->dim(),
+        " but collection '", name, "' has dimension ", info->spec().dim())));
+  }
+
+  RowSource source(&*reader, id_offset, total, batch);
+  ProgressBar bar(total);
+  absl::StatusOr<uint64_t> imported = client->Import(
+      name, total,
+      [&source](uint64_t i, v1::Point* point) { source.Fill(i, point); }, batch,
+      [&bar](uint64_t done, uint64_t) { bar.Update(done); });
+  bar.Finish();
+  if (!source.status().ok()) return Fail(source.status());
+  if (!imported.ok()) return Fail(imported.status());
+  if (inv.json) {
+    absl::PrintF(
+        "{\"collection\":%s,\"imported\":%d,\"rows\":%d,\"seconds\":%.3f,"
+        "\"points_per_second\":%.1f}\n",
+        JsonQuote(name), *imported, total, bar.Seconds(), bar.Rate());
+  } else {
+    absl::PrintF("imported %d points into '%s' in %.1fs (%.0f points/s)\n",
+                 *imported, name, bar.Seconds(), bar.Rate());
+  }
+  return kExitOk;
+}
+
+int RunBuild(Invocation& inv) {
+  const bool wait = absl::GetFlag(FLAGS_wait);
+  absl::StatusOr<v1::CollectionInfo> info =
+      inv.Connect()->BuildIndex(inv.args[0], wait);
+  if (info.ok() && !inv.json && !wait) {
+    absl::PrintF("index build of '%s' started (see 'zoomctl info %s')\n",
+                 inv.args[0], inv.args[0]);
+  }
+  return PrintInfoResult(info, inv.json);
+}
+
+int RunSearch(Invocation& inv) {
+  v1::SearchRequest request;
+  request.set_collection(inv.args[0]);
+
+  const std::string query_file = absl::GetFlag(FLAGS_query_file);
+  const bool has_vector = inv.Given("vector");
+  if (!query_file.empty() && has_vector) {
+    return UsageError("search takes --query_file or --vector, not both");
+  }
+  if (query_file.empty() && !has_vector) {
+    return UsageError(
+        "search needs a query: --query_file FILE [--row I] or --vector "
+        "'x,y,...'");
+  }
+  if (inv.Given("row") && query_file.empty()) {
+    return UsageError("--row needs --query_file");
+  }
+  if (has_vector) {
+    absl::StatusOr<std::vector<float>> vector =
+        ParseVector(absl::GetFlag(FLAGS_vector));
+    if (!vector.ok()) return UsageError(vector.status().message());
+    request.mutable_vector()->Add(vector->begin(), vector->end());
+  } else {
+    absl::StatusOr<VecsType> type = VecsTypeFromPath(query_file);
+    if (!type.ok() || *type == VecsType::kInt32) {
+      return UsageError(
+          absl::StrCat("--query_file must be an .fvecs or .bvecs file, not '",
+                       query_file, "'"));
+    }
+    absl::StatusOr<VecsReader> reader = VecsReader::Open(query_file, *type);
+    if (!reader.ok()) return Fail(reader.status());
+    const uint64_t row = absl::GetFlag(FLAGS_row);
+    if (row >= reader->count()) {
+      return UsageError(absl::StrCat("--row ", row,
+                                     " is out of range: ", query_file, " has ",
+                                     reader->count(), " rows"));
+    }
+    std::vector<float> vector(reader->dim());
+    absl::Status status = reader->Seek(row);
+    if (!status.ok()) return Fail(status);
+    absl::StatusOr<size_t> got = reader->ReadAsFloat(1, vector.data());
+    if (!got.ok()) return Fail(got.status());
+    if (*got != 1) {
+      return Fail(absl::DataLossError(
+          absl::StrCat(query_file, ": cannot read row ", row)));
+    }
+    request.mutable_vector()->Add(vector.begin(), vector.end());
+  }
+
+  const uint32_t k = absl::GetFlag(FLAGS_k);
+  if (k == 0) return UsageError("--k must be positive");
+  request.set_k(k);
+  request.mutable_knobs()->set_ef(absl::GetFlag(FLAGS_ef));
+  request.mutable_knobs()->set_nprobe(absl::GetFlag(FLAGS_nprobe));
+  request.mutable_knobs()->set_rerank_candidates(absl::GetFlag(FLAGS_rerank));
+  request.set_preview_only(absl::GetFlag(FLAGS_preview_only));
+  request.set_exact(absl::GetFlag(FLAGS_exact));
+  request.set_allow_partial(absl::GetFlag(FLAGS_allow_partial));
+  request.set_with_payload(absl::GetFlag(FLAGS_with_payload));
+  request.set_with_vectors(absl::GetFlag(FLAGS_with_vectors));
+
+  std::unique_ptr<ZoomClient> client = inv.Connect();
+  const uint32_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<v1::SearchResponse> response =
+      timeout_ms > 0 ? client->Search(request, absl::Milliseconds(timeout_ms))
+                     : client->Search(request);
+  const absl::Duration latency = absl::Now() - start;
+  if (!response.ok()) return Fail(response.status());
+  if (inv.json) return PrintJson(*response);
+
+  const bool payloads = request.with_payload();
+  size_t id_width = 2;
+  for (const v1::Hit& hit : response->hits()) {
+    id_width = std::max(id_width, absl::StrCat(hit.id()).size());
+  }
+  std::string header = absl::StrFormat(
+      "%4s  %-*s  %12s", "rank", static_cast<int>(id_width), "id", "score");
+  if (payloads) absl::StrAppend(&header, "  payload");
+  absl::PrintF("%s\n", header);
+  int rank = 0;
+  for (const v1::Hit& hit : response->hits()) {
+    std::string line =
+        absl::StrFormat("%4d  %-*d  %12.6g", ++rank, static_cast<int>(id_width),
+                        hit.id(), hit.score());
+    if (payloads) {
+      absl::StrAppend(&line, "  \"", absl::CHexEscape(hit.payload()), "\"");
+    }
+    absl::PrintF("%s\n", line);
+    if (request.with_vectors()) {
+      absl::PrintF("      vector: %s\n", FormatVector(hit.vector()));
+    }
+  }
+  if (response->hits().empty()) absl::PrintF("(no hits)\n");
+
+  const v1::QueryStats& stats = response->stats();
+  std::string line = absl::StrFormat(
+      "stats: preview %dus, fullview %dus, rerank %dus, ssd_reads %d, "
+      "bytes_read %d, candidates %d, distance_evals %d, cache_hits %d, "
+      "round trip %.3fms",
+      stats.preview_us(), stats.fullview_us(), stats.rerank_us(),
+      stats.ssd_reads(), stats.bytes_read(), stats.candidates(),
+      stats.distance_evals(), stats.cache_hits(),
+      absl::ToDoubleMilliseconds(latency));
+  if (stats.exact()) absl::StrAppend(&line, ", exact");
+  if (stats.degraded()) absl::StrAppend(&line, ", DEGRADED (preview only)");
+  absl::PrintF("%s\n", line);
+  return kExitOk;
+}
+
+// Parses inv.args[from..] as ids into `ids`; returns an exit code on error.
+std::optional<int> ParseIds(const Invocation& inv, size_t from,
+                            std::vector<uint64_t>* ids) {
+  for (size_t i = from; i < inv.args.size(); ++i) {
+    std::optional<uint64_t> id = ParseId(inv.args[i]);
+    if (!id.has_value()) {
+      return UsageError(absl::StrCat("bad id '", inv.args[i],
+                                     "': expected an integer 0..2^64-1"));
+    }
+    ids->push_back(*id);
+  }
+  return std::nullopt;
+}
+
+int RunGet(Invocation& inv) {
+  v1::GetRequest request;
+  request.set_collection(inv.args[0]);
+  std::vector<uint64_t> ids;
+  if (std::optional<int> error = ParseIds(inv, 1, &ids)) return *error;
+  request.mutable_ids()->Add(ids.begin(), ids.end());
+  request.set_with_vectors(absl::GetFlag(FLAGS_with_vectors));
+  request.set_with_payload(absl::GetFlag(FLAGS_with_payload));
+
+  absl::StatusOr<v1::GetResponse> response = inv.Connect()->Get(request);
+  if (!response.ok()) return Fail(response.status());
+  if (inv.json) return PrintJson(*response);
+
+  std::set<uint64_t> found;
+  for (const v1::Point& point : response->points()) {
+    found.insert(point.id());
+    absl::PrintF("id %d\n", point.id());
+    if (request.with_payload()) {
+      absl::PrintF("  payload: \"%s\"\n", absl::CHexEscape(point.payload()));
+    }
+    if (request.with_vectors()) {
+      absl::PrintF("  vector:  %s\n", FormatVector(point.vector()));
+    }
+  }
+  std::vector<uint64_t> missing;
+  for (uint64_t id : ids) {
+    if (found.count(id) == 0) missing.push_back(id);
+  }
+  if (!missing.empty()) {
+    absl::PrintF("not found: %s\n", absl::StrJoin(missing, " "));
+  }
+  return kExitOk;
+}
+
+int RunDelete(Invocation& inv) {
+  std::vector<uint64_t> ids;
+  if (std::optional<int> error = ParseIds(inv, 1, &ids)) return *error;
+  absl::StatusOr<uint64_t> deleted = inv.Connect()->Delete(inv.args[0], ids);
+  if (!deleted.ok()) return Fail(deleted.status());
+  if (inv.json) {
+    absl::PrintF("{\"deleted\":%d,\"requested\":%d}\n", *deleted, ids.size());
+  } else {
+    absl::PrintF("deleted %d of %d ids\n", *deleted, ids.size());
+  }
+  return kExitOk;
+}
+
+int RunUpsert(Invocation& inv) {
+  std::vector<uint64_t> ids;
+  if (std::optional<int> error = ParseIds(inv, 1, &ids)) return *error;
+  if (!inv.Given("vector"))
+    return UsageError("upsert needs --vector 'x,y,...'");
+  absl::StatusOr<std::vector<float>> vector =
+      ParseVector(absl::GetFlag(FLAGS_vector));
+  if (!vector.ok()) return UsageError(vector.status().message());
+
+  v1::UpsertRequest request;
+  request.set_collection(inv.args[0]);
+  v1::Point* point = request.add_points();
+  point->set_id(ids[0]);
+  point->mutable_vector()->Add(vector->begin(), vector->end());
+  point->set_payload(absl::GetFlag(FLAGS_payload));
+
+  absl::StatusOr<uint64_t> upserted = inv.Connect()->Upsert(request);
+  if (!upserted.ok()) return Fail(upserted.status());
+  if (inv.json) {
+    absl::PrintF("{\"upserted\":%d}\n", *upserted);
+  } else {
+    absl::PrintF("upserted %d point%s\n", *upserted, *upserted == 1 ? "" : "s");
+  }
+  return kExitOk;
+}
+
+int RunCompact(Invocation& inv) {
+  return PrintInfoResult(inv.Connect()->Compact(inv.args[0]), inv.json);
+}
+
+int RunHealth(Invocation& inv) {
+  const std::string service = inv.args.empty() ? "" : inv.args[0];
+  absl::StatusOr<std::string> status = inv.Connect()->Health(service);
+  if (!status.ok()) return Fail(status.status());
+  if (inv.json) {
+    absl::PrintF("{\"status\":%s}\n", JsonQuote(*status));
+  } else {
+    absl::PrintF("%s\n", *status);
+  }
+  return *status == "SERVING" ? kExitOk : kExitError;
+}
+
+struct Command {
+  const char* name;
+  int (*run)(Invocation&);
+  size_t min_args;
+  size_t max_args;  // SIZE_MAX: any number
+  const char* synopsis;
+};
+
+constexpr size_t kAny = SIZE_MAX;
+
+constexpr Command kCommands[] = {
+    {"create", RunCreate, 1, 1,
+     "create NAME --dim D --metric l2|ip|cosine ..."},
+    {"list", RunList, 0, 0, "list"},
+    {"info", RunInfo, 1, 1, "info NAME"},
+    {"drop", RunDrop, 1, 1, "drop NAME"},
+    {"import", RunImport, 2, 2, "import NAME FILE.{fvecs,bvecs}"},
+    {"build", RunBuild, 1, 1, "build NAME [--wait]"},
+    {"search", RunSearch, 1, 1,
+     "search NAME (--query_file FILE --row I | --vector 'x,y,...') --k K"},
+    {"get", RunGet, 2, kAny, "get NAME ID..."},
+    {"delete", RunDelete, 2, kAny, "delete NAME ID..."},
+    {"upsert", RunUpsert, 2, 2, "upsert NAME ID --vector 'x,y,...'"},
+    {"compact", RunCompact, 1, 1, "compact NAME"},
+    {"health", RunHealth, 0, 1, "health [SERVICE]"},
+};
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  FlagScan scan = ScanFlags(argc, argv);
+  if (scan.help) {
+    absl::PrintF("%s", kUsage);
+    return kExitOk;
+  }
+  if (!scan.defer_to_absl && !scan.error.empty()) {
+    return UsageError(scan.error);
+  }
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() < 2) {
+    return UsageError("missing COMMAND");
+  }
+  const std::string command_name = positional[1];
+  if (command_name == "help") {
+    absl::PrintF("%s", kUsage);
+    return kExitOk;
+  }
+  const Command* command = nullptr;
+  for (const Command& c : kCommands) {
+    if (command_name == c.name) command = &c;
+  }
+  if (command == nullptr) {
+    return UsageError(absl::StrCat("unknown command '", command_name, "'"));
+  }
+
+  Invocation inv;
+  inv.args.assign(positional.begin() + 2, positional.end());
+  if (inv.args.size() < command->min_args) {
+    return UsageError(
+        absl::StrCat("missing argument; usage: zoomctl ", command->synopsis));
+  }
+  if (inv.args.size() > command->max_args) {
+    return UsageError(absl::StrCat("too many arguments for '", command_name,
+                                   "'; usage: zoomctl ", command->synopsis));
+  }
+  inv.given = std::move(scan.given);
+  inv.json = absl::GetFlag(FLAGS_json);
+  inv.target = absl::GetFlag(FLAGS_target);
+  if (inv.target.empty()) return UsageError("--target is empty");
+
+  const double timeout = absl::GetFlag(FLAGS_timeout);
+  if (std::isnan(timeout) || timeout < 0) {
+    return UsageError("--timeout must be a number of seconds >= 0");
+  }
+  inv.options.timeout = timeout == 0 || std::isinf(timeout)
+                            ? absl::InfiniteDuration()
+                            : absl::Seconds(timeout);
+  // A bulk load or a waited-for build may well outlast the default deadline.
+  const bool long_running =
+      command->run == RunImport ||
+      (command->run == RunBuild && absl::GetFlag(FLAGS_wait));
+  if (long_running && !inv.Given("timeout")) {
+    inv.options.timeout = absl::InfiniteDuration();
+  }
+  inv.options.wait_for_ready = absl::GetFlag(FLAGS_wait_for_ready);
+  return command->run(inv);
+}
+
+}  // namespace
+}  // namespace zoom::client
+
+int main(int argc, char** argv) { return zoom::client::Main(argc, argv); }

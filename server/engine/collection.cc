@@ -1,0 +1,933 @@
+#include "server/engine/collection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "common/timer.h"
+#include "absl/time/clock.h"
+
+namespace zoom::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+constexpr uint32_t kConfigVersion = 1;
+constexpr uint32_t kStateVersion = 1;
+constexpr uint64_t kMinIndexPoints = 256;
+
+// "key=value" lines <-> map.
+absl::StatusOr<absl::flat_hash_map<std::string, std::string>> ParseKeyValues(
+    std::string_view text, std::string_view what) {
+  absl::flat_hash_map<std::string, std::string> kv;
+  for (absl::string_view line : absl::StrSplit(AV(text), '\n', absl::SkipEmpty())) {
+    const size_t eq = line.find('=');
+    if (eq == absl::string_view::npos) {
+      return absl::DataLossError(absl::StrCat("malformed ", AV(what), " line '", line, "'"));
+    }
+    kv[std::string(line.substr(0, eq))] = std::string(line.substr(eq + 1));
+  }
+  return kv;
+}
+
+template <typename T>
+absl::Status GetNumber(const absl::flat_hash_map<std::string, std::string>& kv,
+                       const char* key, T* out) {
+  auto it = kv.find(key);
+  if (it == kv.end()) return absl::OkStatus();  // keep the default
+  if constexpr (std::is_same_v<T, double>) {
+    if (!absl::SimpleAtod(it->second, out)) {
+      return absl::DataLossError(absl::StrCat("bad value for ", key));
+    }
+  } else {
+    uint64_t v = 0;
+    if (!absl::SimpleAtoi(it->second, &v)) {
+      return absl::DataLossError(absl::StrCat("bad value for ", key));
+    }
+    *out = static_cast<T>(v);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// ---- Config ------------------------------------------------------------------
+
+absl::Status ValidateCollectionName(std::string_view name) {
+  if (name.empty() || name.size() > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "collection name must be 1..64 characters of [A-Za-z0-9_-], got '", AV(name), "'"));
+  }
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "collection name '", AV(name), "' has the character '", std::string(1, c),
+          "'; use only [A-Za-z0-9_-]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+const char* IndexStateName(IndexState state) {
+  switch (state) {
+    case IndexState::kNone: return "NONE";
+    case IndexState::kBuilding: return "BUILDING";
+    case IndexState::kReady: return "READY";
+    case IndexState::kFailed: return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+void CollectionConfig::ApplyDefaults() {
+  index.metric = metric;
+  index.dim = dim;
+  if (index.pq.m == 0 || index.pq.m == 16) {
+    // About half a byte per dimension: ~8x smaller than float32.
+    index.pq.m = std::max<uint32_t>(1, std::min<uint32_t>(dim, (dim + 1) / 2));
+  }
+  if (index.pq.nbits == 0) index.pq.nbits = 8;
+  if (index.hnsw.M == 0) index.hnsw.M = 16;
+  if (index.hnsw.ef_construction == 0) index.hnsw.ef_construction = 200;
+  if (default_ef == 0) default_ef = 64;
+  if (default_nprobe == 0) default_nprobe = 16;
+  if (default_rerank == 0) default_rerank = 100;
+}
+
+absl::Status CollectionConfig::Validate(uint32_t max_dim) const {
+  ZOOM_RETURN_IF_ERROR(ValidateCollectionName(name));
+  if (dim == 0) return absl::InvalidArgumentError("dim must be at least 1");
+  if (dim > max_dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dim ", dim, " is above this server's limit of ", max_dim, " (--max_dim)"));
+  }
+  if (index.pq.nbits != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pq_nbits ", index.pq.nbits, " is not supported; use 8"));
+  }
+  if (index.pq.m > dim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pq_m ", index.pq.m, " is above dim ", dim, "; use 1..", dim));
+  }
+  if (index.hnsw.M < 2 || index.hnsw.M > 256) {
+    return absl::InvalidArgumentError(absl::StrCat("M ", index.hnsw.M, " must be 2..256"));
+  }
+  if (index.hnsw.ef_construction < 1 || index.hnsw.ef_construction > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ef_construction ", index.hnsw.ef_construction, " must be 1..4096"));
+  }
+  if (index.nlist > (1u << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat("nlist ", index.nlist, " must be <= 2^20"));
+  }
+  return absl::OkStatus();
+}
+
+std::string CollectionConfig::Encode() const {
+  return absl::StrCat(
+      "version=", kConfigVersion, "\nname=", name, "\ndim=", dim,
+      "\nmetric=", MetricName(metric), "\ndtype=", storage::DTypeName(dtype),
+      "\nindex_kind=", index::IndexKindName(index.kind), "\nhnsw_m=", index.hnsw.M,
+      "\nef_construction=", index.hnsw.ef_construction, "\npq_m=", index.pq.m,
+      "\npq_nbits=", index.pq.nbits, "\nopq=", index.pq.opq ? 1 : 0, "\nnlist=", index.nlist,
+      "\nef=", default_ef, "\nnprobe=", default_nprobe, "\nrerank=", default_rerank, "\n");
+}
+
+absl::StatusOr<CollectionConfig> CollectionConfig::Decode(std::string_view text) {
+  ZOOM_ASSIGN_OR_RETURN(auto kv, ParseKeyValues(text, "collection config"));
+  uint32_t version = 0;
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "version", &version));
+  if (version == 0 || version > kConfigVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("collection config version ", version, " is not readable by this zoomd"));
+  }
+  CollectionConfig c;
+  c.name = kv["name"];
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "dim", &c.dim));
+  ZOOM_ASSIGN_OR_RETURN(c.metric, ParseMetric(kv["metric"]));
+  ZOOM_ASSIGN_OR_RETURN(c.dtype, storage::ParseDType(kv["dtype"]));
+  ZOOM_ASSIGN_OR_RETURN(c.index.kind, index::ParseIndexKind(kv["index_kind"]));
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "hnsw_m", &c.index.hnsw.M));
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "ef_construction", &c.index.hnsw.ef_construction));
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "pq_m", &c.index.pq.m));
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "pq_nbits", &c.index.pq.nbits));
+  uint32_t opq = 0;
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "opq", &opq));
+  c.index.pq.opq = opq != 0;
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "nlist", &c.index.nlist));
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "ef", &c.default_ef));
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "nprobe", &c.default_nprobe));
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "rerank", &c.default_rerank));
+  c.index.metric = c.metric;
+  c.index.dim = c.dim;
+  return c;
+}
+
+// ---- Id table ----------------------------------------------------------------
+
+namespace {
+
+// InternalId -> (external id, dead bit). Segments are allocated by the single
+// writer and never move, so readers index them without locks; a reader only
+// looks at ids below the generation's `visible` count (acquire), which the
+// writer publishes (release) after filling them.
+class IdTable {
+ public:
+  static constexpr uint32_t kSegBits = 16;
+  static constexpr uint32_t kSegSize = 1u << kSegBits;
+  static constexpr uint32_t kMaxSegs = 1u << 16;
+
+  IdTable() : segs_(new std::atomic<Segment*>[kMaxSegs]) {
+    for (uint32_t i = 0; i < kMaxSegs; ++i) segs_[i].store(nullptr, std::memory_order_relaxed);
+  }
+  ~IdTable() {
+    for (uint32_t i = 0; i < kMaxSegs; ++i) delete segs_[i].load(std::memory_order_relaxed);
+  }
+  IdTable(const IdTable&) = delete;
+  IdTable& operator=(const IdTable&) = delete;
+
+  // Writer: makes ids [0, n) addressable; new ids start dead.
+  void Reserve(uint64_t n) {
+    for (uint64_t s = 0; s * kSegSize < n; ++s) {
+      if (segs_[s].load(std::memory_order_relaxed) == nullptr) {
+        auto* seg = new Segment();
+        for (auto& w : seg->dead) w.store(~uint64_t{0}, std::memory_order_relaxed);
+        segs_[s].store(seg, std::memory_order_release);
+      }
+    }
+  }
+  void Set(InternalId id, uint64_t ext) {  // writer: live with `ext`
+    Segment* seg = segs_[id >> kSegBits].load(std::memory_order_relaxed);
+    const uint32_t off = id & (kSegSize - 1);
+    seg->ext[off] = ext;
+    seg->dead[off / 64].fetch_and(~(uint64_t{1} << (off % 64)), std::memory_order_release);
+  }
+  void Kill(InternalId id) {  // writer
+    Segment* seg = segs_[id >> kSegBits].load(std::memory_order_relaxed);
+    const uint32_t off = id & (kSegSize - 1);
+    seg->dead[off / 64].fetch_or(uint64_t{1} << (off % 64), std::memory_order_release);
+  }
+  bool IsDead(InternalId id) const {
+    const Segment* seg = segs_[id >> kSegBits].load(std::memory_order_acquire);
+    if (seg == nullptr) return true;
+    const uint32_t off = id & (kSegSize - 1);
+    return (seg->dead[off / 64].load(std::memory_order_acquire) >> (off % 64)) & 1;
+  }
+  uint64_t External(InternalId id) const {
+    return segs_[id >> kSegBits].load(std::memory_order_acquire)->ext[id & (kSegSize - 1)];
+  }
+  uint64_t Bytes(uint64_t n) const {
+    const uint64_t segs = (n + kSegSize - 1) / kSegSize;
+    return kMaxSegs * sizeof(void*) + segs * sizeof(Segment);
+  }
+
+ private:
+  struct Segment {
+    uint64_t ext[kSegSize];
+    std::atomic<uint64_t> dead[kSegSize / 64];
+  };
+  std::unique_ptr<std::atomic<Segment*>[]> segs_;
+};
+
+}  // namespace
+
+struct Collection::Generation : public index::IdFilter {
+  uint32_t space = 0;
+  std::string vectors_file;
+  std::unique_ptr<SearchEngine> engine;
+  IdTable ids;
+  std::atomic<uint64_t> visible{0};  // records below are committed or dead
+  std::atomic<uint64_t> live{0};
+
+  bool IsExcluded(InternalId id) const override {
+    return id >= visible.load(std::memory_order_acquire) || ids.IsDead(id);
+  }
+  uint64_t dead() const {
+    const uint64_t v = visible.load(std::memory_order_acquire);
+    const uint64_t l = live.load(std::memory_order_relaxed);
+    return v > l ? v - l : 0;
+  }
+};
+
+// ---- Open / create -----------------------------------------------------------
+
+absl::StatusOr<std::shared_ptr<Collection::Generation>> Collection::OpenGeneration(
+    uint32_t space, const std::string& vectors_file, bool create) {
+  auto gen = std::make_shared<Generation>();
+  gen->space = space;
+  gen->vectors_file = vectors_file;
+  const std::string path = (fs::path(dir_) / vectors_file).string();
+  std::unique_ptr<storage::VectorStore> store;
+  if (create) {
+    ZOOM_ASSIGN_OR_RETURN(store, storage::VectorStore::Create(path, config_.dim, config_.dtype,
+                                                              options_.store));
+  } else {
+    ZOOM_ASSIGN_OR_RETURN(store, storage::VectorStore::Open(path, options_.store));
+    if (store->dim() != config_.dim || store->dtype() != config_.dtype) {
+      return absl::DataLossError(absl::StrCat("vector file ", path,
+                                              " does not match the collection's dim/dtype"));
+    }
+  }
+  const uint64_t count = store->count();
+  gen->ids.Reserve(count);
+  uint64_t live = 0, beyond = 0;
+  if (!create) {
+    absl::flat_hash_map<uint64_t, InternalId> seen;
+    ZOOM_RETURN_IF_ERROR(metadata_->ScanRecords(space, [&](InternalId id, uint64_t ext) {
+      if (id >= count) {  // cannot happen with vectors written first; never serve it
+        ++beyond;
+        return absl::OkStatus();
+      }
+      auto [it, inserted] = seen.try_emplace(ext, id);
+      if (!inserted) {  // keep the newest record of an id
+        gen->ids.Kill(std::min(it->second, id));
+        it->second = std::max(it->second, id);
+        --live;
+      }
+      gen->ids.Set(it->second, ext);
+      ++live;
+      return absl::OkStatus();
+    }));
+  }
+  if (beyond > 0) {
+    ZOOM_LOG(WARNING, "collection ", config_.name, ": ", beyond,
+             " records past the vector file's end ignored");
+  }
+  gen->live.store(live);
+  gen->visible.store(count);
+  gen->engine = std::make_unique<SearchEngine>(config_.metric, std::move(store), nullptr,
+                                               options_.engine);
+  return gen;
+}
+
+absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(
+    const std::string& dir, storage::MetadataStore* metadata, uint32_t id,
+    const CollectionConfig& config, const CollectionOptions& options) {
+  std::error_code ec;
+  if (!fs::create_directories(dir, ec) || ec) {
+    return absl::InternalError(absl::StrCat("cannot create the collection directory ", dir, ": ",
+                                            ec ? ec.message() : "it exists"));
+  }
+  std::unique_ptr<Collection> c(new Collection());
+  c->dir_ = dir;
+  c->metadata_ = metadata;
+  c->id_ = id;
+  c->config_ = config;
+  c->options_ = options;
+  ZOOM_ASSIGN_OR_RETURN(auto gen, c->OpenGeneration(id, "vectors-1.zvec", /*create=*/true));
+  {
+    absl::MutexLock w(&c->write_mu_);
+    c->next_file_seq_ = 2;
+    {
+      absl::WriterMutexLock m(&c->map_mu_);
+      c->gen_ = std::move(gen);
+    }
+    ZOOM_RETURN_IF_ERROR(c->SaveStateLocked());
+  }
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
+    const std::string& dir, storage::MetadataStore* metadata,
+    const storage::CollectionRecord& record, const CollectionOptions& options) {
+  ZOOM_ASSIGN_OR_RETURN(CollectionConfig config, CollectionConfig::Decode(record.config));
+  std::unique_ptr<Collection> c(new Collection());
+  c->dir_ = dir;
+  c->metadata_ = metadata;
+  c->id_ = record.id;
+  c->config_ = config;
+  c->options_ = options;
+  ZOOM_ASSIGN_OR_RETURN(auto kv, ParseKeyValues(record.state, "collection state"));
+  uint32_t version = 0, space = record.id, seq = 2, pending = 0;
+  uint64_t snapshot_count = 0;
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "version", &version));
+  if (version > kStateVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("collection state version ", version, " is not readable by this zoomd"));
+  }
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "space", &space));
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "seq", &seq));
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "pending_space", &pending));
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "snapshot_count", &snapshot_count));
+  const std::string vectors = kv.contains("vectors") ? kv["vectors"] : "vectors-1.zvec";
+  const std::string snapshot = kv["snapshot"];
+
+  absl::MutexLock w(&c->write_mu_);
+  if (pending != 0) {  // an interrupted compaction: its records are garbage
+    ZOOM_RETURN_IF_ERROR(metadata->DropRecords(pending));
+  }
+  // Files the state does not name are left-overs of an interrupted
+  // compaction or snapshot: remove them.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name != vectors && name != snapshot) fs::remove(entry.path(), ec);
+  }
+  ZOOM_ASSIGN_OR_RETURN(auto gen, c->OpenGeneration(space, vectors, /*create=*/false));
+  c->next_file_seq_ = seq;
+  absl::flat_hash_map<uint64_t, InternalId> by_external;
+  by_external.reserve(gen->live.load());
+  const uint64_t visible = gen->visible.load();
+  for (uint64_t i = 0; i < visible; ++i) {
+    if (!gen->ids.IsDead(static_cast<InternalId>(i))) {
+      by_external[gen->ids.External(static_cast<InternalId>(i))] = static_cast<InternalId>(i);
+    }
+  }
+  if (!snapshot.empty()) {
+    Stopwatch sw;
+    auto idx = index::LoadIndex((fs::path(dir) / snapshot).string());
+    absl::Status st = idx.ok() ? gen->engine->SetIndex(std::move(*idx)) : idx.status();
+    if (st.ok()) {
+      c->snapshot_file_ = snapshot;
+      c->snapshot_count_ = snapshot_count;
+      c->index_state_ = IndexState::kReady;
+      ZOOM_LOG(INFO, "collection ", config.name, ": index snapshot ", snapshot, " loaded, ",
+               visible - std::min(visible, snapshot_count), " points replayed, ",
+               static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
+    } else {
+      ZOOM_LOG(WARNING, "collection ", config.name, ": index snapshot ", snapshot,
+               " unusable (", st.message(), "); searching exactly until BuildIndex");
+      c->index_state_ = IndexState::kFailed;
+      absl::MutexLock b(&c->build_mu_);
+      c->build_error_ = std::string(st.message());
+    }
+  }
+  {
+    absl::WriterMutexLock m(&c->map_mu_);
+    c->gen_ = std::move(gen);
+    c->by_external_ = std::move(by_external);
+  }
+  return c;
+}
+
+Collection::~Collection() {
+  if (build_thread_.joinable()) build_thread_.join();
+  absl::MutexLock w(&write_mu_);
+  std::shared_ptr<Generation> gen = Current();
+  const index::VectorIndex* idx = gen ? gen->engine->index() : nullptr;
+  if (!dropped_ && idx != nullptr && idx->size() > snapshot_count_) {
+    absl::Status st = SaveSnapshotLocked();
+    if (!st.ok()) {
+      ZOOM_LOG(WARNING, "collection ", config_.name, ": snapshot at close failed: ",
+               st.message());
+    }
+  }
+}
+
+std::shared_ptr<Collection::Generation> Collection::Current() const {
+  absl::ReaderMutexLock m(&map_mu_);
+  return gen_;
+}
+
+std::shared_ptr<const SearchEngine> Collection::engine() const {
+  std::shared_ptr<Generation> gen = Current();
+  return std::shared_ptr<const SearchEngine>(gen, gen->engine.get());
+}
+
+uint32_t Collection::record_space() const { return Current()->space; }
+
+absl::Status Collection::SaveStateLocked() {
+  if (dropped_) return absl::NotFoundError("the collection was dropped");
+  std::shared_ptr<Generation> gen = Current();
+  return metadata_->PutState(
+      id_, absl::StrCat("version=", kStateVersion, "\nspace=", gen->space,
+                        "\nvectors=", gen->vectors_file, "\nsnapshot=", snapshot_file_,
+                        "\nsnapshot_count=", snapshot_count_, "\nseq=", next_file_seq_, "\n"));
+}
+
+absl::Status Collection::SaveSnapshotLocked() {
+  std::shared_ptr<Generation> gen = Current();
+  const index::VectorIndex* idx = gen->engine->index();
+  if (idx == nullptr) return absl::OkStatus();
+  const std::string name = absl::StrCat("index-", next_file_seq_++, ".zidx");
+  const std::string path = (fs::path(dir_) / name).string();
+  ZOOM_RETURN_IF_ERROR(idx->Save(path));
+  const std::string old = snapshot_file_;
+  snapshot_file_ = name;
+  snapshot_count_ = idx->size();
+  absl::Status st = SaveStateLocked();
+  if (!st.ok()) {
+    std::error_code ec;
+    fs::remove(path, ec);
+    snapshot_file_ = old;
+    return st;
+  }
+  if (!old.empty()) {
+    std::error_code ec;
+    fs::remove(fs::path(dir_) / old, ec);
+  }
+  return absl::OkStatus();
+}
+
+// ---- Writes ------------------------------------------------------------------
+
+absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
+  if (points.empty()) return absl::InvalidArgumentError("no points to upsert");
+  const size_t d = config_.dim;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const float* v = points[i].vector;
+    for (size_t j = 0; j < d; ++j) {
+      if (!std::isfinite(v[j])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "point ", points[i].id, " (#", i, "): component ", j, " is ", v[j],
+            "; vectors must be finite"));
+      }
+      if (config_.dtype == storage::DType::kUint8 &&
+          (v[j] < 0 || v[j] > 255 || v[j] != std::floor(v[j]))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "point ", points[i].id, " (#", i, "): component ", j, " is ", v[j],
+            "; a uint8 collection takes integers 0..255"));
+      }
+    }
+    if (config_.metric == Metric::kCosine) {
+      double norm = 0;
+      for (size_t j = 0; j < d; ++j) norm += double{v[j]} * v[j];
+      if (norm == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "point ", points[i].id, " (#", i, ") is the zero vector, which has no cosine"));
+      }
+    }
+  }
+  // Later duplicates win.
+  absl::flat_hash_map<uint64_t, size_t> last;
+  last.reserve(points.size());
+  for (size_t i = 0; i < points.size(); ++i) last[points[i].id] = i;
+  std::vector<size_t> order;
+  order.reserve(last.size());
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (last[points[i].id] == i) order.push_back(i);
+  }
+  const size_t n = order.size();
+  std::vector<float> vectors(n * d);
+  for (size_t i = 0; i < n; ++i) {
+    std::copy_n(points[order[i]].vector, d, vectors.data() + i * d);
+  }
+
+  absl::MutexLock w(&write_mu_);
+  std::shared_ptr<Generation> gen = Current();
+  SearchEngine& engine = *gen->engine;
+  const uint64_t base = engine.size();
+  if (base + n > (uint64_t{1} << 32) - 1) {
+    return absl::ResourceExhaustedError("the collection's vector file is full (2^32 records); "
+                                        "compact or split the collection");
+  }
+  gen->ids.Reserve(base + n);
+  absl::Status st = engine.Add(vectors.data(), n);
+  if (!st.ok()) {
+    // Whatever reached the file stays dead.
+    gen->visible.store(engine.size(), std::memory_order_release);
+    if (absl::IsInternal(st) && st.message().find("No space") != std::string_view::npos) {
+      return absl::ResourceExhaustedError(st.message());
+    }
+    return st;
+  }
+  std::vector<storage::RecordWrite> writes(n);
+  std::vector<InternalId> erased;
+  {
+    absl::ReaderMutexLock m(&map_mu_);
+    for (size_t i = 0; i < n; ++i) {
+      const PointRef& p = points[order[i]];
+      writes[i] = {static_cast<InternalId>(base + i), p.id, p.payload};
+      auto it = by_external_.find(p.id);
+      if (it != by_external_.end()) erased.push_back(it->second);
+    }
+  }
+  st = metadata_->Commit(gen->space, writes, erased);
+  if (!st.ok()) {
+    gen->visible.store(base + n, std::memory_order_release);  // the new records stay dead
+    return st;
+  }
+  // Old records die before the new ones become visible: a search never sees
+  // a point twice.
+  for (InternalId old : erased) gen->ids.Kill(old);
+  for (size_t i = 0; i < n; ++i) gen->ids.Set(static_cast<InternalId>(base + i), writes[i].external_id);
+  {
+    absl::WriterMutexLock m(&map_mu_);
+    for (size_t i = 0; i < n; ++i) by_external_[writes[i].external_id] = writes[i].id;
+  }
+  gen->live.fetch_add(n - erased.size(), std::memory_order_relaxed);
+  gen->visible.store(base + n, std::memory_order_release);
+  MaybeAutoMaintainLocked();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Collection::Delete(absl::Span<const uint64_t> ids) {
+  if (ids.empty()) return absl::InvalidArgumentError("no ids to delete");
+  absl::MutexLock w(&write_mu_);
+  std::shared_ptr<Generation> gen = Current();
+  std::vector<InternalId> erased;
+  std::vector<uint64_t> externals;
+  {
+    absl::ReaderMutexLock m(&map_mu_);
+    absl::flat_hash_set<uint64_t> seen;
+    for (uint64_t id : ids) {
+      if (!seen.insert(id).second) continue;
+      auto it = by_external_.find(id);
+      if (it == by_external_.end()) continue;
+      erased.push_back(it->second);
+      externals.push_back(id);
+    }
+  }
+  if (erased.empty()) return 0;
+  ZOOM_RETURN_IF_ERROR(metadata_->Commit(gen->space, {}, erased));
+  for (InternalId old : erased) gen->ids.Kill(old);
+  {
+    absl::WriterMutexLock m(&map_mu_);
+    for (uint64_t id : externals) by_external_.erase(id);
+  }
+  gen->live.fetch_sub(erased.size(), std::memory_order_relaxed);
+  MaybeAutoMaintainLocked();
+  return erased.size();
+}
+
+void Collection::MaybeAutoMaintainLocked() {
+  std::shared_ptr<Generation> gen = Current();
+  const uint64_t live = gen->live.load();
+  if (options_.auto_build_min_points > 0 && live >= options_.auto_build_min_points &&
+      gen->engine->index() == nullptr && !building_.load() &&
+      index_state_.load() != IndexState::kFailed) {
+    absl::Status st = StartBuild();
+    ZOOM_LOG(INFO, "collection ", config_.name, ": ", live, " points, automatic index build: ",
+             st.ok() ? absl::string_view("started") : st.message());
+  }
+}
+
+// ---- Reads -------------------------------------------------------------------
+
+absl::Status Collection::Get(absl::Span<const uint64_t> ids, bool with_vectors,
+                             bool with_payload, std::vector<PointData>* out) const {
+  out->clear();
+  std::shared_ptr<Generation> gen;
+  std::vector<InternalId> internal;
+  {
+    absl::ReaderMutexLock m(&map_mu_);
+    gen = gen_;
+    for (uint64_t id : ids) {
+      auto it = by_external_.find(id);
+      if (it == by_external_.end()) continue;
+      out->push_back(PointData{id, {}, {}});
+      internal.push_back(it->second);
+    }
+  }
+  if (with_vectors && !internal.empty()) {
+    const size_t d = config_.dim;
+    std::vector<float> buf(internal.size() * d);
+    ZOOM_RETURN_IF_ERROR(gen->engine->store().ReadVectors(internal, buf.data()));
+    for (size_t i = 0; i < internal.size(); ++i) {
+      (*out)[i].vector.assign(buf.begin() + i * d, buf.begin() + (i + 1) * d);
+    }
+  }
+  if (with_payload && !internal.empty()) {
+    std::vector<std::string> payloads;
+    ZOOM_RETURN_IF_ERROR(metadata_->GetPayloads(gen->space, internal, &payloads));
+    for (size_t i = 0; i < internal.size(); ++i) (*out)[i].payload = std::move(payloads[i]);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Collection::Search(const float* query, size_t dim,
+                                const CollectionSearchParams& params,
+                                std::vector<CollectionHit>* hits, QueryStats* stats,
+                                bool* exact_used) const {
+  hits->clear();
+  if (dim != config_.dim) {
+    return absl::InvalidArgumentError(absl::StrCat("query has ", dim,
+                                                   " dimensions; collection '", config_.name,
+                                                   "' has ", config_.dim));
+  }
+  for (size_t j = 0; j < dim; ++j) {
+    if (!std::isfinite(query[j])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("query component ", j, " is ", query[j], "; vectors must be finite"));
+    }
+  }
+  std::shared_ptr<Generation> gen = Current();
+  SearchParams p = params.engine;
+  if (p.ef == 0) p.ef = config_.default_ef;
+  if (p.nprobe == 0) p.nprobe = config_.default_nprobe;
+  if (p.rerank_candidates == 0) p.rerank_candidates = config_.default_rerank;
+  p.filter = gen.get();
+  const bool exact = params.exact || gen->engine->index() == nullptr;
+  if (exact_used != nullptr) *exact_used = exact;
+  std::vector<SearchHit> found;
+  ZOOM_RETURN_IF_ERROR(exact ? gen->engine->ExactSearch(query, p, &found, stats)
+                             : gen->engine->Search(query, p, &found, stats));
+  hits->resize(found.size());
+  std::vector<InternalId> internal(found.size());
+  for (size_t i = 0; i < found.size(); ++i) {
+    (*hits)[i].id = gen->ids.External(found[i].id);
+    (*hits)[i].score = found[i].score;
+    internal[i] = found[i].id;
+  }
+  if (params.with_payload && !internal.empty()) {
+    std::vector<std::string> payloads;
+    ZOOM_RETURN_IF_ERROR(metadata_->GetPayloads(gen->space, internal, &payloads));
+    for (size_t i = 0; i < internal.size(); ++i) (*hits)[i].payload = std::move(payloads[i]);
+  }
+  if (params.with_vectors && !internal.empty()) {
+    const size_t d = config_.dim;
+    std::vector<float> buf(internal.size() * d);
+    ZOOM_RETURN_IF_ERROR(gen->engine->store().ReadVectors(internal, buf.data()));
+    for (size_t i = 0; i < internal.size(); ++i) {
+      (*hits)[i].vector.assign(buf.begin() + i * d, buf.begin() + (i + 1) * d);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---- Index builds ------------------------------------------------------------
+
+absl::Status Collection::StartBuild() {
+  const uint64_t live = Current()->live.load();
+  if (live < kMinIndexPoints) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "collection '", config_.name, "' has ", live, " points; an index needs at least ",
+        kMinIndexPoints, " to train (searches are exact until then)"));
+  }
+  bool expected = false;
+  if (!building_.compare_exchange_strong(expected, true)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("an index build of '", config_.name, "' is already running"));
+  }
+  if (build_thread_.joinable()) build_thread_.join();
+  build_progress_ = 0;
+  index_state_ = IndexState::kBuilding;
+  build_thread_ = std::thread([this] { BuildMain(); });
+  return absl::OkStatus();
+}
+
+void Collection::BuildMain() {
+  Stopwatch sw;
+  std::shared_ptr<Generation> gen = Current();
+  const SearchEngine& engine = *gen->engine;
+  const uint64_t n = engine.size();
+  const size_t d = config_.dim;
+  absl::Status st;
+  std::unique_ptr<index::VectorIndex> built;
+  {
+    std::vector<float> vectors(n * d);
+    std::vector<InternalId> ids;
+    for (uint64_t first = 0; first < n && st.ok(); first += 4096) {
+      const uint64_t m = std::min<uint64_t>(4096, n - first);
+      ids.resize(m);
+      for (uint64_t i = 0; i < m; ++i) ids[i] = static_cast<InternalId>(first + i);
+      st = engine.store().ReadVectors(ids, vectors.data() + first * d);
+      build_progress_ = 0.1 * (first + m) / n;
+    }
+    if (st.ok()) {
+      index::IndexSpec spec = config_.index;
+      spec.metric = config_.metric;
+      spec.dim = config_.dim;
+      spec.build_threads = options_.build_threads;
+      build_progress_ = 0.1;
+      auto idx = index::BuildIndex(spec, vectors.data(), n);
+      if (idx.ok()) {
+        built = std::move(*idx);
+      } else {
+        st = idx.status();
+      }
+    }
+  }
+  build_progress_ = 0.9;
+  if (st.ok()) {
+    absl::MutexLock w(&write_mu_);
+    if (Current() != gen) {
+      st = absl::AbortedError("the collection was compacted during the build; build again");
+    } else {
+      st = gen->engine->SetIndex(std::move(built));
+      if (st.ok()) st = SaveSnapshotLocked();
+    }
+  }
+  {
+    absl::MutexLock b(&build_mu_);
+    build_error_ = st.ok() ? "" : std::string(st.message());
+  }
+  build_progress_ = 1.0;
+  index_state_ = st.ok() ? IndexState::kReady
+                 : gen->engine->index() != nullptr ? IndexState::kReady
+                                                   : IndexState::kFailed;
+  ZOOM_LOG(INFO, "collection ", config_.name, ": index build over ", n, " points ",
+           st.ok() ? absl::string_view("done") : st.message(), " in ",
+           absl::SixDigits(sw.ElapsedMicros() / 1e6), " s");
+  building_ = false;
+}
+
+absl::Status Collection::WaitForBuild() {
+  while (building_.load()) absl::SleepFor(absl::Milliseconds(20));
+  absl::MutexLock b(&build_mu_);
+  return build_error_.empty() ? absl::OkStatus() : absl::InternalError(build_error_);
+}
+
+// ---- Compaction --------------------------------------------------------------
+
+absl::Status Collection::Compact() {
+  if (building_.load()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("an index build of '", config_.name, "' is running; compact after it"));
+  }
+  absl::MutexLock w(&write_mu_);
+  std::shared_ptr<Generation> old = Current();
+  const uint64_t visible = old->visible.load();
+  std::vector<InternalId> live_ids;
+  for (uint64_t i = 0; i < visible; ++i) {
+    if (!old->ids.IsDead(static_cast<InternalId>(i))) live_ids.push_back(static_cast<InternalId>(i));
+  }
+  if (live_ids.size() == old->engine->size()) return absl::OkStatus();  // nothing dead
+  Stopwatch sw;
+  ZOOM_ASSIGN_OR_RETURN(const uint32_t space, metadata_->AllocateId());
+  const std::string vectors_file = absl::StrCat("vectors-", next_file_seq_++, ".zvec");
+  // Announce the new space first, so a crash mid-way leaves no garbage.
+  {
+    std::string state;
+    ZOOM_RETURN_IF_ERROR(metadata_->PutState(
+        id_, absl::StrCat("version=", kStateVersion, "\nspace=", old->space,
+                          "\nvectors=", old->vectors_file, "\nsnapshot=", snapshot_file_,
+                          "\nsnapshot_count=", snapshot_count_, "\nseq=", next_file_seq_,
+                          "\npending_space=", space, "\n")));
+  }
+  auto cleanup_new = [&] {
+    metadata_->DropRecords(space).IgnoreError();
+    std::error_code ec;
+    fs::remove(fs::path(dir_) / vectors_file, ec);
+    SaveStateLocked().IgnoreError();
+  };
+  auto gen_or = OpenGeneration(space, vectors_file, /*create=*/true);
+  if (!gen_or.ok()) {
+    cleanup_new();
+    return gen_or.status();
+  }
+  std::shared_ptr<Generation> gen = std::move(*gen_or);
+  const storage::VectorStore& src = old->engine->store();
+  const size_t rb = src.record_bytes();
+  const size_t d = config_.dim;
+  const uint64_t n = live_ids.size();
+  gen->ids.Reserve(n);
+  std::vector<uint8_t> raw;
+  std::vector<std::string> payloads;
+  std::vector<storage::RecordWrite> writes;
+  std::vector<float> all(n * d);
+  absl::Status st;
+  storage::VectorStoreOptions wopts = options_.store;
+  // Copy the live records in id order, in chunks.
+  auto store_or = storage::VectorStore::Open((fs::path(dir_) / vectors_file).string(), [&] {
+    wopts.sync_on_append = false;
+    return wopts;
+  }());
+  // The generation's engine owns a store too; write through a second handle
+  // with batched syncs, then reopen the engine on the result.
+  if (!store_or.ok()) {
+    cleanup_new();
+    return store_or.status();
+  }
+  std::unique_ptr<storage::VectorStore> writer = std::move(*store_or);
+  for (uint64_t first = 0; first < n && st.ok(); first += 4096) {
+    const uint64_t m = std::min<uint64_t>(4096, n - first);
+    absl::Span<const InternalId> chunk(live_ids.data() + first, m);
+    raw.resize(m * rb);
+    st = src.ReadRaw(chunk, raw.data());
+    if (st.ok()) st = src.ReadVectors(chunk, all.data() + first * d);
+    if (st.ok()) st = writer->Append(raw.data(), m);
+    if (st.ok()) st = metadata_->GetPayloads(old->space, chunk, &payloads);
+    if (!st.ok()) break;
+    writes.resize(m);
+    for (uint64_t i = 0; i < m; ++i) {
+      writes[i] = {static_cast<InternalId>(first + i), old->ids.External(chunk[i]), payloads[i]};
+      gen->ids.Set(static_cast<InternalId>(first + i), writes[i].external_id);
+    }
+    st = metadata_->Commit(space, writes, {});
+  }
+  if (st.ok()) st = writer->Sync();
+  writer.reset();
+  if (st.ok()) {
+    auto reopened = OpenGeneration(space, vectors_file, /*create=*/false);
+    if (reopened.ok()) {
+      gen = std::move(*reopened);
+    } else {
+      st = reopened.status();
+    }
+  }
+  // The index: rebuilt over the live points when there was one.
+  std::string old_snapshot = snapshot_file_;
+  if (st.ok() && old->engine->index() != nullptr && n >= kMinIndexPoints) {
+    index::IndexSpec spec = config_.index;
+    spec.metric = config_.metric;
+    spec.dim = config_.dim;
+    spec.build_threads = options_.build_threads;
+    auto idx = index::BuildIndex(spec, all.data(), n);
+    if (idx.ok()) {
+      st = gen->engine->SetIndex(std::move(*idx));
+    } else {
+      st = idx.status();
+    }
+  }
+  if (!st.ok()) {
+    cleanup_new();
+    return st;
+  }
+  // Switch: the new state names the new space, file and snapshot at once.
+  absl::flat_hash_map<uint64_t, InternalId> by_external;
+  by_external.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) by_external[gen->ids.External(static_cast<InternalId>(i))] = static_cast<InternalId>(i);
+  {
+    absl::WriterMutexLock m(&map_mu_);
+    std::swap(gen_, gen);  // `gen` is now the old generation
+    by_external_ = std::move(by_external);
+  }
+  snapshot_file_.clear();
+  snapshot_count_ = 0;
+  st = Current()->engine->index() != nullptr ? SaveSnapshotLocked() : SaveStateLocked();
+  if (!st.ok()) {
+    // The old state still names the old files: go back to them.
+    absl::WriterMutexLock m(&map_mu_);
+    std::swap(gen_, gen);
+    absl::flat_hash_map<uint64_t, InternalId> back;
+    for (uint64_t i = 0; i < gen_->visible.load(); ++i) {
+      if (!gen_->ids.IsDead(static_cast<InternalId>(i))) back[gen_->ids.External(static_cast<InternalId>(i))] = static_cast<InternalId>(i);
+    }
+    by_external_ = std::move(back);
+    snapshot_file_ = old_snapshot;
+    return st;
+  }
+  metadata_->DropRecords(old->space).IgnoreError();
+  std::error_code ec;
+  fs::remove(fs::path(dir_) / old->vectors_file, ec);
+  if (!old_snapshot.empty() && old_snapshot != snapshot_file_) fs::remove(fs::path(dir_) / old_snapshot, ec);
+  index_state_ = Current()->engine->index() != nullptr ? IndexState::kReady : IndexState::kNone;
+  ZOOM_LOG(INFO, "collection ", config_.name, ": compacted ", old->engine->size(), " -> ", n,
+           " records in ", absl::SixDigits(sw.ElapsedMicros() / 1e6), " s");
+  return absl::OkStatus();
+}
+
+// ---- Info --------------------------------------------------------------------
+
+CollectionInfo Collection::Info() const {
+  CollectionInfo info;
+  std::shared_ptr<Generation> gen = Current();
+  info.config = config_;
+  info.points = gen->live.load();
+  info.stored_records = gen->engine->size();
+  info.deleted_records = info.stored_records - std::min(info.stored_records, info.points);
+  info.index_state = index_state_.load();
+  const index::VectorIndex* idx = gen->engine->index();
+  info.indexed_points = idx ? idx->size() : 0;
+  info.resident_bytes = (idx ? idx->ResidentBytes() : 0) + gen->engine->CacheBytes() +
+                        gen->ids.Bytes(info.stored_records) + info.points * 16;
+  info.disk_bytes = gen->engine->store().file_bytes();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    if (entry.path().extension() == ".zidx") info.disk_bytes += entry.file_size(ec);
+  }
+  info.build_progress = building_.load() ? build_progress_.load() : 0;
+  absl::MutexLock b(&build_mu_);
+  info.index_error = build_error_;
+  return info;
+}
+
+}  // namespace zoom::server

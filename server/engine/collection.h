@@ -1,0 +1,230 @@
+// File: server/engine/collection.h
+//
+// Collection: one named set of points (uint64 external id, vector, optional
+// payload) made durable and searchable: a SearchEngine (vector file + Zoom
+// index) plus the record map and payloads in the MetadataStore, deletes as
+// tombstones, background index builds with snapshots, and compaction.
+//
+// Ids: a point's vector lives at a dense InternalId in the vector file.
+// Overwriting a point appends its new vector and kills the old record, so
+// the file only grows until Compact() rewrites it without the dead records.
+//
+// Durability: Upsert/Delete return once the vectors are fdatasync'd and the
+// records are committed in RocksDB (WAL synced when the MetadataStore syncs).
+// A crash between the two leaves vector records without a record entry:
+// they are dead on restart, never served.
+//
+// Restart (Open): the vector file, the record map, then the latest index
+// snapshot; vectors stored after the snapshot are added to the index again
+// (the vector file is the log replayed past the snapshot).
+//
+// Thread safety: Search, Get and Info are const and safe from many threads,
+// also during writes, builds and compaction. Writers (Upsert, Delete,
+// Compact) are serialised inside; BuildIndex runs in a background thread.
+#ifndef ZOOM_SERVER_ENGINE_COLLECTION_H_
+#define ZOOM_SERVER_ENGINE_COLLECTION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/metric.h"
+#include "common/query_stats.h"
+#include "index/vector_index.h"
+#include "server/engine/search_engine.h"
+#include "storage/metadata_store.h"
+#include "storage/vector_store.h"
+
+namespace zoom::server {
+
+// What a collection is; fixed at creation. Encoded in the catalog.
+struct CollectionConfig {
+  std::string name;
+  uint32_t dim = 0;
+  Metric metric = Metric::kL2;
+  storage::DType dtype = storage::DType::kFloat32;
+  // The preview built by BuildIndex (metric and dim are copied in).
+  index::IndexSpec index;
+  // Search knobs used when a request leaves them 0.
+  uint32_t default_ef = 64;
+  uint32_t default_nprobe = 16;
+  uint32_t default_rerank = 100;
+
+  // Fills zero index fields with defaults (pq.m about dim / 2, ...).
+  void ApplyDefaults();
+  // InvalidArgument naming the field to fix.
+  absl::Status Validate(uint32_t max_dim) const;
+  // A versioned "key=value" text; Decode reads any earlier version.
+  std::string Encode() const;
+  static absl::StatusOr<CollectionConfig> Decode(std::string_view text);
+};
+
+// A name: 1..64 of [A-Za-z0-9_-]. InvalidArgument otherwise.
+absl::Status ValidateCollectionName(std::string_view name);
+
+enum class IndexState { kNone = 0, kBuilding = 1, kReady = 2, kFailed = 3 };
+const char* IndexStateName(IndexState state);
+
+struct CollectionOptions {
+  EngineOptions engine;
+  storage::VectorStoreOptions store;
+  // An unindexed collection starts a build by itself once it holds this
+  // many live points (0: never).
+  uint64_t auto_build_min_points = 20000;
+  // Compact() by itself once dead records are at least this share of the
+  // vector file and at least `auto_compact_min_dead` (ratio 0: never).
+  double auto_compact_dead_ratio = 0.5;
+  uint64_t auto_compact_min_dead = 10000;
+  // Threads of a background index build.
+  int build_threads = 2;
+};
+
+struct CollectionInfo {
+  CollectionConfig config;
+  uint64_t points = 0;          // live
+  uint64_t deleted_records = 0;  // dead records in the vector file
+  uint64_t stored_records = 0;
+  IndexState index_state = IndexState::kNone;
+  uint64_t indexed_points = 0;
+  uint64_t resident_bytes = 0;  // preview + id maps + cache
+  uint64_t disk_bytes = 0;      // vector file + index snapshot
+  double build_progress = 0;
+  std::string index_error;
+};
+
+// One point of an Upsert: `vector` holds dim floats.
+struct PointRef {
+  uint64_t id;
+  const float* vector;
+  std::string_view payload;
+};
+
+struct PointData {
+  uint64_t id = 0;
+  std::vector<float> vector;  // empty unless asked for
+  std::string payload;        // empty unless asked for
+};
+
+struct CollectionSearchParams {
+  SearchParams engine;  // k, knobs (0 = the collection's defaults), deadline
+  bool exact = false;
+  bool with_payload = false;
+  bool with_vectors = false;
+};
+
+struct CollectionHit {
+  uint64_t id;
+  float score;
+  std::string payload;
+  std::vector<float> vector;
+};
+
+class Collection {
+ public:
+  // Creates the files of a new collection in `dir` (which must not exist)
+  // for catalog entry `id`. `metadata` must outlive the collection.
+  static absl::StatusOr<std::unique_ptr<Collection>> Create(
+      const std::string& dir, storage::MetadataStore* metadata, uint32_t id,
+      const CollectionConfig& config, const CollectionOptions& options);
+  // Recovers a collection from its directory and catalog entry.
+  static absl::StatusOr<std::unique_ptr<Collection>> Open(
+      const std::string& dir, storage::MetadataStore* metadata,
+      const storage::CollectionRecord& record, const CollectionOptions& options);
+  // Waits for a running build; saves an index snapshot if points were
+  // indexed since the last one.
+  ~Collection();
+
+  const CollectionConfig& config() const { return config_; }
+  const std::string& name() const { return config_.name; }
+  uint32_t id() const { return id_; }
+  const std::string& dir() const { return dir_; }
+
+  // Inserts or replaces points (later duplicates in one batch win).
+  // InvalidArgument for a wrong dimension, NaN/Inf, or a uint8 collection's
+  // value outside 0..255; ResourceExhausted for a full disk. All or nothing.
+  absl::Status Upsert(absl::Span<const PointRef> points);
+  // Deletes the points that exist; returns how many did.
+  absl::StatusOr<uint64_t> Delete(absl::Span<const uint64_t> ids);
+  // The points of `ids` that exist, in request order.
+  absl::Status Get(absl::Span<const uint64_t> ids, bool with_vectors, bool with_payload,
+                   std::vector<PointData>* out) const;
+
+  // Up to k live points, best first. InvalidArgument for a wrong dimension
+  // or NaN/Inf. Without an index (or with exact) the search is brute force
+  // and `*exact_used` (when not null) is set.
+  absl::Status Search(const float* query, size_t dim, const CollectionSearchParams& params,
+                      std::vector<CollectionHit>* hits, QueryStats* stats,
+                      bool* exact_used = nullptr) const;
+
+  // Starts building the index over the points present, in the background.
+  // FailedPrecondition when too few points (fewer than 256 live) or a build
+  // already runs.
+  absl::Status StartBuild();
+  // Blocks until no build runs; the last build's error, if any.
+  absl::Status WaitForBuild();
+  // Rewrites the vector file and the index without the dead records.
+  // Searches keep working meanwhile; writes wait.
+  absl::Status Compact();
+
+  CollectionInfo Info() const;
+  // After the catalog dropped it: no more state or snapshot writes.
+  void MarkDropped() { dropped_ = true; }
+  // The current engine (tests, benchmarks); kept alive by the pointer.
+  std::shared_ptr<const SearchEngine> engine() const;
+  // The record space of the current generation (see MetadataStore).
+  uint32_t record_space() const;
+
+ private:
+  // The vector file, the engine over it and the record map of its ids:
+  // replaced as a whole by Compact. Readers hold a shared_ptr.
+  struct Generation;
+  Collection() = default;
+  std::shared_ptr<Generation> Current() const;
+  absl::Status SaveStateLocked();
+  absl::Status SaveSnapshotLocked();
+  void BuildMain();
+  void MaybeAutoMaintainLocked();
+  absl::StatusOr<std::shared_ptr<Generation>> OpenGeneration(uint32_t space,
+                                                             const std::string& vectors_file,
+                                                             bool create);
+
+  std::string dir_;
+  storage::MetadataStore* metadata_ = nullptr;
+  uint32_t id_ = 0;
+  CollectionConfig config_;
+  CollectionOptions options_;
+
+  // Serialises writers (Upsert, Delete, Compact, index install).
+  mutable absl::Mutex write_mu_;
+  // The durable state (what the catalog's state entry says); writers only.
+  std::string snapshot_file_ ABSL_GUARDED_BY(write_mu_);
+  uint64_t snapshot_count_ ABSL_GUARDED_BY(write_mu_) = 0;
+  uint32_t next_file_seq_ ABSL_GUARDED_BY(write_mu_) = 1;
+
+  // Guards the generation pointer and the external id map together.
+  mutable absl::Mutex map_mu_;
+  std::shared_ptr<Generation> gen_ ABSL_GUARDED_BY(map_mu_);
+  absl::flat_hash_map<uint64_t, InternalId> by_external_ ABSL_GUARDED_BY(map_mu_);
+
+  // Background build.
+  std::thread build_thread_;
+  std::atomic<IndexState> index_state_{IndexState::kNone};
+  std::atomic<double> build_progress_{0};
+  std::atomic<bool> building_{false};
+  std::atomic<bool> dropped_{false};
+  mutable absl::Mutex build_mu_;
+  std::string build_error_ ABSL_GUARDED_BY(build_mu_);
+};
+
+}  // namespace zoom::server
+
+#endif  // ZOOM_SERVER_ENGINE_COLLECTION_H_

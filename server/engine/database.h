@@ -1,0 +1,69 @@
+// File: server/engine/database.h
+//
+// Database: the collections of one data directory and their catalog.
+//
+//   DATA_DIR/meta/              RocksDB (MetadataStore): catalog, records,
+//                               payloads
+//   DATA_DIR/collections/<id>/  vectors-<n>.zvec, index-<n>.zidx
+//
+// Open() recovers every collection (see Collection::Open). Collections are
+// handed out as shared_ptr: a request keeps its collection alive even if it
+// is dropped meanwhile.
+//
+// Thread safety: all methods are safe from many threads.
+#ifndef ZOOM_SERVER_ENGINE_DATABASE_H_
+#define ZOOM_SERVER_ENGINE_DATABASE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/engine/collection.h"
+#include "storage/metadata_store.h"
+
+namespace zoom::server {
+
+struct DatabaseOptions {
+  std::string data_dir = "./var/zoomd";
+  // Sync the metadata WAL on every write (--sync=always); else every
+  // SyncWal() (--sync=batch; the server calls it periodically).
+  bool sync_always = true;
+  CollectionOptions collection;
+  uint32_t max_dim = 4096;
+  uint32_t max_collections = 1024;
+};
+
+class Database {
+ public:
+  static absl::StatusOr<std::unique_ptr<Database>> Open(const DatabaseOptions& options);
+  ~Database();
+
+  // AlreadyExists for a taken name; InvalidArgument for a bad config.
+  absl::StatusOr<std::shared_ptr<Collection>> CreateCollection(CollectionConfig config);
+  // Removes the collection, its records and its files. NotFound if absent.
+  absl::Status DropCollection(const std::string& name);
+  // NotFound (with the name) if absent.
+  absl::StatusOr<std::shared_ptr<Collection>> GetCollection(const std::string& name) const;
+  // Sorted by name.
+  std::vector<std::shared_ptr<Collection>> ListCollections() const;
+
+  absl::Status SyncWal() { return metadata_->SyncWal(); }
+  const DatabaseOptions& options() const { return options_; }
+
+ private:
+  Database() = default;
+  std::string CollectionDir(uint32_t id) const;
+
+  DatabaseOptions options_;
+  std::unique_ptr<storage::MetadataStore> metadata_;
+  mutable absl::Mutex mu_;  // guards collections_; serialises create/drop
+  std::map<std::string, std::shared_ptr<Collection>> collections_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace zoom::server
+
+#endif  // ZOOM_SERVER_ENGINE_DATABASE_H_

@@ -1,0 +1,471 @@
+#include "server/grpc/vector_search_service.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "common/timer.h"
+
+namespace zoom::server {
+namespace {
+
+// A unary call whose cancellation the work can see.
+class UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  std::atomic<bool> cancelled{false};
+  void OnCancel() override { cancelled.store(true); }
+  void OnDone() override { delete this; }
+};
+
+absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
+  const auto d = ctx->deadline();
+  if (d == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
+  return absl::FromChrono(d);
+}
+
+absl::StatusOr<Metric> MetricFromProto(v1::Metric m) {
+  switch (m) {
+    case v1::L2: return Metric::kL2;
+    case v1::INNER_PRODUCT: return Metric::kInnerProduct;
+    case v1::COSINE: return Metric::kCosine;
+    case v1::METRIC_UNSPECIFIED:
+      return absl::InvalidArgumentError("metric is required: L2, INNER_PRODUCT or COSINE");
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown metric value ", static_cast<int>(m)));
+  }
+}
+v1::Metric MetricToProto(Metric m) {
+  switch (m) {
+    case Metric::kL2: return v1::L2;
+    case Metric::kInnerProduct: return v1::INNER_PRODUCT;
+    case Metric::kCosine: return v1::COSINE;
+  }
+  return v1::METRIC_UNSPECIFIED;
+}
+
+absl::Status CheckRange(const char* name, uint32_t value, uint32_t max) {
+  if (value > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " ", value, " is above this server's limit of ", max));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::StatusOr<CollectionConfig> FromProto(const v1::CollectionSpec& spec) {
+  CollectionConfig c;
+  c.name = spec.name();
+  ZOOM_RETURN_IF_ERROR(ValidateCollectionName(c.name));
+  c.dim = spec.dim();
+  ZOOM_ASSIGN_OR_RETURN(c.metric, MetricFromProto(spec.metric()));
+  switch (spec.dtype()) {
+    case v1::DTYPE_UNSPECIFIED:
+    case v1::FLOAT32: c.dtype = storage::DType::kFloat32; break;
+    case v1::UINT8: c.dtype = storage::DType::kUint8; break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown dtype value ", static_cast<int>(spec.dtype())));
+  }
+  const v1::IndexSpec& is = spec.index();
+  switch (is.kind()) {
+    case v1::INDEX_KIND_UNSPECIFIED:
+    case v1::IVF_HNSW_PQ: c.index.kind = index::IndexKind::kIvfHnswPq; break;
+    case v1::HNSW_PQ: c.index.kind = index::IndexKind::kHnswPq; break;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "unknown index kind value ", static_cast<int>(is.kind()), "; use HNSW_PQ or IVF_HNSW_PQ"));
+  }
+  c.index.hnsw.M = is.m();
+  c.index.hnsw.ef_construction = is.ef_construction();
+  c.index.pq.m = is.pq_m();
+  c.index.pq.nbits = is.pq_nbits();
+  c.index.pq.opq = is.opq();
+  c.index.nlist = is.nlist();
+  c.default_ef = spec.default_knobs().ef();
+  c.default_nprobe = spec.default_knobs().nprobe();
+  c.default_rerank = spec.default_knobs().rerank_candidates();
+  if (c.index.pq.m == 0) c.index.pq.m = 0;  // ApplyDefaults picks it
+  return c;
+}
+
+v1::CollectionInfo ToProto(const CollectionInfo& info) {
+  v1::CollectionInfo out;
+  v1::CollectionSpec* spec = out.mutable_spec();
+  const CollectionConfig& c = info.config;
+  spec->set_name(c.name);
+  spec->set_dim(c.dim);
+  spec->set_metric(MetricToProto(c.metric));
+  spec->set_dtype(c.dtype == storage::DType::kUint8 ? v1::UINT8 : v1::FLOAT32);
+  v1::IndexSpec* is = spec->mutable_index();
+  is->set_kind(c.index.kind == index::IndexKind::kHnswPq ? v1::HNSW_PQ : v1::IVF_HNSW_PQ);
+  is->set_m(c.index.hnsw.M);
+  is->set_ef_construction(c.index.hnsw.ef_construction);
+  is->set_pq_m(c.index.pq.m);
+  is->set_pq_nbits(c.index.pq.nbits);
+  is->set_nlist(c.index.nlist);
+  is->set_opq(c.index.pq.opq);
+  spec->mutable_default_knobs()->set_ef(c.default_ef);
+  spec->mutable_default_knobs()->set_nprobe(c.default_nprobe);
+  spec->mutable_default_knobs()->set_rerank_candidates(c.default_rerank);
+  out.set_points(info.points);
+  out.set_deleted_points(info.deleted_records);
+  out.set_stored_records(info.stored_records);
+  out.set_index_state(static_cast<v1::IndexState>(static_cast<int>(info.index_state) + 1));
+  out.set_indexed_points(info.indexed_points);
+  out.set_resident_bytes(info.resident_bytes);
+  out.set_disk_bytes(info.disk_bytes);
+  out.set_build_progress(info.build_progress);
+  out.set_index_error(info.index_error);
+  return out;
+}
+
+VectorSearchService::VectorSearchService(Database* db, Metrics* metrics, WorkerPool* pool,
+                                         const ServiceLimits& limits)
+    : db_(db), metrics_(metrics), pool_(pool), limits_(limits) {}
+
+void VectorSearchService::Record(const char* rpc, const absl::Status& status,
+                                 double seconds) const {
+  if (metrics_ != nullptr) metrics_->RecordRpc(rpc, status.code(), seconds);
+}
+
+template <typename Work>
+grpc::ServerUnaryReactor* VectorSearchService::Run(grpc::CallbackServerContext* ctx,
+                                                   const char* rpc, Work work) {
+  auto* call = new UnaryCall();
+  pool_->Submit([this, ctx, call, rpc, work = std::move(work), start = absl::Now()]() mutable {
+    absl::Status st;
+    if (call->cancelled.load() || ctx->IsCancelled()) {
+      st = absl::CancelledError("the call was cancelled before it started");
+    } else if (absl::Now() >= DeadlineOf(ctx)) {
+      st = absl::DeadlineExceededError("the deadline passed while the request was queued");
+    } else {
+      try {
+        st = work(&call->cancelled);
+      } catch (const std::exception& e) {
+        st = absl::InternalError(absl::StrCat("internal error: ", e.what()));
+      }
+    }
+    Record(rpc, st, absl::ToDoubleSeconds(absl::Now() - start));
+    call->Finish(ToGrpc(st));
+  });
+  return call;
+}
+
+// ---- Collections ---------------------------------------------------------------
+
+grpc::ServerUnaryReactor* VectorSearchService::CreateCollection(
+    grpc::CallbackServerContext* ctx, const v1::CreateCollectionRequest* req,
+    v1::CreateCollectionResponse* resp) {
+  return Run(ctx, "CreateCollection", [this, req, resp](const std::atomic<bool>*) {
+    ZOOM_ASSIGN_OR_RETURN(CollectionConfig config, FromProto(req->spec()));
+    ZOOM_RETURN_IF_ERROR(CheckRange("default ef", config.default_ef, limits_.max_ef));
+    ZOOM_RETURN_IF_ERROR(CheckRange("default nprobe", config.default_nprobe, limits_.max_nprobe));
+    ZOOM_RETURN_IF_ERROR(
+        CheckRange("default rerank_candidates", config.default_rerank, limits_.max_rerank));
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->CreateCollection(std::move(config)));
+    *resp->mutable_info() = ToProto(c->Info());
+    RefreshCollectionMetrics();
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::DropCollection(
+    grpc::CallbackServerContext* ctx, const v1::DropCollectionRequest* req,
+    v1::DropCollectionResponse*) {
+  return Run(ctx, "DropCollection", [this, req](const std::atomic<bool>*) {
+    ZOOM_RETURN_IF_ERROR(ValidateCollectionName(req->name()));
+    ZOOM_RETURN_IF_ERROR(db_->DropCollection(req->name()));
+    if (metrics_ != nullptr) metrics_->RemoveCollection(req->name());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::ListCollections(
+    grpc::CallbackServerContext* ctx, const v1::ListCollectionsRequest*,
+    v1::ListCollectionsResponse* resp) {
+  return Run(ctx, "ListCollections", [this, resp](const std::atomic<bool>*) {
+    for (const auto& c : db_->ListCollections()) *resp->add_collections() = ToProto(c->Info());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::GetCollection(
+    grpc::CallbackServerContext* ctx, const v1::GetCollectionRequest* req,
+    v1::GetCollectionResponse* resp) {
+  return Run(ctx, "GetCollection", [this, req, resp](const std::atomic<bool>*) {
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->name()));
+    *resp->mutable_info() = ToProto(c->Info());
+    return absl::OkStatus();
+  });
+}
+
+void VectorSearchService::RefreshCollectionMetrics() const {
+  if (metrics_ == nullptr) return;
+  for (const auto& c : db_->ListCollections()) {
+    const CollectionInfo info = c->Info();
+    metrics_->SetCollection(c->name(), info.points, info.resident_bytes, info.disk_bytes,
+                            info.build_progress, IndexStateName(info.index_state));
+  }
+}
+
+// ---- Points ------------------------------------------------------------------
+
+absl::Status VectorSearchService::ApplyPoints(
+    const std::string& collection, const google::protobuf::RepeatedPtrField<v1::Point>& points,
+    uint64_t* applied) const {
+  if (points.empty()) return absl::InvalidArgumentError("the batch has no points");
+  if (points.size() > static_cast<int>(limits_.max_batch)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the batch has ", points.size(), " points; this server takes at most ",
+        limits_.max_batch, " per message (split it)"));
+  }
+  ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(collection));
+  const uint32_t dim = c->config().dim;
+  std::vector<PointRef> refs;
+  refs.reserve(points.size());
+  for (int i = 0; i < points.size(); ++i) {
+    const v1::Point& p = points[i];
+    if (p.vector_size() != static_cast<int>(dim)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "point ", p.id(), " (#", i, ") has ", p.vector_size(), " dimensions; collection '",
+          collection, "' has ", dim));
+    }
+    if (p.payload().size() > limits_.max_payload_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "point ", p.id(), " has a payload of ", p.payload().size(),
+          " bytes; the limit is ", limits_.max_payload_bytes));
+    }
+    refs.push_back({p.id(), p.vector().data(), p.payload()});
+  }
+  ZOOM_RETURN_IF_ERROR(c->Upsert(refs));
+  *applied += refs.size();
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::Upsert(grpc::CallbackServerContext* ctx,
+                                                      const v1::UpsertRequest* req,
+                                                      v1::UpsertResponse* resp) {
+  return Run(ctx, "Upsert", [this, req, resp](const std::atomic<bool>*) {
+    uint64_t n = 0;
+    ZOOM_RETURN_IF_ERROR(ApplyPoints(req->collection(), req->points(), &n));
+    resp->set_upserted(n);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::Delete(grpc::CallbackServerContext* ctx,
+                                                      const v1::DeleteRequest* req,
+                                                      v1::DeleteResponse* resp) {
+  return Run(ctx, "Delete", [this, req, resp](const std::atomic<bool>*) {
+    if (req->ids().empty()) return absl::InvalidArgumentError("no ids to delete");
+    ZOOM_RETURN_IF_ERROR(CheckRange("number of ids", req->ids_size(), limits_.max_ids));
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->Delete(req->ids()));
+    resp->set_deleted(n);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::Get(grpc::CallbackServerContext* ctx,
+                                                   const v1::GetRequest* req,
+                                                   v1::GetResponse* resp) {
+  return Run(ctx, "Get", [this, req, resp](const std::atomic<bool>*) {
+    if (req->ids().empty()) return absl::InvalidArgumentError("no ids to get");
+    ZOOM_RETURN_IF_ERROR(CheckRange("number of ids", req->ids_size(), limits_.max_ids));
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    std::vector<PointData> found;
+    ZOOM_RETURN_IF_ERROR(c->Get(req->ids(), req->with_vectors(), req->with_payload(), &found));
+    for (PointData& p : found) {
+      v1::Point* out = resp->add_points();
+      out->set_id(p.id);
+      out->mutable_vector()->Assign(p.vector.begin(), p.vector.end());
+      out->set_payload(std::move(p.payload));
+    }
+    return absl::OkStatus();
+  });
+}
+
+namespace {
+
+// Client-streaming Import: one batch at a time; the next message is read
+// only once the previous batch is durable (flow control).
+class ImportReactor final : public grpc::ServerReadReactor<v1::ImportRequest> {
+ public:
+  ImportReactor(const VectorSearchService* service, grpc::CallbackServerContext* ctx,
+                v1::ImportResponse* resp)
+      : service_(service), ctx_(ctx), resp_(resp) {
+    StartRead(&req_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client half-closed (or the call broke)
+      Done(ctx_->IsCancelled() ? absl::CancelledError("the import was cancelled")
+                               : absl::OkStatus());
+      return;
+    }
+    service_->pool()->Submit([this] {
+      if (!req_.collection().empty()) collection_ = req_.collection();
+      absl::Status st;
+      if (collection_.empty()) {
+        st = absl::InvalidArgumentError("the first Import message must name the collection");
+      } else if (ctx_->IsCancelled()) {
+        st = absl::CancelledError("the import was cancelled");
+      } else {
+        st = service_->ApplyPoints(collection_, req_.points(), &imported_);
+      }
+      if (!st.ok()) {
+        Done(absl::Status(st.code(), absl::StrCat(st.message(), " (after ", imported_,
+                                                  " points were imported)")));
+        return;
+      }
+      req_.Clear();
+      StartRead(&req_);
+    });
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Done(const absl::Status& st) {
+    resp_->set_imported(imported_);
+    service_->Record("Import", st, absl::ToDoubleSeconds(absl::Now() - start_));
+    Finish(ToGrpc(st));
+  }
+
+  const VectorSearchService* service_;
+  grpc::CallbackServerContext* ctx_;
+  v1::ImportResponse* resp_;
+  v1::ImportRequest req_;
+  std::string collection_;
+  uint64_t imported_ = 0;
+  absl::Time start_ = absl::Now();
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<v1::ImportRequest>* VectorSearchService::Import(
+    grpc::CallbackServerContext* ctx, v1::ImportResponse* resp) {
+  return new ImportReactor(this, ctx, resp);
+}
+
+// ---- Search ------------------------------------------------------------------
+
+absl::Status VectorSearchService::ValidateSearch(const v1::SearchRequest& req) const {
+  if (req.k() == 0) return absl::InvalidArgumentError("k must be at least 1");
+  ZOOM_RETURN_IF_ERROR(CheckRange("k", req.k(), limits_.max_k));
+  ZOOM_RETURN_IF_ERROR(CheckRange("ef", req.knobs().ef(), limits_.max_ef));
+  ZOOM_RETURN_IF_ERROR(CheckRange("nprobe", req.knobs().nprobe(), limits_.max_nprobe));
+  ZOOM_RETURN_IF_ERROR(
+      CheckRange("rerank_candidates", req.knobs().rerank_candidates(), limits_.max_rerank));
+  if (req.vector().empty()) return absl::InvalidArgumentError("the query vector is empty");
+  return absl::OkStatus();
+}
+
+absl::Status VectorSearchService::DoSearch(grpc::CallbackServerContext* ctx, const Collection& c,
+                                           const v1::SearchRequest& req,
+                                           v1::SearchResponse* resp) const {
+  ZOOM_RETURN_IF_ERROR(ValidateSearch(req));
+  CollectionSearchParams p;
+  p.engine.k = req.k();
+  p.engine.ef = req.knobs().ef();
+  p.engine.nprobe = req.knobs().nprobe();
+  p.engine.rerank_candidates = req.knobs().rerank_candidates();
+  p.engine.preview_only = req.preview_only();
+  p.engine.allow_partial = req.allow_partial();
+  p.engine.deadline = DeadlineOf(ctx);
+  p.exact = req.exact();
+  p.with_payload = req.with_payload();
+  p.with_vectors = req.with_vectors();
+  std::vector<CollectionHit> hits;
+  QueryStats stats;
+  bool exact = false;
+  ZOOM_RETURN_IF_ERROR(c.Search(req.vector().data(), req.vector_size(), p, &hits, &stats, &exact));
+  for (CollectionHit& h : hits) {
+    v1::Hit* out = resp->add_hits();
+    out->set_id(h.id);
+    out->set_score(h.score);
+    out->set_payload(std::move(h.payload));
+    out->mutable_vector()->Assign(h.vector.begin(), h.vector.end());
+  }
+  v1::QueryStats* s = resp->mutable_stats();
+  s->set_preview_us(static_cast<uint64_t>(stats.preview_us));
+  s->set_fullview_us(static_cast<uint64_t>(stats.fullview_us));
+  s->set_rerank_us(static_cast<uint64_t>(stats.rerank_us));
+  s->set_ssd_reads(static_cast<uint32_t>(stats.reads));
+  s->set_bytes_read(stats.bytes_read);
+  s->set_candidates(static_cast<uint32_t>(stats.candidates));
+  s->set_distance_evals(static_cast<uint32_t>(stats.distance_evals));
+  s->set_cache_hits(static_cast<uint32_t>(stats.cache_hits));
+  s->set_degraded(stats.degraded);
+  s->set_exact(exact);
+  if (metrics_ != nullptr) metrics_->RecordQuery(c.name(), stats);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::Search(grpc::CallbackServerContext* ctx,
+                                                      const v1::SearchRequest* req,
+                                                      v1::SearchResponse* resp) {
+  return Run(ctx, "Search", [this, ctx, req, resp](const std::atomic<bool>*) {
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    return DoSearch(ctx, *c, *req, resp);
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::SearchBatch(grpc::CallbackServerContext* ctx,
+                                                           const v1::SearchBatchRequest* req,
+                                                           v1::SearchBatchResponse* resp) {
+  return Run(ctx, "SearchBatch", [this, ctx, req, resp](const std::atomic<bool>* cancelled) {
+    if (req->queries().empty()) return absl::InvalidArgumentError("the batch has no queries");
+    ZOOM_RETURN_IF_ERROR(CheckRange("number of queries", req->queries_size(), limits_.max_batch));
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    for (int i = 0; i < req->queries_size(); ++i) {
+      if (cancelled->load()) return absl::CancelledError("the call was cancelled");
+      absl::Status st = DoSearch(ctx, *c, req->queries(i), resp->add_results());
+      if (!st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("query #", i, ": ", st.message()));
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::BuildIndex(grpc::CallbackServerContext* ctx,
+                                                          const v1::BuildIndexRequest* req,
+                                                          v1::BuildIndexResponse* resp) {
+  return Run(ctx, "BuildIndex", [this, req, resp](const std::atomic<bool>* cancelled) {
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    ZOOM_RETURN_IF_ERROR(c->StartBuild());
+    if (req->wait()) {
+      while (c->Info().index_state == IndexState::kBuilding && !cancelled->load()) {
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+      ZOOM_RETURN_IF_ERROR(c->WaitForBuild());
+    }
+    *resp->mutable_info() = ToProto(c->Info());
+    RefreshCollectionMetrics();
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::Compact(grpc::CallbackServerContext* ctx,
+                                                       const v1::CompactRequest* req,
+                                                       v1::CompactResponse* resp) {
+  return Run(ctx, "Compact", [this, req, resp](const std::atomic<bool>*) {
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    ZOOM_RETURN_IF_ERROR(c->Compact());
+    *resp->mutable_info() = ToProto(c->Info());
+    RefreshCollectionMetrics();
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace zoom::server

@@ -1,0 +1,108 @@
+// File: server/grpc/vector_search_service.h
+//
+// VectorSearchService: the zoom.v1.VectorSearch gRPC service (callback API)
+// over a Database. Handlers validate the request against the server's
+// limits, convert proto <-> engine types, run the work on a WorkerPool (so
+// gRPC's threads never block on the SSD) and map absl::Status to the same
+// gRPC code with the message. Every RPC is counted in Metrics.
+//
+// Thread safety: gRPC calls the handlers from many threads; the service has
+// no mutable state of its own besides the Database and Metrics, which are
+// thread-safe. The Database, Metrics (may be null) and pool outlive it.
+#ifndef ZOOM_SERVER_GRPC_VECTOR_SEARCH_SERVICE_H_
+#define ZOOM_SERVER_GRPC_VECTOR_SEARCH_SERVICE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "server/engine/database.h"
+#include "server/grpc/worker_pool.h"
+#include "server/metrics/metrics.h"
+#include "zoom/v1/zoom.grpc.pb.h"
+
+namespace zoom::server {
+
+struct ServiceLimits {
+  uint32_t max_k = 1000;
+  uint32_t max_batch = 10000;  // points per Upsert/Import message, queries per SearchBatch
+  uint32_t max_ids = 100000;   // ids per Get/Delete
+  uint32_t max_ef = 10000;
+  uint32_t max_nprobe = 65536;
+  uint32_t max_rerank = 10000;
+  uint32_t max_payload_bytes = 1 << 20;
+};
+
+class VectorSearchService final : public v1::VectorSearch::CallbackService {
+ public:
+  VectorSearchService(Database* db, Metrics* metrics, WorkerPool* pool,
+                      const ServiceLimits& limits);
+
+  grpc::ServerUnaryReactor* CreateCollection(grpc::CallbackServerContext* ctx,
+                                             const v1::CreateCollectionRequest* req,
+                                             v1::CreateCollectionResponse* resp) override;
+  grpc::ServerUnaryReactor* DropCollection(grpc::CallbackServerContext* ctx,
+                                           const v1::DropCollectionRequest* req,
+                                           v1::DropCollectionResponse* resp) override;
+  grpc::ServerUnaryReactor* ListCollections(grpc::CallbackServerContext* ctx,
+                                            const v1::ListCollectionsRequest* req,
+                                            v1::ListCollectionsResponse* resp) override;
+  grpc::ServerUnaryReactor* GetCollection(grpc::CallbackServerContext* ctx,
+                                          const v1::GetCollectionRequest* req,
+                                          v1::GetCollectionResponse* resp) override;
+  grpc::ServerUnaryReactor* Upsert(grpc::CallbackServerContext* ctx,
+                                   const v1::UpsertRequest* req,
+                                   v1::UpsertResponse* resp) override;
+  grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* ctx,
+                                   const v1::DeleteRequest* req,
+                                   v1::DeleteResponse* resp) override;
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx, const v1::GetRequest* req,
+                                v1::GetResponse* resp) override;
+  grpc::ServerReadReactor<v1::ImportRequest>* Import(grpc::CallbackServerContext* ctx,
+                                                     v1::ImportResponse* resp) override;
+  grpc::ServerUnaryReactor* Search(grpc::CallbackServerContext* ctx,
+                                   const v1::SearchRequest* req,
+                                   v1::SearchResponse* resp) override;
+  grpc::ServerUnaryReactor* SearchBatch(grpc::CallbackServerContext* ctx,
+                                        const v1::SearchBatchRequest* req,
+                                        v1::SearchBatchResponse* resp) override;
+  grpc::ServerUnaryReactor* BuildIndex(grpc::CallbackServerContext* ctx,
+                                       const v1::BuildIndexRequest* req,
+                                       v1::BuildIndexResponse* resp) override;
+  grpc::ServerUnaryReactor* Compact(grpc::CallbackServerContext* ctx,
+                                    const v1::CompactRequest* req,
+                                    v1::CompactResponse* resp) override;
+
+  // Publishes every collection's gauges to Metrics (the server calls it
+  // periodically).
+  void RefreshCollectionMetrics() const;
+
+  // Shared with the Import reactor.
+  absl::Status ApplyPoints(const std::string& collection,
+                           const google::protobuf::RepeatedPtrField<v1::Point>& points,
+                           uint64_t* applied) const;
+  WorkerPool* pool() const { return pool_; }
+  void Record(const char* rpc, const absl::Status& status, double seconds) const;
+
+ private:
+  // Runs `work` on the pool and finishes the RPC with its status.
+  template <typename Work>
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* ctx, const char* rpc, Work work);
+
+  absl::Status DoSearch(grpc::CallbackServerContext* ctx, const Collection& c,
+                        const v1::SearchRequest& req, v1::SearchResponse* resp) const;
+  absl::Status ValidateSearch(const v1::SearchRequest& req) const;
+
+  Database* db_;
+  Metrics* metrics_;
+  WorkerPool* pool_;
+  ServiceLimits limits_;
+};
+
+// Proto <-> engine.
+v1::CollectionInfo ToProto(const CollectionInfo& info);
+absl::StatusOr<CollectionConfig> FromProto(const v1::CollectionSpec& spec);
+grpc::Status ToGrpc(const absl::Status& status);
+
+}  // namespace zoom::server
+
+#endif  // ZOOM_SERVER_GRPC_VECTOR_SEARCH_SERVICE_H_

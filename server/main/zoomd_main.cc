@@ -1,0 +1,154 @@
+// zoomd: the Zoom vector search server.
+//
+//   zoomd --data_dir ./var/zoomd --grpc_address 127.0.0.1:50051
+//
+// Flags may also come from a file: --flagfile=zoomd.flags (one --flag=value
+// per line). SIGTERM/SIGINT: stop accepting, drain in-flight requests, flush,
+// exit 0.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "common/texmex.h"
+#include "server/grpc/zoom_server.h"
+
+ABSL_FLAG(std::string, data_dir, "./var/zoomd", "Data directory (created if missing).");
+ABSL_FLAG(std::string, grpc_address, "127.0.0.1:50051", "gRPC listen address (port 0: any).");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
+          "Prometheus /metrics listen address; empty to disable.");
+ABSL_FLAG(std::string, io_backend, "auto", "Fullview reads: auto | io_uring | pread.");
+ABSL_FLAG(bool, direct_io, true, "Read full vectors with O_DIRECT (bypass the page cache).");
+ABSL_FLAG(std::string, sync, "always",
+          "always: every acknowledged write is on disk (WAL fsync); batch: the WAL is "
+          "fsync'd every --wal_sync_ms (a process crash loses nothing, a power loss may "
+          "lose the last interval).");
+ABSL_FLAG(int, wal_sync_ms, 100, "WAL sync interval for --sync=batch.");
+ABSL_FLAG(int, threads, 8, "Request worker threads.");
+ABSL_FLAG(int, build_threads, 2, "Threads of an index build.");
+ABSL_FLAG(int64_t, cache_bytes, 0, "DRAM cache of hot full vectors per collection (0: off).");
+ABSL_FLAG(int, max_message_bytes, 64 << 20, "Largest gRPC message accepted.");
+ABSL_FLAG(uint32_t, max_k, 1000, "Largest k of a search.");
+ABSL_FLAG(uint32_t, max_batch, 10000, "Most points per upsert message / queries per batch.");
+ABSL_FLAG(uint32_t, max_dim, 4096, "Largest vector dimension of a collection.");
+ABSL_FLAG(uint64_t, auto_build_points, 20000,
+          "An unindexed collection builds its index by itself at this many points (0: never).");
+ABSL_FLAG(std::string, demo_collection, "",
+          "If set and absent: create this collection from --demo_vectors and build its index.");
+ABSL_FLAG(std::string, demo_vectors, "tests/data/sift-ngt-5k/base.bvecs",
+          "The .fvecs/.bvecs file of the demo collection (row i gets id i).");
+ABSL_FLAG(std::string, port_file, "", "Write the bound gRPC port to this file once serving.");
+ABSL_FLAG(int, shutdown_grace_s, 10, "Seconds in-flight requests get at shutdown.");
+
+namespace zoom {
+namespace {
+
+absl::Status LoadDemo(server::Database* db, const std::string& name, const std::string& path) {
+  if (db->GetCollection(name).ok()) return absl::OkStatus();
+  ZOOM_ASSIGN_OR_RETURN(VecsMatrix<float> m, LoadVecsAsFloat(path));
+  server::CollectionConfig config;
+  config.name = name;
+  config.dim = m.dim;
+  config.metric = Metric::kL2;
+  const bool bytes = path.size() > 6 && path.substr(path.size() - 6) == ".bvecs";
+  config.dtype = bytes ? storage::DType::kUint8 : storage::DType::kFloat32;
+  ZOOM_ASSIGN_OR_RETURN(auto c, db->CreateCollection(config));
+  std::vector<server::PointRef> points;
+  for (uint64_t first = 0; first < m.rows; first += 1000) {
+    points.clear();
+    for (uint64_t i = first; i < std::min<uint64_t>(m.rows, first + 1000); ++i) {
+      points.push_back({i, m.data.data() + i * m.dim, {}});
+    }
+    ZOOM_RETURN_IF_ERROR(c->Upsert(points));
+  }
+  ZOOM_RETURN_IF_ERROR(c->StartBuild());
+  ZOOM_RETURN_IF_ERROR(c->WaitForBuild());
+  ZOOM_LOG(INFO, "demo collection ", name, ": ", m.rows, " points from ", path, ", index built");
+  return absl::OkStatus();
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "zoomd: the Zoom vector search server (gRPC zoom.v1.VectorSearch).\n"
+      "  zoomd --data_dir DIR [--grpc_address HOST:PORT] [--metrics_address HOST:PORT]");
+  absl::ParseCommandLine(argc, argv);
+
+  // Signals are taken by one thread with sigwait; block them everywhere
+  // before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::ServerOptions options;
+  options.database.data_dir = absl::GetFlag(FLAGS_data_dir);
+  const std::string sync = absl::GetFlag(FLAGS_sync);
+  if (sync != "always" && sync != "batch") {
+    std::fprintf(stderr, "zoomd: --sync must be 'always' or 'batch', got '%s'\n", sync.c_str());
+    return 2;
+  }
+  options.database.sync_always = sync == "always";
+  options.wal_sync_interval = absl::Milliseconds(absl::GetFlag(FLAGS_wal_sync_ms));
+  auto backend = storage::ParseIoBackend(absl::GetFlag(FLAGS_io_backend));
+  if (!backend.ok()) {
+    std::fprintf(stderr, "zoomd: --io_backend: %s\n", std::string(backend.status().message()).c_str());
+    return 2;
+  }
+  options.database.collection.store.reader.backend = *backend;
+  options.database.collection.store.reader.direct_io = absl::GetFlag(FLAGS_direct_io);
+  options.database.collection.engine.cache_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_cache_bytes)));
+  options.database.collection.auto_build_min_points = absl::GetFlag(FLAGS_auto_build_points);
+  options.database.collection.build_threads = absl::GetFlag(FLAGS_build_threads);
+  options.database.max_dim = absl::GetFlag(FLAGS_max_dim);
+  options.grpc_address = absl::GetFlag(FLAGS_grpc_address);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.threads = absl::GetFlag(FLAGS_threads);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.limits.max_k = absl::GetFlag(FLAGS_max_k);
+  options.limits.max_batch = absl::GetFlag(FLAGS_max_batch);
+
+  server::ZoomServer server(options);
+  if (absl::Status st = server.Start(); !st.ok()) {
+    std::fprintf(stderr, "zoomd: cannot start: %s: %s\n",
+                 absl::StatusCodeToString(st.code()).c_str(), std::string(st.message()).c_str());
+    return 1;
+  }
+  const std::string demo = absl::GetFlag(FLAGS_demo_collection);
+  if (!demo.empty()) {
+    if (absl::Status st = LoadDemo(server.database(), demo, absl::GetFlag(FLAGS_demo_vectors));
+        !st.ok()) {
+      ZOOM_LOG(ERROR, "demo collection ", demo, ": ", st.message());
+    }
+  }
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+      std::fprintf(f, "%d\n", server.grpc_port());
+      std::fclose(f);
+      std::rename(tmp.c_str(), port_file.c_str());
+    }
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  ZOOM_LOG(INFO, "signal ", sig, " received");
+  server.Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
+  return 0;
+}
+
+}  // namespace
+}  // namespace zoom
+
+int main(int argc, char** argv) { return zoom::Main(argc, argv); }

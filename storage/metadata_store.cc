@@ -1,0 +1,294 @@
+#include "storage/metadata_store.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+#include "rocksdb/write_batch.h"
+
+namespace zoom::storage {
+namespace {
+
+void PutBe32(std::string* s, uint32_t v) {
+  for (int i = 3; i >= 0; --i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint32_t GetBe32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+void PutLe64(std::string* s, uint64_t v) {
+  for (int i = 0; i < 8; ++i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+uint64_t GetLe64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+std::string CatalogKey(std::string_view name) { return absl::StrCat("c", AV(name)); }
+std::string StateKey(uint32_t cid) {
+  std::string k = "s";
+  PutBe32(&k, cid);
+  return k;
+}
+std::string RecordPrefix(char family, uint32_t cid) {
+  std::string k(1, family);
+  PutBe32(&k, cid);
+  return k;
+}
+std::string RecordKey(char family, uint32_t cid, InternalId id) {
+  std::string k = RecordPrefix(family, cid);
+  PutBe32(&k, id);
+  return k;
+}
+// The first key after every key that starts with `prefix`.
+std::string PrefixEnd(std::string prefix) {
+  while (!prefix.empty() && static_cast<uint8_t>(prefix.back()) == 0xff) prefix.pop_back();
+  if (!prefix.empty()) prefix.back() = static_cast<char>(static_cast<uint8_t>(prefix.back()) + 1);
+  return prefix;
+}
+
+absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  const std::string msg = absl::StrCat("metadata store: ", AV(what), ": ", s.ToString());
+  if (s.IsNoSpace()) return absl::ResourceExhaustedError(msg);
+  if (s.IsCorruption()) return absl::DataLossError(msg);
+  if (s.IsNotFound()) return absl::NotFoundError(msg);
+  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
+  if (s.IsBusy() || s.IsTryAgain()) return absl::UnavailableError(msg);
+  return absl::InternalError(msg);
+}
+
+absl::Mutex catalog_mu;  // serialises catalog read-modify-writes
+
+}  // namespace
+
+MetadataStore::~MetadataStore() {
+  if (db_ != nullptr) {
+    db_->SyncWAL().PermitUncheckedError();
+    db_->Close().PermitUncheckedError();
+  }
+}
+
+absl::StatusOr<std::unique_ptr<MetadataStore>> MetadataStore::Open(
+    const std::string& dir, const MetadataOptions& options) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create the metadata directory ", dir, ": ", ec.message()));
+  }
+  rocksdb::Options ro;
+  ro.create_if_missing = true;
+  ro.max_background_jobs = 2;
+  ro.keep_log_file_num = 4;
+  ro.max_total_wal_size = 64 << 20;
+  rocksdb::DB* raw = nullptr;
+  ZOOM_RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(ro, dir, &raw), absl::StrCat("open ", dir)));
+  std::unique_ptr<MetadataStore> store(new MetadataStore());
+  store->db_.reset(raw);
+  store->options_ = options;
+  store->dir_ = dir;
+
+  std::string version;
+  rocksdb::Status s = raw->Get(rocksdb::ReadOptions(), "v", &version);
+  if (s.IsNotFound()) {
+    std::string v;
+    PutBe32(&v, kSchemaVersion);
+    rocksdb::WriteOptions wo;
+    wo.sync = true;
+    ZOOM_RETURN_IF_ERROR(FromRocks(raw->Put(wo, "v", v), "write the schema version"));
+  } else {
+    ZOOM_RETURN_IF_ERROR(FromRocks(s, "read the schema version"));
+    if (version.size() != 4) return absl::DataLossError("metadata store: bad schema version entry");
+    const uint32_t have = GetBe32(version.data());
+    if (have > kSchemaVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "metadata store in ", dir, " has schema version ", have, "; this zoomd reads up to ",
+          kSchemaVersion, " (upgrade zoomd)"));
+    }
+  }
+  return store;
+}
+
+absl::StatusOr<std::vector<CollectionRecord>> MetadataStore::ListCollections() const {
+  std::vector<CollectionRecord> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek("c"); it->Valid() && it->key().starts_with("c"); it->Next()) {
+    const rocksdb::Slice v = it->value();
+    if (v.size() < 4) return absl::DataLossError("metadata store: truncated catalog entry");
+    CollectionRecord rec;
+    rec.name = it->key().ToString().substr(1);
+    rec.id = GetBe32(v.data());
+    rec.config.assign(v.data() + 4, v.size() - 4);
+    std::string state;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), StateKey(rec.id), &state);
+    if (!s.IsNotFound()) {
+      ZOOM_RETURN_IF_ERROR(FromRocks(s, "read collection state"));
+      rec.state = std::move(state);
+    }
+    out.push_back(std::move(rec));
+  }
+  ZOOM_RETURN_IF_ERROR(FromRocks(it->status(), "scan the catalog"));
+  return out;
+}
+
+absl::StatusOr<uint32_t> MetadataStore::CreateCollection(std::string_view name,
+                                                         std::string_view config) {
+  absl::MutexLock lock(&catalog_mu);
+  std::string existing;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), CatalogKey(name), &existing);
+  if (s.ok()) return absl::AlreadyExistsError(absl::StrCat("collection '", AV(name), "' already exists"));
+  if (!s.IsNotFound()) return FromRocks(s, "read the catalog");
+  std::string next;
+  uint32_t id = 1;
+  s = db_->Get(rocksdb::ReadOptions(), "n", &next);
+  if (s.ok() && next.size() == 4) {
+    id = GetBe32(next.data());
+  } else if (!s.IsNotFound()) {
+    ZOOM_RETURN_IF_ERROR(FromRocks(s, "read the next collection id"));
+  }
+  rocksdb::WriteBatch batch;
+  std::string value;
+  PutBe32(&value, id);
+  value.append(config);
+  batch.Put(CatalogKey(name), value);
+  std::string n;
+  PutBe32(&n, id + 1);
+  batch.Put("n", n);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  ZOOM_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), "create collection"));
+  return id;
+}
+
+absl::Status MetadataStore::DropCollection(std::string_view name, uint32_t id) {
+  absl::MutexLock lock(&catalog_mu);
+  rocksdb::WriteBatch batch;
+  batch.Delete(CatalogKey(name));
+  batch.Delete(StateKey(id));
+  for (char family : {'r', 'p'}) {
+    const std::string prefix = RecordPrefix(family, id);
+    batch.DeleteRange(prefix, PrefixEnd(prefix));
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Write(wo, &batch), "drop collection");
+}
+
+absl::StatusOr<uint32_t> MetadataStore::AllocateId() {
+  absl::MutexLock lock(&catalog_mu);
+  std::string next;
+  uint32_t id = 1;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), "n", &next);
+  if (s.ok() && next.size() == 4) {
+    id = GetBe32(next.data());
+  } else if (!s.IsNotFound()) {
+    ZOOM_RETURN_IF_ERROR(FromRocks(s, "read the next id"));
+  }
+  std::string n;
+  PutBe32(&n, id + 1);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  ZOOM_RETURN_IF_ERROR(FromRocks(db_->Put(wo, "n", n), "allocate an id"));
+  return id;
+}
+
+absl::Status MetadataStore::DropRecords(uint32_t space) {
+  rocksdb::WriteBatch batch;
+  for (char family : {'r', 'p'}) {
+    const std::string prefix = RecordPrefix(family, space);
+    batch.DeleteRange(prefix, PrefixEnd(prefix));
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Write(wo, &batch), "drop records");
+}
+
+absl::Status MetadataStore::PutState(uint32_t id, std::string_view state) {
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Put(wo, StateKey(id), rocksdb::Slice(state.data(), state.size())),
+                   "write collection state");
+}
+
+absl::Status MetadataStore::Commit(uint32_t cid, absl::Span<const RecordWrite> writes,
+                                   absl::Span<const InternalId> erased) {
+  rocksdb::WriteBatch batch;
+  for (InternalId id : erased) {
+    batch.Delete(RecordKey('r', cid, id));
+    batch.Delete(RecordKey('p', cid, id));
+  }
+  std::string ext;
+  for (const RecordWrite& w : writes) {
+    ext.clear();
+    PutLe64(&ext, w.external_id);
+    batch.Put(RecordKey('r', cid, w.id), ext);
+    if (!w.payload.empty()) {
+      batch.Put(RecordKey('p', cid, w.id), rocksdb::Slice(w.payload.data(), w.payload.size()));
+    }
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  return FromRocks(db_->Write(wo, &batch), "commit records");
+}
+
+absl::Status MetadataStore::ScanRecords(
+    uint32_t cid, const std::function<absl::Status(InternalId, uint64_t)>& fn) const {
+  const std::string prefix = RecordPrefix('r', cid);
+  const std::string end = PrefixEnd(prefix);
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice upper(end);
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key();
+    const rocksdb::Slice v = it->value();
+    if (k.size() != 9 || v.size() != 8) {
+      return absl::DataLossError("metadata store: malformed record entry");
+    }
+    ZOOM_RETURN_IF_ERROR(fn(GetBe32(k.data() + 5), GetLe64(v.data())));
+  }
+  return FromRocks(it->status(), "scan records");
+}
+
+absl::Status MetadataStore::GetPayloads(uint32_t cid, absl::Span<const InternalId> ids,
+                                        std::vector<std::string>* out) const {
+  out->assign(ids.size(), std::string());
+  if (ids.empty()) return absl::OkStatus();
+  std::vector<std::string> keys(ids.size());
+  std::vector<rocksdb::Slice> slices(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    keys[i] = RecordKey('p', cid, ids[i]);
+    slices[i] = keys[i];
+  }
+  std::vector<std::string> values;
+  std::vector<rocksdb::Status> st = db_->MultiGet(rocksdb::ReadOptions(), slices, &values);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (st[i].ok()) {
+      (*out)[i] = std::move(values[i]);
+    } else if (!st[i].IsNotFound()) {
+      return FromRocks(st[i], "read payloads");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MetadataStore::SyncWal() { return FromRocks(db_->SyncWAL(), "sync the WAL"); }
+
+uint64_t MetadataStore::ApproximateBytes() const {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    if (entry.is_regular_file(ec)) total += entry.file_size(ec);
+  }
+  return total;
+}
+
+}  // namespace zoom::storage

@@ -1,0 +1,121 @@
+// File: storage/metadata_store.h
+//
+// MetadataStore: everything of the server that is not a vector or an index,
+// in one embedded RocksDB under the data directory (the only user of
+// RocksDB). It holds
+//
+//   * the catalog: collection name -> (collection id, config bytes, state
+//     bytes). Config and state are opaque here (the engine encodes them).
+//   * per collection, the record map: InternalId -> external id, and the
+//     payloads. A record without an entry is dead (deleted, overwritten, or
+//     a vector-file tail that was never acknowledged).
+//
+// Keys (big-endian numbers, so a collection's records scan in id order):
+//   'c' name             -> u32 collection id | config bytes
+//   's' u32 cid          -> state bytes
+//   'n'                  -> u32 next collection id
+//   'r' u32 cid u32 id   -> u64 external id
+//   'p' u32 cid u32 id   -> payload bytes (only when non-empty)
+//   'v'                  -> u32 schema version (1)
+//
+// The write path of the server is: append the vectors to the VectorStore
+// (durable), then Commit() the records in one WriteBatch (durable when
+// `sync`). The vector file is thus the log of vector operations and the
+// record map its commit record: on restart the records without an entry are
+// the unacknowledged tail and are never served.
+//
+// Thread safety: all methods are safe from many threads (RocksDB's own
+// guarantees); callers serialise writes per collection.
+#ifndef ZOOM_STORAGE_METADATA_STORE_H_
+#define ZOOM_STORAGE_METADATA_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/ids.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace zoom::storage {
+
+struct MetadataOptions {
+  // Sync the write-ahead log on every Commit (the ack means durable against
+  // power loss). When false the WAL is written to the OS on every Commit
+  // (survives a process crash) and synced by SyncWal().
+  bool sync = true;
+};
+
+struct CollectionRecord {
+  std::string name;
+  uint32_t id = 0;
+  std::string config;  // opaque
+  std::string state;   // opaque, may be empty
+};
+
+struct RecordWrite {
+  InternalId id;
+  uint64_t external_id;
+  std::string_view payload;  // empty: none
+};
+
+class MetadataStore {
+ public:
+  static constexpr uint32_t kSchemaVersion = 1;
+
+  // Opens (creating if missing) the database in `dir`. FailedPrecondition
+  // for a database of a newer schema; the RocksDB error otherwise.
+  static absl::StatusOr<std::unique_ptr<MetadataStore>> Open(const std::string& dir,
+                                                             const MetadataOptions& options);
+  ~MetadataStore();
+
+  // Catalog.
+  absl::StatusOr<std::vector<CollectionRecord>> ListCollections() const;
+  // Allocates a collection id and stores the entry. AlreadyExists if taken.
+  absl::StatusOr<uint32_t> CreateCollection(std::string_view name, std::string_view config);
+  // Removes the entry, its state and all its records and payloads at once.
+  absl::Status DropCollection(std::string_view name, uint32_t id);
+  absl::Status PutState(uint32_t id, std::string_view state);
+  // A fresh id for a record space (compaction writes its new record map
+  // under one, then switches the collection's state to it).
+  absl::StatusOr<uint32_t> AllocateId();
+  // Erases every record and payload of record space `space`.
+  absl::Status DropRecords(uint32_t space);
+
+  // Record spaces: a collection's records live under a space id, at first
+  // its collection id. Writes `writes` and erases `erased` (record and
+  // payload) in one atomic batch.
+  absl::Status Commit(uint32_t id, absl::Span<const RecordWrite> writes,
+                      absl::Span<const InternalId> erased);
+  // Calls fn(internal id, external id) for every record of collection `id`
+  // in ascending internal id; stops at fn's first error.
+  absl::Status ScanRecords(
+      uint32_t id, const std::function<absl::Status(InternalId, uint64_t)>& fn) const;
+  // The payloads of `ids` (empty string when none), in order.
+  absl::Status GetPayloads(uint32_t id, absl::Span<const InternalId> ids,
+                           std::vector<std::string>* out) const;
+  // Makes every Commit so far durable (for sync = false).
+  absl::Status SyncWal();
+
+  // Bytes of the database files (SST + WAL), approximately.
+  uint64_t ApproximateBytes() const;
+
+ private:
+  MetadataStore() = default;
+  std::unique_ptr<rocksdb::DB> db_;
+  MetadataOptions options_;
+  std::string dir_;
+};
+
+}  // namespace zoom::storage
+
+#endif  // ZOOM_STORAGE_METADATA_STORE_H_
