@@ -1,7 +1,8 @@
 # zoomd: the two commands of the README, and helpers.
 #
+#   make run    install missing Debian packages, build zoomd + zoomctl, start
+#               zoomd on ./var/zoomd with the demo collection "sift"
 #   make test   install missing Debian packages, configure, build, run ctest
-#   make run    (arrives with the server issue)
 #
 # BUILD_DIR, BUILD_TYPE, JOBS and CMAKE_ARGS may be overridden.
 BUILD_DIR ?= build
@@ -9,7 +10,23 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: deps configure build test test-asan bench-io clean
+.PHONY: deps configure build run test test-asan bench-io clean
+
+# zoomd in the foreground on ./var/zoomd; the demo collection "sift" (4,500
+# SIFT vectors from tests/data, L2, uint8) is created and indexed on the
+# first start. Ctrl-C stops it cleanly. ZOOMD_FLAGS adds flags.
+DATA_DIR ?= ./var/zoomd
+ZOOMD_FLAGS ?=
+run: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target zoomd zoomctl
+	@echo ""
+	@echo "zoomd: data in $(DATA_DIR), gRPC on 127.0.0.1:50051, metrics on http://127.0.0.1:9464/metrics"
+	@echo "In another terminal, try:"
+	@echo "  $(BUILD_DIR)/client/zoomctl info sift"
+	@echo "  $(BUILD_DIR)/client/zoomctl search sift --query_file tests/data/sift-ngt-5k/query.bvecs --row 0 --k 10"
+	@echo ""
+	@exec $(BUILD_DIR)/server/main/zoomd --data_dir $(DATA_DIR) --demo_collection sift \
+	  --demo_vectors tests/data/sift-ngt-5k/base.bvecs $(ZOOMD_FLAGS)
 
 deps:
 	@bash deploy/install-deps.sh
@@ -27,11 +44,11 @@ test: build
 
 # The concurrency tests again under AddressSanitizer + UBSan.
 ASAN_DIR ?= build-asan
-ASAN_TESTS ?= Concurrent|ManyThreads
+ASAN_TESTS ?= Concurrent|ManyThreads|During|ReadsHeld|KillNine|Sigterm
 test-asan: deps
 	@cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZOOM_SANITIZE=ON \
 	  -DZOOM_BUILD_TESTS=ON -DZOOM_BUILD_BENCHMARKS=OFF $(CMAKE_ARGS) >/dev/null
-	@cmake --build $(ASAN_DIR) -j $(JOBS) --target storage_test engine_test
+	@cmake --build $(ASAN_DIR) -j $(JOBS) --target storage_test engine_test collection_test integration_test
 	@cd $(ASAN_DIR) && ctest --output-on-failure -R '$(ASAN_TESTS)' --timeout 900
 
 # The fullview I/O benchmark (io_uring batch vs pread loop, with fio beside).

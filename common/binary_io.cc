@@ -17,7 +17,7 @@ namespace {
 
 absl::Status ErrnoError(int err, const std::string& what) {
   const std::string msg = absl::StrCat(what, ": ", std::strerror(err));
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) return absl::ResourceExhaustedError(msg);
   if (err == ENOENT) return absl::NotFoundError(msg);
   if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
   return absl::InternalError(msg);

@@ -27,6 +27,7 @@ absl::Status ErrnoStatus(int err, absl::string_view context) {
       return absl::DataLossError(msg);
     case ENOSPC:
     case EDQUOT:
+    case EFBIG:  // the file-size limit (RLIMIT_FSIZE, file system maximum)
       return absl::ResourceExhaustedError(msg);
     case ENOENT:
       return absl::NotFoundError(msg);

@@ -90,7 +90,7 @@ const char* IndexStateName(IndexState state) {
 void CollectionConfig::ApplyDefaults() {
   index.metric = metric;
   index.dim = dim;
-  if (index.pq.m == 0 || index.pq.m == 16) {
+  if (index.pq.m == 0) {
     // About half a byte per dimension: ~8x smaller than float32.
     index.pq.m = std::max<uint32_t>(1, std::min<uint32_t>(dim, (dim + 1) / 2));
   }
@@ -108,6 +108,11 @@ absl::Status CollectionConfig::Validate(uint32_t max_dim) const {
   if (dim > max_dim) {
     return absl::InvalidArgumentError(
         absl::StrCat("dim ", dim, " is above this server's limit of ", max_dim, " (--max_dim)"));
+  }
+  if (metric == Metric::kCosine && dtype == storage::DType::kUint8) {
+    // Cosine vectors are stored normalised, which uint8 cannot hold.
+    return absl::InvalidArgumentError(
+        "metric cosine needs dtype float32 (vectors are stored normalised)");
   }
   if (index.pq.nbits != 8) {
     return absl::InvalidArgumentError(
@@ -245,6 +250,16 @@ struct Collection::Generation : public index::IdFilter {
   IdTable ids;
   std::atomic<uint64_t> visible{0};  // records below are committed or dead
   std::atomic<uint64_t> live{0};
+  // Set by the compaction that retired this generation: its records (and
+  // payloads) are erased only when the last reader lets go of it, so a
+  // search or get that started on it still reads its payloads.
+  storage::MetadataStore* drop_records_on_release = nullptr;
+
+  ~Generation() override {
+    if (drop_records_on_release != nullptr) {
+      drop_records_on_release->DropRecords(space).IgnoreError();
+    }
+  }
 
   bool IsExcluded(InternalId id) const override {
     return id >= visible.load(std::memory_order_acquire) || ids.IsDead(id);
@@ -338,6 +353,14 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
     const std::string& dir, storage::MetadataStore* metadata,
     const storage::CollectionRecord& record, const CollectionOptions& options) {
   ZOOM_ASSIGN_OR_RETURN(CollectionConfig config, CollectionConfig::Decode(record.config));
+  if (record.state.empty()) {
+    // Create saves the state before the collection is handed out: without
+    // one, a crash interrupted the create and nothing was ever stored in it.
+    // Start it over, empty (instead of failing the whole database's open).
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    return Create(dir, metadata, record.id, config, options);
+  }
   std::unique_ptr<Collection> c(new Collection());
   c->dir_ = dir;
   c->metadata_ = metadata;
@@ -511,6 +534,7 @@ absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
   }
 
   absl::MutexLock w(&write_mu_);
+  if (dropped_) return absl::NotFoundError(absl::StrCat("collection '", config_.name, "' was dropped"));
   std::shared_ptr<Generation> gen = Current();
   SearchEngine& engine = *gen->engine;
   const uint64_t base = engine.size();
@@ -523,9 +547,6 @@ absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
   if (!st.ok()) {
     // Whatever reached the file stays dead.
     gen->visible.store(engine.size(), std::memory_order_release);
-    if (absl::IsInternal(st) && st.message().find("No space") != std::string_view::npos) {
-      return absl::ResourceExhaustedError(st.message());
-    }
     return st;
   }
   std::vector<storage::RecordWrite> writes(n);
@@ -561,6 +582,7 @@ absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
 absl::StatusOr<uint64_t> Collection::Delete(absl::Span<const uint64_t> ids) {
   if (ids.empty()) return absl::InvalidArgumentError("no ids to delete");
   absl::MutexLock w(&write_mu_);
+  if (dropped_) return absl::NotFoundError(absl::StrCat("collection '", config_.name, "' was dropped"));
   std::shared_ptr<Generation> gen = Current();
   std::vector<InternalId> erased;
   std::vector<uint64_t> externals;
@@ -895,7 +917,7 @@ absl::Status Collection::Compact() {
     snapshot_file_ = old_snapshot;
     return st;
   }
-  metadata_->DropRecords(old->space).IgnoreError();
+  old->drop_records_on_release = metadata_;  // see Generation
   std::error_code ec;
   fs::remove(fs::path(dir_) / old->vectors_file, ec);
   if (!old_snapshot.empty() && old_snapshot != snapshot_file_) fs::remove(fs::path(dir_) / old_snapshot, ec);
@@ -903,6 +925,16 @@ absl::Status Collection::Compact() {
   ZOOM_LOG(INFO, "collection ", config_.name, ": compacted ", old->engine->size(), " -> ", n,
            " records in ", absl::SixDigits(sw.ElapsedMicros() / 1e6), " s");
   return absl::OkStatus();
+}
+
+bool Collection::NeedsCompaction() const {
+  if (options_.auto_compact_dead_ratio <= 0 || dropped_ || building_.load()) return false;
+  std::shared_ptr<Generation> gen = Current();
+  const uint64_t stored = gen->engine->size();
+  const uint64_t live = gen->live.load();
+  const uint64_t dead = stored - std::min(stored, live);
+  return dead >= options_.auto_compact_min_dead &&
+         static_cast<double>(dead) >= options_.auto_compact_dead_ratio * static_cast<double>(stored);
 }
 
 // ---- Info --------------------------------------------------------------------

@@ -53,7 +53,12 @@ struct CollectionConfig {
   Metric metric = Metric::kL2;
   storage::DType dtype = storage::DType::kFloat32;
   // The preview built by BuildIndex (metric and dim are copied in).
-  index::IndexSpec index;
+  // pq.m 0 = automatic (ApplyDefaults).
+  index::IndexSpec index = [] {
+    index::IndexSpec spec;
+    spec.pq.m = 0;
+    return spec;
+  }();
   // Search knobs used when a request leaves them 0.
   uint32_t default_ef = 64;
   uint32_t default_nprobe = 16;
@@ -176,6 +181,9 @@ class Collection {
   absl::Status Compact();
 
   CollectionInfo Info() const;
+  // Whether dead records passed the automatic compaction thresholds
+  // (CollectionOptions::auto_compact_*); Database::RunMaintenance acts on it.
+  bool NeedsCompaction() const;
   // After the catalog dropped it: no more state or snapshot writes.
   void MarkDropped() { dropped_ = true; }
   // The current engine (tests, benchmarks); kept alive by the pointer.

@@ -122,6 +122,19 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::GetCollection(const std::s
   return it->second;
 }
 
+int Database::RunMaintenance() {
+  int compacted = 0;
+  for (const auto& c : ListCollections()) {
+    if (!c->NeedsCompaction()) continue;
+    const CollectionInfo before = c->Info();
+    absl::Status st = c->Compact();
+    ZOOM_LOG(INFO, "collection ", c->name(), ": automatic compaction of ",
+             before.deleted_records, " dead records: ", st.ok() ? "done" : st.ToString());
+    compacted += st.ok();
+  }
+  return compacted;
+}
+
 std::vector<std::shared_ptr<Collection>> Database::ListCollections() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<Collection>> out;

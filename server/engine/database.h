@@ -52,6 +52,9 @@ class Database {
   std::vector<std::shared_ptr<Collection>> ListCollections() const;
 
   absl::Status SyncWal() { return metadata_->SyncWal(); }
+  // Compacts the collections whose dead records passed the thresholds
+  // (Collection::NeedsCompaction), one after another. Returns how many.
+  int RunMaintenance();
   const DatabaseOptions& options() const { return options_; }
 
  private:

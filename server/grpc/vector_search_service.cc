@@ -95,7 +95,6 @@ absl::StatusOr<CollectionConfig> FromProto(const v1::CollectionSpec& spec) {
   c.default_ef = spec.default_knobs().ef();
   c.default_nprobe = spec.default_knobs().nprobe();
   c.default_rerank = spec.default_knobs().rerank_candidates();
-  if (c.index.pq.m == 0) c.index.pq.m = 0;  // ApplyDefaults picks it
   return c;
 }
 
@@ -372,6 +371,7 @@ absl::Status VectorSearchService::ValidateSearch(const v1::SearchRequest& req) c
 
 absl::Status VectorSearchService::DoSearch(grpc::CallbackServerContext* ctx, const Collection& c,
                                            const v1::SearchRequest& req,
+                                           const std::atomic<bool>* cancelled,
                                            v1::SearchResponse* resp) const {
   ZOOM_RETURN_IF_ERROR(ValidateSearch(req));
   CollectionSearchParams p;
@@ -382,6 +382,7 @@ absl::Status VectorSearchService::DoSearch(grpc::CallbackServerContext* ctx, con
   p.engine.preview_only = req.preview_only();
   p.engine.allow_partial = req.allow_partial();
   p.engine.deadline = DeadlineOf(ctx);
+  p.engine.cancelled = cancelled;
   p.exact = req.exact();
   p.with_payload = req.with_payload();
   p.with_vectors = req.with_vectors();
@@ -414,9 +415,9 @@ absl::Status VectorSearchService::DoSearch(grpc::CallbackServerContext* ctx, con
 grpc::ServerUnaryReactor* VectorSearchService::Search(grpc::CallbackServerContext* ctx,
                                                       const v1::SearchRequest* req,
                                                       v1::SearchResponse* resp) {
-  return Run(ctx, "Search", [this, ctx, req, resp](const std::atomic<bool>*) {
+  return Run(ctx, "Search", [this, ctx, req, resp](const std::atomic<bool>* cancelled) {
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
-    return DoSearch(ctx, *c, *req, resp);
+    return DoSearch(ctx, *c, *req, cancelled, resp);
   });
 }
 
@@ -429,7 +430,7 @@ grpc::ServerUnaryReactor* VectorSearchService::SearchBatch(grpc::CallbackServerC
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
     for (int i = 0; i < req->queries_size(); ++i) {
       if (cancelled->load()) return absl::CancelledError("the call was cancelled");
-      absl::Status st = DoSearch(ctx, *c, req->queries(i), resp->add_results());
+      absl::Status st = DoSearch(ctx, *c, req->queries(i), cancelled, resp->add_results());
       if (!st.ok()) {
         return absl::Status(st.code(), absl::StrCat("query #", i, ": ", st.message()));
       }

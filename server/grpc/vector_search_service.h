@@ -89,7 +89,8 @@ class VectorSearchService final : public v1::VectorSearch::CallbackService {
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* ctx, const char* rpc, Work work);
 
   absl::Status DoSearch(grpc::CallbackServerContext* ctx, const Collection& c,
-                        const v1::SearchRequest& req, v1::SearchResponse* resp) const;
+                        const v1::SearchRequest& req, const std::atomic<bool>* cancelled,
+                        v1::SearchResponse* resp) const;
   absl::Status ValidateSearch(const v1::SearchRequest& req) const;
 
   Database* db_;

@@ -54,6 +54,7 @@ absl::Status ZoomServer::Start() {
   server_->GetHealthCheckService()->SetServingStatus("zoom.v1.VectorSearch", true);
   service_->RefreshCollectionMetrics();
   housekeeping_ = std::thread([this] { Housekeeping(); });
+  maintenance_ = std::thread([this] { Maintenance(); });
   started_ = true;
   ZOOM_LOG(INFO, "zoomd ", options_.version, " serving on ", options_.grpc_address, " (port ",
            grpc_port_, "), metrics on ",
@@ -83,6 +84,16 @@ void ZoomServer::Housekeeping() {
   }
 }
 
+void ZoomServer::Maintenance() {
+  absl::Time next = absl::Now() + options_.maintenance_interval;
+  while (!stopping_.load()) {
+    absl::SleepFor(absl::Milliseconds(50));
+    if (absl::Now() < next) continue;
+    db_->RunMaintenance();
+    next = absl::Now() + options_.maintenance_interval;
+  }
+}
+
 void ZoomServer::Shutdown(absl::Duration grace) {
   if (!started_) return;
   started_ = false;
@@ -93,6 +104,7 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   pool_->Stop();
   stopping_ = true;
   if (housekeeping_.joinable()) housekeeping_.join();
+  if (maintenance_.joinable()) maintenance_.join();
   absl::Status st = db_->SyncWal();
   if (!st.ok()) ZOOM_LOG(ERROR, "final WAL sync failed: ", st.message());
   service_.reset();

@@ -40,6 +40,7 @@ struct ServerOptions {
   int max_message_bytes = 64 << 20;       // larger requests: RESOURCE_EXHAUSTED
   ServiceLimits limits;
   absl::Duration wal_sync_interval = absl::Milliseconds(100);  // --sync=batch
+  absl::Duration maintenance_interval = absl::Seconds(5);     // automatic compaction
   std::string version = "0.1.0";
 };
 
@@ -61,6 +62,7 @@ class ZoomServer {
 
  private:
   void Housekeeping();
+  void Maintenance();
 
   ServerOptions options_;
   std::unique_ptr<Database> db_;
@@ -69,6 +71,7 @@ class ZoomServer {
   std::unique_ptr<VectorSearchService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::thread housekeeping_;
+  std::thread maintenance_;
   std::atomic<bool> stopping_{false};
   int grpc_port_ = 0;
   std::string io_backend_;

@@ -36,6 +36,13 @@ MATCHER_P2(StatusIs, code, message_matcher,
                                        result_listener);
 }
 
+// StatusIs(code): any message.
+MATCHER_P(StatusIs, code, "has code " + absl::StatusCodeToString(code)) {
+  const absl::Status& s = ::zoom::testing::GetStatus(arg);
+  *result_listener << "status is " << s;
+  return s.code() == code;
+}
+
 MATCHER(IsOk, "is OK") {
   const absl::Status& s = ::zoom::testing::GetStatus(arg);
   *result_listener << "status is " << s;

@@ -1,0 +1,147 @@
+// zoombench --benchmarks=grpc: the service overhead. One run, same data,
+// same knobs: Search through gRPC (a real ZoomServer on loopback, one client
+// channel per client thread, closed loop) beside Collection::Search called
+// in-process, at 1..16 concurrent callers.
+//
+//   zoombench --benchmarks=grpc --dataset ../shared/data/glove-6b-100d
+//             --grpc_concurrency 1,2,4,8,16
+#include <filesystem>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "client/zoom_client.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "common/timer.h"
+#include "loadtest/bench_dataset.h"
+#include "loadtest/bench_util.h"
+#include "server/grpc/zoom_server.h"
+
+ABSL_FLAG(std::string, grpc_work_dir, "/var/tmp/zoombench-grpc",
+          "grpc: the server's data dir (wiped at the start)");
+ABSL_FLAG(std::string, grpc_concurrency, "1,2,4,8,16", "grpc: concurrent callers");
+ABSL_FLAG(std::string, grpc_index_kind, "ivf_hnsw_pq", "grpc: hnsw_pq | ivf_hnsw_pq");
+ABSL_FLAG(int32_t, grpc_pq_m, 0, "grpc: PQ bytes per vector (0: the server's default)");
+ABSL_FLAG(int32_t, grpc_ef, 64, "grpc: ef");
+ABSL_FLAG(int32_t, grpc_nprobe, 32, "grpc: nprobe");
+ABSL_FLAG(int32_t, grpc_rerank, 50, "grpc: rerank_candidates (K')");
+ABSL_FLAG(int32_t, grpc_server_threads, 16, "grpc: the server's request workers");
+
+namespace zoom::bench {
+namespace {
+
+absl::Status RunGrpc(Reporter& rep) {
+  const std::string dir = DatasetDirFlag();
+  ZOOM_ASSIGN_OR_RETURN(Metric metric, MetricFlag(dir));
+  ZOOM_ASSIGN_OR_RETURN(Dataset ds, LoadDataset(dir, metric, absl::GetFlag(FLAGS_max_queries)));
+  ZOOM_ASSIGN_OR_RETURN(std::vector<int> concurrency,
+                        ParseIntList(absl::GetFlag(FLAGS_grpc_concurrency)));
+  const size_t k = absl::GetFlag(FLAGS_k);
+
+  const std::string work = absl::GetFlag(FLAGS_grpc_work_dir);
+  std::error_code ec;
+  std::filesystem::remove_all(work, ec);
+  server::ServerOptions options;
+  options.database.data_dir = work;
+  options.database.collection.auto_build_min_points = 0;
+  options.grpc_address = "127.0.0.1:0";
+  options.metrics_address = "";
+  options.threads = absl::GetFlag(FLAGS_grpc_server_threads);
+  server::ZoomServer srv(options);
+  ZOOM_RETURN_IF_ERROR(srv.Start());
+  const std::string target = absl::StrCat("127.0.0.1:", srv.grpc_port());
+  auto admin = client::ZoomClient::Connect(target);
+
+  v1::CollectionSpec spec;
+  spec.set_name("bench");
+  spec.set_dim(ds.dim());
+  spec.set_metric(metric == Metric::kL2             ? v1::L2
+                  : metric == Metric::kInnerProduct ? v1::INNER_PRODUCT
+                                                    : v1::COSINE);
+  spec.set_dtype(ds.is_uint8 ? v1::UINT8 : v1::FLOAT32);
+  spec.mutable_index()->set_kind(absl::GetFlag(FLAGS_grpc_index_kind) == "hnsw_pq"
+                                     ? v1::HNSW_PQ
+                                     : v1::IVF_HNSW_PQ);
+  spec.mutable_index()->set_pq_m(absl::GetFlag(FLAGS_grpc_pq_m));
+  ZOOM_RETURN_IF_ERROR(admin->CreateCollection(spec).status());
+  Stopwatch sw;
+  ZOOM_RETURN_IF_ERROR(admin->Import("bench", ds.base.rows, [&](uint64_t i, v1::Point* p) {
+                         p->set_id(i);
+                         p->mutable_vector()->Assign(ds.base.row(i), ds.base.row(i) + ds.dim());
+                       }).status());
+  const double import_s = sw.ElapsedMicros() / 1e6;
+  sw.Reset();
+  ZOOM_ASSIGN_OR_RETURN(v1::CollectionInfo info, admin->BuildIndex("bench", /*wait=*/true));
+  const double build_s = sw.ElapsedMicros() / 1e6;
+  std::printf("dataset %s: %llu points imported over gRPC in %.1f s (%.0f points/s), "
+              "index %s built in %.1f s, preview %.1f MiB\n",
+              ds.name.c_str(), static_cast<unsigned long long>(info.points()), import_s,
+              ds.base.rows / import_s, absl::GetFlag(FLAGS_grpc_index_kind).c_str(), build_s,
+              info.resident_bytes() / 1048576.0);
+  ZOOM_ASSIGN_OR_RETURN(auto collection, srv.database()->GetCollection("bench"));
+
+  const uint32_t ef = absl::GetFlag(FLAGS_grpc_ef), nprobe = absl::GetFlag(FLAGS_grpc_nprobe),
+                 rerank = absl::GetFlag(FLAGS_grpc_rerank);
+  // One channel per client thread (as separate client processes would have).
+  std::vector<std::unique_ptr<client::ZoomClient>> clients;
+  std::atomic<int> next_client{0};
+  for (int i = 0; i < 64; ++i) clients.push_back(client::ZoomClient::Connect(target));
+  SearchFn via_grpc = [&](size_t q, size_t kk, int64_t* out, QueryStats* stats) {
+    thread_local int mine = next_client.fetch_add(1) % 64;
+    v1::SearchRequest req;
+    req.set_collection("bench");
+    req.mutable_vector()->Assign(ds.queries.row(q), ds.queries.row(q) + ds.dim());
+    req.set_k(kk);
+    req.mutable_knobs()->set_ef(ef);
+    req.mutable_knobs()->set_nprobe(nprobe);
+    req.mutable_knobs()->set_rerank_candidates(rerank);
+    ZOOM_ASSIGN_OR_RETURN(v1::SearchResponse r, clients[mine]->Search(req));
+    for (size_t i = 0; i < kk; ++i) out[i] = i < static_cast<size_t>(r.hits_size()) ? r.hits(i).id() : -1;
+    stats->reads = r.stats().ssd_reads();
+    stats->bytes_read = r.stats().bytes_read();
+    return absl::OkStatus();
+  };
+  SearchFn in_process = [&](size_t q, size_t kk, int64_t* out, QueryStats* stats) {
+    server::CollectionSearchParams p;
+    p.engine.k = kk;
+    p.engine.ef = ef;
+    p.engine.nprobe = nprobe;
+    p.engine.rerank_candidates = rerank;
+    thread_local std::vector<server::CollectionHit> hits;
+    ZOOM_RETURN_IF_ERROR(collection->Search(ds.queries.row(q), ds.dim(), p, &hits, stats));
+    for (size_t i = 0; i < kk; ++i) out[i] = i < hits.size() ? static_cast<int64_t>(hits[i].id) : -1;
+    return absl::OkStatus();
+  };
+
+  Table table({"callers", "path", "recall@10", "QPS", "p50 us", "p99 us", "reads/q",
+               "QPS ratio", "p99 ratio"});
+  for (int c : concurrency) {
+    ZOOM_ASSIGN_OR_RETURN(RunResult local, RunQueries(ds, k, c, in_process));
+    ZOOM_ASSIGN_OR_RETURN(RunResult remote, RunQueries(ds, k, c, via_grpc));
+    table.Row({std::to_string(c), "in-process", Fmt(local.recall_at_10, 4), Fmt(local.qps, 0),
+               Fmt(local.p50_us, 0), Fmt(local.p99_us, 0), Fmt(local.reads_per_query, 1), "1", "1"});
+    table.Row({std::to_string(c), "gRPC", Fmt(remote.recall_at_10, 4), Fmt(remote.qps, 0),
+               Fmt(remote.p50_us, 0), Fmt(remote.p99_us, 0), Fmt(remote.reads_per_query, 1),
+               Fmt(remote.qps / local.qps, 2), Fmt(remote.p99_us / local.p99_us, 2)});
+    for (const auto& [path, r] : {std::pair{"in-process", local}, std::pair{"grpc", remote}}) {
+      rep.JsonLine({{"workload", std::string("grpc")},
+                    {"dataset", ds.name},
+                    {"path", std::string(path)},
+                    {"callers", static_cast<int64_t>(c)},
+                    {"recall_at_10", r.recall_at_10},
+                    {"qps", r.qps},
+                    {"p50_us", r.p50_us},
+                    {"p99_us", r.p99_us},
+                    {"reads_per_query", r.reads_per_query}});
+    }
+  }
+  std::printf("load average (1 min) after the run: %.2f\n", LoadAverage1m());
+  srv.Shutdown(absl::Seconds(5));
+  return absl::OkStatus();
+}
+
+const RegisterWorkload kRegisterGrpc("grpc", RunGrpc);
+
+}  // namespace
+}  // namespace zoom::bench

@@ -1,0 +1,783 @@
+// Integration tests: a real zoomd on a free loopback port (a child process)
+// and an in-process ZoomServer, driven through client::ZoomClient.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "client/zoom_client.h"
+#include "common/texmex.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "server/grpc/zoom_server.h"
+#include "tests/testing/http_get.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/test_env.h"
+
+namespace zoom {
+namespace {
+
+using ::testing::ElementsAreArray;
+using ::zoom::testing::StatusIs;
+using ::zoom::testing::TempDir;
+using ::zoom::testing::TestDataPath;
+
+// ---- Helpers -----------------------------------------------------------------
+
+v1::CollectionSpec Spec(const std::string& name, uint32_t dim, v1::Metric metric,
+                        v1::IndexKind kind = v1::IVF_HNSW_PQ) {
+  v1::CollectionSpec spec;
+  spec.set_name(name);
+  spec.set_dim(dim);
+  spec.set_metric(metric);
+  spec.mutable_index()->set_kind(kind);
+  return spec;
+}
+
+std::vector<float> RandomVectors(size_t n, size_t dim, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(n * dim);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+void AddPoint(v1::UpsertRequest* req, uint64_t id, const float* v, size_t dim,
+              const std::string& payload = "") {
+  v1::Point* p = req->add_points();
+  p->set_id(id);
+  p->mutable_vector()->Assign(v, v + dim);
+  p->set_payload(payload);
+}
+
+v1::SearchRequest Query(const std::string& collection, const float* v, size_t dim, uint32_t k) {
+  v1::SearchRequest req;
+  req.set_collection(collection);
+  req.mutable_vector()->Assign(v, v + dim);
+  req.set_k(k);
+  return req;
+}
+
+std::vector<uint64_t> Ids(const v1::SearchResponse& resp) {
+  std::vector<uint64_t> ids;
+  for (const auto& h : resp.hits()) ids.push_back(h.id());
+  return ids;
+}
+
+// The in-process server on free ports with a fresh data dir.
+struct InProcess {
+  explicit InProcess(server::ServerOptions options = {}) {
+    options.database.data_dir = dir.path();
+    options.grpc_address = "127.0.0.1:0";
+    options.metrics_address = "127.0.0.1:0";
+    options.threads = 4;
+    options.database.collection.auto_build_min_points = 0;
+    server = std::make_unique<server::ZoomServer>(options);
+    status = server->Start();
+    client = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", server->grpc_port()));
+  }
+  TempDir dir;
+  std::unique_ptr<server::ZoomServer> server;
+  absl::Status status;
+  std::unique_ptr<client::ZoomClient> client;
+};
+
+// zoomd as a child process.
+class ZoomdProcess {
+ public:
+  // `fsize_limit` > 0: RLIMIT_FSIZE of the child (a disk that fills up).
+  ZoomdProcess(const std::string& data_dir, rlim_t fsize_limit = 0) : data_dir_(data_dir) {
+    port_file_ = data_dir + ".port";
+    unlink(port_file_.c_str());
+    // Everything the child needs is made before fork (no allocation after
+    // fork in a threaded process).
+    const std::string dd = "--data_dir=" + data_dir;
+    const std::string pf = "--port_file=" + port_file_;
+    pid_ = fork();
+    if (pid_ == 0) {
+      if (fsize_limit > 0) {
+        signal(SIGXFSZ, SIG_IGN);  // write() then fails with EFBIG
+        rlimit rl{fsize_limit, fsize_limit};
+        setrlimit(RLIMIT_FSIZE, &rl);
+      }
+      execl(ZOOMD_BINARY, ZOOMD_BINARY, dd.c_str(), "--grpc_address=127.0.0.1:0",
+            "--metrics_address=", pf.c_str(), "--auto_build_points=0", "--threads=4",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  ~ZoomdProcess() {
+    if (pid_ > 0) Kill(SIGKILL);
+  }
+  // Waits for the port file and SERVING; false on timeout or child exit.
+  bool WaitServing(absl::Duration timeout = absl::Seconds(60)) {
+    const absl::Time end = absl::Now() + timeout;
+    while (absl::Now() < end) {
+      int status;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::ifstream in(port_file_);
+      int port = 0;
+      if (in >> port && port > 0) {
+        port_ = port;
+        client_ = client::ZoomClient::Connect(target());
+        auto health = client_->Health();
+        if (health.ok() && *health == "SERVING") return true;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+  // Sends `sig` and reaps; returns the exit status (or -signal).
+  int Kill(int sig) {
+    if (pid_ <= 0) return -1;
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
+  std::string target() const { return absl::StrCat("127.0.0.1:", port_); }
+  client::ZoomClient& client() { return *client_; }
+
+ private:
+  std::string data_dir_, port_file_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::unique_ptr<client::ZoomClient> client_;
+};
+
+// Parses the Prometheus text format into "name{labels}" -> value.
+std::map<std::string, double> ParseMetrics(const std::string& text) {
+  std::map<std::string, double> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t sp = line.rfind(' ');
+    double v;
+    if (sp == absl::string_view::npos || !absl::SimpleAtod(line.substr(sp + 1), &v)) continue;
+    out[std::string(line.substr(0, sp))] = v;
+  }
+  return out;
+}
+
+// ---- The full API round trip -------------------------------------------------
+
+TEST(ServerTest, ApiRoundTrip) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  client::ZoomClient& c = *s.client;
+  constexpr size_t kDim = 16, kN = 600;
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo created, c.CreateCollection(Spec("docs", kDim, v1::L2)));
+  EXPECT_EQ(created.spec().dim(), kDim);
+  EXPECT_EQ(created.index_state(), v1::NONE);
+  ASSERT_OK_AND_ASSIGN(auto list, c.ListCollections());
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].spec().name(), "docs");
+
+  const std::vector<float> data = RandomVectors(kN, kDim, 1);
+  // Upsert half, Import (streaming) the other half.
+  v1::UpsertRequest up;
+  up.set_collection("docs");
+  for (size_t i = 0; i < kN / 2; ++i) AddPoint(&up, 1000 + i, &data[i * kDim], kDim, absl::StrCat("p", i));
+  ASSERT_OK_AND_ASSIGN(uint64_t upserted, c.Upsert(up));
+  EXPECT_EQ(upserted, kN / 2);
+  uint64_t last_progress = 0;
+  ASSERT_OK_AND_ASSIGN(
+      uint64_t imported,
+      c.Import("docs", kN / 2,
+               [&](uint64_t i, v1::Point* p) {
+                 const size_t row = kN / 2 + i;
+                 p->set_id(1000 + row);
+                 p->mutable_vector()->Assign(&data[row * kDim], &data[(row + 1) * kDim]);
+                 p->set_payload(absl::StrCat("p", row));
+               },
+               /*batch=*/64, [&](uint64_t done, uint64_t) { last_progress = done; }));
+  EXPECT_EQ(imported, kN / 2);
+  EXPECT_EQ(last_progress, kN / 2);
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo info, c.GetCollection("docs"));
+  EXPECT_EQ(info.points(), kN);
+
+  // Get with vectors and payloads; a missing id is left out.
+  v1::GetRequest get;
+  get.set_collection("docs");
+  get.add_ids(1007);
+  get.add_ids(999999);
+  get.add_ids(1500);
+  get.set_with_vectors(true);
+  get.set_with_payload(true);
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse got, c.Get(get));
+  ASSERT_EQ(got.points_size(), 2);
+  EXPECT_EQ(got.points(0).id(), 1007u);
+  EXPECT_EQ(got.points(0).payload(), "p7");
+  EXPECT_THAT(got.points(0).vector(), ElementsAreArray(&data[7 * kDim], kDim));
+  EXPECT_EQ(got.points(1).payload(), "p500");
+
+  // Exact before an index: the query's own point first with score 0.
+  v1::SearchRequest q = Query("docs", &data[42 * kDim], kDim, 5);
+  q.set_with_payload(true);
+  ASSERT_OK_AND_ASSIGN(v1::SearchResponse r, c.Search(q));
+  ASSERT_EQ(r.hits_size(), 5);
+  EXPECT_EQ(r.hits(0).id(), 1042u);
+  EXPECT_EQ(r.hits(0).score(), 0.0f);
+  EXPECT_EQ(r.hits(0).payload(), "p42");
+  EXPECT_TRUE(r.stats().exact());
+
+  // Build (wait), then the preview + fullview path answers.
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo built, c.BuildIndex("docs", /*wait=*/true));
+  EXPECT_EQ(built.index_state(), v1::READY);
+  EXPECT_EQ(built.indexed_points(), kN);
+  EXPECT_GT(built.resident_bytes(), 0u);
+  ASSERT_OK_AND_ASSIGN(r, c.Search(q));
+  EXPECT_FALSE(r.stats().exact());
+  EXPECT_EQ(r.hits(0).id(), 1042u);
+  EXPECT_GT(r.stats().ssd_reads(), 0u);
+  EXPECT_GE(r.stats().candidates(), 5u);
+
+  // Delete: never returned again; a new point is found at once.
+  ASSERT_OK_AND_ASSIGN(uint64_t deleted, c.Delete("docs", {1042, 123456}));
+  EXPECT_EQ(deleted, 1u);
+  ASSERT_OK_AND_ASSIGN(r, c.Search(q));
+  for (const auto& h : r.hits()) EXPECT_NE(h.id(), 1042u);
+  v1::UpsertRequest one;
+  one.set_collection("docs");
+  AddPoint(&one, 7, &data[42 * kDim], kDim);
+  ASSERT_OK(c.Upsert(one).status());
+  ASSERT_OK_AND_ASSIGN(r, c.Search(q));
+  EXPECT_EQ(r.hits(0).id(), 7u);
+
+  // SearchBatch answers like Search.
+  v1::SearchBatchRequest batch;
+  batch.set_collection("docs");
+  for (int i = 0; i < 3; ++i) *batch.add_queries() = Query("", &data[i * kDim], kDim, 4);
+  ASSERT_OK_AND_ASSIGN(v1::SearchBatchResponse br, c.SearchBatch(batch));
+  ASSERT_EQ(br.results_size(), 3);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(v1::SearchResponse one_r, c.Search(Query("docs", &data[i * kDim], kDim, 4)));
+    EXPECT_EQ(Ids(br.results(i)), Ids(one_r));
+  }
+
+  // Compact drops the dead records and keeps the answers.
+  ASSERT_OK_AND_ASSIGN(v1::SearchResponse before, c.Search(q));
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo compacted, c.Compact("docs"));
+  EXPECT_EQ(compacted.deleted_points(), 0u);
+  EXPECT_EQ(compacted.stored_records(), compacted.points());
+  EXPECT_EQ(compacted.index_state(), v1::READY);
+  ASSERT_OK_AND_ASSIGN(v1::SearchResponse after, c.Search(q));
+  EXPECT_EQ(Ids(after)[0], 7u);
+
+  ASSERT_OK(c.DropCollection("docs"));
+  EXPECT_THAT(c.GetCollection("docs").status(), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK_AND_ASSIGN(list, c.ListCollections());
+  EXPECT_TRUE(list.empty());
+}
+
+// ---- Recall through gRPC equals the engine's ---------------------------------
+
+TEST(ServerTest, RecallThroughGrpcEqualsEngine) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  client::ZoomClient& c = *s.client;
+  ASSERT_OK_AND_ASSIGN(auto base, LoadVecsAsFloat(TestDataPath("sift-ngt-5k/base.bvecs")));
+  ASSERT_OK_AND_ASSIGN(auto queries, LoadVecsAsFloat(TestDataPath("sift-ngt-5k/query.bvecs")));
+  ASSERT_OK_AND_ASSIGN(auto gt, LoadIvecs(TestDataPath("sift-ngt-5k/groundtruth_l2.ivecs")));
+  v1::CollectionSpec spec = Spec("sift", base.dim, v1::L2);
+  spec.set_dtype(v1::UINT8);
+  ASSERT_OK(c.CreateCollection(spec).status());
+  ASSERT_OK(c.Import("sift", base.rows, [&](uint64_t i, v1::Point* p) {
+               p->set_id(i);
+               p->mutable_vector()->Assign(base.row(i), base.row(i) + base.dim);
+             }).status());
+  ASSERT_OK(c.BuildIndex("sift", true).status());
+  ASSERT_OK_AND_ASSIGN(auto collection, s.server->database()->GetCollection("sift"));
+
+  constexpr size_t kQueries = 200, kK = 10;
+  double hits = 0;
+  for (size_t qi = 0; qi < kQueries; ++qi) {
+    ASSERT_OK_AND_ASSIGN(v1::SearchResponse r, c.Search(Query("sift", queries.row(qi), base.dim, kK)));
+    server::CollectionSearchParams p;
+    p.engine.k = kK;
+    std::vector<server::CollectionHit> direct;
+    QueryStats stats;
+    ASSERT_OK(collection->Search(queries.row(qi), base.dim, p, &direct, &stats));
+    ASSERT_EQ(r.hits_size(), static_cast<int>(direct.size()));
+    for (size_t i = 0; i < direct.size(); ++i) {
+      EXPECT_EQ(r.hits(i).id(), direct[i].id) << "query " << qi << " rank " << i;
+      EXPECT_EQ(r.hits(i).score(), direct[i].score);
+    }
+    std::set<uint64_t> truth(gt.row(qi), gt.row(qi) + kK);
+    for (const auto& h : r.hits()) hits += truth.count(h.id());
+  }
+  const double recall = hits / (kQueries * kK);
+  std::printf("sift-ngt-5k recall@10 through gRPC (defaults): %.3f\n", recall);
+  EXPECT_GE(recall, 0.9);
+}
+
+// ---- Concurrent searches while another client writes -------------------------
+
+TEST(ServerTest, ConcurrentClientsSearchWhileAnotherUpsertsAndDeletes) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  constexpr size_t kDim = 8, kN = 2000;
+  ASSERT_OK(s.client->CreateCollection(Spec("live", kDim, v1::L2)).status());
+  const std::vector<float> data = RandomVectors(kN * 2, kDim, 7);
+  v1::UpsertRequest up;
+  up.set_collection("live");
+  for (size_t i = 0; i < kN; ++i) AddPoint(&up, i, &data[i * kDim], kDim);
+  ASSERT_OK(s.client->Upsert(up).status());
+  ASSERT_OK(s.client->BuildIndex("live", true).status());
+
+  absl::Mutex mu;
+  std::set<uint64_t> deleted;  // acknowledged deletes
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0}, violations{0}, searches{0};
+  std::thread writer([&] {
+    auto client = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", s.server->grpc_port()));
+    for (size_t i = 0; i < 150 && !stop; ++i) {
+      v1::UpsertRequest u;
+      u.set_collection("live");
+      AddPoint(&u, kN + i, &data[(kN + i) * kDim], kDim);
+      if (!client->Upsert(u).ok()) ++errors;
+      const uint64_t victim = (i * 13) % kN;
+      if (!client->Delete("live", {victim}).ok()) {
+        ++errors;
+      } else {
+        absl::MutexLock l(&mu);
+        deleted.insert(victim);
+      }
+    }
+    stop = true;
+  });
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&, t] {
+      auto client = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", s.server->grpc_port()));
+      std::mt19937 rng(t);
+      while (!stop) {
+        std::set<uint64_t> gone;
+        {
+          absl::MutexLock l(&mu);
+          gone = deleted;
+        }
+        const size_t row = rng() % kN;
+        v1::SearchRequest q = Query("live", &data[row * kDim], kDim, 10);
+        q.set_exact(t == 0);
+        auto r = client->Search(q);
+        ++searches;
+        if (!r.ok()) {
+          ++errors;
+          continue;
+        }
+        for (const auto& h : r->hits()) violations += gone.count(h.id());
+      }
+    });
+  }
+  writer.join();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(errors, 0);
+  EXPECT_EQ(violations, 0);
+  EXPECT_GT(searches, 10);
+}
+
+// ---- kill -9 during acknowledged upserts ------------------------------------
+
+TEST(ServerTest, KillNineLosesNoAcknowledgedPoint) {
+  TempDir dir;
+  const std::string data_dir = dir.File("data");
+  constexpr size_t kDim = 32;
+  // Point i's vector, made again at will.
+  auto vec = [](uint64_t i) { return RandomVectors(1, kDim, static_cast<uint32_t>(i) + 1); };
+  std::vector<uint64_t> acked;
+  absl::Mutex mu;
+  {
+    ZoomdProcess zoomd(data_dir);
+    ASSERT_TRUE(zoomd.WaitServing());
+    ASSERT_OK(zoomd.client().CreateCollection(Spec("crash", kDim, v1::L2)).status());
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+      auto client = client::ZoomClient::Connect(zoomd.target());
+      for (uint64_t batch = 0; !stop; ++batch) {
+        v1::UpsertRequest u;
+        u.set_collection("crash");
+        for (uint64_t i = batch * 50; i < (batch + 1) * 50; ++i) {
+          AddPoint(&u, i, vec(i).data(), kDim, absl::StrCat("v", i));
+        }
+        if (!client->Upsert(u).ok()) break;  // the server died mid-call
+        absl::MutexLock l(&mu);
+        for (uint64_t i = batch * 50; i < (batch + 1) * 50; ++i) acked.push_back(i);
+      }
+    });
+    // Kill while the writes stream: once a few thousand are acknowledged.
+    const absl::Time end = absl::Now() + absl::Seconds(20);
+    for (;;) {
+      {
+        absl::MutexLock l(&mu);
+        if (acked.size() >= 3000 || absl::Now() > end) break;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    EXPECT_EQ(zoomd.Kill(SIGKILL), -SIGKILL);
+    stop = true;
+    writer.join();
+  }
+  ASSERT_GT(acked.size(), 100u) << "too few writes were acknowledged to test anything";
+  std::printf("kill -9 after %zu acknowledged points\n", acked.size());
+  ZoomdProcess zoomd(data_dir);
+  ASSERT_TRUE(zoomd.WaitServing());
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo info, zoomd.client().GetCollection("crash"));
+  EXPECT_GE(info.points(), acked.size());
+  EXPECT_LE(info.points(), acked.size() + 50);  // at most the batch in flight
+  // Every acknowledged point: present with its payload, and searchable.
+  for (size_t start = 0; start < acked.size(); start += 1000) {
+    v1::GetRequest get;
+    get.set_collection("crash");
+    get.set_with_payload(true);
+    for (size_t i = start; i < std::min(acked.size(), start + 1000); ++i) get.add_ids(acked[i]);
+    ASSERT_OK_AND_ASSIGN(v1::GetResponse got, zoomd.client().Get(get));
+    ASSERT_EQ(got.points_size(), get.ids_size());
+    for (const auto& p : got.points()) EXPECT_EQ(p.payload(), absl::StrCat("v", p.id()));
+  }
+  for (size_t i = 0; i < acked.size(); i += acked.size() / 20 + 1) {
+    ASSERT_OK_AND_ASSIGN(v1::SearchResponse r,
+                         zoomd.client().Search(Query("crash", vec(acked[i]).data(), kDim, 1)));
+    ASSERT_EQ(r.hits_size(), 1);
+    EXPECT_EQ(r.hits(0).id(), acked[i]);
+  }
+  // And the server keeps taking writes after the recovery.
+  v1::UpsertRequest u;
+  u.set_collection("crash");
+  AddPoint(&u, 999999999, vec(0).data(), kDim);
+  EXPECT_OK(zoomd.client().Upsert(u).status());
+  EXPECT_EQ(zoomd.Kill(SIGTERM), 0);
+}
+
+// ---- Bad input ---------------------------------------------------------------
+
+TEST(ServerTest, BadInputGetsTheRightStatus) {
+  server::ServerOptions options;
+  options.max_message_bytes = 1 << 20;
+  options.limits.max_k = 100;
+  options.limits.max_ef = 500;
+  InProcess s(options);
+  ASSERT_OK(s.status);
+  client::ZoomClient& c = *s.client;
+  using absl::StatusCode;
+  ASSERT_OK(c.CreateCollection(Spec("ok", 4, v1::L2)).status());
+  const float v4[4] = {1, 2, 3, 4};
+  const float v3[3] = {1, 2, 3};
+
+  // Collections.
+  EXPECT_THAT(c.CreateCollection(Spec("ok", 4, v1::L2)).status(),
+              StatusIs(StatusCode::kAlreadyExists));
+  EXPECT_THAT(c.CreateCollection(Spec("bad name!", 4, v1::L2)).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.CreateCollection(Spec("", 4, v1::L2)).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.CreateCollection(Spec("nodim", 0, v1::L2)).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.CreateCollection(Spec("nometric", 4, v1::METRIC_UNSPECIFIED)).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.CreateCollection(Spec("huge", 1 << 20, v1::L2)).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.CreateCollection(Spec("kind", 4, v1::L2, static_cast<v1::IndexKind>(7))).status(),
+              StatusIs(StatusCode::kInvalidArgument));
+  v1::CollectionSpec nbits = Spec("nbits", 4, v1::L2);
+  nbits.mutable_index()->set_pq_nbits(4);
+  EXPECT_THAT(c.CreateCollection(nbits).status(), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.GetCollection("missing").status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(c.DropCollection("missing"), StatusIs(StatusCode::kNotFound));
+
+  // Points.
+  v1::UpsertRequest up;
+  up.set_collection("ok");
+  EXPECT_THAT(c.Upsert(up).status(), StatusIs(StatusCode::kInvalidArgument));  // empty
+  AddPoint(&up, 1, v3, 3);
+  EXPECT_THAT(c.Upsert(up).status(), StatusIs(StatusCode::kInvalidArgument));  // wrong dim
+  up.clear_points();
+  const float nan4[4] = {1, NAN, 3, 4};
+  AddPoint(&up, 1, nan4, 4);
+  EXPECT_THAT(c.Upsert(up).status(), StatusIs(StatusCode::kInvalidArgument));
+  up.clear_points();
+  const float inf4[4] = {1, INFINITY, 3, 4};
+  AddPoint(&up, 1, inf4, 4);
+  EXPECT_THAT(c.Upsert(up).status(), StatusIs(StatusCode::kInvalidArgument));
+  up.clear_points();
+  up.set_collection("missing");
+  AddPoint(&up, 1, v4, 4);
+  EXPECT_THAT(c.Upsert(up).status(), StatusIs(StatusCode::kNotFound));
+  EXPECT_THAT(c.Delete("ok", {}).status(), StatusIs(StatusCode::kInvalidArgument));
+  v1::GetRequest get;
+  get.set_collection("ok");
+  EXPECT_THAT(c.Get(get).status(), StatusIs(StatusCode::kInvalidArgument));
+  // Over the message limit: RESOURCE_EXHAUSTED, nothing applied.
+  v1::UpsertRequest big;
+  big.set_collection("ok");
+  std::vector<float> zeros(4, 1.0f);
+  for (int i = 0; i < 20000; ++i) AddPoint(&big, i, zeros.data(), 4, std::string(64, 'x'));
+  EXPECT_THAT(c.Upsert(big).status(), StatusIs(StatusCode::kResourceExhausted));
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo info, c.GetCollection("ok"));
+  EXPECT_EQ(info.points(), 0u);
+
+  // Search.
+  EXPECT_THAT(c.Search(Query("ok", v4, 4, 0)).status(), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.Search(Query("ok", v4, 4, 101)).status(), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.Search(Query("ok", v3, 3, 5)).status(), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.Search(Query("ok", nan4, 4, 5)).status(), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.Search(Query("ok", v4, 0, 5)).status(), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.Search(Query("missing", v4, 4, 5)).status(), StatusIs(StatusCode::kNotFound));
+  v1::SearchRequest knobs = Query("ok", v4, 4, 5);
+  knobs.mutable_knobs()->set_ef(501);
+  EXPECT_THAT(c.Search(knobs).status(), StatusIs(StatusCode::kInvalidArgument));
+  v1::SearchBatchRequest empty_batch;
+  empty_batch.set_collection("ok");
+  EXPECT_THAT(c.SearchBatch(empty_batch).status(), StatusIs(StatusCode::kInvalidArgument));
+  // Too few points to build an index.
+  EXPECT_THAT(c.BuildIndex("ok", true).status(), StatusIs(StatusCode::kFailedPrecondition));
+  // The message names what to fix.
+  absl::Status wrong_dim = c.Search(Query("ok", v3, 3, 5)).status();
+  EXPECT_THAT(std::string(wrong_dim.message()), ::testing::HasSubstr("3 dimensions"));
+  // The server still works.
+  EXPECT_OK(c.Search(Query("ok", v4, 4, 5)).status());
+}
+
+TEST(ServerTest, FullDiskIsResourceExhaustedAndNothingHalfWritten) {
+  TempDir dir;
+  const std::string data_dir = dir.File("data");
+  constexpr size_t kDim = 256;  // 1 KiB records
+  std::vector<float> data = RandomVectors(4000, kDim, 5);
+  ZoomdProcess zoomd(data_dir, /*fsize_limit=*/2 << 20);
+  ASSERT_TRUE(zoomd.WaitServing());
+  ASSERT_OK(zoomd.client().CreateCollection(Spec("full", kDim, v1::L2)).status());
+  uint64_t acked = 0;
+  absl::Status failure;
+  for (uint64_t batch = 0; batch < 8; ++batch) {
+    v1::UpsertRequest u;
+    u.set_collection("full");
+    for (uint64_t i = batch * 500; i < (batch + 1) * 500; ++i) AddPoint(&u, i, &data[i * kDim], kDim);
+    auto r = zoomd.client().Upsert(u);
+    if (!r.ok()) {
+      failure = r.status();
+      break;
+    }
+    acked += 500;
+  }
+  EXPECT_THAT(failure, StatusIs(absl::StatusCode::kResourceExhausted));
+  ASSERT_GT(acked, 0u);
+  ASSERT_LT(acked, 4000u);
+  // The failed batch left nothing behind; the acknowledged ones are intact.
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo info, zoomd.client().GetCollection("full"));
+  EXPECT_EQ(info.points(), acked);
+  v1::GetRequest get;
+  get.set_collection("full");
+  get.add_ids(acked);  // the first id of the failed batch
+  get.add_ids(acked - 1);
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse got, zoomd.client().Get(get));
+  ASSERT_EQ(got.points_size(), 1);
+  EXPECT_EQ(got.points(0).id(), acked - 1);
+  ASSERT_OK_AND_ASSIGN(v1::SearchResponse r,
+                       zoomd.client().Search(Query("full", &data[(acked - 1) * kDim], kDim, 1)));
+  ASSERT_EQ(r.hits_size(), 1);
+  EXPECT_EQ(r.hits(0).id(), acked - 1);
+}
+
+// ---- Health, metrics, shutdown -----------------------------------------------
+
+TEST(ServerTest, HealthServingAndMetricsScraped) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  ASSERT_OK_AND_ASSIGN(std::string health, s.client->Health());
+  EXPECT_EQ(health, "SERVING");
+  ASSERT_OK_AND_ASSIGN(health, s.client->Health("zoom.v1.VectorSearch"));
+  EXPECT_EQ(health, "SERVING");
+  ASSERT_OK(s.client->CreateCollection(Spec("m", 4, v1::L2)).status());
+  const float v4[4] = {1, 2, 3, 4};
+  v1::UpsertRequest up;
+  up.set_collection("m");
+  AddPoint(&up, 1, v4, 4);
+  AddPoint(&up, 2, v4, 4);
+  ASSERT_OK(s.client->Upsert(up).status());
+  for (int i = 0; i < 5; ++i) ASSERT_OK(s.client->Search(Query("m", v4, 4, 1)).status());
+  EXPECT_FALSE(s.client->Search(Query("m", v4, 4, 0)).ok());
+  s.server->database();  // metrics of collections refresh every second
+  absl::SleepFor(absl::Milliseconds(1300));
+  ASSERT_OK_AND_ASSIGN(std::string body, testing::HttpGet("127.0.0.1", s.server->metrics_port(), "/metrics"));
+  const auto m = ParseMetrics(body);
+  auto value = [&](const std::string& key) {
+    auto it = m.find(key);
+    return it == m.end() ? -1.0 : it->second;
+  };
+  EXPECT_EQ(value("zoomd_rpc_requests_total{code=\"OK\",rpc=\"Search\"}"), 5);
+  EXPECT_EQ(value("zoomd_rpc_errors_total{code=\"INVALID_ARGUMENT\",rpc=\"Search\"}"), 1);
+  EXPECT_EQ(value("zoomd_collection_points{collection=\"m\"}"), 2);
+  EXPECT_EQ(value("zoomd_searches_total{collection=\"m\"}"), 5);
+  EXPECT_GT(value("zoomd_process_resident_memory_bytes"), 0);
+  EXPECT_EQ(value(absl::StrCat("zoomd_io_backend{backend=\"", s.server->io_backend(), "\"}")), 1);
+  EXPECT_GT(value("zoomd_rpc_latency_seconds_count{rpc=\"Search\"}"), 0);
+}
+
+TEST(ServerTest, SigtermDrainsAndExitsZeroThenRestartRecovers) {
+  TempDir dir;
+  const std::string data_dir = dir.File("data");
+  constexpr size_t kDim = 8;
+  std::vector<float> data = RandomVectors(1000, kDim, 9);
+  {
+    ZoomdProcess zoomd(data_dir);
+    ASSERT_TRUE(zoomd.WaitServing());
+    ASSERT_OK(zoomd.client().CreateCollection(Spec("t", kDim, v1::COSINE)).status());
+    v1::UpsertRequest u;
+    u.set_collection("t");
+    for (size_t i = 0; i < 1000; ++i) AddPoint(&u, i, &data[i * kDim], kDim);
+    ASSERT_OK(zoomd.client().Upsert(u).status());
+    ASSERT_OK(zoomd.client().BuildIndex("t", true).status());
+    std::atomic<bool> stop{false};
+    std::atomic<int> ok{0}, bad{0};
+    std::thread searcher([&] {
+      auto client = client::ZoomClient::Connect(zoomd.target());
+      while (!stop) {
+        auto r = client->Search(Query("t", &data[0], kDim, 5));
+        if (r.ok()) {
+          ++ok;
+        } else if (r.status().code() != absl::StatusCode::kUnavailable &&
+                   r.status().code() != absl::StatusCode::kCancelled) {
+          ++bad;  // anything but "the server is going away" is a bug
+        }
+      }
+    });
+    absl::SleepFor(absl::Milliseconds(300));
+    EXPECT_EQ(zoomd.Kill(SIGTERM), 0);
+    stop = true;
+    searcher.join();
+    EXPECT_GT(ok, 0);
+    EXPECT_EQ(bad, 0);
+  }
+  ZoomdProcess zoomd(data_dir);
+  ASSERT_TRUE(zoomd.WaitServing());
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo info, zoomd.client().GetCollection("t"));
+  EXPECT_EQ(info.points(), 1000u);
+  EXPECT_EQ(info.index_state(), v1::READY);
+  ASSERT_OK_AND_ASSIGN(v1::SearchResponse r, zoomd.client().Search(Query("t", &data[5 * kDim], kDim, 1)));
+  ASSERT_EQ(r.hits_size(), 1);
+  EXPECT_EQ(r.hits(0).id(), 5u);
+  EXPECT_NEAR(r.hits(0).score(), 1.0, 1e-5);  // cosine similarity with itself
+}
+
+// ---- Deadlines -----------------------------------------------------------------
+
+TEST(ServerTest, DeadlinesAndAllowPartial) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  constexpr size_t kDim = 16, kN = 2000;
+  ASSERT_OK(s.client->CreateCollection(Spec("d", kDim, v1::L2)).status());
+  std::vector<float> data = RandomVectors(kN, kDim, 11);
+  v1::UpsertRequest u;
+  u.set_collection("d");
+  for (size_t i = 0; i < kN; ++i) AddPoint(&u, i, &data[i * kDim], kDim);
+  ASSERT_OK(s.client->Upsert(u).status());
+  ASSERT_OK(s.client->BuildIndex("d", true).status());
+  // A deadline already too short for anything: DEADLINE_EXCEEDED, no hang.
+  EXPECT_THAT(s.client->Search(Query("d", &data[0], kDim, 5), absl::Microseconds(1)).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  // The engine: a deadline that passes after the preview gives the preview
+  // ranking, flagged degraded, when allow_partial; else DEADLINE_EXCEEDED.
+  ASSERT_OK_AND_ASSIGN(auto col, s.server->database()->GetCollection("d"));
+  server::CollectionSearchParams p;
+  p.engine.k = 5;
+  p.engine.deadline = absl::Now() - absl::Seconds(1);
+  std::vector<server::CollectionHit> hits;
+  QueryStats stats;
+  EXPECT_THAT(col->Search(&data[0], kDim, p, &hits, &stats),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  p.engine.allow_partial = true;
+  stats = {};
+  ASSERT_OK(col->Search(&data[0], kDim, p, &hits, &stats));
+  EXPECT_TRUE(stats.degraded);
+  EXPECT_EQ(stats.reads, 0u);  // no fullview
+  ASSERT_FALSE(hits.empty());
+  EXPECT_EQ(hits[0].id, 0u);
+}
+
+}  // namespace
+}  // namespace zoom
+
+namespace zoom {
+namespace {
+
+// Runs a shell command; returns (exit code, stdout).
+std::pair<int, std::string> Shell(const std::string& command) {
+  std::string out;
+  FILE* p = popen((command + " 2>/dev/null").c_str(), "r");
+  if (p == nullptr) return {-1, ""};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(ZoomctlTest, EveryCommandAgainstARealServer) {
+  TempDir dir;
+  ZoomdProcess zoomd(dir.File("data"));
+  ASSERT_TRUE(zoomd.WaitServing());
+  const std::string ctl = absl::StrCat(ZOOMCTL_BINARY, " --target ", zoomd.target(), " ");
+  const std::string base = TestDataPath("sift-ngt-5k/base.bvecs");
+  const std::string query = TestDataPath("sift-ngt-5k/query.bvecs");
+
+  EXPECT_EQ(Shell(ctl + "health").first, 0);
+  EXPECT_EQ(Shell(ctl + "create sift --dim 128 --metric l2 --dtype uint8").first, 0);
+  EXPECT_EQ(Shell(ctl + "create sift --dim 128 --metric l2").first, 1);  // ALREADY_EXISTS
+  EXPECT_EQ(Shell(ctl + "create x --dim 128 --metric hamming").first, 2);  // usage
+  auto [rc, out] = Shell(ctl + "import sift " + base + " --limit 3000");
+  EXPECT_EQ(rc, 0);
+  std::tie(rc, out) = Shell(ctl + "build sift --wait --json");
+  EXPECT_EQ(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("\"index_state\":\"READY\""));
+  std::tie(rc, out) = Shell(ctl + "info sift --json");
+  EXPECT_EQ(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("\"points\":\"3000\""));
+  // Search by a query row: the exact ground truth's first id comes first.
+  std::tie(rc, out) = Shell(ctl + "search sift --query_file " + query + " --row 3 --k 5 --exact --json");
+  EXPECT_EQ(rc, 0);
+  v1::SearchResponse exact;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &exact).ok()) << out;
+  ASSERT_EQ(exact.hits_size(), 5);
+  // Only the first 3000 rows were imported: compare with a brute force
+  // through the API instead of the file's ground truth.
+  std::tie(rc, out) = Shell(ctl + "search sift --query_file " + query + " --row 3 --k 5 --json");
+  EXPECT_EQ(rc, 0);
+  v1::SearchResponse approx;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &approx).ok()) << out;
+  EXPECT_EQ(approx.hits(0).id(), exact.hits(0).id());
+  std::tie(rc, out) = Shell(ctl + "get sift 5 6 --json");
+  EXPECT_EQ(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("\"id\":\"5\""));
+  EXPECT_EQ(Shell(ctl + "delete sift 5").first, 0);
+  std::tie(rc, out) = Shell(ctl + "get sift 5 --json");
+  EXPECT_THAT(out, ::testing::Not(::testing::HasSubstr("\"id\":\"5\"")));
+  EXPECT_EQ(Shell(ctl + "search sift --vector 1,2,3 --k 5").first, 1);  // wrong dim
+  EXPECT_EQ(Shell(ctl + "search nope --vector 1,2,3 --k 5").first, 1);  // NOT_FOUND
+  EXPECT_EQ(Shell(ctl + "compact sift").first, 0);
+  EXPECT_EQ(Shell(ctl + "list").first, 0);
+  EXPECT_EQ(Shell(ctl + "drop sift").first, 0);
+  EXPECT_EQ(Shell(ctl + "info sift").first, 1);
+  EXPECT_EQ(Shell(std::string(ZOOMCTL_BINARY) + " --target 127.0.0.1:1 list").first, 1);
+}
+
+}  // namespace
+}  // namespace zoom
