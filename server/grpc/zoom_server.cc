@@ -43,6 +43,18 @@ absl::Status ZoomServer::Start() {
   service_ = std::make_unique<VectorSearchService>(db_.get(), metrics_.get(), pool_.get(),
                                                    options_.limits);
   builder.RegisterService(service_.get());
+  DecoderOptions decoder_options;
+  decoder_options.cache_dir = options_.database.data_dir + "/models";
+  decoder_options.build_threads = options_.database.collection.build_threads;
+  decoder_ = std::make_unique<DecoderEngine>(decoder_options);
+  for (const auto& [name, dir] : options_.models) {
+    auto model = decoder_->Load(name, dir, index::FgdOptions());
+    absl::Status st = model.ok() ? decoder_->Wait(*model) : model.status();
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("model ", name, ": ", st.message()));
+  }
+  decoder_service_ = std::make_unique<DecoderService>(decoder_.get(), metrics_.get(), pool_.get(),
+                                                      options_.decoder_limits);
+  builder.RegisterService(decoder_service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || grpc_port_ == 0) {
     db_.reset();
@@ -52,6 +64,7 @@ absl::Status ZoomServer::Start() {
   }
   server_->GetHealthCheckService()->SetServingStatus(true);
   server_->GetHealthCheckService()->SetServingStatus("zoom.v1.VectorSearch", true);
+  server_->GetHealthCheckService()->SetServingStatus("zoom.v1.Decoder", true);
   service_->RefreshCollectionMetrics();
   housekeeping_ = std::thread([this] { Housekeeping(); });
   maintenance_ = std::thread([this] { Maintenance(); });
@@ -108,6 +121,8 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   absl::Status st = db_->SyncWal();
   if (!st.ok()) ZOOM_LOG(ERROR, "final WAL sync failed: ", st.message());
   service_.reset();
+  decoder_service_.reset();
+  decoder_.reset();  // joins model loads
   db_.reset();  // joins builds, saves snapshots
   server_.reset();
   ZOOM_LOG(INFO, "zoomd stopped");

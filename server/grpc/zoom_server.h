@@ -20,10 +20,14 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "server/engine/database.h"
+#include "server/engine/decoder_engine.h"
+#include "server/grpc/decoder_service.h"
 #include "server/grpc/vector_search_service.h"
 
 namespace grpc {
@@ -39,6 +43,10 @@ struct ServerOptions {
   int threads = 8;                        // request workers
   int max_message_bytes = 64 << 20;       // larger requests: RESOURCE_EXHAUSTED
   ServiceLimits limits;
+  DecoderLimits decoder_limits;
+  // Language models to load at start (name -> model directory); their
+  // graphs are cached under DATA_DIR/models.
+  std::vector<std::pair<std::string, std::string>> models;
   absl::Duration wal_sync_interval = absl::Milliseconds(100);  // --sync=batch
   absl::Duration maintenance_interval = absl::Seconds(5);     // automatic compaction
   std::string version = "0.1.0";
@@ -57,6 +65,7 @@ class ZoomServer {
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   Database* database() { return db_.get(); }
+  DecoderEngine* decoder() { return decoder_.get(); }
   Metrics* metrics() { return metrics_.get(); }
   const std::string& io_backend() const { return io_backend_; }
 
@@ -69,6 +78,8 @@ class ZoomServer {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<VectorSearchService> service_;
+  std::unique_ptr<DecoderEngine> decoder_;
+  std::unique_ptr<DecoderService> decoder_service_;
   std::unique_ptr<grpc::Server> server_;
   std::thread housekeeping_;
   std::thread maintenance_;

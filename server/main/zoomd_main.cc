@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -47,6 +48,8 @@ ABSL_FLAG(std::string, demo_collection, "",
           "If set and absent: create this collection from --demo_vectors and build its index.");
 ABSL_FLAG(std::string, demo_vectors, "tests/data/sift-ngt-5k/base.bvecs",
           "The .fvecs/.bvecs file of the demo collection (row i gets id i).");
+ABSL_FLAG(std::vector<std::string>, load_model, {},
+          "Language models for the Decoder service to load at start: NAME=DIR[,NAME=DIR...]");
 ABSL_FLAG(std::string, port_file, "", "Write the bound gRPC port to this file once serving.");
 ABSL_FLAG(int, shutdown_grace_s, 10, "Seconds in-flight requests get at shutdown.");
 
@@ -118,6 +121,14 @@ int Main(int argc, char** argv) {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.limits.max_k = absl::GetFlag(FLAGS_max_k);
   options.limits.max_batch = absl::GetFlag(FLAGS_max_batch);
+  for (const std::string& spec : absl::GetFlag(FLAGS_load_model)) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+      std::fprintf(stderr, "zoomd: --load_model wants NAME=DIR, got '%s'\n", spec.c_str());
+      return 2;
+    }
+    options.models.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
+  }
 
   server::ZoomServer server(options);
   if (absl::Status st = server.Start(); !st.ok()) {

@@ -1,6 +1,8 @@
 // File: server/metrics/metrics.cc
 #include "server/metrics/metrics.h"
 
+#include "server/metrics/http_endpoint.h"
+
 #include <arpa/inet.h>
 #include <unistd.h>
 
@@ -21,7 +23,6 @@
 #include "prometheus/client_metric.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -289,6 +290,17 @@ struct Metrics::Impl {
                                "Full vectors found in the DRAM cache.");
     cache_misses_total = counter("zoomd_vector_cache_misses_total",
                                  "Full vectors not found in the DRAM cache.");
+    decoder_contexts_total = counter("zoomd_decoder_contexts_total",
+                                     "Contexts decoded by the FGD Decoder service.");
+    decoder_distance_evals_total =
+        counter("zoomd_decoder_distance_evals_total",
+                "Distances computed by FGD searches (divide by contexts for the mean).");
+    decoder_exact_total = counter("zoomd_decoder_exact_contexts_total",
+                                  "Contexts decoded with the full softmax (exact mode).");
+    decoder_context_seconds =
+        &Register(prometheus::BuildHistogram(), *registry, "zoomd_decoder_context_seconds",
+                  "Decoding time per context (a batch's time divided by its contexts).")
+             .Add({}, LatencyBuckets());
     preview_seconds = &stage_seconds.Add({{"stage", "preview"}},
                                          LatencyBuckets());
     fullview_seconds = &stage_seconds.Add({{"stage", "fullview"}},
@@ -395,6 +407,10 @@ struct Metrics::Impl {
   Counter* cache_hits_total = nullptr;
   Counter* cache_misses_total = nullptr;
   Histogram* preview_seconds = nullptr;
+  Counter* decoder_contexts_total = nullptr;
+  Counter* decoder_distance_evals_total = nullptr;
+  Counter* decoder_exact_total = nullptr;
+  Histogram* decoder_context_seconds = nullptr;
   Histogram* fullview_seconds = nullptr;
   Histogram* rerank_seconds = nullptr;
 
@@ -409,7 +425,7 @@ struct Metrics::Impl {
 
   int port = 0;
   // Last: stopped (destroyed) first, before what it serves.
-  std::unique_ptr<prometheus::Exposer> exposer;
+  std::unique_ptr<HttpEndpoint> exposer;
 };
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
@@ -425,21 +441,18 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
     if (absl::Status s = ValidateListenAddress(listen_address); !s.ok()) {
       return s;
     }
-    try {
-      impl->exposer = std::make_unique<prometheus::Exposer>(listen_address,
-                                                            /*num_threads=*/2);
-    } catch (const std::exception& e) {
-      return absl::UnavailableError("metrics: cannot listen on \"" +
-                                    listen_address + "\": " + e.what());
-    }
-    impl->exposer->RegisterCollectable(impl->registry);
-    impl->exposer->RegisterCollectable(impl->process);
-    const std::vector<int> ports = impl->exposer->GetListeningPorts();
-    if (ports.empty()) {
-      return absl::UnavailableError("metrics: no listening port for \"" +
-                                    listen_address + "\"");
-    }
-    impl->port = ports.front();
+    // Our own endpoint, not prometheus::Exposer: see http_endpoint.h.
+    Impl* raw = impl.get();
+    auto endpoint = HttpEndpoint::Start(listen_address, "/metrics", [raw] {
+      std::vector<prometheus::MetricFamily> families = raw->registry->Collect();
+      std::vector<prometheus::MetricFamily> process = raw->process->Collect();
+      families.insert(families.end(), std::make_move_iterator(process.begin()),
+                      std::make_move_iterator(process.end()));
+      return prometheus::TextSerializer().Serialize(families);
+    });
+    if (!endpoint.ok()) return endpoint.status();
+    impl->exposer = std::move(*endpoint);
+    impl->port = impl->exposer->port();
   }
   return std::unique_ptr<Metrics>(new Metrics(std::move(impl)));
 }
@@ -468,6 +481,18 @@ void Metrics::RecordRpc(std::string_view rpc, absl::StatusCode code,
   series->requests[c]->Increment();
   if (series->errors[c] != nullptr) series->errors[c]->Increment();
   series->latency->Observe(std::max(0.0, seconds));
+}
+
+void Metrics::RecordDecode(uint64_t contexts, uint64_t distance_evals, bool exact,
+                           double seconds) {
+  Impl& m = *impl_;
+  if (contexts == 0) return;
+  m.decoder_contexts_total->Increment(static_cast<double>(contexts));
+  if (distance_evals > 0) {
+    m.decoder_distance_evals_total->Increment(static_cast<double>(distance_evals));
+  }
+  if (exact) m.decoder_exact_total->Increment(static_cast<double>(contexts));
+  m.decoder_context_seconds->Observe(seconds / static_cast<double>(contexts));
 }
 
 void Metrics::RecordQuery(std::string_view collection,

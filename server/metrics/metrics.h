@@ -78,6 +78,12 @@ class Metrics {
   // observed in zoomd_search_stage_seconds.
   void RecordQuery(std::string_view collection, const QueryStats& stats);
 
+  // One Decoder TopK call (or stream step) of `contexts` contexts:
+  // zoomd_decoder_contexts_total, zoomd_decoder_distance_evals_total,
+  // zoomd_decoder_exact_contexts_total, zoomd_decoder_context_seconds
+  // (seconds / contexts).
+  void RecordDecode(uint64_t contexts, uint64_t distance_evals, bool exact, double seconds);
+
   // The current size and index state of `collection`. `build_progress` is
   // 0..1; `index_state` is normally NONE, BUILDING, READY or FAILED (another
   // string gets its own state series).

@@ -1,0 +1,470 @@
+// zoombench --benchmarks=fgd: the Fast Graph Decoder on a real language
+// model, side by side with the full softmax (OpenBLAS sgemv / sgemm) in one
+// run, on one thread each.
+//
+//   zoombench --benchmarks=fgd --model ../shared/data/lm-ptb --json fgd.json
+//
+// MODEL is laid out like ../shared/data/lm-ptb (see its README): W.f32,
+// b.f32, vocab.txt, meta.json, and for the evaluation H.f32 (contexts),
+// ref_ids.i32 and ref_logp.f32 (the exact top-100 and the true next word).
+//
+// Sections: (1) quality at k = 1, 5, 10 against the exact top-k (a returned
+// id counts when its exact log-probability is within --fgd_tolerance of the
+// k-th reference), true-word coverage, top-k-renormalised perplexity, the
+// tail-mass estimate's error; (2) latency per context at batch 1, 8, 64, 256
+// and the speedup over the full softmax; (3) a sweep over M and ef with the
+// Pareto front of precision@1 vs speedup; (4) scaling to larger vocabularies
+// made from the real W (each new row: a random real row plus Gaussian noise
+// of --fgd_noise times that row's component standard deviation; its bias the
+// source row's plus noise of the same relative size); (5) the same through
+// gRPC (TopK, StreamTopK) on loopback.
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "cblas.h"
+#include "absl/strings/str_cat.h"
+#include "client/zoom_client.h"
+#include "common/status_macros.h"
+#include "common/timer.h"
+#include "index/fgd_index.h"
+#include "loadtest/bench_dataset.h"
+#include "loadtest/bench_util.h"
+#include "server/engine/decoder_engine.h"
+#include "server/grpc/zoom_server.h"
+#include "zoom/v1/decoder.grpc.pb.h"
+
+ABSL_FLAG(std::string, model, "", "fgd: model directory (default: <data root>/lm-ptb)");
+ABSL_FLAG(int32_t, fgd_contexts, 5000, "fgd: contexts evaluated (at most the file's)");
+ABSL_FLAG(double, fgd_tolerance, 1e-4, "fgd: log-probability tolerance of a near-tie");
+ABSL_FLAG(std::string, fgd_m, "8,16,32", "fgd: HNSW M values of the sweep");
+ABSL_FLAG(std::string, fgd_ef, "16,32,64,128,256", "fgd: ef values of the sweep");
+ABSL_FLAG(int32_t, fgd_ef_main, 64, "fgd: ef of the quality and latency sections");
+ABSL_FLAG(std::string, fgd_scaling, "10000,50000,200000,1000000",
+          "fgd: vocabulary sizes of the scaling section (the first is the real model)");
+ABSL_FLAG(int32_t, fgd_scaling_efc, 100, "fgd: ef_construction of the scaling graphs");
+ABSL_FLAG(double, fgd_noise, 0.1, "fgd: relative noise of the synthesised rows");
+ABSL_FLAG(bool, fgd_grpc, true, "fgd: also measure through gRPC");
+
+namespace zoom::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+template <typename T>
+absl::StatusOr<std::vector<T>> ReadRaw(const std::string& path, size_t count) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::vector<T> v(count);
+  in.read(reinterpret_cast<char*>(v.data()), count * sizeof(T));
+  if (static_cast<size_t>(in.gcount()) != count * sizeof(T)) {
+    return absl::DataLossError(absl::StrCat(path, " is shorter than ", count * sizeof(T), " bytes"));
+  }
+  return v;
+}
+
+struct Eval {
+  server::SoftmaxModel model;
+  size_t n = 0, ref_cols = 101;
+  std::vector<float> H;         // n × d
+  std::vector<int32_t> ref_ids;  // n × 101
+  std::vector<float> ref_logp;   // n × 101
+  std::vector<double> log_z;     // n
+};
+
+double ExactLogit(const server::SoftmaxModel& m, const float* h, uint32_t id) {
+  double z = m.b[id];
+  const float* w = m.W.data() + size_t{id} * m.dim;
+  for (uint32_t j = 0; j < m.dim; ++j) z += double{w[j]} * h[j];
+  return z;
+}
+
+struct Quality {
+  double p_at[3] = {0, 0, 0};  // k = 1, 5, 10
+  double coverage = 0, coverage_exact = 0;  // true word in top-10
+  double ppl = 0, uncovered = 0;            // top-10 renormalised
+  double tail_mae = 0;
+};
+
+// Quality of `results` (top-10 per context) against the references.
+Quality Score(const Eval& ev, const std::vector<index::FgdResult>& results, double tol) {
+  Quality q;
+  const uint32_t ks[3] = {1, 5, 10};
+  double nll = 0;
+  size_t covered = 0;
+  for (size_t i = 0; i < ev.n; ++i) {
+    const float* h = ev.H.data() + i * ev.model.dim;
+    const int32_t* ref = ev.ref_ids.data() + i * ev.ref_cols;
+    const float* lp = ev.ref_logp.data() + i * ev.ref_cols;
+    const index::FgdResult& r = results[i];
+    for (int j = 0; j < 3; ++j) {
+      const uint32_t k = ks[j];
+      const double kth = lp[k];  // the k-th reference log-probability
+      std::set<uint32_t> seen;
+      size_t hits = 0;
+      for (size_t t = 0; t < k && t < r.ids.size(); ++t) {
+        if (!seen.insert(r.ids[t]).second) continue;
+        const double logp = ExactLogit(ev.model, h, r.ids[t]) - ev.log_z[i];
+        hits += logp >= kth - tol;
+      }
+      q.p_at[j] += static_cast<double>(hits) / k;
+    }
+    const uint32_t truth = static_cast<uint32_t>(ref[0]);
+    const bool in_found = std::find(r.ids.begin(), r.ids.begin() + std::min<size_t>(10, r.ids.size()),
+                                    truth) != r.ids.begin() + std::min<size_t>(10, r.ids.size());
+    q.coverage += in_found;
+    bool in_exact = false;
+    for (int t = 1; t <= 10; ++t) in_exact |= static_cast<uint32_t>(ref[t]) == truth;
+    q.coverage_exact += in_exact;
+    if (in_found) {
+      double m = -1e300;
+      for (float z : r.logits) m = std::max<double>(m, z);
+      double s = 0;
+      for (float z : r.logits) s += std::exp(z - m);
+      nll -= ExactLogit(ev.model, h, truth) - (m + std::log(s));
+      ++covered;
+    }
+    // The exact tail outside the returned ids.
+    double inside = 0;
+    for (uint32_t id : r.ids) inside += std::exp(ExactLogit(ev.model, h, id) - ev.log_z[i]);
+    q.tail_mae += std::abs(r.tail_mass - std::max(0.0, 1.0 - inside));
+  }
+  for (double& p : q.p_at) p /= ev.n;
+  q.coverage /= ev.n;
+  q.coverage_exact /= ev.n;
+  q.ppl = covered ? std::exp(nll / covered) : NAN;
+  q.uncovered = 1.0 - static_cast<double>(covered) / ev.n;
+  q.tail_mae /= ev.n;
+  return q;
+}
+
+// Mean µs per context of searching all contexts in batches of `batch`.
+absl::StatusOr<double> TimePerContext(const index::FgdIndex& idx, const float* H, size_t n,
+                                      size_t batch, const index::FgdSearchParams& p,
+                                      std::vector<index::FgdResult>* all = nullptr) {
+  const uint32_t d = idx.dim();
+  std::vector<index::FgdResult> out;
+  if (all != nullptr) all->clear();
+  // Warm-up.
+  ZOOM_RETURN_IF_ERROR(idx.Search(H, std::min(n, batch), p, &out));
+  Stopwatch sw;
+  for (size_t first = 0; first + batch <= n; first += batch) {
+    ZOOM_RETURN_IF_ERROR(idx.Search(H + first * d, batch, p, &out));
+    if (all != nullptr) all->insert(all->end(), out.begin(), out.end());
+  }
+  const size_t done = (n / batch) * batch;
+  return sw.ElapsedMicros() / std::max<size_t>(1, done);
+}
+
+// The baseline: a full softmax over a contiguous W (V × d) with OpenBLAS,
+// sgemv for one context, sgemm for a batch, then + b, the log-partition
+// (max, Σ exp) and the top-k by partial sort: the work a decoder does
+// without FGD. Mean µs per context over all contexts in batches of `batch`.
+double FullSoftmaxUs(const std::vector<float>& W, const std::vector<float>& b, uint32_t V,
+                     uint32_t d, const float* H, size_t n, size_t batch, size_t k) {
+  std::vector<float> Z(batch * V);
+  std::vector<uint32_t> order(V);
+  double checksum = 0;
+  auto run = [&](const float* h, size_t rows) {
+    if (rows == 1) {
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, V, d, 1.0f, W.data(), d, h, 1, 0.0f, Z.data(), 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, d, 1.0f, h, d, W.data(), d,
+                  0.0f, Z.data(), V);
+    }
+    for (size_t r = 0; r < rows; ++r) {
+      float* z = Z.data() + r * V;
+      float m = -INFINITY;
+      for (uint32_t i = 0; i < V; ++i) {
+        z[i] += b[i];
+        m = std::max(m, z[i]);
+      }
+      double sum = 0;
+      for (uint32_t i = 0; i < V; ++i) sum += std::exp(z[i] - m);
+      for (uint32_t i = 0; i < V; ++i) order[i] = i;
+      std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                        [z](uint32_t a, uint32_t c) { return z[a] > z[c] || (z[a] == z[c] && a < c); });
+      checksum += z[order[0]] - m - std::log(sum);
+    }
+  };
+  run(H, std::min(n, batch));  // warm-up
+  Stopwatch sw;
+  size_t done = 0;
+  for (size_t first = 0; first + batch <= n; first += batch, done += batch) run(H + first * d, batch);
+  if (checksum == 12345.678) std::printf(" ");  // keep the work observable
+  return sw.ElapsedMicros() / std::max<size_t>(1, done);
+}
+
+absl::StatusOr<Eval> LoadEval(const std::string& dir, size_t max_contexts) {
+  Eval ev;
+  ZOOM_ASSIGN_OR_RETURN(ev.model, server::ReadModelDir(dir));
+  const uint32_t d = ev.model.dim;
+  std::error_code ec;
+  const uint64_t hbytes = fs::file_size(fs::path(dir) / "H.f32", ec);
+  if (ec) return absl::NotFoundError(absl::StrCat(dir, "/H.f32 is missing (the contexts)"));
+  ev.n = std::min<size_t>(hbytes / (4 * d), max_contexts);
+  ZOOM_ASSIGN_OR_RETURN(ev.H, ReadRaw<float>((fs::path(dir) / "H.f32").string(), ev.n * d));
+  ZOOM_ASSIGN_OR_RETURN(ev.ref_ids,
+                        ReadRaw<int32_t>((fs::path(dir) / "ref_ids.i32").string(), ev.n * 101));
+  ZOOM_ASSIGN_OR_RETURN(ev.ref_logp,
+                        ReadRaw<float>((fs::path(dir) / "ref_logp.f32").string(), ev.n * 101));
+  ev.log_z.resize(ev.n);
+  for (size_t i = 0; i < ev.n; ++i) {
+    const uint32_t top = static_cast<uint32_t>(ev.ref_ids[i * 101 + 1]);
+    ev.log_z[i] = ExactLogit(ev.model, ev.H.data() + i * d, top) - ev.ref_logp[i * 101 + 1];
+  }
+  return ev;
+}
+
+absl::Status RunFgd(Reporter& rep) {
+  std::string dir = absl::GetFlag(FLAGS_model);
+  if (dir.empty()) dir = DefaultDataRoot() + "/lm-ptb";
+  ZOOM_ASSIGN_OR_RETURN(Eval ev, LoadEval(dir, absl::GetFlag(FLAGS_fgd_contexts)));
+  const double tol = absl::GetFlag(FLAGS_fgd_tolerance);
+  const uint32_t V = ev.model.vocab, d = ev.model.dim;
+  std::printf("model %s: |V| = %u, d = %u, %zu contexts; full-softmax perplexity on them %.2f; "
+              "tolerance %.0e in log-probability; one thread for everything\n",
+              dir.c_str(), V, d, ev.n,
+              [&] {
+                double s = 0;
+                for (size_t i = 0; i < ev.n; ++i) s -= ev.ref_logp[i * 101];
+                return std::exp(s / ev.n);
+              }(),
+              tol);
+
+  // Same threads for both: one (BLAS included).
+  openblas_set_num_threads(1);
+
+  // ---- (1) quality and (2) latency with the default graph -----------------
+  index::FgdOptions opts;
+  opts.build_threads = 2;
+  Stopwatch sw;
+  ZOOM_ASSIGN_OR_RETURN(auto idx, index::FgdIndex::Build(ev.model.W.data(), ev.model.b.data(), V,
+                                                         d, opts));
+  std::printf("graph M=%u ef_construction=%u built in %.1f s (2 threads), %.1f MiB graph, "
+              "%.1f MiB resident\n",
+              opts.hnsw.M, opts.hnsw.ef_construction, sw.ElapsedMicros() / 1e6,
+              idx->GraphBytes() / 1048576.0, idx->ResidentBytes() / 1048576.0);
+  index::FgdSearchParams fgd;
+  fgd.k = 10;
+  fgd.ef = absl::GetFlag(FLAGS_fgd_ef_main);
+  index::FgdSearchParams exact = fgd;
+  exact.exact = true;
+  std::vector<index::FgdResult> fgd_results, exact_results;
+  ZOOM_ASSIGN_OR_RETURN(double fgd_us, TimePerContext(*idx, ev.H.data(), ev.n, 1, fgd, &fgd_results));
+  ZOOM_ASSIGN_OR_RETURN(double exact_mode_us,
+                        TimePerContext(*idx, ev.H.data(), ev.n, 1, exact, &exact_results));
+  const double exact_us = FullSoftmaxUs(ev.model.W, ev.model.b, V, d, ev.H.data(), ev.n, 1, 10);
+  std::printf("full softmax (contiguous W, sgemv): %.1f us per context; FgdIndex exact mode: "
+              "%.1f us\n", exact_us, exact_mode_us);
+  const Quality qf = Score(ev, fgd_results, tol);
+  const Quality qe = Score(ev, exact_results, tol);
+  std::printf("\n(1) quality, k = 10, ef = %u\n", fgd.ef);
+  Table qt({"method", "P@1", "P@5", "P@10", "true in top10", "PPL top10", "not covered",
+            "tail MAE"}, 14);
+  for (const auto& [name, q] : {std::pair{"FGD", qf}, std::pair{"full softmax", qe}}) {
+    qt.Row({name, Fmt(q.p_at[0], 4), Fmt(q.p_at[1], 4), Fmt(q.p_at[2], 4), Fmt(q.coverage, 4),
+            Fmt(q.ppl, 2), Fmt(q.uncovered, 4), Fmt(q.tail_mae, 4)});
+    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("quality")},
+                  {"method", std::string(name)}, {"ef", static_cast<int64_t>(fgd.ef)},
+                  {"p_at_1", q.p_at[0]}, {"p_at_5", q.p_at[1]}, {"p_at_10", q.p_at[2]},
+                  {"true_in_top10", q.coverage}, {"ppl_top10", q.ppl},
+                  {"not_covered", q.uncovered}, {"tail_mae", q.tail_mae}});
+  }
+  std::printf("(the exact top-10 holds the true word for %.4f of contexts; the tail estimate uses "
+              "%u sampled words)\n",
+              qf.coverage_exact, fgd.tail_samples);
+
+  std::printf("\n(2) latency per context, k = 10, ef = %u (exact: sgemv at batch 1, sgemm above)\n",
+              fgd.ef);
+  Table lt({"batch", "FGD us", "softmax us", "speedup"});
+  for (size_t batch : {1, 8, 64, 256}) {
+    ZOOM_ASSIGN_OR_RETURN(double f, TimePerContext(*idx, ev.H.data(), ev.n, batch, fgd));
+    const double e = FullSoftmaxUs(ev.model.W, ev.model.b, V, d, ev.H.data(), ev.n, batch, 10);
+    lt.Row({std::to_string(batch), Fmt(f, 1), Fmt(e, 1), Fmt(e / f, 2)});
+    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("latency")},
+                  {"batch", static_cast<int64_t>(batch)}, {"fgd_us", f}, {"softmax_us", e},
+                  {"speedup", e / f}});
+  }
+
+  // ---- (3) sweep over M and ef --------------------------------------------
+  ZOOM_ASSIGN_OR_RETURN(std::vector<int> ms, ParseIntList(absl::GetFlag(FLAGS_fgd_m)));
+  ZOOM_ASSIGN_OR_RETURN(std::vector<int> efs, ParseIntList(absl::GetFlag(FLAGS_fgd_ef)));
+  std::printf("\n(3) sweep, batch 1, k = 10 (full softmax %.1f us per context)\n", exact_us);
+  Table st({"M", "ef", "P@1", "P@10", "us", "speedup", "pareto"});
+  struct Point { int m, ef; double p1, p10, us; };
+  std::vector<Point> points;
+  for (int m : ms) {
+    index::FgdOptions o = opts;
+    o.hnsw.M = m;
+    ZOOM_ASSIGN_OR_RETURN(auto g, index::FgdIndex::Build(ev.model.W.data(), ev.model.b.data(), V,
+                                                         d, o));
+    for (int ef : efs) {
+      index::FgdSearchParams p = fgd;
+      p.ef = ef;
+      p.tail_samples = 0;
+      std::vector<index::FgdResult> res;
+      ZOOM_ASSIGN_OR_RETURN(double us, TimePerContext(*g, ev.H.data(), ev.n, 1, p, &res));
+      const Quality q = Score(ev, res, tol);
+      points.push_back({m, ef, q.p_at[0], q.p_at[2], us});
+    }
+  }
+  for (const Point& p : points) {
+    bool dominated = false;
+    for (const Point& o : points) {
+      dominated |= o.p1 >= p.p1 && o.us <= p.us && (o.p1 > p.p1 || o.us < p.us);
+    }
+    st.Row({std::to_string(p.m), std::to_string(p.ef), Fmt(p.p1, 4), Fmt(p.p10, 4),
+            Fmt(p.us, 1), Fmt(exact_us / p.us, 2), dominated ? "" : "*"});
+    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("sweep")},
+                  {"M", static_cast<int64_t>(p.m)}, {"ef", static_cast<int64_t>(p.ef)},
+                  {"p_at_1", p.p1}, {"p_at_10", p.p10}, {"us", p.us},
+                  {"speedup", exact_us / p.us}, {"pareto", !dominated}});
+  }
+
+  // ---- (4) scaling ------------------------------------------------------------
+  ZOOM_ASSIGN_OR_RETURN(std::vector<int> sizes, ParseIntList(absl::GetFlag(FLAGS_fgd_scaling)));
+  std::printf("\n(4) scaling, batch 1, k = 10, M = 16, ef_construction = %d; ef doubles "
+              "until P@10 >= 0.99 (rows beyond the real %u: a real row + %.2f relative Gaussian "
+              "noise)\n",
+              absl::GetFlag(FLAGS_fgd_scaling_efc), V, absl::GetFlag(FLAGS_fgd_noise));
+  Table sc({"|V|", "ef", "build s", "FGD us", "softmax us", "speedup", "P@10 exact", "evals"});
+  std::mt19937_64 rng(42);
+  const size_t n_scale = std::min<size_t>(ev.n, 1000);
+  for (int size : sizes) {
+    const uint32_t v = static_cast<uint32_t>(size);
+    std::vector<float> W(size_t{v} * d), b(v);
+    std::normal_distribution<float> noise;
+    for (uint32_t r = 0; r < v; ++r) {
+      const uint32_t src = r < V ? r : static_cast<uint32_t>(rng() % V);
+      const float* w = ev.model.W.data() + size_t{src} * d;
+      double mean = 0, sq = 0;
+      for (uint32_t j = 0; j < d; ++j) mean += w[j];
+      mean /= d;
+      for (uint32_t j = 0; j < d; ++j) sq += (w[j] - mean) * (w[j] - mean);
+      const float sd = static_cast<float>(std::sqrt(sq / d)) * absl::GetFlag(FLAGS_fgd_noise);
+      for (uint32_t j = 0; j < d; ++j) W[size_t{r} * d + j] = w[j] + (r < V ? 0 : sd * noise(rng));
+      b[r] = ev.model.b[src] +
+             (r < V ? 0 : static_cast<float>(absl::GetFlag(FLAGS_fgd_noise)) *
+                              std::abs(ev.model.b[src]) * noise(rng));
+    }
+    index::FgdOptions o = opts;
+    o.hnsw.ef_construction = absl::GetFlag(FLAGS_fgd_scaling_efc);
+    Stopwatch bw;
+    ZOOM_ASSIGN_OR_RETURN(auto g, index::FgdIndex::Build(W.data(), b.data(), v, d, o));
+    const double build_s = bw.ElapsedMicros() / 1e6;
+    index::FgdSearchParams pe = fgd;
+    pe.tail_samples = 0;
+    pe.exact = true;
+    std::vector<index::FgdResult> re;
+    ZOOM_ASSIGN_OR_RETURN(double e_mode, TimePerContext(*g, ev.H.data(), n_scale, 1, pe, &re));
+    (void)e_mode;
+    const double e = FullSoftmaxUs(W, b, v, d, ev.H.data(), n_scale, 1, 10);
+    // ef doubles from 64 until precision@10 reaches 0.99 (or 1024).
+    for (uint32_t ef = 64; ef <= 1024; ef *= 2) {
+      index::FgdSearchParams p = fgd;
+      p.tail_samples = 0;
+      p.ef = ef;
+      std::vector<index::FgdResult> rf;
+      ZOOM_ASSIGN_OR_RETURN(double f, TimePerContext(*g, ev.H.data(), n_scale, 1, p, &rf));
+      double prec = 0, evals = 0;
+      for (size_t i = 0; i < rf.size(); ++i) {
+        const float kth = re[i].logits.back();
+        size_t hits = 0;
+        for (float z : rf[i].logits) hits += z >= kth - 1e-4f;
+        prec += static_cast<double>(hits) / 10;
+        evals += rf[i].distance_evals;
+      }
+      prec /= rf.size();
+      evals /= rf.size();
+      sc.Row({std::to_string(v), std::to_string(ef), Fmt(build_s, 1), Fmt(f, 1), Fmt(e, 1),
+              Fmt(e / f, 1), Fmt(prec, 4), Fmt(evals, 0)});
+      rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("scaling")},
+                    {"vocab", static_cast<int64_t>(v)}, {"ef", static_cast<int64_t>(ef)},
+                    {"build_s", build_s}, {"fgd_us", f}, {"softmax_us", e}, {"speedup", e / f},
+                    {"p_at_10_vs_exact", prec}, {"distance_evals", evals}});
+      if (prec >= 0.99) break;
+    }
+  }
+
+  // ---- (5) through gRPC ----------------------------------------------------------
+  if (absl::GetFlag(FLAGS_fgd_grpc)) {
+    const std::string work = "/var/tmp/zoombench-fgd";
+    std::error_code ec;
+    fs::remove_all(work, ec);
+    server::ServerOptions so;
+    so.database.data_dir = work;
+    so.grpc_address = "127.0.0.1:0";
+    so.metrics_address = "";
+    so.threads = 2;
+    server::ZoomServer srv(so);
+    ZOOM_RETURN_IF_ERROR(srv.Start());
+    auto channel = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", srv.grpc_port()))->channel();
+    auto stub = v1::Decoder::NewStub(channel);
+    {
+      grpc::ClientContext ctx;
+      v1::LoadModelRequest req;
+      req.set_name("lm");
+      req.set_dir(dir);
+      req.set_wait(true);
+      v1::LoadModelResponse resp;
+      ZOOM_RETURN_IF_ERROR(client::FromGrpc(stub->LoadModel(&ctx, req, &resp)));
+    }
+    const size_t n_rpc = std::min<size_t>(ev.n, 2000);
+    auto make = [&](size_t i) {
+      v1::TopKRequest req;
+      req.set_model("lm");
+      req.set_k(10);
+      req.set_ef(fgd.ef);
+      req.set_return_probs(true);
+      req.add_contexts()->mutable_h()->Assign(ev.H.data() + i * d, ev.H.data() + (i + 1) * d);
+      return req;
+    };
+    Stopwatch uw;
+    size_t agree = 0;
+    for (size_t i = 0; i < n_rpc; ++i) {
+      grpc::ClientContext ctx;
+      v1::TopKResponse resp;
+      ZOOM_RETURN_IF_ERROR(client::FromGrpc(stub->TopK(&ctx, make(i), &resp)));
+      agree += resp.results(0).ids(0) == fgd_results[i].ids[0];
+    }
+    const double unary_us = uw.ElapsedMicros() / n_rpc;
+    Stopwatch bw;
+    {
+      grpc::ClientContext ctx;
+      auto stream = stub->StreamTopK(&ctx);
+      v1::TopKResponse resp;
+      for (size_t i = 0; i < n_rpc; ++i) {
+        if (!stream->Write(make(i)) || !stream->Read(&resp)) break;
+      }
+      stream->WritesDone();
+      ZOOM_RETURN_IF_ERROR(client::FromGrpc(stream->Finish()));
+    }
+    const double stream_us = bw.ElapsedMicros() / n_rpc;
+    std::printf("\n(5) through gRPC on loopback, batch 1, k = 10, ef = %u, %zu contexts\n",
+                fgd.ef, n_rpc);
+    Table gt({"path", "us/context", "overhead us"});
+    gt.Row({"in-process", Fmt(fgd_us, 1), "0"});
+    gt.Row({"TopK (unary)", Fmt(unary_us, 1), Fmt(unary_us - fgd_us, 1)});
+    gt.Row({"StreamTopK", Fmt(stream_us, 1), Fmt(stream_us - fgd_us, 1)});
+    std::printf("top-1 through gRPC equals in-process for %zu of %zu contexts\n", agree, n_rpc);
+    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("grpc")},
+                  {"in_process_us", fgd_us}, {"topk_us", unary_us}, {"stream_us", stream_us}});
+    srv.Shutdown(absl::Seconds(5));
+  }
+  std::printf("load average (1 min) after the run: %.2f\n", LoadAverage1m());
+  return absl::OkStatus();
+}
+
+const RegisterWorkload kRegisterFgd("fgd", RunFgd);
+
+}  // namespace
+}  // namespace zoom::bench

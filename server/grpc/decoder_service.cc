@@ -1,0 +1,245 @@
+#include "server/grpc/decoder_service.h"
+
+#include <cmath>
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "common/timer.h"
+#include "server/grpc/vector_search_service.h"  // ToGrpc
+
+namespace zoom::server {
+namespace {
+
+v1::ModelInfo ToProto(const LoadedModel& m) {
+  v1::ModelInfo info;
+  info.set_name(m.name);
+  info.set_dir(m.dir);
+  const ModelState state = m.state.load();
+  info.set_state(state == ModelState::kServing   ? v1::SERVING
+                 : state == ModelState::kLoading ? v1::LOADING
+                                                 : v1::MODEL_FAILED);
+  info.set_progress(m.progress.load());
+  info.set_m(m.options.hnsw.M);
+  info.set_ef_construction(m.options.hnsw.ef_construction);
+  if (state == ModelState::kServing) {
+    info.set_vocab_size(m.vocab);
+    info.set_dim(m.dim);
+    info.set_graph_bytes(m.index->GraphBytes());
+    info.set_resident_bytes(m.index->ResidentBytes());
+    info.set_graph_from_cache(m.graph_from_cache);
+  }
+  if (state == ModelState::kFailed) info.set_error(m.error);
+  return info;
+}
+
+class UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+DecoderService::DecoderService(DecoderEngine* engine, Metrics* metrics, WorkerPool* pool,
+                               const DecoderLimits& limits)
+    : engine_(engine), metrics_(metrics), pool_(pool), limits_(limits) {}
+
+void DecoderService::Record(const char* rpc, const absl::Status& status, double seconds) const {
+  if (metrics_ != nullptr) metrics_->RecordRpc(rpc, status.code(), seconds);
+}
+
+namespace {
+template <typename Work>
+grpc::ServerUnaryReactor* RunOnPool(const DecoderService* service,
+                                    grpc::CallbackServerContext* ctx, const char* rpc,
+                                    Work work) {
+  auto* call = new UnaryCall();
+  service->pool()->Submit([service, ctx, call, rpc, work = std::move(work),
+                           start = absl::Now()]() mutable {
+    absl::Status st;
+    if (ctx->IsCancelled()) {
+      st = absl::CancelledError("the call was cancelled before it started");
+    } else {
+      st = work();
+    }
+    service->Record(rpc, st, absl::ToDoubleSeconds(absl::Now() - start));
+    call->Finish(ToGrpc(st));
+  });
+  return call;
+}
+}  // namespace
+
+grpc::ServerUnaryReactor* DecoderService::LoadModel(grpc::CallbackServerContext* ctx,
+                                                    const v1::LoadModelRequest* req,
+                                                    v1::LoadModelResponse* resp) {
+  return RunOnPool(this, ctx, "LoadModel", [this, ctx, req, resp] {
+    index::FgdOptions options;
+    if (req->m() != 0) options.hnsw.M = req->m();
+    if (req->ef_construction() != 0) options.hnsw.ef_construction = req->ef_construction();
+    ZOOM_ASSIGN_OR_RETURN(auto model, engine_->Load(req->name(), req->dir(), options));
+    if (req->wait()) {
+      while (model->state.load() == ModelState::kLoading && !ctx->IsCancelled()) {
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+      if (model->state.load() == ModelState::kFailed) {
+        // Leave nothing half-loaded behind a failed wait.
+        engine_->Unload(req->name()).IgnoreError();
+        return absl::InvalidArgumentError(absl::StrCat("model '", req->name(),
+                                                       "' cannot be loaded: ", model->error));
+      }
+    }
+    *resp->mutable_info() = ToProto(*model);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* DecoderService::UnloadModel(grpc::CallbackServerContext* ctx,
+                                                      const v1::UnloadModelRequest* req,
+                                                      v1::UnloadModelResponse*) {
+  return RunOnPool(this, ctx, "UnloadModel", [this, req] { return engine_->Unload(req->name()); });
+}
+
+grpc::ServerUnaryReactor* DecoderService::ListModels(grpc::CallbackServerContext* ctx,
+                                                     const v1::ListModelsRequest*,
+                                                     v1::ListModelsResponse* resp) {
+  return RunOnPool(this, ctx, "ListModels", [this, resp] {
+    for (const auto& m : engine_->List()) *resp->add_models() = ToProto(*m);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status DecoderService::Decode(const v1::TopKRequest& req, v1::TopKResponse* resp) const {
+  Stopwatch sw;
+  if (req.contexts().empty()) return absl::InvalidArgumentError("no contexts to decode");
+  if (req.contexts_size() > static_cast<int>(limits_.max_contexts)) {
+    return absl::InvalidArgumentError(absl::StrCat("the request has ", req.contexts_size(),
+                                                   " contexts; the limit is ",
+                                                   limits_.max_contexts, " (split it)"));
+  }
+  if (req.k() == 0) return absl::InvalidArgumentError("k must be at least 1");
+  if (req.k() > limits_.max_k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("k ", req.k(), " is above this server's limit of ", limits_.max_k));
+  }
+  if (req.ef() > limits_.max_ef) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ef ", req.ef(), " is above this server's limit of ", limits_.max_ef));
+  }
+  ZOOM_ASSIGN_OR_RETURN(auto model, engine_->GetServing(req.model()));
+  const uint32_t d = model->dim;
+  if (req.k() > model->vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("k ", req.k(), " is above the model's |V| ",
+                                                   model->vocab));
+  }
+  const size_t n = req.contexts_size();
+  std::vector<float> h(n * d);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& c = req.contexts(i).h();
+    if (c.size() != static_cast<int>(d)) {
+      return absl::InvalidArgumentError(absl::StrCat("context #", i, " has ", c.size(),
+                                                     " floats; model '", req.model(),
+                                                     "' has d = ", d));
+    }
+    for (size_t j = 0; j < d; ++j) {
+      if (!std::isfinite(c[j])) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("context #", i, " component ", j, " is ", c[j], "; must be finite"));
+      }
+      h[i * d + j] = c[j];
+    }
+  }
+  index::FgdSearchParams p;
+  p.k = req.k();
+  p.ef = req.ef() == 0 ? std::max<uint32_t>(64, req.k()) : req.ef();
+  p.exact = req.exact();
+  p.tail_samples = req.tail_samples() == 0 ? 256 : req.tail_samples();
+  std::vector<index::FgdResult> results;
+  ZOOM_RETURN_IF_ERROR(model->index->Search(h.data(), n, p, &results));
+  const double us = sw.ElapsedMicros();
+  uint64_t evals = 0;
+  for (index::FgdResult& r : results) {
+    v1::TopKResult* out = resp->add_results();
+    out->mutable_ids()->Assign(r.ids.begin(), r.ids.end());
+    out->mutable_logits()->Assign(r.logits.begin(), r.logits.end());
+    if (req.return_probs()) out->mutable_probs()->Assign(r.probs.begin(), r.probs.end());
+    if (req.return_words()) {
+      for (uint32_t id : r.ids) out->add_words(model->words[id]);
+    }
+    out->set_tail_mass(r.tail_mass);
+    out->mutable_stats()->set_micros(static_cast<uint64_t>(us / n));
+    out->mutable_stats()->set_distance_evals(r.distance_evals);
+    evals += r.distance_evals;
+  }
+  if (metrics_ != nullptr) metrics_->RecordDecode(n, evals, p.exact, us * 1e-6);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* DecoderService::TopK(grpc::CallbackServerContext* ctx,
+                                               const v1::TopKRequest* req,
+                                               v1::TopKResponse* resp) {
+  return RunOnPool(this, ctx, "TopK", [this, req, resp] { return Decode(*req, resp); });
+}
+
+namespace {
+
+// StreamTopK: reads one step, decodes it on the pool, writes the answer,
+// then reads the next (in order; at most one write in flight). The first
+// error ends the stream with its status.
+class StreamReactor final : public grpc::ServerBidiReactor<v1::TopKRequest, v1::TopKResponse> {
+ public:
+  StreamReactor(const DecoderService* service, grpc::CallbackServerContext* ctx)
+      : service_(service), ctx_(ctx) {
+    StartRead(&req_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Done(ctx_->IsCancelled() ? absl::CancelledError("the stream was cancelled")
+                               : absl::OkStatus());
+      return;
+    }
+    service_->pool()->Submit([this] {
+      Stopwatch sw;
+      resp_.Clear();
+      absl::Status st = service_->Decode(req_, &resp_);
+      service_->Record("StreamTopK.step", st, sw.ElapsedMicros() * 1e-6);
+      if (!st.ok()) {
+        Done(absl::Status(st.code(), absl::StrCat("step ", steps_, ": ", st.message())));
+        return;
+      }
+      ++steps_;
+      StartWrite(&resp_);
+    });
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Done(absl::CancelledError("the client went away"));
+      return;
+    }
+    req_.Clear();
+    StartRead(&req_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Done(const absl::Status& st) {
+    service_->Record("StreamTopK", st, absl::ToDoubleSeconds(absl::Now() - start_));
+    Finish(ToGrpc(st));
+  }
+  const DecoderService* service_;
+  grpc::CallbackServerContext* ctx_;
+  v1::TopKRequest req_;
+  v1::TopKResponse resp_;
+  uint64_t steps_ = 0;
+  absl::Time start_ = absl::Now();
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::TopKRequest, v1::TopKResponse>* DecoderService::StreamTopK(
+    grpc::CallbackServerContext* ctx) {
+  return new StreamReactor(this, ctx);
+}
+
+}  // namespace zoom::server

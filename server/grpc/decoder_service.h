@@ -1,0 +1,60 @@
+// File: server/grpc/decoder_service.h
+//
+// DecoderService: zoom.v1.Decoder (callback API) over a DecoderEngine: model
+// loading, unary TopK over a batch of contexts, and StreamTopK (one decoding
+// step per message, answered in order, without per-call overhead). Work
+// runs on the shared WorkerPool; errors are gRPC codes with messages that
+// say what to fix.
+//
+// Thread safety: as VectorSearchService; the engine, metrics (may be null)
+// and pool outlive the service.
+#ifndef ZOOM_SERVER_GRPC_DECODER_SERVICE_H_
+#define ZOOM_SERVER_GRPC_DECODER_SERVICE_H_
+
+#include "server/engine/decoder_engine.h"
+#include "server/grpc/worker_pool.h"
+#include "server/metrics/metrics.h"
+#include "zoom/v1/decoder.grpc.pb.h"
+
+namespace zoom::server {
+
+struct DecoderLimits {
+  uint32_t max_k = 1000;
+  uint32_t max_contexts = 4096;  // per request / stream message
+  uint32_t max_ef = 10000;
+};
+
+class DecoderService final : public v1::Decoder::CallbackService {
+ public:
+  DecoderService(DecoderEngine* engine, Metrics* metrics, WorkerPool* pool,
+                 const DecoderLimits& limits);
+
+  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx,
+                                      const v1::LoadModelRequest* req,
+                                      v1::LoadModelResponse* resp) override;
+  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx,
+                                        const v1::UnloadModelRequest* req,
+                                        v1::UnloadModelResponse* resp) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
+                                       const v1::ListModelsRequest* req,
+                                       v1::ListModelsResponse* resp) override;
+  grpc::ServerUnaryReactor* TopK(grpc::CallbackServerContext* ctx, const v1::TopKRequest* req,
+                                 v1::TopKResponse* resp) override;
+  grpc::ServerBidiReactor<v1::TopKRequest, v1::TopKResponse>* StreamTopK(
+      grpc::CallbackServerContext* ctx) override;
+
+  // One TopK request end to end (shared by TopK and StreamTopK).
+  absl::Status Decode(const v1::TopKRequest& req, v1::TopKResponse* resp) const;
+  WorkerPool* pool() const { return pool_; }
+  void Record(const char* rpc, const absl::Status& status, double seconds) const;
+
+ private:
+  DecoderEngine* engine_;
+  Metrics* metrics_;
+  WorkerPool* pool_;
+  DecoderLimits limits_;
+};
+
+}  // namespace zoom::server
+
+#endif  // ZOOM_SERVER_GRPC_DECODER_SERVICE_H_
