@@ -14,9 +14,10 @@
 // tail-mass estimate's error; (2) latency per context at batch 1, 8, 64, 256
 // and the speedup over the full softmax; (3) a sweep over M and ef with the
 // Pareto front of precision@1 vs speedup; (4) scaling to larger vocabularies
-// made from the real W (each new row: a random real row plus Gaussian noise
-// of --fgd_noise times that row's component standard deviation; its bias the
-// source row's plus noise of the same relative size); (5) the same through
+// made from the real W (each new row: a random convex mix a·w_r1 + (1−a)·w_r2
+// of two real rows, a ~ U(0,1), plus Gaussian noise of --fgd_noise times the
+// mix's component standard deviation; its bias mixed the same way plus noise
+// of the same relative size); (5) the same through
 // gRPC (TopK, StreamTopK) on loopback.
 #include <grpcpp/grpcpp.h>
 
@@ -31,6 +32,7 @@
 
 #include "absl/flags/flag.h"
 #include "cblas.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/zoom_client.h"
 #include "common/status_macros.h"
@@ -53,6 +55,9 @@ ABSL_FLAG(std::string, fgd_scaling, "10000,50000,200000,1000000",
 ABSL_FLAG(int32_t, fgd_scaling_efc, 100, "fgd: ef_construction of the scaling graphs");
 ABSL_FLAG(double, fgd_noise, 0.1, "fgd: relative noise of the synthesised rows");
 ABSL_FLAG(bool, fgd_grpc, true, "fgd: also measure through gRPC");
+ABSL_FLAG(std::string, fgd_sections, "quality,latency,sweep,scaling,grpc",
+          "fgd: the sections to run");
+ABSL_FLAG(int32_t, fgd_scaling_contexts, 500, "fgd: contexts timed per scaling step");
 
 namespace zoom::bench {
 namespace {
@@ -240,6 +245,10 @@ absl::Status RunFgd(Reporter& rep) {
               }(),
               tol);
 
+  const std::string sections = absl::GetFlag(FLAGS_fgd_sections);
+  auto want = [&sections](const char* name) {
+    return absl::StrContains(sections, name);
+  };
   // Same threads for both: one (BLAS included).
   openblas_set_num_threads(1);
 
@@ -267,6 +276,7 @@ absl::Status RunFgd(Reporter& rep) {
               "%.1f us\n", exact_us, exact_mode_us);
   const Quality qf = Score(ev, fgd_results, tol);
   const Quality qe = Score(ev, exact_results, tol);
+  if (want("quality")) {
   std::printf("\n(1) quality, k = 10, ef = %u\n", fgd.ef);
   Table qt({"method", "P@1", "P@5", "P@10", "true in top10", "PPL top10", "not covered",
             "tail MAE"}, 14);
@@ -282,7 +292,9 @@ absl::Status RunFgd(Reporter& rep) {
   std::printf("(the exact top-10 holds the true word for %.4f of contexts; the tail estimate uses "
               "%u sampled words)\n",
               qf.coverage_exact, fgd.tail_samples);
+  }
 
+  if (want("latency")) {
   std::printf("\n(2) latency per context, k = 10, ef = %u (exact: sgemv at batch 1, sgemm above)\n",
               fgd.ef);
   Table lt({"batch", "FGD us", "softmax us", "speedup"});
@@ -295,7 +307,10 @@ absl::Status RunFgd(Reporter& rep) {
                   {"speedup", e / f}});
   }
 
+  }
+
   // ---- (3) sweep over M and ef --------------------------------------------
+  if (want("sweep")) {
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> ms, ParseIntList(absl::GetFlag(FLAGS_fgd_m)));
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> efs, ParseIntList(absl::GetFlag(FLAGS_fgd_ef)));
   std::printf("\n(3) sweep, batch 1, k = 10 (full softmax %.1f us per context)\n", exact_us);
@@ -330,31 +345,51 @@ absl::Status RunFgd(Reporter& rep) {
                   {"speedup", exact_us / p.us}, {"pareto", !dominated}});
   }
 
+  }
+
   // ---- (4) scaling ------------------------------------------------------------
+  if (want("scaling")) {
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> sizes, ParseIntList(absl::GetFlag(FLAGS_fgd_scaling)));
   std::printf("\n(4) scaling, batch 1, k = 10, M = 16, ef_construction = %d; ef doubles "
-              "until P@10 >= 0.99 (rows beyond the real %u: a real row + %.2f relative Gaussian "
-              "noise)\n",
+              "until P@10 >= 0.99 (rows beyond the real %u: a random mix of two real rows + %.2f "
+              "relative Gaussian noise)\n",
               absl::GetFlag(FLAGS_fgd_scaling_efc), V, absl::GetFlag(FLAGS_fgd_noise));
   Table sc({"|V|", "ef", "build s", "FGD us", "softmax us", "speedup", "P@10 exact", "evals"});
   std::mt19937_64 rng(42);
-  const size_t n_scale = std::min<size_t>(ev.n, 1000);
+  const size_t n_scale =
+      std::min<size_t>(ev.n, static_cast<size_t>(absl::GetFlag(FLAGS_fgd_scaling_contexts)));
   for (int size : sizes) {
     const uint32_t v = static_cast<uint32_t>(size);
     std::vector<float> W(size_t{v} * d), b(v);
     std::normal_distribution<float> noise;
+    // Rows beyond the real ones: a random convex mix of two real rows plus
+    // Gaussian noise of --fgd_noise times the mix's component standard
+    // deviation; the bias mixed the same way (new words between real ones,
+    // not near-copies of one).
+    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+    const float rel = static_cast<float>(absl::GetFlag(FLAGS_fgd_noise));
     for (uint32_t r = 0; r < v; ++r) {
-      const uint32_t src = r < V ? r : static_cast<uint32_t>(rng() % V);
-      const float* w = ev.model.W.data() + size_t{src} * d;
+      float* out = W.data() + size_t{r} * d;
+      if (r < V) {
+        std::copy_n(ev.model.W.data() + size_t{r} * d, d, out);
+        b[r] = ev.model.b[r];
+        continue;
+      }
+      const uint32_t r1 = static_cast<uint32_t>(rng() % V), r2 = static_cast<uint32_t>(rng() % V);
+      const float a = unit(rng);
+      const float* w1 = ev.model.W.data() + size_t{r1} * d;
+      const float* w2 = ev.model.W.data() + size_t{r2} * d;
       double mean = 0, sq = 0;
-      for (uint32_t j = 0; j < d; ++j) mean += w[j];
+      for (uint32_t j = 0; j < d; ++j) {
+        out[j] = a * w1[j] + (1 - a) * w2[j];
+        mean += out[j];
+      }
       mean /= d;
-      for (uint32_t j = 0; j < d; ++j) sq += (w[j] - mean) * (w[j] - mean);
-      const float sd = static_cast<float>(std::sqrt(sq / d)) * absl::GetFlag(FLAGS_fgd_noise);
-      for (uint32_t j = 0; j < d; ++j) W[size_t{r} * d + j] = w[j] + (r < V ? 0 : sd * noise(rng));
-      b[r] = ev.model.b[src] +
-             (r < V ? 0 : static_cast<float>(absl::GetFlag(FLAGS_fgd_noise)) *
-                              std::abs(ev.model.b[src]) * noise(rng));
+      for (uint32_t j = 0; j < d; ++j) sq += (out[j] - mean) * (out[j] - mean);
+      const float sd = static_cast<float>(std::sqrt(sq / d)) * rel;
+      for (uint32_t j = 0; j < d; ++j) out[j] += sd * noise(rng);
+      const float bm = a * ev.model.b[r1] + (1 - a) * ev.model.b[r2];
+      b[r] = bm + rel * std::abs(bm) * noise(rng);
     }
     index::FgdOptions o = opts;
     o.hnsw.ef_construction = absl::GetFlag(FLAGS_fgd_scaling_efc);
@@ -395,8 +430,10 @@ absl::Status RunFgd(Reporter& rep) {
     }
   }
 
+  }
+
   // ---- (5) through gRPC ----------------------------------------------------------
-  if (absl::GetFlag(FLAGS_fgd_grpc)) {
+  if (absl::GetFlag(FLAGS_fgd_grpc) && want("grpc")) {
     const std::string work = "/var/tmp/zoombench-fgd";
     std::error_code ec;
     fs::remove_all(work, ec);

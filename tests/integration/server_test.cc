@@ -1,5 +1,6 @@
 // Integration tests: a real zoomd on a free loopback port (a child process)
 // and an in-process ZoomServer, driven through client::ZoomClient.
+#include <grpcpp/grpcpp.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -781,3 +782,4 @@ TEST(ZoomctlTest, EveryCommandAgainstARealServer) {
 
 }  // namespace
 }  // namespace zoom
+

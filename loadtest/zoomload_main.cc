@@ -1,0 +1,1221 @@
+// File: loadtest/zoomload_main.cc
+//
+// zoomload: a gRPC load generator for zoomd (see kUsage below).
+//
+// Exit status: 0 on success; 1 when setup or the data fails, the server
+// cannot be used, or every measured request failed; 2 on a usage error.
+// Flags are checked before absl::ParseCommandLine runs (which would exit 1 on
+// a bad flag) so that every usage error exits 2, as in zoomctl.
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/zoom_client.h"
+#include "common/texmex.h"
+#include "loadtest/zoomload.h"
+#include "zoom/v1/decoder.grpc.pb.h"
+#include "zoom/v1/zoom.grpc.pb.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "zoomd address, HOST:PORT");
+ABSL_FLAG(std::string, workload, "search", "search, mixed or topk");
+ABSL_FLAG(std::string, dataset, "", "data set folder (see --help)");
+ABSL_FLAG(std::string, collection, "", "search, mixed: the collection");
+ABSL_FLAG(std::string, model, "", "topk: the Decoder model name");
+ABSL_FLAG(uint32_t, k, 10, "neighbours (or top-K words) per request");
+ABSL_FLAG(uint32_t, concurrency, 0, "closed loop: concurrent workers");
+ABSL_FLAG(double, rate, 0, "open loop: offered requests per second");
+ABSL_FLAG(double, duration, 10, "seconds measured per step");
+ABSL_FLAG(double, warmup, 1, "seconds of warm-up per step (not counted)");
+ABSL_FLAG(uint64_t, max_requests, 0, "measured requests per step at most (0: no cap)");
+ABSL_FLAG(std::string, json, "", "write the JSON report to this file");
+ABSL_FLAG(std::string, svg, "", "write the latency-vs-load SVG plot to this file");
+ABSL_FLAG(std::string, sweep, "", "closed-loop sweep: comma list of concurrencies");
+ABSL_FLAG(std::string, sweep_rates, "", "open-loop sweep: comma list of rates");
+ABSL_FLAG(uint32_t, ef, 0, "HNSW ef (0: the collection's / model's default)");
+ABSL_FLAG(uint32_t, nprobe, 0, "IVF clusters probed (0: default)");
+ABSL_FLAG(uint32_t, rerank, 0, "candidates re-ranked from the SSD (0: default)");
+ABSL_FLAG(bool, preview_only, false, "rank by PQ codes only");
+ABSL_FLAG(bool, exact, false, "brute force (search) / full softmax (topk)");
+ABSL_FLAG(uint32_t, timeout_ms, 10000, "deadline of each request in milliseconds");
+ABSL_FLAG(std::string, metric, "", "l2, ip or cosine (default: see --help)");
+ABSL_FLAG(double, write_fraction, 0.1, "mixed: share of requests that write");
+ABSL_FLAG(uint64_t, seed, 1, "seed of the open loop's arrival times");
+ABSL_FLAG(bool, setup, false, "create, import and index the collection first "
+                              "(topk: load the model)");
+ABSL_FLAG(uint32_t, max_in_flight, 4096, "open loop: outstanding requests at most");
+ABSL_FLAG(bool, progress, true, "progress line on stderr");
+ABSL_FLAG(uint32_t, import_batch, 1000, "--setup: points per Import message");
+
+namespace zoom::load {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+constexpr char kUsage[] =
+    R"(usage: zoomload --target HOST:PORT --workload search|mixed|topk --dataset DIR
+         (--collection NAME | --model NAME) [--k 10]
+         (--concurrency N | --rate R | --sweep 'c1,c2,...' | --sweep_rates 'r1,r2,...')
+         [--duration S] [--warmup S] [--max_requests N] [--json FILE] [--svg FILE]
+         [--ef N] [--nprobe N] [--rerank N] [--preview_only] [--exact] [--timeout_ms MS]
+         [--metric l2|ip|cosine] [--write_fraction F] [--seed N] [--setup]
+
+A gRPC load generator for zoomd. Bounded: each step sends requests for
+--warmup + --duration seconds (and at most --max_requests measured ones), then
+waits for the replies still in flight (each has a --timeout_ms deadline).
+
+Load:
+  --concurrency N    closed loop: N workers, each sends its next request when
+                     the reply to the previous one arrives
+  --rate R           open loop: Poisson arrivals at R requests/s (exponential
+                     gaps from --seed); requests are asynchronous and latency
+                     counts from the INTENDED send time, so queueing in the
+                     server (or a late dispatcher) is never hidden
+  --sweep / --sweep_rates  one step per value, in the order given
+
+Workloads (--dataset DIR):
+  search  queries from DIR/query.fvecs|bvecs, cycling; each reply is scored for
+          recall@k = |returned top-k ∩ ground-truth top-k| / k against
+          DIR/groundtruth_<metric>.ivecs (--metric; default: the collection's
+          metric, else l2, ip or cosine, whichever ground truth exists)
+  mixed   as search, plus a --write_fraction share (default 0.1) of writes:
+          upserts of new ids (the base count and up; vectors copied from base
+          rows) and deletes of those new ids; the new ids still present at the
+          end are deleted. A new id counts in recall as its source row.
+  topk    the Decoder service: contexts from DIR/H.f32 (d = "dim" of
+          DIR/meta.json) against --model NAME; recall@k against
+          DIR/ref_ids.i32 when present
+  --setup  search/mixed: create the collection (dim of the file, --metric,
+           dtype uint8 for .bvecs) unless it exists with the same dim, import
+           DIR/base.* with a progress bar, build the index and wait; topk:
+           load DIR as --model unless that model is already serving
+
+Output: a summary table on stdout (sched/s: the rate the Poisson schedule
+actually drew; achieved QPS = measured requests / (time from the end of the
+warm-up to the last reply, at least --duration); p50/p90/p99/p99.9/max latency
+in microseconds over the successful requests; requests, errors, mean recall@k,
+mean SSD reads per query) and errors by status code; --json FILE:
+one object (an array of objects for a sweep) with qps, p50_us, p90_us,
+p99_us, p999_us, max_us, min_us, mean_us, requests, ok, errors,
+errors_by_code, recall_at_k, reads_per_query, offered_rate, scheduled_rate,
+concurrency, percentiles (0 50 75 90 95 99 99.9 99.99 100), histogram (log
+buckets of at most 0.8% relative width: [from_us, to_us, count]), by_op,
+send_lag_us (open loop), knee; --svg FILE: p50/p99/p99.9 against the offered
+load, log latency axis. Latency fields are null when no request succeeded.
+Progress: one line a second on stderr (redrawn in place on a terminal);
+--progress=false for none.
+
+The knee of a sweep: the last step of the leading run of steps that keep up.
+A step keeps up when at most 1% of its requests failed, its p99 is at most 10x
+the first step's p99, and (open loop) its achieved QPS is at least 95% of its
+scheduled rate, or (closed loop) its QPS is at least 5% above every earlier
+step's.
+
+Exit status: 0 success; 1 setup, data or server error, or every measured
+request failed; 2 usage error.
+)";
+
+int UsageError(absl::string_view message) {
+  absl::FPrintF(stderr, "zoomload: %s\nRun 'zoomload --help' for usage.\n", message);
+  return kExitUsage;
+}
+
+int Fail(const absl::Status& status) {
+  absl::FPrintF(stderr, "zoomload: error: %s: %s\n", absl::StatusCodeToString(status.code()),
+                status.message());
+  return kExitError;
+}
+
+// ---- Flag pre-check (as zoomctl's) --------------------------------------------
+
+struct FlagScan {
+  bool help = false;
+  bool defer_to_absl = false;
+  std::string error;
+  std::set<std::string> given;
+  std::vector<std::string> positional;
+};
+
+std::string ExpectedValue(const absl::CommandLineFlag& flag, const std::string& parse_error) {
+  if (flag.IsOfType<uint32_t>()) return "expected an integer 0..4294967295";
+  if (flag.IsOfType<uint64_t>()) return "expected an integer 0..2^64-1";
+  if (flag.IsOfType<double>()) return "expected a number";
+  if (flag.IsOfType<bool>()) return "expected true or false";
+  return parse_error;
+}
+
+FlagScan ScanFlags(int argc, char** argv) {
+  static const std::set<std::string> kAbslHelpFlags = {
+      "helpfull", "helpshort", "helppackage", "helpon", "helpmatch", "version",
+      "only_check_args"};
+  FlagScan scan;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") {
+      for (int j = i + 1; j < argc; ++j) scan.positional.push_back(argv[j]);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      scan.positional.push_back(std::string(arg));
+      continue;
+    }
+    absl::string_view body = arg.substr(1);
+    absl::ConsumePrefix(&body, "-");
+    const size_t eq = body.find('=');
+    const bool has_value = eq != absl::string_view::npos;
+    const std::string name(body.substr(0, eq));
+    std::string value(has_value ? body.substr(eq + 1) : "");
+    if (name == "help" || name == "h") {
+      scan.help = true;
+      continue;
+    }
+    if (kAbslHelpFlags.count(name) > 0 || name == "undefok") {
+      scan.defer_to_absl = true;
+      return scan;
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    bool negated = false;
+    if (flag == nullptr && absl::StartsWith(name, "no")) {
+      flag = absl::FindCommandLineFlag(name.substr(2));
+      if (flag != nullptr && flag->IsOfType<bool>()) {
+        negated = true;
+      } else {
+        flag = nullptr;
+      }
+    }
+    if (flag == nullptr || flag->IsRetired()) {
+      if (scan.error.empty()) scan.error = absl::StrCat("unknown flag ", arg);
+      continue;
+    }
+    if (flag->IsOfType<bool>()) {
+      if (negated) {
+        if (has_value) {
+          if (scan.error.empty()) scan.error = absl::StrCat("--", name, " takes no value");
+          continue;
+        }
+        value = "false";
+      } else if (!has_value) {
+        value = "true";
+      }
+    } else if (!has_value) {
+      if (i + 1 >= argc) {
+        if (scan.error.empty()) scan.error = absl::StrCat("missing the value of --", name);
+        continue;
+      }
+      value = argv[++i];
+    }
+    std::string flag_error;
+    if (!flag->ParseFrom(value, &flag_error)) {
+      if (scan.error.empty()) {
+        scan.error = absl::StrCat("bad value '", value, "' for --", std::string(flag->Name()),
+                                  ": ", ExpectedValue(*flag, flag_error));
+      }
+      continue;
+    }
+    scan.given.insert(std::string(flag->Name()));
+  }
+  return scan;
+}
+
+// ---- Options ----------------------------------------------------------------------
+
+enum class Workload { kSearch, kMixed, kTopK };
+
+struct Options {
+  Workload workload = Workload::kSearch;
+  std::string workload_name;
+  std::string target;
+  std::string dataset;
+  std::string collection;
+  std::string model;
+  uint32_t k = 10;
+  bool open_loop = false;
+  bool sweep = false;
+  std::vector<double> loads;  // concurrencies or rates, one per step
+  double duration_s = 10;
+  double warmup_s = 1;
+  uint64_t max_requests = 0;
+  std::string json_path, svg_path;
+  uint32_t ef = 0, nprobe = 0, rerank = 0;
+  bool preview_only = false, exact = false;
+  absl::Duration timeout;
+  std::string metric;  // "" = resolve
+  double write_fraction = 0.1;
+  uint64_t seed = 1;
+  bool setup = false;
+  uint32_t max_in_flight = 4096;
+  bool progress = true;
+  uint32_t import_batch = 1000;
+};
+
+// Reads and checks the flags; a message on error (exit 2).
+absl::StatusOr<Options> ReadOptions(const std::set<std::string>& given) {
+  auto bad = [](absl::string_view message) { return absl::InvalidArgumentError(message); };
+  Options o;
+  o.workload_name = absl::AsciiStrToLower(absl::GetFlag(FLAGS_workload));
+  if (o.workload_name == "search") {
+    o.workload = Workload::kSearch;
+  } else if (o.workload_name == "mixed") {
+    o.workload = Workload::kMixed;
+  } else if (o.workload_name == "topk") {
+    o.workload = Workload::kTopK;
+  } else {
+    return bad(absl::StrCat("bad --workload '", o.workload_name,
+                            "': expected search, mixed or topk"));
+  }
+  o.target = absl::GetFlag(FLAGS_target);
+  if (o.target.empty()) return bad("--target is empty");
+  o.dataset = absl::GetFlag(FLAGS_dataset);
+  if (o.dataset.empty()) return bad("--dataset DIR is required");
+  o.collection = absl::GetFlag(FLAGS_collection);
+  o.model = absl::GetFlag(FLAGS_model);
+  if (o.workload == Workload::kTopK) {
+    if (o.model.empty()) return bad("--workload topk needs --model NAME");
+    if (given.count("collection")) return bad("--collection does not apply to --workload topk");
+    for (const char* flag : {"nprobe", "rerank", "preview_only", "metric"}) {
+      if (given.count(flag)) {
+        return bad(absl::StrCat("--", flag, " does not apply to --workload topk"));
+      }
+    }
+  } else {
+    if (o.collection.empty()) {
+      return bad(absl::StrCat("--workload ", o.workload_name, " needs --collection NAME"));
+    }
+    if (given.count("model")) return bad("--model applies to --workload topk only");
+  }
+  if (o.workload != Workload::kMixed && given.count("write_fraction")) {
+    return bad("--write_fraction applies to --workload mixed only");
+  }
+  o.k = absl::GetFlag(FLAGS_k);
+  if (o.k == 0 || o.k > 10000) return bad("--k must be 1..10000");
+
+  const uint32_t concurrency = absl::GetFlag(FLAGS_concurrency);
+  const double rate = absl::GetFlag(FLAGS_rate);
+  const std::string sweep = absl::GetFlag(FLAGS_sweep);
+  const std::string sweep_rates = absl::GetFlag(FLAGS_sweep_rates);
+  const int modes = (given.count("concurrency") ? 1 : 0) + (given.count("rate") ? 1 : 0) +
+                    (given.count("sweep") ? 1 : 0) + (given.count("sweep_rates") ? 1 : 0);
+  if (modes != 1) {
+    return bad("give exactly one of --concurrency N, --rate R, --sweep LIST, --sweep_rates LIST");
+  }
+  if (given.count("concurrency")) {
+    if (concurrency == 0 || concurrency > 4096) return bad("--concurrency must be 1..4096");
+    o.loads = {static_cast<double>(concurrency)};
+  } else if (given.count("rate")) {
+    if (!std::isfinite(rate) || rate <= 0 || rate > 1e6) {
+      return bad("--rate must be a number of requests per second in (0, 1000000]");
+    }
+    o.open_loop = true;
+    o.loads = {rate};
+  } else if (given.count("sweep")) {
+    absl::StatusOr<std::vector<double>> list = ParseNumberList(sweep, /*integers=*/true);
+    if (!list.ok()) return bad(absl::StrCat("bad --sweep: ", list.status().message()));
+    for (double c : *list) {
+      if (c > 4096) return bad("bad --sweep: concurrencies must be 1..4096");
+    }
+    o.loads = *list;
+    o.sweep = true;
+  } else {
+    absl::StatusOr<std::vector<double>> list = ParseNumberList(sweep_rates, /*integers=*/false);
+    if (!list.ok()) return bad(absl::StrCat("bad --sweep_rates: ", list.status().message()));
+    o.loads = *list;
+    o.open_loop = true;
+    o.sweep = true;
+  }
+  if (o.loads.size() > 64) return bad("a sweep has at most 64 steps");
+  if (given.count("max_in_flight") && !o.open_loop) {
+    return bad("--max_in_flight applies to the open loop (--rate, --sweep_rates) only");
+  }
+  if (given.count("seed") && !o.open_loop) {
+    return bad("--seed applies to the open loop (--rate, --sweep_rates) only");
+  }
+
+  o.duration_s = absl::GetFlag(FLAGS_duration);
+  if (!std::isfinite(o.duration_s) || o.duration_s <= 0 || o.duration_s > 86400) {
+    return bad("--duration must be a number of seconds in (0, 86400]");
+  }
+  o.warmup_s = absl::GetFlag(FLAGS_warmup);
+  if (!std::isfinite(o.warmup_s) || o.warmup_s < 0 || o.warmup_s > 3600) {
+    return bad("--warmup must be a number of seconds in [0, 3600]");
+  }
+  o.max_requests = absl::GetFlag(FLAGS_max_requests);
+  o.json_path = absl::GetFlag(FLAGS_json);
+  o.svg_path = absl::GetFlag(FLAGS_svg);
+  if (given.count("json") && o.json_path.empty()) return bad("--json FILE is empty");
+  if (given.count("svg") && o.svg_path.empty()) return bad("--svg FILE is empty");
+  o.ef = absl::GetFlag(FLAGS_ef);
+  o.nprobe = absl::GetFlag(FLAGS_nprobe);
+  o.rerank = absl::GetFlag(FLAGS_rerank);
+  o.preview_only = absl::GetFlag(FLAGS_preview_only);
+  o.exact = absl::GetFlag(FLAGS_exact);
+  if (o.preview_only && o.exact) return bad("--preview_only and --exact exclude each other");
+  const uint32_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  if (timeout_ms == 0 || timeout_ms > 3600 * 1000) {
+    return bad("--timeout_ms must be 1..3600000 (every request has a deadline)");
+  }
+  o.timeout = absl::Milliseconds(timeout_ms);
+  o.metric = absl::AsciiStrToLower(absl::GetFlag(FLAGS_metric));
+  if (o.metric == "inner_product") o.metric = "ip";
+  if (!o.metric.empty() && o.metric != "l2" && o.metric != "ip" && o.metric != "cosine") {
+    return bad(absl::StrCat("bad --metric '", o.metric, "': expected l2, ip or cosine"));
+  }
+  o.write_fraction = absl::GetFlag(FLAGS_write_fraction);
+  if (!(o.write_fraction >= 0 && o.write_fraction <= 1)) {
+    return bad("--write_fraction must be in [0, 1]");
+  }
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.setup = absl::GetFlag(FLAGS_setup);
+  o.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  if (o.max_in_flight == 0 || o.max_in_flight > 1000000) {
+    return bad("--max_in_flight must be 1..1000000");
+  }
+  o.progress = absl::GetFlag(FLAGS_progress);
+  o.import_batch = absl::GetFlag(FLAGS_import_batch);
+  if (o.import_batch == 0 || o.import_batch > 100000) return bad("--import_batch must be 1..100000");
+  return o;
+}
+
+// ---- Data ----------------------------------------------------------------------------
+
+namespace fs = std::filesystem;
+
+bool Exists(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);
+}
+
+// DIR/<stem>.fvecs or DIR/<stem>.bvecs, whichever exists.
+absl::StatusOr<std::string> VecsPath(const std::string& dir, const std::string& stem) {
+  for (const char* ext : {".fvecs", ".bvecs"}) {
+    const std::string path = absl::StrCat(dir, "/", stem, ext);
+    if (Exists(path)) return path;
+  }
+  return absl::NotFoundError(
+      absl::StrCat(dir, " has neither ", stem, ".fvecs nor ", stem, ".bvecs"));
+}
+
+v1::Metric MetricEnum(const std::string& name) {
+  if (name == "ip") return v1::INNER_PRODUCT;
+  if (name == "cosine") return v1::COSINE;
+  return v1::L2;
+}
+
+std::string MetricName(v1::Metric metric) {
+  switch (metric) {
+    case v1::INNER_PRODUCT:
+      return "ip";
+    case v1::COSINE:
+      return "cosine";
+    default:
+      return "l2";
+  }
+}
+
+// Reads the file whole.
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// The first `"key": <unsigned integer>` of a JSON text.
+std::optional<uint64_t> JsonUint(const std::string& json, const std::string& key) {
+  const std::string quoted = absl::StrCat("\"", key, "\"");
+  size_t pos = 0;
+  while ((pos = json.find(quoted, pos)) != std::string::npos) {
+    size_t i = pos + quoted.size();
+    while (i < json.size() && absl::ascii_isspace(json[i])) ++i;
+    if (i < json.size() && json[i] == ':') {
+      ++i;
+      while (i < json.size() && absl::ascii_isspace(json[i])) ++i;
+      uint64_t value = 0;
+      size_t digits = 0;
+      while (i < json.size() && absl::ascii_isdigit(json[i]) && digits < 19) {
+        value = value * 10 + static_cast<uint64_t>(json[i] - '0');
+        ++i;
+        ++digits;
+      }
+      if (digits > 0) return value;
+    }
+    pos += quoted.size();
+  }
+  return std::nullopt;
+}
+
+// A little-endian raw array file of T, read whole.
+template <typename T>
+absl::StatusOr<std::vector<T>> ReadRaw(const std::string& path, size_t max_elements) {
+  std::error_code ec;
+  const uint64_t bytes = fs::file_size(path, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat("cannot read ", path, ": ", ec.message()));
+  const size_t n = std::min<uint64_t>(bytes / sizeof(T), max_elements);
+  std::vector<T> data(n);
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(n * sizeof(T)))) {
+    return absl::DataLossError(absl::StrCat("cannot read ", n * sizeof(T), " bytes of ", path));
+  }
+  return data;
+}
+
+// ---- Progress bar (setup's import) ---------------------------------------------
+
+class ProgressBar {
+ public:
+  explicit ProgressBar(uint64_t total)
+      : total_(total), tty_(isatty(STDERR_FILENO) == 1), start_(absl::Now()) {}
+
+  void Update(uint64_t done) {
+    done_ = done;
+    const absl::Time now = absl::Now();
+    const absl::Duration every = tty_ ? absl::Milliseconds(100) : absl::Seconds(1);
+    if (now - last_draw_ < every) return;
+    last_draw_ = now;
+    Draw(false);
+  }
+  void Finish() { Draw(true); }
+  double Seconds() const { return absl::ToDoubleSeconds(absl::Now() - start_); }
+
+ private:
+  void Draw(bool final) {
+    constexpr int kWidth = 30;
+    const double fraction = total_ == 0 ? 1.0 : static_cast<double>(done_) / total_;
+    const int filled = std::clamp(static_cast<int>(fraction * kWidth), 0, kWidth);
+    const double seconds = Seconds();
+    std::string line = absl::StrFormat(
+        "import [%s%s] %5.1f%% %d/%d points %.0f points/s", std::string(filled, '#'),
+        std::string(kWidth - filled, '.'), 100 * fraction, done_, total_,
+        seconds > 0 ? done_ / seconds : 0.0);
+    if (final) absl::StrAppendFormat(&line, " %.1fs", seconds);
+    const size_t length = line.size();
+    if (tty_ && line.size() < last_length_) line.append(last_length_ - line.size(), ' ');
+    last_length_ = length;
+    absl::FPrintF(stderr, "%s%s%s", tty_ ? "\r" : "", line, (final || !tty_) ? "\n" : "");
+    std::fflush(stderr);
+  }
+
+  const uint64_t total_;
+  const bool tty_;
+  const absl::Time start_;
+  absl::Time last_draw_ = absl::InfinitePast();
+  uint64_t done_ = 0;
+  size_t last_length_ = 0;
+};
+
+// ---- Vector workloads (search, mixed) ----------------------------------------
+
+struct VectorData {
+  std::string query_path, base_path, gt_path;
+  bool base_is_uint8 = false;
+  uint32_t dim = 0;
+  uint64_t base_rows = 0;         // rows of the base file
+  VecsMatrix<float> queries;
+  VecsMatrix<float> base;         // mixed: the rows new points copy (a prefix)
+  VecsMatrix<int32_t> gt;         // empty when there is no ground truth
+};
+
+// search and mixed: Start() sends a Search, or for mixed sometimes an Upsert
+// or a Delete, through the asynchronous (callback) API of the stub.
+class VectorSource : public RequestSource {
+ public:
+  VectorSource(client::ZoomClient* client, const Options& options, const VectorData* data)
+      : stub_(&client->stub()), options_(options), data_(data) {
+    first_new_id_ = data->base_rows;
+    recall_ok_ = data->gt.rows > 0 && data->gt.dim >= options.k;
+  }
+
+  void Start(uint64_t seq, std::function<void(const Outcome&)> done) override {
+    if (options_.workload == Workload::kMixed) {
+      const uint64_t h = Mix(seq ^ (options_.seed * 0x9e3779b97f4a7c15ULL));
+      const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
+      if (u < options_.write_fraction) {
+        std::optional<uint64_t> victim;
+        if ((h & 1) != 0) {
+          absl::MutexLock lock(&mu_);
+          if (!live_.empty()) {
+            victim = live_.front();
+            live_.pop_front();
+          }
+        }
+        if (victim.has_value()) {
+          StartDelete(*victim, std::move(done));
+        } else {
+          StartUpsert(std::move(done));
+        }
+        return;
+      }
+    }
+    StartSearch(seq, std::move(done));
+  }
+
+  // mixed: deletes the new ids still present (best effort).
+  absl::Status Cleanup(client::ZoomClient* client) {
+    std::vector<uint64_t> ids;
+    {
+      absl::MutexLock lock(&mu_);
+      ids.assign(live_.begin(), live_.end());
+      live_.clear();
+    }
+    for (size_t i = 0; i < ids.size(); i += 1000) {
+      std::vector<uint64_t> batch(ids.begin() + i,
+                                  ids.begin() + std::min(ids.size(), i + 1000));
+      absl::StatusOr<uint64_t> deleted = client->Delete(options_.collection, batch);
+      if (!deleted.ok()) return deleted.status();
+    }
+    return absl::OkStatus();
+  }
+
+  bool recall_ok() const { return recall_ok_; }
+
+ private:
+  static uint64_t Mix(uint64_t x) {  // SplitMix64's finaliser
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  }
+
+  void Prepare(grpc::ClientContext* context) const {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          absl::ToChronoMilliseconds(options_.timeout));
+  }
+
+  void StartSearch(uint64_t seq, std::function<void(const Outcome&)> done) {
+    struct Call {
+      grpc::ClientContext context;
+      v1::SearchRequest request;
+      v1::SearchResponse response;
+    };
+    auto* call = new Call;
+    const uint64_t q = seq % data_->queries.rows;
+    const float* row = data_->queries.row(q);
+    call->request.set_collection(options_.collection);
+    call->request.mutable_vector()->Assign(row, row + data_->queries.dim);
+    call->request.set_k(options_.k);
+    call->request.mutable_knobs()->set_ef(options_.ef);
+    call->request.mutable_knobs()->set_nprobe(options_.nprobe);
+    call->request.mutable_knobs()->set_rerank_candidates(options_.rerank);
+    call->request.set_preview_only(options_.preview_only);
+    call->request.set_exact(options_.exact);
+    Prepare(&call->context);
+    stub_->async()->Search(
+        &call->context, &call->request, &call->response,
+        [this, call, q, done = std::move(done)](grpc::Status status) {
+          Outcome o;
+          o.op = "search";
+          o.code = static_cast<int>(status.error_code());
+          if (status.ok()) {
+            o.ssd_reads = call->response.stats().ssd_reads();
+            if (recall_ok_ && q < data_->gt.rows) o.recall = Recall(q, call->response);
+          }
+          delete call;
+          done(o);
+        });
+  }
+
+  double Recall(uint64_t q, const v1::SearchResponse& response) const {
+    const int32_t* truth = data_->gt.row(q);
+    const uint32_t k = options_.k;
+    std::set<int64_t> wanted(truth, truth + k);
+    std::set<int64_t> found;
+    int n = 0;
+    for (const v1::Hit& hit : response.hits()) {
+      if (n++ >= static_cast<int>(k)) break;
+      uint64_t id = hit.id();
+      // A new point of the mixed workload stands for its source row.
+      if (options_.workload == Workload::kMixed && id >= first_new_id_ && data_->base.rows > 0) {
+        id = (id - first_new_id_) % data_->base.rows;
+      }
+      if (id <= static_cast<uint64_t>(std::numeric_limits<int32_t>::max()) &&
+          wanted.count(static_cast<int64_t>(id)) > 0) {
+        found.insert(static_cast<int64_t>(id));
+      }
+    }
+    return static_cast<double>(found.size()) / k;
+  }
+
+  void StartUpsert(std::function<void(const Outcome&)> done) {
+    struct Call {
+      grpc::ClientContext context;
+      v1::UpsertRequest request;
+      v1::UpsertResponse response;
+    };
+    auto* call = new Call;
+    const uint64_t n = next_new_.fetch_add(1);
+    const uint64_t id = first_new_id_ + n;
+    const float* row = data_->base.row(n % data_->base.rows);
+    call->request.set_collection(options_.collection);
+    v1::Point* point = call->request.add_points();
+    point->set_id(id);
+    point->mutable_vector()->Assign(row, row + data_->base.dim);
+    Prepare(&call->context);
+    stub_->async()->Upsert(&call->context, &call->request, &call->response,
+                           [this, call, id, done = std::move(done)](grpc::Status status) {
+                             Outcome o;
+                             o.op = "upsert";
+                             o.code = static_cast<int>(status.error_code());
+                             if (status.ok()) {
+                               absl::MutexLock lock(&mu_);
+                               live_.push_back(id);
+                             }
+                             delete call;
+                             done(o);
+                           });
+  }
+
+  void StartDelete(uint64_t id, std::function<void(const Outcome&)> done) {
+    struct Call {
+      grpc::ClientContext context;
+      v1::DeleteRequest request;
+      v1::DeleteResponse response;
+    };
+    auto* call = new Call;
+    call->request.set_collection(options_.collection);
+    call->request.add_ids(id);
+    Prepare(&call->context);
+    stub_->async()->Delete(&call->context, &call->request, &call->response,
+                           [call, done = std::move(done)](grpc::Status status) {
+                             Outcome o;
+                             o.op = "delete";
+                             o.code = static_cast<int>(status.error_code());
+                             delete call;
+                             done(o);
+                           });
+  }
+
+  v1::VectorSearch::Stub* stub_;
+  const Options& options_;
+  const VectorData* data_;
+  uint64_t first_new_id_ = 0;
+  bool recall_ok_ = false;
+  std::atomic<uint64_t> next_new_{0};
+  absl::Mutex mu_;
+  std::deque<uint64_t> live_ ABSL_GUARDED_BY(mu_);  // new ids upserted, not deleted
+};
+
+// Prints a note on stderr.
+void Note(const std::string& text) { absl::FPrintF(stderr, "zoomload: %s\n", text); }
+
+// Loads the vector data set and checks (or, with --setup, makes) the
+// collection. Fills the metric actually used into options->metric.
+absl::StatusOr<VectorData> PrepareVectors(client::ZoomClient* client, Options* options) {
+  VectorData data;
+  absl::StatusOr<std::string> query_path = VecsPath(options->dataset, "query");
+  if (!query_path.ok()) return query_path.status();
+  data.query_path = *query_path;
+  const bool need_base = options->setup || options->workload == Workload::kMixed;
+  absl::StatusOr<std::string> base_path = VecsPath(options->dataset, "base");
+  if (base_path.ok()) {
+    data.base_path = *base_path;
+    absl::StatusOr<VecsReader> reader = VecsReader::Open(data.base_path);
+    if (!reader.ok()) return reader.status();
+    data.base_rows = reader->count();
+    data.base_is_uint8 = reader->type() == VecsType::kUint8;
+    if (need_base && data.base_rows == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(data.base_path, " is empty"));
+    }
+  } else if (need_base) {
+    return base_path.status();
+  }
+
+  absl::StatusOr<VecsMatrix<float>> queries = LoadVecsAsFloat(data.query_path);
+  if (!queries.ok()) return queries.status();
+  if (queries->rows == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(data.query_path, " has no queries"));
+  }
+  data.queries = std::move(*queries);
+  data.dim = data.queries.dim;
+
+  // The collection: it must exist (or be made by --setup) with our dim.
+  absl::StatusOr<v1::CollectionInfo> info = client->GetCollection(options->collection);
+  if (!info.ok() && info.status().code() != absl::StatusCode::kNotFound) {
+    return absl::Status(info.status().code(),
+                        absl::StrCat("GetCollection '", options->collection, "' at ",
+                                     options->target, ": ", info.status().message()));
+  }
+  if (options->metric.empty()) {
+    if (info.ok()) {
+      options->metric = MetricName(info->spec().metric());
+    } else {
+      options->metric = "l2";
+      for (const char* m : {"l2", "ip", "cosine"}) {
+        if (Exists(absl::StrCat(options->dataset, "/groundtruth_", m, ".ivecs"))) {
+          options->metric = m;
+          break;
+        }
+      }
+    }
+  }
+  if (!info.ok() && !options->setup) {
+    return absl::NotFoundError(absl::StrCat("collection '", options->collection,
+                                            "' does not exist on ", options->target,
+                                            "; --setup creates it from ", options->dataset));
+  }
+
+  if (options->setup) {
+    if (data.base_rows == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(data.base_path, " is empty"));
+    }
+    client::ClientOptions long_calls;
+    long_calls.timeout = absl::InfiniteDuration();
+    std::unique_ptr<client::ZoomClient> setup =
+        client::ZoomClient::Connect(options->target, long_calls);
+    absl::StatusOr<VecsMatrix<float>> base = LoadVecsAsFloat(data.base_path);
+    if (!base.ok()) return base.status();
+    if (base->dim != data.dim) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(data.base_path, " has dimension ", base->dim, " but ", data.query_path,
+                       " has ", data.dim));
+    }
+    bool import = true;
+    if (info.ok()) {
+      if (info->spec().dim() != data.dim) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "collection '", options->collection, "' exists with dimension ", info->spec().dim(),
+            " but ", options->dataset, " has dimension ", data.dim,
+            "; drop it or use another --collection"));
+      }
+      Note(absl::StrCat("collection '", options->collection, "' exists (dim ", data.dim, ", ",
+                        info->points(), " points): not created"));
+      import = info->points() < base->rows;
+    } else {
+      v1::CollectionSpec spec;
+      spec.set_name(options->collection);
+      spec.set_dim(data.dim);
+      spec.set_metric(MetricEnum(options->metric));
+      spec.set_dtype(data.base_is_uint8 ? v1::UINT8 : v1::FLOAT32);
+      absl::StatusOr<v1::CollectionInfo> created = setup->CreateCollection(spec);
+      if (!created.ok()) return created.status();
+      Note(absl::StrCat("created collection '", options->collection, "' (dim ", data.dim,
+                        ", metric ", options->metric, ", dtype ",
+                        data.base_is_uint8 ? "uint8" : "float32", ")"));
+    }
+    if (import) {
+      ProgressBar bar(base->rows);
+      const VecsMatrix<float>& rows = *base;
+      absl::StatusOr<uint64_t> imported = setup->Import(
+          options->collection, rows.rows,
+          [&rows](uint64_t i, v1::Point* point) {
+            point->set_id(i);
+            point->mutable_vector()->Assign(rows.row(i), rows.row(i) + rows.dim);
+          },
+          options->import_batch, [&bar](uint64_t done, uint64_t) { bar.Update(done); });
+      bar.Finish();
+      if (!imported.ok()) return imported.status();
+    }
+    absl::StatusOr<v1::CollectionInfo> now = setup->GetCollection(options->collection);
+    if (!now.ok()) return now.status();
+    if (now->index_state() != v1::READY || now->indexed_points() < now->points()) {
+      Note("building the index (BuildIndex --wait)...");
+      const absl::Time start = absl::Now();
+      absl::StatusOr<v1::CollectionInfo> built = setup->BuildIndex(options->collection, true);
+      if (!built.ok()) return built.status();
+      if (built->index_state() == v1::FAILED) {
+        return absl::InternalError(absl::StrCat("index build failed: ", built->index_error()));
+      }
+      Note(absl::StrFormat("index %s in %.1fs (%d points)",
+                           v1::IndexState_Name(built->index_state()),
+                           absl::ToDoubleSeconds(absl::Now() - start), built->indexed_points()));
+    }
+    info = std::move(now);
+  }
+  if (info->spec().dim() != data.dim) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("collection '", options->collection, "' has dimension ", info->spec().dim(),
+                     " but ", data.query_path, " has dimension ", data.dim));
+  }
+  if (MetricName(info->spec().metric()) != options->metric) {
+    Note(absl::StrCat("warning: collection '", options->collection, "' uses metric ",
+                      MetricName(info->spec().metric()), " but recall is scored against the ",
+                      options->metric, " ground truth"));
+  }
+
+  data.gt_path = absl::StrCat(options->dataset, "/groundtruth_", options->metric, ".ivecs");
+  if (Exists(data.gt_path)) {
+    absl::StatusOr<VecsMatrix<int32_t>> gt = LoadIvecs(data.gt_path);
+    if (!gt.ok()) return gt.status();
+    if (gt->dim < options->k) {
+      Note(absl::StrCat("warning: ", data.gt_path, " has ", gt->dim,
+                        " neighbours per query, fewer than --k ", options->k,
+                        ": recall is not scored"));
+    } else {
+      if (gt->rows < data.queries.rows) {
+        Note(absl::StrCat("warning: ", data.gt_path, " has ", gt->rows, " rows for ",
+                          data.queries.rows, " queries: the others are not scored"));
+      }
+      data.gt = std::move(*gt);
+    }
+  } else {
+    Note(absl::StrCat("no ", data.gt_path, ": recall is not scored"));
+  }
+
+  if (options->workload == Workload::kMixed) {
+    // The rows new points copy: a prefix of the base file is enough.
+    absl::StatusOr<VecsMatrix<float>> base =
+        LoadVecsAsFloat(data.base_path, std::min<uint64_t>(data.base_rows, 10000));
+    if (!base.ok()) return base.status();
+    data.base = std::move(*base);
+  }
+  return data;
+}
+
+// ---- topk workload ----------------------------------------------------------------
+
+struct TopKData {
+  uint32_t dim = 0;
+  uint64_t contexts = 0;
+  std::vector<float> h;           // contexts * dim
+  uint32_t ref_width = 0;         // 1 + the reference's top-K; 0 = none
+  std::vector<int32_t> ref_ids;   // rows of ref_width: true next id, top ids
+};
+
+class TopKSource : public RequestSource {
+ public:
+  TopKSource(std::shared_ptr<grpc::Channel> channel, const Options& options,
+             const TopKData* data)
+      : stub_(v1::Decoder::NewStub(channel)), options_(options), data_(data) {}
+
+  void Start(uint64_t seq, std::function<void(const Outcome&)> done) override {
+    struct Call {
+      grpc::ClientContext context;
+      v1::TopKRequest request;
+      v1::TopKResponse response;
+    };
+    auto* call = new Call;
+    const uint64_t c = seq % data_->contexts;
+    const float* h = data_->h.data() + c * data_->dim;
+    call->request.set_model(options_.model);
+    call->request.add_contexts()->mutable_h()->Assign(h, h + data_->dim);
+    call->request.set_k(options_.k);
+    call->request.set_ef(options_.ef);
+    call->request.set_exact(options_.exact);
+    call->context.set_deadline(std::chrono::system_clock::now() +
+                               absl::ToChronoMilliseconds(options_.timeout));
+    stub_->async()->TopK(&call->context, &call->request, &call->response,
+                         [this, call, c, done = std::move(done)](grpc::Status status) {
+                           Outcome o;
+                           o.op = "topk";
+                           o.code = static_cast<int>(status.error_code());
+                           if (status.ok() && call->response.results_size() > 0) {
+                             o.recall = Recall(c, call->response.results(0));
+                           }
+                           delete call;
+                           done(o);
+                         });
+  }
+
+ private:
+  double Recall(uint64_t c, const v1::TopKResult& result) const {
+    const uint32_t k = options_.k;
+    if (data_->ref_width == 0 || k + 1 > data_->ref_width ||
+        (c + 1) * data_->ref_width > data_->ref_ids.size()) {
+      return std::numeric_limits<double>::quiet_NaN();
+    }
+    const int32_t* ref = data_->ref_ids.data() + c * data_->ref_width + 1;
+    std::set<int64_t> wanted(ref, ref + k);
+    std::set<int64_t> found;
+    for (int i = 0; i < result.ids_size() && i < static_cast<int>(k); ++i) {
+      if (wanted.count(result.ids(i)) > 0) found.insert(result.ids(i));
+    }
+    return static_cast<double>(found.size()) / k;
+  }
+
+  std::unique_ptr<v1::Decoder::Stub> stub_;
+  const Options& options_;
+  const TopKData* data_;
+};
+
+absl::StatusOr<TopKData> PrepareTopK(client::ZoomClient* client, const Options& options) {
+  TopKData data;
+  const std::string meta_path = absl::StrCat(options.dataset, "/meta.json");
+  absl::StatusOr<std::string> meta = ReadFile(meta_path);
+  if (!meta.ok()) return meta.status();
+  std::optional<uint64_t> dim = JsonUint(*meta, "dim");
+  if (!dim.has_value() || *dim == 0 || *dim > kMaxVecsDim) {
+    return absl::InvalidArgumentError(absl::StrCat(meta_path, " has no positive \"dim\""));
+  }
+  data.dim = static_cast<uint32_t>(*dim);
+  const std::string h_path = absl::StrCat(options.dataset, "/H.f32");
+  std::error_code ec;
+  const uint64_t h_bytes = fs::file_size(h_path, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat(h_path, " is missing (the contexts)"));
+  data.contexts = h_bytes / (4ull * data.dim);
+  if (data.contexts == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(h_path, " holds no whole context of dimension ", data.dim));
+  }
+  // Cap the memory: 100k contexts are plenty to cycle through.
+  data.contexts = std::min<uint64_t>(data.contexts, 100000);
+  absl::StatusOr<std::vector<float>> h = ReadRaw<float>(h_path, data.contexts * data.dim);
+  if (!h.ok()) return h.status();
+  data.h = std::move(*h);
+
+  const std::string ref_path = absl::StrCat(options.dataset, "/ref_ids.i32");
+  std::optional<uint64_t> topk = JsonUint(*meta, "topk");
+  if (Exists(ref_path) && topk.has_value() && *topk > 0 && *topk < 100000) {
+    data.ref_width = static_cast<uint32_t>(*topk + 1);
+    absl::StatusOr<std::vector<int32_t>> ref =
+        ReadRaw<int32_t>(ref_path, data.contexts * data.ref_width);
+    if (!ref.ok()) return ref.status();
+    data.ref_ids = std::move(*ref);
+    if (options.k > *topk) {
+      Note(absl::StrCat("warning: ", ref_path, " holds the top ", *topk, ", fewer than --k ",
+                        options.k, ": recall is not scored"));
+    }
+  } else {
+    Note(absl::StrCat("no ", ref_path, " (with \"topk\" in meta.json): recall is not scored"));
+  }
+
+  // The model must be serving (or be loaded by --setup).
+  std::unique_ptr<v1::Decoder::Stub> stub = v1::Decoder::NewStub(client->channel());
+  auto find_model = [&]() -> absl::StatusOr<std::optional<v1::ModelInfo>> {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::ListModelsResponse response;
+    grpc::Status status = stub->ListModels(&context, v1::ListModelsRequest(), &response);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          absl::StrCat("ListModels at ", options.target, ": ",
+                                       status.error_message()));
+    }
+    for (const v1::ModelInfo& m : response.models()) {
+      if (m.name() == options.model) return std::optional<v1::ModelInfo>(m);
+    }
+    return std::optional<v1::ModelInfo>();
+  };
+  absl::StatusOr<std::optional<v1::ModelInfo>> found = find_model();
+  if (!found.ok()) return found.status();
+  const bool serving = found->has_value() && (*found)->state() == v1::SERVING;
+  if (!serving) {
+    if (!options.setup) {
+      return absl::NotFoundError(absl::StrCat("model '", options.model, "' is not serving on ",
+                                              options.target, "; --setup loads it from ",
+                                              options.dataset));
+    }
+    grpc::ClientContext context;
+    v1::LoadModelRequest request;
+    request.set_name(options.model);
+    request.set_dir(fs::weakly_canonical(fs::absolute(options.dataset)).string());
+    request.set_wait(true);
+    v1::LoadModelResponse response;
+    Note(absl::StrCat("loading model '", options.model, "' from ", request.dir(), "..."));
+    const absl::Time start = absl::Now();
+    grpc::Status status = stub->LoadModel(&context, request, &response);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          absl::StrCat("LoadModel: ", status.error_message()));
+    }
+    Note(absl::StrFormat("model '%s' %s in %.1fs", options.model,
+                         v1::ModelState_Name(response.info().state()),
+                         absl::ToDoubleSeconds(absl::Now() - start)));
+    found = find_model();
+    if (!found.ok()) return found.status();
+  } else if (options.setup) {
+    Note(absl::StrCat("model '", options.model, "' is already serving: not loaded again"));
+  }
+  if (found->has_value() && (*found)->dim() != 0 && (*found)->dim() != data.dim) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", options.model, "' has dimension ", (*found)->dim(), " but ",
+                     meta_path, " says ", data.dim));
+  }
+  return data;
+}
+
+// ---- Main --------------------------------------------------------------------------
+
+std::string KnobsText(const Options& o) {
+  std::string text = absl::StrFormat("ef=%d", o.ef);
+  if (o.workload != Workload::kTopK) {
+    absl::StrAppendFormat(&text, " nprobe=%d rerank=%d metric=%s", o.nprobe, o.rerank, o.metric);
+    if (o.preview_only) absl::StrAppend(&text, " preview_only");
+  }
+  if (o.exact) absl::StrAppend(&text, " exact");
+  if (o.workload == Workload::kMixed) {
+    absl::StrAppendFormat(&text, " write_fraction=%g", o.write_fraction);
+  }
+  return text;
+}
+
+std::string LoadText(bool open_loop, double load) {
+  return open_loop ? absl::StrFormat("rate %g/s", load) : absl::StrFormat("concurrency %g", load);
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  FlagScan scan = ScanFlags(argc, argv);
+  if (scan.help) {
+    absl::PrintF("%s", kUsage);
+    return kExitOk;
+  }
+  if (!scan.defer_to_absl && !scan.error.empty()) return UsageError(scan.error);
+  if (!scan.defer_to_absl && !scan.positional.empty()) {
+    return UsageError(absl::StrCat("unexpected argument '", scan.positional[0], "'"));
+  }
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    return UsageError(absl::StrCat("unexpected argument '", positional[1], "'"));
+  }
+  absl::StatusOr<Options> parsed = ReadOptions(scan.given);
+  if (!parsed.ok()) return UsageError(parsed.status().message());
+  Options options = std::move(*parsed);
+  {
+    std::error_code ec;
+    if (!fs::is_directory(options.dataset, ec)) {
+      return Fail(absl::NotFoundError(
+          absl::StrCat("--dataset ", options.dataset, " is not a directory")));
+    }
+  }
+
+  client::ClientOptions client_options;
+  client_options.timeout = absl::Seconds(30);
+  std::unique_ptr<client::ZoomClient> client =
+      client::ZoomClient::Connect(options.target, client_options);
+
+  std::unique_ptr<RequestSource> source;
+  VectorSource* vector_source = nullptr;
+  VectorData vector_data;
+  TopKData topk_data;
+  std::string name;
+  if (options.workload == Workload::kTopK) {
+    absl::StatusOr<TopKData> data = PrepareTopK(client.get(), options);
+    if (!data.ok()) return Fail(data.status());
+    topk_data = std::move(*data);
+    source = std::make_unique<TopKSource>(client->channel(), options, &topk_data);
+    name = options.model;
+  } else {
+    absl::StatusOr<VectorData> data = PrepareVectors(client.get(), &options);
+    if (!data.ok()) return Fail(data.status());
+    vector_data = std::move(*data);
+    auto vs = std::make_unique<VectorSource>(client.get(), options, &vector_data);
+    vector_source = vs.get();
+    source = std::move(vs);
+    name = options.collection;
+  }
+
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  std::vector<StepResult> steps;
+  for (size_t i = 0; i < options.loads.size(); ++i) {
+    StepConfig config;
+    config.open_loop = options.open_loop;
+    config.concurrency = options.open_loop ? 0 : static_cast<int>(options.loads[i]);
+    config.rate = options.open_loop ? options.loads[i] : 0;
+    config.warmup_s = options.warmup_s;
+    config.duration_s = options.duration_s;
+    config.max_requests = options.max_requests;
+    config.seed = options.seed + i;
+    config.max_in_flight = static_cast<int>(options.max_in_flight);
+    config.progress_tty = tty;
+    const std::string step_name =
+        options.loads.size() > 1
+            ? absl::StrFormat("[%d/%d %s]", i + 1, options.loads.size(),
+                              LoadText(options.open_loop, options.loads[i]))
+            : absl::StrFormat("[%s]", LoadText(options.open_loop, options.loads[i]));
+    if (options.progress) config.progress_label = step_name;
+    absl::FPrintF(stderr, "zoomload: %s %s '%s' at %s for %gs (+%gs warm-up)\n", step_name,
+                  options.workload_name, name, options.target, options.duration_s,
+                  options.warmup_s);
+    steps.push_back(RunStep(*source, config));
+  }
+
+  if (vector_source != nullptr && options.workload == Workload::kMixed) {
+    absl::Status cleaned = vector_source->Cleanup(client.get());
+    if (!cleaned.ok()) {
+      Note(absl::StrCat("warning: deleting the new points failed: ", cleaned.ToString()));
+    }
+  }
+
+  absl::PrintF("zoomload %s '%s' at %s, k=%d, %s\n", options.workload_name, name,
+               options.target, options.k, KnobsText(options));
+  absl::PrintF("%s", SummaryTable(steps));
+  if (options.sweep) {
+    const std::optional<size_t> knee = FindKnee(steps);
+    if (knee.has_value()) {
+      const StepResult& s = steps[*knee];
+      absl::PrintF("knee: %s (achieved %.1f qps, p99 %s)\n",
+                   LoadText(options.open_loop, options.loads[*knee]), s.qps(),
+                   HumanMicros(s.p_us(99)));
+    } else {
+      absl::PrintF("knee: none (the first step already falls behind)\n");
+    }
+    absl::PrintF(
+        "(knee = the last step of the leading run that keeps up: <= 1%% errors, p99 <= 10x the "
+        "first step's, %s)\n",
+        options.open_loop ? "achieved QPS >= 95% of the scheduled rate"
+                          : "QPS >= 105% of every earlier step's");
+  }
+
+  ReportContext context;
+  context.workload = options.workload_name;
+  context.target = options.target;
+  context.collection = name;
+  context.dataset = options.dataset;
+  context.k = options.k;
+  context.knobs = KnobsText(options);
+  int rc = kExitOk;
+  if (!options.json_path.empty()) {
+    absl::Status written =
+        WriteTextFile(options.json_path, ReportJson(steps, context, options.sweep));
+    if (!written.ok()) rc = Fail(written);
+  }
+  if (!options.svg_path.empty()) {
+    const std::string title =
+        absl::StrFormat("zoomload %s '%s' (k=%d): latency vs offered load",
+                        options.workload_name, name, options.k);
+    absl::Status written = WriteTextFile(options.svg_path, LatencySvg(steps, title));
+    if (!written.ok()) rc = Fail(written);
+  }
+
+  std::fflush(stdout);
+  uint64_t ok = 0, requests = 0;
+  for (const StepResult& s : steps) {
+    ok += s.ok;
+    requests += s.requests;
+  }
+  if (ok == 0) {
+    absl::FPrintF(stderr, "zoomload: %s\n",
+                  requests == 0 ? "no measured request completed"
+                                : "every measured request failed");
+    return kExitError;
+  }
+  return rc;
+}
+
+}  // namespace
+}  // namespace zoom::load
+
+int main(int argc, char** argv) { return zoom::load::Main(argc, argv); }
