@@ -44,7 +44,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/cli_flags.h"
 #include "client/zoom_client.h"
+#include "common/json.h"
 #include "common/texmex.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -161,37 +163,6 @@ int Fail(const absl::Status& status) {
   return kExitError;
 }
 
-// A JSON string literal.
-std::string JsonQuote(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", static_cast<int>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
 
 // Prints `message` as one line of JSON (proto3 JSON mapping, field names as
 // in the .proto, zero fields included).
@@ -325,100 +296,6 @@ absl::StatusOr<std::vector<float>> ParseVector(absl::string_view text) {
   return values;
 }
 
-// ---- Flag pre-check ---------------------------------------------------------
-
-struct FlagScan {
-  bool help = false;            // --help, -h or -help
-  bool defer_to_absl = false;   // --helpfull & co: let absl handle everything
-  std::string error;            // the first usage error, if any
-  std::set<std::string> given;  // names of the flags on the command line
-};
-
-// What a flag of `flag`'s type takes, for a usage error.
-std::string ExpectedValue(const absl::CommandLineFlag& flag,
-                          const std::string& parse_error) {
-  if (flag.IsOfType<uint32_t>()) return "expected an integer 0..4294967295";
-  if (flag.IsOfType<uint64_t>()) return "expected an integer 0..2^64-1";
-  if (flag.IsOfType<double>()) return "expected a number";
-  if (flag.IsOfType<bool>()) return "expected true or false";
-  return parse_error;
-}
-
-// Walks argv the way absl::ParseCommandLine does (a flag's value is either
-// after '=' or, for a non-bool flag, the next argument; "--" ends the flags)
-// and parses every flag, so that a bad or unknown flag is reported here.
-FlagScan ScanFlags(int argc, char** argv) {
-  static const std::set<std::string> kAbslHelpFlags = {
-      "helpfull",  "helpshort", "helppackage",    "helpon",
-      "helpmatch", "version",   "only_check_args"};
-  FlagScan scan;
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (arg.size() < 2 || arg[0] != '-') continue;  // positional
-    absl::string_view body = arg.substr(1);
-    absl::ConsumePrefix(&body, "-");
-    const size_t eq = body.find('=');
-    const bool has_value = eq != absl::string_view::npos;
-    const std::string name(body.substr(0, eq));
-    std::string value(has_value ? body.substr(eq + 1) : "");
-    if (name == "help" || name == "h") {
-      scan.help = true;
-      continue;
-    }
-    if (kAbslHelpFlags.count(name) > 0 || name == "undefok") {
-      scan.defer_to_absl = true;
-      return scan;
-    }
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    bool negated = false;
-    if (flag == nullptr && absl::StartsWith(name, "no")) {
-      flag = absl::FindCommandLineFlag(name.substr(2));
-      if (flag != nullptr && flag->IsOfType<bool>()) {
-        negated = true;
-      } else {
-        flag = nullptr;
-      }
-    }
-    if (flag == nullptr || flag->IsRetired()) {
-      if (scan.error.empty()) scan.error = absl::StrCat("unknown flag ", arg);
-      continue;
-    }
-    if (flag->IsOfType<bool>()) {
-      if (negated) {
-        if (has_value) {
-          if (scan.error.empty()) {
-            scan.error = absl::StrCat("--", name, " takes no value");
-          }
-          continue;
-        }
-        value = "false";
-      } else if (!has_value) {
-        value = "true";
-      }
-    } else if (!has_value) {
-      if (i + 1 >= argc) {
-        if (scan.error.empty()) {
-          scan.error = absl::StrCat("missing the value of --", name);
-        }
-        continue;
-      }
-      value = argv[++i];
-    }
-    std::string flag_error;
-    if (!flag->ParseFrom(value, &flag_error)) {
-      if (scan.error.empty()) {
-        scan.error = absl::StrCat("bad value '", value, "' for --",
-                                  std::string(flag->Name()), ": ",
-                                  ExpectedValue(*flag, flag_error));
-      }
-      continue;
-    }
-    scan.given.insert(std::string(flag->Name()));
-  }
-  return scan;
-}
-
 // ---- Commands ---------------------------------------------------------------
 
 struct Invocation {
@@ -547,7 +424,7 @@ int RunDrop(Invocation& inv) {
   absl::Status status = inv.Connect()->DropCollection(inv.args[0]);
   if (!status.ok()) return Fail(status);
   if (inv.json) {
-    absl::PrintF("{\"dropped\":%s}\n", JsonQuote(inv.args[0]));
+    absl::PrintF("{\"dropped\":%s}\n", ::zoom::JsonQuote(inv.args[0]));
   } else {
     absl::PrintF("dropped collection '%s'\n", inv.args[0]);
   }
@@ -727,7 +604,7 @@ int RunImport(Invocation& inv) {
     absl::PrintF(
         "{\"collection\":%s,\"imported\":%d,\"rows\":%d,\"seconds\":%.3f,"
         "\"points_per_second\":%.1f}\n",
-        JsonQuote(name), *imported, total, bar.Seconds(), bar.Rate());
+        ::zoom::JsonQuote(name), *imported, total, bar.Seconds(), bar.Rate());
   } else {
     absl::PrintF("imported %d points into '%s' in %.1fs (%.0f points/s)\n",
                  *imported, name, bar.Seconds(), bar.Rate());
@@ -952,7 +829,7 @@ int RunHealth(Invocation& inv) {
   absl::StatusOr<std::string> status = inv.Connect()->Health(service);
   if (!status.ok()) return Fail(status.status());
   if (inv.json) {
-    absl::PrintF("{\"status\":%s}\n", JsonQuote(*status));
+    absl::PrintF("{\"status\":%s}\n", ::zoom::JsonQuote(*status));
   } else {
     absl::PrintF("%s\n", *status);
   }

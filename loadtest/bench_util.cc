@@ -1,5 +1,7 @@
 #include "loadtest/bench_util.h"
 
+#include "common/json.h"
+
 #include <sys/wait.h>
 
 #include <cmath>
@@ -11,29 +13,6 @@
 namespace zoom::bench {
 namespace {
 
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -50,10 +29,10 @@ void Reporter::JsonLine(const Fields& fields) {
   std::string line = "{";
   for (size_t i = 0; i < fields.size(); ++i) {
     if (i > 0) line += ", ";
-    absl::StrAppend(&line, "\"", JsonEscape(fields[i].first), "\": ");
+    absl::StrAppend(&line, JsonQuote(fields[i].first), ": ");
     const Value& v = fields[i].second;
     if (const auto* s = std::get_if<std::string>(&v)) {
-      absl::StrAppend(&line, "\"", JsonEscape(*s), "\"");
+      absl::StrAppend(&line, JsonQuote(*s));
     } else if (const auto* d = std::get_if<double>(&v)) {
       absl::StrAppend(&line, std::isfinite(*d) ? absl::StrFormat("%.6g", *d)
                                                : std::string("null"));

@@ -1,6 +1,8 @@
 // File: loadtest/zoomload.cc
 #include "loadtest/zoomload.h"
 
+#include "common/json.h"
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -417,36 +419,6 @@ std::optional<size_t> FindKnee(const std::vector<StepResult>& steps) {
 
 namespace {
 
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", static_cast<int>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
 
 // A finite number with `digits` decimals, else null.
 std::string JsonNumber(double v, int digits = 3) {
@@ -470,15 +442,15 @@ std::string PercentileName(double p) {
 std::string StepJson(const StepResult& s, const ReportContext& c, bool knee) {
   std::vector<std::string> f;
   auto add = [&f](absl::string_view key, const std::string& value) {
-    f.push_back(absl::StrCat(JsonString(key), ":", value));
+    f.push_back(absl::StrCat(::zoom::JsonQuote(std::string_view(key.data(), key.size())), ":", value));
   };
-  add("workload", JsonString(c.workload));
-  add("mode", JsonString(s.open_loop ? "open" : "closed"));
-  add("target", JsonString(c.target));
-  add(c.workload == "topk" ? "model" : "collection", JsonString(c.collection));
-  add("dataset", JsonString(c.dataset));
+  add("workload", ::zoom::JsonQuote(c.workload));
+  add("mode", ::zoom::JsonQuote(s.open_loop ? "open" : "closed"));
+  add("target", ::zoom::JsonQuote(c.target));
+  add(c.workload == "topk" ? "model" : "collection", ::zoom::JsonQuote(c.collection));
+  add("dataset", ::zoom::JsonQuote(c.dataset));
   add("k", absl::StrCat(c.k));
-  add("knobs", JsonString(c.knobs));
+  add("knobs", ::zoom::JsonQuote(c.knobs));
   add("offered_rate", s.open_loop ? JsonNumber(s.offered_rate) : "null");
   add("scheduled_rate", s.open_loop ? JsonNumber(s.scheduled_rate) : "null");
   add("concurrency", s.open_loop ? "null" : absl::StrCat(s.concurrency));
@@ -492,7 +464,7 @@ std::string StepJson(const StepResult& s, const ReportContext& c, bool knee) {
   {
     std::vector<std::string> codes;
     for (const auto& [code, n] : s.errors_by_code) {
-      codes.push_back(absl::StrCat(JsonString(code), ":", n));
+      codes.push_back(absl::StrCat(::zoom::JsonQuote(code), ":", n));
     }
     add("errors_by_code", absl::StrCat("{", absl::StrJoin(codes, ","), "}"));
   }
@@ -536,7 +508,7 @@ std::string StepJson(const StepResult& s, const ReportContext& c, bool knee) {
     std::vector<std::string> ops;
     for (const auto& [name, op] : s.by_op) {
       ops.push_back(absl::StrCat(
-          JsonString(name), ":{\"ok\":", op.ok, ",\"errors\":", op.errors,
+          ::zoom::JsonQuote(name), ":{\"ok\":", op.ok, ",\"errors\":", op.errors,
           ",\"p50_us\":", JsonNumber(op.latency.Percentile(50) / 1000.0),
           ",\"p99_us\":", JsonNumber(op.latency.Percentile(99) / 1000.0),
           ",\"max_us\":", JsonNumber(op.latency.max() / 1000.0), "}"));

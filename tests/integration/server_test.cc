@@ -760,11 +760,17 @@ TEST(ZoomctlTest, EveryCommandAgainstARealServer) {
   ASSERT_EQ(exact.hits_size(), 5);
   // Only the first 3000 rows were imported: compare with a brute force
   // through the API instead of the file's ground truth.
-  std::tie(rc, out) = Shell(ctl + "search sift --query_file " + query + " --row 3 --k 5 --json");
+  std::tie(rc, out) = Shell(ctl + "search sift --query_file " + query +
+                            " --row 3 --k 5 --nprobe 64 --rerank 200 --json");
   EXPECT_EQ(rc, 0);
   v1::SearchResponse approx;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &approx).ok()) << out;
-  EXPECT_EQ(approx.hits(0).id(), exact.hits(0).id());
+  ASSERT_GE(approx.hits_size(), 1);
+  // The graph is built on 2 threads (not deterministic): the approximate
+  // best must be among the exact top 5, not necessarily first.
+  std::vector<uint64_t> exact_ids;
+  for (const auto& h : exact.hits()) exact_ids.push_back(h.id());
+  EXPECT_THAT(exact_ids, ::testing::Contains(approx.hits(0).id()));
   std::tie(rc, out) = Shell(ctl + "get sift 5 6 --json");
   EXPECT_EQ(rc, 0);
   EXPECT_THAT(out, ::testing::HasSubstr("\"id\":\"5\""));
