@@ -6,7 +6,9 @@
 # (or with sudo available) on Debian 12 "bookworm".
 #
 #   deploy/install-deps.sh            # build + run + test packages
+#   deploy/install-deps.sh --build    # only what compiling zoomd needs (image build stage)
 #   deploy/install-deps.sh --runtime  # only the shared libraries zoomd needs at run time
+#   deploy/install-deps.sh --container  # podman + debootstrap for deploy/test-image.sh
 set -euo pipefail
 
 BUILD_PKGS=(
@@ -16,19 +18,35 @@ BUILD_PKGS=(
   librocksdb-dev liburing-dev libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libhnswlib-dev
-  fio
+)
+# Only for the tests and benchmarks (not the image's build stage): fio beside
+# the I/O benchmark; tests/deploy uses Debian's python3 with YAML and
+# libseccomp bindings, and Prometheus (monitoring_test evaluates the Grafana
+# dashboard's queries against a real zoomd).
+TEST_PKGS=(
+  fio python3 python3-yaml python3-seccomp prometheus curl
 )
 # Shared libraries of a built zoomd (the Docker runtime stage uses these).
 RUNTIME_PKGS=(
   libgrpc++1.51 libprotobuf32 libopenblas0-pthread libgomp1
   librocksdb7.8 liburing2 libabsl20220623 libprometheus-cpp-core1.0
-  libprometheus-cpp-pull1.0 ca-certificates
+  libgflags2.2
+)
+# deploy/test-image.sh: build and run the image with podman (no Docker engine
+# needed); curl and python3 for its checks.
+CONTAINER_PKGS=(
+  podman buildah runc debootstrap golang-github-containers-common uidmap
+  fuse-overlayfs slirp4netns curl python3
 )
 
-pkgs=("${BUILD_PKGS[@]}")
-if [[ "${1:-}" == "--runtime" ]]; then
-  pkgs=("${RUNTIME_PKGS[@]}")
-fi
+pkgs=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
+case "${1:-}" in
+  --build) pkgs=("${BUILD_PKGS[@]}") ;;
+  --runtime) pkgs=("${RUNTIME_PKGS[@]}") ;;
+  --container) pkgs=("${CONTAINER_PKGS[@]}") ;;
+  "") ;;
+  *) echo "install-deps: unknown option $1 (--build | --runtime | --container)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do

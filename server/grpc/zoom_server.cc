@@ -27,6 +27,12 @@ absl::Status ZoomServer::Start() {
                 : storage::ProbeIoUring().available ? "io_uring"
                                                     : "pread";
   metrics_->SetIoBackend(io_backend_);
+  // Said in the start line: a container's seccomp profile refusing io_uring
+  // is the usual reason (deploy/README.md).
+  std::string backend_note = io_backend_;
+  if (requested != storage::IoBackend::kPread && !storage::ProbeIoUring().available) {
+    backend_note = absl::StrCat("pread (io_uring unavailable: ", storage::ProbeIoUring().reason, ")");
+  }
 
   pool_ = std::make_unique<WorkerPool>(options_.threads);
   grpc::EnableDefaultHealthCheckService(true);
@@ -74,7 +80,7 @@ absl::Status ZoomServer::Start() {
            options_.metrics_address.empty() ? std::string("(off)")
                                             : absl::StrCat(options_.metrics_address, " (port ",
                                                            metrics_->port(), ")"),
-           ", data dir ", options_.database.data_dir, ", io backend ", io_backend_,
+           ", data dir ", options_.database.data_dir, ", io backend ", backend_note,
            ", sync ", options_.database.sync_always ? "always" : "batch", ", ",
            options_.threads, " workers, ", db_->ListCollections().size(),
            " collections loaded in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");

@@ -5,9 +5,11 @@
 // Flags may also come from a file: --flagfile=zoomd.flags (one --flag=value
 // per line). SIGTERM/SIGINT: stop accepting, drain in-flight requests, flush,
 // exit 0.
-#include <pthread.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdio>
 #include <string>
@@ -56,6 +58,16 @@ ABSL_FLAG(int, shutdown_grace_s, 10, "Seconds in-flight requests get at shutdown
 namespace zoom {
 namespace {
 
+// Written by the SIGTERM/SIGINT handler (one byte: the signal), read by Main.
+int g_signal_pipe[2] = {-1, -1};
+
+void OnStopSignal(int sig) {
+  const int saved = errno;
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &b, 1);
+  errno = saved;
+}
+
 absl::Status LoadDemo(server::Database* db, const std::string& name, const std::string& path) {
   if (db->GetCollection(name).ok()) return absl::OkStatus();
   ZOOM_ASSIGN_OR_RETURN(VecsMatrix<float> m, LoadVecsAsFloat(path));
@@ -86,13 +98,20 @@ int Main(int argc, char** argv) {
       "  zoomd --data_dir DIR [--grpc_address HOST:PORT] [--metrics_address HOST:PORT]");
   absl::ParseCommandLine(argc, argv);
 
-  // Signals are taken by one thread with sigwait; block them everywhere
-  // before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // SIGTERM/SIGINT go through a handler that writes to a pipe, read by this
+  // thread once serving. Not sigwait with the signals blocked: threads that
+  // exist before main (OpenBLAS starts its pool when the library loads) would
+  // keep them unblocked and a signal during start would kill the process.
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) {
+    std::perror("zoomd: pipe2");
+    return 1;
+  }
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
 
   server::ServerOptions options;
   options.database.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -152,9 +171,10 @@ int Main(int argc, char** argv) {
       std::rename(tmp.c_str(), port_file.c_str());
     }
   }
-  int sig = 0;
-  sigwait(&signals, &sig);
-  ZOOM_LOG(INFO, "signal ", sig, " received");
+  unsigned char sig = 0;
+  while (read(g_signal_pipe[0], &sig, 1) != 1 && errno == EINTR) {
+  }
+  ZOOM_LOG(INFO, "signal ", static_cast<int>(sig), " received");
   server.Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
   return 0;
 }
