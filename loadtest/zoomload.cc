@@ -641,9 +641,10 @@ std::string SvgLatencyLabel(double us) {
 
 }  // namespace
 
-std::string LatencySvg(const std::vector<StepResult>& steps, const std::string& title) {
-  constexpr double kWidth = 860, kHeight = 520;
-  constexpr double kLeft = 90, kRight = 150, kTop = 50, kBottom = 70;
+std::string LatencySvg(const std::vector<StepResult>& steps, const std::string& title,
+                       const std::string& subtitle) {
+  constexpr double kWidth = 860, kHeight = 530;
+  constexpr double kLeft = 90, kRight = 150, kTop = 60, kBottom = 70;
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
   const bool open = !steps.empty() && steps[0].open_loop;
 
@@ -702,8 +703,13 @@ std::string LatencySvg(const std::vector<StepResult>& steps, const std::string& 
       "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
       kWidth, kHeight, kWidth, kHeight);
   absl::StrAppendFormat(&svg,
-                        "<text x=\"%.1f\" y=\"28\" font-size=\"16\" text-anchor=\"middle\">%s</text>\n",
+                        "<text x=\"%.1f\" y=\"24\" font-size=\"16\" text-anchor=\"middle\">%s</text>\n",
                         kLeft + plot_w / 2, XmlEscape(title));
+  if (!subtitle.empty()) {
+    absl::StrAppendFormat(&svg,
+                          "<text x=\"%.1f\" y=\"44\" fill=\"#444\" text-anchor=\"middle\">%s</text>\n",
+                          kLeft + plot_w / 2, XmlEscape(subtitle));
+  }
   // Horizontal grid: decades, with faint 2x and 5x lines.
   for (int e = static_cast<int>(y_lo); e <= static_cast<int>(y_hi); ++e) {
     const double us = std::pow(10.0, e);
@@ -721,13 +727,19 @@ std::string LatencySvg(const std::vector<StepResult>& steps, const std::string& 
       }
     }
   }
-  // X ticks at each step's load.
+  // X ticks at each step's load; a label that would touch the previous one
+  // is left out (the tick stays).
+  double last_label_right = -1e9;
   for (double x : xs) {
     absl::StrAppendFormat(&svg,
-                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n"
-                          "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
-                          px(x), kTop, px(x), kTop + plot_h, px(x), kTop + plot_h + 18,
-                          JsonNumber(x, 1));
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                          px(x), kTop, px(x), kTop + plot_h);
+    const std::string label = JsonNumber(x, 1);
+    const double half = 3.6 * label.size();  // ~7.2 px a character at 12 px
+    if (px(x) - half < last_label_right + 6) continue;
+    last_label_right = px(x) + half;
+    absl::StrAppendFormat(&svg, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+                          px(x), kTop + plot_h + 18, label);
   }
   // Axes and their titles.
   absl::StrAppendFormat(&svg,

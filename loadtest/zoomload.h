@@ -228,9 +228,10 @@ std::string ReportJson(const std::vector<StepResult>& steps,
 std::string SummaryTable(const std::vector<StepResult>& steps);
 
 // An SVG plot of p50 / p99 / p99.9 latency (log y axis) against the offered
-// load (rate or concurrency) of each step, the knee marked.
-std::string LatencySvg(const std::vector<StepResult>& steps,
-                       const std::string& title);
+// load (rate or concurrency) of each step, the knee marked; `subtitle` (a
+// smaller second line, e.g. the knobs and recall) may be empty.
+std::string LatencySvg(const std::vector<StepResult>& steps, const std::string& title,
+                       const std::string& subtitle = "");
 
 // Writes `text` to `path` (truncating).
 absl::Status WriteTextFile(const std::string& path, const std::string& text);

@@ -1106,10 +1106,21 @@ int Main(int argc, char** argv) {
     if (!written.ok()) rc = Fail(written);
   }
   if (!options.svg_path.empty()) {
-    const std::string title =
-        absl::StrFormat("zoomload %s '%s' (k=%d): latency vs offered load",
-                        options.workload_name, name, options.k);
-    absl::Status written = WriteTextFile(options.svg_path, LatencySvg(steps, title));
+    // The knobs and the recall under the title: a latency curve means little
+    // without the quality it was bought at.
+    double recall_sum = 0;
+    uint64_t recall_n = 0;
+    for (const StepResult& s : steps) {
+      recall_sum += s.recall_sum;
+      recall_n += s.recall_samples;
+    }
+    const std::string title = absl::StrFormat("zoomload %s '%s' (k=%d): latency vs offered load",
+                                              options.workload_name, name, options.k);
+    std::string subtitle = context.knobs;
+    if (recall_n > 0) {
+      absl::StrAppendFormat(&subtitle, ", mean recall@%d %.3f", options.k, recall_sum / recall_n);
+    }
+    absl::Status written = WriteTextFile(options.svg_path, LatencySvg(steps, title, subtitle));
     if (!written.ok()) rc = Fail(written);
   }
 

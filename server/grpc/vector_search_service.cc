@@ -444,7 +444,13 @@ grpc::ServerUnaryReactor* VectorSearchService::BuildIndex(grpc::CallbackServerCo
                                                           v1::BuildIndexResponse* resp) {
   return Run(ctx, "BuildIndex", [this, req, resp](const std::atomic<bool>* cancelled) {
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
-    ZOOM_RETURN_IF_ERROR(c->StartBuild());
+    if (absl::Status st = c->StartBuild(); !st.ok()) {
+      // A build already running (e.g. the automatic one started during an
+      // import) is the build asked for: report it, or wait for it.
+      if (!absl::IsFailedPrecondition(st) || c->Info().index_state != IndexState::kBuilding) {
+        return st;
+      }
+    }
     if (req->wait()) {
       while (c->Info().index_state == IndexState::kBuilding && !cancelled->load()) {
         absl::SleepFor(absl::Milliseconds(20));

@@ -292,6 +292,30 @@ TEST(ServerTest, ApiRoundTrip) {
 
 // ---- Recall through gRPC equals the engine's ---------------------------------
 
+// A build already running (here: started by another call; in practice often
+// the automatic one during an import) is joined, not refused.
+TEST(ServerTest, BuildIndexJoinsARunningBuild) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  client::ZoomClient& c = *s.client;
+  constexpr size_t kDim = 32, kN = 20000;
+  ASSERT_OK(c.CreateCollection(Spec("b", kDim, v1::L2)).status());
+  const std::vector<float> data = RandomVectors(kN, kDim, 7);
+  ASSERT_OK(c.Import("b", kN,
+                     [&](uint64_t i, v1::Point* p) {
+                       p->set_id(i);
+                       p->mutable_vector()->Assign(&data[i * kDim], &data[(i + 1) * kDim]);
+                     },
+                     /*batch=*/1000, nullptr)
+                .status());
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo started, c.BuildIndex("b", /*wait=*/false));
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo again, c.BuildIndex("b", /*wait=*/false));
+  EXPECT_NE(again.index_state(), v1::FAILED);
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo joined, c.BuildIndex("b", /*wait=*/true));
+  EXPECT_EQ(joined.index_state(), v1::READY);
+  EXPECT_EQ(joined.indexed_points(), kN);
+}
+
 TEST(ServerTest, RecallThroughGrpcEqualsEngine) {
   InProcess s;
   ASSERT_OK(s.status);

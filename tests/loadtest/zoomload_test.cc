@@ -36,6 +36,7 @@ namespace zoom::load {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::zoom::testing::TempDir;
 using ::zoom::testing::TestDataPath;
 
@@ -275,10 +276,12 @@ TEST(ReportTest, JsonHasEveryFieldAndSvgIsWellFormed) {
   EXPECT_FALSE(both[1].fields().at("knee").bool_value());
   EXPECT_DOUBLE_EQ(both[1].fields().at("recall_at_k").number_value(), 0.95);
 
-  const std::string svg = LatencySvg(steps, "a <title> & more");
+  const std::string svg = LatencySvg(steps, "a <title> & more", "ef=64, recall@10 0.950");
   EXPECT_THAT(svg, HasSubstr("<svg xmlns=\"http://www.w3.org/2000/svg\""));
   EXPECT_THAT(svg, HasSubstr("<polyline"));
   EXPECT_THAT(svg, HasSubstr("a &lt;title&gt; &amp; more"));
+  EXPECT_THAT(svg, HasSubstr(">ef=64, recall@10 0.950</text>"));
+  EXPECT_THAT(LatencySvg(steps, "t"), Not(HasSubstr("fill=\"#444\"")));  // no subtitle line
   EXPECT_THAT(svg, HasSubstr("</svg>"));
   const std::string table = SummaryTable(steps);
   EXPECT_THAT(table, HasSubstr("p99.9_us"));
