@@ -45,6 +45,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli_flags.h"
+#include "client/progress_bar.h"
 #include "client/zoom_client.h"
 #include "common/json.h"
 #include "common/texmex.h"
@@ -431,67 +432,6 @@ int RunDrop(Invocation& inv) {
   return kExitOk;
 }
 
-// A one-line progress bar on stderr: redrawn with '\r' (at most ten times a
-// second) when stderr is a terminal; the final state is always printed.
-class ProgressBar {
- public:
-  explicit ProgressBar(uint64_t total)
-      : total_(total), tty_(isatty(STDERR_FILENO) == 1), start_(absl::Now()) {}
-
-  void Update(uint64_t done) {
-    done_ = done;
-    if (!tty_) return;
-    const absl::Time now = absl::Now();
-    if (now - last_draw_ < absl::Milliseconds(100) && done != total_) return;
-    last_draw_ = now;
-    Draw(/*final=*/false);
-  }
-
-  // Prints the final state and ends the line.
-  void Finish() { Draw(/*final=*/true); }
-
-  double Seconds() const { return absl::ToDoubleSeconds(absl::Now() - start_); }
-  double Rate() const {
-    const double seconds = Seconds();
-    return seconds > 0 ? static_cast<double>(done_) / seconds : 0.0;
-  }
-
- private:
-  void Draw(bool final) {
-    constexpr int kWidth = 30;
-    const double fraction =
-        total_ == 0 ? 1.0
-                    : static_cast<double>(done_) / static_cast<double>(total_);
-    const int filled =
-        std::clamp(static_cast<int>(fraction * kWidth), 0, kWidth);
-    const double rate = Rate();
-    std::string line = absl::StrFormat(
-        "[%s%s] %5.1f%% %d/%d points %.0f points/s", std::string(filled, '#'),
-        std::string(kWidth - filled, '.'), 100.0 * fraction, done_, total_,
-        rate);
-    if (final) {
-      absl::StrAppendFormat(&line, " %.1fs", Seconds());
-    } else if (rate > 0 && done_ < total_) {
-      absl::StrAppendFormat(&line, " ETA %.0fs",
-                            static_cast<double>(total_ - done_) / rate);
-    }
-    // Pad over the remains of a longer previous line.
-    const size_t length = line.size();
-    if (line.size() < last_length_)
-      line.append(last_length_ - line.size(), ' ');
-    last_length_ = length;
-    absl::FPrintF(stderr, "%s%s%s", tty_ ? "\r" : "", line, final ? "\n" : "");
-    std::fflush(stderr);
-  }
-
-  const uint64_t total_;
-  const bool tty_;
-  const absl::Time start_;
-  absl::Time last_draw_ = absl::InfinitePast();
-  uint64_t done_ = 0;
-  size_t last_length_ = 0;
-};
-
 // Feeds rows of a vecs file to ZoomClient::Import, reading a batch at a time.
 class RowSource {
  public:
@@ -592,7 +532,7 @@ int RunImport(Invocation& inv) {
   }
 
   RowSource source(&*reader, id_offset, total, batch);
-  ProgressBar bar(total);
+  client::ProgressBar bar(total);
   absl::StatusOr<uint64_t> imported = client->Import(
       name, total,
       [&source](uint64_t i, v1::Point* point) { source.Fill(i, point); }, batch,

@@ -46,6 +46,7 @@
 #include "client/zoom_client.h"
 #include "common/texmex.h"
 #include "client/cli_flags.h"
+#include "client/progress_bar.h"
 #include "loadtest/zoomload.h"
 #include "zoom/v1/decoder.grpc.pb.h"
 #include "zoom/v1/zoom.grpc.pb.h"
@@ -406,50 +407,6 @@ absl::StatusOr<std::vector<T>> ReadRaw(const std::string& path, size_t max_eleme
   return data;
 }
 
-// ---- Progress bar (setup's import) ---------------------------------------------
-
-class ProgressBar {
- public:
-  explicit ProgressBar(uint64_t total)
-      : total_(total), tty_(isatty(STDERR_FILENO) == 1), start_(absl::Now()) {}
-
-  void Update(uint64_t done) {
-    done_ = done;
-    const absl::Time now = absl::Now();
-    const absl::Duration every = tty_ ? absl::Milliseconds(100) : absl::Seconds(1);
-    if (now - last_draw_ < every) return;
-    last_draw_ = now;
-    Draw(false);
-  }
-  void Finish() { Draw(true); }
-  double Seconds() const { return absl::ToDoubleSeconds(absl::Now() - start_); }
-
- private:
-  void Draw(bool final) {
-    constexpr int kWidth = 30;
-    const double fraction = total_ == 0 ? 1.0 : static_cast<double>(done_) / total_;
-    const int filled = std::clamp(static_cast<int>(fraction * kWidth), 0, kWidth);
-    const double seconds = Seconds();
-    std::string line = absl::StrFormat(
-        "import [%s%s] %5.1f%% %d/%d points %.0f points/s", std::string(filled, '#'),
-        std::string(kWidth - filled, '.'), 100 * fraction, done_, total_,
-        seconds > 0 ? done_ / seconds : 0.0);
-    if (final) absl::StrAppendFormat(&line, " %.1fs", seconds);
-    const size_t length = line.size();
-    if (tty_ && line.size() < last_length_) line.append(last_length_ - line.size(), ' ');
-    last_length_ = length;
-    absl::FPrintF(stderr, "%s%s%s", tty_ ? "\r" : "", line, (final || !tty_) ? "\n" : "");
-    std::fflush(stderr);
-  }
-
-  const uint64_t total_;
-  const bool tty_;
-  const absl::Time start_;
-  absl::Time last_draw_ = absl::InfinitePast();
-  uint64_t done_ = 0;
-  size_t last_length_ = 0;
-};
-
 // ---- Vector workloads (search, mixed) ----------------------------------------
 
 struct VectorData {
@@ -739,7 +696,10 @@ absl::StatusOr<VectorData> PrepareVectors(client::ZoomClient* client, Options* o
                         data.base_is_uint8 ? "uint8" : "float32", ")"));
     }
     if (import) {
-      ProgressBar bar(base->rows);
+      client::ProgressBar::Options bar_options;
+      bar_options.prefix = "import";
+      bar_options.lines_when_not_a_tty = true;
+      client::ProgressBar bar(base->rows, bar_options);
       const VecsMatrix<float>& rows = *base;
       absl::StatusOr<uint64_t> imported = setup->Import(
           options->collection, rows.rows,

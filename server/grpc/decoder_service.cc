@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
-#include "server/grpc/vector_search_service.h"  // ToGrpc
+#include "server/grpc/unary_call.h"
 
 namespace zoom::server {
 namespace {
@@ -35,11 +35,6 @@ v1::ModelInfo ToProto(const LoadedModel& m) {
   return info;
 }
 
-class UnaryCall final : public grpc::ServerUnaryReactor {
- public:
-  void OnDone() override { delete this; }
-};
-
 }  // namespace
 
 DecoderService::DecoderService(DecoderEngine* engine, Metrics* metrics, WorkerPool* pool,
@@ -55,19 +50,10 @@ template <typename Work>
 grpc::ServerUnaryReactor* RunOnPool(const DecoderService* service,
                                     grpc::CallbackServerContext* ctx, const char* rpc,
                                     Work work) {
-  auto* call = new UnaryCall();
-  service->pool()->Submit([service, ctx, call, rpc, work = std::move(work),
-                           start = absl::Now()]() mutable {
-    absl::Status st;
-    if (ctx->IsCancelled()) {
-      st = absl::CancelledError("the call was cancelled before it started");
-    } else {
-      st = work();
-    }
-    service->Record(rpc, st, absl::ToDoubleSeconds(absl::Now() - start));
-    call->Finish(ToGrpc(st));
-  });
-  return call;
+  return RunUnaryOnPool(
+      service->pool(), ctx,
+      [service, rpc](const absl::Status& st, double seconds) { service->Record(rpc, st, seconds); },
+      [work = std::move(work)](const std::atomic<bool>*) mutable { return work(); });
 }
 }  // namespace
 

@@ -10,23 +10,10 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
+#include "server/grpc/unary_call.h"
 
 namespace zoom::server {
 namespace {
-
-// A unary call whose cancellation the work can see.
-class UnaryCall final : public grpc::ServerUnaryReactor {
- public:
-  std::atomic<bool> cancelled{false};
-  void OnCancel() override { cancelled.store(true); }
-  void OnDone() override { delete this; }
-};
-
-absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
-  const auto d = ctx->deadline();
-  if (d == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(d);
-}
 
 absl::StatusOr<Metric> MetricFromProto(v1::Metric m) {
   switch (m) {
@@ -141,24 +128,10 @@ void VectorSearchService::Record(const char* rpc, const absl::Status& status,
 template <typename Work>
 grpc::ServerUnaryReactor* VectorSearchService::Run(grpc::CallbackServerContext* ctx,
                                                    const char* rpc, Work work) {
-  auto* call = new UnaryCall();
-  pool_->Submit([this, ctx, call, rpc, work = std::move(work), start = absl::Now()]() mutable {
-    absl::Status st;
-    if (call->cancelled.load() || ctx->IsCancelled()) {
-      st = absl::CancelledError("the call was cancelled before it started");
-    } else if (absl::Now() >= DeadlineOf(ctx)) {
-      st = absl::DeadlineExceededError("the deadline passed while the request was queued");
-    } else {
-      try {
-        st = work(&call->cancelled);
-      } catch (const std::exception& e) {
-        st = absl::InternalError(absl::StrCat("internal error: ", e.what()));
-      }
-    }
-    Record(rpc, st, absl::ToDoubleSeconds(absl::Now() - start));
-    call->Finish(ToGrpc(st));
-  });
-  return call;
+  return RunUnaryOnPool(
+      pool_, ctx,
+      [this, rpc](const absl::Status& st, double seconds) { Record(rpc, st, seconds); },
+      std::move(work));
 }
 
 // ---- Collections ---------------------------------------------------------------

@@ -102,7 +102,6 @@ class VectorSearchService final : public v1::VectorSearch::CallbackService {
 // Proto <-> engine.
 v1::CollectionInfo ToProto(const CollectionInfo& info);
 absl::StatusOr<CollectionConfig> FromProto(const v1::CollectionSpec& spec);
-grpc::Status ToGrpc(const absl::Status& status);
 
 }  // namespace zoom::server
 
