@@ -25,6 +25,15 @@ absl::Status ErrnoError(int err, const std::string& what) {
 
 }  // namespace
 
+absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return ErrnoError(errno, absl::StrCat("open ", path));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) return ErrnoError(errno, absl::StrCat("read ", path));
+  return std::move(ss).str();
+}
+
 BinaryWriter::BinaryWriter(std::string_view magic8, uint16_t major,
                            uint16_t minor) {
   char m[8] = {0};
@@ -82,13 +91,12 @@ absl::StatusOr<BinaryReader> BinaryReader::Open(const std::string& path,
   BinaryReader r;
   r.path_ = path;
   r.what_ = std::string(what);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    return ErrnoError(errno, absl::StrCat("open ", r.what_, " ", path));
+  absl::StatusOr<std::string> data = ReadFileToString(path);
+  if (!data.ok()) {
+    return absl::Status(data.status().code(),
+                        absl::StrCat(r.what_, ": ", data.status().message()));
   }
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  r.data_ = std::move(ss).str();
+  r.data_ = *std::move(data);
   if (r.data_.size() < 8 + 4 + 4) return r.Corrupt("truncated (no header)");
   char m[8] = {0};
   std::memcpy(m, magic8.data(), std::min<size_t>(8, magic8.size()));

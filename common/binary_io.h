@@ -25,6 +25,10 @@
 
 namespace zoom {
 
+// The whole file as bytes. NotFound / PermissionDenied / Internal with the
+// path and the OS's reason when it cannot be opened or read.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
 class BinaryWriter {
  public:
   BinaryWriter(std::string_view magic8, uint16_t major, uint16_t minor);

@@ -4,9 +4,16 @@
 // control characters escaped; other bytes, UTF-8 included, kept as they
 // are). Shared by the tools that write JSON by hand (zoomctl, zoomload,
 // zoombench).
+//
+// JsonUintField: the value of the first `"key": <unsigned integer>` in a JSON
+// text (at any depth; occurrences of "key" not followed by ':' and digits are
+// skipped), for the small flat metadata files (model meta.json). nullopt when
+// absent or not an integer of at most 19 digits.
 #ifndef ZOOM_COMMON_JSON_H_
 #define ZOOM_COMMON_JSON_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,6 +42,30 @@ inline std::string JsonQuote(std::string_view s) {
   }
   out += '"';
   return out;
+}
+
+inline std::optional<uint64_t> JsonUintField(std::string_view json, std::string_view key) {
+  const std::string quoted = std::string("\"").append(key).append("\"");
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  size_t pos = 0;
+  while ((pos = json.find(quoted, pos)) != std::string_view::npos) {
+    size_t i = pos + quoted.size();
+    while (i < json.size() && space(json[i])) ++i;
+    if (i < json.size() && json[i] == ':') {
+      ++i;
+      while (i < json.size() && space(json[i])) ++i;
+      uint64_t value = 0;
+      size_t digits = 0;
+      while (i < json.size() && json[i] >= '0' && json[i] <= '9' && digits < 19) {
+        value = value * 10 + static_cast<uint64_t>(json[i] - '0');
+        ++i;
+        ++digits;
+      }
+      if (digits > 0 && !(i < json.size() && json[i] >= '0' && json[i] <= '9')) return value;
+    }
+    pos += quoted.size();
+  }
+  return std::nullopt;
 }
 
 }  // namespace zoom

@@ -23,7 +23,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +43,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/zoom_client.h"
+#include "common/binary_io.h"
+#include "common/json.h"
 #include "common/texmex.h"
 #include "client/cli_flags.h"
 #include "client/progress_bar.h"
@@ -357,39 +358,6 @@ std::string MetricName(v1::Metric metric) {
     default:
       return "l2";
   }
-}
-
-// Reads the file whole.
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
-// The first `"key": <unsigned integer>` of a JSON text.
-std::optional<uint64_t> JsonUint(const std::string& json, const std::string& key) {
-  const std::string quoted = absl::StrCat("\"", key, "\"");
-  size_t pos = 0;
-  while ((pos = json.find(quoted, pos)) != std::string::npos) {
-    size_t i = pos + quoted.size();
-    while (i < json.size() && absl::ascii_isspace(json[i])) ++i;
-    if (i < json.size() && json[i] == ':') {
-      ++i;
-      while (i < json.size() && absl::ascii_isspace(json[i])) ++i;
-      uint64_t value = 0;
-      size_t digits = 0;
-      while (i < json.size() && absl::ascii_isdigit(json[i]) && digits < 19) {
-        value = value * 10 + static_cast<uint64_t>(json[i] - '0');
-        ++i;
-        ++digits;
-      }
-      if (digits > 0) return value;
-    }
-    pos += quoted.size();
-  }
-  return std::nullopt;
 }
 
 // A little-endian raw array file of T, read whole.
@@ -836,9 +804,9 @@ class TopKSource : public RequestSource {
 absl::StatusOr<TopKData> PrepareTopK(client::ZoomClient* client, const Options& options) {
   TopKData data;
   const std::string meta_path = absl::StrCat(options.dataset, "/meta.json");
-  absl::StatusOr<std::string> meta = ReadFile(meta_path);
+  absl::StatusOr<std::string> meta = ReadFileToString(meta_path);
   if (!meta.ok()) return meta.status();
-  std::optional<uint64_t> dim = JsonUint(*meta, "dim");
+  std::optional<uint64_t> dim = JsonUintField(*meta, "dim");
   if (!dim.has_value() || *dim == 0 || *dim > kMaxVecsDim) {
     return absl::InvalidArgumentError(absl::StrCat(meta_path, " has no positive \"dim\""));
   }
@@ -859,7 +827,7 @@ absl::StatusOr<TopKData> PrepareTopK(client::ZoomClient* client, const Options& 
   data.h = std::move(*h);
 
   const std::string ref_path = absl::StrCat(options.dataset, "/ref_ids.i32");
-  std::optional<uint64_t> topk = JsonUint(*meta, "topk");
+  std::optional<uint64_t> topk = JsonUintField(*meta, "topk");
   if (Exists(ref_path) && topk.has_value() && *topk > 0 && *topk < 100000) {
     data.ref_width = static_cast<uint32_t>(*topk + 1);
     absl::StatusOr<std::vector<int32_t>> ref =

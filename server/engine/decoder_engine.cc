@@ -6,11 +6,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/binary_io.h"
+#include "common/json.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
@@ -20,29 +22,6 @@ namespace zoom::server {
 namespace {
 
 namespace fs = std::filesystem;
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// The integer value of "key": N in a flat JSON object (no nesting needed:
-// the first occurrence of the key at any depth).
-bool JsonUint(const std::string& json, const std::string& key, uint64_t* out) {
-  const std::string quoted = absl::StrCat("\"", key, "\"");
-  size_t pos = json.find(quoted);
-  if (pos == std::string::npos) return false;
-  pos = json.find(':', pos + quoted.size());
-  if (pos == std::string::npos) return false;
-  ++pos;
-  while (pos < json.size() && std::isspace(static_cast<unsigned char>(json[pos]))) ++pos;
-  size_t end = pos;
-  while (end < json.size() && std::isdigit(static_cast<unsigned char>(json[end]))) ++end;
-  return end > pos && absl::SimpleAtoi(absl::string_view(json.data() + pos, end - pos), out);
-}
 
 absl::Status CheckSize(const std::string& path, uint64_t expected, const char* what) {
   std::error_code ec;
@@ -97,16 +76,20 @@ absl::StatusOr<SoftmaxModel> ReadModelDir(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(absl::StrCat("model directory ", dir, " does not exist"));
   }
-  ZOOM_ASSIGN_OR_RETURN(std::string meta, ReadFile((fs::path(dir) / "meta.json").string()));
-  uint64_t vocab = 0, dim = 0;
-  if (!JsonUint(meta, "vocab_size", &vocab) && !JsonUint(meta, "V", &vocab)) {
+  ZOOM_ASSIGN_OR_RETURN(std::string meta, ReadFileToString((fs::path(dir) / "meta.json").string()));
+  std::optional<uint64_t> vocab_field = JsonUintField(meta, "vocab_size");
+  if (!vocab_field) vocab_field = JsonUintField(meta, "V");
+  if (!vocab_field) {
     return absl::InvalidArgumentError(
         absl::StrCat(dir, "/meta.json has no \"vocab_size\" (or \"V\") number"));
   }
-  if (!JsonUint(meta, "dim", &dim) && !JsonUint(meta, "d", &dim)) {
+  std::optional<uint64_t> dim_field = JsonUintField(meta, "dim");
+  if (!dim_field) dim_field = JsonUintField(meta, "d");
+  if (!dim_field) {
     return absl::InvalidArgumentError(
         absl::StrCat(dir, "/meta.json has no \"dim\" (or \"d\") number"));
   }
+  const uint64_t vocab = *vocab_field, dim = *dim_field;
   if (vocab == 0 || vocab > (1u << 26) || dim == 0 || dim > 65536) {
     return absl::InvalidArgumentError(absl::StrCat(dir, "/meta.json: vocab_size ", vocab,
                                                    " and dim ", dim, " are out of range"));
@@ -120,11 +103,11 @@ absl::StatusOr<SoftmaxModel> ReadModelDir(const std::string& dir) {
   m.W.resize(vocab * dim);
   if (fs::exists(w32, ec)) {
     ZOOM_RETURN_IF_ERROR(CheckSize(w32, vocab * dim * 4, "V × d float32"));
-    ZOOM_ASSIGN_OR_RETURN(std::string bytes, ReadFile(w32));
+    ZOOM_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(w32));
     std::memcpy(m.W.data(), bytes.data(), bytes.size());
   } else if (fs::exists(w16, ec)) {
     ZOOM_RETURN_IF_ERROR(CheckSize(w16, vocab * dim * 2, "V × d float16"));
-    ZOOM_ASSIGN_OR_RETURN(std::string bytes, ReadFile(w16));
+    ZOOM_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(w16));
     for (size_t i = 0; i < m.W.size(); ++i) {
       uint16_t h;
       std::memcpy(&h, bytes.data() + 2 * i, 2);
@@ -134,7 +117,7 @@ absl::StatusOr<SoftmaxModel> ReadModelDir(const std::string& dir) {
     return absl::NotFoundError(absl::StrCat("model directory ", dir, " has neither W.f32 nor W.f16"));
   }
   ZOOM_RETURN_IF_ERROR(CheckSize(bpath, vocab * 4, "V float32"));
-  ZOOM_ASSIGN_OR_RETURN(std::string bbytes, ReadFile(bpath));
+  ZOOM_ASSIGN_OR_RETURN(std::string bbytes, ReadFileToString(bpath));
   m.b.resize(vocab);
   std::memcpy(m.b.data(), bbytes.data(), bbytes.size());
   for (size_t i = 0; i < m.W.size(); ++i) {
