@@ -71,7 +71,7 @@ ABSL_FLAG(
 ABSL_FLAG(uint32_t, hnsw_m, 0, "create: HNSW links per node (0: default)");
 ABSL_FLAG(uint32_t, ef_construction, 0, "create: HNSW ef_construction");
 ABSL_FLAG(uint32_t, pq_m, 0, "create: PQ bytes per vector (0: about dim/2)");
-ABSL_FLAG(uint32_t, pq_nbits, 0, "create: bits per PQ sub-code (only 8)");
+ABSL_FLAG(uint32_t, pq_nbits, 0, "create: bits per PQ sub-code: 8, or 4 (ivf_hnsw_pq's fast scan)");
 ABSL_FLAG(uint32_t, nlist, 0, "create: ivf_hnsw_pq clusters (0: ~4*sqrt(n))");
 ABSL_FLAG(bool, opq, false, "create: learn an OPQ rotation before PQ");
 
@@ -121,7 +121,7 @@ constexpr char kUsage[] =
 Commands:
   create NAME --dim D --metric l2|ip|cosine [--dtype float32|uint8]
          [--index_kind hnsw_pq|ivf_hnsw_pq] [--hnsw_m M] [--ef_construction N]
-         [--pq_m M] [--pq_nbits 8] [--nlist N] [--opq]
+         [--pq_m M] [--pq_nbits 8|4] [--nlist N] [--opq]
          [--ef N] [--nprobe N] [--rerank N]   (the collection's search defaults)
   list
   info NAME

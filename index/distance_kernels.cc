@@ -782,6 +782,75 @@ ZOOM_TARGET_AVX512 void PqAdcGatherAvx512(const float* table,
 #endif  // ZOOM_KERNELS_X86
 
 // ---------------------------------------------------------------------------
+// PQ 4-bit fast scan
+// ---------------------------------------------------------------------------
+
+void Pq4ScanScalarImpl(const uint8_t* lut, const uint8_t* blocks, size_t nblocks,
+                       size_t m, uint16_t* out) {
+  const size_t mp = Pq4PaddedM(m), bb = Pq4BlockBytes(m);
+  for (size_t b = 0; b < nblocks; ++b) {
+    const uint8_t* block = blocks + b * bb;
+    uint16_t* o = out + b * kPq4BlockSize;
+    for (size_t s = 0; s < kPq4BlockSize; ++s) {
+      uint32_t sum = 0;
+      for (size_t j = 0; j < mp; ++j) {
+        const uint8_t byte = block[j * 16 + (s & 15)];
+        const uint8_t c = s < 16 ? (byte & 15) : (byte >> 4);
+        sum += lut[j * 16 + c];
+      }
+      o[s] = static_cast<uint16_t>(sum);
+    }
+  }
+}
+
+#if ZOOM_KERNELS_X86
+// Two sub-quantisers per step: the low 128-bit lane holds sub-quantiser j's
+// 16 code bytes and table, the high lane j + 1's. One shuffle of the low
+// nibbles looks up slots 0..15 of both, one of the high nibbles slots
+// 16..31. The bytes are widened to 16 bits (unpack with zero) into four
+// accumulators (slots 0-7, 8-15, 16-23, 24-31, per lane); the two lanes are
+// added at the end. Each lane sums at most 128 bytes <= 255: no overflow.
+// The low and the high 128-bit lane added as 8 uint16.
+ZOOM_TARGET_AVX2 inline __m128i AddLanes16(__m256i v) {
+  return _mm_add_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+ZOOM_TARGET_AVX2 void Pq4ScanAvx2(const uint8_t* lut, const uint8_t* blocks,
+                                  size_t nblocks, size_t m, uint16_t* out) {
+  const size_t mp = Pq4PaddedM(m), bb = Pq4BlockBytes(m);
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i zero = _mm256_setzero_si256();
+  for (size_t b = 0; b < nblocks; ++b) {
+    const uint8_t* block = blocks + b * bb;
+    if (b + 1 < nblocks) {
+      __builtin_prefetch(block + bb);
+      __builtin_prefetch(block + bb + 64);
+    }
+    __m256i a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+    for (size_t j = 0; j < mp; j += 2) {
+      const __m256i c =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + j * 16));
+      const __m256i t =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lut + j * 16));
+      const __m256i lo = _mm256_and_si256(c, low4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), low4);
+      const __m256i rlo = _mm256_shuffle_epi8(t, lo);
+      const __m256i rhi = _mm256_shuffle_epi8(t, hi);
+      a0 = _mm256_add_epi16(a0, _mm256_unpacklo_epi8(rlo, zero));
+      a1 = _mm256_add_epi16(a1, _mm256_unpackhi_epi8(rlo, zero));
+      a2 = _mm256_add_epi16(a2, _mm256_unpacklo_epi8(rhi, zero));
+      a3 = _mm256_add_epi16(a3, _mm256_unpackhi_epi8(rhi, zero));
+    }
+    uint16_t* o = out + b * kPq4BlockSize;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o), AddLanes16(a0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 8), AddLanes16(a1));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16), AddLanes16(a2));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 24), AddLanes16(a3));
+  }
+}
+#endif  // ZOOM_KERNELS_X86
+
+// ---------------------------------------------------------------------------
 // Dispatch
 // ---------------------------------------------------------------------------
 
@@ -798,6 +867,7 @@ struct KernelTable {
   void (*pq_adc_scan)(const float*, const uint8_t*, size_t, size_t, float*);
   void (*pq_adc_gather)(const float*, const uint8_t*, const uint32_t*, size_t,
                         size_t, float*);
+  void (*pq4_scan)(const uint8_t*, const uint8_t*, size_t, size_t, uint16_t*);
 };
 
 constexpr KernelTable kScalarKernels = {
@@ -811,6 +881,7 @@ constexpr KernelTable kScalarKernels = {
     .pq_adc = PqAdcScalar,
     .pq_adc_scan = PqAdcScanScalar,
     .pq_adc_gather = PqAdcGatherScalar,
+    .pq4_scan = Pq4ScanScalarImpl,
 };
 
 #if ZOOM_KERNELS_X86
@@ -826,6 +897,7 @@ constexpr KernelTable kAvx2Kernels = {
     .pq_adc = PqAdcIlp,
     .pq_adc_scan = PqAdcScanIlp,
     .pq_adc_gather = PqAdcGatherIlp,
+    .pq4_scan = Pq4ScanAvx2,
 };
 
 constexpr KernelTable kAvx512Kernels = {
@@ -839,6 +911,7 @@ constexpr KernelTable kAvx512Kernels = {
     .pq_adc = PqAdcAvx512,
     .pq_adc_scan = PqAdcScanAvx512,
     .pq_adc_gather = PqAdcGatherAvx512,
+    .pq4_scan = Pq4ScanAvx2,  // AVX-512 implies AVX2; a 512-bit version is not written
 };
 #endif
 
@@ -959,6 +1032,64 @@ void PqAdcScan(const float* table, const uint8_t* codes, size_t n, size_t m,
 void PqAdcGather(const float* table, const uint8_t* codes, const uint32_t* ids,
                  size_t n, size_t m, float* out) {
   Kernels().pq_adc_gather(table, codes, ids, n, m, out);
+}
+
+void Pq4SetCode(uint8_t* block, size_t m, size_t slot, const uint8_t* code) {
+  const size_t pos = slot & 15;
+  const bool high = slot >= 16;
+  for (size_t j = 0; j < Pq4PaddedM(m); ++j) {
+    const uint8_t c = j < m ? (code[j] & 15) : 0;
+    uint8_t& byte = block[j * 16 + pos];
+    byte = high ? static_cast<uint8_t>((byte & 0x0f) | (c << 4))
+                : static_cast<uint8_t>((byte & 0xf0) | c);
+  }
+}
+
+void Pq4GetCode(const uint8_t* block, size_t m, size_t slot, uint8_t* code) {
+  const size_t pos = slot & 15;
+  for (size_t j = 0; j < m; ++j) {
+    const uint8_t byte = block[j * 16 + pos];
+    code[j] = slot < 16 ? (byte & 15) : (byte >> 4);
+  }
+}
+
+void Pq4QuantizeTable(const float* table, size_t m, uint8_t* lut, float* bias,
+                      float* scale) {
+  float b = 0, range = 0;
+  for (size_t j = 0; j < m; ++j) {
+    const float* t = table + j * kPq4Centroids;
+    float lo = t[0], hi = t[0];
+    for (size_t c = 1; c < kPq4Centroids; ++c) {
+      lo = t[c] < lo ? t[c] : lo;
+      hi = t[c] > hi ? t[c] : hi;
+    }
+    b += lo;
+    range = hi - lo > range ? hi - lo : range;
+  }
+  const float s = range > 0 ? range / 255.0f : 1.0f;
+  const float inv = 1.0f / s;
+  for (size_t j = 0; j < m; ++j) {
+    const float* t = table + j * kPq4Centroids;
+    float lo = t[0];
+    for (size_t c = 1; c < kPq4Centroids; ++c) lo = t[c] < lo ? t[c] : lo;
+    for (size_t c = 0; c < kPq4Centroids; ++c) {
+      const float v = (t[c] - lo) * inv + 0.5f;
+      lut[j * kPq4Centroids + c] = static_cast<uint8_t>(v >= 255.0f ? 255.0f : v);
+    }
+  }
+  if (m % 2 != 0) std::memset(lut + m * kPq4Centroids, 0, kPq4Centroids);
+  *bias = b;
+  *scale = s;
+}
+
+void Pq4ScanBlocks(const uint8_t* lut, const uint8_t* blocks, size_t nblocks,
+                   size_t m, uint16_t* out) {
+  Kernels().pq4_scan(lut, blocks, nblocks, m, out);
+}
+
+void Pq4ScanBlocksScalar(const uint8_t* lut, const uint8_t* blocks,
+                         size_t nblocks, size_t m, uint16_t* out) {
+  Pq4ScanScalarImpl(lut, blocks, nblocks, m, out);
 }
 
 }  // namespace zoom::index

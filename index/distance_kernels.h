@@ -63,6 +63,41 @@ void PqAdcScan(const float* table, const uint8_t* codes, size_t n, size_t m,
 void PqAdcGather(const float* table, const uint8_t* codes, const uint32_t* ids,
                  size_t n, size_t m, float* out);
 
+// PQ with 4-bit codes scanned in blocks of 32 ("fast scan", after Andre,
+// Kermarrec and Le Scouarnec, VLDB 2015): 16 centroids per sub-quantiser, so
+// a query's table for one sub-quantiser is 16 bytes and fits one SIMD
+// register; a shuffle looks up 16 (AVX2: 32) codes at once.
+inline constexpr size_t kPq4Centroids = 16;
+inline constexpr size_t kPq4BlockSize = 32;
+// Sub-quantisers are processed in pairs; an odd m gets a padding
+// sub-quantiser whose codes and table entries are 0.
+inline constexpr size_t Pq4PaddedM(size_t m) { return (m + 1) & ~size_t{1}; }
+// Bytes of one block of 32 codes: Pq4PaddedM(m) * 16 (m / 2 per code).
+inline constexpr size_t Pq4BlockBytes(size_t m) { return Pq4PaddedM(m) * 16; }
+
+// Block layout: byte j * 16 + (s % 16) holds sub-quantiser j's code of slot
+// s in its low nibble for s < 16, in its high nibble for 16 <= s < 32.
+// Writes slot `slot` (< 32) of `block` from code[0, m) (values < 16).
+void Pq4SetCode(uint8_t* block, size_t m, size_t slot, const uint8_t* code);
+// Reads slot `slot` of `block` into code[0, m).
+void Pq4GetCode(const uint8_t* block, size_t m, size_t slot, uint8_t* code);
+
+// Quantises a float table (m * 16 floats, sub-quantiser-major) to bytes:
+// lut (Pq4PaddedM(m) * 16 bytes) = round((table - min_j) / scale) with one
+// scale for all j, so that sum_j table[j][c_j] ~= bias + scale * sum_j
+// lut[j][c_j] (error at most m * scale / 2). Sums of up to 256
+// sub-quantisers fit the uint16 results of Pq4ScanBlocks.
+void Pq4QuantizeTable(const float* table, size_t m, uint8_t* lut, float* bias,
+                      float* scale);
+// out[b * 32 + s] = sum_j lut[j * 16 + code_j(block b, slot s)] for
+// b < nblocks, s < 32. `blocks` is nblocks * Pq4BlockBytes(m) bytes;
+// REQUIRES m <= 256.
+void Pq4ScanBlocks(const uint8_t* lut, const uint8_t* blocks, size_t nblocks,
+                   size_t m, uint16_t* out);
+// The scalar reference of Pq4ScanBlocks (tests and benchmarks).
+void Pq4ScanBlocksScalar(const uint8_t* lut, const uint8_t* blocks,
+                         size_t nblocks, size_t m, uint16_t* out);
+
 }  // namespace zoom::index
 
 #endif  // ZOOM_INDEX_DISTANCE_KERNELS_H_

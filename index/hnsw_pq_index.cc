@@ -201,7 +201,7 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> LoadHnswPq(const IndexSpec& spec,
                                                         BinaryReader& r) {
   ProductQuantizer pq;
   ZOOM_RETURN_IF_ERROR(pq.Load(r));
-  if (pq.dim() != spec.dim || pq.m() != spec.pq.m) {
+  if (pq.dim() != spec.dim || pq.m() != spec.pq.m || pq.nbits() != 8) {
     return r.Corrupt("quantizer does not match the spec");
   }
   auto index = std::make_unique<HnswPqIndex>(spec, std::move(pq));

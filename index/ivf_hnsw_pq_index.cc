@@ -1,6 +1,12 @@
 // ivf_hnsw_pq, the Zoom paper's preview: k-means clusters routed by an HNSW
 // graph over the centroids, PQ codes of the residuals in per-cluster lists.
 //
+// With 4-bit PQ (pq.nbits = 4) the lists hold codes in blocks of 32 and the
+// scan is the shuffle-based fast scan of distance_kernels.h over a byte
+// quantisation of the inner-product table; the candidates it keeps are
+// re-scored with the float table, so only the choice of the K' candidates,
+// not their preview distances, sees the byte rounding.
+//
 // Distance of query q to a coded point x = c + r (c its centroid, r^ the
 // decoded residual), all in the quantiser's (orthonormally rotated) space:
 //   L2: |q - c|^2 + (|r^|^2 + 2<c, r^>) - 2<q, r^>
@@ -57,10 +63,22 @@ uint32_t AutoNlist(size_t n) {
 }
 
 // One cluster's list. Rows never move, so a list grows under readers.
+// 8-bit codes: one row of m bytes per point. 4-bit codes: one row per block
+// of kPq4BlockSize points (Pq4BlockBytes(m) bytes), and ids / terms get 32x
+// the block array's base rows so that a run of blocks is a run of points
+// (ChunkedArray splits both at the same places). The writer fills a
+// block's slots while readers scan the published ones; the slots past
+// `size` are read and ignored (single bytes, written before the release
+// of `size` that publishes them).
 struct InvertedList {
-  // `rows` sizes the first chunk (exact for a bulk build or a load).
-  InvertedList(size_t m, uint64_t rows)
-      : codes(m, rows), ids(1, rows), terms(1, rows) {}
+  // `rows` (points) sizes the first chunk (exact for a bulk build or a load).
+  InvertedList(size_t m, bool pq4, uint64_t rows)
+      : codes(pq4 ? Pq4BlockBytes(m) : m, pq4 ? BlockRows(rows) : rows),
+        ids(1, pq4 ? BlockRows(rows) * kPq4BlockSize : rows),
+        terms(1, pq4 ? BlockRows(rows) * kPq4BlockSize : rows) {}
+  static uint64_t BlockRows(uint64_t rows) {
+    return std::max<uint64_t>(1, (rows + kPq4BlockSize - 1) / kPq4BlockSize);
+  }
   std::atomic<uint32_t> size{0};
   ChunkedArray<uint8_t> codes;
   ChunkedArray<uint32_t> ids;
@@ -70,11 +88,15 @@ struct InvertedList {
 class IvfHnswPqIndex final : public VectorIndex {
  public:
   IvfHnswPqIndex(const IndexSpec& spec, std::vector<float> centroids, ProductQuantizer pq)
-      : spec_(spec), centroids_(std::move(centroids)), pq_(std::move(pq)), graph_(spec.hnsw) {
+      : spec_(spec),
+        pq4_(pq.nbits() == 4),
+        centroids_(std::move(centroids)),
+        pq_(std::move(pq)),
+        graph_(spec.hnsw) {
     const uint32_t nlist = spec_.nlist;
     lists_.reserve(nlist);
     for (uint32_t i = 0; i < nlist; ++i) {
-      lists_.push_back(std::make_unique<InvertedList>(pq_.code_size(), kListBaseRows));
+      lists_.push_back(NewList(kListBaseRows));
     }
   }
 
@@ -129,17 +151,16 @@ class IvfHnswPqIndex final : public VectorIndex {
       for (uint32_t a : assign) ++count[a];
       for (uint32_t l = 0; l < spec_.nlist; ++l) {
         if (lists_[l]->size.load() == 0 && count[l] > 0) {
-          lists_[l] = std::make_unique<InvertedList>(m, count[l]);
+          lists_[l] = NewList(count[l]);
         }
       }
     }
     for (size_t i = 0; i < n; ++i) {
       InvertedList& list = *lists_[assign[i]];
       const uint32_t pos = list.size.load(std::memory_order_relaxed);
-      list.codes.Grow(pos + 1);
+      PutCode(list, pos, codes.data() + i * m);
       list.ids.Grow(pos + 1);
       list.terms.Grow(pos + 1);
-      std::memcpy(list.codes.Row(pos), codes.data() + i * m, m);
       *list.ids.Row(pos) = static_cast<uint32_t>(first + i);
       *list.terms.Row(pos) = terms[i];
       list.size.store(pos + 1, std::memory_order_release);
@@ -170,8 +191,14 @@ class IvfHnswPqIndex final : public VectorIndex {
     // One inner-product table for all lists.
     s.qt.resize(pq_.padded_dim());
     pq_.Transform(s.q.data(), s.qt.data());
-    s.table.resize(size_t{pq_.m()} * kPqCentroids);
+    s.table.resize(size_t{pq_.m()} * pq_.ksub());
     pq_.IpTable(s.qt.data(), s.table.data());
+    if (pq4_) {
+      FastScan(k, params, s, stats);
+      out->assign(s.heap.begin(), s.heap.end());
+      std::sort(out->begin(), out->end());
+      return absl::OkStatus();
+    }
     const bool l2 = UsesL2(spec_.metric);
     std::vector<Neighbor>& heap = s.heap;  // max-heap of the best k
     heap.clear();
@@ -226,8 +253,10 @@ class IvfHnswPqIndex final : public VectorIndex {
     for (const auto& list : lists_) {
       const uint32_t n = list->size.load(std::memory_order_acquire);
       w.Put<uint32_t>(n);
+      std::vector<uint8_t> code(pq_.code_size());
       for (uint32_t i = 0; i < n; ++i) {
-        w.PutBytes(list->codes.Row(i), pq_.code_size());
+        GetCode(*list, i, code.data());
+        w.PutBytes(code.data(), code.size());
         w.Put<uint32_t>(*list->ids.Row(i));
         w.Put<float>(*list->terms.Row(i));
       }
@@ -245,12 +274,16 @@ class IvfHnswPqIndex final : public VectorIndex {
       uint32_t n = 0;
       ZOOM_RETURN_IF_ERROR(r.Get(&n));
       if (n > r.remaining() / (pq_.code_size() + 8)) return r.Corrupt("list size");
-      if (n > 0) list = std::make_unique<InvertedList>(pq_.code_size(), n);
-      list->codes.Grow(n);
+      if (n > 0) list = NewList(n);
       list->ids.Grow(n);
       list->terms.Grow(n);
+      std::vector<uint8_t> code(pq_.code_size());
       for (uint32_t i = 0; i < n; ++i) {
-        ZOOM_RETURN_IF_ERROR(r.GetBytes(list->codes.Row(i), pq_.code_size()));
+        ZOOM_RETURN_IF_ERROR(r.GetBytes(code.data(), code.size()));
+        for (uint8_t c : code) {
+          if (c >= pq_.ksub()) return r.Corrupt("PQ code out of range");
+        }
+        PutCode(*list, i, code.data());
         ZOOM_RETURN_IF_ERROR(r.Get(list->ids.Row(i)));
         ZOOM_RETURN_IF_ERROR(r.Get(list->terms.Row(i)));
         if (*list->ids.Row(i) >= total) return r.Corrupt("list id out of range");
@@ -268,13 +301,112 @@ class IvfHnswPqIndex final : public VectorIndex {
     std::vector<float> q, qt, table, adc;
     std::vector<Neighbor> probes, heap;
     HnswScratch graph;
+    std::vector<uint8_t> lut, code;   // 4-bit: byte table, one decoded code
+    std::vector<uint16_t> sums;       // 4-bit: scan results
+    struct Where {
+      uint32_t list, pos;
+    };
+    std::vector<Where> where;         // 4-bit: heap entries' places
   };
+
+  std::unique_ptr<InvertedList> NewList(uint64_t rows) const {
+    return std::make_unique<InvertedList>(pq_.code_size(), pq4_, rows);
+  }
+
+  // Stores code (code_size() bytes) as point `pos` of `list` (writer only).
+  void PutCode(InvertedList& list, uint32_t pos, const uint8_t* code) {
+    if (!pq4_) {
+      list.codes.Grow(pos + 1);
+      std::memcpy(list.codes.Row(pos), code, pq_.code_size());
+      return;
+    }
+    list.codes.Grow(pos / kPq4BlockSize + 1);
+    Pq4SetCode(list.codes.Row(pos / kPq4BlockSize), pq_.code_size(), pos % kPq4BlockSize,
+               code);
+  }
+
+  void GetCode(const InvertedList& list, uint32_t pos, uint8_t* code) const {
+    if (!pq4_) {
+      std::memcpy(code, list.codes.Row(pos), pq_.code_size());
+      return;
+    }
+    Pq4GetCode(list.codes.Row(pos / kPq4BlockSize), pq_.code_size(), pos % kPq4BlockSize,
+               code);
+  }
+
+  // The 4-bit scan of s.probes: leaves the best k (by float-table ADC) in
+  // s.heap. The byte scan keeps kOver * k candidates (a max-heap on the
+  // approximate distance); those are re-scored with s.table.
+  void FastScan(size_t k, const IndexSearchParams& params, Scratch& s,
+                QueryStats* stats) const {
+    constexpr size_t kOver = 2;
+    const size_t m = pq_.code_size();
+    const bool l2 = UsesL2(spec_.metric);
+    s.lut.resize(Pq4PaddedM(m) * kPq4Centroids);
+    float bias = 0, scale = 1;
+    Pq4QuantizeTable(s.table.data(), m, s.lut.data(), &bias, &scale);
+    const size_t keep = k * kOver;
+    std::vector<Neighbor>& heap = s.heap;  // distance, index into s.where
+    heap.clear();
+    s.where.clear();
+    uint64_t scanned = 0;
+    for (uint32_t p = 0; p < s.probes.size(); ++p) {
+      const Neighbor& probe = s.probes[p];
+      const InvertedList& list = *lists_[probe.id];
+      const uint32_t n = list.size.load(std::memory_order_acquire);
+      scanned += n;
+      const uint64_t nblocks = (n + kPq4BlockSize - 1) / kPq4BlockSize;
+      list.codes.ForEachRun(nblocks, [&](uint64_t first, const uint8_t* blocks, uint64_t count) {
+        s.sums.resize(count * kPq4BlockSize);
+        Pq4ScanBlocks(s.lut.data(), blocks, count, m, s.sums.data());
+        const uint64_t p0 = first * kPq4BlockSize;
+        const uint64_t np = std::min<uint64_t>(count * kPq4BlockSize, n - p0);
+        const uint32_t* ids = list.ids.Row(p0);
+        const float* terms = list.terms.Row(p0);
+        for (uint64_t i = 0; i < np; ++i) {
+          const float adc = bias + scale * static_cast<float>(s.sums[i]);
+          const float dist = l2 ? probe.distance + terms[i] - 2 * adc : probe.distance - adc;
+          if (heap.size() >= keep && !(dist < heap.front().distance)) continue;
+          if (params.filter != nullptr && params.filter->IsExcluded(ids[i])) continue;
+          uint32_t slot;
+          if (heap.size() >= keep) {
+            std::pop_heap(heap.begin(), heap.end());
+            slot = heap.back().id;
+            heap.pop_back();
+          } else {
+            slot = static_cast<uint32_t>(s.where.size());
+            s.where.emplace_back();
+          }
+          s.where[slot] = {p, static_cast<uint32_t>(p0 + i)};
+          heap.push_back({dist, slot});
+          std::push_heap(heap.begin(), heap.end());
+        }
+      });
+    }
+    if (stats != nullptr) stats->distance_evals += scanned;
+    // Re-score the kept candidates with the float table; keep the best k.
+    s.code.resize(m);
+    for (Neighbor& h : heap) {
+      const Scratch::Where w = s.where[h.id];
+      const Neighbor& probe = s.probes[w.list];
+      const InvertedList& list = *lists_[probe.id];
+      GetCode(list, w.pos, s.code.data());
+      float adc = 0;
+      for (size_t j = 0; j < m; ++j) adc += s.table[j * kPq4Centroids + s.code[j]];
+      h.distance = l2 ? probe.distance + *list.terms.Row(w.pos) - 2 * adc
+                      : probe.distance - adc;
+      h.id = *list.ids.Row(w.pos);
+    }
+    std::sort(heap.begin(), heap.end());
+    if (heap.size() > k) heap.resize(k);
+  }
   static Scratch& ThreadScratch() {
     thread_local Scratch s;
     return s;
   }
 
   IndexSpec spec_;  // spec_.nlist is the actual number of clusters
+  bool pq4_ = false;  // 4-bit codes in blocks (spec_.pq.nbits == 4)
   std::vector<float> centroids_;    // nlist * dim (original space)
   ProductQuantizer pq_;
   HnswGraph graph_;
@@ -362,7 +494,8 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIvfHnswPq(const IndexSpec& spec
   ZOOM_RETURN_IF_ERROR(pq.Load(r));
   std::vector<float> centroids;
   ZOOM_RETURN_IF_ERROR(r.GetVector(&centroids));
-  if (pq.dim() != spec.dim || pq.m() != spec.pq.m || spec.nlist == 0 ||
+  if (pq.dim() != spec.dim || pq.m() != spec.pq.m || pq.nbits() != spec.pq.nbits ||
+      spec.nlist == 0 ||
       centroids.size() != size_t{spec.nlist} * spec.dim) {
     return r.Corrupt("quantizer or centroids do not match the spec");
   }

@@ -22,9 +22,13 @@ absl::Status PqOptions::Validate(uint32_t dim) const {
     return absl::InvalidArgumentError(
         absl::StrCat("pq_m ", m, " out of range 1..", dim, " (the dimension)"));
   }
-  if (nbits != 8) {
+  if (nbits != 8 && nbits != 4) {
     return absl::InvalidArgumentError(
-        absl::StrCat("pq_nbits ", nbits, " is not supported; use 8"));
+        absl::StrCat("pq_nbits ", nbits, " is not supported; use 8 or 4"));
+  }
+  if (nbits == 4 && m > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pq_m ", m, " with pq_nbits 4: at most 256 sub-quantisers"));
   }
   if (train_iterations == 0 || train_iterations > 1000) {
     return absl::InvalidArgumentError("train_iterations out of range 1..1000");
@@ -35,18 +39,20 @@ absl::Status PqOptions::Validate(uint32_t dim) const {
 absl::StatusOr<ProductQuantizer> ProductQuantizer::Train(
     const float* x, size_t n, uint32_t dim, const PqOptions& options) {
   ZOOM_RETURN_IF_ERROR(options.Validate(dim));
-  if (n < kPqCentroids) {
+  const size_t ksub = size_t{1} << options.nbits;
+  if (n < ksub) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "PQ training needs at least ", kPqCentroids, " vectors, got ", n));
+        "PQ training needs at least ", ksub, " vectors, got ", n));
   }
   ProductQuantizer pq;
+  pq.nbits_ = options.nbits;
   pq.dim_ = dim;
   pq.m_ = options.m;
   pq.padded_dim_ = (dim + options.m - 1) / options.m * options.m;
   // Sample the training set.
   std::vector<size_t> pick(n);
   std::iota(pick.begin(), pick.end(), 0);
-  const size_t nt = std::min<size_t>(n, std::max<uint32_t>(options.max_train_points, kPqCentroids));
+  const size_t nt = std::min<size_t>(n, std::max<size_t>(options.max_train_points, ksub));
   if (nt < n) {
     std::mt19937_64 rng(options.seed);
     std::shuffle(pick.begin(), pick.end(), rng);
@@ -73,7 +79,7 @@ absl::StatusOr<ProductQuantizer> ProductQuantizer::Train(
       }
     }
     for (size_t i = 0; i < nt; ++i) pq.Transform(train.data() + i * dim, xt.data() + i * pq.padded_dim_);
-    faiss::ProductQuantizer fpq(pq.padded_dim_, options.m, 8);
+    faiss::ProductQuantizer fpq(pq.padded_dim_, options.m, options.nbits);
     fpq.cp.niter = static_cast<int>(options.train_iterations);
     fpq.cp.seed = static_cast<int>(options.seed);
     fpq.cp.max_points_per_centroid = static_cast<int>(nt);  // no resampling
@@ -107,9 +113,17 @@ void ProductQuantizer::Transform(const float* x, float* out) const {
 }
 
 void ProductQuantizer::EncodeTransformed(const float* xt, uint8_t* code) const {
+  const uint32_t ds = dsub();
+  if (nbits_ != 8) {
+    float table[kPq4Centroids];
+    for (uint32_t j = 0; j < m_; ++j) {
+      SmallL2Table(xt + size_t{j} * ds, j, table);
+      code[j] = static_cast<uint8_t>(std::min_element(table, table + ksub()) - table);
+    }
+    return;
+  }
   // Nearest centroid per sub-space, from the L2 table of xt itself.
   float table[kPqCentroids * 64];
-  const uint32_t ds = dsub();
   for (uint32_t j0 = 0; j0 < m_; j0 += 64) {
     const uint32_t mm = std::min<uint32_t>(64, m_ - j0);
     PqL2Table(xt + size_t{j0} * ds, centroids_.data() + size_t{j0} * kPqCentroids * ds,
@@ -133,24 +147,46 @@ void ProductQuantizer::DecodeTransformed(const uint8_t* code, float* out) const 
   const uint32_t ds = dsub();
   for (uint32_t j = 0; j < m_; ++j) {
     std::memcpy(out + size_t{j} * ds,
-                centroids_.data() + (size_t{j} * kPqCentroids + code[j]) * ds,
+                centroids_.data() + (size_t{j} * ksub() + code[j]) * ds,
                 ds * sizeof(float));
   }
 }
 
+void ProductQuantizer::SmallL2Table(const float* qj, uint32_t j, float* table) const {
+  const uint32_t ds = dsub(), k = ksub();
+  const float* c = centroids_.data() + size_t{j} * k * ds;
+  for (uint32_t i = 0; i < k; ++i) table[i] = L2Sqr(qj, c + size_t{i} * ds, ds);
+}
+
 void ProductQuantizer::L2Table(const float* qt, float* table) const {
-  PqL2Table(qt, centroids_.data(), m_, dsub(), table);
+  if (nbits_ == 8) {
+    PqL2Table(qt, centroids_.data(), m_, dsub(), table);
+    return;
+  }
+  for (uint32_t j = 0; j < m_; ++j) {
+    SmallL2Table(qt + size_t{j} * dsub(), j, table + size_t{j} * ksub());
+  }
 }
 
 void ProductQuantizer::IpTable(const float* qt, float* table) const {
-  PqIpTable(qt, centroids_.data(), m_, dsub(), table);
+  if (nbits_ == 8) {
+    PqIpTable(qt, centroids_.data(), m_, dsub(), table);
+    return;
+  }
+  const uint32_t ds = dsub(), k = ksub();
+  for (uint32_t j = 0; j < m_; ++j) {
+    const float* c = centroids_.data() + size_t{j} * k * ds;
+    for (uint32_t i = 0; i < k; ++i) {
+      table[size_t{j} * k + i] = InnerProduct(qt + size_t{j} * ds, c + size_t{i} * ds, ds);
+    }
+  }
 }
 
 void ProductQuantizer::Save(BinaryWriter& w) const {
   w.Put<uint32_t>(dim_);
   w.Put<uint32_t>(padded_dim_);
   w.Put<uint32_t>(m_);
-  w.Put<uint32_t>(8);  // nbits
+  w.Put<uint32_t>(nbits_);
   w.PutVector(centroids_);
   w.PutVector(rotation_);
 }
@@ -163,12 +199,13 @@ absl::Status ProductQuantizer::Load(BinaryReader& r) {
   ZOOM_RETURN_IF_ERROR(r.Get(&nbits));
   ZOOM_RETURN_IF_ERROR(r.GetVector(&centroids_));
   ZOOM_RETURN_IF_ERROR(r.GetVector(&rotation_));
-  if (nbits != 8 || m_ == 0 || dim_ == 0 || padded_dim_ < dim_ ||
+  if ((nbits != 8 && nbits != 4) || m_ == 0 || dim_ == 0 || padded_dim_ < dim_ ||
       padded_dim_ % m_ != 0 ||
-      centroids_.size() != size_t{m_} * kPqCentroids * (padded_dim_ / m_) ||
+      centroids_.size() != size_t{m_} * (size_t{1} << nbits) * (padded_dim_ / m_) ||
       (!rotation_.empty() && rotation_.size() != size_t{padded_dim_} * dim_)) {
     return r.Corrupt("inconsistent product quantizer");
   }
+  nbits_ = nbits;
   return absl::OkStatus();
 }
 

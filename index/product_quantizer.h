@@ -1,8 +1,11 @@
 // File: index/product_quantizer.h
 //
-// ProductQuantizer: 8-bit product quantisation of vectors of any dimension.
-// Codebooks are trained with FAISS k-means (optionally after an OPQ
-// rotation); encoding and query tables use our own SIMD kernels.
+// ProductQuantizer: 8-bit (256 centroids per sub-quantiser) or 4-bit (16,
+// for the fast scan of ivf_hnsw_pq) product quantisation of vectors of any
+// dimension. Codebooks are trained with FAISS k-means (optionally after an
+// OPQ rotation); encoding and query tables use our own kernels. Codes are
+// one byte per sub-quantiser in this API whatever nbits is; a 4-bit index
+// packs them (distance_kernels.h, Pq4SetCode).
 //
 // A dimension that m does not divide is zero-padded to padded_dim() =
 // ceil(dim / m) * m (padding changes no distance); with OPQ the trained
@@ -24,7 +27,7 @@ namespace zoom::index {
 struct PqOptions {
   // Sub-quantisers (code bytes per vector). REQUIRES: 1 <= m <= dim.
   uint32_t m = 16;
-  // Bits per sub-quantiser; only 8 is supported.
+  // Bits per sub-quantiser: 8 or 4 (4: ivf_hnsw_pq only, m <= 256).
   uint32_t nbits = 8;
   // Learn an OPQ rotation first. Default: false.
   bool opq = false;
@@ -44,8 +47,8 @@ class ProductQuantizer {
   ProductQuantizer() = default;
 
   // Trains on x (n * dim floats). Errors: InvalidArgument for bad options
-  // or n < 256 (too few points to train 256 centroids); Internal when FAISS
-  // throws.
+  // or n < ksub (too few points to train the centroids); Internal when
+  // FAISS throws.
   static absl::StatusOr<ProductQuantizer> Train(const float* x, size_t n,
                                                 uint32_t dim,
                                                 const PqOptions& options);
@@ -55,6 +58,9 @@ class ProductQuantizer {
   uint32_t m() const { return m_; }
   uint32_t dsub() const { return padded_dim_ / m_; }
   size_t code_size() const { return m_; }
+  uint32_t nbits() const { return nbits_; }
+  // Centroids per sub-quantiser: 1 << nbits.
+  uint32_t ksub() const { return 1u << nbits_; }
   bool has_rotation() const { return !rotation_.empty(); }
   // Bytes kept in memory (centroids + rotation).
   uint64_t ResidentBytes() const;
@@ -69,7 +75,8 @@ class ProductQuantizer {
   // Reconstructs a code in the quantiser's space (padded_dim floats).
   void DecodeTransformed(const uint8_t* code, float* out) const;
 
-  // ADC tables (m * 256 floats) for a transformed query (padded_dim floats).
+  // ADC tables (m * ksub() floats) for a transformed query (padded_dim
+  // floats).
   void L2Table(const float* qt, float* table) const;
   void IpTable(const float* qt, float* table) const;
 
@@ -77,10 +84,15 @@ class ProductQuantizer {
   absl::Status Load(BinaryReader& r);
 
  private:
+  // table[0, ksub) = L2 of the sub-vector qj (dsub floats) to sub-quantiser
+  // j's centroids (the 4-bit path).
+  void SmallL2Table(const float* qj, uint32_t j, float* table) const;
+
   uint32_t dim_ = 0;
   uint32_t padded_dim_ = 0;
   uint32_t m_ = 0;
-  std::vector<float> centroids_;  // m * 256 * dsub, FAISS layout
+  uint32_t nbits_ = 8;
+  std::vector<float> centroids_;  // m * ksub * dsub, FAISS layout
   std::vector<float> rotation_;   // padded_dim * dim, row-major; empty = none
 };
 

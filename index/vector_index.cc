@@ -39,6 +39,11 @@ absl::Status IndexSpec::Validate() const {
     return absl::InvalidArgumentError("unknown index kind");
   }
   ZOOM_RETURN_IF_ERROR(pq.Validate(dim));
+  if (kind == IndexKind::kHnswPq && pq.nbits != 8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pq_nbits ", pq.nbits, " needs index kind ivf_hnsw_pq (its 4-bit fast scan); "
+        "hnsw_pq uses 8"));
+  }
   ZOOM_RETURN_IF_ERROR(hnsw.Validate());
   if (nlist > (1u << 20)) {
     return absl::InvalidArgumentError(

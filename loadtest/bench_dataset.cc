@@ -284,6 +284,7 @@ absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
 
   std::vector<int64_t> ids(nq * k, -1);
   std::vector<double> latency_us(nq, 0.0);
+  std::vector<double> preview_us(nq, 0.0), fullview_us(nq, 0.0), rerank_us(nq, 0.0);
   std::vector<QueryStats> thread_stats(static_cast<size_t>(threads));
 
   // One pass over queries [0, count); `timed` records latency and stats.
@@ -316,6 +317,9 @@ absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
           }
           if (timed) {
             latency_us[q] = us;
+            preview_us[q] = stats.preview_us;
+            fullview_us[q] = stats.fullview_us;
+            rerank_us[q] = stats.rerank_us;
             thread_stats[static_cast<size_t>(t)].Merge(stats);
           }
         }
@@ -337,6 +341,13 @@ absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
   r.p50_us = Percentile(latency_us, 50);
   r.p99_us = Percentile(latency_us, 99);
   r.p999_us = Percentile(latency_us, 99.9);
+  for (auto* v : {&preview_us, &fullview_us, &rerank_us}) std::sort(v->begin(), v->end());
+  r.preview_p50_us = Percentile(preview_us, 50);
+  r.preview_p99_us = Percentile(preview_us, 99);
+  r.fullview_p50_us = Percentile(fullview_us, 50);
+  r.fullview_p99_us = Percentile(fullview_us, 99);
+  r.rerank_p50_us = Percentile(rerank_us, 50);
+  r.rerank_p99_us = Percentile(rerank_us, 99);
   QueryStats total;
   for (const QueryStats& s : thread_stats) total.Merge(s);
   r.reads_per_query = static_cast<double>(total.reads) / static_cast<double>(nq);
@@ -390,6 +401,12 @@ void Report(Reporter& rep, Table& table, const ConfigResult& r) {
                 {"p999_us", x.p999_us},
                 {"reads_per_query", x.reads_per_query},
                 {"bytes_per_query", x.bytes_per_query},
+                {"preview_p50_us", x.preview_p50_us},
+                {"preview_p99_us", x.preview_p99_us},
+                {"fullview_p50_us", x.fullview_p50_us},
+                {"fullview_p99_us", x.fullview_p99_us},
+                {"rerank_p50_us", x.rerank_p50_us},
+                {"rerank_p99_us", x.rerank_p99_us},
                 {"resident_bytes", static_cast<int64_t>(r.resident_bytes)},
                 {"bytes_per_vector", BytesPerVector(r)},
                 {"rss_bytes", static_cast<int64_t>(r.rss_bytes)},

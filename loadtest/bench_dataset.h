@@ -106,6 +106,11 @@ struct RunResult {
   double qps = 0;  // queries / wall time of the timed pass
   double p50_us = 0, p99_us = 0, p999_us = 0;  // per-call latency
   double reads_per_query = 0, bytes_per_query = 0;  // from QueryStats
+  // Per-stage latency percentiles from QueryStats (0 for systems that do not
+  // fill it): the preview in RAM, the fullview's reads, the exact re-rank.
+  double preview_p50_us = 0, preview_p99_us = 0;
+  double fullview_p50_us = 0, fullview_p99_us = 0;
+  double rerank_p50_us = 0, rerank_p99_us = 0;
   size_t queries = 0;
 };
 

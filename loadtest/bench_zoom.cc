@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, work_dir, "/var/tmp/zoombench",
           "Where the vector store and index files are kept between workloads");
 ABSL_FLAG(std::string, index_kind, "ivf_hnsw_pq", "hnsw_pq | ivf_hnsw_pq");
 ABSL_FLAG(int32_t, pq_m, 0, "PQ sub-quantisers (code bytes); 0 = dim / 2 for float, dim / 8 for uint8");
+ABSL_FLAG(int32_t, pq_nbits, 8,
+          "Bits per PQ sub-quantiser: 8, or 4 (ivf_hnsw_pq's fast scan; pq_m 0 then means "
+          "dim for float, dim / 4 for uint8: the same code bytes as 8-bit's default)");
 ABSL_FLAG(bool, opq, false, "Learn an OPQ rotation before PQ");
 ABSL_FLAG(int32_t, hnsw_m, 16, "HNSW M (graph over vectors or centroids)");
 ABSL_FLAG(int32_t, ef_construction, 200, "HNSW ef_construction");
@@ -73,8 +76,13 @@ absl::StatusOr<index::IndexSpec> SpecFromFlags(const Dataset& ds) {
   spec.metric = ds.metric;
   spec.dim = static_cast<uint32_t>(ds.dim());
   int m = absl::GetFlag(FLAGS_pq_m);
-  if (m <= 0) m = std::max<int>(1, ds.is_uint8 ? spec.dim / 8 : spec.dim / 2);
+  const int nbits = absl::GetFlag(FLAGS_pq_nbits);
+  if (m <= 0) {
+    m = std::max<int>(1, ds.is_uint8 ? spec.dim / 8 : spec.dim / 2);
+    if (nbits == 4) m = std::min<int>(2 * m, 256);
+  }
   spec.pq.m = static_cast<uint32_t>(m);
+  spec.pq.nbits = static_cast<uint32_t>(nbits);
   spec.pq.opq = absl::GetFlag(FLAGS_opq);
   spec.hnsw.M = static_cast<uint32_t>(absl::GetFlag(FLAGS_hnsw_m));
   spec.hnsw.ef_construction = static_cast<uint32_t>(absl::GetFlag(FLAGS_ef_construction));
@@ -86,7 +94,8 @@ absl::StatusOr<index::IndexSpec> SpecFromFlags(const Dataset& ds) {
 
 std::string SpecKey(const Dataset& ds, const index::IndexSpec& s) {
   return absl::StrCat(ds.name, "-", MetricName(ds.metric), "-", index::IndexKindName(s.kind),
-                      "-m", s.pq.m, s.pq.opq ? "opq" : "", "-M", s.hnsw.M, "-efc",
+                      "-m", s.pq.m, s.pq.nbits == 8 ? "" : absl::StrCat("x", s.pq.nbits),
+                      s.pq.opq ? "opq" : "", "-M", s.hnsw.M, "-efc",
                       s.hnsw.ef_construction, "-nl", s.nlist);
 }
 
@@ -207,7 +216,11 @@ absl::StatusOr<ConfigResult> RunConfig(Built& b, const server::SearchParams& p, 
   r.dataset = ds.name;
   const bool ivf = engine.index()->spec().kind == index::IndexKind::kIvfHnswPq;
   r.params = absl::StrCat(index::IndexKindName(engine.index()->spec().kind),
-                          ",m=", engine.index()->spec().pq.m, ",ef=", p.ef,
+                          ",m=", engine.index()->spec().pq.m,
+                          engine.index()->spec().pq.nbits == 8
+                              ? std::string()
+                              : absl::StrCat("x", engine.index()->spec().pq.nbits),
+                          ",ef=", p.ef,
                           ivf ? absl::StrCat(",nprobe=", p.nprobe) : std::string(),
                           p.preview_only ? std::string(",preview_only")
                                          : absl::StrCat(",rerank=", p.rerank_candidates));
@@ -218,6 +231,20 @@ absl::StatusOr<ConfigResult> RunConfig(Built& b, const server::SearchParams& p, 
   r.n_vectors = ds.base.rows;
   r.rss_bytes = CurrentRssBytes();
   return r;
+}
+
+// Where each configuration's time goes: per-stage p50/p99 (preview in RAM,
+// fullview reads, exact re-rank) beside the end-to-end p99.
+void PrintStages(const std::vector<ConfigResult>& results) {
+  std::printf("\nper-stage latency, us (p50 / p99):\n");
+  for (const ConfigResult& r : results) {
+    const RunResult& x = r.run;
+    std::printf("  %-55s threads=%d preview %.0f / %.0f  fullview %.0f / %.0f  "
+                "rerank %.0f / %.0f  total %.0f / %.0f\n",
+                r.params.c_str(), r.threads, x.preview_p50_us, x.preview_p99_us,
+                x.fullview_p50_us, x.fullview_p99_us, x.rerank_p50_us, x.rerank_p99_us,
+                x.p50_us, x.p99_us);
+  }
 }
 
 absl::Status RunBuild(Reporter& rep) {
@@ -237,12 +264,15 @@ absl::Status RunSearch(Reporter& rep) {
   p.nprobe = nprobes[0];
   p.rerank_candidates = reranks[0];
   Table table = MakeResultTable();
+  std::vector<ConfigResult> mine;
   for (int t : threads) {
     ZOOM_ASSIGN_OR_RETURN(ConfigResult r,
                           RunConfig(*b, p, t, static_cast<size_t>(absl::GetFlag(FLAGS_k))));
     Report(rep, table, r);
+    mine.push_back(r);
     SessionResults().push_back(r);
   }
+  PrintStages(mine);
   return absl::OkStatus();
 }
 
@@ -313,6 +343,7 @@ absl::Status RunSweep(Reporter& rep) {
   std::printf("\nPareto front (recall@10 up, QPS up), zoomd:\n");
   Table front = MakeResultTable();
   for (const ConfigResult& r : ParetoFront(mine)) Report(rep, front, r);
+  PrintStages(ParetoFront(mine));
   if (ceiling_iops > 0) {
     std::printf("\ndisk ceiling per configuration (fio QD128 IOPS / reads per query):\n");
     for (const ConfigResult& r : ParetoFront(mine)) {

@@ -199,7 +199,13 @@ absl::Status UringBlockReader::ReadBatch(
     }
     if (inflight + queued == 0) break;  // all done
 
-    const int ret = io_uring_submit_and_wait(&r->ring, 1);
+    // Wait for everything in flight at once: a batch's reads complete within
+    // microseconds of each other, and one sleep per batch instead of one per
+    // completion keeps wake-ups (slow on a virtual CPU) out of the latency
+    // (measured on GloVe, 20 reads per query, one thread: the fullview's p99
+    // fell from 1.39 ms to 0.37 ms).
+    const int ret =
+        io_uring_submit_and_wait(&r->ring, static_cast<unsigned>(inflight + queued));
     if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
       // The ring is unusable; report every unfinished request.
       const absl::Status err = ErrnoStatus(-ret, "io_uring_submit_and_wait");

@@ -404,6 +404,63 @@ TEST_P(DistanceKernelsTest, NoReadPastTheEnd) {
   }
 }
 
+// 4-bit fast scan: codes written with Pq4SetCode read back with Pq4GetCode;
+// the scan equals a plain sum of the byte table over the codes (exact
+// integers), at every m (odd m has a padding sub-quantiser), with the last
+// block ending at an unreadable page; and the quantised table reproduces
+// float ADC within its stated bound.
+TEST_P(DistanceKernelsTest, Pq4FastScan) {
+  std::uniform_int_distribution<int> nibble(0, 15), byte(0, 255);
+  for (size_t m : {1, 2, 3, 7, 16, 31, 50, 64, 100, 255, 256}) {
+    constexpr size_t kBlocks = 3;
+    const size_t n = kBlocks * kPq4BlockSize, bb = Pq4BlockBytes(m);
+    std::vector<uint8_t> codes(n * m);
+    for (auto& c : codes) c = static_cast<uint8_t>(nibble(rng_));
+    std::vector<uint8_t> blocks(kBlocks * bb, 0);
+    for (size_t i = 0; i < n; ++i) {
+      Pq4SetCode(blocks.data() + (i / kPq4BlockSize) * bb, m, i % kPq4BlockSize,
+                 codes.data() + i * m);
+    }
+    std::vector<uint8_t> back(m);
+    for (size_t i = 0; i < n; ++i) {
+      Pq4GetCode(blocks.data() + (i / kPq4BlockSize) * bb, m, i % kPq4BlockSize, back.data());
+      ASSERT_EQ(0, std::memcmp(back.data(), codes.data() + i * m, m)) << "m=" << m << " i=" << i;
+    }
+    std::vector<uint8_t> lut(Pq4PaddedM(m) * kPq4Centroids, 0);
+    for (size_t j = 0; j < m * kPq4Centroids; ++j) lut[j] = static_cast<uint8_t>(byte(rng_));
+    GuardedBuffer gb(blocks.size());
+    ASSERT_TRUE(gb.ok());
+    const uint8_t* eblocks = gb.End(blocks.data(), blocks.size());
+    std::vector<uint16_t> out(n + 1, 0xbeef), ref(n, 0);
+    Pq4ScanBlocks(lut.data(), eblocks, kBlocks, m, out.data());
+    Pq4ScanBlocksScalar(lut.data(), blocks.data(), kBlocks, m, ref.data());
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t sum = 0;
+      for (size_t j = 0; j < m; ++j) sum += lut[j * kPq4Centroids + codes[i * m + j]];
+      ASSERT_EQ(out[i], sum) << "m=" << m << " i=" << i;
+      ASSERT_EQ(ref[i], sum) << "m=" << m << " i=" << i;
+    }
+    EXPECT_EQ(out[n], 0xbeef) << "wrote past the output, m=" << m;
+
+    // Quantised float table: bias + scale * sum within m * scale / 2.
+    const Floats table(m * kPq4Centroids, 0, rng_);
+    float bias = 0, scale = 0;
+    Pq4QuantizeTable(table.data(), m, lut.data(), &bias, &scale);
+    ASSERT_GT(scale, 0.0f);
+    if (m % 2 != 0) {
+      for (size_t c = 0; c < kPq4Centroids; ++c) EXPECT_EQ(lut[m * kPq4Centroids + c], 0);
+    }
+    Pq4ScanBlocks(lut.data(), blocks.data(), kBlocks, m, out.data());
+    for (size_t i = 0; i < n; ++i) {
+      double exact = 0;
+      for (size_t j = 0; j < m; ++j) exact += table.data()[j * kPq4Centroids + codes[i * m + j]];
+      const double approx = double{bias} + double{scale} * out[i];
+      ASSERT_NEAR(approx, exact, 0.5 * m * scale + 1e-4 * (1 + std::abs(exact)))
+          << "m=" << m << " i=" << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllLevels, DistanceKernelsTest,
                          ::testing::Values(SimdLevel::kScalar, SimdLevel::kAvx2,
                                            SimdLevel::kAvx512),

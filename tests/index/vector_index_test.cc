@@ -74,8 +74,13 @@ TEST(IndexSpecTest, BadSpecsAreClearErrors) {
   IndexSpec s = SmallSpec(IndexKind::kHnswPq, 16, 32);
   EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pq_m 32")));
   s = SmallSpec(IndexKind::kHnswPq, 16, 4);
+  s.pq.nbits = 5;
+  EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("use 8 or 4")));
   s.pq.nbits = 4;
-  EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("use 8")));
+  EXPECT_THAT(s.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs index kind ivf_hnsw_pq")));
+  s.kind = IndexKind::kIvfHnswPq;
+  EXPECT_OK(s.Validate());
   s = SmallSpec(IndexKind::kHnswPq, 16, 4);
   s.hnsw.M = 1;
   EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("M 1")));

@@ -35,6 +35,7 @@ namespace zoom {
 namespace {
 
 using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
 using ::zoom::testing::StatusIs;
 using ::zoom::testing::TempDir;
 using ::zoom::testing::TestDataPath;
@@ -524,8 +525,13 @@ TEST(ServerTest, BadInputGetsTheRightStatus) {
   EXPECT_THAT(c.CreateCollection(Spec("kind", 4, v1::L2, static_cast<v1::IndexKind>(7))).status(),
               StatusIs(StatusCode::kInvalidArgument));
   v1::CollectionSpec nbits = Spec("nbits", 4, v1::L2);
+  nbits.mutable_index()->set_pq_nbits(5);
+  EXPECT_THAT(c.CreateCollection(nbits).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("use 8 or 4")));
+  nbits = Spec("nbits", 4, v1::L2, v1::HNSW_PQ);
   nbits.mutable_index()->set_pq_nbits(4);
-  EXPECT_THAT(c.CreateCollection(nbits).status(), StatusIs(StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.CreateCollection(nbits).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("ivf_hnsw_pq")));
   EXPECT_THAT(c.GetCollection("missing").status(), StatusIs(StatusCode::kNotFound));
   EXPECT_THAT(c.DropCollection("missing"), StatusIs(StatusCode::kNotFound));
 

@@ -896,6 +896,53 @@ INSTANTIATE_TEST_SUITE_P(Metrics, IndexedSearchTest,
                            return std::string(MetricName(info.param));
                          });
 
+// pq_nbits 4 (ivf_hnsw_pq's fast scan) end to end: the config is kept, the
+// build reaches the recall floor, and a reopened database serves the same
+// answers from the saved index.
+TEST_F(CollectionTest, FourBitPqBuildsAndSurvivesReopen) {
+  constexpr uint32_t kDim = 24;
+  constexpr size_t kN = 3000;
+  OpenDb();
+  CollectionConfig config;
+  config.name = "pq4";
+  config.dim = kDim;
+  config.metric = Metric::kL2;
+  config.index.kind = index::IndexKind::kIvfHnswPq;
+  config.index.pq.m = 24;
+  config.index.pq.nbits = 4;
+  ASSERT_OK_AND_ASSIGN(auto c, db_->CreateCollection(config));
+  Model model;
+  const auto base = ClusteredVectors(kN, kDim, 51);
+  UpsertRange(*c, 0, kN, base, &model);
+  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->WaitForBuild());
+  EXPECT_EQ(c->Info().index_state, IndexState::kReady);
+  EXPECT_EQ(c->config().index.pq.nbits, 4u);
+  const auto queries = ClusteredVectors(100, kDim, 52);
+  const double recall = IndexedRecall(*c, model, queries, 100);
+  std::printf("[ recall@10 pq4 ] %.4f\n", recall);
+  EXPECT_GE(recall, kRecallFloor);
+  std::vector<std::vector<uint64_t>> before;
+  for (size_t q = 0; q < 20; ++q) {
+    std::vector<uint64_t> ids;
+    for (const auto& h : Search(*c, queries.data() + q * kDim, 10, false)) ids.push_back(h.id);
+    before.push_back(ids);
+  }
+  c.reset();
+  ReopenDb();
+  auto again = Get("pq4");
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->config().index.pq.nbits, 4u);
+  EXPECT_EQ(again->Info().index_state, IndexState::kReady);
+  for (size_t q = 0; q < 20; ++q) {
+    std::vector<uint64_t> ids;
+    for (const auto& h : Search(*again, queries.data() + q * kDim, 10, false)) {
+      ids.push_back(h.id);
+    }
+    EXPECT_EQ(ids, before[q]) << "query " << q;
+  }
+}
+
 TEST_F(CollectionTest, StartBuildNeedsAtLeast256LivePoints) {
   constexpr uint32_t kDim = 8;
   OpenDb();
