@@ -52,6 +52,14 @@ class CentroidComputer final : public DistanceComputer {
   size_t d_;
 };
 
+// Routing scans every centroid instead of searching the graph when nlist <=
+// this * ef: a graph search with list size ef evaluates several times ef
+// centroids, scattered; a contiguous pass over all of them is faster up to
+// about this ratio and finds the true nearest nprobe (GloVe 200K, nlist
+// 1024, nprobe 64, ef 128, 4-bit PQ, 2 threads: preview p50 385 -> 300 us,
+// recall@10 with K' 20 0.956 -> 0.963).
+constexpr size_t kExactRoutingFactor = 16;
+
 // First-chunk rows of a list that grows by Add (not sized by a bulk load).
 constexpr uint64_t kListBaseRows = 16;
 
@@ -185,8 +193,26 @@ class IvfHnswPqIndex final : public VectorIndex {
     // Route: the nprobe nearest centroids.
     const size_t nprobe = std::clamp<size_t>(params.nprobe, 1, spec_.nlist);
     CentroidComputer cdc(spec_.metric, s.q.data(), centroids_.data(), spec_.dim);
-    graph_.Search(cdc, std::max<size_t>(params.ef, nprobe), nullptr, s.graph, &s.probes,
-                  stats);
+    const size_t ef = std::max<size_t>(params.ef, nprobe);
+    using Routing = IndexSearchParams::Routing;
+    const bool exact = params.routing == Routing::kExact ||
+                       (params.routing == Routing::kAuto &&
+                        spec_.nlist <= kExactRoutingFactor * ef);
+    if (exact) {
+      // The graph would evaluate a good part of the centroids anyway: all of
+      // them, in one contiguous pass, is both faster and exact.
+      s.all.resize(spec_.nlist);
+      s.dist.resize(spec_.nlist);
+      std::iota(s.all.begin(), s.all.end(), InternalId{0});
+      cdc.Distances(s.all.data(), spec_.nlist, s.dist.data());
+      s.probes.resize(spec_.nlist);
+      for (uint32_t c = 0; c < spec_.nlist; ++c) s.probes[c] = {s.dist[c], c};
+      std::partial_sort(s.probes.begin(), s.probes.begin() + nprobe,
+                        s.probes.end());
+      if (stats != nullptr) stats->distance_evals += spec_.nlist;
+    } else {
+      graph_.Search(cdc, ef, nullptr, s.graph, &s.probes, stats);
+    }
     if (s.probes.size() > nprobe) s.probes.resize(nprobe);
     // One inner-product table for all lists.
     s.qt.resize(pq_.padded_dim());
@@ -298,7 +324,8 @@ class IvfHnswPqIndex final : public VectorIndex {
 
  private:
   struct Scratch {
-    std::vector<float> q, qt, table, adc;
+    std::vector<float> q, qt, table, adc, dist;
+    std::vector<InternalId> all;  // 0 .. nlist-1 (exact routing)
     std::vector<Neighbor> probes, heap;
     HnswScratch graph;
     std::vector<uint8_t> lut, code;   // 4-bit: byte table, one decoded code

@@ -63,6 +63,11 @@ struct IndexSearchParams {
   uint32_t ef = 64;
   // ivf_hnsw_pq: clusters scanned per query.
   uint32_t nprobe = 16;
+  // ivf_hnsw_pq: how the nprobe clusters are found. kAuto scans every
+  // centroid when nlist <= 16 * max(ef, nprobe) (faster there, and exact),
+  // else searches the HNSW graph over the centroids.
+  enum class Routing { kAuto, kGraph, kExact };
+  Routing routing = Routing::kAuto;
   // Ids never returned (deleted); may be null.
   const IdFilter* filter = nullptr;
 };

@@ -259,6 +259,49 @@ TEST(SearchEngineTest, SaveLoadGivesIdenticalResults) {
   }
 }
 
+// ivf_hnsw_pq routing: the HNSW over the centroids with a list as large as
+// nlist finds the same nprobe clusters as the scan of every centroid, so
+// the two give identical candidates; with a small list the graph still
+// routes well (recall of its candidates against the exact routing's).
+TEST(SearchEngineTest, GraphAndScanRoutingAgree) {
+  for (uint32_t nbits : {8u, 4u}) {
+    SCOPED_TRACE(nbits);
+    const auto spec = Spec(index::IndexKind::kIvfHnswPq, Metric::kL2, nbits);
+    const Data& d = SiftData();
+    ASSERT_OK_AND_ASSIGN(auto idx,
+                         index::BuildIndex(spec, d.base.data.data(), 4500));
+    using Routing = index::IndexSearchParams::Routing;
+    index::IndexSearchParams exact, graph_wide, graph_narrow;
+    exact.nprobe = graph_wide.nprobe = graph_narrow.nprobe = 8;
+    exact.routing = Routing::kExact;
+    graph_wide.routing = graph_narrow.routing = Routing::kGraph;
+    graph_wide.ef = spec.nlist;
+    graph_narrow.ef = 8;
+    double overlap = 0;
+    for (size_t q = 0; q < kQueries; ++q) {
+      std::vector<index::Neighbor> a, b, c;
+      QueryStats sa, sb;
+      ASSERT_OK(idx->Search(d.queries.row(q), 50, exact, &a, &sa));
+      ASSERT_OK(idx->Search(d.queries.row(q), 50, graph_wide, &b, &sb));
+      EXPECT_EQ(sa.hops, 0u);  // no graph walked
+      EXPECT_GE(sa.distance_evals, spec.nlist);
+      EXPECT_GT(sb.hops, 0u);
+      ASSERT_OK(idx->Search(d.queries.row(q), 50, graph_narrow, &c, nullptr));
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_EQ(a[i].id, b[i].id) << "query " << q << " rank " << i;
+        ASSERT_EQ(a[i].distance, b[i].distance);
+      }
+      std::set<InternalId> want;
+      for (const auto& n : a) want.insert(n.id);
+      size_t hit = 0;
+      for (const auto& n : c) hit += want.count(n.id);
+      overlap += double(hit) / double(a.size());
+    }
+    EXPECT_GE(overlap / kQueries, 0.9);
+  }
+}
+
 TEST(SearchEngineTest, ManyThreadsSearchWhileOneWriterAdds) {
   for (uint32_t nbits : {8u, 4u}) {
   SCOPED_TRACE(nbits);
