@@ -22,6 +22,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -375,6 +376,7 @@ class IvfHnswPqIndex final : public VectorIndex {
     const size_t keep = k * kOver;
     std::vector<Neighbor>& heap = s.heap;  // distance, index into s.where
     heap.clear();
+    float top = std::numeric_limits<float>::infinity();
     s.where.clear();
     uint64_t scanned = 0;
     for (uint32_t p = 0; p < s.probes.size(); ++p) {
@@ -385,16 +387,17 @@ class IvfHnswPqIndex final : public VectorIndex {
       const uint64_t nblocks = (n + kPq4BlockSize - 1) / kPq4BlockSize;
       list.codes.ForEachRun(nblocks, [&](uint64_t first, const uint8_t* blocks, uint64_t count) {
         s.sums.resize(count * kPq4BlockSize);
-        Pq4ScanBlocks(s.lut.data(), blocks, count, m, s.sums.data());
+        uint16_t* sums = s.sums.data();
+        Pq4ScanBlocks(s.lut.data(), blocks, count, m, sums);
         const uint64_t p0 = first * kPq4BlockSize;
         const uint64_t np = std::min<uint64_t>(count * kPq4BlockSize, n - p0);
         const uint32_t* ids = list.ids.Row(p0);
         const float* terms = list.terms.Row(p0);
-        for (uint64_t i = 0; i < np; ++i) {
-          const float adc = bias + scale * static_cast<float>(s.sums[i]);
-          const float dist = l2 ? probe.distance + terms[i] - 2 * adc : probe.distance - adc;
-          if (heap.size() >= keep && !(dist < heap.front().distance)) continue;
-          if (params.filter != nullptr && params.filter->IsExcluded(ids[i])) continue;
+        // Offers point i at `dist`; updates `top` (the worst kept once
+        // `keep` are kept, else +inf).
+        auto offer = [&](uint64_t i, float dist) {
+          if (params.filter != nullptr && params.filter->IsExcluded(ids[i]))
+            return;
           uint32_t slot;
           if (heap.size() >= keep) {
             std::pop_heap(heap.begin(), heap.end());
@@ -407,6 +410,31 @@ class IvfHnswPqIndex final : public VectorIndex {
           s.where[slot] = {p, static_cast<uint32_t>(p0 + i)};
           heap.push_back({dist, slot});
           std::push_heap(heap.begin(), heap.end());
+          if (heap.size() >= keep) top = heap.front().distance;
+        };
+        if (l2) {
+          const float c0 = probe.distance - 2 * bias, c1 = 2 * scale;
+          for (uint64_t i = 0; i < np; ++i) {
+            const float dist = c0 + terms[i] - c1 * static_cast<float>(sums[i]);
+            if (dist < top) offer(i, dist);
+          }
+          return;
+        }
+        // Inner product: dist = c0 - scale * sum < top  <=>  sum > (c0 - top)
+        // / scale, an integer test on the scan's output for most points.
+        const float c0 = probe.distance - bias;
+        auto threshold = [&] {
+          if (!(top < std::numeric_limits<float>::infinity())) return -1;
+          const float t = (c0 - top) / scale;
+          return t < 0 ? -1 : t >= 65535.0f ? 65535 : static_cast<int>(t);
+        };
+        int thr = threshold();
+        for (uint64_t i = 0; i < np; ++i) {
+          if (static_cast<int>(sums[i]) <= thr) continue;
+          const float dist = c0 - scale * static_cast<float>(sums[i]);
+          if (!(dist < top)) continue;
+          offer(i, dist);
+          thr = threshold();
         }
       });
     }
