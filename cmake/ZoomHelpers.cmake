@@ -53,6 +53,11 @@ function(zoom_cc_test name)
   endif()
   zoom_cc_binary(${name} SRCS ${ARG_SRCS}
                  DEPS ${ARG_DEPS} zoom_testing GTest::gmock GTest::gtest_main)
+  # The test files themselves (gmock-heavy, the code under test is in the
+  # libraries, built as configured): -O1 and line tables only compile in
+  # about half the time of -O2 -g (collection_test.cc: 45 s -> 22 s), which is
+  # most of the CI run on two cores. Sanitizer reports keep file:line.
+  target_compile_options(${name} PRIVATE $<$<CONFIG:RelWithDebInfo>:-O1 -g1>)
   gtest_discover_tests(${name}
     DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}"
