@@ -202,9 +202,11 @@ class IvfHnswPqIndex final : public VectorIndex {
     if (exact) {
       // The graph would evaluate a good part of the centroids anyway: all of
       // them, in one contiguous pass, is both faster and exact.
-      s.all.resize(spec_.nlist);
+      if (s.all.size() != spec_.nlist) {
+        s.all.resize(spec_.nlist);
+        std::iota(s.all.begin(), s.all.end(), InternalId{0});
+      }
       s.dist.resize(spec_.nlist);
-      std::iota(s.all.begin(), s.all.end(), InternalId{0});
       cdc.Distances(s.all.data(), spec_.nlist, s.dist.data());
       s.probes.resize(spec_.nlist);
       for (uint32_t c = 0; c < spec_.nlist; ++c) s.probes[c] = {s.dist[c], c};
@@ -326,7 +328,7 @@ class IvfHnswPqIndex final : public VectorIndex {
  private:
   struct Scratch {
     std::vector<float> q, qt, table, adc, dist;
-    std::vector<InternalId> all;  // 0 .. nlist-1 (exact routing)
+    std::vector<InternalId> all;  // 0 .. size()-1 (exact routing; kept)
     std::vector<Neighbor> probes, heap;
     HnswScratch graph;
     std::vector<uint8_t> lut, code;   // 4-bit: byte table, one decoded code

@@ -92,11 +92,16 @@ absl::StatusOr<index::IndexSpec> SpecFromFlags(const Dataset& ds) {
   return spec;
 }
 
+// "m=50" style PQ label suffix: "" for 8-bit codes, "x4" for 4-bit.
+std::string NbitsSuffix(const index::IndexSpec& s) {
+  return s.pq.nbits == 8 ? std::string() : absl::StrCat("x", s.pq.nbits);
+}
+
 std::string SpecKey(const Dataset& ds, const index::IndexSpec& s) {
-  return absl::StrCat(ds.name, "-", MetricName(ds.metric), "-", index::IndexKindName(s.kind),
-                      "-m", s.pq.m, s.pq.nbits == 8 ? "" : absl::StrCat("x", s.pq.nbits),
-                      s.pq.opq ? "opq" : "", "-M", s.hnsw.M, "-efc",
-                      s.hnsw.ef_construction, "-nl", s.nlist);
+  return absl::StrCat(ds.name, "-", MetricName(ds.metric), "-",
+                      index::IndexKindName(s.kind), "-m", s.pq.m,
+                      NbitsSuffix(s), s.pq.opq ? "opq" : "", "-M", s.hnsw.M,
+                      "-efc", s.hnsw.ef_construction, "-nl", s.nlist);
 }
 
 // Builds (or loads from --work_dir) the store and index of --dataset.
@@ -215,15 +220,12 @@ absl::StatusOr<ConfigResult> RunConfig(Built& b, const server::SearchParams& p, 
   r.name = p.preview_only ? "zoomd_preview_only" : "zoomd";
   r.dataset = ds.name;
   const bool ivf = engine.index()->spec().kind == index::IndexKind::kIvfHnswPq;
-  r.params = absl::StrCat(index::IndexKindName(engine.index()->spec().kind),
-                          ",m=", engine.index()->spec().pq.m,
-                          engine.index()->spec().pq.nbits == 8
-                              ? std::string()
-                              : absl::StrCat("x", engine.index()->spec().pq.nbits),
-                          ",ef=", p.ef,
-                          ivf ? absl::StrCat(",nprobe=", p.nprobe) : std::string(),
-                          p.preview_only ? std::string(",preview_only")
-                                         : absl::StrCat(",rerank=", p.rerank_candidates));
+  r.params = absl::StrCat(
+      index::IndexKindName(engine.index()->spec().kind),
+      ",m=", engine.index()->spec().pq.m, NbitsSuffix(engine.index()->spec()),
+      ",ef=", p.ef, ivf ? absl::StrCat(",nprobe=", p.nprobe) : std::string(),
+      p.preview_only ? std::string(",preview_only")
+                     : absl::StrCat(",rerank=", p.rerank_candidates));
   r.threads = threads;
   r.k = k;
   r.run = run;

@@ -114,18 +114,6 @@ absl::Status CollectionConfig::Validate(uint32_t max_dim) const {
     return absl::InvalidArgumentError(
         "metric cosine needs dtype float32 (vectors are stored normalised)");
   }
-  if (index.pq.nbits != 8 && index.pq.nbits != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pq_nbits ", index.pq.nbits, " is not supported; use 8 or 4"));
-  }
-  if (index.pq.nbits == 4 && index.kind != index::IndexKind::kIvfHnswPq) {
-    return absl::InvalidArgumentError(
-        "pq_nbits 4 needs index kind ivf_hnsw_pq (its 4-bit fast scan); hnsw_pq uses 8");
-  }
-  if (index.pq.nbits == 4 && index.pq.m > 256) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pq_m ", index.pq.m, " with pq_nbits 4: at most 256"));
-  }
   if (index.pq.m > dim) {
     return absl::InvalidArgumentError(
         absl::StrCat("pq_m ", index.pq.m, " is above dim ", dim, "; use 1..", dim));
@@ -140,7 +128,8 @@ absl::Status CollectionConfig::Validate(uint32_t max_dim) const {
   if (index.nlist > (1u << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("nlist ", index.nlist, " must be <= 2^20"));
   }
-  return absl::OkStatus();
+  // The rest (pq_nbits and what it allows) is the index's own rule.
+  return index.Validate();
 }
 
 std::string CollectionConfig::Encode() const {
