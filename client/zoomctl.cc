@@ -74,6 +74,9 @@ ABSL_FLAG(uint32_t, pq_m, 0, "create: PQ bytes per vector (0: about dim/2)");
 ABSL_FLAG(uint32_t, pq_nbits, 0, "create: bits per PQ sub-code: 8, or 4 (ivf_hnsw_pq's fast scan)");
 ABSL_FLAG(uint32_t, nlist, 0, "create: ivf_hnsw_pq clusters (0: ~4*sqrt(n))");
 ABSL_FLAG(bool, opq, false, "create: learn an OPQ rotation before PQ");
+ABSL_FLAG(bool, compact_links, false,
+          "create: hnsw_pq only: keep the graph's level-0 links bit-packed "
+          "(~1/3 the memory)");
 
 // ---- import -----------------------------------------------------------------
 ABSL_FLAG(uint64_t, id_offset, 0, "import: id of the file's first row");
@@ -121,7 +124,7 @@ constexpr char kUsage[] =
 Commands:
   create NAME --dim D --metric l2|ip|cosine [--dtype float32|uint8]
          [--index_kind hnsw_pq|ivf_hnsw_pq] [--hnsw_m M] [--ef_construction N]
-         [--pq_m M] [--pq_nbits 8|4] [--nlist N] [--opq]
+         [--pq_m M] [--pq_nbits 8|4] [--nlist N] [--opq] [--compact_links]
          [--ef N] [--nprobe N] [--rerank N]   (the collection's search defaults)
   list
   info NAME
@@ -225,10 +228,10 @@ void PrintInfo(const v1::CollectionInfo& info) {
                EnumName<v1::DType>(spec.dtype(), v1::DType_Name));
   absl::PrintF(
       "index:          %s m=%d ef_construction=%d pq_m=%d pq_nbits=%d "
-      "nlist=%d opq=%s\n",
+      "nlist=%d opq=%s compact_links=%s\n",
       EnumName<v1::IndexKind>(index.kind(), v1::IndexKind_Name), index.m(),
       index.ef_construction(), index.pq_m(), index.pq_nbits(), index.nlist(),
-      index.opq() ? "true" : "false");
+      index.opq() ? "true" : "false", index.compact_links() ? "true" : "false");
   absl::PrintF("default knobs:  ef=%d nprobe=%d rerank_candidates=%d\n",
                knobs.ef(), knobs.nprobe(), knobs.rerank_candidates());
   absl::PrintF("points:         %d\n", info.points());
@@ -359,6 +362,7 @@ int RunCreate(Invocation& inv) {
   index->set_pq_nbits(absl::GetFlag(FLAGS_pq_nbits));
   index->set_nlist(absl::GetFlag(FLAGS_nlist));
   index->set_opq(absl::GetFlag(FLAGS_opq));
+  index->set_compact_links(absl::GetFlag(FLAGS_compact_links));
 
   v1::SearchKnobs* knobs = spec.mutable_default_knobs();
   knobs->set_ef(absl::GetFlag(FLAGS_ef));

@@ -4,7 +4,9 @@
 // whose rows never move, so readers may use rows of ids below the published
 // size while the single writer grows it. Chunk k holds base * 2^k rows
 // (geometric: at most 2x over-allocation once grown; a bulk load passes its
-// exact row count as the base and wastes nothing); the
+// exact row count as the base and wastes nothing). SetFirstChunk(rows)
+// instead makes chunk 0 exactly `rows` and the later ones base * 2^(k-1),
+// so a bulk load is exact and the first growth after it is small. The
 // chunk table is fixed, so it never moves either.
 //
 // Thread safety: Grow() by one writer at a time; Row() from any thread for
@@ -40,12 +42,21 @@ class ChunkedArray {
 
   size_t width() const { return width_; }
   // Rows that have memory.
-  uint64_t capacity() const { return base_ * ((uint64_t{1} << allocated_chunks_) - 1); }
+  uint64_t capacity() const {
+    if (head_ == 0) return base_ * ((uint64_t{1} << allocated_chunks_) - 1);
+    if (allocated_chunks_ == 0) return 0;
+    return head_ + base_ * ((uint64_t{1} << (allocated_chunks_ - 1)) - 1);
+  }
+
+  // Chunk 0 gets exactly `rows` (>= 1) rows. Only before the first Grow().
+  void SetFirstChunk(uint64_t rows) {
+    if (allocated_chunks_ == 0 && rows > 0) head_ = rows;
+  }
 
   // Makes rows [0, n) addressable; new rows are value-initialised (zero).
   void Grow(uint64_t n) {
     while (capacity() < n) {
-      const uint64_t rows = base_ << allocated_chunks_;
+      const uint64_t rows = ChunkRows(allocated_chunks_);
       T* chunk = new T[rows * width_]();
       chunks_[allocated_chunks_].store(chunk, std::memory_order_release);
       ++allocated_chunks_;
@@ -54,19 +65,27 @@ class ChunkedArray {
 
   T* Row(uint64_t id) { return const_cast<T*>(std::as_const(*this).Row(id)); }
   const T* Row(uint64_t id) const {
+    size_t skip = 0;
+    if (head_ != 0) {
+      if (id < head_)
+        return chunks_[0].load(std::memory_order_acquire) + id * width_;
+      id -= head_;
+      skip = 1;
+    }
     const uint64_t q = id / base_ + 1;
     const int k = 63 - std::countl_zero(q);
     const uint64_t first = base_ * ((uint64_t{1} << k) - 1);
-    return chunks_[k].load(std::memory_order_acquire) + (id - first) * width_;
+    return chunks_[k + skip].load(std::memory_order_acquire) +
+           (id - first) * width_;
   }
   // Calls fn(first_row, rows_pointer, count) for the contiguous runs that
   // cover rows [0, n), in order. Runs end at chunk boundaries; two arrays
-  // with the same base rows split rows identically.
+  // with the same base rows (and first chunk) split rows identically.
   template <typename Fn>
   void ForEachRun(uint64_t n, Fn&& fn) const {
     uint64_t first = 0;
     for (size_t k = 0; first < n; ++k) {
-      const uint64_t rows = std::min<uint64_t>(base_ << k, n - first);
+      const uint64_t rows = std::min<uint64_t>(ChunkRows(k), n - first);
       fn(first, chunks_[k].load(std::memory_order_acquire), rows);
       first += rows;
     }
@@ -75,8 +94,14 @@ class ChunkedArray {
   uint64_t ResidentBytes() const { return capacity() * width_ * sizeof(T); }
 
  private:
+  uint64_t ChunkRows(size_t k) const {
+    if (head_ == 0) return base_ << k;
+    return k == 0 ? head_ : base_ << (k - 1);
+  }
+
   const size_t width_;
   const uint64_t base_;
+  uint64_t head_ = 0;  // rows of chunk 0 when set by SetFirstChunk
   std::atomic<T*> chunks_[kMaxChunks];
   size_t allocated_chunks_ = 0;  // writer only
 };

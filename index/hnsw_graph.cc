@@ -1,6 +1,7 @@
 #include "index/hnsw_graph.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -51,6 +52,50 @@ class OracleComputer final : public DistanceComputer {
 
 }  // namespace
 
+// Level-0 lists of nodes [0, n), each: u16 header (count in bits 0-9, gap
+// width in bits 10-15), then a little-endian bit stream: the smallest link
+// in `first_bits` bits, then each further link as (gap - 1) in `width` bits,
+// ascending. Offsets: a u64 base per group of 16 nodes plus a u16 per node
+// (a group holds at most 16 * (2 + 4 + 511 * 4) bytes < 64 KiB at M <= 256).
+struct HnswGraph::PackedLevel0 {
+  static constexpr int kGroupShift = 4;
+  uint64_t n = 0;
+  uint32_t first_bits = 1;
+  std::vector<uint64_t> group_base;
+  std::vector<uint16_t> rel;
+  std::vector<uint8_t> bytes;  // + 8 bytes of padding for 64-bit loads
+
+  uint32_t Decode(uint64_t id, uint32_t* out) const {
+    const uint8_t* p = bytes.data() + group_base[id >> kGroupShift] + rel[id];
+    uint16_t header;
+    std::memcpy(&header, p, sizeof(header));
+    const uint32_t count = header & 0x3ffu;
+    if (count == 0) return 0;
+    const uint32_t width = header >> 10;
+    p += sizeof(header);
+    uint64_t bit = 0;
+    const auto get = [&](uint32_t w) {
+      uint64_t v;
+      std::memcpy(&v, p + (bit >> 3), sizeof(v));
+      v >>= bit & 7;
+      bit += w;
+      return static_cast<uint32_t>(v & ((uint64_t{1} << w) - 1));
+    };
+    uint32_t prev = get(first_bits);
+    out[0] = prev;
+    for (uint32_t i = 1; i < count; ++i) {
+      prev += get(width) + 1;
+      out[i] = prev;
+    }
+    return count;
+  }
+
+  uint64_t Bytes() const {
+    return bytes.capacity() + group_base.capacity() * sizeof(uint64_t) +
+           rel.capacity() * sizeof(uint16_t);
+  }
+};
+
 absl::Status HnswOptions::Validate() const {
   if (M < 2 || M > 256) {
     return absl::InvalidArgumentError(absl::StrCat("HNSW M ", M, " out of range 2..256"));
@@ -74,24 +119,61 @@ void HnswScratch::Begin(size_t n) {
 
 HnswGraph::HnswGraph(const HnswOptions& options)
     : options_(options),
-      level0_(1 + 2 * size_t{options.M}),
+      level0_(
+          std::make_unique<ChunkedArray<uint32_t>>(1 + 2 * size_t{options.M})),
       levels_(1),
-      upper_(1),
+      upper_first_(1),
+      upper_rows_(1 + size_t{options.M}),
+      slot_(std::make_unique<ChunkedArray<uint32_t>>(1)),
       locks_(new std::mutex[kLockStripes]),
       rng_(options.seed) {}
 
-HnswGraph::~HnswGraph() {
-  const uint64_t n = size();
-  for (uint64_t i = 0; i < n; ++i) delete[] * upper_.Row(i);
+HnswGraph::~HnswGraph() = default;
+
+uint32_t HnswGraph::GetLinks(InternalId id, int level, uint32_t* out) const {
+  const uint32_t* row;
+  if (level > 0) {
+    row = UpperRow(id, level);
+  } else if (packed_ == nullptr) {
+    row = level0_->Row(id);
+  } else {
+    uint32_t slot = 0;
+    if (id < slots_n_.load(std::memory_order_acquire))
+      slot = LoadCount(slot_->Row(id));
+    if (slot == 0) return packed_->Decode(id, out);
+    row = level0_->Row(slot - 1);
+  }
+  const uint32_t cnt = std::min(LoadCount(row), MaxLinks(level));
+  for (uint32_t i = 0; i < cnt; ++i) out[i] = LoadRelaxed(row + 1 + i);
+  return cnt;
 }
 
-uint32_t* HnswGraph::Links(InternalId id, int level) {
-  if (level == 0) return level0_.Row(id);
-  return *upper_.Row(id) + size_t(level - 1) * (1 + options_.M);
+void HnswGraph::Neighbors(InternalId id, int level,
+                          std::vector<InternalId>* out) const {
+  out->resize(MaxLinks(level));
+  out->resize(GetLinks(id, level, out->data()));
 }
-const uint32_t* HnswGraph::Links(InternalId id, int level) const {
-  if (level == 0) return level0_.Row(id);
-  return *upper_.Row(id) + size_t(level - 1) * (1 + options_.M);
+
+uint64_t HnswGraph::NewOverlayRow() {
+  std::lock_guard<std::mutex> lock(overlay_mu_);
+  const uint64_t row = overlay_rows_++;
+  level0_->Grow(overlay_rows_);
+  return row;
+}
+
+uint32_t* HnswGraph::MutableLinks(InternalId id, int level) {
+  if (level > 0) return UpperRow(id, level);
+  if (packed_ == nullptr) return level0_->Row(id);
+  uint32_t* slot = slot_->Row(id);
+  uint32_t s = LoadCount(slot);
+  if (s == 0) {  // packed: copy it to an overlay row, then publish the row
+    const uint64_t row = NewOverlayRow();
+    uint32_t* r = level0_->Row(row);
+    r[0] = packed_->Decode(id, r + 1);
+    s = static_cast<uint32_t>(row + 1);
+    StoreCount(slot, s);
+  }
+  return level0_->Row(s - 1);
 }
 
 int HnswGraph::DrawLevel() {
@@ -104,36 +186,107 @@ int HnswGraph::DrawLevel() {
 void HnswGraph::Grow(uint64_t n) {
   const uint64_t old = size();
   if (n <= old) return;
-  level0_.Grow(n);
+  if (old == 0) {  // the first (bulk) rows: exact, later growth geometric
+    level0_->SetFirstChunk(n);
+    levels_.SetFirstChunk(n);
+    upper_first_.SetFirstChunk(n);
+  }
   levels_.Grow(n);
-  upper_.Grow(n);
+  upper_first_.Grow(n);
   for (uint64_t id = old; id < n; ++id) {
     const int level = DrawLevel();
     *levels_.Row(id) = static_cast<uint8_t>(level);
     if (level > 0) {
-      const size_t words = size_t(level) * (1 + options_.M);
-      *upper_.Row(id) = new uint32_t[words]();
-      upper_bytes_ += words * sizeof(uint32_t);
+      *upper_first_.Row(id) = static_cast<uint32_t>(upper_row_count_);
+      upper_row_count_ += level;
+      upper_rows_.Grow(upper_row_count_);
     }
+  }
+  if (packed_ == nullptr) {
+    level0_->Grow(n);
+  } else {
+    // New nodes get overlay rows; the packed ones keep slot 0 until changed.
+    slot_->Grow(n);
+    for (uint64_t id = old; id < n; ++id) {
+      StoreCount(slot_->Row(id), static_cast<uint32_t>(NewOverlayRow() + 1));
+    }
+    slots_n_.store(n, std::memory_order_release);
   }
   size_.store(n, std::memory_order_release);
 }
 
+void HnswGraph::Compact() {
+  const uint64_t n = size();
+  auto p = std::make_unique<PackedLevel0>();
+  p->n = n;
+  p->first_bits =
+      std::max(1, static_cast<int>(std::bit_width(n > 1 ? n - 1 : 1)));
+  p->group_base.resize((n + 15) >> PackedLevel0::kGroupShift);
+  p->rel.resize(n);
+  std::vector<uint32_t> links(MaxLinks(0));
+  uint64_t base = 0;
+  for (uint64_t id = 0; id < n; ++id) {
+    if ((id & 15) == 0) {
+      base = p->bytes.size();
+      p->group_base[id >> PackedLevel0::kGroupShift] = base;
+    }
+    p->rel[id] = static_cast<uint16_t>(p->bytes.size() - base);
+    uint32_t cnt = GetLinks(static_cast<InternalId>(id), 0, links.data());
+    std::sort(links.begin(), links.begin() + cnt);
+    cnt = static_cast<uint32_t>(
+        std::unique(links.begin(), links.begin() + cnt) - links.begin());
+    uint32_t max_gap = 0;
+    for (uint32_t i = 1; i < cnt; ++i)
+      max_gap = std::max(max_gap, links[i] - links[i - 1] - 1);
+    const uint32_t width = static_cast<uint32_t>(std::bit_width(max_gap));
+    const uint16_t header = static_cast<uint16_t>(cnt | (width << 10));
+    p->bytes.push_back(static_cast<uint8_t>(header));
+    p->bytes.push_back(static_cast<uint8_t>(header >> 8));
+    uint64_t acc = 0;
+    uint32_t bits = 0;
+    const auto put = [&](uint64_t v, uint32_t w) {
+      acc |= v << bits;
+      bits += w;
+      while (bits >= 8) {
+        p->bytes.push_back(static_cast<uint8_t>(acc));
+        acc >>= 8;
+        bits -= 8;
+      }
+    };
+    for (uint32_t i = 0; i < cnt; ++i) {
+      if (i == 0) {
+        put(links[0], p->first_bits);
+      } else {
+        put(links[i] - links[i - 1] - 1, width);
+      }
+    }
+    if (bits > 0) p->bytes.push_back(static_cast<uint8_t>(acc));
+  }
+  p->bytes.resize(p->bytes.size() + 8, 0);
+  p->bytes.shrink_to_fit();
+  packed_ = std::move(p);
+  // Drop the uncompressed rows and any overlay (no reader is in flight).
+  level0_ =
+      std::make_unique<ChunkedArray<uint32_t>>(1 + 2 * size_t{options_.M});
+  overlay_rows_ = 0;
+  slots_n_.store(0, std::memory_order_release);
+  slot_ = std::make_unique<ChunkedArray<uint32_t>>(1);
+}
+
 uint64_t HnswGraph::ResidentBytes() const {
-  return level0_.ResidentBytes() + levels_.ResidentBytes() +
-         upper_.ResidentBytes() + upper_bytes_;
+  return level0_->ResidentBytes() + levels_.ResidentBytes() +
+         upper_first_.ResidentBytes() + upper_rows_.ResidentBytes() +
+         slot_->ResidentBytes() + (packed_ != nullptr ? packed_->Bytes() : 0);
 }
 
 Neighbor HnswGraph::Greedy(DistanceComputer& dc, Neighbor cur, int level,
                            QueryStats* stats) const {
-  InternalId ids[257];
-  float dist[257];
+  InternalId ids[512];  // MaxLinks(0) <= 512
+  float dist[512];
   bool changed = true;
   while (changed) {
     changed = false;
-    const uint32_t* links = Links(cur.id, level);
-    const uint32_t cnt = std::min(LoadCount(links), MaxLinks(level));
-    for (uint32_t i = 0; i < cnt; ++i) ids[i] = LoadRelaxed(links + 1 + i);
+    const uint32_t cnt = GetLinks(cur.id, level, ids);
     dc.Distances(ids, cnt, dist);
     if (stats) {
       stats->distance_evals += cnt;
@@ -162,16 +315,16 @@ void HnswGraph::SearchLevel(DistanceComputer& dc, Neighbor entry, size_t ef,
   const size_t visited_limit = s.visited.size();
   s.batch_ids.resize(2 * size_t{options_.M} + 1);
   s.batch_dist.resize(2 * size_t{options_.M} + 1);
+  s.links.resize(2 * size_t{options_.M} + 1);
   while (!s.candidates.empty()) {
     const Neighbor c = s.candidates.front();
     if (c.distance > bound && s.results.size() >= ef) break;
     std::pop_heap(s.candidates.begin(), s.candidates.end(), greater);
     s.candidates.pop_back();
-    const uint32_t* links = Links(c.id, level);
-    const uint32_t cnt = std::min(LoadCount(links), MaxLinks(level));
+    const uint32_t cnt = GetLinks(c.id, level, s.links.data());
     size_t n = 0;
     for (uint32_t i = 0; i < cnt; ++i) {
-      const uint32_t nb = LoadRelaxed(links + 1 + i);
+      const uint32_t nb = s.links[i];
       if (nb < visited_limit && s.Visit(nb)) s.batch_ids[n++] = nb;
     }
     if (stats) {
@@ -251,8 +404,14 @@ void HnswGraph::Insert(InternalId id, const BuildOracle& oracle,
   const auto ep = static_cast<InternalId>(e);
   Neighbor cur{oracle.Between(id, ep), ep};
   for (int l = top; l > level; --l) cur = Greedy(dc, cur, l, nullptr);
-  std::vector<Neighbor> cands;
-  for (int l = std::min(level, top); l >= 0; --l) {
+  // Phase 1, top down: find and write this node's own links on every level.
+  // Nobody links to it yet, so a concurrent search cannot reach it before
+  // its lists down to level 0 exist (reached early, it would end a search
+  // at a node with no level-0 links: a result of one).
+  const int link_top = std::min(level, top);
+  std::vector<std::vector<Neighbor>> chosen(static_cast<size_t>(link_top) + 1);
+  for (int l = link_top; l >= 0; --l) {
+    std::vector<Neighbor>& cands = chosen[static_cast<size_t>(l)];
     s.Begin(size());
     s.Visit(id);
     SearchLevel(dc, cur, options_.ef_construction, l, nullptr, s, nullptr);
@@ -266,20 +425,28 @@ void HnswGraph::Insert(InternalId id, const BuildOracle& oracle,
     SelectNeighbors(cands, options_.M, oracle);
     {
       std::lock_guard<std::mutex> lock(LockFor(id));
-      uint32_t* mine = Links(id, l);
+      uint32_t* mine = MutableLinks(id, l);
       const uint32_t cnt = static_cast<uint32_t>(cands.size());
       for (uint32_t i = 0; i < cnt; ++i) StoreRelaxed(mine + 1 + i, cands[i].id);
       StoreCount(mine, cnt);
     }
+    cur = next;
+  }
+  // Phase 2: the reverse links, which make the node reachable. (Sequential
+  // inserts give the same graph as linking level by level: a level's search
+  // reads only that level's lists.)
+  std::vector<Neighbor> theirs;
+  for (int l = link_top; l >= 0; --l) {
     const uint32_t max_links = MaxLinks(l);
-    std::vector<Neighbor> theirs;
-    for (const Neighbor& nb : cands) {
+    for (const Neighbor& nb : chosen[static_cast<size_t>(l)]) {
       std::lock_guard<std::mutex> lock(LockFor(nb.id));
-      uint32_t* links = Links(nb.id, l);
-      const uint32_t cnt = LoadCount(links);
+      uint32_t* const cur_links =
+          s.links.data();  // a copy; SearchLevel sized it
+      const uint32_t cnt = GetLinks(nb.id, l, cur_links);
       bool present = false;
-      for (uint32_t i = 0; i < cnt; ++i) present |= links[1 + i] == id;
+      for (uint32_t i = 0; i < cnt; ++i) present |= cur_links[i] == id;
       if (present) continue;
+      uint32_t* links = MutableLinks(nb.id, l);
       if (cnt < max_links) {
         StoreRelaxed(links + 1 + cnt, id);
         StoreCount(links, cnt + 1);
@@ -288,14 +455,13 @@ void HnswGraph::Insert(InternalId id, const BuildOracle& oracle,
       theirs.clear();
       theirs.push_back({nb.distance, id});
       for (uint32_t i = 0; i < cnt; ++i) {
-        theirs.push_back({oracle.Between(nb.id, links[1 + i]), links[1 + i]});
+        theirs.push_back({oracle.Between(nb.id, cur_links[i]), cur_links[i]});
       }
       std::sort(theirs.begin(), theirs.end());
       SelectNeighbors(theirs, max_links, oracle);
       for (uint32_t i = 0; i < theirs.size(); ++i) StoreRelaxed(links + 1 + i, theirs[i].id);
       StoreCount(links, static_cast<uint32_t>(theirs.size()));
     }
-    cur = next;
   }
   if (level > top) {
     entry_.store((uint64_t(level) << 32) | id, std::memory_order_release);
@@ -303,6 +469,8 @@ void HnswGraph::Insert(InternalId id, const BuildOracle& oracle,
 }
 
 void HnswGraph::Save(BinaryWriter& w) const {
+  // One layout whatever the memory layout: per node its level, the level-0
+  // row [count, 2M ids] (unused slots 0), then its upper rows.
   const uint64_t n = size();
   w.Put<uint32_t>(options_.M);
   w.Put<uint32_t>(options_.ef_construction);
@@ -310,49 +478,66 @@ void HnswGraph::Save(BinaryWriter& w) const {
   w.Put<uint64_t>(n);
   w.Put<uint64_t>(entry_.load());
   const size_t row = 1 + 2 * size_t{options_.M};
+  std::vector<uint32_t> buf(row);
   for (uint64_t i = 0; i < n; ++i) {
     const uint8_t level = *levels_.Row(i);
     w.Put<uint8_t>(level);
-    w.PutBytes(level0_.Row(i), row * sizeof(uint32_t));
-    if (level > 0) {
-      w.PutBytes(*upper_.Row(i), size_t{level} * (1 + options_.M) * sizeof(uint32_t));
+    std::fill(buf.begin(), buf.end(), 0);
+    buf[0] = GetLinks(static_cast<InternalId>(i), 0, buf.data() + 1);
+    w.PutBytes(buf.data(), row * sizeof(uint32_t));
+    for (int l = 1; l <= level; ++l) {
+      w.PutBytes(UpperRow(static_cast<InternalId>(i), l),
+                 (1 + options_.M) * sizeof(uint32_t));
     }
   }
 }
 
 absl::Status HnswGraph::Load(BinaryReader& r) {
-  if (size() != 0) return absl::FailedPreconditionError("Load into a non-empty graph");
+  if (size() != 0 || packed_ != nullptr) {
+    return absl::FailedPreconditionError("Load into a non-empty graph");
+  }
   uint64_t n = 0, entry = 0;
   ZOOM_RETURN_IF_ERROR(r.Get(&options_.M));
   ZOOM_RETURN_IF_ERROR(r.Get(&options_.ef_construction));
   ZOOM_RETURN_IF_ERROR(r.Get(&options_.seed));
   ZOOM_RETURN_IF_ERROR(r.Get(&n));
   ZOOM_RETURN_IF_ERROR(r.Get(&entry));
-  if (!options_.Validate().ok() || level0_.width() != 1 + 2 * size_t{options_.M}) {
+  if (!options_.Validate().ok() ||
+      level0_->width() != 1 + 2 * size_t{options_.M}) {
     return r.Corrupt("HNSW options do not match the index");
   }
   const size_t row = 1 + 2 * size_t{options_.M};
   if (n > r.remaining() / (1 + row * sizeof(uint32_t))) return r.Corrupt("HNSW node count");
-  level0_.Grow(n);
+  level0_->SetFirstChunk(n);
+  levels_.SetFirstChunk(n);
+  upper_first_.SetFirstChunk(n);
+  level0_->Grow(n);
   levels_.Grow(n);
-  upper_.Grow(n);
+  upper_first_.Grow(n);
   for (uint64_t i = 0; i < n; ++i) {
     uint8_t level = 0;
     ZOOM_RETURN_IF_ERROR(r.Get(&level));
     if (level > kMaxLevel) return r.Corrupt("HNSW level out of range");
     *levels_.Row(i) = level;
-    ZOOM_RETURN_IF_ERROR(r.GetBytes(level0_.Row(i), row * sizeof(uint32_t)));
+    ZOOM_RETURN_IF_ERROR(r.GetBytes(level0_->Row(i), row * sizeof(uint32_t)));
     if (level > 0) {
-      const size_t words = size_t{level} * (1 + options_.M);
-      *upper_.Row(i) = new uint32_t[words];
-      upper_bytes_ += words * sizeof(uint32_t);
-      ZOOM_RETURN_IF_ERROR(r.GetBytes(*upper_.Row(i), words * sizeof(uint32_t)));
+      if (level > r.remaining() / ((1 + options_.M) * sizeof(uint32_t))) {
+        return r.Corrupt("HNSW upper levels truncated");
+      }
+      *upper_first_.Row(i) = static_cast<uint32_t>(upper_row_count_);
+      upper_row_count_ += level;
+      upper_rows_.Grow(upper_row_count_);
+      for (int l = 1; l <= level; ++l) {
+        ZOOM_RETURN_IF_ERROR(r.GetBytes(UpperRow(static_cast<InternalId>(i), l),
+                                        (1 + options_.M) * sizeof(uint32_t)));
+      }
     }
   }
   // Validate every link so that a corrupt file cannot send a search astray.
   for (uint64_t i = 0; i < n; ++i) {
     for (int l = 0; l <= *levels_.Row(i); ++l) {
-      const uint32_t* links = Links(static_cast<InternalId>(i), l);
+      const uint32_t* links =
+          l == 0 ? level0_->Row(i) : UpperRow(static_cast<InternalId>(i), l);
       if (links[0] > MaxLinks(l)) return r.Corrupt("HNSW link count");
       for (uint32_t k = 0; k < links[0]; ++k) {
         if (links[1 + k] >= n || *levels_.Row(links[1 + k]) < l) {
@@ -365,9 +550,6 @@ absl::Status HnswGraph::Load(BinaryReader& r) {
       ((entry & 0xffffffffu) >= n ||
        static_cast<int>(entry >> 32) != *levels_.Row(entry & 0xffffffffu))) {
     return r.Corrupt("HNSW entry point");
-  }
-  if (entry == kNoEntry && n > 0) {
-    // Nodes without an entry point: a file of a graph with no inserts.
   }
   entry_.store(entry);
   size_.store(n, std::memory_order_release);

@@ -7,12 +7,20 @@
 //
 // Memory: level 0 keeps 2M links per node (+ a count), upper levels M; link
 // ids are uint32. Rows live in ChunkedArrays, so the graph can grow while
-// searches run.
+// searches run. Compact() packs level 0 of the nodes present (the bulk of
+// the graph's memory) into sorted, bit-packed delta lists: 2 header bytes
+// plus ceil(log2 n) bits for the first link and the width of the largest
+// gap for each further one, about a third of the (1 + 2M) * 4 bytes. Packed
+// lists are immutable; an Insert() that changes one copies it to an
+// uncompressed overlay row first (copy on write), and nodes added after
+// Compact() get overlay rows, so Add keeps working; a per-node overlay slot
+// (4 bytes) is allocated on the first Grow() after Compact().
 //
 // Thread safety: Search() is const and safe from many threads, also while
 // Insert() runs. Insert() may be called from several threads at once for
-// different ids (parallel build; per-node locks); Grow() only by one writer
-// with no Insert() in flight.
+// different ids (parallel build; per-node locks); Grow() and Compact() only
+// by one writer with no Insert() in flight, and Compact() also with no
+// Search() in flight (call it before the graph is published).
 #ifndef ZOOM_INDEX_HNSW_GRAPH_H_
 #define ZOOM_INDEX_HNSW_GRAPH_H_
 
@@ -37,6 +45,9 @@ struct HnswOptions {
   // Candidate list size while building. Default 200.
   uint32_t ef_construction = 200;
   uint64_t seed = 100;
+  // Whether the owner packs level 0 with Compact() after a build or a load
+  // (not stored by Save(): the owner keeps it with its own spec).
+  bool compact_links = false;
 
   absl::Status Validate() const;
 };
@@ -56,7 +67,7 @@ struct HnswScratch {
   std::vector<Neighbor> results;     // max-heap by distance
   std::vector<InternalId> batch_ids;
   std::vector<float> batch_dist;
-  std::vector<InternalId> links;     // copy of a link list
+  std::vector<InternalId> links;  // copy of a link list (2M + 1 slots)
   // Marks the start of a search over `n` nodes.
   void Begin(size_t n);
   bool Visit(InternalId id) {
@@ -88,6 +99,17 @@ class HnswGraph {
               HnswScratch& scratch, std::vector<Neighbor>* out,
               QueryStats* stats) const;
 
+  // Packs level 0 of nodes [0, size()) as described above. Single writer,
+  // no Insert() or Search() in flight. Idempotent for the nodes packed.
+  void Compact();
+  bool compacted() const { return packed_ != nullptr; }
+
+  // The links of `id` (< size()) at `level` (<= its level) into `out`, in
+  // stored order (ascending when packed). For inspection and tests.
+  void Neighbors(InternalId id, int level, std::vector<InternalId>* out) const;
+  // The level of node `id` (< size()).
+  int Level(InternalId id) const { return *levels_.Row(id); }
+
   // Bytes held by links, levels and the upper-level tables.
   uint64_t ResidentBytes() const;
 
@@ -95,9 +117,20 @@ class HnswGraph {
   absl::Status Load(BinaryReader& r);
 
  private:
-  // Link list of `id` at `level`: [count, ids...].
-  uint32_t* Links(InternalId id, int level);
-  const uint32_t* Links(InternalId id, int level) const;
+  struct PackedLevel0;
+  // Copies the links of `id` at `level` to `out` (room for MaxLinks(level))
+  // and returns their count. Safe while Insert() rewrites the list.
+  uint32_t GetLinks(InternalId id, int level, uint32_t* out) const;
+  // The writable row [count, ids...] of `id` at `level`; a packed level-0
+  // list is first copied to an overlay row. Caller holds LockFor(id).
+  uint32_t* MutableLinks(InternalId id, int level);
+  // Upper-level row of `id` (level >= 1, <= its level).
+  uint32_t* UpperRow(InternalId id, int level) const {
+    return const_cast<uint32_t*>(
+        upper_rows_.Row(*upper_first_.Row(id) + uint64_t(level - 1)));
+  }
+  // A new overlay row (zeroed); returns its index. Holds overlay_mu_.
+  uint64_t NewOverlayRow();
   uint32_t MaxLinks(int level) const { return level == 0 ? 2 * options_.M : options_.M; }
   int DrawLevel();
   // Best-first search on one level from `entry`; results in scratch.results
@@ -116,16 +149,27 @@ class HnswGraph {
 
   HnswOptions options_;
   std::atomic<uint64_t> size_{0};
-  ChunkedArray<uint32_t> level0_;            // (1 + 2M) per node
+  // Level 0 before Compact(): (1 + 2M) per node, by id. After: overlay
+  // rows, found through slot_.
+  std::unique_ptr<ChunkedArray<uint32_t>> level0_;
   ChunkedArray<uint8_t> levels_;             // level of each node
-  ChunkedArray<uint32_t*> upper_;            // levels * (1 + M), or null
+  ChunkedArray<uint32_t> upper_first_;       // first upper row of each node
+  ChunkedArray<uint32_t> upper_rows_;        // (1 + M) per row, by level
+  uint64_t upper_row_count_ = 0;             // writer only
+  // Compact layout (null until Compact()): packed level 0 of nodes
+  // [0, packed_->n); slot_ maps a node to 1 + its overlay row (0: packed),
+  // readable for ids < slots_n_.
+  std::unique_ptr<const PackedLevel0> packed_;
+  std::unique_ptr<ChunkedArray<uint32_t>> slot_;
+  std::atomic<uint64_t> slots_n_{0};
+  uint64_t overlay_rows_ = 0;
+  std::mutex overlay_mu_;
   // Entry point: (level << 32) | id; kNoEntry when empty.
   static constexpr uint64_t kNoEntry = ~uint64_t{0};
   std::atomic<uint64_t> entry_{kNoEntry};
   std::mutex entry_mu_;
   std::unique_ptr<std::mutex[]> locks_;
   std::mt19937_64 rng_;
-  uint64_t upper_bytes_ = 0;
 };
 
 }  // namespace zoom::index

@@ -29,6 +29,7 @@ class HnswPqIndex final : public VectorIndex {
     if (first + n > kMaxInternalIds) {
       return absl::ResourceExhaustedError("too many vectors for one index");
     }
+    if (first == 0) codes_.SetFirstChunk(n);  // a bulk build: exact
     codes_.Grow(first + n);
     ParallelFor(n, spec_.build_threads, [&](size_t i, int) {
       pq_.Encode(x + i * spec_.dim, 1, codes_.Row(first + i));
@@ -52,6 +53,9 @@ class HnswPqIndex final : public VectorIndex {
     size_.store(first + n, std::memory_order_release);
     return absl::OkStatus();
   }
+
+  // Packs the graph's level 0 (before the index is published).
+  void Compact() { graph_.Compact(); }
 
   absl::Status Add(const float* vectors, size_t n) override {
     if (n == 0) return absl::OkStatus();
@@ -94,6 +98,7 @@ class HnswPqIndex final : public VectorIndex {
     w.Put<uint64_t>(n);
     for (uint64_t i = 0; i < n; ++i) w.PutBytes(codes_.Row(i), pq_.code_size());
     graph_.Save(w);
+    SaveSpecTail(w, spec_);
     return w.Commit(path);
   }
 
@@ -103,12 +108,15 @@ class HnswPqIndex final : public VectorIndex {
     if (n > r.remaining() / std::max<size_t>(1, pq_.code_size())) {
       return r.Corrupt("code count");
     }
+    codes_.SetFirstChunk(n);
     codes_.Grow(n);
     for (uint64_t i = 0; i < n; ++i) {
       ZOOM_RETURN_IF_ERROR(r.GetBytes(codes_.Row(i), pq_.code_size()));
     }
     ZOOM_RETURN_IF_ERROR(graph_.Load(r));
     if (graph_.size() != n) return r.Corrupt("graph size differs from codes");
+    ZOOM_RETURN_IF_ERROR(LoadSpecTail(r, &spec_));
+    if (spec_.hnsw.compact_links) graph_.Compact();
     size_.store(n, std::memory_order_release);
     return absl::OkStatus();
   }
@@ -194,6 +202,7 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildHnswPq(const IndexSpec& spec,
                         ProductQuantizer::Train(prepared.data(), n, spec.dim, spec.pq));
   auto index = std::make_unique<HnswPqIndex>(spec, std::move(pq));
   ZOOM_RETURN_IF_ERROR(index->AddPrepared(prepared.data(), n, /*exact=*/true));
+  if (spec.hnsw.compact_links) index->Compact();
   return std::unique_ptr<VectorIndex>(std::move(index));
 }
 

@@ -89,6 +89,10 @@ class LibraryThreadsGuard {
 
 void SaveSpec(BinaryWriter& w, const IndexSpec& spec);
 absl::Status LoadSpec(BinaryReader& r, IndexSpec* spec);
+// Format 1.1 appends, after the body: u8 flags (bit 0: compact HNSW links).
+// A 1.0 file has no tail (flags 0).
+void SaveSpecTail(BinaryWriter& w, const IndexSpec& spec);
+absl::Status LoadSpecTail(BinaryReader& r, IndexSpec* spec);
 
 // The kinds' constructors for LoadIndex / BuildIndex.
 absl::StatusOr<std::unique_ptr<VectorIndex>> BuildHnswPq(const IndexSpec& spec,

@@ -290,6 +290,7 @@ class IvfHnswPqIndex final : public VectorIndex {
         w.Put<float>(*list->terms.Row(i));
       }
     }
+    SaveSpecTail(w, spec_);
     return w.Commit(path);
   }
 
@@ -321,6 +322,7 @@ class IvfHnswPqIndex final : public VectorIndex {
       seen += n;
     }
     if (seen != total) return r.Corrupt("lists do not hold every id");
+    ZOOM_RETURN_IF_ERROR(LoadSpecTail(r, &spec_));
     size_.store(total, std::memory_order_release);
     return absl::OkStatus();
   }

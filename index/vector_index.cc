@@ -45,6 +45,12 @@ absl::Status IndexSpec::Validate() const {
         "hnsw_pq uses 8"));
   }
   ZOOM_RETURN_IF_ERROR(hnsw.Validate());
+  if (hnsw.compact_links && kind != IndexKind::kHnswPq) {
+    return absl::InvalidArgumentError(
+        "compact_links needs index kind hnsw_pq (ivf_hnsw_pq's graph is over "
+        "the centroids "
+        "only and is small)");
+  }
   if (nlist > (1u << 20)) {
     return absl::InvalidArgumentError(
         absl::StrCat("nlist ", nlist, " out of range 0..", 1u << 20));
@@ -78,6 +84,20 @@ void SaveSpec(BinaryWriter& w, const IndexSpec& spec) {
   w.Put<uint32_t>(spec.hnsw.M);
   w.Put<uint32_t>(spec.hnsw.ef_construction);
   w.Put<uint32_t>(spec.nlist);
+}
+
+void SaveSpecTail(BinaryWriter& w, const IndexSpec& spec) {
+  w.Put<uint8_t>(spec.hnsw.compact_links ? 1 : 0);
+}
+
+absl::Status LoadSpecTail(BinaryReader& r, IndexSpec* spec) {
+  if (r.minor() == 0) return absl::OkStatus();
+  uint8_t flags = 0;
+  ZOOM_RETURN_IF_ERROR(r.Get(&flags));
+  if ((flags & ~1u) != 0) return r.Corrupt("unknown index flags");
+  spec->hnsw.compact_links = (flags & 1) != 0;
+  if (!spec->Validate().ok()) return r.Corrupt("invalid index spec");
+  return absl::OkStatus();
 }
 
 absl::Status LoadSpec(BinaryReader& r, IndexSpec* spec) {

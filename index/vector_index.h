@@ -110,10 +110,12 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
 // FailedPrecondition for a newer major version.
 absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(const std::string& path);
 
-// The index file format: magic, version (see vector_index.cc).
+// The index file format: magic, version (see vector_index.cc). 1.1 added a
+// tail after the body (graph flags); 1.0 files read as before, and a 1.0
+// reader ignores the tail.
 inline constexpr char kIndexMagic[] = "ZOOMIDX";
 inline constexpr uint16_t kIndexMajorVersion = 1;
-inline constexpr uint16_t kIndexMinorVersion = 0;
+inline constexpr uint16_t kIndexMinorVersion = 1;
 
 }  // namespace zoom::index
 

@@ -45,6 +45,8 @@ ABSL_FLAG(int32_t, pq_nbits, 8,
           "dim for float, dim / 4 for uint8: the same code bytes as 8-bit's default)");
 ABSL_FLAG(bool, opq, false, "Learn an OPQ rotation before PQ");
 ABSL_FLAG(int32_t, hnsw_m, 16, "HNSW M (graph over vectors or centroids)");
+ABSL_FLAG(bool, compact_links, false,
+          "hnsw_pq: keep the graph's level-0 links bit-packed");
 ABSL_FLAG(int32_t, ef_construction, 200, "HNSW ef_construction");
 ABSL_FLAG(int32_t, nlist, 0, "ivf_hnsw_pq clusters; 0 = automatic");
 ABSL_FLAG(std::string, ef, "", "Preview ef values (default: a grid per kind)");
@@ -86,6 +88,7 @@ absl::StatusOr<index::IndexSpec> SpecFromFlags(const Dataset& ds) {
   spec.pq.opq = absl::GetFlag(FLAGS_opq);
   spec.hnsw.M = static_cast<uint32_t>(absl::GetFlag(FLAGS_hnsw_m));
   spec.hnsw.ef_construction = static_cast<uint32_t>(absl::GetFlag(FLAGS_ef_construction));
+  spec.hnsw.compact_links = absl::GetFlag(FLAGS_compact_links);
   spec.nlist = static_cast<uint32_t>(absl::GetFlag(FLAGS_nlist));
   spec.build_threads = 2;
   ZOOM_RETURN_IF_ERROR(spec.Validate());
@@ -101,7 +104,8 @@ std::string SpecKey(const Dataset& ds, const index::IndexSpec& s) {
   return absl::StrCat(ds.name, "-", MetricName(ds.metric), "-",
                       index::IndexKindName(s.kind), "-m", s.pq.m,
                       NbitsSuffix(s), s.pq.opq ? "opq" : "", "-M", s.hnsw.M,
-                      "-efc", s.hnsw.ef_construction, "-nl", s.nlist);
+                      s.hnsw.compact_links ? "c" : "", "-efc",
+                      s.hnsw.ef_construction, "-nl", s.nlist);
 }
 
 // Builds (or loads from --work_dir) the store and index of --dataset.

@@ -136,10 +136,13 @@ std::string CollectionConfig::Encode() const {
   return absl::StrCat(
       "version=", kConfigVersion, "\nname=", name, "\ndim=", dim,
       "\nmetric=", MetricName(metric), "\ndtype=", storage::DTypeName(dtype),
-      "\nindex_kind=", index::IndexKindName(index.kind), "\nhnsw_m=", index.hnsw.M,
+      "\nindex_kind=", index::IndexKindName(index.kind),
+      "\nhnsw_m=", index.hnsw.M,
       "\nef_construction=", index.hnsw.ef_construction, "\npq_m=", index.pq.m,
-      "\npq_nbits=", index.pq.nbits, "\nopq=", index.pq.opq ? 1 : 0, "\nnlist=", index.nlist,
-      "\nef=", default_ef, "\nnprobe=", default_nprobe, "\nrerank=", default_rerank, "\n");
+      "\npq_nbits=", index.pq.nbits, "\nopq=", index.pq.opq ? 1 : 0,
+      "\nnlist=", index.nlist,
+      "\ncompact_links=", index.hnsw.compact_links ? 1 : 0, "\nef=", default_ef,
+      "\nnprobe=", default_nprobe, "\nrerank=", default_rerank, "\n");
 }
 
 absl::StatusOr<CollectionConfig> CollectionConfig::Decode(std::string_view text) {
@@ -164,6 +167,9 @@ absl::StatusOr<CollectionConfig> CollectionConfig::Decode(std::string_view text)
   ZOOM_RETURN_IF_ERROR(GetNumber(kv, "opq", &opq));
   c.index.pq.opq = opq != 0;
   ZOOM_RETURN_IF_ERROR(GetNumber(kv, "nlist", &c.index.nlist));
+  uint32_t compact_links = 0;  // absent in configs written before it existed
+  ZOOM_RETURN_IF_ERROR(GetNumber(kv, "compact_links", &compact_links));
+  c.index.hnsw.compact_links = compact_links != 0;
   ZOOM_RETURN_IF_ERROR(GetNumber(kv, "ef", &c.default_ef));
   ZOOM_RETURN_IF_ERROR(GetNumber(kv, "nprobe", &c.default_nprobe));
   ZOOM_RETURN_IF_ERROR(GetNumber(kv, "rerank", &c.default_rerank));

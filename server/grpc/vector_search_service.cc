@@ -78,6 +78,7 @@ absl::StatusOr<CollectionConfig> FromProto(const v1::CollectionSpec& spec) {
   c.index.pq.m = is.pq_m();
   c.index.pq.nbits = is.pq_nbits();
   c.index.pq.opq = is.opq();
+  c.index.hnsw.compact_links = is.compact_links();
   c.index.nlist = is.nlist();
   c.default_ef = spec.default_knobs().ef();
   c.default_nprobe = spec.default_knobs().nprobe();
@@ -101,6 +102,7 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
   is->set_pq_nbits(c.index.pq.nbits);
   is->set_nlist(c.index.nlist);
   is->set_opq(c.index.pq.opq);
+  is->set_compact_links(c.index.hnsw.compact_links);
   spec->mutable_default_knobs()->set_ef(c.default_ef);
   spec->mutable_default_knobs()->set_nprobe(c.default_nprobe);
   spec->mutable_default_knobs()->set_rerank_candidates(c.default_rerank);

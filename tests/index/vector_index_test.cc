@@ -81,6 +81,13 @@ TEST(IndexSpecTest, BadSpecsAreClearErrors) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs index kind ivf_hnsw_pq")));
   s.kind = IndexKind::kIvfHnswPq;
   EXPECT_OK(s.Validate());
+  s.pq.nbits = 8;
+  s.hnsw.compact_links = true;
+  EXPECT_THAT(s.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("compact_links needs index kind hnsw_pq")));
+  s.kind = IndexKind::kHnswPq;
+  EXPECT_OK(s.Validate());
   s = SmallSpec(IndexKind::kHnswPq, 16, 4);
   s.hnsw.M = 1;
   EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("M 1")));
@@ -201,6 +208,128 @@ TEST(HnswGraphTest, ExactDistancesGiveHighRecallAndSurviveSaveLoad) {
   }
 }
 
+// Level-0 lists of every node, each sorted (a packed graph stores them so).
+std::vector<std::vector<InternalId>> SortedLevel0(const HnswGraph& g) {
+  std::vector<std::vector<InternalId>> all(g.size());
+  for (InternalId i = 0; i < g.size(); ++i) {
+    g.Neighbors(i, 0, &all[i]);
+    std::sort(all[i].begin(), all[i].end());
+  }
+  return all;
+}
+
+double GraphRecall(const HnswGraph& g, const std::vector<float>& x, size_t d,
+                   const std::vector<float>& queries, size_t nq) {
+  HnswScratch s;
+  std::vector<Neighbor> out;
+  double recall = 0;
+  for (size_t q = 0; q < nq; ++q) {
+    ExactComputer dc(x, d, queries.data() + q * d);
+    g.Search(dc, 128, nullptr, s, &out, nullptr);
+    const auto truth = BruteForce(x, d, queries.data() + q * d, 10);
+    for (size_t i = 0; i < 10 && i < out.size(); ++i) {
+      recall += std::count(truth.begin(), truth.end(), out[i].id);
+    }
+  }
+  return recall / (10.0 * nq);
+}
+
+// Compact(): the packed graph has exactly the links of the unpacked one, at
+// less than half the bytes, searches as well, keeps taking inserts (copy on
+// write to overlay rows) and saves to a file that loads, unpacked or packed
+// again, to the same links.
+TEST(HnswGraphTest, CompactKeepsEveryLinkAndStillTakesInserts) {
+  const size_t d = 24, n0 = 3000, n = 3500;
+  const auto x = Clustered(n, d, 3);
+  const auto queries = Clustered(50, d, 4);
+  const std::vector<float> x0(x.begin(), x.begin() + n0 * d);
+  HnswOptions o;
+  o.M = 12;
+  o.ef_construction = 100;
+  HnswGraph g(o);
+  g.Grow(n0);
+  ExactOracle oracle(x, d);
+  HnswScratch s;
+  for (InternalId i = 0; i < n0; ++i) g.Insert(i, oracle, s);
+  const auto links = SortedLevel0(g);
+  const uint64_t bytes = g.ResidentBytes();
+  const double recall = GraphRecall(g, x0, d, queries, 50);
+  EXPECT_FALSE(g.compacted());
+  g.Compact();
+  ASSERT_TRUE(g.compacted());
+  EXPECT_EQ(SortedLevel0(g), links);
+  std::vector<InternalId> one;
+  for (InternalId i = 0; i < n0; ++i) {
+    g.Neighbors(i, 0, &one);
+    ASSERT_TRUE(std::is_sorted(one.begin(), one.end()))
+        << i;  // packed: ascending
+  }
+  std::printf("[ graph bytes ] %llu unpacked, %llu packed\n",
+              static_cast<unsigned long long>(bytes),
+              static_cast<unsigned long long>(g.ResidentBytes()));
+  EXPECT_LT(g.ResidentBytes(), bytes / 2);
+  EXPECT_GE(GraphRecall(g, x0, d, queries, 50), recall - 0.01);
+  EXPECT_GE(recall, 0.97);
+
+  // Inserts after packing: new nodes and the lists they change go to overlay
+  // rows.
+  g.Grow(n);
+  for (InternalId i = n0; i < n; ++i) g.Insert(i, oracle, s);
+  std::vector<Neighbor> out;
+  int self = 0;
+  for (InternalId i = n0; i < n; ++i) {
+    ExactComputer dc(x, d, x.data() + size_t{i} * d);
+    g.Search(dc, 32, nullptr, s, &out, nullptr);
+    self += !out.empty() && out[0].id == i;
+  }
+  EXPECT_GE(self, 495);  // of 500
+  EXPECT_GE(GraphRecall(g, x, d, queries, 50), 0.97);
+  const auto grown = SortedLevel0(g);
+  for (InternalId i = 0; i < n; ++i) {
+    for (InternalId nb : grown[i]) ASSERT_LT(nb, n);
+    ASSERT_EQ(std::adjacent_find(grown[i].begin(), grown[i].end()),
+              grown[i].end());
+  }
+  size_t changed = 0;
+  for (InternalId i = 0; i < n0; ++i) changed += grown[i] != links[i];
+  EXPECT_GT(changed, 0u);  // some old lists took the new nodes in
+
+  TempDir tmp;
+  BinaryWriter w("ZOOMTST", 1, 0);
+  g.Save(w);
+  ASSERT_OK(w.Commit(tmp.File("g.bin")));
+  ASSERT_OK_AND_ASSIGN(
+      BinaryReader r,
+      BinaryReader::Open(tmp.File("g.bin"), "ZOOMTST", 1, "graph"));
+  HnswGraph g2(o);
+  ASSERT_OK(g2.Load(r));
+  EXPECT_FALSE(g2.compacted());
+  EXPECT_EQ(SortedLevel0(g2), grown);
+  g2.Compact();
+  EXPECT_EQ(SortedLevel0(g2), grown);
+  EXPECT_LT(g2.ResidentBytes(),
+            g.ResidentBytes());  // the overlay is packed too
+  for (InternalId i = 0; i < n; ++i) ASSERT_EQ(g2.Level(i), g.Level(i));
+
+  // Degenerate graphs: empty, and one node without links.
+  HnswGraph empty(o);
+  empty.Compact();
+  ExactComputer dc0(x, d, queries.data());
+  empty.Search(dc0, 10, nullptr, s, &out, nullptr);
+  EXPECT_TRUE(out.empty());
+  HnswGraph single(o);
+  single.Grow(1);
+  single.Insert(0, oracle, s);
+  single.Compact();
+  single.Search(dc0, 10, nullptr, s, &out, nullptr);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].id, 0u);
+  single.Grow(2);
+  single.Insert(1, oracle, s);
+  single.Search(dc0, 10, nullptr, s, &out, nullptr);
+  EXPECT_EQ(out.size(), 2u);
+}
+
 class IndexFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -272,6 +401,40 @@ TEST(IndexGoldenTest, ReadsGoldenFilesOfFormat1_0) {
     }
     EXPECT_GE(self, 95);  // of 100
   }
+}
+
+// Format 1.1 appended the index flags: tests/data/golden/index_v1_1_hnsw_pq_
+// compact.zidx (hnsw_pq with compact_links; ZOOM_WRITE_GOLDEN=1 with
+// --gtest_filter=*1_1 writes it) must load packed, with its flag.
+TEST(IndexGoldenTest, ReadsGoldenFileOfFormat1_1) {
+  const bool write = std::getenv("ZOOM_WRITE_GOLDEN") != nullptr;
+  const auto x = Clustered(600, 12, 9);
+  const std::string path =
+      TestDataPath("golden/index_v1_1_hnsw_pq_compact.zidx");
+  if (write) {
+    IndexSpec spec = SmallSpec(IndexKind::kHnswPq, 12, 6);
+    spec.hnsw.compact_links = true;
+    ASSERT_OK_AND_ASSIGN(auto idx, BuildIndex(spec, x.data(), 600));
+    ASSERT_OK(idx->Save(path));
+  }
+  ASSERT_OK_AND_ASSIGN(auto idx, LoadIndex(path));
+  EXPECT_EQ(idx->size(), 600u);
+  EXPECT_EQ(idx->spec().kind, IndexKind::kHnswPq);
+  EXPECT_TRUE(idx->spec().hnsw.compact_links);
+  IndexSearchParams p;
+  p.ef = 64;
+  int self = 0;
+  std::vector<Neighbor> out;
+  for (InternalId i = 0; i < 600; i += 6) {
+    ASSERT_OK(idx->Search(x.data() + size_t{i} * 12, 5, p, &out, nullptr));
+    self += std::any_of(out.begin(), out.end(),
+                        [&](const Neighbor& nb) { return nb.id == i; });
+  }
+  EXPECT_GE(self, 95);  // of 100
+  // The 1.0 files carry no flags: unpacked.
+  ASSERT_OK_AND_ASSIGN(
+      auto old, LoadIndex(TestDataPath("golden/index_v1_0_hnsw_pq.zidx")));
+  EXPECT_FALSE(old->spec().hnsw.compact_links);
 }
 
 }  // namespace

@@ -532,6 +532,11 @@ TEST(ServerTest, BadInputGetsTheRightStatus) {
   nbits.mutable_index()->set_pq_nbits(4);
   EXPECT_THAT(c.CreateCollection(nbits).status(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("ivf_hnsw_pq")));
+  v1::CollectionSpec compact = Spec("compact", 4, v1::L2, v1::IVF_HNSW_PQ);
+  compact.mutable_index()->set_compact_links(true);
+  EXPECT_THAT(c.CreateCollection(compact).status(),
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("compact_links needs index kind hnsw_pq")));
   EXPECT_THAT(c.GetCollection("missing").status(), StatusIs(StatusCode::kNotFound));
   EXPECT_THAT(c.DropCollection("missing"), StatusIs(StatusCode::kNotFound));
 

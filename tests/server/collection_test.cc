@@ -896,50 +896,68 @@ INSTANTIATE_TEST_SUITE_P(Metrics, IndexedSearchTest,
                            return std::string(MetricName(info.param));
                          });
 
-// pq_nbits 4 (ivf_hnsw_pq's fast scan) end to end: the config is kept, the
-// build reaches the recall floor, and a reopened database serves the same
-// answers from the saved index.
-TEST_F(CollectionTest, FourBitPqBuildsAndSurvivesReopen) {
+// Non-default index options end to end: pq_nbits 4 (ivf_hnsw_pq's fast
+// scan) and compact_links (hnsw_pq's bit-packed graph). The config is kept,
+// the build reaches the recall floor, and a reopened database serves the
+// same answers from the saved index.
+TEST_F(CollectionTest, NonDefaultIndexOptionsBuildAndSurviveReopen) {
   constexpr uint32_t kDim = 24;
   constexpr size_t kN = 3000;
   OpenDb();
-  CollectionConfig config;
-  config.name = "pq4";
-  config.dim = kDim;
-  config.metric = Metric::kL2;
-  config.index.kind = index::IndexKind::kIvfHnswPq;
-  config.index.pq.m = 24;
-  config.index.pq.nbits = 4;
-  ASSERT_OK_AND_ASSIGN(auto c, db_->CreateCollection(config));
-  Model model;
-  const auto base = ClusteredVectors(kN, kDim, 51);
-  UpsertRange(*c, 0, kN, base, &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
-  EXPECT_EQ(c->Info().index_state, IndexState::kReady);
-  EXPECT_EQ(c->config().index.pq.nbits, 4u);
+  std::vector<CollectionConfig> configs(2);
+  configs[0].name = "pq4";
+  configs[0].index.kind = index::IndexKind::kIvfHnswPq;
+  configs[0].index.pq.m = 24;
+  configs[0].index.pq.nbits = 4;
+  configs[1].name = "compact";
+  configs[1].index.kind = index::IndexKind::kHnswPq;
+  configs[1].index.pq.m = 12;
+  configs[1].index.hnsw.compact_links = true;
   const auto queries = ClusteredVectors(100, kDim, 52);
-  const double recall = IndexedRecall(*c, model, queries, 100);
-  std::printf("[ recall@10 pq4 ] %.4f\n", recall);
-  EXPECT_GE(recall, kRecallFloor);
-  std::vector<std::vector<uint64_t>> before;
-  for (size_t q = 0; q < 20; ++q) {
-    std::vector<uint64_t> ids;
-    for (const auto& h : Search(*c, queries.data() + q * kDim, 10, false)) ids.push_back(h.id);
-    before.push_back(ids);
-  }
-  c.reset();
-  ReopenDb();
-  auto again = Get("pq4");
-  ASSERT_NE(again, nullptr);
-  EXPECT_EQ(again->config().index.pq.nbits, 4u);
-  EXPECT_EQ(again->Info().index_state, IndexState::kReady);
-  for (size_t q = 0; q < 20; ++q) {
-    std::vector<uint64_t> ids;
-    for (const auto& h : Search(*again, queries.data() + q * kDim, 10, false)) {
-      ids.push_back(h.id);
+  std::vector<std::vector<std::vector<uint64_t>>> before(configs.size());
+  for (size_t k = 0; k < configs.size(); ++k) {
+    CollectionConfig& config = configs[k];
+    SCOPED_TRACE(config.name);
+    config.dim = kDim;
+    config.metric = Metric::kL2;
+    ASSERT_OK_AND_ASSIGN(auto c, db_->CreateCollection(config));
+    Model model;
+    const auto base = ClusteredVectors(kN, kDim, 51);
+    UpsertRange(*c, 0, kN, base, &model);
+    ASSERT_OK(c->StartBuild());
+    ASSERT_OK(c->WaitForBuild());
+    EXPECT_EQ(c->Info().index_state, IndexState::kReady);
+    EXPECT_EQ(c->config().index.pq.nbits, config.index.pq.nbits);
+    EXPECT_EQ(c->config().index.hnsw.compact_links,
+              config.index.hnsw.compact_links);
+    const double recall = IndexedRecall(*c, model, queries, 100);
+    std::printf("[ recall@10 %s ] %.4f\n", config.name.c_str(), recall);
+    EXPECT_GE(recall, kRecallFloor);
+    for (size_t q = 0; q < 20; ++q) {
+      std::vector<uint64_t> ids;
+      for (const auto& h : Search(*c, queries.data() + q * kDim, 10, false))
+        ids.push_back(h.id);
+      before[k].push_back(ids);
     }
-    EXPECT_EQ(ids, before[q]) << "query " << q;
+  }
+  ReopenDb();
+  for (size_t k = 0; k < configs.size(); ++k) {
+    const CollectionConfig& config = configs[k];
+    SCOPED_TRACE(config.name);
+    auto again = Get(config.name);
+    ASSERT_NE(again, nullptr);
+    EXPECT_EQ(again->config().index.pq.nbits, config.index.pq.nbits);
+    EXPECT_EQ(again->config().index.hnsw.compact_links,
+              config.index.hnsw.compact_links);
+    EXPECT_EQ(again->Info().index_state, IndexState::kReady);
+    for (size_t q = 0; q < 20; ++q) {
+      std::vector<uint64_t> ids;
+      for (const auto& h :
+           Search(*again, queries.data() + q * kDim, 10, false)) {
+        ids.push_back(h.id);
+      }
+      EXPECT_EQ(ids, before[k][q]) << "query " << q;
+    }
   }
 }
 

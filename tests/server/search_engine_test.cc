@@ -42,8 +42,9 @@ const Data& SiftData() {
 }
 
 // nbits 4 (ivf_hnsw_pq's fast scan) gets twice the sub-quantisers: the same
-// 16 code bytes per vector.
-index::IndexSpec Spec(index::IndexKind kind, Metric metric, uint32_t nbits = 8) {
+// 16 code bytes per vector. `compact`: hnsw_pq's bit-packed graph links.
+index::IndexSpec Spec(index::IndexKind kind, Metric metric, uint32_t nbits = 8,
+                      bool compact = false) {
   index::IndexSpec spec;
   spec.kind = kind;
   spec.metric = metric;
@@ -52,6 +53,7 @@ index::IndexSpec Spec(index::IndexKind kind, Metric metric, uint32_t nbits = 8) 
   spec.pq.nbits = nbits;
   spec.hnsw.M = 16;
   spec.hnsw.ef_construction = 100;
+  spec.hnsw.compact_links = compact;
   spec.nlist = 64;
   spec.pq.train_iterations = 12;
   spec.build_threads = 1;  // a deterministic graph: recall margins do not drift
@@ -83,22 +85,28 @@ struct Case {
   index::IndexKind kind;
   Metric metric;
   uint32_t nbits = 8;
+  bool compact = false;
 };
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return std::string(index::IndexKindName(info.param.kind)) + "_" +
-         std::string(MetricName(info.param.metric)) + (info.param.nbits == 4 ? "_pq4" : "");
+         std::string(MetricName(info.param.metric)) +
+         (info.param.nbits == 4 ? "_pq4" : "") +
+         (info.param.compact ? "_compact" : "");
 }
 
 // The preview variants the engine tests run over.
 struct Variant {
   index::IndexKind kind;
   uint32_t nbits;
+  bool compact = false;
 };
 constexpr Variant kVariants[] = {{index::IndexKind::kHnswPq, 8},
+                                 {index::IndexKind::kHnswPq, 8, true},
                                  {index::IndexKind::kIvfHnswPq, 8},
                                  {index::IndexKind::kIvfHnswPq, 4}};
 std::string VariantName(const Variant& v) {
-  return std::string(index::IndexKindName(v.kind)) + (v.nbits == 4 ? " pq4" : "");
+  return std::string(index::IndexKindName(v.kind)) +
+         (v.nbits == 4 ? " pq4" : "") + (v.compact ? " compact" : "");
 }
 
 class ZoomRecallTest : public ::testing::TestWithParam<Case> {};
@@ -106,7 +114,8 @@ class ZoomRecallTest : public ::testing::TestWithParam<Case> {};
 // recall@10 >= 0.95 with the fullview, and the preview alone strictly lower.
 TEST_P(ZoomRecallTest, FullviewRecallBeatsPreviewAndReachesTarget) {
   TempDir tmp;
-  const auto spec = Spec(GetParam().kind, GetParam().metric, GetParam().nbits);
+  const auto spec = Spec(GetParam().kind, GetParam().metric, GetParam().nbits,
+                         GetParam().compact);
   EngineFixture f(tmp, GetParam().metric, &spec);
   const Data& d = SiftData();
   SearchParams full;
@@ -150,15 +159,19 @@ TEST_P(ZoomRecallTest, FullviewRecallBeatsPreviewAndReachesTarget) {
 
 INSTANTIATE_TEST_SUITE_P(
     KindsAndMetrics, ZoomRecallTest,
-    ::testing::Values(Case{index::IndexKind::kHnswPq, Metric::kL2},
-                      Case{index::IndexKind::kHnswPq, Metric::kInnerProduct},
-                      Case{index::IndexKind::kHnswPq, Metric::kCosine},
-                      Case{index::IndexKind::kIvfHnswPq, Metric::kL2},
-                      Case{index::IndexKind::kIvfHnswPq, Metric::kInnerProduct},
-                      Case{index::IndexKind::kIvfHnswPq, Metric::kCosine},
-                      Case{index::IndexKind::kIvfHnswPq, Metric::kL2, 4},
-                      Case{index::IndexKind::kIvfHnswPq, Metric::kInnerProduct, 4},
-                      Case{index::IndexKind::kIvfHnswPq, Metric::kCosine, 4}),
+    ::testing::Values(
+        Case{index::IndexKind::kHnswPq, Metric::kL2},
+        Case{index::IndexKind::kHnswPq, Metric::kInnerProduct},
+        Case{index::IndexKind::kHnswPq, Metric::kCosine},
+        Case{index::IndexKind::kHnswPq, Metric::kL2, 8, true},
+        Case{index::IndexKind::kHnswPq, Metric::kInnerProduct, 8, true},
+        Case{index::IndexKind::kHnswPq, Metric::kCosine, 8, true},
+        Case{index::IndexKind::kIvfHnswPq, Metric::kL2},
+        Case{index::IndexKind::kIvfHnswPq, Metric::kInnerProduct},
+        Case{index::IndexKind::kIvfHnswPq, Metric::kCosine},
+        Case{index::IndexKind::kIvfHnswPq, Metric::kL2, 4},
+        Case{index::IndexKind::kIvfHnswPq, Metric::kInnerProduct, 4},
+        Case{index::IndexKind::kIvfHnswPq, Metric::kCosine, 4}),
     CaseName);
 
 TEST(SearchEngineTest, ExactSearchAgreesWithTheShippedGroundTruth) {
@@ -185,7 +198,7 @@ TEST(SearchEngineTest, DeletedIdsAreNeverReturnedAndKStillIs) {
   for (const Variant& v : kVariants) {
     SCOPED_TRACE(VariantName(v));
     TempDir tmp;
-    const auto spec = Spec(v.kind, Metric::kL2, v.nbits);
+    const auto spec = Spec(v.kind, Metric::kL2, v.nbits, v.compact);
     EngineFixture f(tmp, Metric::kL2, &spec);
     SearchParams p;
     p.k = 10;
@@ -212,7 +225,7 @@ TEST(SearchEngineTest, IncrementalAddsAreFoundAtOnce) {
   for (const Variant& v : kVariants) {
     SCOPED_TRACE(VariantName(v));
     TempDir tmp;
-    const auto spec = Spec(v.kind, Metric::kL2, v.nbits);
+    const auto spec = Spec(v.kind, Metric::kL2, v.nbits, v.compact);
     EngineFixture f(tmp, Metric::kL2, &spec, 4000);  // index over 4000
     ASSERT_EQ(f.engine->index()->size(), 4000u);
     const Data& d = SiftData();
@@ -236,7 +249,7 @@ TEST(SearchEngineTest, SaveLoadGivesIdenticalResults) {
   for (const Variant& v : kVariants) {
     SCOPED_TRACE(VariantName(v));
     TempDir tmp;
-    const auto spec = Spec(v.kind, Metric::kCosine, v.nbits);
+    const auto spec = Spec(v.kind, Metric::kCosine, v.nbits, v.compact);
     const Data& d = SiftData();
     ASSERT_OK_AND_ASSIGN(auto idx, index::BuildIndex(spec, d.base.data.data(), 4500));
     ASSERT_OK(idx->Save(tmp.File("i.zidx")));
@@ -302,35 +315,45 @@ TEST(SearchEngineTest, GraphAndScanRoutingAgree) {
   }
 }
 
+// Every preview variant; for compact hnsw_pq the adds copy packed link lists
+// to overlay rows while the readers decode them.
 TEST(SearchEngineTest, ManyThreadsSearchWhileOneWriterAdds) {
-  for (uint32_t nbits : {8u, 4u}) {
-  SCOPED_TRACE(nbits);
-  TempDir tmp;
-  const auto spec = Spec(index::IndexKind::kIvfHnswPq, Metric::kL2, nbits);
-  EngineFixture f(tmp, Metric::kL2, &spec, 3000);
-  const Data& d = SiftData();
-  std::atomic<bool> done{false};
-  std::atomic<int> errors{0};
-  std::vector<std::thread> readers;
-  for (int t = 0; t < 4; ++t) {
-    readers.emplace_back([&, t] {
-      SearchParams p;
-      p.k = 10;
-      std::vector<SearchHit> hits;
-      for (size_t q = t; !done.load() || q < 40; q = (q + 4) % kQueries) {
-        if (!f.engine->Search(d.queries.row(q), p, &hits, nullptr).ok()) ++errors;
-        if (hits.size() != 10) ++errors;
-        if (done.load() && q >= kQueries - 4) break;
-      }
-    });
-  }
-  for (size_t first = 3000; first < 4500; first += 100) {
-    ASSERT_OK(f.engine->Add(d.base.row(first), 100));
-  }
-  done = true;
-  for (auto& th : readers) th.join();
-  EXPECT_EQ(errors.load(), 0);
-  EXPECT_EQ(f.engine->size(), 4500u);
+  for (const Variant& v : kVariants) {
+    SCOPED_TRACE(VariantName(v));
+    TempDir tmp;
+    const auto spec = Spec(v.kind, Metric::kL2, v.nbits, v.compact);
+    EngineFixture f(tmp, Metric::kL2, &spec, 3000);
+    const Data& d = SiftData();
+    std::atomic<bool> done{false};
+    std::atomic<int> errors{0};
+    std::vector<std::thread> readers;
+    for (int t = 0; t < 4; ++t) {
+      readers.emplace_back([&, t] {
+        SearchParams p;
+        p.k = 10;
+        std::vector<SearchHit> hits;
+        for (size_t q = t; !done.load() || q < 40; q = (q + 4) % kQueries) {
+          const absl::Status st =
+              f.engine->Search(d.queries.row(q), p, &hits, nullptr);
+          if (!st.ok()) {
+            ADD_FAILURE() << st;
+            ++errors;
+          }
+          if (hits.size() != 10) {
+            ADD_FAILURE() << "query " << q << ": " << hits.size() << " hits";
+            ++errors;
+          }
+          if (done.load() && q >= kQueries - 4) break;
+        }
+      });
+    }
+    for (size_t first = 3000; first < 4500; first += 100) {
+      ASSERT_OK(f.engine->Add(d.base.row(first), 100));
+    }
+    done = true;
+    for (auto& th : readers) th.join();
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(f.engine->size(), 4500u);
   }
 }
 
