@@ -102,7 +102,7 @@ class HnswPqIndex final : public VectorIndex {
     return w.Commit(path);
   }
 
-  absl::Status LoadBody(BinaryReader& r) {
+  absl::Status LoadBody(BinaryReader& r, const LoadIndexOptions& options) {
     uint64_t n = 0;
     ZOOM_RETURN_IF_ERROR(r.Get(&n));
     if (n > r.remaining() / std::max<size_t>(1, pq_.code_size())) {
@@ -116,6 +116,8 @@ class HnswPqIndex final : public VectorIndex {
     ZOOM_RETURN_IF_ERROR(graph_.Load(r));
     if (graph_.size() != n) return r.Corrupt("graph size differs from codes");
     ZOOM_RETURN_IF_ERROR(LoadSpecTail(r, &spec_));
+    if (options.compact_links.has_value())
+      spec_.hnsw.compact_links = *options.compact_links;
     if (spec_.hnsw.compact_links) graph_.Compact();
     size_.store(n, std::memory_order_release);
     return absl::OkStatus();
@@ -206,15 +208,15 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildHnswPq(const IndexSpec& spec,
   return std::unique_ptr<VectorIndex>(std::move(index));
 }
 
-absl::StatusOr<std::unique_ptr<VectorIndex>> LoadHnswPq(const IndexSpec& spec,
-                                                        BinaryReader& r) {
+absl::StatusOr<std::unique_ptr<VectorIndex>> LoadHnswPq(
+    const IndexSpec& spec, BinaryReader& r, const LoadIndexOptions& options) {
   ProductQuantizer pq;
   ZOOM_RETURN_IF_ERROR(pq.Load(r));
   if (pq.dim() != spec.dim || pq.m() != spec.pq.m || pq.nbits() != 8) {
     return r.Corrupt("quantizer does not match the spec");
   }
   auto index = std::make_unique<HnswPqIndex>(spec, std::move(pq));
-  ZOOM_RETURN_IF_ERROR(index->LoadBody(r));
+  ZOOM_RETURN_IF_ERROR(index->LoadBody(r, options));
   return std::unique_ptr<VectorIndex>(std::move(index));
 }
 

@@ -97,8 +97,8 @@ absl::Status LoadSpecTail(BinaryReader& r, IndexSpec* spec);
 // The kinds' constructors for LoadIndex / BuildIndex.
 absl::StatusOr<std::unique_ptr<VectorIndex>> BuildHnswPq(const IndexSpec& spec,
                                                          const float* x, size_t n);
-absl::StatusOr<std::unique_ptr<VectorIndex>> LoadHnswPq(const IndexSpec& spec,
-                                                        BinaryReader& r);
+absl::StatusOr<std::unique_ptr<VectorIndex>> LoadHnswPq(
+    const IndexSpec& spec, BinaryReader& r, const LoadIndexOptions& options);
 absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(const IndexSpec& spec,
                                                             const float* x, size_t n);
 absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIvfHnswPq(const IndexSpec& spec,

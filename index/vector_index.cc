@@ -137,12 +137,18 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
 }
 
 absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(const std::string& path) {
+  return LoadIndex(path, LoadIndexOptions());
+}
+
+absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(
+    const std::string& path, const LoadIndexOptions& options) {
   ZOOM_ASSIGN_OR_RETURN(BinaryReader r,
                         BinaryReader::Open(path, kIndexMagic, kIndexMajorVersion,
                                            "index"));
   IndexSpec spec;
   ZOOM_RETURN_IF_ERROR(internal::LoadSpec(r, &spec));
-  if (spec.kind == IndexKind::kHnswPq) return internal::LoadHnswPq(spec, r);
+  if (spec.kind == IndexKind::kHnswPq)
+    return internal::LoadHnswPq(spec, r, options);
   return internal::LoadIvfHnswPq(spec, r);
 }
 

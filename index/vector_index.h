@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -109,6 +110,15 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
 // Reads an index written by Save(). DataLoss for a corrupt file,
 // FailedPrecondition for a newer major version.
 absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(const std::string& path);
+
+struct LoadIndexOptions {
+  // hnsw_pq: pack (true) or keep unpacked (false) the graph's level-0 links,
+  // whatever the file says (the file holds the same rows either way); unset
+  // = as saved. Ignored for ivf_hnsw_pq.
+  std::optional<bool> compact_links;
+};
+absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(
+    const std::string& path, const LoadIndexOptions& options);
 
 // The index file format: magic, version (see vector_index.cc). 1.1 added a
 // tail after the body (graph flags); 1.0 files read as before, and a 1.0

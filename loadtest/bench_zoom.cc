@@ -20,7 +20,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -54,6 +57,8 @@ ABSL_FLAG(std::string, nprobe, "", "ivf_hnsw_pq nprobe values (default: a grid)"
 ABSL_FLAG(std::string, rerank, "", "rerank_candidates (K') values (default: 20,50,100,200)");
 ABSL_FLAG(bool, rebuild, false, "Rebuild the cached index and store");
 ABSL_FLAG(bool, sweep_fio, true, "Measure the store file's fio QD128 ceiling in sweep");
+ABSL_FLAG(int32_t, links_rounds, 7,
+          "links: interleaved timing rounds per layout");
 
 namespace zoom::bench {
 namespace {
@@ -65,6 +70,7 @@ struct Built {
   double build_s = 0;
   uint64_t peak_rss = 0;
   std::string store_path;
+  std::string index_path;
 };
 
 std::unique_ptr<Built>& Cache() {
@@ -128,6 +134,7 @@ absl::StatusOr<Built*> GetBuilt(bool report_build, Reporter* rep) {
       absl::StrCat(work, "/", ds.name, "-", MetricName(ds.metric), ".zvec");
   const std::string index_path = absl::StrCat(work, "/", b->key, ".zidx");
   b->store_path = store_path;
+  b->index_path = index_path;
   const bool rebuild = absl::GetFlag(FLAGS_rebuild);
   // The store: full vectors (normalised for cosine), written once.
   std::unique_ptr<storage::VectorStore> store;
@@ -200,6 +207,12 @@ absl::StatusOr<Built*> GetBuilt(bool report_build, Reporter* rep) {
   b->engine = std::make_unique<server::SearchEngine>(metric, std::move(store), std::move(idx));
   Cache() = std::move(b);
   return Cache().get();
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
 }
 
 absl::StatusOr<std::vector<int>> ListFlag(const std::string& value, std::vector<int> dflt) {
@@ -371,7 +384,109 @@ absl::Status RunSweep(Reporter& rep) {
   return absl::OkStatus();
 }
 
+// links: what hnsw_pq's compact link layout costs the preview, on one graph.
+// The --index_kind hnsw_pq index file (built if missing) is loaded twice,
+// level 0 unpacked and packed (LoadIndexOptions; the file holds the same
+// rows), and every query's preview search (K' = --rerank's first value) is
+// timed on each in interleaved rounds (ABAB..., then BABA...), on the first
+// --threads value; medians of the rounds. The packed index must return the
+// same candidates (a link list's order can break distance ties differently:
+// the overlap is printed).
+absl::Status RunLinks(Reporter& rep) {
+  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(false, nullptr));
+  if (b->engine->index()->spec().kind != index::IndexKind::kHnswPq) {
+    return absl::InvalidArgumentError(
+        "links measures hnsw_pq: pass --index_kind hnsw_pq");
+  }
+  ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
+  ZOOM_ASSIGN_OR_RETURN(auto efs,
+                        ListFlag(absl::GetFlag(FLAGS_ef), {64, 128, 256}));
+  ZOOM_ASSIGN_OR_RETURN(auto reranks,
+                        ListFlag(absl::GetFlag(FLAGS_rerank), {20}));
+  const int t = threads.front();
+  const size_t kprime = static_cast<size_t>(reranks.front());
+  const int rounds = std::max(1, absl::GetFlag(FLAGS_links_rounds));
+  std::unique_ptr<index::VectorIndex> layouts[2];
+  for (int packed = 0; packed < 2; ++packed) {
+    index::LoadIndexOptions opt;
+    opt.compact_links = packed == 1;
+    ZOOM_ASSIGN_OR_RETURN(layouts[packed],
+                          index::LoadIndex(b->index_path, opt));
+  }
+  const Dataset& ds = b->ds;
+  const size_t nq = ds.queries.rows;
+  std::printf(
+      "hnsw_pq preview, %zu queries, K' %zu, %d thread(s), %d rounds; resident "
+      "%.1f MiB unpacked (%.1f B/vector), %.1f MiB packed (%.1f B/vector)\n",
+      nq, kprime, t, rounds, layouts[0]->ResidentBytes() / 1048576.0,
+      double(layouts[0]->ResidentBytes()) / ds.base.rows,
+      layouts[1]->ResidentBytes() / 1048576.0,
+      double(layouts[1]->ResidentBytes()) / ds.base.rows);
+  std::printf("%8s %16s %16s %10s %10s\n", "ef", "unpacked_us/q", "packed_us/q",
+              "ratio", "overlap");
+  for (int ef : efs) {
+    index::IndexSearchParams p;
+    p.ef = static_cast<uint32_t>(ef);
+    std::vector<std::vector<index::Neighbor>> got[2];
+    got[0].resize(nq);
+    got[1].resize(nq);
+    std::vector<double> us[2];
+    absl::Status failed;
+    std::mutex failed_mu;
+    for (int r = 0; r < rounds; ++r) {
+      for (int i = 0; i < 2; ++i) {
+        const int which = (r % 2 == 0) ? i : 1 - i;
+        const index::VectorIndex& idx = *layouts[which];
+        Stopwatch sw;
+        std::vector<std::thread> pool;
+        for (int w = 0; w < t; ++w) {
+          pool.emplace_back([&, w] {
+            for (size_t q = static_cast<size_t>(w); q < nq;
+                 q += static_cast<size_t>(t)) {
+              const absl::Status st = idx.Search(ds.queries.row(q), kprime, p,
+                                                 &got[which][q], nullptr);
+              if (!st.ok()) {
+                std::lock_guard<std::mutex> lock(failed_mu);
+                failed = st;
+              }
+            }
+          });
+        }
+        for (auto& th : pool) th.join();
+        us[which].push_back(sw.ElapsedSeconds() * 1e6 * t / double(nq));
+      }
+    }
+    ZOOM_RETURN_IF_ERROR(failed);
+    size_t same = 0, total = 0;
+    for (size_t q = 0; q < nq; ++q) {
+      std::set<InternalId> a;
+      for (const auto& n : got[0][q]) a.insert(n.id);
+      for (const auto& n : got[1][q]) same += a.count(n.id);
+      total += got[0][q].size();
+    }
+    const double u0 = Median(us[0]), u1 = Median(us[1]);
+    const double overlap = total > 0 ? double(same) / double(total) : 0;
+    std::printf("%8d %16.1f %16.1f %10.3f %10.4f\n", ef, u0, u1, u1 / u0,
+                overlap);
+    rep.JsonLine(
+        {{"name", std::string("zoomd_links")},
+         {"dataset", ds.name},
+         {"params", absl::StrCat(b->key, ",ef=", ef, ",kprime=", kprime)},
+         {"threads", int64_t{t}},
+         {"unpacked_us_per_query", u0},
+         {"packed_us_per_query", u1},
+         {"packed_over_unpacked", u1 / u0},
+         {"candidate_overlap", overlap},
+         {"unpacked_resident_bytes",
+          static_cast<int64_t>(layouts[0]->ResidentBytes())},
+         {"packed_resident_bytes",
+          static_cast<int64_t>(layouts[1]->ResidentBytes())}});
+  }
+  return absl::OkStatus();
+}
+
 const RegisterWorkload kBuild("build", RunBuild);
+const RegisterWorkload kLinks("links", RunLinks);
 const RegisterWorkload kSearch("search", RunSearch);
 const RegisterWorkload kRecall("recall", RunSearch);
 const RegisterWorkload kSweep("sweep", RunSweep);

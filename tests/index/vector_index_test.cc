@@ -435,6 +435,34 @@ TEST(IndexGoldenTest, ReadsGoldenFileOfFormat1_1) {
   ASSERT_OK_AND_ASSIGN(
       auto old, LoadIndex(TestDataPath("golden/index_v1_0_hnsw_pq.zidx")));
   EXPECT_FALSE(old->spec().hnsw.compact_links);
+  // LoadIndexOptions overrides the layout either way; the candidates stay
+  // the same (a packed list's order may only break exact distance ties).
+  LoadIndexOptions unpack, pack;
+  unpack.compact_links = false;
+  pack.compact_links = true;
+  ASSERT_OK_AND_ASSIGN(auto unpacked, LoadIndex(path, unpack));
+  EXPECT_FALSE(unpacked->spec().hnsw.compact_links);
+  EXPECT_GT(unpacked->ResidentBytes(), idx->ResidentBytes());
+  ASSERT_OK_AND_ASSIGN(
+      auto packed_old,
+      LoadIndex(TestDataPath("golden/index_v1_0_hnsw_pq.zidx"), pack));
+  EXPECT_TRUE(packed_old->spec().hnsw.compact_links);
+  EXPECT_LT(packed_old->ResidentBytes(), old->ResidentBytes());
+  size_t same = 0, total = 0;
+  std::vector<Neighbor> a, b;
+  for (const auto& [x1, x2] : {std::pair{idx.get(), unpacked.get()},
+                               std::pair{old.get(), packed_old.get()}}) {
+    for (InternalId i = 0; i < 600; i += 6) {
+      ASSERT_OK(x1->Search(x.data() + size_t{i} * 12, 10, p, &a, nullptr));
+      ASSERT_OK(x2->Search(x.data() + size_t{i} * 12, 10, p, &b, nullptr));
+      for (const auto& n : a) {
+        same += std::count_if(b.begin(), b.end(),
+                              [&](const Neighbor& m) { return m.id == n.id; });
+      }
+      total += a.size();
+    }
+  }
+  EXPECT_GE(double(same), 0.99 * double(total));
 }
 
 }  // namespace
