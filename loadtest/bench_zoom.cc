@@ -485,7 +485,95 @@ absl::Status RunLinks(Reporter& rep) {
   return absl::OkStatus();
 }
 
+// pipeline: the same configurations run two ways on the first --threads
+// value, alternating (3 rounds each, medians): closed-loop single searches
+// (each thread: preview, wait for the reads, re-rank, next query) and
+// SearchBatch, where each thread runs the next query's preview while the
+// current one's reads are in flight. Prints QPS, recall@10, reads/query
+// and the share of the fio QD128 disk ceiling for both.
+absl::Status RunPipeline(Reporter& rep) {
+  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(false, nullptr));
+  ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
+  const bool ivf =
+      b->engine->index()->spec().kind == index::IndexKind::kIvfHnswPq;
+  ZOOM_ASSIGN_OR_RETURN(auto efs, ListFlag(absl::GetFlag(FLAGS_ef), {64}));
+  ZOOM_ASSIGN_OR_RETURN(auto nprobes,
+                        ListFlag(absl::GetFlag(FLAGS_nprobe), {16}));
+  ZOOM_ASSIGN_OR_RETURN(auto reranks,
+                        ListFlag(absl::GetFlag(FLAGS_rerank), {20}));
+  const size_t k = static_cast<size_t>(absl::GetFlag(FLAGS_k));
+  const int t = threads.front();
+  const Dataset& ds = b->ds;
+  const size_t nq = ds.queries.rows;
+  const double ceiling_iops = FioCeilingIops(b->store_path);
+  std::printf("%zu queries, %d thread(s); fio QD128 %.0f IOPS\n", nq, t,
+              ceiling_iops);
+  std::printf("%-40s %10s %10s %8s %10s %10s %9s %10s %10s\n", "params",
+              "single_qps", "batch_qps", "ratio", "single_r10", "batch_r10",
+              "reads/q", "single_%", "batch_%");
+  for (int rr : reranks) {
+    server::SearchParams p;
+    p.ef = static_cast<uint32_t>(
+        std::max(efs.front(), ivf ? 2 * nprobes.front() : 0));
+    p.nprobe = static_cast<uint32_t>(nprobes.front());
+    p.rerank_candidates = static_cast<uint32_t>(rr);
+    p.k = static_cast<uint32_t>(k);
+    std::vector<double> single_qps, batch_qps;
+    double single_recall = 0, batch_recall = 0, reads = 0;
+    std::vector<std::vector<server::SearchHit>> hits;
+    std::vector<QueryStats> stats;
+    // Warm-up of the batch path (the single path warms up in RunQueries).
+    ZOOM_RETURN_IF_ERROR(b->engine->SearchBatch(ds.queries.data.data(),
+                                                std::min<size_t>(200, nq), p, t,
+                                                &hits, &stats));
+    for (int round = 0; round < 3; ++round) {
+      ZOOM_ASSIGN_OR_RETURN(ConfigResult single, RunConfig(*b, p, t, k));
+      single_qps.push_back(single.run.qps);
+      single_recall = single.run.recall_at_10;
+      Stopwatch sw;
+      ZOOM_RETURN_IF_ERROR(b->engine->SearchBatch(ds.queries.data.data(), nq, p,
+                                                  t, &hits, &stats));
+      batch_qps.push_back(double(nq) / sw.ElapsedSeconds());
+    }
+    double sum_recall = 0, sum_reads = 0;
+    std::vector<int64_t> ids(k);
+    for (size_t q = 0; q < nq; ++q) {
+      for (size_t i = 0; i < k; ++i)
+        ids[i] = i < hits[q].size() ? int64_t{hits[q][i].id} : -1;
+      sum_recall += RecallAtK(ds, q, ids.data(), k, 10);
+      sum_reads += double(stats[q].reads);
+    }
+    batch_recall = sum_recall / double(nq);
+    reads = sum_reads / double(nq);
+    const double s_qps = Median(single_qps), b_qps = Median(batch_qps);
+    const double ceiling =
+        reads > 0 && ceiling_iops > 0 ? ceiling_iops / reads : 0;
+    const std::string params = absl::StrCat(
+        index::IndexKindName(b->engine->index()->spec().kind), ",ef=", p.ef,
+        ivf ? absl::StrCat(",nprobe=", p.nprobe) : std::string(),
+        ",rerank=", rr);
+    std::printf(
+        "%-40s %10.0f %10.0f %8.3f %10.4f %10.4f %9.1f %9.0f%% %9.0f%%\n",
+        params.c_str(), s_qps, b_qps, b_qps / s_qps, single_recall,
+        batch_recall, reads, ceiling > 0 ? 100 * s_qps / ceiling : 0.0,
+        ceiling > 0 ? 100 * b_qps / ceiling : 0.0);
+    rep.JsonLine({{"name", std::string("zoomd_pipeline")},
+                  {"dataset", ds.name},
+                  {"params", params},
+                  {"threads", int64_t{t}},
+                  {"single_qps", s_qps},
+                  {"batch_qps", b_qps},
+                  {"single_recall_at_10", single_recall},
+                  {"batch_recall_at_10", batch_recall},
+                  {"reads_per_query", reads},
+                  {"fio_qd128_iops", ceiling_iops},
+                  {"ceiling_qps", ceiling}});
+  }
+  return absl::OkStatus();
+}
+
 const RegisterWorkload kBuild("build", RunBuild);
+const RegisterWorkload kPipeline("pipeline", RunPipeline);
 const RegisterWorkload kLinks("links", RunLinks);
 const RegisterWorkload kSearch("search", RunSearch);
 const RegisterWorkload kRecall("recall", RunSearch);

@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -76,6 +77,18 @@ class BlockReader {
   // attempted (e.g. no ring could be set up); per-request failures are in
   // the requests. Thread-safe: any number of threads may call concurrently.
   virtual absl::Status ReadBatch(absl::Span<ReadRequest> requests) const = 0;
+
+  // As ReadBatch, and calls `while_waiting` exactly once on the calling
+  // thread while the reads are in flight (after they are submitted, before
+  // waiting for them), so CPU work overlaps the device's. `while_waiting`
+  // must not read through this reader or use the thread's Scratch(). The
+  // default (no asynchronous reads) calls it first, then ReadBatch.
+  virtual absl::Status ReadBatchOverlapped(
+      absl::Span<ReadRequest> requests,
+      absl::FunctionRef<void()> while_waiting) const {
+    while_waiting();
+    return ReadBatch(requests);
+  }
 
   // A buffer of at least `bytes`, aligned to alignment(), owned by the
   // calling thread's I/O context for this reader. Reads into it may be faster

@@ -9,6 +9,8 @@
 // each thread's Scratch() buffer is registered (READ_FIXED) when the kernel
 // allows (RLIMIT_MEMLOCK may refuse: then plain reads, logged once).
 //
+// ReadBatchOverlapped submits, runs the caller's work, then waits.
+//
 // Thread-safe: ReadBatch and Scratch may be called from any number of threads.
 #ifndef ZOOM_STORAGE_URING_BLOCK_READER_H_
 #define ZOOM_STORAGE_URING_BLOCK_READER_H_
@@ -32,6 +34,9 @@ class UringBlockReader final : public BlockReader {
   ~UringBlockReader() override;
 
   absl::Status ReadBatch(absl::Span<ReadRequest> requests) const override;
+  absl::Status ReadBatchOverlapped(
+      absl::Span<ReadRequest> requests,
+      absl::FunctionRef<void()> while_waiting) const override;
   absl::StatusOr<uint8_t*> Scratch(size_t bytes) const override;
   size_t alignment() const override { return file_.alignment; }
   IoBackend backend() const override { return IoBackend::kIoUring; }
@@ -44,6 +49,9 @@ class UringBlockReader final : public BlockReader {
  private:
   UringBlockReader(ReadFile file, const BlockReaderOptions& options);
   absl::StatusOr<std::unique_ptr<Ring>> MakeRing() const;
+  // ReadBatch; calls *while_waiting (if not null) once after the first submit.
+  absl::Status Read(absl::Span<ReadRequest> requests,
+                    const absl::FunctionRef<void()>* while_waiting) const;
 
   ReadFile file_;
   BlockReaderOptions options_;

@@ -372,8 +372,9 @@ absl::Status VectorStore::Sync() {
 }
 
 template <typename Sink>
-absl::Status VectorStore::ReadImpl(absl::Span<const InternalId> ids,
-                                   QueryStats* stats, Sink&& sink) const {
+absl::Status VectorStore::ReadImpl(
+    absl::Span<const InternalId> ids, QueryStats* stats,
+    const absl::FunctionRef<void()>* while_waiting, Sink&& sink) const {
   const size_t n = ids.size();
   if (n == 0) return absl::OkStatus();
   const uint64_t committed = count();
@@ -427,7 +428,12 @@ absl::Status VectorStore::ReadImpl(absl::Span<const InternalId> ids,
     req.buffer = scratch + used;
     used += req.len;
   }
-  ZOOM_RETURN_IF_ERROR(reader_->ReadBatch(absl::MakeSpan(s.requests)));
+  if (while_waiting != nullptr) {
+    ZOOM_RETURN_IF_ERROR(reader_->ReadBatchOverlapped(
+        absl::MakeSpan(s.requests), *while_waiting));
+  } else {
+    ZOOM_RETURN_IF_ERROR(reader_->ReadBatch(absl::MakeSpan(s.requests)));
+  }
   if (stats != nullptr) {
     stats->reads += s.requests.size();
     stats->bytes_read += total;
@@ -450,23 +456,48 @@ absl::Status VectorStore::ReadImpl(absl::Span<const InternalId> ids,
 
 absl::Status VectorStore::ReadVectors(absl::Span<const InternalId> ids,
                                       float* out, QueryStats* stats) const {
+  return ReadVectorsImpl(ids, out, stats, nullptr);
+}
+
+absl::Status VectorStore::ReadVectorsOverlapped(
+    absl::Span<const InternalId> ids, float* out, QueryStats* stats,
+    absl::FunctionRef<void()> while_waiting) const {
+  bool called = false;
+  const auto once = [&] {
+    if (!called) {
+      called = true;
+      while_waiting();
+    }
+  };
+  const absl::FunctionRef<void()> fn(once);
+  absl::Status st = ReadVectorsImpl(ids, out, stats, &fn);
+  once();  // no read was issued (no ids, or a bad id)
+  return st;
+}
+
+absl::Status VectorStore::ReadVectorsImpl(
+    absl::Span<const InternalId> ids, float* out, QueryStats* stats,
+    const absl::FunctionRef<void()>* while_waiting) const {
   const size_t dim = dim_;
   if (dtype_ == DType::kFloat32) {
-    return ReadImpl(ids, stats, [&](size_t pos, const uint8_t* rec) {
-      std::memcpy(out + pos * dim, rec, dim * sizeof(float));
-    });
+    return ReadImpl(ids, stats, while_waiting,
+                    [&](size_t pos, const uint8_t* rec) {
+                      std::memcpy(out + pos * dim, rec, dim * sizeof(float));
+                    });
   }
-  return ReadImpl(ids, stats, [&](size_t pos, const uint8_t* rec) {
-    float* dst = out + pos * dim;
-    for (size_t i = 0; i < dim; ++i) dst[i] = static_cast<float>(rec[i]);
-  });
+  return ReadImpl(ids, stats, while_waiting,
+                  [&](size_t pos, const uint8_t* rec) {
+                    float* dst = out + pos * dim;
+                    for (size_t i = 0; i < dim; ++i)
+                      dst[i] = static_cast<float>(rec[i]);
+                  });
 }
 
 absl::Status VectorStore::ReadRaw(absl::Span<const InternalId> ids, void* out,
                                   QueryStats* stats) const {
   auto* dst = static_cast<uint8_t*>(out);
   const size_t rb = record_bytes_;
-  return ReadImpl(ids, stats, [&](size_t pos, const uint8_t* rec) {
+  return ReadImpl(ids, stats, nullptr, [&](size_t pos, const uint8_t* rec) {
     std::memcpy(dst + pos * rb, rec, rb);
   });
 }

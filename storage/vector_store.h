@@ -48,6 +48,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -109,6 +110,13 @@ class VectorStore {
   // bytes to `stats` when not null. OutOfRange for an id >= count().
   absl::Status ReadVectors(absl::Span<const InternalId> ids, float* out,
                            QueryStats* stats = nullptr) const;
+  // As ReadVectors, calling `while_waiting` exactly once on this thread
+  // while the reads are in flight (BlockReader::ReadBatchOverlapped): CPU
+  // work, e.g. the next query's preview, overlaps the device. It must not
+  // read from this store.
+  absl::Status ReadVectorsOverlapped(
+      absl::Span<const InternalId> ids, float* out, QueryStats* stats,
+      absl::FunctionRef<void()> while_waiting) const;
   // As ReadVectors, copying the stored bytes (ids.size() * record_bytes()).
   absl::Status ReadRaw(absl::Span<const InternalId> ids, void* out,
                        QueryStats* stats = nullptr) const;
@@ -132,8 +140,12 @@ class VectorStore {
 
  private:
   VectorStore() = default;
+  absl::Status ReadVectorsImpl(
+      absl::Span<const InternalId> ids, float* out, QueryStats* stats,
+      const absl::FunctionRef<void()>* while_waiting) const;
   template <typename Sink>
   absl::Status ReadImpl(absl::Span<const InternalId> ids, QueryStats* stats,
+                        const absl::FunctionRef<void()>* while_waiting,
                         Sink&& sink) const;
   absl::Status WriteHeader(uint64_t count, uint32_t data_crc);
   uint64_t EndOffset(uint64_t count) const;

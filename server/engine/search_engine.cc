@@ -200,9 +200,16 @@ absl::Status SearchEngine::Search(const float* query, const SearchParams& params
   const index::VectorIndex* idx = index();
   if (idx == nullptr) return ExactSearch(query, params, hits, stats);
   hits->clear();
-  const size_t d = store_->dim();
   Scratch& s = ThreadScratch();
-  // 1. preview
+  ZOOM_RETURN_IF_ERROR(Preview(*idx, query, params, &s.candidates, stats));
+  return Finish(query, params, s.candidates, hits, stats, nullptr);
+}
+
+absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
+                                   const float* query,
+                                   const SearchParams& params,
+                                   std::vector<index::Neighbor>* candidates,
+                                   QueryStats* stats) const {
   Stopwatch sw;
   index::IndexSearchParams ip;
   ip.ef = params.ef;
@@ -210,13 +217,24 @@ absl::Status SearchEngine::Search(const float* query, const SearchParams& params
   ip.filter = params.filter;
   const size_t kprime =
       params.preview_only ? params.k : std::max(params.k, params.rerank_candidates);
-  ZOOM_RETURN_IF_ERROR(idx->Search(query, kprime, ip, &s.candidates, stats));
+  ZOOM_RETURN_IF_ERROR(idx.Search(query, kprime, ip, candidates, stats));
   if (stats != nullptr) {
     stats->preview_us += sw.ElapsedMicros();
-    stats->candidates += s.candidates.size();
+    stats->candidates += candidates->size();
   }
+  return absl::OkStatus();
+}
+
+absl::Status SearchEngine::Finish(
+    const float* query, const SearchParams& params,
+    const std::vector<index::Neighbor>& candidates,
+    std::vector<SearchHit>* hits, QueryStats* stats,
+    const absl::FunctionRef<void()>* while_waiting) const {
+  hits->clear();
+  const size_t d = store_->dim();
+  Scratch& s = ThreadScratch();
   if (params.preview_only) {
-    PreviewHits(s.candidates, params.k, hits);
+    PreviewHits(candidates, params.k, hits);
     return absl::OkStatus();
   }
   if (params.deadline != absl::InfiniteFuture() || params.cancelled != nullptr) {
@@ -232,19 +250,31 @@ absl::Status SearchEngine::Search(const float* query, const SearchParams& params
       if (!params.allow_partial || stop.code() != absl::StatusCode::kDeadlineExceeded) {
         return stop;
       }
-      PreviewHits(s.candidates, params.k, hits);
+      PreviewHits(candidates, params.k, hits);
       if (stats != nullptr) stats->degraded = true;
       return absl::OkStatus();
     }
   }
-  // 2. fullview: one batch of reads.
-  sw.Reset();
-  const size_t n = s.candidates.size();
+  // 2. fullview: one batch of reads (the overlapped work's time excluded).
+  Stopwatch sw;
+  double overlapped_us = 0;
+  const auto timed = [&] {
+    Stopwatch t;
+    (*while_waiting)();
+    overlapped_us += t.ElapsedMicros();
+  };
+  const absl::FunctionRef<void()> timed_ref(timed);
+  const auto read = [&](absl::Span<const InternalId> ids, float* out) {
+    return while_waiting == nullptr
+               ? store_->ReadVectors(ids, out, stats)
+               : store_->ReadVectorsOverlapped(ids, out, stats, timed_ref);
+  };
+  const size_t n = candidates.size();
   s.ids.resize(n);
-  for (size_t i = 0; i < n; ++i) s.ids[i] = s.candidates[i].id;
+  for (size_t i = 0; i < n; ++i) s.ids[i] = candidates[i].id;
   s.vectors.resize(n * d);
   if (cache_ == nullptr) {
-    ZOOM_RETURN_IF_ERROR(store_->ReadVectors(s.ids, s.vectors.data(), stats));
+    ZOOM_RETURN_IF_ERROR(read(s.ids, s.vectors.data()));
   } else {
     s.misses.clear();
     s.miss_pos.clear();
@@ -255,7 +285,7 @@ absl::Status SearchEngine::Search(const float* query, const SearchParams& params
       }
     }
     s.miss_vectors.resize(s.misses.size() * d);
-    ZOOM_RETURN_IF_ERROR(store_->ReadVectors(s.misses, s.miss_vectors.data(), stats));
+    ZOOM_RETURN_IF_ERROR(read(s.misses, s.miss_vectors.data()));
     for (size_t j = 0; j < s.misses.size(); ++j) {
       const float* v = s.miss_vectors.data() + j * d;
       std::memcpy(s.vectors.data() + size_t{s.miss_pos[j]} * d, v, d * sizeof(float));
@@ -266,7 +296,7 @@ absl::Status SearchEngine::Search(const float* query, const SearchParams& params
       stats->cache_misses += s.misses.size();
     }
   }
-  const double fullview_us = sw.ElapsedMicros();
+  const double fullview_us = sw.ElapsedMicros() - overlapped_us;
   if (stats != nullptr) stats->fullview_us += fullview_us;
   {
     // Exponential moving average; races between threads only blur it.
@@ -297,19 +327,54 @@ absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
                                        std::vector<QueryStats>* stats) const {
   hits->assign(nq, {});
   stats->assign(nq, {});
+  ZOOM_RETURN_IF_ERROR(params.Validate());
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   absl::Mutex mu;
   absl::Status first_error;
+  const auto fail = [&](const absl::Status& st) {
+    absl::MutexLock lock(&mu);
+    if (first_error.ok()) first_error = st;
+    failed = true;
+  };
+  const size_t d = dim();
+  const index::VectorIndex* idx = index();
   auto work = [&] {
-    for (size_t q; !failed.load() && (q = next.fetch_add(1)) < nq;) {
-      absl::Status st = Search(queries + q * dim(), params, &(*hits)[q], &(*stats)[q]);
-      if (!st.ok()) {
-        absl::MutexLock lock(&mu);
-        if (first_error.ok()) first_error = st;
-        failed = true;
+    if (idx == nullptr || params.preview_only) {
+      for (size_t q; !failed.load() && (q = next.fetch_add(1)) < nq;) {
+        absl::Status st =
+            Search(queries + q * d, params, &(*hits)[q], &(*stats)[q]);
+        if (!st.ok()) fail(st);
       }
+      return;
     }
+    // Pipelined: query q's reads are in flight while query q2's preview runs.
+    std::vector<index::Neighbor> cur, nxt;
+    size_t q = next.fetch_add(1);
+    if (q >= nq) return;
+    absl::Status st =
+        Preview(*idx, queries + q * d, params, &cur, &(*stats)[q]);
+    while (st.ok() && !failed.load()) {
+      const size_t q2 = next.fetch_add(1);
+      const bool more = q2 < nq;
+      bool previewed = false;
+      absl::Status st2;
+      const auto preview_next = [&] {
+        if (!more || previewed) return;
+        previewed = true;
+        st2 = Preview(*idx, queries + q2 * d, params, &nxt, &(*stats)[q2]);
+      };
+      const absl::FunctionRef<void()> overlap(preview_next);
+      st = Finish(queries + q * d, params, cur, &(*hits)[q], &(*stats)[q],
+                  &overlap);
+      if (!st.ok()) break;
+      if (!more) return;
+      preview_next();  // when Finish issued no read
+      st = st2;
+      std::swap(cur, nxt);
+      q = q2;
+    }
+    if (!st.ok()) fail(st);
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(work);

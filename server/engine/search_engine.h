@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -100,7 +101,12 @@ class SearchEngine {
   absl::Status Search(const float* query, const SearchParams& params,
                       std::vector<SearchHit>* hits, QueryStats* stats) const;
   // nq queries (nq * dim floats) on `threads` threads; per-query hits and
-  // stats (resized to nq). Returns the first error.
+  // stats (resized to nq). Returns the first error. Each thread pipelines
+  // its queries: the next query's preview runs while the current one's
+  // fullview reads are in flight (io_uring), so the device sees the reads
+  // of back-to-back queries without the preview's gap. Results equal
+  // Search()'s; a query's fullview_us excludes the overlapped preview.
+  // (A query cut short by its deadline simply ends the overlap early.)
   absl::Status SearchBatch(const float* queries, size_t nq, const SearchParams& params,
                            int threads, std::vector<std::vector<SearchHit>>* hits,
                            std::vector<QueryStats>* stats) const;
@@ -115,6 +121,18 @@ class SearchEngine {
   static absl::Status CheckStop(const SearchParams& params);
   void PreviewHits(const std::vector<index::Neighbor>& candidates, size_t k,
                    std::vector<SearchHit>* hits) const;
+  // Search's two halves. Preview: the K' candidates (index must be set).
+  absl::Status Preview(const index::VectorIndex& idx, const float* query,
+                       const SearchParams& params,
+                       std::vector<index::Neighbor>* candidates,
+                       QueryStats* stats) const;
+  // The rest: deadline check, fullview, exact re-rank of `candidates`.
+  // Calls *while_waiting (when not null) at most once, while the reads are
+  // in flight; not at all when the query ends before reading.
+  absl::Status Finish(const float* query, const SearchParams& params,
+                      const std::vector<index::Neighbor>& candidates,
+                      std::vector<SearchHit>* hits, QueryStats* stats,
+                      const absl::FunctionRef<void()>* while_waiting) const;
 
   const Metric metric_;
   std::unique_ptr<storage::VectorStore> store_;

@@ -357,23 +357,68 @@ TEST(SearchEngineTest, ManyThreadsSearchWhileOneWriterAdds) {
   }
 }
 
+// SearchBatch pipelines each thread's queries (the next preview runs while
+// the current reads are in flight): the same hits as single searches, every
+// preview kind, 1 and 2 threads, with and without the DRAM cache.
 TEST(SearchEngineTest, BatchSearchMatchesSingleSearches) {
+  for (const Variant& v : kVariants) {
+    for (size_t cache_bytes : {size_t{0}, size_t{1} << 20}) {
+      // The cached engine once (ivf_hnsw_pq 8-bit): a build per case costs.
+      if (cache_bytes > 0 &&
+          (v.kind != index::IndexKind::kIvfHnswPq || v.nbits != 8))
+        continue;
+      SCOPED_TRACE(VariantName(v) + (cache_bytes > 0 ? " cached" : ""));
+      TempDir tmp;
+      const auto spec = Spec(v.kind, Metric::kL2, v.nbits, v.compact);
+      const Data& d = SiftData();
+      ASSERT_OK_AND_ASSIGN(
+          auto store, storage::VectorStore::Create(tmp.File("v.zvec"), 128,
+                                                   storage::DType::kFloat32));
+      ASSERT_OK(store->Append(d.base.data.data(), 4500));
+      ASSERT_OK_AND_ASSIGN(auto idx,
+                           index::BuildIndex(spec, d.base.data.data(), 4500));
+      EngineOptions opt;
+      opt.cache_bytes = cache_bytes;
+      SearchEngine engine(Metric::kL2, std::move(store), std::move(idx), opt);
+      SearchParams p;
+      p.k = 5;
+      p.rerank_candidates = 30;
+      for (int threads : {1, 2}) {
+        std::vector<std::vector<SearchHit>> hits;
+        std::vector<QueryStats> stats;
+        ASSERT_OK(engine.SearchBatch(d.queries.data.data(), 40, p, threads,
+                                     &hits, &stats));
+        ASSERT_EQ(hits.size(), 40u);
+        for (size_t q = 0; q < 40; ++q) {
+          std::vector<SearchHit> one;
+          ASSERT_OK(engine.Search(d.queries.row(q), p, &one, nullptr));
+          ASSERT_EQ(one.size(), hits[q].size());
+          for (size_t i = 0; i < one.size(); ++i) {
+            EXPECT_EQ(one[i].id, hits[q][i].id);
+            EXPECT_EQ(one[i].score, hits[q][i].score);
+          }
+          EXPECT_EQ(stats[q].candidates, 30u);
+          EXPECT_GT(stats[q].preview_us, 0.0);
+          EXPECT_GE(stats[q].fullview_us, 0.0);
+          if (cache_bytes == 0) {
+            EXPECT_GT(stats[q].reads, 0u);
+          }
+        }
+      }
+    }
+  }
+  // Bad parameters fail the batch up front.
   TempDir tmp;
-  const auto spec = Spec(index::IndexKind::kHnswPq, Metric::kL2);
-  EngineFixture f(tmp, Metric::kL2, &spec);
-  SearchParams p;
-  p.k = 5;
+  const auto spec = Spec(index::IndexKind::kIvfHnswPq, Metric::kL2);
+  EngineFixture f(tmp, Metric::kL2, &spec, 1000);
+  SearchParams bad;
+  bad.k = 0;
   std::vector<std::vector<SearchHit>> hits;
   std::vector<QueryStats> stats;
-  ASSERT_OK(f.engine->SearchBatch(SiftData().queries.data.data(), 40, p, 2, &hits, &stats));
-  ASSERT_EQ(hits.size(), 40u);
-  for (size_t q = 0; q < 40; ++q) {
-    std::vector<SearchHit> one;
-    ASSERT_OK(f.engine->Search(SiftData().queries.row(q), p, &one, nullptr));
-    ASSERT_EQ(one.size(), hits[q].size());
-    for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i].id, hits[q][i].id);
-    EXPECT_GT(stats[q].reads, 0u);
-  }
+  EXPECT_FALSE(f.engine
+                   ->SearchBatch(SiftData().queries.data.data(), 4, bad, 2,
+                                 &hits, &stats)
+                   .ok());
 }
 
 TEST(SearchEngineTest, DramCacheServesRepeatedQueriesWithSameResults) {

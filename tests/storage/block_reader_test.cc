@@ -123,7 +123,9 @@ class BlockReaderConformanceTest : public ::testing::TestWithParam<Backend> {
   }
 
   // Reads `batches` random batches and checks every request.
-  void RunRandomBatches(uint64_t seed, int batches, bool use_scratch) {
+  // `overlapped`: through ReadBatchOverlapped, whose work must run once.
+  void RunRandomBatches(uint64_t seed, int batches, bool use_scratch,
+                        bool overlapped = false) {
     std::mt19937_64 rng(seed);
     const size_t a = std::max<size_t>(reader_->alignment(), 1);
     const size_t unit = std::max<size_t>(a, 512);
@@ -152,7 +154,19 @@ class BlockReaderConformanceTest : public ::testing::TestWithParam<Backend> {
         r.buffer = base + used;
         used += r.len;
       }
-      ASSERT_OK(reader_->ReadBatch(absl::MakeSpan(reqs)));
+      if (overlapped) {
+        int calls = 0;
+        uint64_t work = seed;
+        ASSERT_OK(reader_->ReadBatchOverlapped(absl::MakeSpan(reqs), [&] {
+          ++calls;
+          for (int i = 0; i < 10000; ++i)
+            work = work * 6364136223846793005u + 1;  // CPU work
+        }));
+        EXPECT_EQ(calls, 1);
+        EXPECT_NE(work, seed);
+      } else {
+        ASSERT_OK(reader_->ReadBatch(absl::MakeSpan(reqs)));
+      }
       CheckBatch(reqs);
     }
   }
@@ -198,10 +212,21 @@ TEST_P(BlockReaderConformanceTest, RandomBatchesIntoScratchMatchTheFile) {
   RunRandomBatches(2, 20, /*use_scratch=*/true);
 }
 
+TEST_P(BlockReaderConformanceTest,
+       OverlappedBatchesMatchTheFileAndRunTheWorkOnce) {
+  RunRandomBatches(3, 10, /*use_scratch=*/false, /*overlapped=*/true);
+  RunRandomBatches(4, 10, /*use_scratch=*/true, /*overlapped=*/true);
+  int calls = 0;
+  EXPECT_OK(
+      reader_->ReadBatchOverlapped({}, [&] { ++calls; }));  // nothing to read
+  EXPECT_EQ(calls, 1);
+}
+
 TEST_P(BlockReaderConformanceTest, ConcurrentThreadsMatchTheFile) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([this, t] { RunRandomBatches(100 + t, 8, t % 2 == 0); });
+    threads.emplace_back(
+        [this, t] { RunRandomBatches(100 + t, 8, t % 2 == 0, t >= 2); });
   }
   for (auto& th : threads) th.join();
 }
