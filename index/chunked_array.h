@@ -35,7 +35,7 @@ class ChunkedArray {
     for (auto& c : chunks_) c.store(nullptr, std::memory_order_relaxed);
   }
   ~ChunkedArray() {
-    for (size_t i = 0; i < allocated_chunks_; ++i) delete[] chunks_[i].load();
+    for (size_t i = 0; i < chunks(); ++i) delete[] chunks_[i].load();
   }
   ChunkedArray(const ChunkedArray&) = delete;
   ChunkedArray& operator=(const ChunkedArray&) = delete;
@@ -43,23 +43,25 @@ class ChunkedArray {
   size_t width() const { return width_; }
   // Rows that have memory.
   uint64_t capacity() const {
-    if (head_ == 0) return base_ * ((uint64_t{1} << allocated_chunks_) - 1);
-    if (allocated_chunks_ == 0) return 0;
-    return head_ + base_ * ((uint64_t{1} << (allocated_chunks_ - 1)) - 1);
+    const size_t c = chunks();
+    if (head_ == 0) return base_ * ((uint64_t{1} << c) - 1);
+    if (c == 0) return 0;
+    return head_ + base_ * ((uint64_t{1} << (c - 1)) - 1);
   }
 
   // Chunk 0 gets exactly `rows` (>= 1) rows. Only before the first Grow().
   void SetFirstChunk(uint64_t rows) {
-    if (allocated_chunks_ == 0 && rows > 0) head_ = rows;
+    if (chunks() == 0 && rows > 0) head_ = rows;
   }
 
   // Makes rows [0, n) addressable; new rows are value-initialised (zero).
   void Grow(uint64_t n) {
     while (capacity() < n) {
-      const uint64_t rows = ChunkRows(allocated_chunks_);
+      const size_t c = chunks();
+      const uint64_t rows = ChunkRows(c);
       T* chunk = new T[rows * width_]();
-      chunks_[allocated_chunks_].store(chunk, std::memory_order_release);
-      ++allocated_chunks_;
+      chunks_[c].store(chunk, std::memory_order_release);
+      allocated_chunks_.store(c + 1, std::memory_order_relaxed);
     }
   }
 
@@ -94,6 +96,9 @@ class ChunkedArray {
   uint64_t ResidentBytes() const { return capacity() * width_ * sizeof(T); }
 
  private:
+  size_t chunks() const {
+    return allocated_chunks_.load(std::memory_order_relaxed);
+  }
   uint64_t ChunkRows(size_t k) const {
     if (head_ == 0) return base_ << k;
     return k == 0 ? head_ : base_ << (k - 1);
@@ -103,7 +108,9 @@ class ChunkedArray {
   const uint64_t base_;
   uint64_t head_ = 0;  // rows of chunk 0 when set by SetFirstChunk
   std::atomic<T*> chunks_[kMaxChunks];
-  size_t allocated_chunks_ = 0;  // writer only
+  // Written by the writer only; read (relaxed) by capacity() and
+  // ResidentBytes(), which other threads may call while it grows.
+  std::atomic<size_t> allocated_chunks_{0};
 };
 
 }  // namespace zoom::index

@@ -57,6 +57,9 @@ class OracleComputer final : public DistanceComputer {
 // in `first_bits` bits, then each further link as (gap - 1) in `width` bits,
 // ascending. Offsets: a u64 base per group of 16 nodes plus a u16 per node
 // (a group holds at most 16 * (2 + 4 + 511 * 4) bytes < 64 KiB at M <= 256).
+// The packed bytes are read with unaligned little-endian loads.
+static_assert(std::endian::native == std::endian::little);
+
 struct HnswGraph::PackedLevel0 {
   static constexpr int kGroupShift = 4;
   uint64_t n = 0;
@@ -140,7 +143,7 @@ uint32_t HnswGraph::GetLinks(InternalId id, int level, uint32_t* out) const {
     uint32_t slot = 0;
     if (id < slots_n_.load(std::memory_order_acquire))
       slot = LoadCount(slot_->Row(id));
-    if (slot == 0) return packed_->Decode(id, out);
+    if (slot == 0) return id < packed_->n ? packed_->Decode(id, out) : 0;
     row = level0_->Row(slot - 1);
   }
   const uint32_t cnt = std::min(LoadCount(row), MaxLinks(level));
@@ -154,6 +157,14 @@ void HnswGraph::Neighbors(InternalId id, int level,
   out->resize(GetLinks(id, level, out->data()));
 }
 
+void HnswGraph::EnsureSlots(uint64_t n) {
+  std::lock_guard<std::mutex> lock(overlay_mu_);
+  if (slots_n_.load(std::memory_order_relaxed) >= n) return;
+  slot_->SetFirstChunk(n);  // the first time: exact for the packed nodes
+  slot_->Grow(n);
+  slots_n_.store(n, std::memory_order_release);
+}
+
 uint64_t HnswGraph::NewOverlayRow() {
   std::lock_guard<std::mutex> lock(overlay_mu_);
   const uint64_t row = overlay_rows_++;
@@ -164,6 +175,7 @@ uint64_t HnswGraph::NewOverlayRow() {
 uint32_t* HnswGraph::MutableLinks(InternalId id, int level) {
   if (level > 0) return UpperRow(id, level);
   if (packed_ == nullptr) return level0_->Row(id);
+  if (id >= slots_n_.load(std::memory_order_acquire)) EnsureSlots(size());
   uint32_t* slot = slot_->Row(id);
   uint32_t s = LoadCount(slot);
   if (s == 0) {  // packed: copy it to an overlay row, then publish the row
@@ -206,11 +218,15 @@ void HnswGraph::Grow(uint64_t n) {
     level0_->Grow(n);
   } else {
     // New nodes get overlay rows; the packed ones keep slot 0 until changed.
+    if (slots_n_.load(std::memory_order_acquire) < old) EnsureSlots(old);
     slot_->Grow(n);
     for (uint64_t id = old; id < n; ++id) {
       StoreCount(slot_->Row(id), static_cast<uint32_t>(NewOverlayRow() + 1));
     }
-    slots_n_.store(n, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(overlay_mu_);
+      slots_n_.store(n, std::memory_order_release);
+    }
   }
   size_.store(n, std::memory_order_release);
 }

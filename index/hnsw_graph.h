@@ -14,7 +14,9 @@
 // lists are immutable; an Insert() that changes one copies it to an
 // uncompressed overlay row first (copy on write), and nodes added after
 // Compact() get overlay rows, so Add keeps working; a per-node overlay slot
-// (4 bytes) is allocated on the first Grow() after Compact().
+// (4 bytes) is allocated on the first change after Compact(). Overlay rows
+// are full-size and stay so until the next Compact() (the owner's next
+// load): many Adds after packing give much of the saving back.
 //
 // Thread safety: Search() is const and safe from many threads, also while
 // Insert() runs. Insert() may be called from several threads at once for
@@ -131,6 +133,8 @@ class HnswGraph {
   }
   // A new overlay row (zeroed); returns its index. Holds overlay_mu_.
   uint64_t NewOverlayRow();
+  // Makes slots of nodes [0, n) readable (zero: packed). Holds overlay_mu_.
+  void EnsureSlots(uint64_t n);
   uint32_t MaxLinks(int level) const { return level == 0 ? 2 * options_.M : options_.M; }
   int DrawLevel();
   // Best-first search on one level from `entry`; results in scratch.results

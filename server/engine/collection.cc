@@ -408,7 +408,12 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
   }
   if (!snapshot.empty()) {
     Stopwatch sw;
-    auto idx = index::LoadIndex((fs::path(dir) / snapshot).string());
+    index::LoadIndexOptions load_options;  // the config decides the link layout
+    if (config.index.kind == index::IndexKind::kHnswPq) {
+      load_options.compact_links = config.index.hnsw.compact_links;
+    }
+    auto idx =
+        index::LoadIndex((fs::path(dir) / snapshot).string(), load_options);
     absl::Status st = idx.ok() ? gen->engine->SetIndex(std::move(*idx)) : idx.status();
     if (st.ok()) {
       c->snapshot_file_ = snapshot;

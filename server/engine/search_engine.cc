@@ -298,8 +298,10 @@ absl::Status SearchEngine::Finish(
   }
   const double fullview_us = sw.ElapsedMicros() - overlapped_us;
   if (stats != nullptr) stats->fullview_us += fullview_us;
-  {
-    // Exponential moving average; races between threads only blur it.
+  if (while_waiting == nullptr) {
+    // Exponential moving average of plain fullviews (an overlapped one's
+    // reads partly finish during the other work, so it would understate
+    // what a lone query waits); races between threads only blur it.
     const float old = fullview_avg_us_.load(std::memory_order_relaxed);
     fullview_avg_us_.store(old == 0 ? static_cast<float>(fullview_us)
                                     : 0.9f * old + 0.1f * static_cast<float>(fullview_us),

@@ -106,7 +106,9 @@ class SearchEngine {
   // fullview reads are in flight (io_uring), so the device sees the reads
   // of back-to-back queries without the preview's gap. Results equal
   // Search()'s; a query's fullview_us excludes the overlapped preview.
-  // (A query cut short by its deadline simply ends the overlap early.)
+  // (A query cut short by its deadline simply ends the overlap early.) The
+  // index is looked up once per batch: a SetIndex() during it is seen by
+  // the next batch.
   absl::Status SearchBatch(const float* queries, size_t nq, const SearchParams& params,
                            int threads, std::vector<std::vector<SearchHit>>* hits,
                            std::vector<QueryStats>* stats) const;

@@ -328,6 +328,19 @@ TEST(HnswGraphTest, CompactKeepsEveryLinkAndStillTakesInserts) {
   single.Insert(1, oracle, s);
   single.Search(dc0, 10, nullptr, s, &out, nullptr);
   EXPECT_EQ(out.size(), 2u);
+  // Nodes grown before Compact() but inserted after it (packed, empty).
+  HnswGraph late(o);
+  late.Grow(300);
+  for (InternalId i = 0; i < 150; ++i) late.Insert(i, oracle, s);
+  late.Compact();
+  for (InternalId i = 150; i < 300; ++i) late.Insert(i, oracle, s);
+  int found = 0;
+  for (InternalId i = 150; i < 300; ++i) {
+    ExactComputer dc(x, d, x.data() + size_t{i} * d);
+    late.Search(dc, 32, nullptr, s, &out, nullptr);
+    found += !out.empty() && out[0].id == i;
+  }
+  EXPECT_GE(found, 148);  // of 150
 }
 
 class IndexFileTest : public ::testing::Test {
