@@ -218,14 +218,10 @@ void HnswGraph::Grow(uint64_t n) {
     level0_->Grow(n);
   } else {
     // New nodes get overlay rows; the packed ones keep slot 0 until changed.
-    if (slots_n_.load(std::memory_order_acquire) < old) EnsureSlots(old);
-    slot_->Grow(n);
+    // (No reader reaches the new ids before size_ below.)
+    EnsureSlots(n);
     for (uint64_t id = old; id < n; ++id) {
       StoreCount(slot_->Row(id), static_cast<uint32_t>(NewOverlayRow() + 1));
-    }
-    {
-      std::lock_guard<std::mutex> lock(overlay_mu_);
-      slots_n_.store(n, std::memory_order_release);
     }
   }
   size_.store(n, std::memory_order_release);

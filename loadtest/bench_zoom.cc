@@ -210,9 +210,8 @@ absl::StatusOr<Built*> GetBuilt(bool report_build, Reporter* rep) {
 }
 
 double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
+  std::sort(v.begin(), v.end());
+  return Percentile(v, 50);
 }
 
 absl::StatusOr<std::vector<int>> ListFlag(const std::string& value, std::vector<int> dflt) {

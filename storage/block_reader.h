@@ -68,6 +68,24 @@ struct BlockReaderOptions {
   absl::Status Validate() const;
 };
 
+// Calls a function at most once, however often it is invoked: the
+// overlapped read paths invoke it where the reads are in flight and again on
+// the way out, so the caller's work runs exactly once on every path.
+class OnceCall {
+ public:
+  explicit OnceCall(absl::FunctionRef<void()> fn) : fn_(fn) {}
+  void operator()() const {
+    if (!done_) {
+      done_ = true;
+      fn_();
+    }
+  }
+
+ private:
+  absl::FunctionRef<void()> fn_;
+  mutable bool done_ = false;
+};
+
 class BlockReader {
  public:
   virtual ~BlockReader() = default;

@@ -149,13 +149,7 @@ absl::Status UringBlockReader::ReadBatch(
 absl::Status UringBlockReader::ReadBatchOverlapped(
     absl::Span<ReadRequest> requests,
     absl::FunctionRef<void()> while_waiting) const {
-  bool called = false;
-  const auto once = [&] {
-    if (!called) {
-      called = true;
-      while_waiting();
-    }
-  };
+  const OnceCall once(while_waiting);
   const absl::FunctionRef<void()> fn(once);
   absl::Status st = Read(requests, &fn);
   once();  // nothing was submitted (an empty or invalid batch, or no ring)

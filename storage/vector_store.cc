@@ -462,13 +462,7 @@ absl::Status VectorStore::ReadVectors(absl::Span<const InternalId> ids,
 absl::Status VectorStore::ReadVectorsOverlapped(
     absl::Span<const InternalId> ids, float* out, QueryStats* stats,
     absl::FunctionRef<void()> while_waiting) const {
-  bool called = false;
-  const auto once = [&] {
-    if (!called) {
-      called = true;
-      while_waiting();
-    }
-  };
+  const OnceCall once(while_waiting);
   const absl::FunctionRef<void()> fn(once);
   absl::Status st = ReadVectorsImpl(ids, out, stats, &fn);
   once();  // no read was issued (no ids, or a bad id)

@@ -167,47 +167,6 @@ class ExactOracle final : public BuildOracle {
   size_t d_;
 };
 
-TEST(HnswGraphTest, ExactDistancesGiveHighRecallAndSurviveSaveLoad) {
-  const size_t d = 24, n = 3000;
-  const auto x = Clustered(n, d, 3);
-  const auto queries = Clustered(50, d, 4);
-  HnswOptions o;
-  o.M = 12;
-  o.ef_construction = 100;
-  HnswGraph g(o);
-  g.Grow(n);
-  ExactOracle oracle(x, d);
-  HnswScratch s;
-  for (InternalId i = 0; i < n; ++i) g.Insert(i, oracle, s);
-  double recall = 0;
-  std::vector<Neighbor> out;
-  for (size_t q = 0; q < 50; ++q) {
-    ExactComputer dc(x, d, queries.data() + q * d);
-    g.Search(dc, 128, nullptr, s, &out, nullptr);
-    const auto truth = BruteForce(x, d, queries.data() + q * d, 10);
-    for (size_t i = 0; i < 10; ++i) {
-      recall += std::count_if(truth.begin(), truth.end(),
-                              [&](InternalId t) { return t == out[i].id; });
-    }
-  }
-  EXPECT_GE(recall / 500, 0.97);
-  TempDir tmp;
-  BinaryWriter w("ZOOMTST", 1, 0);
-  g.Save(w);
-  ASSERT_OK(w.Commit(tmp.File("g.bin")));
-  ASSERT_OK_AND_ASSIGN(BinaryReader r, BinaryReader::Open(tmp.File("g.bin"), "ZOOMTST", 1, "graph"));
-  HnswGraph g2(o);
-  ASSERT_OK(g2.Load(r));
-  std::vector<Neighbor> out2;
-  for (size_t q = 0; q < 10; ++q) {
-    ExactComputer dc(x, d, queries.data() + q * d);
-    g.Search(dc, 32, nullptr, s, &out, nullptr);
-    g2.Search(dc, 32, nullptr, s, &out2, nullptr);
-    ASSERT_EQ(out.size(), out2.size());
-    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].id, out2[i].id);
-  }
-}
-
 // Level-0 lists of every node, each sorted (a packed graph stores them so).
 std::vector<std::vector<InternalId>> SortedLevel0(const HnswGraph& g) {
   std::vector<std::vector<InternalId>> all(g.size());
@@ -232,6 +191,37 @@ double GraphRecall(const HnswGraph& g, const std::vector<float>& x, size_t d,
     }
   }
   return recall / (10.0 * nq);
+}
+
+TEST(HnswGraphTest, ExactDistancesGiveHighRecallAndSurviveSaveLoad) {
+  const size_t d = 24, n = 3000;
+  const auto x = Clustered(n, d, 3);
+  const auto queries = Clustered(50, d, 4);
+  HnswOptions o;
+  o.M = 12;
+  o.ef_construction = 100;
+  HnswGraph g(o);
+  g.Grow(n);
+  ExactOracle oracle(x, d);
+  HnswScratch s;
+  for (InternalId i = 0; i < n; ++i) g.Insert(i, oracle, s);
+  EXPECT_GE(GraphRecall(g, x, d, queries, 50), 0.97);
+  std::vector<Neighbor> out;
+  TempDir tmp;
+  BinaryWriter w("ZOOMTST", 1, 0);
+  g.Save(w);
+  ASSERT_OK(w.Commit(tmp.File("g.bin")));
+  ASSERT_OK_AND_ASSIGN(BinaryReader r, BinaryReader::Open(tmp.File("g.bin"), "ZOOMTST", 1, "graph"));
+  HnswGraph g2(o);
+  ASSERT_OK(g2.Load(r));
+  std::vector<Neighbor> out2;
+  for (size_t q = 0; q < 10; ++q) {
+    ExactComputer dc(x, d, queries.data() + q * d);
+    g.Search(dc, 32, nullptr, s, &out, nullptr);
+    g2.Search(dc, 32, nullptr, s, &out2, nullptr);
+    ASSERT_EQ(out.size(), out2.size());
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].id, out2[i].id);
+  }
 }
 
 // Compact(): the packed graph has exactly the links of the unpacked one, at
