@@ -51,6 +51,11 @@ function(zoom_cc_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
+  if(ZOOM_SANITIZE)
+    # ASan+UBSan run several times slower: a timeout is a hang detector,
+    # not a speed target.
+    math(EXPR ARG_TIMEOUT "${ARG_TIMEOUT} * 3")
+  endif()
   zoom_cc_binary(${name} SRCS ${ARG_SRCS}
                  DEPS ${ARG_DEPS} zoom_testing GTest::gmock GTest::gtest_main)
   # The test files themselves (gmock-heavy, the code under test is in the

@@ -10,6 +10,7 @@ Environment: ZOOM_SOURCE_DIR, ZOOM_BINARY_DIR, ZOOMD_BINARY, ZOOMCTL_BINARY.
 """
 import json
 import os
+import queue
 import re
 import shutil
 import socket
@@ -216,20 +217,33 @@ class EntrypointTest(unittest.TestCase):
                 self.assertEqual(p.wait(timeout=30), 0)
 
 
-def wait_for_line(proc, needle, timeout=60):
+def wait_for_line(proc, needle, timeout=120):
+    """The first stderr line of `proc` containing `needle`. A reader thread
+    feeds a queue, so a zoomd that prints nothing (and does not exit) fails
+    the test after `timeout` instead of blocking readline() forever."""
+    lines = queue.Queue()
+
+    def pump():
+        for line in proc.stderr:
+            lines.put(line)
+        lines.put(None)  # EOF
+
+    threading.Thread(target=pump, daemon=True).start()
     deadline = time.time() + timeout
     seen = []
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            if proc.poll() is not None:
-                break
-            continue
+    while True:
+        remaining = deadline - time.time()
+        if remaining <= 0:
+            break
+        try:
+            line = lines.get(timeout=remaining)
+        except queue.Empty:
+            break
+        if line is None:
+            break
         seen.append(line)
         if needle in line:
-            # Keep draining so zoomd never blocks on a full pipe.
-            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-            return line
+            return line  # the pump keeps draining, so zoomd never blocks on a full pipe
     raise AssertionError(f"no '{needle}' from zoomd; it printed:\n{''.join(seen)[-3000:]}")
 
 

@@ -49,10 +49,14 @@ def read_file(path):
         return f.read().strip()
 
 
-def wait_until(pred, timeout, what):
+def wait_until(pred, timeout, what, proc=None):
+    """Polls pred() until it returns something true; fails at once if `proc`
+    (a process the wait depends on) has exited."""
     deadline = time.time() + timeout
     last = None
     while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"{what}: the process exited with {proc.returncode}")
         try:
             v = pred()
             if v:
@@ -63,22 +67,31 @@ def wait_until(pred, timeout, what):
     raise AssertionError(f"timed out waiting for {what} (last error: {last})")
 
 
+def bound_metrics_port(log_path):
+    """The metrics port zoomd chose (--metrics_address 127.0.0.1:0), from its
+    start line: no port is picked here and handed over later (a race)."""
+    m = re.search(r"metrics on \S+ \(port (\d+)\)", read_file(log_path))
+    return int(m.group(1)) if m else None
+
+
 class MonitoringTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="zoomd-monitoring-")
         cls.procs = []
         cls.logs = []
-        cls.metrics_port = free_port()
         port_file = os.path.join(cls.tmp, "port")
         zoomd = subprocess.Popen(
             [ZOOMD, "--data_dir", os.path.join(cls.tmp, "data"), "--grpc_address", "127.0.0.1:0",
-             "--metrics_address", f"127.0.0.1:{cls.metrics_port}", "--threads", "2",
+             "--metrics_address", "127.0.0.1:0", "--threads", "2",
              "--demo_collection", "sift", "--demo_vectors", os.path.join(SIFT, "base.bvecs"),
              "--port_file", port_file],
             stdout=subprocess.DEVNULL, stderr=cls.log("zoomd.log"))
         cls.procs.append(zoomd)
-        cls.grpc_port = wait_until(lambda: read_file(port_file), 120, "zoomd")
+        cls.grpc_port = wait_until(lambda: read_file(port_file), 300, "zoomd", zoomd)
+        cls.metrics_port = wait_until(
+            lambda: bound_metrics_port(os.path.join(cls.tmp, "zoomd.log")), 60,
+            "zoomd's metrics port", zoomd)
 
         # Prometheus with the compose stack's config, the target pointed here.
         with open(os.path.join(SRC, "deploy", "prometheus", "prometheus.yml")) as f:
@@ -89,15 +102,24 @@ class MonitoringTest(unittest.TestCase):
         conf_path = os.path.join(cls.tmp, "prometheus.yml")
         with open(conf_path, "w") as f:
             yaml.safe_dump(conf, f)
-        cls.prom_port = free_port()
-        prom = subprocess.Popen(
-            ["prometheus", f"--config.file={conf_path}",
-             f"--storage.tsdb.path={os.path.join(cls.tmp, 'tsdb')}",
-             f"--web.listen-address=127.0.0.1:{cls.prom_port}"],
-            stdout=subprocess.DEVNULL, stderr=cls.log("prometheus.log"))
-        cls.procs.append(prom)
-        wait_until(lambda: cls.query("up")["result"] and
-                   cls.query("up")["result"][0]["value"][1] == "1", 60, "the first scrape")
+        # Prometheus cannot be told to pick its own port: a free one is picked
+        # here, and another if something took it before Prometheus bound it.
+        for attempt in range(5):
+            cls.prom_port = free_port()
+            prom = subprocess.Popen(
+                ["prometheus", f"--config.file={conf_path}",
+                 f"--storage.tsdb.path={os.path.join(cls.tmp, f'tsdb{attempt}')}",
+                 f"--web.listen-address=127.0.0.1:{cls.prom_port}"],
+                stdout=subprocess.DEVNULL, stderr=cls.log(f"prometheus{attempt}.log"))
+            cls.procs.append(prom)
+            try:
+                wait_until(lambda: cls.query("up")["result"] and
+                           cls.query("up")["result"][0]["value"][1] == "1", 120,
+                           "the first scrape", prom)
+                break
+            except AssertionError:
+                if prom.poll() is None or attempt == 4:
+                    raise
 
         # Traffic over ~6 scrapes, so rate() has samples on both sides.
         if ZOOMLOAD:
@@ -116,7 +138,12 @@ class MonitoringTest(unittest.TestCase):
                                 "sift", "--query_file", os.path.join(SIFT, "query.bvecs"),
                                 "--row", str(row % 100)], capture_output=True, check=True)
                 row += 1
-        time.sleep(2)  # two more scrapes after the last request
+        # Every query is evaluated at one instant just after the traffic, with
+        # a rate window that covers all of it, once Prometheus has scraped
+        # past that instant (however slowly this machine runs).
+        cls.at = time.time() + 1.5
+        wait_until(lambda: float(cls.query("max(timestamp(up))")["result"][0]["value"][1]) >
+                   cls.at + 1, 120, "a scrape after the traffic")
 
     @classmethod
     def log(cls, name):
@@ -137,9 +164,12 @@ class MonitoringTest(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     @classmethod
-    def query(cls, expr):
+    def query(cls, expr, at=None):
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
         url = (f"http://127.0.0.1:{cls.prom_port}/api/v1/query?" +
-               urllib.parse.urlencode({"query": expr}))
+               urllib.parse.urlencode(params))
         try:
             body = json.loads(http_get(url))
         except urllib.error.HTTPError as e:  # 400: the query does not parse
@@ -173,8 +203,8 @@ class MonitoringTest(unittest.TestCase):
         checked = 0
         for p in dash["panels"]:
             for t in p.get("targets", []):
-                expr = t["expr"].replace("$instance", ".*").replace("$__rate_interval", "10s")
-                res = self.query(expr)["result"]  # raises when it does not parse
+                expr = t["expr"].replace("$instance", ".*").replace("$__rate_interval", "30s")
+                res = self.query(expr, self.at)["result"]  # raises when it does not parse
                 checked += 1
                 values = [float(s["value"][1]) for s in res]
                 if any(v == v and v > 0 for v in values):  # not NaN, positive
@@ -183,8 +213,8 @@ class MonitoringTest(unittest.TestCase):
         self.assertEqual(must_have_data - with_data, set(),
                          "panels without data after searches")
         # A figure checked against what happened: searches were served.
-        reads = self.query('sum(rate(zoomd_ssd_reads_total[10s])) / '
-                           'sum(rate(zoomd_searches_total[10s]))')
+        reads = self.query('sum(rate(zoomd_ssd_reads_total[30s])) / '
+                           'sum(rate(zoomd_searches_total[30s]))', self.at)
         self.assertTrue(reads["result"])
 
 

@@ -21,7 +21,7 @@ namespace zoom::testing {
 // response.
 absl::StatusOr<std::string> HttpGet(const std::string& host, int port,
                                     const std::string& path,
-                                    int timeout_ms = 5000);
+                                    int timeout_ms = 30000);
 
 }  // namespace zoom::testing
 

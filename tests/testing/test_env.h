@@ -30,6 +30,23 @@ class TempDir {
   std::string path_;
 };
 
+// A loopback TCP port on which nothing listens, for as long as the object
+// lives: bound (so no other process can take it) but never listen()ed, so
+// a connection to it is refused at once. Use instead of a fixed port.
+class RefusedPort {
+ public:
+  RefusedPort();
+  ~RefusedPort();
+  RefusedPort(const RefusedPort&) = delete;
+  RefusedPort& operator=(const RefusedPort&) = delete;
+  int port() const { return port_; }
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 }  // namespace zoom::testing
 
 #endif  // ZOOM_TESTS_TESTING_TEST_ENV_H_
