@@ -10,6 +10,12 @@
 //
 // All functions are thread-safe and allocate nothing. Pointers need no
 // particular alignment. Sizes are counts of elements.
+//
+// Overflow: for vectors inside zoomd's magnitude rule (norm <= 1e18, see
+// common/vector_limits.h) every result is finite. Beyond it the result is
+// IEEE arithmetic's, the same at every SIMD level: L2Sqr (and the tables)
+// saturate to +Inf; an inner product whose terms overflow to both signs is
+// NaN. Callers validate input; the engine ranks a NaN score last.
 #ifndef ZOOM_INDEX_DISTANCE_KERNELS_H_
 #define ZOOM_INDEX_DISTANCE_KERNELS_H_
 

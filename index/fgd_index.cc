@@ -334,9 +334,14 @@ void FgdIndex::Finish(const float* h, const FgdSearchParams& params, FgdResult* 
   if (params.tail_samples == 0) return;
   s.sorted.assign(r->ids.begin(), r->ids.end());
   double head_sum = 0;
+  // exp(logit - m) of a word outside the top k is normally <= 1; a
+  // distance-derived logit of a context near the magnitude rule's bound
+  // loses all precision (|q|^2 dwarfs the logit), so the exponent is capped
+  // to keep the estimate finite.
+  constexpr double kMaxExponent = 80;
   for (size_t i = 0; i < n_head; ++i) {
     s.sorted.push_back(head[i].id);
-    head_sum += std::exp(double{head_logit[i]} - m);
+    head_sum += std::exp(std::min(double{head_logit[i]} - m, kMaxExponent));
   }
   std::sort(s.sorted.begin(), s.sorted.end());
   s.sorted.erase(std::unique(s.sorted.begin(), s.sorted.end()), s.sorted.end());
@@ -351,7 +356,7 @@ void FgdIndex::Finish(const float* h, const FgdSearchParams& params, FgdResult* 
         ++next;
         continue;
       }
-      rest_sum += std::exp(double{Logit(i, h)} - m);
+      rest_sum += std::exp(std::min(double{Logit(i, h)} - m, kMaxExponent));
     }
   } else {
     uint64_t state = params.seed != 0 ? params.seed : HashContext(h, dim_);
@@ -363,7 +368,7 @@ void FgdIndex::Finish(const float* h, const FgdSearchParams& params, FgdResult* 
       x ^= x >> 31;
       const uint32_t id = static_cast<uint32_t>(x % vocab_);
       if (std::binary_search(s.sorted.begin(), s.sorted.end(), id)) continue;
-      rest_sum += std::exp(double{Logit(id, h)} - m);
+      rest_sum += std::exp(std::min(double{Logit(id, h)} - m, kMaxExponent));
       ++drawn;
     }
     rest_sum *= static_cast<double>(rest) / static_cast<double>(samples);

@@ -198,10 +198,12 @@ class HnswPqIndex final : public VectorIndex {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<VectorIndex>> BuildHnswPq(const IndexSpec& spec,
-                                                         const float* x, size_t n) {
-  const std::vector<float> prepared = PrepareVectors(spec.metric, x, n, spec.dim);
-  ZOOM_ASSIGN_OR_RETURN(ProductQuantizer pq,
-                        ProductQuantizer::Train(prepared.data(), n, spec.dim, spec.pq));
+                                                         const float* x, size_t n,
+                                                         absl::Span<const uint32_t> train_rows) {
+  std::vector<float> prepared = PrepareVectors(spec.metric, x, n, spec.dim);
+  ZeroUntrainedBadRows(spec.metric, prepared, n, spec.dim, train_rows);
+  ZOOM_ASSIGN_OR_RETURN(ProductQuantizer pq, ProductQuantizer::Train(prepared.data(), n, spec.dim,
+                                                                     spec.pq, train_rows));
   auto index = std::make_unique<HnswPqIndex>(spec, std::move(pq));
   ZOOM_RETURN_IF_ERROR(index->AddPrepared(prepared.data(), n, /*exact=*/true));
   if (spec.hnsw.compact_links) index->Compact();

@@ -94,13 +94,22 @@ absl::Status LoadSpec(BinaryReader& r, IndexSpec* spec);
 void SaveSpecTail(BinaryWriter& w, const IndexSpec& spec);
 absl::Status LoadSpecTail(BinaryReader& r, IndexSpec* spec);
 
-// The kinds' constructors for LoadIndex / BuildIndex.
+// Rows of `prepared` (n * d) outside `train_rows` that break the magnitude
+// rule (dead records written before the rule existed) become zeros: they
+// are indexed as placeholders (never returned: excluded at search) and
+// cannot overflow a distance. No-op when train_rows is empty (all rows).
+void ZeroUntrainedBadRows(Metric metric, std::vector<float>& prepared, size_t n, size_t d,
+                          absl::Span<const uint32_t> train_rows);
+
+// The kinds' constructors for LoadIndex / BuildIndex. `train_rows` (when not
+// empty) are the rows that train (the live points); every row is indexed.
 absl::StatusOr<std::unique_ptr<VectorIndex>> BuildHnswPq(const IndexSpec& spec,
-                                                         const float* x, size_t n);
+                                                         const float* x, size_t n,
+                                                         absl::Span<const uint32_t> train_rows);
 absl::StatusOr<std::unique_ptr<VectorIndex>> LoadHnswPq(
     const IndexSpec& spec, BinaryReader& r, const LoadIndexOptions& options);
-absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(const IndexSpec& spec,
-                                                            const float* x, size_t n);
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(
+    const IndexSpec& spec, const float* x, size_t n, absl::Span<const uint32_t> train_rows);
 absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIvfHnswPq(const IndexSpec& spec,
                                                            BinaryReader& r);
 

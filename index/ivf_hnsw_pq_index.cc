@@ -473,9 +473,17 @@ class IvfHnswPqIndex final : public VectorIndex {
   std::atomic<uint64_t> size_{0};
 };
 
-std::vector<float> Sample(const float* x, size_t n, size_t d, size_t max, uint64_t seed) {
-  std::vector<size_t> pick(n);
-  std::iota(pick.begin(), pick.end(), 0);
+// Up to `max` rows of x (n * d), picked at random; only rows of `rows`
+// when it is not empty.
+std::vector<float> Sample(const float* x, size_t n, size_t d, size_t max, uint64_t seed,
+                          absl::Span<const uint32_t> rows) {
+  std::vector<size_t> pick(rows.empty() ? n : rows.size());
+  if (rows.empty()) {
+    std::iota(pick.begin(), pick.end(), 0);
+  } else {
+    std::copy(rows.begin(), rows.end(), pick.begin());
+    n = rows.size();
+  }
   if (max < n) {
     std::mt19937_64 rng(seed);
     std::shuffle(pick.begin(), pick.end(), rng);
@@ -490,22 +498,24 @@ std::vector<float> Sample(const float* x, size_t n, size_t d, size_t max, uint64
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(const IndexSpec& in_spec,
-                                                            const float* x, size_t n) {
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(
+    const IndexSpec& in_spec, const float* x, size_t n, absl::Span<const uint32_t> train_rows) {
   IndexSpec spec = in_spec;
-  if (spec.nlist == 0) spec.nlist = AutoNlist(n);
-  if (n < std::max<size_t>(spec.nlist, kPqCentroids)) {
+  const size_t n_train = train_rows.empty() ? n : train_rows.size();
+  if (spec.nlist == 0) spec.nlist = AutoNlist(n_train);
+  if (n_train < std::max<size_t>(spec.nlist, kPqCentroids)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "ivf_hnsw_pq needs at least max(nlist, 256) = ",
-        std::max<size_t>(spec.nlist, kPqCentroids), " vectors to train, got ", n));
+        "ivf_hnsw_pq with nlist ", spec.nlist, " needs at least max(nlist, 256) = ",
+        std::max<size_t>(spec.nlist, kPqCentroids), " points to train, got ", n_train));
   }
   const size_t d = spec.dim;
-  const std::vector<float> prepared = PrepareVectors(spec.metric, x, n, d);
+  std::vector<float> prepared = PrepareVectors(spec.metric, x, n, d);
+  ZeroUntrainedBadRows(spec.metric, prepared, n, d, train_rows);
   std::vector<float> centroids;
   try {
     const std::vector<float> sample =
         Sample(prepared.data(), n, d, std::max<size_t>(spec.max_kmeans_points, spec.nlist),
-               spec.pq.seed);
+               spec.pq.seed, train_rows);
     faiss::ClusteringParameters cp;
     cp.niter = 20;
     cp.seed = static_cast<int>(spec.pq.seed);
@@ -528,7 +538,7 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(const IndexSpec& in_
   }
   // Residuals of a sample train the PQ.
   const std::vector<float> sample = Sample(prepared.data(), n, d, spec.pq.max_train_points,
-                                           spec.pq.seed + 1);
+                                           spec.pq.seed + 1, train_rows);
   const size_t ns = sample.size() / d;
   std::vector<float> residuals(sample.size());
   ParallelFor(ns, spec.build_threads, [&](size_t i, int) {

@@ -37,9 +37,11 @@ absl::Status PqOptions::Validate(uint32_t dim) const {
 }
 
 absl::StatusOr<ProductQuantizer> ProductQuantizer::Train(
-    const float* x, size_t n, uint32_t dim, const PqOptions& options) {
+    const float* x, size_t n, uint32_t dim, const PqOptions& options,
+    absl::Span<const uint32_t> rows) {
   ZOOM_RETURN_IF_ERROR(options.Validate(dim));
   const size_t ksub = size_t{1} << options.nbits;
+  if (!rows.empty()) n = rows.size();
   if (n < ksub) {
     return absl::InvalidArgumentError(absl::StrCat(
         "PQ training needs at least ", ksub, " vectors, got ", n));
@@ -51,7 +53,11 @@ absl::StatusOr<ProductQuantizer> ProductQuantizer::Train(
   pq.padded_dim_ = (dim + options.m - 1) / options.m * options.m;
   // Sample the training set.
   std::vector<size_t> pick(n);
-  std::iota(pick.begin(), pick.end(), 0);
+  if (rows.empty()) {
+    std::iota(pick.begin(), pick.end(), 0);
+  } else {
+    std::copy(rows.begin(), rows.end(), pick.begin());
+  }
   const size_t nt = std::min<size_t>(n, std::max<size_t>(options.max_train_points, ksub));
   if (nt < n) {
     std::mt19937_64 rng(options.seed);

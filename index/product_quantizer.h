@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/binary_io.h"
 
 namespace zoom::index {
@@ -49,9 +50,12 @@ class ProductQuantizer {
   // Trains on x (n * dim floats). Errors: InvalidArgument for bad options
   // or n < ksub (too few points to train the centroids); Internal when
   // FAISS throws.
+  // `rows` (when not empty) restricts training to those rows of x (e.g.
+  // the live points); the rule above then counts rows.size().
   static absl::StatusOr<ProductQuantizer> Train(const float* x, size_t n,
                                                 uint32_t dim,
-                                                const PqOptions& options);
+                                                const PqOptions& options,
+                                                absl::Span<const uint32_t> rows = {});
 
   uint32_t dim() const { return dim_; }
   uint32_t padded_dim() const { return padded_dim_; }

@@ -2,12 +2,16 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/binary_io.h"
 #include "common/status_macros.h"
+#include "common/vector_limits.h"
 #include "index/index_internal.h"
 
 extern "C" {
@@ -125,16 +129,73 @@ absl::Status LoadSpec(BinaryReader& r, IndexSpec* spec) {
 absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
                                                         const float* vectors,
                                                         size_t n) {
+  return BuildIndex(spec, vectors, n, nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
+                                                        const float* vectors, size_t n,
+                                                        const IdFilter* exclude) {
   ZOOM_RETURN_IF_ERROR(spec.Validate());
+  if (n > (uint64_t{1} << 32) - 1) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot index ", n, " vectors (max 2^32-1)"));
+  }
+  // The training input is checked again here: FAISS asserts (which abort)
+  // on distances that overflow, so nothing that breaks the magnitude rule
+  // may reach it, whatever the caller validated.
+  const size_t d = spec.dim;
+  bool any_excluded = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (exclude != nullptr && exclude->IsExcluded(static_cast<InternalId>(i))) {
+      any_excluded = true;
+      continue;
+    }
+    if (!VectorMagnitudeOk(spec.metric, vectors + i * d, d)) {
+      absl::Status why = CheckVectorMagnitude(spec.metric, vectors + i * d, d);
+      return absl::InvalidArgumentError(
+          absl::StrCat("training vector ", i, ": ", why.message()));
+    }
+  }
+  std::vector<uint32_t> train_rows;  // empty: every row trains
+  if (any_excluded) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!exclude->IsExcluded(static_cast<InternalId>(i))) {
+        train_rows.push_back(static_cast<uint32_t>(i));
+      }
+    }
+    if (train_rows.empty()) {
+      return absl::FailedPreconditionError("no live vectors to train the index on");
+    }
+  }
   // FAISS training runs on one OpenMP thread: OpenMP's spinning barriers
   // collapse when the cores are also serving queries (measured: 80% of a
   // loaded build in libgomp spin). Our own loops use build_threads.
   internal::LibraryThreadsGuard threads(1);
+  const absl::Span<const uint32_t> rows(train_rows);
   if (spec.kind == IndexKind::kHnswPq) {
-    return internal::BuildHnswPq(spec, vectors, n);
+    return internal::BuildHnswPq(spec, vectors, n, rows);
   }
-  return internal::BuildIvfHnswPq(spec, vectors, n);
+  return internal::BuildIvfHnswPq(spec, vectors, n, rows);
 }
+
+namespace internal {
+
+void ZeroUntrainedBadRows(Metric metric, std::vector<float>& prepared, size_t n, size_t d,
+                          absl::Span<const uint32_t> train_rows) {
+  if (train_rows.empty()) return;
+  size_t next = 0;  // train_rows is ascending
+  for (size_t i = 0; i < n; ++i) {
+    if (next < train_rows.size() && train_rows[next] == i) {
+      ++next;
+      continue;
+    }
+    float* row = prepared.data() + i * d;
+    if (!VectorMagnitudeOk(metric, row, d)) {
+      std::fill(row, row + d, 0.0f);
+    }
+  }
+}
+
+}  // namespace internal
 
 absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(const std::string& path) {
   return LoadIndex(path, LoadIndexOptions());

@@ -104,9 +104,18 @@ class VectorIndex {
 // Trains and builds an index of `spec` over n vectors (n * spec.dim floats).
 // InvalidArgument for a bad spec or too few vectors to train (< 256, or
 // fewer than nlist for ivf_hnsw_pq).
+// Every vector must satisfy the magnitude rule (common/vector_limits.h):
+// InvalidArgument naming the first that does not (FAISS would abort on it).
 absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
                                                         const float* vectors,
                                                         size_t n);
+// As above, where the ids `exclude` marks (dead records) do not train and
+// are not checked: they are indexed as placeholders (zeros when they break
+// the rule) and must be excluded at search, as deleted ids are.
+// FailedPrecondition when too few live vectors are left to train.
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
+                                                        const float* vectors, size_t n,
+                                                        const IdFilter* exclude);
 // Reads an index written by Save(). DataLoss for a corrupt file,
 // FailedPrecondition for a newer major version.
 absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(const std::string& path);

@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
+#include "common/vector_limits.h"
 #include "absl/time/clock.h"
 
 namespace zoom::server {
@@ -56,6 +57,13 @@ absl::Status GetNumber(const absl::flat_hash_map<std::string, std::string>& kv,
     *out = static_cast<T>(v);
   }
   return absl::OkStatus();
+}
+
+// The index's "bad input" (too few vectors, a vector it cannot train on)
+// is, for a collection, a state that forbids the build, not a bad request.
+absl::Status AsBuildStatus(const absl::Status& st) {
+  if (absl::IsInvalidArgument(st)) return absl::FailedPreconditionError(st.message());
+  return st;
 }
 
 }  // namespace
@@ -427,7 +435,8 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
                " unusable (", st.message(), "); searching exactly until BuildIndex");
       c->index_state_ = IndexState::kFailed;
       absl::MutexLock b(&c->build_mu_);
-      c->build_error_ = std::string(st.message());
+      c->build_status_ = absl::Status(st.code(), absl::StrCat("index snapshot ", snapshot,
+                                                             " unusable: ", st.message()));
     }
   }
   {
@@ -504,25 +513,17 @@ absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
   const size_t d = config_.dim;
   for (size_t i = 0; i < points.size(); ++i) {
     const float* v = points[i].vector;
-    for (size_t j = 0; j < d; ++j) {
-      if (!std::isfinite(v[j])) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "point ", points[i].id, " (#", i, "): component ", j, " is ", v[j],
-            "; vectors must be finite"));
-      }
-      if (config_.dtype == storage::DType::kUint8 &&
-          (v[j] < 0 || v[j] > 255 || v[j] != std::floor(v[j]))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "point ", points[i].id, " (#", i, "): component ", j, " is ", v[j],
-            "; a uint8 collection takes integers 0..255"));
-      }
+    if (absl::Status st = CheckVectorMagnitude(config_.metric, v, d); !st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("point ", points[i].id, " (#", i, "): ", st.message()));
     }
-    if (config_.metric == Metric::kCosine) {
-      double norm = 0;
-      for (size_t j = 0; j < d; ++j) norm += double{v[j]} * v[j];
-      if (norm == 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "point ", points[i].id, " (#", i, ") is the zero vector, which has no cosine"));
+    if (config_.dtype == storage::DType::kUint8) {
+      for (size_t j = 0; j < d; ++j) {
+        if (v[j] < 0 || v[j] > 255 || v[j] != std::floor(v[j])) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "point ", points[i].id, " (#", i, "): component ", j, " is ", v[j],
+              "; a uint8 collection takes integers 0..255"));
+        }
       }
     }
   }
@@ -620,9 +621,10 @@ absl::StatusOr<uint64_t> Collection::Delete(absl::Span<const uint64_t> ids) {
 void Collection::MaybeAutoMaintainLocked() {
   std::shared_ptr<Generation> gen = Current();
   const uint64_t live = gen->live.load();
+  // After a failed build, the automatic one waits for the backoff (else
+  // every write would start it again).
   if (options_.auto_build_min_points > 0 && live >= options_.auto_build_min_points &&
-      gen->engine->index() == nullptr && !building_.load() &&
-      index_state_.load() != IndexState::kFailed) {
+      gen->engine->index() == nullptr && !building_.load() && MaintenanceDue()) {
     absl::Status st = StartBuild();
     ZOOM_LOG(INFO, "collection ", config_.name, ": ", live, " points, automatic index build: ",
              st.ok() ? absl::string_view("started") : st.message());
@@ -672,11 +674,8 @@ absl::Status Collection::Search(const float* query, size_t dim,
                                                    " dimensions; collection '", config_.name,
                                                    "' has ", config_.dim));
   }
-  for (size_t j = 0; j < dim; ++j) {
-    if (!std::isfinite(query[j])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("query component ", j, " is ", query[j], "; vectors must be finite"));
-    }
+  if (absl::Status st = CheckVectorMagnitude(config_.metric, query, dim); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("query: ", st.message()));
   }
   std::shared_ptr<Generation> gen = Current();
   SearchParams p = params.engine;
@@ -714,15 +713,31 @@ absl::Status Collection::Search(const float* query, size_t dim,
 
 // ---- Index builds ------------------------------------------------------------
 
-absl::Status Collection::StartBuild() {
+uint64_t Collection::MinIndexPoints() const {
+  uint64_t min = kMinIndexPoints;
+  if (config_.index.kind == index::IndexKind::kIvfHnswPq) {
+    min = std::max<uint64_t>(min, config_.index.nlist);
+  }
+  return min;
+}
+
+absl::Status Collection::StartBuild() { return StartBuildImpl(/*join_running=*/false); }
+
+absl::Status Collection::StartOrJoinBuild() { return StartBuildImpl(/*join_running=*/true); }
+
+absl::Status Collection::StartBuildImpl(bool join_running) {
+  if (join_running && building_.load()) return absl::OkStatus();
   const uint64_t live = Current()->live.load();
-  if (live < kMinIndexPoints) {
+  if (live < MinIndexPoints()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "collection '", config_.name, "' has ", live, " points; an index needs at least ",
-        kMinIndexPoints, " to train (searches are exact until then)"));
+        MinIndexPoints(),
+        MinIndexPoints() > kMinIndexPoints ? " (its nlist)" : "",
+        " to train (searches are exact until then)"));
   }
   bool expected = false;
   if (!building_.compare_exchange_strong(expected, true)) {
+    if (join_running) return absl::OkStatus();
     return absl::FailedPreconditionError(
         absl::StrCat("an index build of '", config_.name, "' is already running"));
   }
@@ -733,38 +748,68 @@ absl::Status Collection::StartBuild() {
   return absl::OkStatus();
 }
 
-void Collection::BuildMain() {
-  Stopwatch sw;
+absl::Status Collection::CheckTrainable(const Generation& gen, const float* vectors,
+                                        uint64_t n) const {
+  const size_t d = config_.dim;
+  for (uint64_t i = 0; i < n; ++i) {
+    const InternalId id = static_cast<InternalId>(i);
+    if (gen.IsExcluded(id)) continue;
+    const float* v = vectors + i * d;
+    if (VectorMagnitudeOk(config_.metric, v, d)) continue;
+    absl::Status why = CheckVectorMagnitude(config_.metric, v, d);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "point ", gen.ids.External(id), " cannot be indexed: ", why.message(),
+        " (stored by an older zoomd, before this rule); delete or overwrite it, then build "
+        "again"));
+  }
+  return absl::OkStatus();
+}
+
+// Reads every record of the current generation and builds an index over
+// them, trained on the live ones. Allocation failure and exceptions become
+// a Status (a background thread must never take the process down).
+absl::Status Collection::BuildOnce(std::unique_ptr<index::VectorIndex>* built,
+                                   std::shared_ptr<Generation>* gen_out, uint64_t* n_out) {
   std::shared_ptr<Generation> gen = Current();
+  *gen_out = gen;
   const SearchEngine& engine = *gen->engine;
   const uint64_t n = engine.size();
+  *n_out = n;
   const size_t d = config_.dim;
-  absl::Status st;
-  std::unique_ptr<index::VectorIndex> built;
-  {
+  try {
     std::vector<float> vectors(n * d);
     std::vector<InternalId> ids;
-    for (uint64_t first = 0; first < n && st.ok(); first += 4096) {
+    for (uint64_t first = 0; first < n; first += 4096) {
       const uint64_t m = std::min<uint64_t>(4096, n - first);
       ids.resize(m);
       for (uint64_t i = 0; i < m; ++i) ids[i] = static_cast<InternalId>(first + i);
-      st = engine.store().ReadVectors(ids, vectors.data() + first * d);
+      ZOOM_RETURN_IF_ERROR(engine.store().ReadVectors(ids, vectors.data() + first * d));
       build_progress_ = 0.1 * (first + m) / n;
     }
-    if (st.ok()) {
-      index::IndexSpec spec = config_.index;
-      spec.metric = config_.metric;
-      spec.dim = config_.dim;
-      spec.build_threads = options_.build_threads;
-      build_progress_ = 0.1;
-      auto idx = index::BuildIndex(spec, vectors.data(), n);
-      if (idx.ok()) {
-        built = std::move(*idx);
-      } else {
-        st = idx.status();
-      }
-    }
+    ZOOM_RETURN_IF_ERROR(CheckTrainable(*gen, vectors.data(), n));
+    index::IndexSpec spec = config_.index;
+    spec.metric = config_.metric;
+    spec.dim = config_.dim;
+    spec.build_threads = options_.build_threads;
+    build_progress_ = 0.1;
+    auto idx = index::BuildIndex(spec, vectors.data(), n, gen.get());
+    if (!idx.ok()) return AsBuildStatus(idx.status());
+    *built = std::move(*idx);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of memory building the index over ", n, " points"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("index build failed: ", e.what()));
   }
+  return absl::OkStatus();
+}
+
+void Collection::BuildMain() {
+  Stopwatch sw;
+  std::unique_ptr<index::VectorIndex> built;
+  std::shared_ptr<Generation> gen;
+  uint64_t n = 0;
+  absl::Status st = BuildOnce(&built, &gen, &n);
   build_progress_ = 0.9;
   if (st.ok()) {
     absl::MutexLock w(&write_mu_);
@@ -775,24 +820,54 @@ void Collection::BuildMain() {
       if (st.ok()) st = SaveSnapshotLocked();
     }
   }
-  {
-    absl::MutexLock b(&build_mu_);
-    build_error_ = st.ok() ? "" : std::string(st.message());
-  }
+  built.reset();
   build_progress_ = 1.0;
   index_state_ = st.ok() ? IndexState::kReady
                  : gen->engine->index() != nullptr ? IndexState::kReady
                                                    : IndexState::kFailed;
-  ZOOM_LOG(INFO, "collection ", config_.name, ": index build over ", n, " points ",
-           st.ok() ? absl::string_view("done") : st.message(), " in ",
-           absl::SixDigits(sw.ElapsedMicros() / 1e6), " s");
+  if (st.ok()) {
+    ZOOM_LOG(INFO, "collection ", config_.name, ": index build over ", n, " points done in ",
+             absl::SixDigits(sw.ElapsedMicros() / 1e6), " s");
+  } else {
+    ZOOM_LOG(WARNING, "collection ", config_.name, ": index build over ", n, " points failed: ",
+             st.message());
+  }
+  NoteMaintenance(/*compaction=*/false, st);
+  absl::MutexLock b(&build_mu_);
+  build_status_ = st;
   building_ = false;
+  build_done_.SignalAll();
 }
 
 absl::Status Collection::WaitForBuild() {
-  while (building_.load()) absl::SleepFor(absl::Milliseconds(20));
   absl::MutexLock b(&build_mu_);
-  return build_error_.empty() ? absl::OkStatus() : absl::InternalError(build_error_);
+  while (building_.load()) build_done_.Wait(&build_mu_);
+  return build_status_;
+}
+
+void Collection::NoteMaintenance(bool compaction, const absl::Status& st) {
+  absl::MutexLock b(&build_mu_);
+  if (compaction) compaction_status_ = st;
+  if (st.ok()) {
+    maintenance_failures_ = 0;
+    maintenance_retry_at_ = absl::InfinitePast();
+    return;
+  }
+  ++maintenance_failures_;
+  absl::Duration wait = options_.maintenance_retry_base;
+  for (uint32_t i = 1; i < maintenance_failures_ && wait < options_.maintenance_retry_max; ++i) {
+    wait *= 2;
+  }
+  wait = std::min(wait, options_.maintenance_retry_max);
+  maintenance_retry_at_ = absl::Now() + wait;
+  ZOOM_LOG(WARNING, "collection ", config_.name, ": ", compaction ? "compaction" : "index build",
+           " failed (", maintenance_failures_, " in a row); automatic maintenance retries in ",
+           absl::FormatDuration(wait));
+}
+
+bool Collection::MaintenanceDue() const {
+  absl::MutexLock b(&build_mu_);
+  return absl::Now() >= maintenance_retry_at_;
 }
 
 // ---- Compaction --------------------------------------------------------------
@@ -802,6 +877,19 @@ absl::Status Collection::Compact() {
     return absl::FailedPreconditionError(
         absl::StrCat("an index build of '", config_.name, "' is running; compact after it"));
   }
+  absl::Status st;
+  try {
+    st = CompactOnce();
+  } catch (const std::bad_alloc&) {
+    st = absl::ResourceExhaustedError("out of memory during compaction");
+  } catch (const std::exception& e) {
+    st = absl::InternalError(absl::StrCat("compaction failed: ", e.what()));
+  }
+  if (!dropped_) NoteMaintenance(/*compaction=*/true, st);
+  return st;
+}
+
+absl::Status Collection::CompactOnce() {
   absl::MutexLock w(&write_mu_);
   std::shared_ptr<Generation> old = Current();
   const uint64_t visible = old->visible.load();
@@ -883,9 +971,13 @@ absl::Status Collection::Compact() {
       st = reopened.status();
     }
   }
-  // The index: rebuilt over the live points when there was one.
+  // The index: rebuilt over the live points when there was one (and enough
+  // points are left to train it; else searches are exact).
   std::string old_snapshot = snapshot_file_;
-  if (st.ok() && old->engine->index() != nullptr && n >= kMinIndexPoints) {
+  if (st.ok() && old->engine->index() != nullptr && n >= MinIndexPoints()) {
+    st = CheckTrainable(*gen, all.data(), n);
+  }
+  if (st.ok() && old->engine->index() != nullptr && n >= MinIndexPoints()) {
     index::IndexSpec spec = config_.index;
     spec.metric = config_.metric;
     spec.dim = config_.dim;
@@ -894,7 +986,7 @@ absl::Status Collection::Compact() {
     if (idx.ok()) {
       st = gen->engine->SetIndex(std::move(*idx));
     } else {
-      st = idx.status();
+      st = AsBuildStatus(idx.status());
     }
   }
   if (!st.ok()) {
@@ -937,6 +1029,7 @@ absl::Status Collection::Compact() {
 
 bool Collection::NeedsCompaction() const {
   if (options_.auto_compact_dead_ratio <= 0 || dropped_ || building_.load()) return false;
+  if (!MaintenanceDue()) return false;  // a failed one waits for its backoff
   std::shared_ptr<Generation> gen = Current();
   const uint64_t stored = gen->engine->size();
   const uint64_t live = gen->live.load();
@@ -966,7 +1059,10 @@ CollectionInfo Collection::Info() const {
   }
   info.build_progress = building_.load() ? build_progress_.load() : 0;
   absl::MutexLock b(&build_mu_);
-  info.index_error = build_error_;
+  info.index_error = std::string(build_status_.message());
+  info.compaction_error = std::string(compaction_status_.message());
+  info.maintenance_failures = maintenance_failures_;
+  info.maintenance_retry_at = maintenance_retry_at_;
   return info;
 }
 

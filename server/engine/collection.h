@@ -36,6 +36,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/metric.h"
 #include "common/query_stats.h"
@@ -91,6 +93,11 @@ struct CollectionOptions {
   uint64_t auto_compact_min_dead = 10000;
   // Threads of a background index build.
   int build_threads = 2;
+  // After a failed build or compaction, the automatic ones wait
+  // retry_base * 2^(failures - 1), at most retry_max, before trying again
+  // (a failure never takes the process down; the collection keeps serving).
+  absl::Duration maintenance_retry_base = absl::Seconds(10);
+  absl::Duration maintenance_retry_max = absl::Minutes(15);
 };
 
 struct CollectionInfo {
@@ -103,7 +110,12 @@ struct CollectionInfo {
   uint64_t resident_bytes = 0;  // preview + id maps + cache
   uint64_t disk_bytes = 0;      // vector file + index snapshot
   double build_progress = 0;
-  std::string index_error;
+  std::string index_error;       // why the last build failed ("" if it did not)
+  std::string compaction_error;  // why the last compaction failed ("" if it did not)
+  // Failed builds/compactions in a row, and when the automatic ones retry
+  // (InfinitePast when nothing failed).
+  uint32_t maintenance_failures = 0;
+  absl::Time maintenance_retry_at = absl::InfinitePast();
 };
 
 // One point of an Upsert: `vector` holds dim floats.
@@ -170,14 +182,20 @@ class Collection {
                       std::vector<CollectionHit>* hits, QueryStats* stats,
                       bool* exact_used = nullptr) const;
 
-  // Starts building the index over the points present, in the background.
-  // FailedPrecondition when too few points (fewer than 256 live) or a build
-  // already runs.
+  // Starts building the index over the points present, in the background;
+  // it trains on the live points only. FailedPrecondition when too few
+  // points (fewer than max(256, nlist) live) or a build already runs.
   absl::Status StartBuild();
-  // Blocks until no build runs; the last build's error, if any.
+  // As StartBuild, but a build already running (the automatic one, or
+  // another caller's) counts as started: OK.
+  absl::Status StartOrJoinBuild();
+  // Blocks until no build runs; the last build's status (its own code:
+  // FailedPrecondition for data that cannot be indexed, e.g. a point that
+  // breaks the magnitude rule, stored by an older zoomd).
   absl::Status WaitForBuild();
   // Rewrites the vector file and the index without the dead records.
-  // Searches keep working meanwhile; writes wait.
+  // Searches keep working meanwhile; writes wait. A failure leaves the
+  // collection as it was (serving) and is reported in Info().
   absl::Status Compact();
 
   CollectionInfo Info() const;
@@ -199,7 +217,19 @@ class Collection {
   std::shared_ptr<Generation> Current() const;
   absl::Status SaveStateLocked();
   absl::Status SaveSnapshotLocked();
+  absl::Status StartBuildImpl(bool join_running);
   void BuildMain();
+  absl::Status BuildOnce(std::unique_ptr<index::VectorIndex>* built,
+                         std::shared_ptr<Generation>* gen, uint64_t* n);
+  absl::Status CompactOnce();
+  // FailedPrecondition naming the first live point of `gen` among rows
+  // [0, n) of `vectors` that breaks the magnitude rule.
+  absl::Status CheckTrainable(const Generation& gen, const float* vectors, uint64_t n) const;
+  // The fewest live points an index build needs (256, or nlist if larger).
+  uint64_t MinIndexPoints() const;
+  // Books a failed (or successful) build/compaction for the retry backoff.
+  void NoteMaintenance(bool compaction, const absl::Status& st);
+  bool MaintenanceDue() const;
   void MaybeAutoMaintainLocked();
   absl::StatusOr<std::shared_ptr<Generation>> OpenGeneration(uint32_t space,
                                                              const std::string& vectors_file,
@@ -230,7 +260,11 @@ class Collection {
   std::atomic<bool> building_{false};
   std::atomic<bool> dropped_{false};
   mutable absl::Mutex build_mu_;
-  std::string build_error_ ABSL_GUARDED_BY(build_mu_);
+  absl::CondVar build_done_;  // signalled when building_ turns false
+  absl::Status build_status_ ABSL_GUARDED_BY(build_mu_);
+  absl::Status compaction_status_ ABSL_GUARDED_BY(build_mu_);
+  uint32_t maintenance_failures_ ABSL_GUARDED_BY(build_mu_) = 0;
+  absl::Time maintenance_retry_at_ ABSL_GUARDED_BY(build_mu_) = absl::InfinitePast();
 };
 
 }  // namespace zoom::server

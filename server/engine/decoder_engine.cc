@@ -16,6 +16,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
+#include "common/vector_limits.h"
 #include "server/engine/collection.h"  // ValidateCollectionName
 
 namespace zoom::server {
@@ -126,9 +127,16 @@ absl::StatusOr<SoftmaxModel> ReadModelDir(const std::string& dir) {
                                                      " is not finite"));
     }
   }
+  // Rows within the magnitude rule (common/vector_limits.h), as contexts
+  // are: the transformed rows' norms and every logit stay finite.
   for (size_t i = 0; i < vocab; ++i) {
-    if (!std::isfinite(m.b[i])) {
-      return absl::InvalidArgumentError(absl::StrCat("b[", i, "] is not finite"));
+    if (!std::isfinite(m.b[i]) || std::fabs(m.b[i]) > kMaxVectorNorm) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("b[", i, "] is ", m.b[i], "; biases must be finite and at most 1e18"));
+    }
+    if (absl::Status st = CheckVectorMagnitude(Metric::kL2, m.W.data() + i * dim, dim);
+        !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("W row ", i, ": ", st.message()));
     }
   }
   std::ifstream vocab_in(fs::path(dir) / "vocab.txt");

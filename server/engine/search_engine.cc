@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
+#include "common/vector_limits.h"
 #include "index/distance_kernels.h"
 
 namespace zoom::server {
@@ -84,7 +87,15 @@ SearchEngine::~SearchEngine() = default;
 
 float SearchEngine::Score(const float* q, const float* x) const {
   const size_t d = store_->dim();
-  return metric_ == Metric::kL2 ? index::L2Sqr(q, x, d) : index::InnerProduct(q, x, d);
+  const float s = metric_ == Metric::kL2 ? index::L2Sqr(q, x, d) : index::InnerProduct(q, x, d);
+  // Vectors within the magnitude rule never overflow; a record stored by
+  // an older zoomd may (+Inf - Inf): a NaN would break the ranking's order,
+  // so it ranks last.
+  if (std::isnan(s)) {
+    return metric_ == Metric::kL2 ? std::numeric_limits<float>::infinity()
+                                  : -std::numeric_limits<float>::infinity();
+  }
+  return s;
 }
 
 absl::Status SearchEngine::Add(const float* vectors, size_t n) {
@@ -136,6 +147,15 @@ absl::Status SearchEngine::SetIndex(std::unique_ptr<index::VectorIndex> index) {
     for (uint64_t i = 0; i < m; ++i) ids[i] = static_cast<InternalId>(first + i);
     buf.resize(m * d);
     ZOOM_RETURN_IF_ERROR(store_->ReadVectors(ids, buf.data()));
+    // A record stored before the magnitude rule (common/vector_limits.h)
+    // is indexed as zeros: the preview cannot score it without overflow;
+    // the fullview still reads the record itself.
+    for (uint64_t i = 0; i < m; ++i) {
+      float* v = buf.data() + i * d;
+      if (!VectorMagnitudeOk(metric_ == Metric::kCosine ? Metric::kL2 : metric_, v, d)) {
+        std::fill(v, v + d, 0.0f);
+      }
+    }
     ZOOM_RETURN_IF_ERROR(index->Add(buf.data(), m));
   }
   index_.store(index.get(), std::memory_order_release);

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
+#include "common/vector_limits.h"
 #include "server/grpc/unary_call.h"
 
 namespace zoom::server {
@@ -128,13 +129,13 @@ absl::Status DecoderService::Decode(const v1::TopKRequest& req, v1::TopKResponse
                                                      " floats; model '", req.model(),
                                                      "' has d = ", d));
     }
-    for (size_t j = 0; j < d; ++j) {
-      if (!std::isfinite(c[j])) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("context #", i, " component ", j, " is ", c[j], "; must be finite"));
-      }
-      h[i * d + j] = c[j];
+    // The magnitude rule of vectors (common/vector_limits.h): with rows of
+    // W within it too (checked at load), every logit, distance and
+    // probability stays finite.
+    if (absl::Status st = CheckVectorMagnitude(Metric::kL2, c.data(), d); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("context #", i, ": ", st.message()));
     }
+    std::copy(c.begin(), c.end(), h.begin() + i * d);
   }
   index::FgdSearchParams p;
   p.k = req.k();

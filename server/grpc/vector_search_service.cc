@@ -115,6 +115,11 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
   out.set_disk_bytes(info.disk_bytes);
   out.set_build_progress(info.build_progress);
   out.set_index_error(info.index_error);
+  out.set_compaction_error(info.compaction_error);
+  out.set_maintenance_failures(info.maintenance_failures);
+  if (info.maintenance_failures > 0) {
+    out.set_maintenance_retry_unix_ms(absl::ToUnixMillis(info.maintenance_retry_at));
+  }
   return out;
 }
 
@@ -419,13 +424,9 @@ grpc::ServerUnaryReactor* VectorSearchService::BuildIndex(grpc::CallbackServerCo
                                                           v1::BuildIndexResponse* resp) {
   return Run(ctx, "BuildIndex", [this, req, resp](const std::atomic<bool>* cancelled) {
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
-    if (absl::Status st = c->StartBuild(); !st.ok()) {
-      // A build already running (e.g. the automatic one started during an
-      // import) is the build asked for: report it, or wait for it.
-      if (!absl::IsFailedPrecondition(st) || c->Info().index_state != IndexState::kBuilding) {
-        return st;
-      }
-    }
+    // A build already running (e.g. the automatic one started during an
+    // import) is the build asked for: report it, or wait for it.
+    ZOOM_RETURN_IF_ERROR(c->StartOrJoinBuild());
     if (req->wait()) {
       while (c->Info().index_state == IndexState::kBuilding && !cancelled->load()) {
         absl::SleepFor(absl::Milliseconds(20));

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -170,6 +171,37 @@ TEST_P(DistanceKernelsTest, L2SqrAndInnerProduct) {
   const float x = 1;
   EXPECT_EQ(L2Sqr(&x, &x, 0), 0.0f);
   EXPECT_EQ(InnerProduct(&x, &x, 0), 0.0f);
+}
+
+// The overflow contract (distance_kernels.h): inside the magnitude rule
+// (norms <= 1e18, common/vector_limits.h) every result is finite; outside
+// it the result is what IEEE arithmetic gives, the same at every level:
+// L2Sqr saturates to +Inf, and an inner product whose terms overflow with
+// both signs is NaN (the engine ranks NaN last).
+TEST_P(DistanceKernelsTest, OverflowIsDefinedAtEveryLevel) {
+  for (size_t d : {1, 7, 8, 16, 17, 100}) {
+    SCOPED_TRACE(d);
+    const float edge = static_cast<float>(1e18 / std::sqrt(double(d)));  // norm 1e18
+    std::vector<float> a(d, edge), b(d, -edge);
+    EXPECT_TRUE(std::isfinite(L2Sqr(a.data(), b.data(), d)));
+    EXPECT_NEAR(L2Sqr(a.data(), b.data(), d), 4e36, 4e36 * 1e-5);
+    EXPECT_NEAR(InnerProduct(a.data(), b.data(), d), -1e36, 1e36 * 1e-5);
+    std::vector<float> out(3);
+    std::vector<float> rows;
+    for (int r = 0; r < 3; ++r) rows.insert(rows.end(), b.begin(), b.end());
+    L2SqrBatch(a.data(), rows.data(), 3, d, out.data());
+    for (float x : out) EXPECT_TRUE(std::isfinite(x));
+    // Beyond the rule.
+    std::vector<float> big(d, 3e38f), neg(d, -3e38f);
+    EXPECT_EQ(L2Sqr(big.data(), neg.data(), d), std::numeric_limits<float>::infinity());
+    EXPECT_EQ(InnerProduct(big.data(), big.data(), d), std::numeric_limits<float>::infinity());
+    EXPECT_EQ(InnerProduct(big.data(), neg.data(), d), -std::numeric_limits<float>::infinity());
+    if (d >= 2) {
+      std::vector<float> mixed(d, 3e38f);
+      mixed[0] = -3e38f;
+      EXPECT_TRUE(std::isnan(InnerProduct(big.data(), mixed.data(), d)));
+    }
+  }
 }
 
 TEST_P(DistanceKernelsTest, Batches) {

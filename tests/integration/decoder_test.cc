@@ -240,6 +240,29 @@ TEST_F(DecoderServiceTest, BadInputGetsClearStatusCodes) {
   EXPECT_OK(TopK(Request("lm", h, 5)).status());
 }
 
+// Huge finite contexts (issue 14 #7): [3e38] * d used to return NaN logits
+// and probabilities. Refused beyond the magnitude rule; accepted ones near
+// it give finite answers.
+TEST_F(DecoderServiceTest, HugeContextsAreRefusedAndLargeOnesStayFinite) {
+  ASSERT_OK(Load("lm", model_dir_).status());
+  const std::vector<float> huge(kD, 3e38f);
+  EXPECT_THAT(TopK(Request("lm", huge, 5)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::AllOf(::testing::HasSubstr("context #0"),
+                                        ::testing::HasSubstr("1e18"))));
+  const std::vector<float> large(kD, 1e17f);  // norm 4e17
+  for (bool exact : {false, true}) {
+    v1::TopKRequest req = Request("lm", large, 5);
+    req.set_return_probs(true);
+    req.set_exact(exact);
+    ASSERT_OK_AND_ASSIGN(v1::TopKResponse r, TopK(req));
+    ASSERT_EQ(r.results_size(), 1);
+    for (float z : r.results(0).logits()) EXPECT_TRUE(std::isfinite(z)) << exact;
+    for (float p : r.results(0).probs()) EXPECT_TRUE(std::isfinite(p)) << exact;
+    EXPECT_TRUE(std::isfinite(r.results(0).tail_mass())) << exact;
+  }
+}
+
 TEST_F(DecoderServiceTest, Float16WeightsAreAccepted) {
   const std::string dir = tmp_.File("half");
   WriteModel(dir, layer_);

@@ -749,6 +749,56 @@ TEST(ServerTest, SigtermDrainsAndExitsZeroThenRestartRecovers) {
   EXPECT_NEAR(r.hits(0).score(), 1.0, 1e-5);  // cosine similarity with itself
 }
 
+// ---- Hardening: huge finite components ----------------------------------------
+
+// Issue 14 #1: [1e20] * 8 in a dim-8 L2 collection used to abort the server
+// in FAISS k-means (BuildIndex, or the automatic build during an Import).
+// Now refused at the write with the point and component named; the server
+// keeps serving and builds.
+TEST(ServerTest, HugeFiniteComponentsAreRefusedNotFatal) {
+  server::ServerOptions o;
+  o.database.collection.auto_build_min_points = 20000;
+  InProcess s(o);
+  ASSERT_OK(s.status);
+  constexpr size_t kDim = 8;
+  for (v1::Metric metric : {v1::L2, v1::INNER_PRODUCT}) {
+    const std::string name = metric == v1::L2 ? "l2" : "ip";
+    ASSERT_OK(s.client->CreateCollection(Spec(name, kDim, metric)).status());
+    const std::vector<float> data = RandomVectors(300, kDim, 3);
+    v1::UpsertRequest u;
+    u.set_collection(name);
+    for (size_t i = 0; i < 300; ++i) AddPoint(&u, i, &data[i * kDim], kDim);
+    ASSERT_OK(s.client->Upsert(u).status());
+    const float huge = metric == v1::L2 ? 1e20f : 3e38f;
+    const std::vector<float> bad(kDim, huge);
+    v1::UpsertRequest b;
+    b.set_collection(name);
+    AddPoint(&b, 4242, bad.data(), kDim);
+    EXPECT_THAT(s.client->Upsert(b).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         ::testing::AllOf(HasSubstr("point 4242"), HasSubstr("component 0"))));
+    ASSERT_OK_AND_ASSIGN(v1::CollectionInfo built, s.client->BuildIndex(name, /*wait=*/true));
+    EXPECT_EQ(built.index_state(), v1::READY);
+    EXPECT_EQ(built.points(), 300u);
+  }
+  // An Import of 20,000 points (the automatic build's threshold) with one
+  // such vector: refused at its message; what came before is stored.
+  ASSERT_OK(s.client->CreateCollection(Spec("imp", kDim, v1::L2)).status());
+  const std::vector<float> data = RandomVectors(20000, kDim, 4);
+  const std::vector<float> bad(kDim, 1e20f);
+  auto imported = s.client->Import("imp", 20000, [&](uint64_t i, v1::Point* p) {
+    p->set_id(i);
+    const float* v = i == 15000 ? bad.data() : &data[i * kDim];
+    p->mutable_vector()->Assign(v, v + kDim);
+  });
+  EXPECT_THAT(imported.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("point 15000")));
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo info, s.client->GetCollection("imp"));
+  EXPECT_EQ(info.points(), 15000u);
+  ASSERT_OK_AND_ASSIGN(std::string health, s.client->Health());
+  EXPECT_EQ(health, "SERVING");
+}
+
 // ---- Deadlines -----------------------------------------------------------------
 
 TEST(ServerTest, DeadlinesAndAllowPartial) {

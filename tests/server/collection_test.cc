@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -2046,6 +2047,12 @@ TEST_F(CollectionTest, ReadsHeldAcrossACompactionKeepTheirPayloads) {
         st = c->Search(base.data() + kDim, kDim, p, &hits, nullptr);
       }
     });
+    // Whatever fails below, the reader is released and joined (a joinable
+    // thread at scope exit would terminate and hide the failure).
+    absl::Cleanup release_reader = [&] {
+      gate->Release();
+      if (reader.joinable()) reader.join();
+    };
     // The reader now holds the current generation, its points found.
     if (!gate->AwaitEntered()) {
       gate->Release();
@@ -2072,6 +2079,260 @@ TEST_F(CollectionTest, ReadsHeldAcrossACompactionKeepTheirPayloads) {
   }
   EXPECT_EQ(c->Info().deleted_records, 0u);
   ExpectGetMatchesModel(*c, model);
+}
+
+}  // namespace
+}  // namespace zoom::server
+
+// ---- Hardening: the magnitude rule and failing maintenance -------------------
+
+namespace zoom::server {
+namespace {
+
+// Components at and beyond the rule (common/vector_limits.h): refused with
+// the point and component named; accepted vectors near the bound build an
+// index (FAISS k-means and PQ training abort on overflowing distances: this
+// test process would die) and score finitely.
+TEST_F(CollectionTest, MagnitudeRuleRefusesOverflowAndBuildsAtTheBound) {
+  constexpr uint32_t kDim = 8;
+  OpenDb();
+  const std::vector<float> huge(kDim, 1e20f);
+  for (Metric metric : {Metric::kL2, Metric::kInnerProduct}) {
+    for (index::IndexKind kind : {index::IndexKind::kIvfHnswPq, index::IndexKind::kHnswPq}) {
+      SCOPED_TRACE(absl::StrCat(MetricName(metric), " ", index::IndexKindName(kind)));
+      CollectionConfig config;
+      config.name = absl::StrCat("m", static_cast<int>(metric), "_", static_cast<int>(kind));
+      config.dim = kDim;
+      config.metric = metric;
+      config.index.kind = kind;
+      config.index.nlist = 16;
+      auto created = db_->CreateCollection(config);
+      ASSERT_OK(created.status());
+      Collection& c = **created;
+      std::vector<float> v = ClusteredVectors(300, kDim, 5);
+      Model model;
+      std::vector<uint64_t> ids(300);
+      for (size_t i = 0; i < 300; ++i) ids[i] = i;
+      ASSERT_OK(Upsert(c, ids, v, {}, &model));
+      // 1e20 and 3e38 (whose square overflows) are refused, naming the point
+      // and the component; nothing of the batch is stored.
+      std::vector<float> bad = {1, 1, 1, 1, 1, 1, 1, 1};
+      bad.insert(bad.end(), huge.begin(), huge.end());
+      EXPECT_THAT(Upsert(c, {500, 501}, bad, {}, nullptr),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           ::testing::AllOf(HasSubstr("point 501 (#1)"), HasSubstr("component 0"),
+                                 HasSubstr("1e18"))));
+      std::vector<float> max_float(kDim, 3e38f);
+      EXPECT_THAT(Upsert(c, {502}, max_float, {}, nullptr),
+                  StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("point 502")));
+      EXPECT_EQ(c.Info().points, 300u);
+      EXPECT_EQ(c.Info().stored_records, 300u);
+      // Just inside the bound (norm 8.5e17) is accepted and indexed.
+      std::vector<float> big(kDim, 3e17f);
+      ASSERT_OK(Upsert(c, {600}, big, {}, &model));
+      ASSERT_OK(c.StartBuild());
+      ASSERT_OK(c.WaitForBuild());
+      EXPECT_EQ(c.Info().index_state, IndexState::kReady);
+      // Queries follow the same rule; an accepted one scores finitely.
+      CollectionSearchParams p;
+      p.engine.k = 5;
+      std::vector<CollectionHit> hits;
+      EXPECT_THAT(c.Search(huge.data(), kDim, p, &hits, nullptr),
+                  StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("query")));
+      for (bool exact : {false, true}) {
+        p.exact = exact;
+        ASSERT_OK(c.Search(big.data(), kDim, p, &hits, nullptr));
+        ASSERT_FALSE(hits.empty());
+        for (const CollectionHit& h : hits) EXPECT_TRUE(std::isfinite(h.score)) << h.id;
+        if (metric == Metric::kL2) EXPECT_EQ(hits[0].id, 600u);
+      }
+    }
+  }
+  // Cosine takes any finite non-zero vector (normalised in double), and
+  // refuses the zero query as it refuses the zero point.
+  auto cos = Create("cos", kDim, Metric::kCosine);
+  ASSERT_NE(cos, nullptr);
+  std::vector<float> max_float(kDim, 3e38f);
+  max_float[1] = -3e38f;
+  ASSERT_OK(Upsert(*cos, {1}, max_float, {}, nullptr));
+  std::vector<PointData> got;
+  ASSERT_OK(cos->Get(std::vector<uint64_t>{1}, true, false, &got));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_NEAR(got[0].vector[0], 1 / std::sqrt(8.0), 1e-6);
+  auto hits = Search(*cos, max_float.data(), 1, true);
+  ASSERT_EQ(hits.size(), 1u);
+  EXPECT_NEAR(hits[0].score, 1.0, 1e-5);
+  const std::vector<float> zero(kDim, 0.0f);
+  CollectionSearchParams p;
+  std::vector<CollectionHit> out;
+  EXPECT_THAT(cos->Search(zero.data(), kDim, p, &out, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("zero")));
+}
+
+// What an older zoomd (before the magnitude rule) could leave in a data
+// dir: a committed point of [1e20] * 8, written past the collection's
+// vector file end as Upsert would have.
+void InjectLegacyPoint(const std::string& data_dir, uint32_t collection_id, uint64_t external_id,
+                       float value) {
+  auto meta = storage::MetadataStore::Open((fs::path(data_dir) / "meta").string(), {});
+  ASSERT_OK(meta.status());
+  const std::string file =
+      (fs::path(data_dir) / "collections" / std::to_string(collection_id) / "vectors-1.zvec")
+          .string();
+  auto store = storage::VectorStore::Open(file);
+  ASSERT_OK(store.status());
+  const InternalId id = static_cast<InternalId>((*store)->count());
+  const std::vector<float> v((*store)->dim(), value);
+  ASSERT_OK((*store)->Append(v.data(), 1));
+  const storage::RecordWrite w{id, external_id, {}};
+  ASSERT_OK((*meta)->Commit(collection_id, {&w, 1}, {}));
+}
+
+// The crash loop of issue 14: a data dir holding a point that trips FAISS.
+// After a restart it serves; builds and compactions fail with a Status that
+// names the point (FAILED / compaction_error, retried with backoff, never a
+// process exit); deleting the point lets compaction train on the live
+// points only and succeed.
+TEST_F(CollectionTest, LegacyPointBreakingTheRuleNeverStopsTheCollection) {
+  constexpr uint32_t kDim = 8;
+  options_.collection.auto_compact_dead_ratio = 0.3;
+  options_.collection.auto_compact_min_dead = 100;
+  options_.collection.maintenance_retry_base = absl::Hours(1);
+  OpenDb();
+  auto c = Create("legacy", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  const uint32_t id = c->id();
+  Model model;
+  const auto v = ClusteredVectors(600, kDim, 81);
+  UpsertRange(*c, 0, 600, v, &model);
+  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->WaitForBuild());
+  c.reset();
+  CloseDb();
+  InjectLegacyPoint(options_.data_dir, id, 9999, 1e20f);
+  if (HasFatalFailure()) return;
+
+  OpenDb();  // replays the point into the index: no crash
+  c = Get("legacy");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Info().points, 601u);
+  EXPECT_EQ(c->Info().index_state, IndexState::kReady);
+  const auto queries = ClusteredVectors(10, kDim, 82);
+  ExpectExactSearchesMatchOracle(*c, model, queries, 10);  // 9999 scores +Inf: never in a top 10
+  (void)Search(*c, queries.data(), 10, false);
+  std::vector<PointData> got;
+  ASSERT_OK(c->Get(std::vector<uint64_t>{9999}, true, false, &got));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].vector[0], 1e20f);
+
+  // A build fails with the point named; the old index keeps serving.
+  ASSERT_OK(c->StartBuild());
+  EXPECT_THAT(c->WaitForBuild(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("point 9999")));
+  CollectionInfo info = c->Info();
+  EXPECT_EQ(info.index_state, IndexState::kReady);
+  EXPECT_THAT(info.index_error, HasSubstr("9999"));
+  EXPECT_EQ(info.maintenance_failures, 1u);
+  EXPECT_GT(info.maintenance_retry_at, absl::Now());
+
+  // Deletes that pass the compaction threshold: the compaction fails the
+  // same way and the automatic one waits for its backoff.
+  std::vector<uint64_t> del;
+  for (size_t i = 0; i < 300; ++i) del.push_back(ExtId(i));
+  ASSERT_OK(Delete(*c, del, &model));
+  EXPECT_FALSE(c->NeedsCompaction());  // backing off
+  EXPECT_EQ(db_->RunMaintenance(), 0);
+  EXPECT_THAT(c->Compact(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("point 9999")));
+  info = c->Info();
+  EXPECT_THAT(info.compaction_error, HasSubstr("9999"));
+  EXPECT_EQ(info.maintenance_failures, 2u);
+  EXPECT_EQ(info.stored_records, 601u);
+  ExpectExactSearchesMatchOracle(*c, model, queries, 10);
+  EXPECT_GT(IndexedRecall(*c, model, queries, 10), 0.8);
+
+  // Deleting the point: the compaction trains on live points only.
+  ASSERT_OK(c->Delete(std::vector<uint64_t>{9999}).status());
+  ASSERT_OK(c->Compact());
+  info = c->Info();
+  EXPECT_EQ(info.points, 300u);
+  EXPECT_EQ(info.stored_records, 300u);
+  EXPECT_EQ(info.index_state, IndexState::kReady);
+  EXPECT_THAT(info.compaction_error, IsEmpty());
+  EXPECT_EQ(info.maintenance_failures, 0u);
+  ExpectGetMatchesModel(*c, model);
+  ExpectExactSearchesMatchOracle(*c, model, queries, 10);
+  c.reset();
+  ReopenDb();
+  c = Get("legacy");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Info().points, 300u);
+  ExpectGetMatchesModel(*c, model);
+}
+
+// Dead records do not train: a build over a collection whose only
+// rule-breaking record is deleted succeeds (the record is indexed as a
+// placeholder and never returned).
+TEST_F(CollectionTest, BuildTrainsOnLivePointsOnly) {
+  constexpr uint32_t kDim = 8;
+  OpenDb();
+  auto c = Create("dead_bad", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  const uint32_t id = c->id();
+  Model model;
+  UpsertRange(*c, 0, 400, ClusteredVectors(400, kDim, 91), &model);
+  c.reset();
+  CloseDb();
+  InjectLegacyPoint(options_.data_dir, id, 7777, 1e20f);
+  if (HasFatalFailure()) return;
+  OpenDb();
+  c = Get("dead_bad");
+  ASSERT_NE(c, nullptr);
+  ASSERT_OK(c->Delete(std::vector<uint64_t>{7777}).status());
+  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->WaitForBuild());
+  EXPECT_EQ(c->Info().index_state, IndexState::kReady);
+  const auto queries = ClusteredVectors(10, kDim, 92);
+  EXPECT_GT(IndexedRecall(*c, model, queries, 10), 0.8);
+}
+
+// An unindexed collection whose automatic build fails is FAILED with the
+// reason, keeps answering exactly, and does not start the build again on
+// every write (it waits for the backoff).
+TEST_F(CollectionTest, FailedAutomaticBuildBacksOffAndKeepsServing) {
+  constexpr uint32_t kDim = 8;
+  options_.collection.auto_build_min_points = 400;
+  options_.collection.maintenance_retry_base = absl::Hours(1);
+  OpenDb();
+  auto c = Create("auto_bad", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  const uint32_t id = c->id();
+  Model model;
+  const auto v = ClusteredVectors(500, kDim, 95);
+  UpsertRange(*c, 0, 300, v, &model);
+  c.reset();
+  CloseDb();
+  InjectLegacyPoint(options_.data_dir, id, 5555, 1e20f);
+  if (HasFatalFailure()) return;
+  OpenDb();
+  c = Get("auto_bad");
+  ASSERT_NE(c, nullptr);
+  UpsertRange(*c, 300, 100, std::vector<float>(v.begin() + 300 * kDim, v.begin() + 400 * kDim),
+              &model);  // 401 live: the automatic build starts and fails
+  EXPECT_THAT(c->WaitForBuild(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("point 5555")));
+  CollectionInfo info = c->Info();
+  EXPECT_EQ(info.index_state, IndexState::kFailed);
+  EXPECT_THAT(info.index_error, HasSubstr("5555"));
+  EXPECT_EQ(info.maintenance_failures, 1u);
+  UpsertRange(*c, 400, 100, std::vector<float>(v.begin() + 400 * kDim, v.end()), &model);
+  EXPECT_THAT(c->WaitForBuild(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(c->Info().maintenance_failures, 1u);  // not started again
+  bool exact_used = false;
+  const auto queries = ClusteredVectors(5, kDim, 96);
+  Search(*c, queries.data(), 10, false, &exact_used);
+  EXPECT_TRUE(exact_used);
+  ExpectExactSearchesMatchOracle(*c, model, queries, 5);
 }
 
 }  // namespace
