@@ -8,7 +8,7 @@
 // JsonUintField: the value of the first `"key": <unsigned integer>` in a JSON
 // text (at any depth; occurrences of "key" not followed by ':' and digits are
 // skipped), for the small flat metadata files (model meta.json). nullopt when
-// absent or not an integer of at most 19 digits.
+// absent or not an integer of at most 19 digits (2.5 and 1e3 are not).
 #ifndef ZOOM_COMMON_JSON_H_
 #define ZOOM_COMMON_JSON_H_
 
@@ -61,7 +61,11 @@ inline std::optional<uint64_t> JsonUintField(std::string_view json, std::string_
         ++i;
         ++digits;
       }
-      if (digits > 0 && !(i < json.size() && json[i] >= '0' && json[i] <= '9')) return value;
+      // An integer: not followed by more digits, a fraction or an exponent
+      // ("2.5" is not 2).
+      const bool more = i < json.size() && ((json[i] >= '0' && json[i] <= '9') ||
+                                            json[i] == '.' || json[i] == 'e' || json[i] == 'E');
+      if (digits > 0 && !more) return value;
     }
     pos += quoted.size();
   }

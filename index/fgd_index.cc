@@ -210,9 +210,20 @@ absl::StatusOr<std::unique_ptr<FgdIndex>> FgdIndex::Build(const float* W, const 
   index->graph_->Grow(vocab);
   const internal::MatrixOracle oracle(Metric::kL2, index->data_.data(), width);
   std::vector<HnswScratch> scratch(options.build_threads);
+  std::atomic<uint64_t> inserted{0};
   internal::ParallelFor(vocab, options.build_threads, [&](size_t i, int t) {
+    if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) return;
     index->graph_->Insert(static_cast<InternalId>(i), oracle, scratch[t]);
+    const uint64_t done = inserted.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (options.progress != nullptr && done % 1024 == 0) {
+      options.progress->store(double(done) / vocab, std::memory_order_relaxed);
+    }
   });
+  if (options.cancel != nullptr && options.cancel->load()) {
+    return absl::CancelledError("the FGD graph build was cancelled");
+  }
+  index->options_.cancel = nullptr;
+  index->options_.progress = nullptr;
   return index;
 }
 

@@ -38,6 +38,7 @@
 #ifndef ZOOM_INDEX_FGD_INDEX_H_
 #define ZOOM_INDEX_FGD_INDEX_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -53,6 +54,10 @@ namespace zoom::index {
 struct FgdOptions {
   HnswOptions hnsw;       // M 16, ef_construction 200 by default
   int build_threads = 2;  // graph insertion threads
+  // Build only (not saved): Build stops with Cancelled soon after *cancel
+  // turns true, and publishes the share of words inserted to *progress.
+  const std::atomic<bool>* cancel = nullptr;
+  std::atomic<double>* progress = nullptr;
 };
 
 struct FgdSearchParams {

@@ -210,7 +210,7 @@ double FullSoftmaxUs(const std::vector<float>& W, const std::vector<float>& b, u
 
 absl::StatusOr<Eval> LoadEval(const std::string& dir, size_t max_contexts) {
   Eval ev;
-  ZOOM_ASSIGN_OR_RETURN(ev.model, server::ReadModelDir(dir));
+  ZOOM_ASSIGN_OR_RETURN(ev.model, server::ReadModelDirAt(dir));
   const uint32_t d = ev.model.dim;
   std::error_code ec;
   const uint64_t hbytes = fs::file_size(fs::path(dir) / "H.f32", ec);
@@ -442,6 +442,11 @@ absl::Status RunFgd(Reporter& rep) {
     so.grpc_address = "127.0.0.1:0";
     so.metrics_address = "";
     so.threads = 2;
+    // The model's parent is the server's models directory; the request names
+    // the model directory under it.
+    fs::path model_path = fs::path(dir).lexically_normal();
+    if (!model_path.has_filename()) model_path = model_path.parent_path();  // "dir/"
+    so.models_dir = model_path.parent_path().string();
     server::ZoomServer srv(so);
     ZOOM_RETURN_IF_ERROR(srv.Start());
     auto channel = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", srv.grpc_port()))->channel();
@@ -450,7 +455,7 @@ absl::Status RunFgd(Reporter& rep) {
       grpc::ClientContext ctx;
       v1::LoadModelRequest req;
       req.set_name("lm");
-      req.set_dir(dir);
+      req.set_dir(model_path.filename().string());
       req.set_wait(true);
       v1::LoadModelResponse resp;
       ZOOM_RETURN_IF_ERROR(client::FromGrpc(stub->LoadModel(&ctx, req, &resp)));

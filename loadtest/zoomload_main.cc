@@ -57,6 +57,9 @@ ABSL_FLAG(std::string, workload, "search", "search, mixed or topk");
 ABSL_FLAG(std::string, dataset, "", "data set folder (see --help)");
 ABSL_FLAG(std::string, collection, "", "search, mixed: the collection");
 ABSL_FLAG(std::string, model, "", "topk: the Decoder model name");
+ABSL_FLAG(std::string, model_dir, "",
+          "topk --setup: the model directory's name under the server's --models_dir "
+          "(default: the --dataset folder's name)");
 ABSL_FLAG(uint32_t, k, 10, "neighbours (or top-K words) per request");
 ABSL_FLAG(uint32_t, concurrency, 0, "closed loop: concurrent workers");
 ABSL_FLAG(double, rate, 0, "open loop: offered requests per second");
@@ -128,7 +131,10 @@ Workloads (--dataset DIR):
   --setup  search/mixed: create the collection (dim of the file, --metric,
            dtype uint8 for .bvecs) unless it exists with the same dim, import
            DIR/base.* with a progress bar, build the index and wait; topk:
-           load DIR as --model unless that model is already serving
+           load --model unless it is already serving, from the directory
+           --model_dir (default: DIR's name) under the server's --models_dir
+           (the server reads its own copy of the model: run zoomd with
+           --models_dir set to DIR's parent, or a folder holding a copy)
 
 Output: a summary table on stdout (sched/s: the rate the Poisson schedule
 actually drew; achieved QPS = measured requests / (time from the end of the
@@ -177,6 +183,7 @@ struct Options {
   std::string dataset;
   std::string collection;
   std::string model;
+  std::string model_dir;  // topk --setup: under the server's --models_dir
   uint32_t k = 10;
   bool open_loop = false;
   bool sweep = false;
@@ -218,6 +225,15 @@ absl::StatusOr<Options> ReadOptions(const std::set<std::string>& given) {
   if (o.dataset.empty()) return bad("--dataset DIR is required");
   o.collection = absl::GetFlag(FLAGS_collection);
   o.model = absl::GetFlag(FLAGS_model);
+  o.model_dir = absl::GetFlag(FLAGS_model_dir);
+  if (o.model_dir.empty()) {
+    std::filesystem::path p = std::filesystem::path(o.dataset).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();
+    o.model_dir = p.filename().string();
+  }
+  if (o.workload != Workload::kTopK && given.count("model_dir")) {
+    return bad("--model_dir applies to --workload topk only");
+  }
   if (o.workload == Workload::kTopK) {
     if (o.model.empty()) return bad("--workload topk needs --model NAME");
     if (given.count("collection")) return bad("--collection does not apply to --workload topk");
@@ -871,10 +887,11 @@ absl::StatusOr<TopKData> PrepareTopK(client::ZoomClient* client, const Options& 
     grpc::ClientContext context;
     v1::LoadModelRequest request;
     request.set_name(options.model);
-    request.set_dir(fs::weakly_canonical(fs::absolute(options.dataset)).string());
+    request.set_dir(options.model_dir);  // a name under the server's --models_dir
     request.set_wait(true);
     v1::LoadModelResponse response;
-    Note(absl::StrCat("loading model '", options.model, "' from ", request.dir(), "..."));
+    Note(absl::StrCat("loading model '", options.model, "' from '", request.dir(),
+                      "' under the server's --models_dir..."));
     const absl::Time start = absl::Now();
     grpc::Status status = stub->LoadModel(&context, request, &response);
     if (!status.ok()) {

@@ -1,41 +1,68 @@
 #include "server/engine/decoder_engine.h"
 
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "common/binary_io.h"
+#include "absl/strings/str_split.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "common/vector_limits.h"
-#include "server/engine/collection.h"  // ValidateCollectionName
 
 namespace zoom::server {
 namespace {
 
 namespace fs = std::filesystem;
 
-absl::Status CheckSize(const std::string& path, uint64_t expected, const char* what) {
-  std::error_code ec;
-  const uint64_t have = fs::file_size(path, ec);
-  if (ec) return absl::NotFoundError(absl::StrCat("model file ", path, " is missing"));
-  if (have != expected) {
-    return absl::InvalidArgumentError(absl::StrCat("model file ", path, " has ", have,
+constexpr uint64_t kMaxMetaBytes = 64 << 10;
+constexpr uint64_t kMaxVocab = uint64_t{1} << 26;
+constexpr uint64_t kMaxDim = 65536;
+constexpr uint32_t kMaxFailedEntries = 64;
+
+absl::Status CheckSize(const ConfinedFile& f, uint64_t expected, const char* what) {
+  if (f.size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("model file ", f.name(), " has ", f.size(),
                                                    " bytes; ", what, " needs ", expected));
   }
   return absl::OkStatus();
 }
 
-std::string Fingerprint(const std::string& dir, const index::FgdOptions& o) {
+absl::Status CheckCancel(const std::atomic<bool>* cancel) {
+  if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+    return absl::CancelledError("the load was cancelled (unloaded, or the server stopped)");
+  }
+  return absl::OkStatus();
+}
+
+// A name like collection names: 1..64 of [A-Za-z0-9_-]; the message echoes
+// at most 64 bytes and names a bad byte by its hex value when it is not
+// printable ASCII.
+absl::Status ValidateModelName(const std::string& name) {
+  if (name.empty() || name.size() > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model name must be 1..64 characters of [A-Za-z0-9_-], got ", name.size(), " bytes"));
+  }
+  for (char c : name) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (!(std::isalnum(u) || c == '_' || c == '-')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model name has the byte 0x", absl::Hex(u, absl::kZeroPad2),
+          u >= 0x20 && u < 0x7f ? absl::StrCat(" ('", std::string(1, c), "')") : "",
+          "; use only [A-Za-z0-9_-]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string Fingerprint(const ConfinedDir& root, const std::string& dir,
+                        const index::FgdOptions& o) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](uint64_t v) {
     h ^= v;
@@ -43,7 +70,8 @@ std::string Fingerprint(const std::string& dir, const index::FgdOptions& o) {
   };
   for (const char* f : {"W.f32", "W.f16", "b.f32", "meta.json"}) {
     struct stat st;
-    if (stat((fs::path(dir) / f).c_str(), &st) == 0) {
+    const std::string path = (fs::path(root.root()) / dir / f).string();
+    if (stat(path.c_str(), &st) == 0) {
       mix(static_cast<uint64_t>(st.st_size));
       mix(static_cast<uint64_t>(st.st_mtim.tv_sec));
       mix(static_cast<uint64_t>(st.st_mtim.tv_nsec));
@@ -72,55 +100,75 @@ float HalfToFloat(uint16_t h) {
   return sign ? -v : v;
 }
 
-absl::StatusOr<SoftmaxModel> ReadModelDir(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(absl::StrCat("model directory ", dir, " does not exist"));
-  }
-  ZOOM_ASSIGN_OR_RETURN(std::string meta, ReadFileToString((fs::path(dir) / "meta.json").string()));
+uint64_t EstimateModelBytes(uint64_t vocab, uint64_t dim, uint64_t vocab_file_bytes, uint32_t m) {
+  const uint64_t w = vocab * dim * 4;            // W while loading
+  const uint64_t rows = vocab * (dim + 2) * 4;   // the transformed rows
+  const uint64_t graph = vocab * (2 * uint64_t{m} + 2) * 4 * 5 / 4;  // level 0 and some upper
+  const uint64_t words = vocab_file_bytes + vocab * 32;
+  return w + rows + graph + words;
+}
+
+absl::StatusOr<SoftmaxModel> ReadModelDir(const ConfinedDir& root, const std::string& name,
+                                          const std::function<absl::Status(uint64_t)>& admit,
+                                          const std::atomic<bool>* cancel) {
+  ZOOM_RETURN_IF_ERROR(ConfinedDir::ValidateName(name, "model directory"));
+  ZOOM_RETURN_IF_ERROR(root.CheckDirectory(name, "model directory"));
+  const std::string prefix = name + "/";
+  ZOOM_ASSIGN_OR_RETURN(ConfinedFile meta_file, root.OpenFile(prefix + "meta.json"));
+  ZOOM_ASSIGN_OR_RETURN(std::string meta, meta_file.ReadToString(kMaxMetaBytes));
   std::optional<uint64_t> vocab_field = JsonUintField(meta, "vocab_size");
   if (!vocab_field) vocab_field = JsonUintField(meta, "V");
   if (!vocab_field) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, "/meta.json has no \"vocab_size\" (or \"V\") number"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, "/meta.json has no \"vocab_size\" (or \"V\") given as an unsigned integer"));
   }
   std::optional<uint64_t> dim_field = JsonUintField(meta, "dim");
   if (!dim_field) dim_field = JsonUintField(meta, "d");
   if (!dim_field) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(dir, "/meta.json has no \"dim\" (or \"d\") number"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, "/meta.json has no \"dim\" (or \"d\") given as an unsigned integer"));
   }
   const uint64_t vocab = *vocab_field, dim = *dim_field;
-  if (vocab == 0 || vocab > (1u << 26) || dim == 0 || dim > 65536) {
-    return absl::InvalidArgumentError(absl::StrCat(dir, "/meta.json: vocab_size ", vocab,
-                                                   " and dim ", dim, " are out of range"));
+  if (vocab == 0 || vocab > kMaxVocab || dim == 0 || dim > kMaxDim) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "/meta.json: vocab_size ", vocab,
+                                                   " and dim ", dim,
+                                                   " are out of range (1..2^26, 1..65536)"));
   }
+  // Every file is opened and its size checked before anything is allocated.
+  const bool f32 = root.Exists(prefix + "W.f32");
+  if (!f32 && !root.Exists(prefix + "W.f16")) {
+    return absl::NotFoundError(
+        absl::StrCat("model directory '", name, "' has neither W.f32 nor W.f16"));
+  }
+  ZOOM_ASSIGN_OR_RETURN(ConfinedFile w_file, root.OpenFile(prefix + (f32 ? "W.f32" : "W.f16")));
+  ZOOM_RETURN_IF_ERROR(CheckSize(w_file, vocab * dim * (f32 ? 4 : 2),
+                                 f32 ? "V × d float32" : "V × d float16"));
+  ZOOM_ASSIGN_OR_RETURN(ConfinedFile b_file, root.OpenFile(prefix + "b.f32"));
+  ZOOM_RETURN_IF_ERROR(CheckSize(b_file, vocab * 4, "V float32"));
+  ZOOM_ASSIGN_OR_RETURN(ConfinedFile vocab_file, root.OpenFile(prefix + "vocab.txt"));
+  if (vocab_file.size() > vocab * 1024) {
+    return absl::InvalidArgumentError(absl::StrCat(name, "/vocab.txt has ", vocab_file.size(),
+                                                   " bytes: more than 1 KiB per word"));
+  }
+  if (admit) {
+    ZOOM_RETURN_IF_ERROR(admit(EstimateModelBytes(vocab, dim, vocab_file.size(), 16)));
+  }
+  ZOOM_RETURN_IF_ERROR(CheckCancel(cancel));
+
   SoftmaxModel m;
   m.vocab = static_cast<uint32_t>(vocab);
   m.dim = static_cast<uint32_t>(dim);
-  const std::string w32 = (fs::path(dir) / "W.f32").string();
-  const std::string w16 = (fs::path(dir) / "W.f16").string();
-  const std::string bpath = (fs::path(dir) / "b.f32").string();
   m.W.resize(vocab * dim);
-  if (fs::exists(w32, ec)) {
-    ZOOM_RETURN_IF_ERROR(CheckSize(w32, vocab * dim * 4, "V × d float32"));
-    ZOOM_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(w32));
-    std::memcpy(m.W.data(), bytes.data(), bytes.size());
-  } else if (fs::exists(w16, ec)) {
-    ZOOM_RETURN_IF_ERROR(CheckSize(w16, vocab * dim * 2, "V × d float16"));
-    ZOOM_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(w16));
-    for (size_t i = 0; i < m.W.size(); ++i) {
-      uint16_t h;
-      std::memcpy(&h, bytes.data() + 2 * i, 2);
-      m.W[i] = HalfToFloat(h);
-    }
+  if (f32) {
+    ZOOM_RETURN_IF_ERROR(w_file.ReadAll(m.W.data(), vocab * dim * 4));
   } else {
-    return absl::NotFoundError(absl::StrCat("model directory ", dir, " has neither W.f32 nor W.f16"));
+    std::vector<uint16_t> half(vocab * dim);
+    ZOOM_RETURN_IF_ERROR(w_file.ReadAll(half.data(), vocab * dim * 2));
+    for (size_t i = 0; i < m.W.size(); ++i) m.W[i] = HalfToFloat(half[i]);
   }
-  ZOOM_RETURN_IF_ERROR(CheckSize(bpath, vocab * 4, "V float32"));
-  ZOOM_ASSIGN_OR_RETURN(std::string bbytes, ReadFileToString(bpath));
+  ZOOM_RETURN_IF_ERROR(CheckCancel(cancel));
   m.b.resize(vocab);
-  std::memcpy(m.b.data(), bbytes.data(), bbytes.size());
+  ZOOM_RETURN_IF_ERROR(b_file.ReadAll(m.b.data(), vocab * 4));
   for (size_t i = 0; i < m.W.size(); ++i) {
     if (!std::isfinite(m.W[i])) {
       return absl::InvalidArgumentError(absl::StrCat("W row ", i / dim, " column ", i % dim,
@@ -139,61 +187,141 @@ absl::StatusOr<SoftmaxModel> ReadModelDir(const std::string& dir) {
       return absl::InvalidArgumentError(absl::StrCat("W row ", i, ": ", st.message()));
     }
   }
-  std::ifstream vocab_in(fs::path(dir) / "vocab.txt");
-  if (!vocab_in) return absl::NotFoundError(absl::StrCat(dir, "/vocab.txt is missing"));
-  std::string line;
-  while (std::getline(vocab_in, line)) m.words.push_back(line);
+  ZOOM_ASSIGN_OR_RETURN(std::string text, vocab_file.ReadToString(vocab * 1024));
+  m.words = absl::StrSplit(text, '\n');
+  if (!m.words.empty() && m.words.back().empty()) m.words.pop_back();  // the final newline
   if (m.words.size() != vocab) {
-    return absl::InvalidArgumentError(absl::StrCat(dir, "/vocab.txt has ", m.words.size(),
+    return absl::InvalidArgumentError(absl::StrCat(name, "/vocab.txt has ", m.words.size(),
                                                    " lines; meta.json says vocab_size ", vocab));
   }
   return m;
 }
 
-DecoderEngine::DecoderEngine(const DecoderOptions& options) : options_(options) {}
+absl::StatusOr<SoftmaxModel> ReadModelDirAt(const std::string& path) {
+  const fs::path p = fs::path(path).lexically_normal();
+  const fs::path dir = p.has_filename() ? p : p.parent_path();
+  const std::string parent = dir.has_parent_path() ? dir.parent_path().string() : ".";
+  ZOOM_ASSIGN_OR_RETURN(ConfinedDir root, ConfinedDir::Open(parent.empty() ? "." : parent));
+  return ReadModelDir(root, dir.filename().string());
+}
+
+DecoderEngine::DecoderEngine(const DecoderOptions& options) : options_(options) {
+  if (!options_.models_dir.empty()) {
+    auto root = ConfinedDir::Open(options_.models_dir);
+    if (root.ok()) {
+      root_ = std::make_unique<ConfinedDir>(std::move(*root));
+    } else {
+      root_error_ = std::string(root.status().message());
+      ZOOM_LOG(WARNING, "models directory ", options_.models_dir, ": ", root_error_,
+               "; LoadModel is off");
+    }
+  }
+  for (int i = 0; i < std::max(1, options_.loader_threads); ++i) {
+    loaders_.emplace_back([this] { LoaderMain(); });
+  }
+}
 
 DecoderEngine::~DecoderEngine() {
-  std::vector<std::thread> loaders;
   {
     absl::MutexLock lock(&mu_);
-    loaders.swap(loaders_);
+    stopping_ = true;
+    for (auto& [name, m] : models_) m->cancel = true;
+    for (auto& m : queue_) m->cancel = true;
   }
-  for (auto& t : loaders) t.join();
+  for (auto& t : loaders_) t.join();
 }
 
 absl::StatusOr<std::shared_ptr<LoadedModel>> DecoderEngine::Load(
     const std::string& name, const std::string& dir, const index::FgdOptions& options) {
-  absl::Status name_ok = ValidateCollectionName(name);
-  if (!name_ok.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model name must be 1..64 characters of [A-Za-z0-9_-], got '", name, "'"));
-  }
+  ZOOM_RETURN_IF_ERROR(ValidateModelName(name));
   ZOOM_RETURN_IF_ERROR(options.hnsw.Validate());
   if (dir.empty()) return absl::InvalidArgumentError("the model directory is required");
+  ZOOM_RETURN_IF_ERROR(ConfinedDir::ValidateName(dir, "model directory"));
+  if (root_ == nullptr) {
+    return absl::FailedPreconditionError(
+        options_.models_dir.empty()
+            ? "this zoomd has no models directory: start it with --models_dir DIR and name a "
+              "model directory under it"
+            : "the server's models directory cannot be opened (see the server log)");
+  }
   auto model = std::make_shared<LoadedModel>();
   model->name = name;
   model->dir = dir;
   model->options = options;
   model->options.build_threads = options_.build_threads;
   absl::MutexLock lock(&mu_);
-  if (models_.contains(name)) {
+  if (stopping_) return absl::UnavailableError("the server is shutting down");
+  uint32_t active = 0;
+  for (const auto& [n, m] : models_) active += m->state.load() != ModelState::kFailed;
+  auto it = models_.find(name);
+  if (it != models_.end() && it->second->state.load() != ModelState::kFailed) {
     return absl::AlreadyExistsError(
         absl::StrCat("model '", name, "' is already loaded; unload it first"));
   }
-  models_[name] = model;
-  loaders_.emplace_back([this, model] { LoadMain(model); });
+  if (active >= options_.max_models) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this server holds its maximum of ", options_.max_models,
+        " models (--max_models); unload one first"));
+  }
+  // Failed entries stay listed (with their error) but are bounded: the
+  // oldest names go first once there are many.
+  uint32_t failed = static_cast<uint32_t>(models_.size()) - active;
+  for (auto f = models_.begin(); failed >= kMaxFailedEntries && f != models_.end();) {
+    if (f->second->state.load() == ModelState::kFailed && f->first != name) {
+      f = models_.erase(f);
+      --failed;
+    } else {
+      ++f;
+    }
+  }
+  models_[name] = model;  // replaces a failed one
+  queue_.push_back(model);
   return model;
 }
 
-void DecoderEngine::LoadMain(std::shared_ptr<LoadedModel> model) {
+void DecoderEngine::LoaderMain() {
+  for (;;) {
+    std::shared_ptr<LoadedModel> model;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](DecoderEngine* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(e->mu_) {
+            return e->stopping_ || !e->queue_.empty();
+          },
+          this));
+      if (queue_.empty()) return;  // stopping
+      model = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    absl::Status st;
+    try {
+      LoadMain(model);
+    } catch (const std::bad_alloc&) {
+      st = absl::ResourceExhaustedError("out of memory while loading the model");
+    } catch (const std::exception& e) {
+      st = absl::InternalError(absl::StrCat("loading the model failed: ", e.what()));
+    }
+    if (!st.ok()) Finish(model, st);
+  }
+}
+
+void DecoderEngine::LoadMain(const std::shared_ptr<LoadedModel>& model) {
   Stopwatch sw;
-  auto fail = [&](const absl::Status& st) {
-    model->error = std::string(st.message());
-    model->state = ModelState::kFailed;
-    ZOOM_LOG(WARNING, "model ", model->name, " from ", model->dir, ": ", st.ToString());
+  if (absl::Status st = CheckCancel(&model->cancel); !st.ok()) return Finish(model, st);
+  const auto admit = [&](uint64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    if (reserved_bytes_ + bytes > options_.max_model_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "model '", model->name, "' needs about ", bytes >> 20, " MiB; the models loaded take ",
+          reserved_bytes_ >> 20, " of the server's ", options_.max_model_bytes >> 20,
+          " MiB budget (--max_model_bytes); unload one first"));
+    }
+    reserved_bytes_ += bytes;
+    model->reserved_bytes = bytes;
+    return absl::OkStatus();
   };
-  auto m = ReadModelDir(model->dir);
-  if (!m.ok()) return fail(m.status());
+  auto m = ReadModelDir(*root_, model->dir, admit, &model->cancel);
+  if (!m.ok()) return Finish(model, m.status());
   model->vocab = m->vocab;
   model->dim = m->dim;
   model->words = std::move(m->words);
@@ -203,7 +331,8 @@ void DecoderEngine::LoadMain(std::shared_ptr<LoadedModel> model) {
     std::error_code ec;
     fs::create_directories(options_.cache_dir, ec);
     cache = (fs::path(options_.cache_dir) /
-             absl::StrCat(model->name, "-", Fingerprint(model->dir, model->options), ".zfgd"))
+             absl::StrCat(model->name, "-", Fingerprint(*root_, model->dir, model->options),
+                          ".zfgd"))
                 .string();
     if (fs::exists(cache, ec)) {
       auto idx = index::FgdIndex::Load(cache);
@@ -217,8 +346,12 @@ void DecoderEngine::LoadMain(std::shared_ptr<LoadedModel> model) {
     }
   }
   if (model->index == nullptr) {
-    auto idx = index::FgdIndex::Build(m->W.data(), m->b.data(), m->vocab, m->dim, model->options);
-    if (!idx.ok()) return fail(idx.status());
+    index::FgdOptions build = model->options;
+    build.cancel = &model->cancel;
+    std::atomic<double> graph_progress{0};
+    build.progress = &graph_progress;
+    auto idx = index::FgdIndex::Build(m->W.data(), m->b.data(), m->vocab, m->dim, build);
+    if (!idx.ok()) return Finish(model, idx.status());
     model->index = std::move(*idx);
     if (!cache.empty()) {
       absl::Status st = model->index->Save(cache);
@@ -226,32 +359,83 @@ void DecoderEngine::LoadMain(std::shared_ptr<LoadedModel> model) {
     }
   }
   model->progress = 1.0;
-  model->state = ModelState::kServing;
   ZOOM_LOG(INFO, "model ", model->name, ": V ", model->vocab, ", d ", model->dim, ", graph ",
            model->graph_from_cache ? "loaded from cache" : "built", " in ",
            static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
+  Finish(model, absl::OkStatus());
+}
+
+void DecoderEngine::Finish(const std::shared_ptr<LoadedModel>& model, const absl::Status& st) {
+  std::vector<std::function<void(absl::Status)>> done;
+  {
+    absl::MutexLock lock(&mu_);
+    if (st.ok() && !model->cancel.load()) {
+      model->state = ModelState::kServing;
+    } else {
+      const absl::Status why = st.ok() ? CheckCancel(&model->cancel) : st;
+      model->error = std::string(why.message());
+      model->error_code = why.code();
+      model->index.reset();
+      model->words.clear();
+      reserved_bytes_ -= std::min(reserved_bytes_, model->reserved_bytes);
+      model->reserved_bytes = 0;
+      model->state = ModelState::kFailed;
+      ZOOM_LOG(WARNING, "model ", model->name, " from ", model->dir, ": ", why.ToString());
+    }
+    auto range = waiters_.equal_range(model.get());
+    for (auto it = range.first; it != range.second; ++it) done.push_back(std::move(it->second));
+    waiters_.erase(range.first, range.second);
+  }
+  if (model->state.load() == ModelState::kFailed) malloc_trim(0);
+  const absl::Status result = StatusOf(*model);
+  for (auto& fn : done) fn(result);
+}
+
+absl::Status DecoderEngine::StatusOf(const LoadedModel& model) {
+  if (model.state.load() != ModelState::kFailed) return absl::OkStatus();
+  return absl::Status(model.error_code == absl::StatusCode::kOk ? absl::StatusCode::kInternal
+                                                                : model.error_code,
+                      absl::StrCat("model '", model.name, "' cannot be loaded: ", model.error));
 }
 
 absl::Status DecoderEngine::Wait(const std::shared_ptr<LoadedModel>& model) const {
-  while (model->state.load() == ModelState::kLoading) absl::SleepFor(absl::Milliseconds(10));
-  if (model->state.load() == ModelState::kFailed) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("model '", model->name, "' failed to load: ", model->error));
-  }
-  return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](LoadedModel* m) { return m->state.load() != ModelState::kLoading; }, model.get()));
+  return StatusOf(*model);
 }
 
-absl::Status DecoderEngine::Unload(const std::string& name) {
-  absl::MutexLock lock(&mu_);
-  auto it = models_.find(name);
-  if (it == models_.end()) {
-    return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded"));
+void DecoderEngine::WhenLoaded(const std::shared_ptr<LoadedModel>& model,
+                               std::function<void(absl::Status)> done) const {
+  {
+    absl::MutexLock lock(&mu_);
+    if (model->state.load() == ModelState::kLoading) {
+      waiters_.emplace(model.get(), std::move(done));
+      return;
+    }
   }
-  if (it->second->state.load() == ModelState::kLoading) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("model '", name, "' is still loading; unload it after"));
+  done(StatusOf(*model));
+}
+
+absl::Status DecoderEngine::Unload(const std::string& name, const LoadedModel* only) {
+  std::shared_ptr<LoadedModel> gone;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = models_.find(name);
+    if (it == models_.end() || (only != nullptr && it->second.get() != only)) {
+      return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded"));
+    }
+    gone = std::move(it->second);
+    models_.erase(it);
+    gone->cancel = true;  // a load in progress stops at its next check
+    if (gone->state.load() == ModelState::kServing) {
+      reserved_bytes_ -= std::min(reserved_bytes_, gone->reserved_bytes);
+      gone->reserved_bytes = 0;
+    }
   }
-  models_.erase(it);
+  const bool last = gone.use_count() == 1;
+  gone.reset();
+  if (last) malloc_trim(0);  // give the freed rows and graph back to the OS
   return absl::OkStatus();
 }
 
@@ -260,7 +444,8 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> DecoderEngine::GetServing(
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end()) {
-    return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded (LoadModel it)"));
+    return absl::NotFoundError(absl::StrCat("model '", name.substr(0, 64),
+                                            "' is not loaded (LoadModel it)"));
   }
   const ModelState st = it->second->state.load();
   if (st == ModelState::kLoading) {

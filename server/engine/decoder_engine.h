@@ -3,24 +3,42 @@
 // DecoderEngine: the loaded language models of the FGD service, each a
 // softmax layer read from a model directory with its FgdIndex.
 //
+// Model directories live under one root, DecoderOptions::models_dir (the
+// server's --models_dir); a client names one by a relative name ("ptb",
+// "lm/ptb-v2"), never by a path. Files are opened through ConfinedDir
+// (common/confined_dir.h): nothing outside the root is read, symlinks
+// leading out are refused, only regular files are opened (O_NONBLOCK), and
+// error messages name files relative to the root.
+//
 // Model directory (see README, "FGD decoder"):
 //   meta.json   {"vocab_size": V, "dim": d, ...}  ("V" and "d" also accepted)
 //   W.f32       V × d float32, row-major (or W.f16: float16, widened here)
 //   b.f32       V float32
 //   vocab.txt   V lines, line i = the word of id i
-// Sizes are checked against meta.json; a mismatch is InvalidArgument naming
-// the file, the expected and the actual size.
+// Sizes are checked against meta.json before anything is allocated; a
+// mismatch is InvalidArgument naming the file, the expected and the actual
+// size. A model whose estimated memory would pass the budget is refused
+// (ResourceExhausted) before it is read.
 //
 // Graph cache: a built graph is saved under CACHE_DIR/<name>-<fingerprint>.zfgd
 // (the fingerprint covers the files' sizes and mtimes and the HNSW options),
 // so a restart or a reload loads it instead of rebuilding.
 //
-// Thread safety: all methods are safe from many threads. Loading runs in a
-// background thread per model; searches use a shared_ptr to the model.
+// Loading: a fixed set of loader threads (joined at destruction) works
+// through queued loads; a load is cancelled by Unload (queued or running)
+// and by the engine's destruction. A failed load stays listed (FAILED, with
+// its error) until a new Load of the name replaces it; it counts against
+// no limit. Allocation failure in a load is its FAILED state, never a
+// process exit.
+//
+// Thread safety: all methods are safe from many threads. Searches use a
+// shared_ptr to the model.
 #ifndef ZOOM_SERVER_ENGINE_DECODER_ENGINE_H_
 #define ZOOM_SERVER_ENGINE_DECODER_ENGINE_H_
 
 #include <atomic>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/confined_dir.h"
 #include "index/fgd_index.h"
 
 namespace zoom::server {
@@ -41,55 +60,103 @@ struct SoftmaxModel {
   std::vector<float> b;  // vocab
   std::vector<std::string> words;
 };
-// Reads and validates a model directory (see the file comment).
-absl::StatusOr<SoftmaxModel> ReadModelDir(const std::string& dir);
+
+// Reads and validates model directory `name` under `root` (see the file
+// comment). NotFound for a missing directory or file; InvalidArgument for
+// a bad name, malformed or mismatched files; PermissionDenied for a path
+// that resolves outside the root; Cancelled when *cancel turns true (may be
+// null). `admit` (may be empty) is called with EstimateModelBytes once the
+// sizes are checked and before anything big is allocated; its error (e.g.
+// ResourceExhausted for the memory budget) ends the read.
+absl::StatusOr<SoftmaxModel> ReadModelDir(
+    const ConfinedDir& root, const std::string& name,
+    const std::function<absl::Status(uint64_t)>& admit = nullptr,
+    const std::atomic<bool>* cancel = nullptr);
+// For trusted local callers (benchmarks, tools): the model directory at
+// `path`, read with the same checks (its parent directory is the root).
+absl::StatusOr<SoftmaxModel> ReadModelDirAt(const std::string& path);
+// RAM a loaded model of V words of d dims takes, about: the file data while
+// loading, the transformed rows, the graph (M links per word) and the words.
+uint64_t EstimateModelBytes(uint64_t vocab, uint64_t dim, uint64_t vocab_file_bytes, uint32_t m);
 // IEEE 754 binary16 -> float.
 float HalfToFloat(uint16_t h);
 
 enum class ModelState { kLoading = 1, kServing = 2, kFailed = 3 };
 
 struct LoadedModel {
-  std::string name, dir;
+  std::string name, dir;  // dir: relative to the models directory
   uint32_t vocab = 0, dim = 0;
   index::FgdOptions options;
   std::atomic<ModelState> state{ModelState::kLoading};
   std::atomic<double> progress{0};
+  std::atomic<bool> cancel{false};  // Unload or shutdown: stop the load
   bool graph_from_cache = false;
   std::string error;  // set before state turns kFailed
+  absl::StatusCode error_code = absl::StatusCode::kOk;
+  uint64_t reserved_bytes = 0;  // of the memory budget (engine's mutex)
   std::vector<std::string> words;
   std::unique_ptr<index::FgdIndex> index;  // set before state turns kServing
 };
 
 struct DecoderOptions {
-  std::string cache_dir;  // "" = no graph cache
+  std::string cache_dir;   // "" = no graph cache
+  std::string models_dir;  // "" = loading models is off (FailedPrecondition)
   int build_threads = 2;
+  int loader_threads = 1;
+  // Models loading or serving at once (ResourceExhausted beyond).
+  uint32_t max_models = 16;
+  // Estimated bytes of the models loading or serving (ResourceExhausted
+  // before a load that would pass it reads anything big).
+  uint64_t max_model_bytes = uint64_t{4} << 30;
 };
 
 class DecoderEngine {
  public:
   explicit DecoderEngine(const DecoderOptions& options);
-  ~DecoderEngine();  // waits for loads in progress
+  ~DecoderEngine();  // cancels and joins the loads in progress
 
-  // Starts loading `dir` as `name`. AlreadyExists if the name is taken
-  // (unload first); InvalidArgument for a bad name or options. The files
-  // are read and checked in the background; Wait() or Get() see the result.
+  // Queues loading directory `dir` (a name under models_dir) as `name`.
+  // AlreadyExists if the name is loading or serving (unload first; a FAILED
+  // one is replaced); InvalidArgument for a bad name, dir or options;
+  // FailedPrecondition without a models_dir; ResourceExhausted past
+  // max_models. The files are read and checked in the background; Wait()
+  // or GetServing() see the result.
   absl::StatusOr<std::shared_ptr<LoadedModel>> Load(const std::string& name,
                                                     const std::string& dir,
                                                     const index::FgdOptions& options);
-  // Blocks until the model is no longer loading; its error if it failed.
+  // Blocks until the model is no longer loading; its error (with the
+  // load's own code) if it failed or was cancelled.
   absl::Status Wait(const std::shared_ptr<LoadedModel>& model) const;
-  absl::Status Unload(const std::string& name);
-  // NotFound if absent; FailedPrecondition while loading or failed.
+  // Calls done(status) once the model is no longer loading (at once if it
+  // is not): on the loader thread, or on the caller's. Never blocks.
+  void WhenLoaded(const std::shared_ptr<LoadedModel>& model,
+                  std::function<void(absl::Status)> done) const;
+  // Removes the model; a load in progress is cancelled. NotFound if absent
+  // (or, when `only` is set, if the name now holds another model).
+  absl::Status Unload(const std::string& name, const LoadedModel* only = nullptr);
+  // NotFound if absent; Unavailable while loading; FailedPrecondition when
+  // failed.
   absl::StatusOr<std::shared_ptr<LoadedModel>> GetServing(const std::string& name) const;
   std::vector<std::shared_ptr<LoadedModel>> List() const;
 
  private:
-  void LoadMain(std::shared_ptr<LoadedModel> model);
+  void LoaderMain();
+  void LoadMain(const std::shared_ptr<LoadedModel>& model);
+  void Finish(const std::shared_ptr<LoadedModel>& model, const absl::Status& st);
+  static absl::Status StatusOf(const LoadedModel& model);
 
   DecoderOptions options_;
+  std::unique_ptr<ConfinedDir> root_;  // null without models_dir (or if it cannot be opened)
+  std::string root_error_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<LoadedModel>> models_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> loaders_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<LoadedModel>> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t reserved_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Callbacks waiting for a model's load to end.
+  mutable std::multimap<const LoadedModel*, std::function<void(absl::Status)>> waiters_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> loaders_;
 };
 
 }  // namespace zoom::server

@@ -61,25 +61,31 @@ grpc::ServerUnaryReactor* RunOnPool(const DecoderService* service,
 grpc::ServerUnaryReactor* DecoderService::LoadModel(grpc::CallbackServerContext* ctx,
                                                     const v1::LoadModelRequest* req,
                                                     v1::LoadModelResponse* resp) {
-  return RunOnPool(this, ctx, "LoadModel", [this, ctx, req, resp] {
-    index::FgdOptions options;
-    if (req->m() != 0) options.hnsw.M = req->m();
-    if (req->ef_construction() != 0) options.hnsw.ef_construction = req->ef_construction();
-    ZOOM_ASSIGN_OR_RETURN(auto model, engine_->Load(req->name(), req->dir(), options));
-    if (req->wait()) {
-      while (model->state.load() == ModelState::kLoading && !ctx->IsCancelled()) {
-        absl::SleepFor(absl::Milliseconds(10));
-      }
-      if (model->state.load() == ModelState::kFailed) {
-        // Leave nothing half-loaded behind a failed wait.
-        engine_->Unload(req->name()).IgnoreError();
-        return absl::InvalidArgumentError(absl::StrCat("model '", req->name(),
-                                                       "' cannot be loaded: ", model->error));
-      }
-    }
-    *resp->mutable_info() = ToProto(*model);
-    return absl::OkStatus();
-  });
+  // Waiting for the load does not hold a worker: the loader thread
+  // completes the reply (see RunDeferredOnPool).
+  return RunDeferredOnPool(
+      pool_, ctx,
+      [this](const absl::Status& st, double seconds) { Record("LoadModel", st, seconds); },
+      [this, request = *req, resp](std::shared_ptr<PendingReply> reply) {
+        index::FgdOptions options;
+        if (request.m() != 0) options.hnsw.M = request.m();
+        if (request.ef_construction() != 0) options.hnsw.ef_construction = request.ef_construction();
+        auto model = engine_->Load(request.name(), request.dir(), options);
+        if (!model.ok()) return reply->Complete(model.status());
+        std::shared_ptr<LoadedModel> m = *model;
+        if (!request.wait()) {
+          return reply->Complete(absl::OkStatus(), [resp, m] { *resp->mutable_info() = ToProto(*m); });
+        }
+        DecoderEngine* engine = engine_;  // the callback may outlive this service's calls
+        engine->WhenLoaded(m, [engine, reply, resp, m](absl::Status st) {
+          if (!st.ok()) {
+            // Leave nothing half-loaded behind a failed wait.
+            engine->Unload(m->name, m.get()).IgnoreError();
+            return reply->Complete(st);
+          }
+          reply->Complete(absl::OkStatus(), [resp, m] { *resp->mutable_info() = ToProto(*m); });
+        });
+      });
 }
 
 grpc::ServerUnaryReactor* DecoderService::UnloadModel(grpc::CallbackServerContext* ctx,

@@ -16,12 +16,15 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <functional>
+#include <memory>
 #include <utility>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/grpc/worker_pool.h"
@@ -48,18 +51,27 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
 };
 
+// Why a call ended before its work could run, or OK: the deadline first
+// (gRPC also marks an expired call cancelled, which must not be counted as
+// the client's cancellation), then the client's cancellation.
+inline absl::Status QueuedCallStatus(grpc::CallbackServerContext* ctx, bool cancelled) {
+  if (absl::Now() >= DeadlineOf(ctx)) {
+    return absl::DeadlineExceededError("the deadline passed while the request was queued");
+  }
+  if (cancelled || ctx->IsCancelled()) {
+    return absl::CancelledError("the call was cancelled before it started");
+  }
+  return absl::OkStatus();
+}
+
 template <typename Record, typename Work>
 grpc::ServerUnaryReactor* RunUnaryOnPool(WorkerPool* pool, grpc::CallbackServerContext* ctx,
                                          Record record, Work work) {
   auto* call = new UnaryCall();
   pool->Submit([ctx, call, record = std::move(record), work = std::move(work),
                 start = absl::Now()]() mutable {
-    absl::Status st;
-    if (call->cancelled.load() || ctx->IsCancelled()) {
-      st = absl::CancelledError("the call was cancelled before it started");
-    } else if (absl::Now() >= DeadlineOf(ctx)) {
-      st = absl::DeadlineExceededError("the deadline passed while the request was queued");
-    } else {
+    absl::Status st = QueuedCallStatus(ctx, call->cancelled.load());
+    if (st.ok()) {
       try {
         st = work(&call->cancelled);
       } catch (const std::exception& e) {
@@ -68,6 +80,112 @@ grpc::ServerUnaryReactor* RunUnaryOnPool(WorkerPool* pool, grpc::CallbackServerC
     }
     record(st, absl::ToDoubleSeconds(absl::Now() - start));
     call->Finish(ToGrpc(st));
+  });
+  return call;
+}
+
+// ---- Replies that come later -------------------------------------------------
+//
+// A call that waits (BuildIndex or LoadModel with wait) must not hold a
+// worker for the whole wait: its work starts the wait and returns; whoever
+// ends the wait (a build thread, a loader thread) completes the reply.
+//
+//   return RunDeferredOnPool(pool_, ctx, record,
+//                            [name = req->name(), resp](std::shared_ptr<PendingReply> reply) {
+//     ... reply->Complete(status, [=] { fill *resp }) now or later ...
+//   });
+//
+// The work must copy what it needs from the request (by value): a cancelled
+// call is finished at once, after which gRPC frees the request, response and
+// context; the response may be written only inside `fill`.
+//
+// The call is finished exactly once: by the first Complete, or at once when
+// the client cancels or the deadline passes (DEADLINE_EXCEEDED /
+// CANCELLED); a later Complete does nothing (and does not run `fill`).
+class PendingReply {
+ public:
+  explicit PendingReply(std::function<void(const absl::Status&, double)> record)
+      : record_(std::move(record)) {}
+  // Finishes the call with `status` unless it is finished already; runs
+  // fill() first when the status is OK (the response may be written only
+  // there). Safe from any thread.
+  void Complete(const absl::Status& status, const std::function<void()>& fill = nullptr) {
+    grpc::ServerUnaryReactor* call;
+    {
+      absl::MutexLock l(&mu_);
+      if (call_ == nullptr) return;
+      call = call_;
+      call_ = nullptr;
+    }
+    absl::Status st = status;
+    if (st.ok() && fill) {
+      try {
+        fill();
+      } catch (const std::exception& e) {
+        st = absl::InternalError(absl::StrCat("internal error: ", e.what()));
+      }
+    }
+    record_(st, absl::ToDoubleSeconds(absl::Now() - start_));
+    call->Finish(ToGrpc(st));
+  }
+  bool finished() const {
+    absl::MutexLock l(&mu_);
+    return call_ == nullptr;
+  }
+
+ private:
+  template <typename R, typename W>
+  friend grpc::ServerUnaryReactor* RunDeferredOnPool(WorkerPool*, grpc::CallbackServerContext*,
+                                                     R, W);
+  mutable absl::Mutex mu_;
+  grpc::ServerUnaryReactor* call_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::function<void(const absl::Status&, double)> record_;
+  absl::Time start_ = absl::Now();
+};
+
+// The reactor of a deferred call: finishes on cancellation, and deletes
+// itself when gRPC is done (the PendingReply outlives it safely).
+class DeferredCall final : public grpc::ServerUnaryReactor {
+ public:
+  DeferredCall(std::shared_ptr<PendingReply> reply, absl::Time deadline)
+      : reply_(std::move(reply)), deadline_(deadline) {}
+  void OnCancel() override {
+    reply_->Complete(absl::Now() >= deadline_
+                         ? absl::DeadlineExceededError("the deadline passed while waiting")
+                         : absl::CancelledError("the call was cancelled"));
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<PendingReply> reply_;
+  absl::Time deadline_;
+};
+
+template <typename Record, typename Work>
+grpc::ServerUnaryReactor* RunDeferredOnPool(WorkerPool* pool, grpc::CallbackServerContext* ctx,
+                                            Record record, Work work) {
+  auto reply = std::make_shared<PendingReply>(
+      [record = std::move(record)](const absl::Status& st, double s) mutable { record(st, s); });
+  auto* call = new DeferredCall(reply, DeadlineOf(ctx));
+  {
+    absl::MutexLock l(&reply->mu_);
+    reply->call_ = call;
+  }
+  // The task never touches ctx (or the request and response, except in a
+  // Complete's fill): once the call is finished by a cancellation, gRPC may
+  // free them while the task still runs. The work gets what it needs from
+  // the request by value.
+  pool->Submit([deadline = DeadlineOf(ctx), reply, work = std::move(work)]() mutable {
+    if (reply->finished()) return;  // cancelled while queued
+    if (absl::Now() >= deadline) {
+      reply->Complete(absl::DeadlineExceededError("the deadline passed while the request was queued"));
+      return;
+    }
+    try {
+      work(reply);
+    } catch (const std::exception& e) {
+      reply->Complete(absl::InternalError(absl::StrCat("internal error: ", e.what())));
+    }
   });
   return call;
 }

@@ -52,6 +52,9 @@ absl::Status ZoomServer::Start() {
   DecoderOptions decoder_options;
   decoder_options.cache_dir = options_.database.data_dir + "/models";
   decoder_options.build_threads = options_.database.collection.build_threads;
+  decoder_options.models_dir = options_.models_dir;
+  decoder_options.max_models = options_.max_models;
+  decoder_options.max_model_bytes = options_.max_model_bytes;
   decoder_ = std::make_unique<DecoderEngine>(decoder_options);
   for (const auto& [name, dir] : options_.models) {
     auto model = decoder_->Load(name, dir, index::FgdOptions());
@@ -127,8 +130,8 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   absl::Status st = db_->SyncWal();
   if (!st.ok()) ZOOM_LOG(ERROR, "final WAL sync failed: ", st.message());
   service_.reset();
+  decoder_.reset();  // cancels and joins model loads (their waiting calls are finished)
   decoder_service_.reset();
-  decoder_.reset();  // joins model loads
   db_.reset();  // joins builds, saves snapshots
   server_.reset();
   ZOOM_LOG(INFO, "zoomd stopped");

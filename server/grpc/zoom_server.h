@@ -44,8 +44,12 @@ struct ServerOptions {
   int max_message_bytes = 64 << 20;       // larger requests: RESOURCE_EXHAUSTED
   ServiceLimits limits;
   DecoderLimits decoder_limits;
-  // Language models to load at start (name -> model directory); their
-  // graphs are cached under DATA_DIR/models.
+  // Model directories for the Decoder live under models_dir ("" = loading
+  // models is off); their graphs are cached under DATA_DIR/models.
+  std::string models_dir;
+  uint32_t max_models = 16;
+  uint64_t max_model_bytes = uint64_t{4} << 30;
+  // Language models to load at start (name -> directory under models_dir).
   std::vector<std::pair<std::string, std::string>> models;
   absl::Duration wal_sync_interval = absl::Milliseconds(100);  // --sync=batch
   absl::Duration maintenance_interval = absl::Seconds(5);     // automatic compaction

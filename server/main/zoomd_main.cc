@@ -50,8 +50,15 @@ ABSL_FLAG(std::string, demo_collection, "",
           "If set and absent: create this collection from --demo_vectors and build its index.");
 ABSL_FLAG(std::string, demo_vectors, "tests/data/sift-ngt-5k/base.bvecs",
           "The .fvecs/.bvecs file of the demo collection (row i gets id i).");
+ABSL_FLAG(std::string, models_dir, "",
+          "Directory of the Decoder's model directories: LoadModel and --load_model name a "
+          "directory under it (nothing outside it is read). Empty: loading models is off.");
+ABSL_FLAG(uint32_t, max_models, 16, "Most Decoder models loading or serving at once.");
+ABSL_FLAG(uint64_t, max_model_bytes, uint64_t{4} << 30,
+          "Memory budget of the Decoder's models (estimated before a model is read).");
 ABSL_FLAG(std::vector<std::string>, load_model, {},
-          "Language models for the Decoder service to load at start: NAME=DIR[,NAME=DIR...]");
+          "Language models for the Decoder service to load at start: NAME=DIR[,NAME=DIR...], "
+          "DIR a directory under --models_dir");
 ABSL_FLAG(std::string, port_file, "", "Write the bound gRPC port to this file once serving.");
 ABSL_FLAG(int, shutdown_grace_s, 10, "Seconds in-flight requests get at shutdown.");
 
@@ -140,6 +147,9 @@ int Main(int argc, char** argv) {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.limits.max_k = absl::GetFlag(FLAGS_max_k);
   options.limits.max_batch = absl::GetFlag(FLAGS_max_batch);
+  options.models_dir = absl::GetFlag(FLAGS_models_dir);
+  options.max_models = absl::GetFlag(FLAGS_max_models);
+  options.max_model_bytes = absl::GetFlag(FLAGS_max_model_bytes);
   for (const std::string& spec : absl::GetFlag(FLAGS_load_model)) {
     const size_t eq = spec.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {

@@ -45,6 +45,10 @@ TEST(JsonUintFieldTest, AbsentOrNotAnUnsignedInteger) {
   EXPECT_EQ(JsonUintField(R"({"dim": -1})", "dim"), std::nullopt);
   EXPECT_EQ(JsonUintField(R"({"dim": 12345678901234567890123})", "dim"), std::nullopt);
   EXPECT_EQ(JsonUintField("", "dim"), std::nullopt);
+  // Not integers (2.5 used to read as 2).
+  EXPECT_EQ(JsonUintField(R"({"vocab_size": 2.5})", "vocab_size"), std::nullopt);
+  EXPECT_EQ(JsonUintField(R"({"dim": 1e3})", "dim"), std::nullopt);
+  EXPECT_EQ(JsonUintField(R"({"dim": 16E0})", "dim"), std::nullopt);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // The Decoder service end to end: a generated softmax layer written as a
 // model directory, loaded by an in-process ZoomServer, used over gRPC.
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -72,6 +74,11 @@ std::vector<uint32_t> BruteTopK(const Layer& l, const float* h, uint32_t k) {
   return ids;
 }
 
+// Every call has a deadline: a server that hangs fails the test, not ctest.
+void WithDeadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(2));
+}
+
 class DecoderServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -86,17 +93,21 @@ class DecoderServiceTest : public ::testing::Test {
     o.grpc_address = "127.0.0.1:0";
     o.metrics_address = "127.0.0.1:0";
     o.threads = 3;
+    o.models_dir = tmp_.path();  // model directories are named relative to it
     server_ = std::make_unique<server::ZoomServer>(o);
     ASSERT_OK(server_->Start());
     channel_ = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", server_->grpc_port()))
                    ->channel();
     stub_ = v1::Decoder::NewStub(channel_);
   }
+  // `dir` is a directory under tmp_ (the server's --models_dir), sent as
+  // its name relative to it.
   absl::StatusOr<v1::ModelInfo> Load(const std::string& name, const std::string& dir) {
     grpc::ClientContext ctx;
+    WithDeadline(&ctx);
     v1::LoadModelRequest req;
     req.set_name(name);
-    req.set_dir(dir);
+    req.set_dir(std::filesystem::path(dir).lexically_relative(tmp_.path()).string());
     req.set_wait(true);
     v1::LoadModelResponse resp;
     ZOOM_RETURN_IF_ERROR(client::FromGrpc(stub_->LoadModel(&ctx, req, &resp)));
@@ -113,6 +124,7 @@ class DecoderServiceTest : public ::testing::Test {
   }
   absl::StatusOr<v1::TopKResponse> TopK(const v1::TopKRequest& req) {
     grpc::ClientContext ctx;
+    WithDeadline(&ctx);
     v1::TopKResponse resp;
     ZOOM_RETURN_IF_ERROR(client::FromGrpc(stub_->TopK(&ctx, req, &resp)));
     return resp;
@@ -141,6 +153,7 @@ TEST_F(DecoderServiceTest, LoadListTopKExactAndGraphAgreeWithBruteForce) {
   EXPECT_GT(info.graph_bytes(), 0u);
   {
     grpc::ClientContext ctx;
+    WithDeadline(&ctx);
     v1::ListModelsResponse list;
     ASSERT_TRUE(stub_->ListModels(&ctx, v1::ListModelsRequest(), &list).ok());
     ASSERT_EQ(list.models_size(), 1);
@@ -187,6 +200,7 @@ TEST_F(DecoderServiceTest, StreamTopKAnswersEveryStepInOrder) {
   ASSERT_OK(Load("lm", model_dir_).status());
   const std::vector<float> h = Contexts(30, 3);
   grpc::ClientContext ctx;
+  WithDeadline(&ctx);
   auto stream = stub_->StreamTopK(&ctx);
   for (int i = 0; i < 30; ++i) {
     v1::TopKRequest req = Request("lm", std::vector<float>(h.begin() + i * kD, h.begin() + (i + 1) * kD), 5);
@@ -228,7 +242,7 @@ TEST_F(DecoderServiceTest, BadInputGetsClearStatusCodes) {
   EXPECT_THAT(Load("lm", model_dir_).status(), StatusIs(StatusCode::kAlreadyExists));
   EXPECT_THAT(Load("bad name", model_dir_).status(), StatusIs(StatusCode::kInvalidArgument));
   EXPECT_THAT(Load("missing", tmp_.File("nowhere")).status(),
-              StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("does not exist")));
+              StatusIs(StatusCode::kNotFound, ::testing::HasSubstr("does not exist")));
   const std::string broken = tmp_.File("broken");
   WriteModel(broken, layer_, /*w_rows=*/kV - 1);
   EXPECT_THAT(Load("broken", broken).status(),
@@ -300,6 +314,7 @@ TEST_F(DecoderServiceTest, UnloadAndTheGraphCacheOnReload) {
   EXPECT_FALSE(first.graph_from_cache());
   {
     grpc::ClientContext ctx;
+    WithDeadline(&ctx);
     v1::UnloadModelRequest req;
     req.set_name("lm");
     v1::UnloadModelResponse resp;
@@ -315,6 +330,193 @@ TEST_F(DecoderServiceTest, UnloadAndTheGraphCacheOnReload) {
                        testing::HttpGet("127.0.0.1", server_->metrics_port(), "/metrics"));
   EXPECT_THAT(body, ::testing::HasSubstr("zoomd_decoder_contexts_total 4"));
   EXPECT_THAT(body, ::testing::HasSubstr("zoomd_rpc_requests_total{code=\"OK\",rpc=\"TopK\"} 1"));
+}
+
+}  // namespace
+}  // namespace zoom
+
+namespace zoom {
+namespace {
+
+// ---- Hardening: model directories (issue 14 #3, #4, #5, #12, #7) ---------------
+
+// Threads of this process (the in-process server's included).
+int ThreadCount() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+class ModelsDirTest : public DecoderServiceTest {
+ protected:
+  absl::StatusOr<v1::ModelInfo> LoadNamed(const std::string& name, const std::string& dir,
+                                          bool wait = true) {
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    v1::LoadModelRequest req;
+    req.set_name(name);
+    req.set_dir(dir);
+    req.set_wait(wait);
+    v1::LoadModelResponse resp;
+    ZOOM_RETURN_IF_ERROR(client::FromGrpc(stub_->LoadModel(&ctx, req, &resp)));
+    return resp.info();
+  }
+  absl::Status Unload(const std::string& name) {
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    v1::UnloadModelRequest req;
+    req.set_name(name);
+    v1::UnloadModelResponse resp;
+    return client::FromGrpc(stub_->UnloadModel(&ctx, req, &resp));
+  }
+  std::vector<v1::ModelInfo> List() {
+    grpc::ClientContext ctx;
+    WithDeadline(&ctx);
+    v1::ListModelsResponse list;
+    EXPECT_TRUE(stub_->ListModels(&ctx, v1::ListModelsRequest(), &list).ok());
+    return {list.models().begin(), list.models().end()};
+  }
+  void WriteText(const std::string& path, const std::string& text) {
+    std::ofstream out(path);
+    out << text;
+  }
+};
+
+// A 38-byte meta.json claiming 2^26 x 65536 with empty files used to throw
+// bad_alloc in the loader thread and kill the server: sizes are checked
+// before anything is allocated.
+TEST_F(ModelsDirTest, HugeClaimsAreRefusedBeforeAllocating) {
+  const std::string dir = tmp_.File("huge");
+  std::filesystem::create_directories(dir);
+  WriteText(dir + "/meta.json", R"({"vocab_size":67108864,"dim":65536})");
+  for (const char* f : {"/W.f32", "/b.f32", "/vocab.txt"}) WriteText(dir + f, "");
+  EXPECT_THAT(LoadNamed("huge", "huge").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("W.f32")));
+  // A claim whose files do have the sizes (sparse, 4 GiB of W) passes the
+  // size checks and is refused by the memory budget before it is read.
+  const std::string big = tmp_.File("big");
+  std::filesystem::create_directories(big);
+  constexpr uint64_t kV = 1 << 22, kD = 256;  // 4 GiB of W: about 8.6 GiB loaded
+  WriteText(big + "/meta.json", absl::StrCat("{\"vocab_size\": ", kV, ", \"dim\": ", kD, "}"));
+  WriteText(big + "/W.f32", "");
+  std::filesystem::resize_file(big + "/W.f32", kV * kD * 4);
+  WriteText(big + "/b.f32", "");
+  std::filesystem::resize_file(big + "/b.f32", kV * 4);
+  WriteText(big + "/vocab.txt", "");
+  std::filesystem::resize_file(big + "/vocab.txt", kV * 2);
+  EXPECT_THAT(LoadNamed("big", "big").status(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       ::testing::HasSubstr("--max_model_bytes")));
+  // "vocab_size": 2.5 is not 2.
+  const std::string frac = tmp_.File("frac");
+  WriteModel(frac, layer_);
+  WriteText(frac + "/meta.json", R"({"vocab_size": 2.5, "dim": 16})");
+  EXPECT_THAT(LoadNamed("frac", "frac").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("integer")));
+  EXPECT_OK(LoadNamed("lm", "model").status());  // the server still serves
+}
+
+// A FIFO named meta.json used to pin the model in LOADING forever (and
+// block Unload, Load of the name and SIGTERM): only regular files are
+// opened, never blocking.
+TEST_F(ModelsDirTest, FifoAndOtherNonRegularFilesAreRefused) {
+  const std::string dir = tmp_.File("fifo");
+  WriteModel(dir, layer_);
+  std::filesystem::remove(dir + "/meta.json");
+  ASSERT_EQ(mkfifo((dir + "/meta.json").c_str(), 0600), 0);
+  EXPECT_THAT(LoadNamed("fifo", "fifo").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("not a regular file")));
+  // Without waiting: the load fails in the background, its name is free.
+  ASSERT_OK_AND_ASSIGN(v1::ModelInfo started, LoadNamed("fifo", "fifo", /*wait=*/false));
+  EXPECT_NE(started.state(), v1::SERVING);
+  // A directory in a file's place.
+  const std::string d2 = tmp_.File("dirfile");
+  WriteModel(d2, layer_);
+  std::filesystem::remove(d2 + "/vocab.txt");
+  std::filesystem::create_directories(d2 + "/vocab.txt");
+  EXPECT_THAT(LoadNamed("dirfile", "dirfile").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // The name of a failed load can be used again.
+  EXPECT_OK(LoadNamed("fifo", "model").status());
+  EXPECT_OK(Unload("fifo"));
+}
+
+// LoadModel used to read any file the server could: a model dir whose
+// vocab.txt was a symlink to a mode-0600 file returned its lines as words.
+// Names only, resolved beneath --models_dir; symlinks leading out refused;
+// messages reveal nothing outside.
+TEST_F(ModelsDirTest, NothingOutsideTheModelsDirectoryIsRead) {
+  TempDir outside;
+  const std::string secret = outside.File("secret.txt");
+  {
+    std::ofstream out(secret);
+    for (uint32_t i = 0; i < kV; ++i) out << "secret" << i << "\n";
+  }
+  chmod(secret.c_str(), 0600);
+  const std::string dir = tmp_.File("leak");
+  WriteModel(dir, layer_);
+  std::filesystem::remove(dir + "/vocab.txt");
+  std::filesystem::create_symlink(secret, dir + "/vocab.txt");
+  auto st = LoadNamed("leak", "leak").status();
+  EXPECT_THAT(st, StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(std::string(st.message()), ::testing::Not(::testing::HasSubstr(outside.path())));
+  // A whole model directory symlinked from outside.
+  WriteModel(outside.File("m"), layer_);
+  std::filesystem::create_symlink(outside.File("m"), tmp_.File("linked"));
+  EXPECT_THAT(LoadNamed("linked", "linked").status(),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  // Paths instead of names.
+  for (const std::string& bad : {outside.File("m"), std::string("../m"), std::string("a/../model"),
+                                 std::string("model/"), std::string("")}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THAT(LoadNamed("p", bad).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  }
+  // A missing directory is NOT_FOUND (it was INVALID_ARGUMENT), and says so
+  // only for names under the root.
+  EXPECT_THAT(LoadNamed("nope", "nope").status(), StatusIs(absl::StatusCode::kNotFound));
+  // A relative symlink that stays inside is followed.
+  std::filesystem::create_directory_symlink("model", tmp_.File("alias"));
+  ASSERT_OK_AND_ASSIGN(v1::ModelInfo ok, LoadNamed("alias", "alias"));
+  EXPECT_EQ(ok.state(), v1::SERVING);
+  EXPECT_EQ(ok.dir(), "alias");
+}
+
+// Each LoadModel used to leak a thread (never joined): ~32,500 failing
+// loads exhausted vm.max_map_count. Loads run on fixed loader threads; the
+// number of models is capped; a failed load keeps no name taken.
+TEST_F(ModelsDirTest, FailingLoadsLeakNoThreadsAndModelsAreCapped) {
+  ASSERT_OK(LoadNamed("warm", "nope", /*wait=*/false).status());
+  const int threads_before = ThreadCount();
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_OK(LoadNamed(absl::StrCat("f", i % 20), "nope", /*wait=*/false).status());
+  }
+  // Every one of them ends FAILED (a bounded wait for the loader).
+  const absl::Time end = absl::Now() + absl::Seconds(120);
+  bool all_failed = false;
+  while (!all_failed && absl::Now() < end) {
+    all_failed = true;
+    for (const auto& m : List()) all_failed &= m.state() == v1::MODEL_FAILED;
+    if (!all_failed) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(all_failed);
+  EXPECT_LE(ThreadCount(), threads_before + 2);
+  for (const auto& m : List()) {
+    EXPECT_THAT(m.error(), ::testing::HasSubstr("does not exist"));
+  }
+  // The failed names are free; the default cap is 16 loading or serving.
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_OK(LoadNamed(absl::StrCat("f", i), "model", /*wait=*/false).status()) << i;
+  }
+  EXPECT_THAT(LoadNamed("one_more", "model", /*wait=*/false).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, ::testing::HasSubstr("unload")));
+  // Unload works in any state (a load in progress is cancelled) and frees
+  // a place.
+  EXPECT_OK(Unload("f3"));
+  EXPECT_OK(LoadNamed("one_more", "model").status());
 }
 
 }  // namespace
