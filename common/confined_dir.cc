@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/echo.h"
 
 namespace zoom {
 namespace {
@@ -113,10 +114,8 @@ absl::StatusOr<ConfinedDir> ConfinedDir::Open(const std::string& root) {
 
 absl::Status ConfinedDir::ValidateName(std::string_view name, std::string_view what) {
   auto bad = [&](std::string_view why) {
-    // Echo at most 64 bytes of what was sent.
-    const std::string_view shown = name.substr(0, 64);
     return absl::InvalidArgumentError(absl::StrCat(
-        AV(what), " '", AV(shown), name.size() > 64 ? "..." : "", "' ", AV(why),
+        AV(what), " '", EchoForMessage(name), "' ", AV(why),
         ": give a name relative to the server's directory, of [A-Za-z0-9._-] segments "
         "separated by '/'"));
   };

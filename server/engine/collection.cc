@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/echo.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
@@ -73,13 +74,15 @@ absl::Status AsBuildStatus(const absl::Status& st) {
 absl::Status ValidateCollectionName(std::string_view name) {
   if (name.empty() || name.size() > 64) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "collection name must be 1..64 characters of [A-Za-z0-9_-], got '", AV(name), "'"));
+        "collection name must be 1..64 characters of [A-Za-z0-9_-], got ",
+        name.empty() ? std::string("an empty one") : absl::StrCat("'", EchoForMessage(name), "'")));
   }
-  for (char c : name) {
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "collection name '", AV(name), "' has the character '", std::string(1, c),
-          "'; use only [A-Za-z0-9_-]"));
+          "collection name '", EchoForMessage(name), "' has the character ",
+          DescribeCharAt(name, i), "; use only [A-Za-z0-9_-]"));
     }
   }
   return absl::OkStatus();
@@ -889,8 +892,16 @@ absl::Status Collection::Compact() {
   return st;
 }
 
+void Collection::MarkDropped(bool dropped) {
+  absl::MutexLock w(&write_mu_);
+  dropped_ = dropped;
+}
+
 absl::Status Collection::CompactOnce() {
   absl::MutexLock w(&write_mu_);
+  if (dropped_) {
+    return absl::NotFoundError(absl::StrCat("collection '", config_.name, "' was dropped"));
+  }
   std::shared_ptr<Generation> old = Current();
   const uint64_t visible = old->visible.load();
   std::vector<InternalId> live_ids;

@@ -202,8 +202,10 @@ class Collection {
   // Whether dead records passed the automatic compaction thresholds
   // (CollectionOptions::auto_compact_*); Database::RunMaintenance acts on it.
   bool NeedsCompaction() const;
-  // After the catalog dropped it: no more state or snapshot writes.
-  void MarkDropped() { dropped_ = true; }
+  // Before the catalog drops it: waits for a running compaction (or write)
+  // to end; afterwards writes and compactions answer NotFound and no state
+  // or snapshot is written. MarkDropped(false) undoes it (the drop failed).
+  void MarkDropped(bool dropped = true);
   // The current engine (tests, benchmarks); kept alive by the pointer.
   std::shared_ptr<const SearchEngine> engine() const;
   // The record space of the current generation (see MetadataStore).

@@ -92,6 +92,7 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::CreateCollection(Collectio
 }
 
 absl::Status Database::DropCollection(const std::string& name) {
+  ZOOM_RETURN_IF_ERROR(ValidateCollectionName(name));
   std::shared_ptr<Collection> c;
   {
     absl::MutexLock lock(&mu_);
@@ -100,8 +101,21 @@ absl::Status Database::DropCollection(const std::string& name) {
       return absl::NotFoundError(absl::StrCat("collection '", name, "' does not exist"));
     }
     c = it->second;
-    c->MarkDropped();
-    ZOOM_RETURN_IF_ERROR(metadata_->DropCollection(name, c->id()));
+  }
+  // Outside the database's lock: this waits for a compaction of the
+  // collection to finish (which then leaves consistent files behind), and
+  // makes later writes and compactions answer NotFound.
+  c->MarkDropped();
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = collections_.find(name);
+    if (it == collections_.end() || it->second != c) {
+      return absl::NotFoundError(absl::StrCat("collection '", name, "' does not exist"));
+    }
+    if (absl::Status st = metadata_->DropCollection(name, c->id()); !st.ok()) {
+      c->MarkDropped(false);
+      return st;
+    }
     collections_.erase(it);
   }
   const uint32_t space = c->record_space();
@@ -114,6 +128,9 @@ absl::Status Database::DropCollection(const std::string& name) {
 }
 
 absl::StatusOr<std::shared_ptr<Collection>> Database::GetCollection(const std::string& name) const {
+  // A name that cannot exist is a bad argument (an empty one used to be
+  // NOT_FOUND), and is never echoed whole.
+  ZOOM_RETURN_IF_ERROR(ValidateCollectionName(name));
   absl::MutexLock lock(&mu_);
   auto it = collections_.find(name);
   if (it == collections_.end()) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/echo.h"
 #include "common/json.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -47,15 +48,16 @@ absl::Status CheckCancel(const std::atomic<bool>* cancel) {
 absl::Status ValidateModelName(const std::string& name) {
   if (name.empty() || name.size() > 64) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "model name must be 1..64 characters of [A-Za-z0-9_-], got ", name.size(), " bytes"));
+        "model name must be 1..64 characters of [A-Za-z0-9_-], got ",
+        name.empty() ? std::string("an empty one") : absl::StrCat("'", EchoForMessage(name), "'")));
   }
-  for (char c : name) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (!(std::isalnum(u) || c == '_' || c == '-')) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model name has the byte 0x", absl::Hex(u, absl::kZeroPad2),
-          u >= 0x20 && u < 0x7f ? absl::StrCat(" ('", std::string(1, c), "')") : "",
-          "; use only [A-Za-z0-9_-]"));
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char u = static_cast<unsigned char>(name[i]);
+    if (!(std::isalnum(u) || u == '_' || u == '-')) {
+      return absl::InvalidArgumentError(absl::StrCat("model name '", EchoForMessage(name),
+                                                     "' has the character ",
+                                                     DescribeCharAt(name, i),
+                                                     "; use only [A-Za-z0-9_-]"));
     }
   }
   return absl::OkStatus();
@@ -423,7 +425,8 @@ absl::Status DecoderEngine::Unload(const std::string& name, const LoadedModel* o
     absl::MutexLock lock(&mu_);
     auto it = models_.find(name);
     if (it == models_.end() || (only != nullptr && it->second.get() != only)) {
-      return absl::NotFoundError(absl::StrCat("model '", name, "' is not loaded"));
+      return absl::NotFoundError(
+          absl::StrCat("model '", EchoForMessage(name), "' is not loaded"));
     }
     gone = std::move(it->second);
     models_.erase(it);
@@ -444,7 +447,7 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> DecoderEngine::GetServing(
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end()) {
-    return absl::NotFoundError(absl::StrCat("model '", name.substr(0, 64),
+    return absl::NotFoundError(absl::StrCat("model '", EchoForMessage(name),
                                             "' is not loaded (LoadModel it)"));
   }
   const ModelState st = it->second->state.load();

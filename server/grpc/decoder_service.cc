@@ -179,12 +179,12 @@ namespace {
 
 // StreamTopK: reads one step, decodes it on the pool, writes the answer,
 // then reads the next (in order; at most one write in flight). The first
-// error ends the stream with its status.
-class StreamReactor final : public grpc::ServerBidiReactor<v1::TopKRequest, v1::TopKResponse> {
+// error, or a step that does not parse, ends the stream with its status.
+class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   StreamReactor(const DecoderService* service, grpc::CallbackServerContext* ctx)
       : service_(service), ctx_(ctx) {
-    StartRead(&req_);
+    StartRead(&raw_in_);
   }
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -194,15 +194,28 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::TopKRequest, v1::
     }
     service_->pool()->Submit([this] {
       Stopwatch sw;
+      req_.Clear();
       resp_.Clear();
-      absl::Status st = service_->Decode(req_, &resp_);
+      const grpc::Status parsed =
+          grpc::SerializationTraits<v1::TopKRequest>::Deserialize(&raw_in_, &req_);
+      raw_in_.Clear();
+      absl::Status st =
+          parsed.ok() ? service_->Decode(req_, &resp_)
+                      : absl::InvalidArgumentError("could not be parsed as a zoom.v1.TopKRequest");
       service_->Record("StreamTopK.step", st, sw.ElapsedMicros() * 1e-6);
+      if (st.ok()) {
+        bool own = false;
+        raw_out_.Clear();
+        const grpc::Status out =
+            grpc::SerializationTraits<v1::TopKResponse>::Serialize(resp_, &raw_out_, &own);
+        if (!out.ok()) st = absl::InternalError("the answer could not be serialized");
+      }
       if (!st.ok()) {
         Done(absl::Status(st.code(), absl::StrCat("step ", steps_, ": ", st.message())));
         return;
       }
       ++steps_;
-      StartWrite(&resp_);
+      StartWrite(&raw_out_);
     });
   }
   void OnWriteDone(bool ok) override {
@@ -210,8 +223,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::TopKRequest, v1::
       Done(absl::CancelledError("the client went away"));
       return;
     }
-    req_.Clear();
-    StartRead(&req_);
+    StartRead(&raw_in_);
   }
   void OnDone() override { delete this; }
 
@@ -222,6 +234,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::TopKRequest, v1::
   }
   const DecoderService* service_;
   grpc::CallbackServerContext* ctx_;
+  grpc::ByteBuffer raw_in_, raw_out_;
   v1::TopKRequest req_;
   v1::TopKResponse resp_;
   uint64_t steps_ = 0;
@@ -230,7 +243,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<v1::TopKRequest, v1::
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::TopKRequest, v1::TopKResponse>* DecoderService::StreamTopK(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* DecoderService::StreamTopK(
     grpc::CallbackServerContext* ctx) {
   return new StreamReactor(this, ctx);
 }

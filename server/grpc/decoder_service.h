@@ -24,7 +24,15 @@ struct DecoderLimits {
   uint32_t max_ef = 10000;
 };
 
-class DecoderService final : public v1::Decoder::CallbackService {
+// StreamTopK is a raw method (grpc::ByteBuffer messages, parsed here), so a
+// step that does not parse ends the stream with INVALID_ARGUMENT instead of
+// looking like the end of the stream.
+using DecoderCallbackBase = v1::Decoder::WithCallbackMethod_LoadModel<
+    v1::Decoder::WithCallbackMethod_UnloadModel<v1::Decoder::WithCallbackMethod_ListModels<
+        v1::Decoder::WithCallbackMethod_TopK<
+            v1::Decoder::WithRawCallbackMethod_StreamTopK<v1::Decoder::Service>>>>>;
+
+class DecoderService final : public DecoderCallbackBase {
  public:
   DecoderService(DecoderEngine* engine, Metrics* metrics, WorkerPool* pool,
                  const DecoderLimits& limits);
@@ -40,7 +48,7 @@ class DecoderService final : public v1::Decoder::CallbackService {
                                        v1::ListModelsResponse* resp) override;
   grpc::ServerUnaryReactor* TopK(grpc::CallbackServerContext* ctx, const v1::TopKRequest* req,
                                  v1::TopKResponse* resp) override;
-  grpc::ServerBidiReactor<v1::TopKRequest, v1::TopKResponse>* StreamTopK(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamTopK(
       grpc::CallbackServerContext* ctx) override;
 
   // One TopK request end to end (shared by TopK and StreamTopK).

@@ -47,7 +47,18 @@ absl::Status CheckRange(const char* name, uint32_t value, uint32_t max) {
 
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  // The message travels in a trailer; a client's default limit for all of
+  // its metadata is 8 KiB. Every message is meant to be short; this cap is
+  // the safety net (cut at a UTF-8 character boundary).
+  constexpr size_t kMaxMessage = 2048;
+  std::string message(status.message());
+  if (message.size() > kMaxMessage) {
+    size_t cut = kMaxMessage;
+    while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xc0) == 0x80) --cut;
+    message.resize(cut);
+    message += "...";
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::move(message));
 }
 
 absl::StatusOr<CollectionConfig> FromProto(const v1::CollectionSpec& spec) {
@@ -278,13 +289,16 @@ grpc::ServerUnaryReactor* VectorSearchService::Get(grpc::CallbackServerContext* 
 namespace {
 
 // Client-streaming Import: one batch at a time; the next message is read
-// only once the previous batch is durable (flow control).
-class ImportReactor final : public grpc::ServerReadReactor<v1::ImportRequest> {
+// only once the previous batch is durable (flow control). Messages arrive
+// raw and are parsed here, so that one that does not parse ends the import
+// with INVALID_ARGUMENT naming it (gRPC's typed reader would report it as
+// the end of the stream).
+class ImportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   ImportReactor(const VectorSearchService* service, grpc::CallbackServerContext* ctx,
-                v1::ImportResponse* resp)
+                grpc::ByteBuffer* resp)
       : service_(service), ctx_(ctx), resp_(resp) {
-    StartRead(&req_);
+    StartRead(&raw_);
   }
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client half-closed (or the call broke)
@@ -293,46 +307,67 @@ class ImportReactor final : public grpc::ServerReadReactor<v1::ImportRequest> {
       return;
     }
     service_->pool()->Submit([this] {
-      if (!req_.collection().empty()) collection_ = req_.collection();
       absl::Status st;
-      if (collection_.empty()) {
-        st = absl::InvalidArgumentError("the first Import message must name the collection");
-      } else if (ctx_->IsCancelled()) {
-        st = absl::CancelledError("the import was cancelled");
+      req_.Clear();
+      const grpc::Status parsed =
+          grpc::SerializationTraits<v1::ImportRequest>::Deserialize(&raw_, &req_);
+      raw_.Clear();
+      if (!parsed.ok()) {
+        st = absl::InvalidArgumentError(absl::StrCat(
+            "Import message #", messages_, " could not be parsed as a zoom.v1.ImportRequest"));
       } else {
-        st = service_->ApplyPoints(collection_, req_.points(), &imported_);
+        if (!req_.collection().empty()) collection_ = req_.collection();
+        if (collection_.empty()) {
+          st = absl::InvalidArgumentError("the first Import message must name the collection");
+        } else if (ctx_->IsCancelled()) {
+          st = absl::CancelledError("the import was cancelled");
+        } else {
+          st = service_->ApplyPoints(collection_, req_.points(), &imported_);
+          if (!st.ok()) {
+            st = absl::Status(st.code(),
+                              absl::StrCat("Import message #", messages_, ": ", st.message()));
+          }
+        }
       }
       if (!st.ok()) {
-        Done(absl::Status(st.code(), absl::StrCat(st.message(), " (after ", imported_,
-                                                  " points were imported)")));
+        Done(absl::Status(st.code(), absl::StrCat(st.message(), " (", imported_,
+                                                  " points were imported before it)")));
         return;
       }
-      req_.Clear();
-      StartRead(&req_);
+      ++messages_;
+      StartRead(&raw_);
     });
   }
   void OnDone() override { delete this; }
 
  private:
   void Done(const absl::Status& st) {
-    resp_->set_imported(imported_);
+    v1::ImportResponse out;
+    out.set_imported(imported_);
+    grpc::ByteBuffer buf;
+    bool own = false;
+    if (grpc::SerializationTraits<v1::ImportResponse>::Serialize(out, &buf, &own).ok()) {
+      resp_->Swap(&buf);
+    }
     service_->Record("Import", st, absl::ToDoubleSeconds(absl::Now() - start_));
     Finish(ToGrpc(st));
   }
 
   const VectorSearchService* service_;
   grpc::CallbackServerContext* ctx_;
-  v1::ImportResponse* resp_;
+  grpc::ByteBuffer* resp_;
+  grpc::ByteBuffer raw_;
   v1::ImportRequest req_;
   std::string collection_;
   uint64_t imported_ = 0;
+  uint64_t messages_ = 0;
   absl::Time start_ = absl::Now();
 };
 
 }  // namespace
 
-grpc::ServerReadReactor<v1::ImportRequest>* VectorSearchService::Import(
-    grpc::CallbackServerContext* ctx, v1::ImportResponse* resp) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* VectorSearchService::Import(
+    grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
   return new ImportReactor(this, ctx, resp);
 }
 

@@ -32,7 +32,11 @@ struct ServiceLimits {
   uint32_t max_payload_bytes = 1 << 20;
 };
 
-class VectorSearchService final : public v1::VectorSearch::CallbackService {
+// Import is a raw method (grpc::ByteBuffer messages, parsed here): gRPC's
+// typed streaming handler reports a message that does not parse like the
+// end of the stream, which would end the import OK and drop the rest.
+class VectorSearchService final
+    : public v1::VectorSearch::WithRawCallbackMethod_Import<v1::VectorSearch::CallbackService> {
  public:
   VectorSearchService(Database* db, Metrics* metrics, WorkerPool* pool,
                       const ServiceLimits& limits);
@@ -57,8 +61,8 @@ class VectorSearchService final : public v1::VectorSearch::CallbackService {
                                    v1::DeleteResponse* resp) override;
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx, const v1::GetRequest* req,
                                 v1::GetResponse* resp) override;
-  grpc::ServerReadReactor<v1::ImportRequest>* Import(grpc::CallbackServerContext* ctx,
-                                                     v1::ImportResponse* resp) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* Import(grpc::CallbackServerContext* ctx,
+                                                    grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* Search(grpc::CallbackServerContext* ctx,
                                    const v1::SearchRequest* req,
                                    v1::SearchResponse* resp) override;

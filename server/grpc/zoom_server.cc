@@ -9,6 +9,9 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
+#include "grpc/health/v1/health.pb.h"
+#include "server/grpc/parse_errors.h"
+#include "server/grpc/reflection_service.h"
 #include "storage/block_reader.h"
 
 namespace zoom::server {
@@ -41,6 +44,20 @@ absl::Status ZoomServer::Start() {
   builder.AddListeningPort(options_.grpc_address, grpc::InsecureServerCredentials(), &grpc_port_);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> creators;
+    Metrics* metrics = metrics_.get();
+    creators.push_back(std::make_unique<ParseErrorInterceptorFactory>(
+        [metrics](const std::string& method) {
+          metrics->RecordRpc(method, absl::StatusCode::kInvalidArgument, 0);
+        }));
+    builder.experimental().SetInterceptorCreators(std::move(creators));
+  }
+  // Reflection describes what the generated descriptor pool holds: link the
+  // health protocol's descriptors in (grpc.health.v1.Health is served by
+  // gRPC's own code, which does not register them), so that every listed
+  // service can be described.
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
 
   // Every collection is recovered before the port opens, so a health check
   // that gets an answer sees SERVING only with all collections loaded.
@@ -64,6 +81,10 @@ absl::Status ZoomServer::Start() {
   decoder_service_ = std::make_unique<DecoderService>(decoder_.get(), metrics_.get(), pool_.get(),
                                                       options_.decoder_limits);
   builder.RegisterService(decoder_service_.get());
+  reflection_v1_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
+      "zoom.v1.VectorSearch", "zoom.v1.Decoder", "grpc.health.v1.Health",
+      "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"});
+  builder.RegisterService(reflection_v1_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || grpc_port_ == 0) {
     db_.reset();

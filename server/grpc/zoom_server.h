@@ -28,6 +28,7 @@
 #include "server/engine/database.h"
 #include "server/engine/decoder_engine.h"
 #include "server/grpc/decoder_service.h"
+#include "server/grpc/reflection_service.h"
 #include "server/grpc/vector_search_service.h"
 
 namespace grpc {
@@ -84,6 +85,7 @@ class ZoomServer {
   std::unique_ptr<VectorSearchService> service_;
   std::unique_ptr<DecoderEngine> decoder_;
   std::unique_ptr<DecoderService> decoder_service_;
+  std::unique_ptr<ReflectionV1Service> reflection_v1_;
   std::unique_ptr<grpc::Server> server_;
   std::thread housekeeping_;
   std::thread maintenance_;

@@ -1,6 +1,8 @@
 // Integration tests: a real zoomd on a free loopback port (a child process)
 // and an in-process ZoomServer, driven through client::ZoomClient.
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/support/sync_stream.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -24,7 +26,10 @@
 #include "client/zoom_client.h"
 #include "common/texmex.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "grpc/reflection/v1/reflection.pb.h"
 #include "gtest/gtest.h"
 #include "server/grpc/zoom_server.h"
 #include "tests/testing/http_get.h"
@@ -797,6 +802,201 @@ TEST(ServerTest, HugeFiniteComponentsAreRefusedNotFatal) {
   EXPECT_EQ(info.points(), 15000u);
   ASSERT_OK_AND_ASSIGN(std::string health, s.client->Health());
   EXPECT_EQ(health, "SERVING");
+}
+
+// ---- Hardening: what does not parse, and status codes (issue 14 #6, #7) --------
+
+grpc::ByteBuffer Bytes(const std::string& s) {
+  grpc::Slice slice(s);
+  return grpc::ByteBuffer(&slice, 1);
+}
+template <typename M>
+std::string Serialized(const M& m) {
+  std::string out;
+  m.SerializeToString(&out);
+  return out;
+}
+// Bytes that no protobuf parser accepts (a truncated varint), and a message
+// whose string field 1 (the collection) is not UTF-8.
+const std::string kJunk("\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11);
+const std::string kBadUtf8("\x0a\x02\xc3\x28", 4);
+
+// A unary call with raw request bytes, as a client with other protos would
+// send them.
+grpc::Status RawUnary(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                      const std::string& request) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  grpc::ByteBuffer resp;
+  return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+      channel.get(), grpc::internal::RpcMethod(method.c_str(), grpc::internal::RpcMethod::NORMAL_RPC),
+      &ctx, Bytes(request), &resp);
+}
+
+TEST(ServerTest, RequestsThatDoNotParseAreInvalidArgumentNeverSilentlyDropped) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  auto channel = s.client->channel();
+  for (const std::string& bytes : {kJunk, kBadUtf8}) {
+    grpc::Status st = RawUnary(channel, "/zoom.v1.VectorSearch/Search", bytes);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr("could not parse"));
+    EXPECT_THAT(st.error_message(), HasSubstr("zoom.v1.SearchRequest"));
+    st = RawUnary(channel, "/zoom.v1.Decoder/TopK", bytes);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // An unknown method stays UNIMPLEMENTED.
+  EXPECT_EQ(RawUnary(channel, "/zoom.v1.VectorSearch/Nope", "").error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
+
+  // Import: the third message does not parse. It used to end OK,
+  // "imported: 100", dropping what followed.
+  constexpr size_t kDim = 4;
+  ASSERT_OK(s.client->CreateCollection(Spec("imp", kDim, v1::L2)).status());
+  for (const std::string& bad : {kJunk, kBadUtf8}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    grpc::ByteBuffer resp;
+    auto writer = grpc::internal::ClientWriterFactory<grpc::ByteBuffer>::Create(
+        channel.get(),
+        grpc::internal::RpcMethod("/zoom.v1.VectorSearch/Import",
+                                  grpc::internal::RpcMethod::CLIENT_STREAMING),
+        &ctx, &resp);
+    for (int m = 0; m < 4; ++m) {
+      v1::ImportRequest req;
+      req.set_collection("imp");
+      for (int i = 0; i < 50; ++i) {
+        const float v[kDim] = {float(m), float(i), 1, 2};
+        v1::Point* p = req.add_points();
+        p->set_id(m * 50 + i);
+        p->mutable_vector()->Assign(v, v + kDim);
+      }
+      if (!writer->Write(Bytes(m == 2 ? bad : Serialized(req)))) break;
+    }
+    writer->WritesDone();
+    const grpc::Status st = writer->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr("message #2"));
+    EXPECT_THAT(st.error_message(), HasSubstr("100 points were imported"));
+    ASSERT_OK_AND_ASSIGN(v1::CollectionInfo info, s.client->GetCollection("imp"));
+    EXPECT_EQ(info.points(), 100u);
+  }
+}
+
+TEST(ServerTest, StatusCodesAndMessagesSayWhatToFix) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  client::ZoomClient& c = *s.client;
+  // A 10 KB name: INVALID_ARGUMENT with a short message (it used to come
+  // back as RESOURCE_EXHAUSTED: the echoed name overflowed the trailers).
+  const std::string long_name(10000, 'x');
+  for (const auto& st : {c.GetCollection(long_name).status(),
+                         c.CreateCollection(Spec(long_name, 4, v1::L2)).status(),
+                         c.DropCollection(long_name)}) {
+    EXPECT_THAT(st, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("10000 bytes")));
+    EXPECT_LT(st.message().size(), 400u);
+  }
+  // Empty names: INVALID_ARGUMENT (were NOT_FOUND).
+  EXPECT_THAT(c.GetCollection("").status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(c.DropCollection(""), StatusIs(absl::StatusCode::kInvalidArgument));
+  const float q[4] = {1, 2, 3, 4};
+  EXPECT_THAT(c.Search(Query("", q, 4, 1)).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  // A non-ASCII character is named whole, with its code point.
+  EXPECT_THAT(c.CreateCollection(Spec("caf\xc3\xa9", 4, v1::L2)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'\xc3\xa9' (U+00E9)")));
+  // A zero query on a cosine collection is refused as the zero point is.
+  ASSERT_OK(c.CreateCollection(Spec("cos", 4, v1::COSINE)).status());
+  v1::UpsertRequest u;
+  u.set_collection("cos");
+  AddPoint(&u, 1, q, 4);
+  ASSERT_OK(c.Upsert(u).status());
+  const float zero[4] = {0, 0, 0, 0};
+  EXPECT_THAT(c.Search(Query("cos", zero, 4, 1)).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("zero")));
+  // Too few points for the collection's nlist: FAILED_PRECONDITION (was
+  // INTERNAL), saying why.
+  v1::CollectionSpec spec = Spec("few", 8, v1::L2);
+  spec.mutable_index()->set_nlist(1024);
+  ASSERT_OK(c.CreateCollection(spec).status());
+  const std::vector<float> data = RandomVectors(300, 8, 5);
+  v1::UpsertRequest f;
+  f.set_collection("few");
+  for (size_t i = 0; i < 300; ++i) AddPoint(&f, i, &data[i * 8], 8);
+  ASSERT_OK(c.Upsert(f).status());
+  EXPECT_THAT(c.BuildIndex("few", true).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("1024")));
+}
+
+// Reflection as a generic client walks it (buf curl --list-methods,
+// grpcurl describe): list the services over grpc.reflection.v1, then
+// describe each from the file descriptors it sends, through a descriptor
+// pool of the client's own. v1alpha (gRPC's plugin) describes them too.
+TEST(ServerTest, EveryListedServiceIsDescribableOverReflectionV1AndV1alpha) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  auto channel = s.client->channel();
+  for (const char* version : {"v1", "v1alpha"}) {
+    SCOPED_TRACE(version);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    const std::string method =
+        absl::StrCat("/grpc.reflection.", version, ".ServerReflection/ServerReflectionInfo");
+    auto stream = grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::
+        Create(channel.get(),
+               grpc::internal::RpcMethod(method.c_str(), grpc::internal::RpcMethod::BIDI_STREAMING),
+               &ctx);
+    // v1 and v1alpha have the same messages on the wire.
+    auto ask = [&](const grpc::reflection::v1::ServerReflectionRequest& req) {
+      grpc::reflection::v1::ServerReflectionResponse resp;
+      EXPECT_TRUE(stream->Write(Bytes(Serialized(req))));
+      grpc::ByteBuffer buf;
+      EXPECT_TRUE(stream->Read(&buf));
+      std::vector<grpc::Slice> slices;
+      (void)buf.Dump(&slices);
+      std::string bytes;
+      for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+      EXPECT_TRUE(resp.ParseFromString(bytes));
+      return resp;
+    };
+    grpc::reflection::v1::ServerReflectionRequest list;
+    list.set_list_services("");
+    const auto listed = ask(list);
+    std::set<std::string> services;
+    for (const auto& sv : listed.list_services_response().service()) services.insert(sv.name());
+    for (const char* want : {"zoom.v1.VectorSearch", "zoom.v1.Decoder", "grpc.health.v1.Health",
+                             "grpc.reflection.v1.ServerReflection"}) {
+      EXPECT_TRUE(services.count(want)) << want;
+    }
+    google::protobuf::DescriptorPool pool;
+    for (const std::string& name : services) {
+      SCOPED_TRACE(name);
+      grpc::reflection::v1::ServerReflectionRequest req;
+      req.set_file_containing_symbol(name);
+      const auto resp = ask(req);
+      ASSERT_TRUE(resp.has_file_descriptor_response())
+          << resp.error_response().error_message();
+      // Files come dependencies first; a file already sent on this stream is
+      // not sent again, so the pool accumulates.
+      for (const std::string& bytes : resp.file_descriptor_response().file_descriptor_proto()) {
+        google::protobuf::FileDescriptorProto fd;
+        ASSERT_TRUE(fd.ParseFromString(bytes));
+        if (pool.FindFileByName(fd.name()) == nullptr) ASSERT_NE(pool.BuildFile(fd), nullptr);
+      }
+      const google::protobuf::ServiceDescriptor* sd = pool.FindServiceByName(name);
+      ASSERT_NE(sd, nullptr) << "listed but not describable";
+      EXPECT_GT(sd->method_count(), 0);
+      for (int m = 0; m < sd->method_count(); ++m) {
+        EXPECT_NE(sd->method(m)->input_type(), nullptr);
+      }
+    }
+    // A symbol that does not exist: an error response, the stream goes on.
+    grpc::reflection::v1::ServerReflectionRequest missing;
+    missing.set_file_containing_symbol("zoom.v1.Nope");
+    EXPECT_EQ(ask(missing).error_response().error_code(),
+              static_cast<int>(grpc::StatusCode::NOT_FOUND));
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+  }
 }
 
 // ---- Deadlines -----------------------------------------------------------------

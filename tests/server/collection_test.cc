@@ -2335,5 +2335,26 @@ TEST_F(CollectionTest, FailedAutomaticBuildBacksOffAndKeepsServing) {
   ExpectExactSearchesMatchOracle(*c, model, queries, 5);
 }
 
+// A Compact racing a Drop answered NOT_FOUND with an internal path: the
+// drop waits for a running compaction, and a compaction after it answers
+// that the collection was dropped.
+TEST_F(CollectionTest, CompactAfterADropSaysSoWithoutPaths) {
+  constexpr uint32_t kDim = 8;
+  OpenDb();
+  auto c = Create("gone", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  Model model;
+  UpsertRange(*c, 0, 300, ClusteredVectors(300, kDim, 3), &model);
+  std::vector<uint64_t> del;
+  for (size_t i = 0; i < 100; ++i) del.push_back(ExtId(i));
+  ASSERT_OK(Delete(*c, del, &model));
+  ASSERT_OK(db_->DropCollection("gone"));
+  const absl::Status st = c->Compact();
+  EXPECT_THAT(st, StatusIs(absl::StatusCode::kNotFound, HasSubstr("was dropped")));
+  EXPECT_THAT(std::string(st.message()), Not(HasSubstr(tmp_.path())));
+  EXPECT_THAT(Upsert(*c, {1}, std::vector<float>(kDim, 1.0f), {}, nullptr),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
 }  // namespace
 }  // namespace zoom::server
