@@ -636,33 +636,96 @@ void Collection::MaybeAutoMaintainLocked() {
 
 // ---- Reads -------------------------------------------------------------------
 
+absl::Status Collection::ReadPayloadsWithin(const Generation& gen,
+                                            absl::Span<const InternalId> ids, uint64_t* budget,
+                                            std::vector<std::string>* out) const {
+  // In chunks: payloads are up to the server's limit each (1 MiB), so a
+  // chunk overshoots the budget by little before the answer is refused.
+  constexpr size_t kChunk = 16;
+  out->clear();
+  out->reserve(ids.size());
+  std::vector<std::string> part;
+  for (size_t first = 0; first < ids.size(); first += kChunk) {
+    const size_t m = std::min(kChunk, ids.size() - first);
+    ZOOM_RETURN_IF_ERROR(metadata_->GetPayloads(gen.space, ids.subspan(first, m), &part));
+    for (std::string& p : part) {
+      if (p.size() > *budget) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "the answer would be larger than this server sends in one message (after ",
+            first, " of ", ids.size(), " payloads); ask for fewer points or without payloads"));
+      }
+      *budget -= p.size();
+      out->push_back(std::move(p));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Collection::Get(absl::Span<const uint64_t> ids, bool with_vectors,
-                             bool with_payload, std::vector<PointData>* out) const {
+                             bool with_payload, std::vector<PointData>* out,
+                             uint64_t max_answer_bytes) const {
   out->clear();
   std::shared_ptr<Generation> gen;
-  std::vector<InternalId> internal;
+  std::vector<InternalId> internal;  // one per distinct id found
+  std::vector<uint32_t> source;      // per answer entry: its index in `internal`
   {
+    absl::flat_hash_map<uint64_t, uint32_t> first;  // external id -> index in internal
     absl::ReaderMutexLock m(&map_mu_);
     gen = gen_;
     for (uint64_t id : ids) {
-      auto it = by_external_.find(id);
-      if (it == by_external_.end()) continue;
+      auto [slot, inserted] = first.try_emplace(id, static_cast<uint32_t>(internal.size()));
+      if (inserted) {
+        auto it = by_external_.find(id);
+        if (it == by_external_.end()) {
+          slot->second = UINT32_MAX;  // missing: left out
+        } else {
+          internal.push_back(it->second);
+        }
+      }
+      if (slot->second == UINT32_MAX) continue;
       out->push_back(PointData{id, {}, {}});
-      internal.push_back(it->second);
+      source.push_back(slot->second);
     }
   }
-  if (with_vectors && !internal.empty()) {
-    const size_t d = config_.dim;
-    std::vector<float> buf(internal.size() * d);
-    ZOOM_RETURN_IF_ERROR(gen->engine->store().ReadVectors(internal, buf.data()));
-    for (size_t i = 0; i < internal.size(); ++i) {
-      (*out)[i].vector.assign(buf.begin() + i * d, buf.begin() + (i + 1) * d);
-    }
+  // Each id is read once, however often it is asked for; every answer entry
+  // counts against the budget (an id repeated 600 times is 600 answers).
+  const size_t d = config_.dim;
+  uint64_t budget = max_answer_bytes;
+  const uint64_t fixed = out->size() * (16 + (with_vectors ? d * sizeof(float) + 8 : 0));
+  if (fixed > budget) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the answer (", out->size(), " points", with_vectors ? " with vectors" : "",
+        ", about ", fixed, " bytes) would be larger than the ", max_answer_bytes,
+        " bytes this server sends in one message; ask for fewer points"));
   }
+  budget -= fixed;
+  std::vector<std::string> payloads;
   if (with_payload && !internal.empty()) {
-    std::vector<std::string> payloads;
-    ZOOM_RETURN_IF_ERROR(metadata_->GetPayloads(gen->space, internal, &payloads));
-    for (size_t i = 0; i < internal.size(); ++i) (*out)[i].payload = std::move(payloads[i]);
+    ZOOM_RETURN_IF_ERROR(ReadPayloadsWithin(*gen, internal, &budget, &payloads));
+    // Repeats beyond the first of each id cost their payload again.
+    std::vector<bool> used(internal.size(), false);
+    for (uint32_t src : source) {
+      if (!used[src]) {
+        used[src] = true;
+        continue;
+      }
+      if (payloads[src].size() > budget) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "the answer (", out->size(), " points, ids repeated) would be larger than the ",
+            max_answer_bytes, " bytes this server sends in one message; ask for each id once"));
+      }
+      budget -= payloads[src].size();
+    }
+  }
+  std::vector<float> buf;
+  if (with_vectors && !internal.empty()) {
+    buf.resize(internal.size() * d);
+    ZOOM_RETURN_IF_ERROR(gen->engine->store().ReadVectors(internal, buf.data()));
+  }
+  for (size_t i = 0; i < out->size(); ++i) {
+    const uint32_t src = source[i];
+    if (with_vectors) (*out)[i].vector.assign(buf.begin() + src * d, buf.begin() + (src + 1) * d);
+    if (with_payload) (*out)[i].payload = payloads[src];
   }
   return absl::OkStatus();
 }
@@ -698,9 +761,19 @@ absl::Status Collection::Search(const float* query, size_t dim,
     (*hits)[i].score = found[i].score;
     internal[i] = found[i].id;
   }
+  uint64_t budget = params.max_answer_bytes;
+  const uint64_t fixed =
+      internal.size() * (16 + (params.with_vectors ? config_.dim * sizeof(float) + 8 : 0));
+  if (fixed > budget) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the answer (", internal.size(), " hits", params.with_vectors ? " with vectors" : "",
+        ", about ", fixed, " bytes) would be larger than this server sends in one message; "
+        "ask for a smaller k or without vectors"));
+  }
+  budget -= fixed;
   if (params.with_payload && !internal.empty()) {
     std::vector<std::string> payloads;
-    ZOOM_RETURN_IF_ERROR(metadata_->GetPayloads(gen->space, internal, &payloads));
+    ZOOM_RETURN_IF_ERROR(ReadPayloadsWithin(*gen, internal, &budget, &payloads));
     for (size_t i = 0; i < internal.size(); ++i) (*hits)[i].payload = std::move(payloads[i]);
   }
   if (params.with_vectors && !internal.empty()) {
@@ -836,10 +909,28 @@ void Collection::BuildMain() {
              st.message());
   }
   NoteMaintenance(/*compaction=*/false, st);
-  absl::MutexLock b(&build_mu_);
-  build_status_ = st;
-  building_ = false;
-  build_done_.SignalAll();
+  std::vector<std::function<void(absl::Status)>> waiters;
+  {
+    absl::MutexLock b(&build_mu_);
+    build_status_ = st;
+    building_ = false;
+    build_done_.SignalAll();
+    waiters.swap(build_waiters_);
+  }
+  for (auto& done : waiters) done(st);
+}
+
+void Collection::WhenBuildDone(std::function<void(absl::Status)> done) {
+  absl::Status st;
+  {
+    absl::MutexLock b(&build_mu_);
+    if (building_.load()) {
+      build_waiters_.push_back(std::move(done));
+      return;
+    }
+    st = build_status_;
+  }
+  done(st);
 }
 
 absl::Status Collection::WaitForBuild() {

@@ -25,6 +25,7 @@
 #define ZOOM_SERVER_ENGINE_COLLECTION_H_
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -136,6 +137,9 @@ struct CollectionSearchParams {
   bool exact = false;
   bool with_payload = false;
   bool with_vectors = false;
+  // The answer's payload and vector bytes at most (ResourceExhausted beyond,
+  // found before it is all in memory).
+  uint64_t max_answer_bytes = UINT64_MAX;
 };
 
 struct CollectionHit {
@@ -171,9 +175,11 @@ class Collection {
   absl::Status Upsert(absl::Span<const PointRef> points);
   // Deletes the points that exist; returns how many did.
   absl::StatusOr<uint64_t> Delete(absl::Span<const uint64_t> ids);
-  // The points of `ids` that exist, in request order.
+  // The points of `ids` that exist, in request order (an id given twice is
+  // answered twice, read once). ResourceExhausted when the answer's vectors
+  // and payloads would pass `max_answer_bytes` (found before it is built).
   absl::Status Get(absl::Span<const uint64_t> ids, bool with_vectors, bool with_payload,
-                   std::vector<PointData>* out) const;
+                   std::vector<PointData>* out, uint64_t max_answer_bytes = UINT64_MAX) const;
 
   // Up to k live points, best first. InvalidArgument for a wrong dimension
   // or NaN/Inf. Without an index (or with exact) the search is brute force
@@ -189,6 +195,10 @@ class Collection {
   // As StartBuild, but a build already running (the automatic one, or
   // another caller's) counts as started: OK.
   absl::Status StartOrJoinBuild();
+  // Calls done(status of the build) once no build runs: at once (on this
+  // thread) when none does, else on the build's thread as it ends. Never
+  // blocks (a waiting RPC holds no worker).
+  void WhenBuildDone(std::function<void(absl::Status)> done);
   // Blocks until no build runs; the last build's status (its own code:
   // FailedPrecondition for data that cannot be indexed, e.g. a point that
   // breaks the magnitude rule, stored by an older zoomd).
@@ -229,6 +239,10 @@ class Collection {
   absl::Status CheckTrainable(const Generation& gen, const float* vectors, uint64_t n) const;
   // The fewest live points an index build needs (256, or nlist if larger).
   uint64_t MinIndexPoints() const;
+  // The payloads of `ids` into `out`, taking their bytes from *budget;
+  // ResourceExhausted once it would go below zero.
+  absl::Status ReadPayloadsWithin(const Generation& gen, absl::Span<const InternalId> ids,
+                                  uint64_t* budget, std::vector<std::string>* out) const;
   // Books a failed (or successful) build/compaction for the retry backoff.
   void NoteMaintenance(bool compaction, const absl::Status& st);
   bool MaintenanceDue() const;
@@ -264,6 +278,7 @@ class Collection {
   mutable absl::Mutex build_mu_;
   absl::CondVar build_done_;  // signalled when building_ turns false
   absl::Status build_status_ ABSL_GUARDED_BY(build_mu_);
+  std::vector<std::function<void(absl::Status)>> build_waiters_ ABSL_GUARDED_BY(build_mu_);
   absl::Status compaction_status_ ABSL_GUARDED_BY(build_mu_);
   uint32_t maintenance_failures_ ABSL_GUARDED_BY(build_mu_) = 0;
   absl::Time maintenance_retry_at_ ABSL_GUARDED_BY(build_mu_) = absl::InfinitePast();

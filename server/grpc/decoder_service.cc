@@ -50,9 +50,9 @@ namespace {
 template <typename Work>
 grpc::ServerUnaryReactor* RunOnPool(const DecoderService* service,
                                     grpc::CallbackServerContext* ctx, const char* rpc,
-                                    Work work) {
+                                    WorkClass cls, uint64_t units, Work work) {
   return RunUnaryOnPool(
-      service->pool(), ctx,
+      service->pool(), ctx, cls, units,
       [service, rpc](const absl::Status& st, double seconds) { service->Record(rpc, st, seconds); },
       [work = std::move(work)](const std::atomic<bool>*) mutable { return work(); });
 }
@@ -64,7 +64,7 @@ grpc::ServerUnaryReactor* DecoderService::LoadModel(grpc::CallbackServerContext*
   // Waiting for the load does not hold a worker: the loader thread
   // completes the reply (see RunDeferredOnPool).
   return RunDeferredOnPool(
-      pool_, ctx,
+      pool_, ctx, WorkClass::kAdmin, 1,
       [this](const absl::Status& st, double seconds) { Record("LoadModel", st, seconds); },
       [this, request = *req, resp](std::shared_ptr<PendingReply> reply) {
         index::FgdOptions options;
@@ -91,13 +91,13 @@ grpc::ServerUnaryReactor* DecoderService::LoadModel(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* DecoderService::UnloadModel(grpc::CallbackServerContext* ctx,
                                                       const v1::UnloadModelRequest* req,
                                                       v1::UnloadModelResponse*) {
-  return RunOnPool(this, ctx, "UnloadModel", [this, req] { return engine_->Unload(req->name()); });
+  return RunOnPool(this, ctx, "UnloadModel", WorkClass::kAdmin, 1, [this, req] { return engine_->Unload(req->name()); });
 }
 
 grpc::ServerUnaryReactor* DecoderService::ListModels(grpc::CallbackServerContext* ctx,
                                                      const v1::ListModelsRequest*,
                                                      v1::ListModelsResponse* resp) {
-  return RunOnPool(this, ctx, "ListModels", [this, resp] {
+  return RunOnPool(this, ctx, "ListModels", WorkClass::kRead, 1, [this, resp] {
     for (const auto& m : engine_->List()) *resp->add_models() = ToProto(*m);
     return absl::OkStatus();
   });
@@ -172,7 +172,7 @@ absl::Status DecoderService::Decode(const v1::TopKRequest& req, v1::TopKResponse
 grpc::ServerUnaryReactor* DecoderService::TopK(grpc::CallbackServerContext* ctx,
                                                const v1::TopKRequest* req,
                                                v1::TopKResponse* resp) {
-  return RunOnPool(this, ctx, "TopK", [this, req, resp] { return Decode(*req, resp); });
+  return RunOnPool(this, ctx, "TopK", WorkClass::kRead, std::max(1, req->contexts_size()), [this, req, resp] { return Decode(*req, resp); });
 }
 
 namespace {
@@ -192,7 +192,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
                                : absl::OkStatus());
       return;
     }
-    service_->pool()->Submit([this] {
+    absl::Status admitted = service_->pool()->TrySubmit(WorkClass::kRead, 1, DeadlineOf(ctx_), [this] {
       Stopwatch sw;
       req_.Clear();
       resp_.Clear();
@@ -217,6 +217,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       ++steps_;
       StartWrite(&raw_out_);
     });
+    if (!admitted.ok()) {
+      Done(absl::Status(admitted.code(), absl::StrCat("step ", steps_, ": ", admitted.message())));
+    }
   }
   void OnWriteDone(bool ok) override {
     if (!ok) {

@@ -64,12 +64,20 @@ inline absl::Status QueuedCallStatus(grpc::CallbackServerContext* ctx, bool canc
   return absl::OkStatus();
 }
 
+// `cls` and `units` are the request's class and cost for the pool's
+// admission control (worker_pool.h): a refused request is finished at once,
+// on the calling thread, with the pool's status (RESOURCE_EXHAUSTED when the
+// class's queue is full, DEADLINE_EXCEEDED when the queue ahead would
+// outlast its deadline).
 template <typename Record, typename Work>
 grpc::ServerUnaryReactor* RunUnaryOnPool(WorkerPool* pool, grpc::CallbackServerContext* ctx,
-                                         Record record, Work work) {
+                                         WorkClass cls, uint64_t units, Record record,
+                                         Work work) {
   auto* call = new UnaryCall();
-  pool->Submit([ctx, call, record = std::move(record), work = std::move(work),
+  auto shared_record = std::make_shared<Record>(std::move(record));
+  absl::Status admitted = pool->TrySubmit(cls, units, DeadlineOf(ctx), [ctx, call, shared_record, work = std::move(work),
                 start = absl::Now()]() mutable {
+    Record& record = *shared_record;
     absl::Status st = QueuedCallStatus(ctx, call->cancelled.load());
     if (st.ok()) {
       try {
@@ -81,6 +89,29 @@ grpc::ServerUnaryReactor* RunUnaryOnPool(WorkerPool* pool, grpc::CallbackServerC
     record(st, absl::ToDoubleSeconds(absl::Now() - start));
     call->Finish(ToGrpc(st));
   });
+  if (!admitted.ok()) {
+    (*shared_record)(admitted, 0.0);
+    call->Finish(ToGrpc(admitted));
+  }
+  return call;
+}
+
+// Runs `work` right here, on gRPC's thread, and finishes the call: only for
+// work known to be short and never blocking on I/O (a degraded preview).
+template <typename Record, typename Work>
+grpc::ServerUnaryReactor* RunUnaryInline(grpc::CallbackServerContext* ctx, Record record,
+                                         Work work) {
+  auto* call = new UnaryCall();
+  const absl::Time start = absl::Now();
+  absl::Status st;
+  try {
+    st = work(&call->cancelled);
+  } catch (const std::exception& e) {
+    st = absl::InternalError(absl::StrCat("internal error: ", e.what()));
+  }
+  (void)ctx;
+  record(st, absl::ToDoubleSeconds(absl::Now() - start));
+  call->Finish(ToGrpc(st));
   return call;
 }
 
@@ -136,7 +167,7 @@ class PendingReply {
  private:
   template <typename R, typename W>
   friend grpc::ServerUnaryReactor* RunDeferredOnPool(WorkerPool*, grpc::CallbackServerContext*,
-                                                     R, W);
+                                                     WorkClass, uint64_t, R, W);
   mutable absl::Mutex mu_;
   grpc::ServerUnaryReactor* call_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::function<void(const absl::Status&, double)> record_;
@@ -163,7 +194,8 @@ class DeferredCall final : public grpc::ServerUnaryReactor {
 
 template <typename Record, typename Work>
 grpc::ServerUnaryReactor* RunDeferredOnPool(WorkerPool* pool, grpc::CallbackServerContext* ctx,
-                                            Record record, Work work) {
+                                            WorkClass cls, uint64_t units, Record record,
+                                            Work work) {
   auto reply = std::make_shared<PendingReply>(
       [record = std::move(record)](const absl::Status& st, double s) mutable { record(st, s); });
   auto* call = new DeferredCall(reply, DeadlineOf(ctx));
@@ -175,7 +207,8 @@ grpc::ServerUnaryReactor* RunDeferredOnPool(WorkerPool* pool, grpc::CallbackServ
   // Complete's fill): once the call is finished by a cancellation, gRPC may
   // free them while the task still runs. The work gets what it needs from
   // the request by value.
-  pool->Submit([deadline = DeadlineOf(ctx), reply, work = std::move(work)]() mutable {
+  const absl::Time deadline = DeadlineOf(ctx);
+  absl::Status admitted = pool->TrySubmit(cls, units, deadline, [deadline, reply, work = std::move(work)]() mutable {
     if (reply->finished()) return;  // cancelled while queued
     if (absl::Now() >= deadline) {
       reply->Complete(absl::DeadlineExceededError("the deadline passed while the request was queued"));
@@ -187,6 +220,7 @@ grpc::ServerUnaryReactor* RunDeferredOnPool(WorkerPool* pool, grpc::CallbackServ
       reply->Complete(absl::InternalError(absl::StrCat("internal error: ", e.what())));
     }
   });
+  if (!admitted.ok()) reply->Complete(admitted);
   return call;
 }
 

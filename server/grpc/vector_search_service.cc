@@ -145,9 +145,10 @@ void VectorSearchService::Record(const char* rpc, const absl::Status& status,
 
 template <typename Work>
 grpc::ServerUnaryReactor* VectorSearchService::Run(grpc::CallbackServerContext* ctx,
-                                                   const char* rpc, Work work) {
+                                                   const char* rpc, WorkClass cls,
+                                                   uint64_t units, Work work) {
   return RunUnaryOnPool(
-      pool_, ctx,
+      pool_, ctx, cls, units,
       [this, rpc](const absl::Status& st, double seconds) { Record(rpc, st, seconds); },
       std::move(work));
 }
@@ -157,7 +158,7 @@ grpc::ServerUnaryReactor* VectorSearchService::Run(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* VectorSearchService::CreateCollection(
     grpc::CallbackServerContext* ctx, const v1::CreateCollectionRequest* req,
     v1::CreateCollectionResponse* resp) {
-  return Run(ctx, "CreateCollection", [this, req, resp](const std::atomic<bool>*) {
+  return Run(ctx, "CreateCollection", WorkClass::kAdmin, 1, [this, req, resp](const std::atomic<bool>*) {
     ZOOM_ASSIGN_OR_RETURN(CollectionConfig config, FromProto(req->spec()));
     ZOOM_RETURN_IF_ERROR(CheckRange("default ef", config.default_ef, limits_.max_ef));
     ZOOM_RETURN_IF_ERROR(CheckRange("default nprobe", config.default_nprobe, limits_.max_nprobe));
@@ -173,7 +174,7 @@ grpc::ServerUnaryReactor* VectorSearchService::CreateCollection(
 grpc::ServerUnaryReactor* VectorSearchService::DropCollection(
     grpc::CallbackServerContext* ctx, const v1::DropCollectionRequest* req,
     v1::DropCollectionResponse*) {
-  return Run(ctx, "DropCollection", [this, req](const std::atomic<bool>*) {
+  return Run(ctx, "DropCollection", WorkClass::kAdmin, 1, [this, req](const std::atomic<bool>*) {
     ZOOM_RETURN_IF_ERROR(ValidateCollectionName(req->name()));
     ZOOM_RETURN_IF_ERROR(db_->DropCollection(req->name()));
     if (metrics_ != nullptr) metrics_->RemoveCollection(req->name());
@@ -184,7 +185,7 @@ grpc::ServerUnaryReactor* VectorSearchService::DropCollection(
 grpc::ServerUnaryReactor* VectorSearchService::ListCollections(
     grpc::CallbackServerContext* ctx, const v1::ListCollectionsRequest*,
     v1::ListCollectionsResponse* resp) {
-  return Run(ctx, "ListCollections", [this, resp](const std::atomic<bool>*) {
+  return Run(ctx, "ListCollections", WorkClass::kRead, 1, [this, resp](const std::atomic<bool>*) {
     for (const auto& c : db_->ListCollections()) *resp->add_collections() = ToProto(c->Info());
     return absl::OkStatus();
   });
@@ -193,7 +194,7 @@ grpc::ServerUnaryReactor* VectorSearchService::ListCollections(
 grpc::ServerUnaryReactor* VectorSearchService::GetCollection(
     grpc::CallbackServerContext* ctx, const v1::GetCollectionRequest* req,
     v1::GetCollectionResponse* resp) {
-  return Run(ctx, "GetCollection", [this, req, resp](const std::atomic<bool>*) {
+  return Run(ctx, "GetCollection", WorkClass::kRead, 1, [this, req, resp](const std::atomic<bool>*) {
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->name()));
     *resp->mutable_info() = ToProto(c->Info());
     return absl::OkStatus();
@@ -246,7 +247,7 @@ absl::Status VectorSearchService::ApplyPoints(
 grpc::ServerUnaryReactor* VectorSearchService::Upsert(grpc::CallbackServerContext* ctx,
                                                       const v1::UpsertRequest* req,
                                                       v1::UpsertResponse* resp) {
-  return Run(ctx, "Upsert", [this, req, resp](const std::atomic<bool>*) {
+  return Run(ctx, "Upsert", WorkClass::kWrite, 1 + req->points_size() / 100, [this, req, resp](const std::atomic<bool>*) {
     uint64_t n = 0;
     ZOOM_RETURN_IF_ERROR(ApplyPoints(req->collection(), req->points(), &n));
     resp->set_upserted(n);
@@ -257,7 +258,7 @@ grpc::ServerUnaryReactor* VectorSearchService::Upsert(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* VectorSearchService::Delete(grpc::CallbackServerContext* ctx,
                                                       const v1::DeleteRequest* req,
                                                       v1::DeleteResponse* resp) {
-  return Run(ctx, "Delete", [this, req, resp](const std::atomic<bool>*) {
+  return Run(ctx, "Delete", WorkClass::kWrite, 1 + req->ids_size() / 1000, [this, req, resp](const std::atomic<bool>*) {
     if (req->ids().empty()) return absl::InvalidArgumentError("no ids to delete");
     ZOOM_RETURN_IF_ERROR(CheckRange("number of ids", req->ids_size(), limits_.max_ids));
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
@@ -270,12 +271,13 @@ grpc::ServerUnaryReactor* VectorSearchService::Delete(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* VectorSearchService::Get(grpc::CallbackServerContext* ctx,
                                                    const v1::GetRequest* req,
                                                    v1::GetResponse* resp) {
-  return Run(ctx, "Get", [this, req, resp](const std::atomic<bool>*) {
+  return Run(ctx, "Get", WorkClass::kRead, 1 + req->ids_size() / 100, [this, req, resp](const std::atomic<bool>*) {
     if (req->ids().empty()) return absl::InvalidArgumentError("no ids to get");
     ZOOM_RETURN_IF_ERROR(CheckRange("number of ids", req->ids_size(), limits_.max_ids));
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
     std::vector<PointData> found;
-    ZOOM_RETURN_IF_ERROR(c->Get(req->ids(), req->with_vectors(), req->with_payload(), &found));
+    ZOOM_RETURN_IF_ERROR(c->Get(req->ids(), req->with_vectors(), req->with_payload(), &found,
+                                limits_.max_response_bytes));
     for (PointData& p : found) {
       v1::Point* out = resp->add_points();
       out->set_id(p.id);
@@ -306,7 +308,10 @@ class ImportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                                : absl::OkStatus());
       return;
     }
-    service_->pool()->Submit([this] {
+    // A write's cost for admission: about a unit per 40 KB (100 points of
+    // 100 floats).
+    const uint64_t units = 1 + raw_.Length() / 40000;
+    absl::Status admitted = service_->pool()->TrySubmit(WorkClass::kWrite, units, DeadlineOf(ctx_), [this] {
       absl::Status st;
       req_.Clear();
       const grpc::Status parsed =
@@ -337,6 +342,11 @@ class ImportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       ++messages_;
       StartRead(&raw_);
     });
+    if (!admitted.ok()) {
+      Done(absl::Status(admitted.code(),
+                        absl::StrCat("Import message #", messages_, ": ", admitted.message(), " (",
+                                     imported_, " points were imported before it)")));
+    }
   }
   void OnDone() override { delete this; }
 
@@ -384,34 +394,39 @@ absl::Status VectorSearchService::ValidateSearch(const v1::SearchRequest& req) c
   return absl::OkStatus();
 }
 
-absl::Status VectorSearchService::DoSearch(grpc::CallbackServerContext* ctx, const Collection& c,
+absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection& c,
                                            const v1::SearchRequest& req,
                                            const std::atomic<bool>* cancelled,
-                                           v1::SearchResponse* resp) const {
+                                           v1::SearchResponse* resp, uint64_t* budget,
+                                           bool degrade) const {
   ZOOM_RETURN_IF_ERROR(ValidateSearch(req));
   CollectionSearchParams p;
   p.engine.k = req.k();
   p.engine.ef = req.knobs().ef();
   p.engine.nprobe = req.knobs().nprobe();
   p.engine.rerank_candidates = req.knobs().rerank_candidates();
-  p.engine.preview_only = req.preview_only();
+  p.engine.preview_only = req.preview_only() || degrade;
   p.engine.allow_partial = req.allow_partial();
-  p.engine.deadline = DeadlineOf(ctx);
+  p.engine.deadline = deadline;
   p.engine.cancelled = cancelled;
   p.exact = req.exact();
   p.with_payload = req.with_payload();
   p.with_vectors = req.with_vectors();
+  p.max_answer_bytes = *budget;
   std::vector<CollectionHit> hits;
   QueryStats stats;
   bool exact = false;
   ZOOM_RETURN_IF_ERROR(c.Search(req.vector().data(), req.vector_size(), p, &hits, &stats, &exact));
   for (CollectionHit& h : hits) {
+    const uint64_t bytes = 16 + h.payload.size() + h.vector.size() * sizeof(float);
+    *budget -= std::min(*budget, bytes);
     v1::Hit* out = resp->add_hits();
     out->set_id(h.id);
     out->set_score(h.score);
     out->set_payload(std::move(h.payload));
     out->mutable_vector()->Assign(h.vector.begin(), h.vector.end());
   }
+  if (degrade) stats.degraded = true;
   v1::QueryStats* s = resp->mutable_stats();
   s->set_preview_us(static_cast<uint64_t>(stats.preview_us));
   s->set_fullview_us(static_cast<uint64_t>(stats.fullview_us));
@@ -430,22 +445,58 @@ absl::Status VectorSearchService::DoSearch(grpc::CallbackServerContext* ctx, con
 grpc::ServerUnaryReactor* VectorSearchService::Search(grpc::CallbackServerContext* ctx,
                                                       const v1::SearchRequest* req,
                                                       v1::SearchResponse* resp) {
-  return Run(ctx, "Search", [this, ctx, req, resp](const std::atomic<bool>* cancelled) {
-    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
-    return DoSearch(ctx, *c, *req, cancelled, resp);
-  });
+  const absl::Time deadline = DeadlineOf(ctx);
+  // Load shedding with allow_partial: when the reads queued ahead would
+  // outlast the deadline, the preview (RAM only, about a millisecond) runs
+  // right here on gRPC's thread and the answer comes back `degraded`,
+  // instead of being refused.
+  if (req->allow_partial() && !req->exact() && deadline != absl::InfiniteFuture() &&
+      pool_->EstimatedWait(WorkClass::kRead) > deadline - absl::Now()) {
+    auto c = db_->GetCollection(req->collection());
+    if (c.ok() && (*c)->engine()->index() != nullptr) {
+      return RunUnaryInline(
+          ctx, [this](const absl::Status& st, double s) { Record("Search", st, s); },
+          [&](const std::atomic<bool>* cancelled) {
+            uint64_t budget = limits_.max_response_bytes;
+            return DoSearch(deadline, **c, *req, cancelled, resp, &budget, /*degrade=*/true);
+          });
+    }
+  }
+  return Run(ctx, "Search", WorkClass::kRead, 1,
+             [this, deadline, req, resp](const std::atomic<bool>* cancelled) {
+               ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+               uint64_t budget = limits_.max_response_bytes;
+               return DoSearch(deadline, *c, *req, cancelled, resp, &budget, false);
+             });
 }
 
 grpc::ServerUnaryReactor* VectorSearchService::SearchBatch(grpc::CallbackServerContext* ctx,
                                                            const v1::SearchBatchRequest* req,
                                                            v1::SearchBatchResponse* resp) {
-  return Run(ctx, "SearchBatch", [this, ctx, req, resp](const std::atomic<bool>* cancelled) {
+  const absl::Time deadline = DeadlineOf(ctx);
+  return Run(ctx, "SearchBatch", WorkClass::kRead, std::max(1, req->queries_size()),
+             [this, deadline, req, resp](const std::atomic<bool>* cancelled) {
     if (req->queries().empty()) return absl::InvalidArgumentError("the batch has no queries");
     ZOOM_RETURN_IF_ERROR(CheckRange("number of queries", req->queries_size(), limits_.max_batch));
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    // The answer's size, known before any search runs (payloads aside):
+    // refused when it cannot fit one message, instead of being built first.
+    uint64_t estimate = 0;
+    for (const v1::SearchRequest& q : req->queries()) {
+      estimate += 32 + uint64_t{q.k()} * (16 + (q.with_vectors() ? c->config().dim * 4 + 8 : 0));
+    }
+    if (estimate > limits_.max_response_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the answer to ", req->queries_size(), " queries would take about ", estimate >> 20,
+          " MiB, more than the ", limits_.max_response_bytes >> 20,
+          " MiB this server sends in one message; split the batch, lower k, or leave out "
+          "the vectors"));
+    }
+    uint64_t budget = limits_.max_response_bytes;
     for (int i = 0; i < req->queries_size(); ++i) {
       if (cancelled->load()) return absl::CancelledError("the call was cancelled");
-      absl::Status st = DoSearch(ctx, *c, req->queries(i), cancelled, resp->add_results());
+      absl::Status st =
+          DoSearch(deadline, *c, req->queries(i), cancelled, resp->add_results(), &budget, false);
       if (!st.ok()) {
         return absl::Status(st.code(), absl::StrCat("query #", i, ": ", st.message()));
       }
@@ -457,27 +508,34 @@ grpc::ServerUnaryReactor* VectorSearchService::SearchBatch(grpc::CallbackServerC
 grpc::ServerUnaryReactor* VectorSearchService::BuildIndex(grpc::CallbackServerContext* ctx,
                                                           const v1::BuildIndexRequest* req,
                                                           v1::BuildIndexResponse* resp) {
-  return Run(ctx, "BuildIndex", [this, req, resp](const std::atomic<bool>* cancelled) {
-    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
-    // A build already running (e.g. the automatic one started during an
-    // import) is the build asked for: report it, or wait for it.
-    ZOOM_RETURN_IF_ERROR(c->StartOrJoinBuild());
-    if (req->wait()) {
-      while (c->Info().index_state == IndexState::kBuilding && !cancelled->load()) {
-        absl::SleepFor(absl::Milliseconds(20));
-      }
-      ZOOM_RETURN_IF_ERROR(c->WaitForBuild());
-    }
-    *resp->mutable_info() = ToProto(c->Info());
-    RefreshCollectionMetrics();
-    return absl::OkStatus();
-  });
+  // Waiting for the build holds no worker: the build's thread completes the
+  // reply.
+  return RunDeferredOnPool(
+      pool_, ctx, WorkClass::kAdmin, 1,
+      [this](const absl::Status& st, double seconds) { Record("BuildIndex", st, seconds); },
+      [this, name = req->collection(), wait = req->wait(),
+       resp](std::shared_ptr<PendingReply> reply) {
+        auto c = db_->GetCollection(name);
+        if (!c.ok()) return reply->Complete(c.status());
+        std::shared_ptr<Collection> col = *c;
+        // A build already running (e.g. the automatic one started during an
+        // import) is the build asked for: report it, or wait for it.
+        if (absl::Status st = col->StartOrJoinBuild(); !st.ok()) return reply->Complete(st);
+        auto answer = [this, reply, resp, col](const absl::Status& st) {
+          reply->Complete(st, [this, resp, col] {
+            *resp->mutable_info() = ToProto(col->Info());
+            RefreshCollectionMetrics();
+          });
+        };
+        if (!wait) return answer(absl::OkStatus());
+        col->WhenBuildDone(answer);
+      });
 }
 
 grpc::ServerUnaryReactor* VectorSearchService::Compact(grpc::CallbackServerContext* ctx,
                                                        const v1::CompactRequest* req,
                                                        v1::CompactResponse* resp) {
-  return Run(ctx, "Compact", [this, req, resp](const std::atomic<bool>*) {
+  return Run(ctx, "Compact", WorkClass::kAdmin, 1, [this, req, resp](const std::atomic<bool>*) {
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
     ZOOM_RETURN_IF_ERROR(c->Compact());
     *resp->mutable_info() = ToProto(c->Info());

@@ -30,6 +30,9 @@ struct ServiceLimits {
   uint32_t max_nprobe = 65536;
   uint32_t max_rerank = 10000;
   uint32_t max_payload_bytes = 1 << 20;
+  // The largest answer built (payloads and vectors counted as they are
+  // read): the server's send limit, less room for the framing.
+  uint64_t max_response_bytes = (uint64_t{64} << 20) - (64 << 10);
 };
 
 // Import is a raw method (grpc::ByteBuffer messages, parsed here): gRPC's
@@ -90,11 +93,15 @@ class VectorSearchService final
  private:
   // Runs `work` on the pool and finishes the RPC with its status.
   template <typename Work>
-  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* ctx, const char* rpc, Work work);
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* ctx, const char* rpc,
+                                WorkClass cls, uint64_t units, Work work);
 
-  absl::Status DoSearch(grpc::CallbackServerContext* ctx, const Collection& c,
-                        const v1::SearchRequest& req, const std::atomic<bool>* cancelled,
-                        v1::SearchResponse* resp) const;
+  // One query into `resp`; its payload and vector bytes are taken from
+  // *budget (ResourceExhausted past it). `degrade`: the preview only,
+  // flagged degraded (load shedding with allow_partial).
+  absl::Status DoSearch(absl::Time deadline, const Collection& c, const v1::SearchRequest& req,
+                        const std::atomic<bool>* cancelled, v1::SearchResponse* resp,
+                        uint64_t* budget, bool degrade) const;
   absl::Status ValidateSearch(const v1::SearchRequest& req) const;
 
   Database* db_;

@@ -1,65 +1,104 @@
 // File: server/grpc/worker_pool.h
 //
 // WorkerPool: a fixed set of threads that run the RPC handlers' work, so
-// that gRPC's callback threads never block on the SSD or an index build.
-// Submit never blocks; Stop() runs what is queued and joins.
+// that gRPC's callback threads never block on the SSD or an index build,
+// with admission control (load shedding) per class of work:
 //
-// Thread safety: Submit and queued() are safe from any thread.
+//   kRead   searches, gets, listings, decoding
+//   kWrite  upserts, deletes, import messages
+//   kAdmin  collection and model management, builds, compactions
+//
+// Each class has a bounded queue, counted in units (a request's cost: one
+// per query of a batch, per 100 points of a write, ...), and a cap on the
+// workers it may occupy at once (writes and admin work can never take every
+// worker from the reads). TrySubmit refuses at once, without queueing, when
+// the class's queue is full (ResourceExhausted) or when the work queued
+// ahead is expected to outlast the request's deadline (DeadlineExceeded;
+// the estimate is the queued units times the class's recent time per unit).
+// A request larger than the whole queue is admitted when the queue is
+// empty. Workers take work round-robin over the classes that have some and
+// are under their cap.
+//
+// Thread safety: all methods are safe from any thread. Stop() runs what is
+// queued and joins.
 #ifndef ZOOM_SERVER_GRPC_WORKER_POOL_H_
 #define ZOOM_SERVER_GRPC_WORKER_POOL_H_
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace zoom::server {
 
+enum class WorkClass : int { kRead = 0, kWrite = 1, kAdmin = 2 };
+inline constexpr int kWorkClasses = 3;
+const char* WorkClassName(WorkClass c);
+
+struct WorkClassLimits {
+  int max_running = 1 << 20;                   // workers the class may occupy at once
+  uint64_t max_queued_units = uint64_t{1} << 62;  // beyond: ResourceExhausted
+};
+
+struct WorkerPoolOptions {
+  int threads = 8;
+  std::array<WorkClassLimits, kWorkClasses> limits;
+  // The time per unit assumed before any work of a class has finished.
+  absl::Duration initial_unit_time = absl::Microseconds(500);
+  // The server's defaults for `threads` workers: reads may use all but one
+  // and queue 8192 units; writes at most half the workers and 1024 units;
+  // admin work a quarter of them (at least one) and 64 units.
+  static WorkerPoolOptions ForServer(int threads);
+};
+
 class WorkerPool {
  public:
-  explicit WorkerPool(int threads) {
-    for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Run(); });
-  }
+  explicit WorkerPool(int threads);  // no limits
+  explicit WorkerPool(const WorkerPoolOptions& options);
   ~WorkerPool() { Stop(); }
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
 
-  void Submit(std::function<void()> task) {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(std::move(task));
-  }
-  size_t queued() const {
-    absl::MutexLock lock(&mu_);
-    return queue_.size();
-  }
-  void Stop() {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return;
-      stopping_ = true;
-    }
-    for (auto& t : workers_) t.join();
-  }
+  // Queues `task` as one unit of admin-class work, whatever the limits
+  // (internal work, tests).
+  void Submit(std::function<void()> task);
+  // Queues `task` (`units` of class `cls`) or refuses it (see the file
+  // comment); a refused task is dropped and not run.
+  absl::Status TrySubmit(WorkClass cls, uint64_t units, absl::Time deadline,
+                         std::function<void()> task);
+  // How long work of `cls` queued now would wait before it starts (the
+  // estimate TrySubmit uses).
+  absl::Duration EstimatedWait(WorkClass cls) const;
+  size_t queued() const;
+  void Stop();
 
  private:
-  void Run() {
-    for (;;) {
-      std::function<void()> task;
-      {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(
-            +[](WorkerPool* p) { return p->stopping_ || !p->queue_.empty(); }, this));
-        if (queue_.empty()) return;  // stopping and drained
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-    }
-  }
+  struct Task {
+    uint64_t units;
+    std::function<void()> fn;
+  };
+  struct ClassState {
+    std::deque<Task> queue;
+    uint64_t queued_units = 0;
+    int running = 0;
+    double unit_us = 0;  // moving average of the time per unit
+  };
+  void Run();
+  bool HasRunnableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration EstimatedWaitLocked(WorkClass cls) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  WorkerPoolOptions options_;
   mutable absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  std::array<ClassState, kWorkClasses> classes_ ABSL_GUARDED_BY(mu_);
+  int next_class_ ABSL_GUARDED_BY(mu_) = 0;  // round-robin start
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };

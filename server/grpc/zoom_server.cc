@@ -37,7 +37,15 @@ absl::Status ZoomServer::Start() {
     backend_note = absl::StrCat("pread (io_uring unavailable: ", storage::ProbeIoUring().reason, ")");
   }
 
-  pool_ = std::make_unique<WorkerPool>(options_.threads);
+  WorkerPoolOptions pool_options = WorkerPoolOptions::ForServer(options_.threads);
+  if (options_.max_queued_reads > 0) pool_options.limits[0].max_queued_units = options_.max_queued_reads;
+  if (options_.max_queued_writes > 0) pool_options.limits[1].max_queued_units = options_.max_queued_writes;
+  if (options_.max_queued_admin > 0) pool_options.limits[2].max_queued_units = options_.max_queued_admin;
+  pool_options.initial_unit_time = options_.initial_unit_time;
+  pool_ = std::make_unique<WorkerPool>(pool_options);
+  options_.limits.max_response_bytes =
+      std::min<uint64_t>(options_.limits.max_response_bytes,
+                         static_cast<uint64_t>(std::max(options_.max_message_bytes, 1 << 20)) - (64 << 10));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

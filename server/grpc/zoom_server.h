@@ -42,6 +42,13 @@ struct ServerOptions {
   std::string grpc_address = "127.0.0.1:50051";  // port 0: pick a free one
   std::string metrics_address = "127.0.0.1:9464";  // "" = no /metrics endpoint
   int threads = 8;                        // request workers
+  // Admission control (worker_pool.h): queued units per class beyond which
+  // requests are RESOURCE_EXHAUSTED at once (0: the defaults, 8192 / 1024 /
+  // 64), and the time per unit assumed before any has been measured.
+  uint64_t max_queued_reads = 0;
+  uint64_t max_queued_writes = 0;
+  uint64_t max_queued_admin = 0;
+  absl::Duration initial_unit_time = absl::Microseconds(500);
   int max_message_bytes = 64 << 20;       // larger requests: RESOURCE_EXHAUSTED
   ServiceLimits limits;
   DecoderLimits decoder_limits;
@@ -72,6 +79,7 @@ class ZoomServer {
   Database* database() { return db_.get(); }
   DecoderEngine* decoder() { return decoder_.get(); }
   Metrics* metrics() { return metrics_.get(); }
+  WorkerPool* pool() { return pool_.get(); }
   const std::string& io_backend() const { return io_backend_; }
 
  private:

@@ -38,6 +38,11 @@ ABSL_FLAG(std::string, sync, "always",
           "lose the last interval).");
 ABSL_FLAG(int, wal_sync_ms, 100, "WAL sync interval for --sync=batch.");
 ABSL_FLAG(int, threads, 8, "Request worker threads.");
+ABSL_FLAG(uint64_t, max_queued_reads, 8192,
+          "Queued read units (a query each) beyond which requests are RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_queued_writes, 1024,
+          "Queued write units (about 100 points each) beyond which writes are RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_queued_admin, 64, "Queued admin requests beyond which they are refused.");
 ABSL_FLAG(int, build_threads, 2, "Threads of an index build.");
 ABSL_FLAG(int64_t, cache_bytes, 0, "DRAM cache of hot full vectors per collection (0: off).");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "Largest gRPC message accepted.");
@@ -144,6 +149,9 @@ int Main(int argc, char** argv) {
   options.grpc_address = absl::GetFlag(FLAGS_grpc_address);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.threads = absl::GetFlag(FLAGS_threads);
+  options.max_queued_reads = absl::GetFlag(FLAGS_max_queued_reads);
+  options.max_queued_writes = absl::GetFlag(FLAGS_max_queued_writes);
+  options.max_queued_admin = absl::GetFlag(FLAGS_max_queued_admin);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.limits.max_k = absl::GetFlag(FLAGS_max_k);
   options.limits.max_batch = absl::GetFlag(FLAGS_max_batch);

@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/zoom_client.h"
+#include "common/status_macros.h"
 #include "common/texmex.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
@@ -32,6 +34,7 @@
 #include "grpc/reflection/v1/reflection.pb.h"
 #include "gtest/gtest.h"
 #include "server/grpc/zoom_server.h"
+#include "storage/block_reader.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_env.h"
@@ -101,7 +104,7 @@ struct InProcess {
     options.database.data_dir = dir.path();
     options.grpc_address = "127.0.0.1:0";
     options.metrics_address = "127.0.0.1:0";
-    options.threads = 4;
+    if (options.threads == server::ServerOptions().threads) options.threads = 4;
     options.database.collection.auto_build_min_points = 0;
     server = std::make_unique<server::ZoomServer>(options);
     status = server->Start();
@@ -997,6 +1000,275 @@ TEST(ServerTest, EveryListedServiceIsDescribableOverReflectionV1AndV1alpha) {
     stream->WritesDone();
     EXPECT_TRUE(stream->Finish().ok());
   }
+}
+
+// ---- Hardening: load shedding and amplification (issue 14 #8, #9) ---------------
+
+// Holds the next read of any collection file (once armed) until released: a
+// worker is made busy deterministically, without timing.
+struct HoldNextRead {
+  absl::Mutex mu;
+  bool armed ABSL_GUARDED_BY(mu) = false;
+  bool entered ABSL_GUARDED_BY(mu) = false;
+  bool released ABSL_GUARDED_BY(mu) = false;
+  void Arm() {
+    absl::MutexLock l(&mu);
+    armed = true;
+    entered = released = false;
+  }
+  bool AwaitEntered() {
+    absl::MutexLock l(&mu);
+    return mu.AwaitWithTimeout(absl::Condition(&entered), absl::Seconds(120));
+  }
+  void Release() {
+    absl::MutexLock l(&mu);
+    released = true;
+  }
+};
+
+class HeldReader final : public storage::BlockReader {
+ public:
+  HeldReader(std::unique_ptr<storage::BlockReader> inner, std::shared_ptr<HoldNextRead> hold)
+      : inner_(std::move(inner)), hold_(std::move(hold)) {}
+  absl::Status ReadBatch(absl::Span<storage::ReadRequest> requests) const override {
+    Wait();
+    return inner_->ReadBatch(requests);
+  }
+  absl::Status ReadBatchOverlapped(absl::Span<storage::ReadRequest> requests,
+                                   absl::FunctionRef<void()> while_waiting) const override {
+    Wait();
+    return inner_->ReadBatchOverlapped(requests, while_waiting);
+  }
+  absl::StatusOr<uint8_t*> Scratch(size_t bytes) const override { return inner_->Scratch(bytes); }
+  size_t alignment() const override { return inner_->alignment(); }
+  storage::IoBackend backend() const override { return inner_->backend(); }
+  bool direct_io() const override { return inner_->direct_io(); }
+  const std::string& path() const override { return inner_->path(); }
+  std::string Describe() const override { return "held " + inner_->Describe(); }
+
+ private:
+  void Wait() const {
+    absl::MutexLock l(&hold_->mu);
+    if (!hold_->armed) return;
+    hold_->armed = false;
+    hold_->entered = true;
+    hold_->mu.Await(absl::Condition(&hold_->released));
+  }
+  std::unique_ptr<storage::BlockReader> inner_;
+  std::shared_ptr<HoldNextRead> hold_;
+};
+
+server::ServerOptions HeldOptions(const std::shared_ptr<HoldNextRead>& hold) {
+  server::ServerOptions o;
+  o.database.collection.store.reader_factory = [hold](const std::string& path,
+                                                      const storage::BlockReaderOptions& ro)
+      -> absl::StatusOr<std::unique_ptr<storage::BlockReader>> {
+    ZOOM_ASSIGN_OR_RETURN(auto inner, storage::MakeBlockReader(path, ro));
+    return std::unique_ptr<storage::BlockReader>(new HeldReader(std::move(inner), hold));
+  };
+  return o;
+}
+
+// Waits (bounded) until the pool holds `n` queued tasks.
+bool AwaitQueued(server::WorkerPool* pool, size_t n) {
+  const absl::Time end = absl::Now() + absl::Seconds(120);
+  while (pool->queued() < n && absl::Now() < end) absl::SleepFor(absl::Milliseconds(2));
+  return pool->queued() >= n;
+}
+
+void FillCollection(client::ZoomClient& c, const std::string& name, size_t n, size_t dim,
+                    bool build, const std::string& payload = "") {
+  ASSERT_OK(c.CreateCollection(Spec(name, static_cast<uint32_t>(dim), v1::L2)).status());
+  const std::vector<float> data = RandomVectors(n, dim, 21);
+  for (size_t first = 0; first < n; first += 200) {
+    v1::UpsertRequest u;
+    u.set_collection(name);
+    for (size_t i = first; i < std::min(n, first + 200); ++i) {
+      AddPoint(&u, i, &data[i * dim], dim, payload);
+    }
+    ASSERT_OK(c.Upsert(u).status());
+  }
+  if (build) ASSERT_OK(c.BuildIndex(name, true).status());
+}
+
+// Issue 14 #8: reads queue in a bounded queue (beyond: RESOURCE_EXHAUSTED at
+// once), a request whose deadline the queue ahead would outlast is refused
+// at once, and allow_partial then gets the preview, degraded.
+TEST(ServerTest, OverloadIsShedAtOnceAndAllowPartialGetsThePreview) {
+  auto hold = std::make_shared<HoldNextRead>();
+  server::ServerOptions o = HeldOptions(hold);
+  o.threads = 4;  // reads may take 3 of them; the 4th is for writes and admin work
+  o.max_queued_reads = 4;
+  o.initial_unit_time = absl::Seconds(1);  // until a read has been measured
+  InProcess s(o);
+  ASSERT_OK(s.status);
+  constexpr size_t kDim = 8;
+  FillCollection(*s.client, "q", 600, kDim, /*build=*/true);
+  const std::vector<float> q = RandomVectors(1, kDim, 3);
+  // Three searches hold the three read workers, each in its fullview read
+  // (the hold is re-armed for the next one; Release frees them all).
+  std::vector<std::thread> busy;
+  std::atomic<int> busy_ok{0};
+  for (int i = 0; i < 3; ++i) {
+    hold->Arm();
+    busy.emplace_back([&] { busy_ok += s.client->Search(Query("q", q.data(), kDim, 5)).ok(); });
+    ASSERT_TRUE(hold->AwaitEntered());
+  }
+  std::vector<std::thread> queued;
+  absl::Cleanup release = [&] {
+    hold->Release();
+    for (auto& t : busy) t.join();
+    for (auto& t : queued) t.join();
+  };
+  // Four searches fill the read queue (4 units).
+  std::atomic<int> queued_ok{0};
+  for (int i = 0; i < 4; ++i) {
+    queued.emplace_back([&] { queued_ok += s.client->Search(Query("q", q.data(), kDim, 5)).ok(); });
+    ASSERT_TRUE(AwaitQueued(s.server->pool(), i + 1));
+  }
+  // The queue is full: RESOURCE_EXHAUSTED at once; a batch is as many units
+  // as queries.
+  EXPECT_THAT(s.client->Search(Query("q", q.data(), kDim, 5)).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("overloaded")));
+  v1::SearchBatchRequest batch;
+  batch.set_collection("q");
+  *batch.add_queries() = Query("q", q.data(), kDim, 5);
+  EXPECT_THAT(s.client->SearchBatch(batch).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  // allow_partial with a deadline the queue ahead (4 units x 1 s over 3
+  // workers) would outlast: the preview, at once, flagged degraded.
+  v1::SearchRequest partial = Query("q", q.data(), kDim, 5);
+  partial.set_allow_partial(true);
+  ASSERT_OK_AND_ASSIGN(v1::SearchResponse degraded,
+                       s.client->Search(partial, absl::Milliseconds(900)));
+  EXPECT_TRUE(degraded.stats().degraded());
+  EXPECT_EQ(degraded.stats().ssd_reads(), 0u);
+  EXPECT_EQ(degraded.hits_size(), 5);
+  // Writes have their own queue and a worker the reads cannot take.
+  v1::UpsertRequest u;
+  u.set_collection("q");
+  AddPoint(&u, 9999, q.data(), kDim);
+  ASSERT_OK(s.client->Upsert(u).status());
+  std::move(release).Invoke();
+  EXPECT_EQ(busy_ok.load(), 3);
+  EXPECT_EQ(queued_ok.load(), 4);
+}
+
+// A request whose deadline the queue ahead would outlast is refused at
+// once (not after waiting).
+TEST(ServerTest, DeadlineTheQueueWouldOutlastIsRefusedAtOnce) {
+  auto hold = std::make_shared<HoldNextRead>();
+  server::ServerOptions o = HeldOptions(hold);
+  o.threads = 1;
+  o.initial_unit_time = absl::Seconds(10);
+  InProcess s(o);
+  ASSERT_OK(s.status);
+  constexpr size_t kDim = 8;
+  FillCollection(*s.client, "d", 300, kDim, /*build=*/false);
+  const std::vector<float> q = RandomVectors(1, kDim, 3);
+  hold->Arm();
+  std::thread busy([&] { (void)s.client->Search(Query("d", q.data(), kDim, 5)); });
+  ASSERT_TRUE(hold->AwaitEntered());
+  std::thread queued([&] { (void)s.client->Search(Query("d", q.data(), kDim, 5)); });
+  ASSERT_TRUE(AwaitQueued(s.server->pool(), 1));
+  // 1 unit x 10 s ahead; a 5 s deadline cannot be met.
+  EXPECT_THAT(s.client->Search(Query("d", q.data(), kDim, 5), absl::Seconds(5)).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("refused at once")));
+  hold->Release();
+  busy.join();
+  queued.join();
+}
+
+// Waiting BuildIndex calls hold no worker: eight of them (the default
+// worker count) used to hold every worker for the whole build, so searches
+// timed out.
+TEST(ServerTest, WaitingBuildsHoldNoWorker) {
+  auto hold = std::make_shared<HoldNextRead>();
+  server::ServerOptions o = HeldOptions(hold);
+  o.threads = 2;
+  InProcess s(o);
+  ASSERT_OK(s.status);
+  constexpr size_t kDim = 8;
+  FillCollection(*s.client, "b", 600, kDim, /*build=*/false);
+  hold->Arm();  // the build's first read of the vectors
+  ASSERT_OK(s.client->BuildIndex("b", /*wait=*/false).status());
+  ASSERT_TRUE(hold->AwaitEntered());
+  std::vector<std::thread> waiters;
+  std::atomic<int> ready{0};
+  for (int i = 0; i < 8; ++i) {
+    waiters.emplace_back([&] {
+      auto r = s.client->BuildIndex("b", /*wait=*/true);
+      ready += r.ok() && r->index_state() == v1::READY;
+    });
+  }
+  absl::Cleanup release = [&] {
+    hold->Release();
+    for (auto& t : waiters) t.join();
+  };
+  // The build is held; the eight calls wait for it. Searches still run (on
+  // the two workers) and health says so.
+  const std::vector<float> q = RandomVectors(1, kDim, 3);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK(s.client->Search(Query("b", q.data(), kDim, 5), absl::Seconds(60)).status()) << i;
+  }
+  std::move(release).Invoke();
+  EXPECT_EQ(ready.load(), 8);
+}
+
+// Issue 14 #9: a 3 KB Get of one id (a 1 MiB payload) repeated 600 times
+// made the server build 1.2 GB before the 64 MiB send limit refused it; a
+// SearchBatch of 400 queries, k 1000, with vectors cost +359 MB.
+TEST(ServerTest, AnswersThatCannotBeSentAreRefusedBeforeTheyAreBuilt) {
+  server::ServerOptions o;
+  o.max_message_bytes = 8 << 20;  // the send limit the answers are held to
+  InProcess s(o);
+  ASSERT_OK(s.status);
+  constexpr size_t kDim = 100;
+  FillCollection(*s.client, "amp", 2000, kDim, /*build=*/false, std::string(16 << 10, 'p'));
+  {
+    v1::UpsertRequest u;
+    u.set_collection("amp");
+    const std::vector<float> v = RandomVectors(1, kDim, 8);
+    AddPoint(&u, 7, v.data(), kDim, std::string(1 << 20, 'q'));
+    ASSERT_OK(s.client->Upsert(u).status());
+  }
+  auto peak_rss_kb = [] {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+    }
+    return 0L;
+  };
+  const long before = peak_rss_kb();
+  v1::GetRequest get;
+  get.set_collection("amp");
+  get.set_with_payload(true);
+  for (int i = 0; i < 600; ++i) get.add_ids(7);
+  EXPECT_THAT(s.client->Get(get).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("each id once")));
+  // Six of them fit: each answered (the payload read once).
+  get.clear_ids();
+  for (int i = 0; i < 6; ++i) get.add_ids(7);
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse got, s.client->Get(get));
+  EXPECT_EQ(got.points_size(), 6);
+  v1::SearchBatchRequest batch;
+  batch.set_collection("amp");
+  const std::vector<float> q = RandomVectors(1, kDim, 3);
+  for (int i = 0; i < 400; ++i) {
+    v1::SearchRequest r = Query("amp", q.data(), kDim, 1000);
+    r.set_with_vectors(true);
+    *batch.add_queries() = r;
+  }
+  EXPECT_THAT(s.client->SearchBatch(batch).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("split the batch")));
+  // k 1000 with 16 KiB payloads (16 MiB): refused as the payloads are read.
+  v1::SearchRequest big = Query("amp", q.data(), kDim, 1000);
+  big.set_with_payload(true);
+  EXPECT_THAT(s.client->Search(big).status(), StatusIs(absl::StatusCode::kResourceExhausted));
+  // The peak memory grew by about one send limit at most, not by the
+  // answers' sizes (600 MiB and 160 MiB).
+  EXPECT_LT(peak_rss_kb() - before, 100 * 1024);
 }
 
 // ---- Deadlines -----------------------------------------------------------------

@@ -1,0 +1,153 @@
+#include "server/grpc/worker_pool.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace zoom::server {
+
+const char* WorkClassName(WorkClass c) {
+  switch (c) {
+    case WorkClass::kRead: return "read";
+    case WorkClass::kWrite: return "write";
+    case WorkClass::kAdmin: return "admin";
+  }
+  return "unknown";
+}
+
+WorkerPoolOptions WorkerPoolOptions::ForServer(int threads) {
+  WorkerPoolOptions o;
+  o.threads = std::max(1, threads);
+  // Reads leave a worker to the other classes, so writes and admin work go
+  // on under any read load.
+  o.limits[static_cast<int>(WorkClass::kRead)] = {std::max(1, o.threads - 1), 8192};
+  o.limits[static_cast<int>(WorkClass::kWrite)] = {std::max(1, o.threads / 2), 1024};
+  o.limits[static_cast<int>(WorkClass::kAdmin)] = {std::max(1, o.threads / 4), 64};
+  return o;
+}
+
+WorkerPool::WorkerPool(int threads) : WorkerPool([threads] {
+  WorkerPoolOptions o;
+  o.threads = std::max(1, threads);
+  return o;
+}()) {}
+
+WorkerPool::WorkerPool(const WorkerPoolOptions& options) : options_(options) {
+  for (ClassState& c : classes_) c.unit_us = absl::ToDoubleMicroseconds(options_.initial_unit_time);
+  for (int i = 0; i < options_.threads; ++i) workers_.emplace_back([this] { Run(); });
+}
+
+void WorkerPool::Submit(std::function<void()> task) {
+  absl::MutexLock lock(&mu_);
+  ClassState& c = classes_[static_cast<int>(WorkClass::kAdmin)];
+  c.queue.push_back({1, std::move(task)});
+  c.queued_units += 1;
+}
+
+absl::Duration WorkerPool::EstimatedWaitLocked(WorkClass cls) const {
+  const int i = static_cast<int>(cls);
+  const ClassState& c = classes_[i];
+  const int parallel = std::max(1, std::min(options_.limits[i].max_running, options_.threads));
+  return absl::Microseconds(static_cast<double>(c.queued_units) * c.unit_us / parallel);
+}
+
+absl::Duration WorkerPool::EstimatedWait(WorkClass cls) const {
+  absl::MutexLock lock(&mu_);
+  return EstimatedWaitLocked(cls);
+}
+
+absl::Status WorkerPool::TrySubmit(WorkClass cls, uint64_t units, absl::Time deadline,
+                                   std::function<void()> task) {
+  units = std::max<uint64_t>(units, 1);
+  const int i = static_cast<int>(cls);
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("the server is shutting down");
+  ClassState& c = classes_[i];
+  const uint64_t cap = options_.limits[i].max_queued_units;
+  if (c.queued_units > 0 && c.queued_units + units > cap) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server is overloaded: its ", WorkClassName(cls), " queue holds ", c.queued_units,
+        " of ", cap, " units (this request is ", units,
+        "); retry with backoff, or send smaller requests"));
+  }
+  if (deadline != absl::InfiniteFuture() && c.queued_units > 0) {
+    const absl::Duration wait = EstimatedWaitLocked(cls);
+    const absl::Duration left = deadline - absl::Now();
+    if (wait > left) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "refused at once: the %s work queued ahead would take about %d ms, beyond the "
+          "deadline (%d ms left)",
+          WorkClassName(cls), static_cast<int64_t>(absl::ToDoubleMilliseconds(wait)),
+          static_cast<int64_t>(absl::ToDoubleMilliseconds(left))));
+    }
+  }
+  c.queue.push_back({units, std::move(task)});
+  c.queued_units += units;
+  return absl::OkStatus();
+}
+
+size_t WorkerPool::queued() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const ClassState& c : classes_) n += c.queue.size();
+  return n;
+}
+
+void WorkerPool::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  for (auto& t : workers_) t.join();
+}
+
+bool WorkerPool::HasRunnableLocked() const {
+  for (int i = 0; i < kWorkClasses; ++i) {
+    if (!classes_[i].queue.empty() && classes_[i].running < options_.limits[i].max_running) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void WorkerPool::Run() {
+  for (;;) {
+    Task task;
+    int cls = -1;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+            bool any_queued = false;
+            for (const ClassState& c : p->classes_) any_queued |= !c.queue.empty();
+            return p->HasRunnableLocked() || (p->stopping_ && !any_queued);
+          },
+          this));
+      for (int k = 0; k < kWorkClasses; ++k) {
+        const int i = (next_class_ + k) % kWorkClasses;
+        if (!classes_[i].queue.empty() && classes_[i].running < options_.limits[i].max_running) {
+          cls = i;
+          break;
+        }
+      }
+      if (cls < 0) return;  // stopping and drained
+      next_class_ = (cls + 1) % kWorkClasses;
+      ClassState& c = classes_[cls];
+      task = std::move(c.queue.front());
+      c.queue.pop_front();
+      c.queued_units -= std::min(c.queued_units, task.units);
+      ++c.running;
+    }
+    const absl::Time start = absl::Now();
+    task.fn();
+    const double us = absl::ToDoubleMicroseconds(absl::Now() - start) / task.units;
+    absl::MutexLock lock(&mu_);
+    ClassState& c = classes_[cls];
+    --c.running;
+    c.unit_us = 0.9 * c.unit_us + 0.1 * us;
+  }
+}
+
+}  // namespace zoom::server
