@@ -482,7 +482,10 @@ absl::Status Collection::SaveStateLocked() {
   return metadata_->PutState(
       id_, absl::StrCat("version=", kStateVersion, "\nspace=", gen->space,
                         "\nvectors=", gen->vectors_file, "\nsnapshot=", snapshot_file_,
-                        "\nsnapshot_count=", snapshot_count_, "\nseq=", next_file_seq_, "\n"));
+                        "\nsnapshot_count=", snapshot_count_, "\nseq=", next_file_seq_,
+                        pending_space_ != 0 ? absl::StrCat("\npending_space=", pending_space_)
+                                            : std::string(),
+                        "\n"));
 }
 
 absl::Status Collection::SaveSnapshotLocked() {
@@ -984,40 +987,55 @@ absl::Status Collection::Compact() {
 }
 
 void Collection::MarkDropped(bool dropped) {
+  dropping_ = dropped;  // a compaction in progress stops at its next chunk
+  absl::MutexLock c(&compact_mu_);
   absl::MutexLock w(&write_mu_);
   dropped_ = dropped;
 }
 
 absl::Status Collection::CompactOnce() {
-  absl::MutexLock w(&write_mu_);
-  if (dropped_) {
-    return absl::NotFoundError(absl::StrCat("collection '", config_.name, "' was dropped"));
-  }
-  std::shared_ptr<Generation> old = Current();
-  const uint64_t visible = old->visible.load();
+  absl::MutexLock one(&compact_mu_);
+  const absl::Status dropped_error =
+      absl::NotFoundError(absl::StrCat("collection '", config_.name, "' was dropped"));
+  // 1. Under the write lock, briefly: what to copy, and the new space
+  //    announced in the state (a crash from here on leaves no garbage).
+  std::shared_ptr<Generation> old;
+  uint64_t visible = 0;
   std::vector<InternalId> live_ids;
-  for (uint64_t i = 0; i < visible; ++i) {
-    if (!old->ids.IsDead(static_cast<InternalId>(i))) live_ids.push_back(static_cast<InternalId>(i));
-  }
-  if (live_ids.size() == old->engine->size()) return absl::OkStatus();  // nothing dead
-  Stopwatch sw;
-  ZOOM_ASSIGN_OR_RETURN(const uint32_t space, metadata_->AllocateId());
-  const std::string vectors_file = absl::StrCat("vectors-", next_file_seq_++, ".zvec");
-  // Announce the new space first, so a crash mid-way leaves no garbage.
+  uint32_t space = 0;
+  std::string vectors_file, snapshot_name;
   {
-    std::string state;
-    ZOOM_RETURN_IF_ERROR(metadata_->PutState(
-        id_, absl::StrCat("version=", kStateVersion, "\nspace=", old->space,
-                          "\nvectors=", old->vectors_file, "\nsnapshot=", snapshot_file_,
-                          "\nsnapshot_count=", snapshot_count_, "\nseq=", next_file_seq_,
-                          "\npending_space=", space, "\n")));
+    absl::MutexLock w(&write_mu_);
+    if (dropped_) return dropped_error;
+    old = Current();
+    visible = old->visible.load();
+    for (uint64_t i = 0; i < visible; ++i) {
+      if (!old->ids.IsDead(static_cast<InternalId>(i))) {
+        live_ids.push_back(static_cast<InternalId>(i));
+      }
+    }
+    if (live_ids.size() == old->engine->size()) return absl::OkStatus();  // nothing dead
+    ZOOM_ASSIGN_OR_RETURN(space, metadata_->AllocateId());
+    vectors_file = absl::StrCat("vectors-", next_file_seq_++, ".zvec");
+    snapshot_name = absl::StrCat("index-", next_file_seq_++, ".zidx");
+    pending_space_ = space;
+    if (absl::Status st = SaveStateLocked(); !st.ok()) {
+      pending_space_ = 0;
+      return st;
+    }
   }
+  Stopwatch sw;
   auto cleanup_new = [&] {
     metadata_->DropRecords(space).IgnoreError();
     std::error_code ec;
     fs::remove(fs::path(dir_) / vectors_file, ec);
-    SaveStateLocked().IgnoreError();
+    fs::remove(fs::path(dir_) / snapshot_name, ec);
+    absl::MutexLock w(&write_mu_);
+    pending_space_ = 0;
+    if (!dropped_) SaveStateLocked().IgnoreError();
   };
+  // 2. Without the lock (writes go on): copy the live records in id order,
+  //    in chunks, and build the index over them.
   auto gen_or = OpenGeneration(space, vectors_file, /*create=*/true);
   if (!gen_or.ok()) {
     cleanup_new();
@@ -1035,31 +1053,35 @@ absl::Status Collection::CompactOnce() {
   std::vector<float> all(n * d);
   absl::Status st;
   storage::VectorStoreOptions wopts = options_.store;
-  // Copy the live records in id order, in chunks.
+  // The generation's engine owns a store too; write through a second handle
+  // with batched syncs, then reopen the engine on the result.
   auto store_or = storage::VectorStore::Open((fs::path(dir_) / vectors_file).string(), [&] {
     wopts.sync_on_append = false;
     return wopts;
   }());
-  // The generation's engine owns a store too; write through a second handle
-  // with batched syncs, then reopen the engine on the result.
   if (!store_or.ok()) {
     cleanup_new();
     return store_or.status();
   }
   std::unique_ptr<storage::VectorStore> writer = std::move(*store_or);
   for (uint64_t first = 0; first < n && st.ok(); first += 4096) {
+    if (dropping_.load()) {
+      st = dropped_error;
+      break;
+    }
     const uint64_t m = std::min<uint64_t>(4096, n - first);
     absl::Span<const InternalId> chunk(live_ids.data() + first, m);
     raw.resize(m * rb);
     st = src.ReadRaw(chunk, raw.data());
     if (st.ok()) st = src.ReadVectors(chunk, all.data() + first * d);
     if (st.ok()) st = writer->Append(raw.data(), m);
+    // A record deleted since step 1 has no payload any more: it is copied
+    // as is and killed in step 3.
     if (st.ok()) st = metadata_->GetPayloads(old->space, chunk, &payloads);
     if (!st.ok()) break;
     writes.resize(m);
     for (uint64_t i = 0; i < m; ++i) {
       writes[i] = {static_cast<InternalId>(first + i), old->ids.External(chunk[i]), payloads[i]};
-      gen->ids.Set(static_cast<InternalId>(first + i), writes[i].external_id);
     }
     st = metadata_->Commit(space, writes, {});
   }
@@ -1074,12 +1096,11 @@ absl::Status Collection::CompactOnce() {
     }
   }
   // The index: rebuilt over the live points when there was one (and enough
-  // points are left to train it; else searches are exact).
-  std::string old_snapshot = snapshot_file_;
-  if (st.ok() && old->engine->index() != nullptr && n >= MinIndexPoints()) {
-    st = CheckTrainable(*gen, all.data(), n);
-  }
-  if (st.ok() && old->engine->index() != nullptr && n >= MinIndexPoints()) {
+  // points are left to train it; else searches are exact), and saved as the
+  // new generation's snapshot (the writes of step 3 are replayed after it).
+  const bool indexed = old->engine->index() != nullptr && n >= MinIndexPoints();
+  if (st.ok() && indexed) st = CheckTrainable(*gen, all.data(), n);
+  if (st.ok() && indexed) {
     index::IndexSpec spec = config_.index;
     spec.metric = config_.metric;
     spec.dim = config_.dim;
@@ -1090,42 +1111,112 @@ absl::Status Collection::CompactOnce() {
     } else {
       st = AsBuildStatus(idx.status());
     }
+    if (st.ok()) st = gen->engine->index()->Save((fs::path(dir_) / snapshot_name).string());
   }
+  all = std::vector<float>();
+  if (st.ok() && dropping_.load()) st = dropped_error;
   if (!st.ok()) {
     cleanup_new();
     return st;
   }
-  // Switch: the new state names the new space, file and snapshot at once.
+  // 3. Under the write lock: the writes made during step 2, then the switch.
+  absl::MutexLock w(&write_mu_);
+  if (dropped_) {
+    metadata_->DropRecords(space).IgnoreError();
+    pending_space_ = 0;
+    return dropped_error;
+  }
+  auto undo = [&](const absl::Status& why) {
+    pending_space_ = 0;
+    metadata_->DropRecords(space).IgnoreError();
+    std::error_code ec;
+    fs::remove(fs::path(dir_) / vectors_file, ec);
+    fs::remove(fs::path(dir_) / snapshot_name, ec);
+    SaveStateLocked().IgnoreError();
+    return why;
+  };
+  //    (a) Copied records deleted or overwritten since: dead in the new one.
+  std::vector<InternalId> killed;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (old->ids.IsDead(live_ids[i])) killed.push_back(static_cast<InternalId>(i));
+  }
+  //    (b) Records added since (live ones): appended to the new generation.
+  const uint64_t now_visible = old->visible.load();
+  std::vector<InternalId> added;
+  for (uint64_t i = visible; i < now_visible; ++i) {
+    if (!old->ids.IsDead(static_cast<InternalId>(i))) added.push_back(static_cast<InternalId>(i));
+  }
+  if (!killed.empty() || !added.empty()) {
+    std::vector<float> vectors(added.size() * d);
+    std::vector<std::string> added_payloads;
+    if (!added.empty()) {
+      if (absl::Status r = src.ReadVectors(added, vectors.data()); !r.ok()) return undo(r);
+      if (absl::Status r = metadata_->GetPayloads(old->space, added, &added_payloads); !r.ok()) {
+        return undo(r);
+      }
+    }
+    const uint64_t base = gen->engine->size();
+    gen->ids.Reserve(base + added.size());
+    if (absl::Status r = gen->engine->Add(vectors.data(), added.size()); !r.ok()) return undo(r);
+    std::vector<storage::RecordWrite> adds(added.size());
+    for (size_t i = 0; i < added.size(); ++i) {
+      adds[i] = {static_cast<InternalId>(base + i), old->ids.External(added[i]), added_payloads[i]};
+    }
+    if (absl::Status r = metadata_->Commit(space, adds, killed); !r.ok()) return undo(r);
+    for (InternalId k : killed) gen->ids.Kill(k);
+    for (size_t i = 0; i < adds.size(); ++i) gen->ids.Set(adds[i].id, adds[i].external_id);
+    gen->live.fetch_add(adds.size(), std::memory_order_relaxed);
+    gen->live.fetch_sub(killed.size(), std::memory_order_relaxed);
+    gen->visible.store(base + added.size(), std::memory_order_release);
+  }
+  //    (c) The switch: the new state names the new space, file and snapshot
+  //        at once.
   absl::flat_hash_map<uint64_t, InternalId> by_external;
-  by_external.reserve(n);
-  for (uint64_t i = 0; i < n; ++i) by_external[gen->ids.External(static_cast<InternalId>(i))] = static_cast<InternalId>(i);
+  by_external.reserve(gen->live.load());
+  const uint64_t new_visible = gen->visible.load();
+  for (uint64_t i = 0; i < new_visible; ++i) {
+    if (!gen->ids.IsDead(static_cast<InternalId>(i))) {
+      by_external[gen->ids.External(static_cast<InternalId>(i))] = static_cast<InternalId>(i);
+    }
+  }
+  const std::string old_snapshot = snapshot_file_;
+  const uint64_t old_snapshot_count = snapshot_count_;
   {
     absl::WriterMutexLock m(&map_mu_);
     std::swap(gen_, gen);  // `gen` is now the old generation
     by_external_ = std::move(by_external);
   }
-  snapshot_file_.clear();
-  snapshot_count_ = 0;
-  st = Current()->engine->index() != nullptr ? SaveSnapshotLocked() : SaveStateLocked();
+  pending_space_ = 0;
+  snapshot_file_ = indexed ? snapshot_name : "";
+  snapshot_count_ = indexed ? n : 0;
+  st = SaveStateLocked();
   if (!st.ok()) {
     // The old state still names the old files: go back to them.
-    absl::WriterMutexLock m(&map_mu_);
-    std::swap(gen_, gen);
-    absl::flat_hash_map<uint64_t, InternalId> back;
-    for (uint64_t i = 0; i < gen_->visible.load(); ++i) {
-      if (!gen_->ids.IsDead(static_cast<InternalId>(i))) back[gen_->ids.External(static_cast<InternalId>(i))] = static_cast<InternalId>(i);
+    {
+      absl::WriterMutexLock m(&map_mu_);
+      std::swap(gen_, gen);
+      absl::flat_hash_map<uint64_t, InternalId> back;
+      for (uint64_t i = 0; i < gen_->visible.load(); ++i) {
+        if (!gen_->ids.IsDead(static_cast<InternalId>(i))) {
+          back[gen_->ids.External(static_cast<InternalId>(i))] = static_cast<InternalId>(i);
+        }
+      }
+      by_external_ = std::move(back);
     }
-    by_external_ = std::move(back);
     snapshot_file_ = old_snapshot;
-    return st;
+    snapshot_count_ = old_snapshot_count;
+    pending_space_ = space;
+    return undo(st);
   }
   old->drop_records_on_release = metadata_;  // see Generation
   std::error_code ec;
   fs::remove(fs::path(dir_) / old->vectors_file, ec);
-  if (!old_snapshot.empty() && old_snapshot != snapshot_file_) fs::remove(fs::path(dir_) / old_snapshot, ec);
+  if (!old_snapshot.empty()) fs::remove(fs::path(dir_) / old_snapshot, ec);
   index_state_ = Current()->engine->index() != nullptr ? IndexState::kReady : IndexState::kNone;
-  ZOOM_LOG(INFO, "collection ", config_.name, ": compacted ", old->engine->size(), " -> ", n,
-           " records in ", absl::SixDigits(sw.ElapsedMicros() / 1e6), " s");
+  ZOOM_LOG(INFO, "collection ", config_.name, ": compacted ", now_visible, " -> ",
+           Current()->visible.load(), " records in ", absl::SixDigits(sw.ElapsedMicros() / 1e6),
+           " s (", added.size(), " added and ", killed.size(),
+           " removed during it, applied at the switch)");
   return absl::OkStatus();
 }
 

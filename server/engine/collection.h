@@ -204,8 +204,11 @@ class Collection {
   // breaks the magnitude rule, stored by an older zoomd).
   absl::Status WaitForBuild();
   // Rewrites the vector file and the index without the dead records.
-  // Searches keep working meanwhile; writes wait. A failure leaves the
-  // collection as it was (serving) and is reported in Info().
+  // Searches and writes keep working meanwhile: the live records are copied
+  // and the index rebuilt without the write lock; the writes made meanwhile
+  // are applied to the new generation before the switch (under it). A
+  // failure leaves the collection as it was (serving) and is reported in
+  // Info().
   absl::Status Compact();
 
   CollectionInfo Info() const;
@@ -263,6 +266,13 @@ class Collection {
   std::string snapshot_file_ ABSL_GUARDED_BY(write_mu_);
   uint64_t snapshot_count_ ABSL_GUARDED_BY(write_mu_) = 0;
   uint32_t next_file_seq_ ABSL_GUARDED_BY(write_mu_) = 1;
+  // The record space a compaction in progress writes (0: none); the state
+  // names it, so a crash mid-way leaves no garbage.
+  uint32_t pending_space_ ABSL_GUARDED_BY(write_mu_) = 0;
+  // One compaction at a time (it holds write_mu_ only to start and to
+  // switch); a drop waits for it, after asking it to stop.
+  mutable absl::Mutex compact_mu_ ABSL_ACQUIRED_BEFORE(write_mu_);
+  std::atomic<bool> dropping_{false};
 
   // Guards the generation pointer and the external id map together.
   mutable absl::Mutex map_mu_;
