@@ -3,7 +3,12 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <grpcpp/support/client_interceptor.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -19,14 +24,104 @@ absl::Status FromGrpc(const grpc::Status& status) {
                       status.error_message());
 }
 
-std::unique_ptr<ZoomClient> ZoomClient::Connect(const std::string& target,
-                                                const ClientOptions& options) {
+namespace {
+
+// Adds the API key to every call's initial metadata. A client interceptor,
+// not call credentials: those are dropped on plaintext channels (loopback).
+class ApiKeyInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit ApiKeyInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* header_;
+};
+
+class ApiKeyInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit ApiKeyInterceptorFactory(const std::string& key) : header_("Bearer " + key) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new ApiKeyInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;
+};
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " cannot be read"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is not a PEM file"));
+  }
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& target,
+                                                           const ClientOptions& options) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(options.max_message_bytes);
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      target, grpc::InsecureChannelCredentials(), args);
-  return std::make_unique<ZoomClient>(std::move(channel), options);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!options.tls_ca_file.empty() || !options.tls_cert_file.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    if (!options.tls_ca_file.empty()) {
+      auto ca = ReadPem(options.tls_ca_file, "--tls_ca");
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = std::move(*ca);
+    }
+    if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+      return absl::InvalidArgumentError("a client certificate needs both --tls_cert and --tls_key");
+    }
+    if (!options.tls_cert_file.empty()) {
+      auto cert = ReadPem(options.tls_cert_file, "--tls_cert");
+      if (!cert.ok()) return cert.status();
+      auto key = ReadPem(options.tls_key_file, "--tls_key");
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = std::move(*cert);
+      ssl.pem_private_key = std::move(*key);
+    }
+    creds = grpc::SslCredentials(ssl);
+    if (!options.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(options.tls_server_name);
+    }
+  }
+  if (options.api_key.empty()) return grpc::CreateCustomChannel(target, creds, args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<ApiKeyInterceptorFactory>(options.api_key));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, creds, args,
+                                                                 std::move(interceptors));
+}
+
+absl::StatusOr<std::unique_ptr<ZoomClient>> ZoomClient::Open(const std::string& target,
+                                                             const ClientOptions& options) {
+  auto channel = MakeChannel(target, options);
+  if (!channel.ok()) return channel.status();
+  return std::make_unique<ZoomClient>(std::move(*channel), options);
+}
+
+std::unique_ptr<ZoomClient> ZoomClient::Connect(const std::string& target,
+                                                const ClientOptions& options) {
+  auto client = Open(target, options);
+  if (client.ok()) return std::move(*client);
+  std::fprintf(stderr, "zoom client: %s\n", std::string(client.status().message()).c_str());
+  // Never a silent downgrade to plaintext: a channel on which every call
+  // fails (UNAVAILABLE).
+  return std::make_unique<ZoomClient>(
+      grpc::CreateChannel("unix:/nonexistent/zoom-client-tls-configuration-error",
+                          grpc::InsecureChannelCredentials()),
+      options);
 }
 
 ZoomClient::ZoomClient(std::shared_ptr<grpc::Channel> channel,

@@ -32,14 +32,34 @@ struct ClientOptions {
   // Wait for the channel to connect (up to `timeout`) instead of failing
   // fast with UNAVAILABLE when the server is not up yet.
   bool wait_for_ready = false;
+  // API key sent with every call on the channel, as
+  // "authorization: Bearer KEY" ("" = none).
+  std::string api_key;
+  // TLS: PEM file of the CA certificates the server's certificate must
+  // chain to ("" = plaintext); for mTLS the client's certificate chain and
+  // key; the name the server's certificate must carry ("" = the target's
+  // host).
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
 };
+
+// A channel to `target` with the options' credentials (TLS, API key).
+// InvalidArgument when a TLS file cannot be read or is not PEM.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& target,
+                                                           const ClientOptions& options);
 
 // grpc::Status -> absl::Status (same code, same message).
 absl::Status FromGrpc(const grpc::Status& status);
 
 class ZoomClient {
  public:
-  // Connects (lazily) to `target` ("host:port") without TLS.
+  // Connects (lazily) to `target` ("host:port"); TLS and the API key as
+  // the options say. Open reports a bad TLS file; Connect prints it to
+  // stderr and returns a client whose calls fail (tests, benchmarks).
+  static absl::StatusOr<std::unique_ptr<ZoomClient>> Open(const std::string& target,
+                                                          const ClientOptions& options = {});
   static std::unique_ptr<ZoomClient> Connect(const std::string& target,
                                              const ClientOptions& options = {});
   ZoomClient(std::shared_ptr<grpc::Channel> channel, const ClientOptions& options);

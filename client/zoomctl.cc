@@ -45,6 +45,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/cli_flags.h"
+#include "client/connection_flags.h"
 #include "client/progress_bar.h"
 #include "client/zoom_client.h"
 #include "common/json.h"
@@ -146,6 +147,11 @@ Flags for every command (they may come before or after the command):
   --timeout SECONDS   deadline of each RPC (default 60; 0 = none); import and
                       build --wait have no deadline unless --timeout is given
   --wait_for_ready    wait for the server to come up instead of failing fast
+  --api_key_file FILE API key (the file's first line; or $ZOOM_API_KEY, or
+                      --api_key KEY, which process lists show)
+  --tls_ca FILE       TLS: CA certificates (PEM) the server's must chain to
+  --tls_cert FILE     mTLS: this client's certificate (PEM), with --tls_key FILE
+  --tls_server_name N the name to verify in the server's certificate
   --json              machine-readable JSON on stdout
 
 Exit status: 0 success; 1 error from the server or the connection (printed as
@@ -311,7 +317,7 @@ struct Invocation {
 
   bool Given(const std::string& flag) const { return given.count(flag) > 0; }
   std::unique_ptr<ZoomClient> Connect() const {
-    return ZoomClient::Connect(target, options);
+    return ZoomClient::Connect(target, options);  // TLS files were checked by Main
   }
 };
 
@@ -864,6 +870,12 @@ int Main(int argc, char** argv) {
     inv.options.timeout = absl::InfiniteDuration();
   }
   inv.options.wait_for_ready = absl::GetFlag(FLAGS_wait_for_ready);
+  if (absl::Status st = ApplyConnectionFlags(&inv.options); !st.ok()) {
+    return UsageError(st.message());
+  }
+  if (auto channel = MakeChannel(inv.target, inv.options); !channel.ok()) {
+    return UsageError(channel.status().message());
+  }
   return command->run(inv);
 }
 

@@ -17,20 +17,21 @@ BUILD_PKGS=(
   libfaiss-dev libopenblas-dev
   librocksdb-dev liburing-dev libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libhnswlib-dev
+  libhnswlib-dev libssl-dev
 )
 # Only for the tests and benchmarks (not the image's build stage): fio beside
 # the I/O benchmark; tests/deploy uses Debian's python3 with YAML and
 # libseccomp bindings, and Prometheus (monitoring_test evaluates the Grafana
-# dashboard's queries against a real zoomd).
+# dashboard's queries against a real zoomd); the openssl CLI makes the TLS
+# tests' certificates.
 TEST_PKGS=(
-  fio python3 python3-yaml python3-seccomp prometheus curl
+  fio python3 python3-yaml python3-seccomp prometheus curl openssl
 )
 # Shared libraries of a built zoomd (the Docker runtime stage uses these).
 RUNTIME_PKGS=(
   libgrpc++1.51 libprotobuf32 libopenblas0-pthread libgomp1
   librocksdb7.8 liburing2 libabsl20220623 libprometheus-cpp-core1.0
-  libgflags2.2
+  libgflags2.2 libssl3
 )
 # deploy/test-image.sh: build and run the image with podman (no Docker engine
 # needed); curl and python3 for its checks.

@@ -82,12 +82,22 @@ wait_healthy() {  # the image's own HEALTHCHECK command, run in the container
 metric() {  # metric NAME_WITH_LABELS -> value
   curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'
 }
+# The image requires API keys (ZOOMD_API_KEY_FILE=/run/secrets/zoomd/api-keys).
+ADMIN_KEY=$(python3 -c 'import secrets; print(secrets.token_hex(24))')
+printf 'admin %s\n' "$ADMIN_KEY" > "$CONF_DIR/api-keys"
+chmod 0644 "$CONF_DIR/api-keys"
+printf '%s\n' "$ADMIN_KEY" > "$CONF_DIR/admin-key"
 run_zoomd() {  # run_zoomd EXTRA_PODMAN_ARGS... -- ZOOMD_ARGS...
   local podman_args=() ; while [[ $# -gt 0 && "$1" != "--" ]]; do podman_args+=("$1"); shift; done
   shift || true
   podman run -d --name "$NAME" -p "127.0.0.1:$GRPC_PORT:50051" -p "127.0.0.1:$METRICS_PORT:9464" \
-    -v "$VOLUME:/data" "${podman_args[@]}" "$IMAGE" "$@" >/dev/null
+    -v "$VOLUME:/data" -v "$CONF_DIR/api-keys:/run/secrets/zoomd/api-keys:ro" \
+    -e ZOOM_API_KEY="$ADMIN_KEY" "${podman_args[@]}" "$IMAGE" "$@" >/dev/null
 }
+
+# 0. Without the key file the image refuses to start (and says why).
+if out=$(podman run --rm "$IMAGE" 2>&1); then fail "the image started without API keys"; fi
+grep -q "API key file" <<<"$out" || fail "no word on the missing API key file: $out"
 
 # 1. With the io_uring profile, the demo collection from the environment.
 run_zoomd --security-opt "seccomp=$ROOT/deploy/seccomp-zoomd.json" \
@@ -125,7 +135,11 @@ print(f"test-image: smoke: {r['qps']:.0f} QPS, p99 {r['p99_us']:.0f} us, "
 PY
 # From the host through the published port too.
 if [[ -x build/client/zoomctl ]]; then
-  build/client/zoomctl --target "127.0.0.1:$GRPC_PORT" info sift >/dev/null || fail "zoomctl from the host"
+  build/client/zoomctl --target "127.0.0.1:$GRPC_PORT" --api_key_file "$CONF_DIR/admin-key" \
+    info sift >/dev/null || fail "zoomctl from the host"
+  if build/client/zoomctl --target "127.0.0.1:$GRPC_PORT" info sift >/dev/null 2>&1; then
+    fail "zoomctl without a key was served"
+  fi
 fi
 podman stop -t 20 "$NAME" >/dev/null
 code=$(podman inspect "$NAME" --format '{{.State.ExitCode}}')

@@ -47,6 +47,7 @@
 #include "common/json.h"
 #include "common/texmex.h"
 #include "client/cli_flags.h"
+#include "client/connection_flags.h"
 #include "client/progress_bar.h"
 #include "loadtest/zoomload.h"
 #include "zoom/v1/decoder.grpc.pb.h"
@@ -136,6 +137,9 @@ Workloads (--dataset DIR):
            (the server reads its own copy of the model: run zoomd with
            --models_dir set to DIR's parent, or a folder holding a copy)
 
+Connection: --api_key_file FILE (or $ZOOM_API_KEY, or --api_key KEY), and
+--tls_ca FILE [--tls_cert FILE --tls_key FILE] [--tls_server_name N] for TLS.
+
 Output: a summary table on stdout (sched/s: the rate the Poisson schedule
 actually drew; achieved QPS = measured requests / (time from the end of the
 warm-up to the last reply, at least --duration); p50/p90/p99/p99.9/max latency
@@ -184,6 +188,7 @@ struct Options {
   std::string collection;
   std::string model;
   std::string model_dir;  // topk --setup: under the server's --models_dir
+  client::ClientOptions connection;  // API key, TLS
   uint32_t k = 10;
   bool open_loop = false;
   bool sweep = false;
@@ -221,6 +226,12 @@ absl::StatusOr<Options> ReadOptions(const std::set<std::string>& given) {
   }
   o.target = absl::GetFlag(FLAGS_target);
   if (o.target.empty()) return bad("--target is empty");
+  if (absl::Status st = client::ApplyConnectionFlags(&o.connection); !st.ok()) {
+    return bad(st.message());
+  }
+  if (auto channel = client::MakeChannel(o.target, o.connection); !channel.ok()) {
+    return bad(channel.status().message());
+  }
   o.dataset = absl::GetFlag(FLAGS_dataset);
   if (o.dataset.empty()) return bad("--dataset DIR is required");
   o.collection = absl::GetFlag(FLAGS_collection);
@@ -645,7 +656,7 @@ absl::StatusOr<VectorData> PrepareVectors(client::ZoomClient* client, Options* o
     if (data.base_rows == 0) {
       return absl::FailedPreconditionError(absl::StrCat(data.base_path, " is empty"));
     }
-    client::ClientOptions long_calls;
+    client::ClientOptions long_calls = options->connection;
     long_calls.timeout = absl::InfiniteDuration();
     std::unique_ptr<client::ZoomClient> setup =
         client::ZoomClient::Connect(options->target, long_calls);
@@ -959,7 +970,7 @@ int Main(int argc, char** argv) {
     }
   }
 
-  client::ClientOptions client_options;
+  client::ClientOptions client_options = options.connection;
   client_options.timeout = absl::Seconds(30);
   std::unique_ptr<client::ZoomClient> client =
       client::ZoomClient::Connect(options.target, client_options);

@@ -39,8 +39,8 @@ v1::ModelInfo ToProto(const LoadedModel& m) {
 }  // namespace
 
 DecoderService::DecoderService(DecoderEngine* engine, Metrics* metrics, WorkerPool* pool,
-                               const DecoderLimits& limits)
-    : engine_(engine), metrics_(metrics), pool_(pool), limits_(limits) {}
+                               const DecoderLimits& limits, const Authenticator* auth)
+    : engine_(engine), metrics_(metrics), pool_(pool), limits_(limits), auth_(auth) {}
 
 void DecoderService::Record(const char* rpc, const absl::Status& status, double seconds) const {
   if (metrics_ != nullptr) metrics_->RecordRpc(rpc, status.code(), seconds);
@@ -51,9 +51,16 @@ template <typename Work>
 grpc::ServerUnaryReactor* RunOnPool(const DecoderService* service,
                                     grpc::CallbackServerContext* ctx, const char* rpc,
                                     WorkClass cls, uint64_t units, Work work) {
+  auto record = [service, rpc](const absl::Status& st, double seconds) {
+    service->Record(rpc, st, seconds);
+  };
+  if (service->auth() != nullptr) {
+    if (absl::Status st = service->auth()->Authorize(*ctx, RoleFor(cls)); !st.ok()) {
+      return FinishNow(st, record);
+    }
+  }
   return RunUnaryOnPool(
-      service->pool(), ctx, cls, units,
-      [service, rpc](const absl::Status& st, double seconds) { service->Record(rpc, st, seconds); },
+      service->pool(), ctx, cls, units, std::move(record),
       [work = std::move(work)](const std::atomic<bool>*) mutable { return work(); });
 }
 }  // namespace
@@ -63,6 +70,11 @@ grpc::ServerUnaryReactor* DecoderService::LoadModel(grpc::CallbackServerContext*
                                                     v1::LoadModelResponse* resp) {
   // Waiting for the load does not hold a worker: the loader thread
   // completes the reply (see RunDeferredOnPool).
+  if (auth_ != nullptr) {
+    if (absl::Status st = auth_->Authorize(*ctx, Role::kAdmin); !st.ok()) {
+      return FinishNow(st, [this](const absl::Status& s, double t) { Record("LoadModel", s, t); });
+    }
+  }
   return RunDeferredOnPool(
       pool_, ctx, WorkClass::kAdmin, 1,
       [this](const absl::Status& st, double seconds) { Record("LoadModel", st, seconds); },
@@ -184,6 +196,12 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
  public:
   StreamReactor(const DecoderService* service, grpc::CallbackServerContext* ctx)
       : service_(service), ctx_(ctx) {
+    if (service_->auth() != nullptr) {
+      if (absl::Status st = service_->auth()->Authorize(*ctx, Role::kRead); !st.ok()) {
+        Done(st);
+        return;
+      }
+    }
     StartRead(&raw_in_);
   }
   void OnReadDone(bool ok) override {

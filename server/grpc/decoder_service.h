@@ -12,6 +12,7 @@
 #define ZOOM_SERVER_GRPC_DECODER_SERVICE_H_
 
 #include "server/engine/decoder_engine.h"
+#include "server/grpc/auth.h"
 #include "server/grpc/worker_pool.h"
 #include "server/metrics/metrics.h"
 #include "zoom/v1/decoder.grpc.pb.h"
@@ -35,7 +36,7 @@ using DecoderCallbackBase = v1::Decoder::WithCallbackMethod_LoadModel<
 class DecoderService final : public DecoderCallbackBase {
  public:
   DecoderService(DecoderEngine* engine, Metrics* metrics, WorkerPool* pool,
-                 const DecoderLimits& limits);
+                 const DecoderLimits& limits, const Authenticator* auth = nullptr);
 
   grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx,
                                       const v1::LoadModelRequest* req,
@@ -54,6 +55,7 @@ class DecoderService final : public DecoderCallbackBase {
   // One TopK request end to end (shared by TopK and StreamTopK).
   absl::Status Decode(const v1::TopKRequest& req, v1::TopKResponse* resp) const;
   WorkerPool* pool() const { return pool_; }
+  const Authenticator* auth() const { return auth_; }
   void Record(const char* rpc, const absl::Status& status, double seconds) const;
 
  private:
@@ -61,6 +63,7 @@ class DecoderService final : public DecoderCallbackBase {
   Metrics* metrics_;
   WorkerPool* pool_;
   DecoderLimits limits_;
+  const Authenticator* auth_;
 };
 
 }  // namespace zoom::server

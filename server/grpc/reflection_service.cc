@@ -35,7 +35,13 @@ void NotFound(const std::string& what, rv1::ServerReflectionResponse* resp) {
 class ReflectionReactor final
     : public grpc::ServerBidiReactor<rv1::ServerReflectionRequest, rv1::ServerReflectionResponse> {
  public:
-  explicit ReflectionReactor(const ReflectionV1Service* service) : service_(service) {
+  ReflectionReactor(const ReflectionV1Service* service, const absl::Status& refused)
+      : service_(service) {
+    if (!refused.ok()) {
+      Finish(grpc::Status(static_cast<grpc::StatusCode>(refused.code()),
+                          std::string(refused.message())));
+      return;
+    }
     StartRead(&req_);
   }
   void OnReadDone(bool ok) override {
@@ -67,8 +73,9 @@ class ReflectionReactor final
 }  // namespace
 
 grpc::ServerBidiReactor<rv1::ServerReflectionRequest, rv1::ServerReflectionResponse>*
-ReflectionV1Service::ServerReflectionInfo(grpc::CallbackServerContext*) {
-  return new ReflectionReactor(this);
+ReflectionV1Service::ServerReflectionInfo(grpc::CallbackServerContext* ctx) {
+  return new ReflectionReactor(
+      this, auth_ != nullptr ? auth_->Authorize(*ctx, Role::kRead) : absl::OkStatus());
 }
 
 void ReflectionV1Service::Answer(const rv1::ServerReflectionRequest& req,

@@ -19,13 +19,16 @@
 #include <vector>
 
 #include "grpc/reflection/v1/reflection.grpc.pb.h"
+#include "server/grpc/auth.h"
 
 namespace zoom::server {
 
 class ReflectionV1Service final : public grpc::reflection::v1::ServerReflection::CallbackService {
  public:
-  explicit ReflectionV1Service(std::vector<std::string> services)
-      : services_(std::move(services)) {}
+  // `auth` (may be null): a read key is needed, as for the other services.
+  explicit ReflectionV1Service(std::vector<std::string> services,
+                               const Authenticator* auth = nullptr)
+      : services_(std::move(services)), auth_(auth) {}
 
   grpc::ServerBidiReactor<grpc::reflection::v1::ServerReflectionRequest,
                           grpc::reflection::v1::ServerReflectionResponse>*
@@ -39,6 +42,7 @@ class ReflectionV1Service final : public grpc::reflection::v1::ServerReflection:
 
  private:
   std::vector<std::string> services_;
+  const Authenticator* auth_;
 };
 
 }  // namespace zoom::server

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/grpc/auth.h"
 #include "server/grpc/worker_pool.h"
 
 namespace zoom::server {
@@ -94,6 +95,21 @@ grpc::ServerUnaryReactor* RunUnaryOnPool(WorkerPool* pool, grpc::CallbackServerC
     call->Finish(ToGrpc(admitted));
   }
   return call;
+}
+
+// A call answered at once with `status` (refused before any work: no key,
+// ...); `record` is called first.
+template <typename Record>
+grpc::ServerUnaryReactor* FinishNow(const absl::Status& status, Record record) {
+  auto* call = new UnaryCall();
+  record(status, 0.0);
+  call->Finish(ToGrpc(status));
+  return call;
+}
+
+// The role a call of class `cls` needs: reads a read key, the rest admin.
+inline Role RoleFor(WorkClass cls) {
+  return cls == WorkClass::kRead ? Role::kRead : Role::kAdmin;
 }
 
 // Runs `work` right here, on gRPC's thread, and finishes the call: only for

@@ -135,8 +135,8 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
 }
 
 VectorSearchService::VectorSearchService(Database* db, Metrics* metrics, WorkerPool* pool,
-                                         const ServiceLimits& limits)
-    : db_(db), metrics_(metrics), pool_(pool), limits_(limits) {}
+                                         const ServiceLimits& limits, const Authenticator* auth)
+    : db_(db), metrics_(metrics), pool_(pool), limits_(limits), auth_(auth) {}
 
 void VectorSearchService::Record(const char* rpc, const absl::Status& status,
                                  double seconds) const {
@@ -147,10 +147,13 @@ template <typename Work>
 grpc::ServerUnaryReactor* VectorSearchService::Run(grpc::CallbackServerContext* ctx,
                                                    const char* rpc, WorkClass cls,
                                                    uint64_t units, Work work) {
-  return RunUnaryOnPool(
-      pool_, ctx, cls, units,
-      [this, rpc](const absl::Status& st, double seconds) { Record(rpc, st, seconds); },
-      std::move(work));
+  auto record = [this, rpc](const absl::Status& st, double seconds) { Record(rpc, st, seconds); };
+  if (auth_ != nullptr) {
+    if (absl::Status st = auth_->Authorize(*ctx, RoleFor(cls)); !st.ok()) {
+      return FinishNow(st, record);
+    }
+  }
+  return RunUnaryOnPool(pool_, ctx, cls, units, std::move(record), std::move(work));
 }
 
 // ---- Collections ---------------------------------------------------------------
@@ -300,6 +303,12 @@ class ImportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   ImportReactor(const VectorSearchService* service, grpc::CallbackServerContext* ctx,
                 grpc::ByteBuffer* resp)
       : service_(service), ctx_(ctx), resp_(resp) {
+    if (service_->auth() != nullptr) {
+      if (absl::Status st = service_->auth()->Authorize(*ctx, Role::kAdmin); !st.ok()) {
+        Done(st);
+        return;
+      }
+    }
     StartRead(&raw_);
   }
   void OnReadDone(bool ok) override {
@@ -446,6 +455,11 @@ grpc::ServerUnaryReactor* VectorSearchService::Search(grpc::CallbackServerContex
                                                       const v1::SearchRequest* req,
                                                       v1::SearchResponse* resp) {
   const absl::Time deadline = DeadlineOf(ctx);
+  if (auth_ != nullptr) {
+    if (absl::Status st = auth_->Authorize(*ctx, Role::kRead); !st.ok()) {
+      return FinishNow(st, [this](const absl::Status& s, double t) { Record("Search", s, t); });
+    }
+  }
   // Load shedding with allow_partial: when the reads queued ahead would
   // outlast the deadline, the preview (RAM only, about a millisecond) runs
   // right here on gRPC's thread and the answer comes back `degraded`,
@@ -510,6 +524,11 @@ grpc::ServerUnaryReactor* VectorSearchService::BuildIndex(grpc::CallbackServerCo
                                                           v1::BuildIndexResponse* resp) {
   // Waiting for the build holds no worker: the build's thread completes the
   // reply.
+  if (auth_ != nullptr) {
+    if (absl::Status st = auth_->Authorize(*ctx, Role::kAdmin); !st.ok()) {
+      return FinishNow(st, [this](const absl::Status& s, double t) { Record("BuildIndex", s, t); });
+    }
+  }
   return RunDeferredOnPool(
       pool_, ctx, WorkClass::kAdmin, 1,
       [this](const absl::Status& st, double seconds) { Record("BuildIndex", st, seconds); },

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "server/engine/database.h"
+#include "server/grpc/auth.h"
 #include "server/grpc/worker_pool.h"
 #include "server/metrics/metrics.h"
 #include "zoom/v1/zoom.grpc.pb.h"
@@ -41,8 +42,9 @@ struct ServiceLimits {
 class VectorSearchService final
     : public v1::VectorSearch::WithRawCallbackMethod_Import<v1::VectorSearch::CallbackService> {
  public:
+  // `auth` (may be null: every call allowed) checks each call's API key.
   VectorSearchService(Database* db, Metrics* metrics, WorkerPool* pool,
-                      const ServiceLimits& limits);
+                      const ServiceLimits& limits, const Authenticator* auth = nullptr);
 
   grpc::ServerUnaryReactor* CreateCollection(grpc::CallbackServerContext* ctx,
                                              const v1::CreateCollectionRequest* req,
@@ -88,6 +90,7 @@ class VectorSearchService final
                            const google::protobuf::RepeatedPtrField<v1::Point>& points,
                            uint64_t* applied) const;
   WorkerPool* pool() const { return pool_; }
+  const Authenticator* auth() const { return auth_; }
   void Record(const char* rpc, const absl::Status& status, double seconds) const;
 
  private:
@@ -108,6 +111,7 @@ class VectorSearchService final
   Metrics* metrics_;
   WorkerPool* pool_;
   ServiceLimits limits_;
+  const Authenticator* auth_;
 };
 
 // Proto <-> engine.

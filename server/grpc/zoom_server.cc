@@ -9,12 +9,29 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
+#include "common/binary_io.h"
 #include "grpc/health/v1/health.pb.h"
 #include "server/grpc/parse_errors.h"
 #include "server/grpc/reflection_service.h"
 #include "storage/block_reader.h"
 
 namespace zoom::server {
+namespace {
+
+// "127.0.0.1:50051", "localhost:1", "[::1]:9" (and "unix:..." sockets) are
+// reachable from this host only.
+bool IsLoopbackAddress(const std::string& address) {
+  if (address.rfind("unix:", 0) == 0) return true;
+  std::string host = address;
+  if (!host.empty() && host.front() == '[') {
+    host = host.substr(1, host.find(']') - 1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
+    host = host.substr(0, colon);
+  }
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+}  // namespace
 
 ZoomServer::ZoomServer(const ServerOptions& options) : options_(options) {}
 
@@ -23,7 +40,26 @@ ZoomServer::~ZoomServer() { Shutdown(absl::Seconds(1)); }
 absl::Status ZoomServer::Start() {
   if (started_) return absl::FailedPreconditionError("already started");
   if (options_.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
-  ZOOM_ASSIGN_OR_RETURN(metrics_, Metrics::Create(options_.metrics_address));
+  auth_ = std::make_unique<Authenticator>(options_.api_key_file);
+  ZOOM_RETURN_IF_ERROR(auth_->Load());
+  if (options_.require_key_off_loopback && !auth_->enabled() &&
+      !IsLoopbackAddress(options_.grpc_address)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to serve ", options_.grpc_address,
+        " without API keys: give --api_key_file (see the README, \"Security\"), listen on "
+        "127.0.0.1, or pass --allow_unauthenticated to run open"));
+  }
+  if (options_.metrics_require_key && !auth_->enabled()) {
+    return absl::InvalidArgumentError("--metrics_require_key needs --api_key_file");
+  }
+  std::function<bool(std::string_view)> metrics_auth;
+  if (options_.metrics_require_key) {
+    const Authenticator* auth = auth_.get();
+    metrics_auth = [auth](std::string_view header) {
+      return auth->AuthorizeHeader(header, Role::kAdmin).ok();
+    };
+  }
+  ZOOM_ASSIGN_OR_RETURN(metrics_, Metrics::Create(options_.metrics_address, metrics_auth));
   metrics_->SetBuildInfo(options_.version);
   const storage::IoBackend requested = options_.database.collection.store.reader.backend;
   io_backend_ = requested == storage::IoBackend::kPread ? "pread"
@@ -49,7 +85,9 @@ absl::Status ZoomServer::Start() {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.grpc_address, grpc::InsecureServerCredentials(), &grpc_port_);
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  ZOOM_ASSIGN_OR_RETURN(creds, ServerCredentials());
+  builder.AddListeningPort(options_.grpc_address, creds, &grpc_port_);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   {
@@ -72,7 +110,7 @@ absl::Status ZoomServer::Start() {
   Stopwatch sw;
   ZOOM_ASSIGN_OR_RETURN(db_, Database::Open(options_.database));
   service_ = std::make_unique<VectorSearchService>(db_.get(), metrics_.get(), pool_.get(),
-                                                   options_.limits);
+                                                   options_.limits, auth_.get());
   builder.RegisterService(service_.get());
   DecoderOptions decoder_options;
   decoder_options.cache_dir = options_.database.data_dir + "/models";
@@ -87,11 +125,12 @@ absl::Status ZoomServer::Start() {
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("model ", name, ": ", st.message()));
   }
   decoder_service_ = std::make_unique<DecoderService>(decoder_.get(), metrics_.get(), pool_.get(),
-                                                      options_.decoder_limits);
+                                                      options_.decoder_limits, auth_.get());
   builder.RegisterService(decoder_service_.get());
   reflection_v1_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
       "zoom.v1.VectorSearch", "zoom.v1.Decoder", "grpc.health.v1.Health",
-      "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"});
+      "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"},
+      auth_.get());
   builder.RegisterService(reflection_v1_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || grpc_port_ == 0) {
@@ -117,6 +156,55 @@ absl::Status ZoomServer::Start() {
            options_.threads, " workers, ", db_->ListCollections().size(),
            " collections loaded in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
   return absl::OkStatus();
+}
+
+absl::Status ZoomServer::ReloadApiKeys() {
+  if (auth_ == nullptr || !auth_->enabled()) {
+    return absl::FailedPreconditionError("this server has no --api_key_file");
+  }
+  absl::Status st = auth_->Load();
+  if (st.ok()) {
+    ZOOM_LOG(INFO, "API keys reloaded from ", options_.api_key_file);
+  } else {
+    ZOOM_LOG(ERROR, "API keys not reloaded from ", options_.api_key_file, ": ", st.message(),
+             " (the previous keys stay in force)");
+  }
+  return st;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ZoomServer::ServerCredentials() const {
+  if (options_.tls_cert_file.empty() && options_.tls_key_file.empty()) {
+    if (!options_.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError("--tls_client_ca needs --tls_cert and --tls_key");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (options_.tls_cert_file.empty() || options_.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("TLS needs both --tls_cert and --tls_key");
+  }
+  auto read = [](const std::string& path, const char* what) -> absl::StatusOr<std::string> {
+    auto text = ReadFileToString(path);
+    if (!text.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", path, ": ", text.status().message()));
+    }
+    if (text->find("-----BEGIN") == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is not a PEM file"));
+    }
+    return text;
+  };
+  grpc::SslServerCredentialsOptions ssl(
+      options_.tls_client_ca_file.empty()
+          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  ZOOM_ASSIGN_OR_RETURN(pair.cert_chain, read(options_.tls_cert_file, "--tls_cert"));
+  ZOOM_ASSIGN_OR_RETURN(pair.private_key, read(options_.tls_key_file, "--tls_key"));
+  ssl.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!options_.tls_client_ca_file.empty()) {
+    ZOOM_ASSIGN_OR_RETURN(ssl.pem_root_certs, read(options_.tls_client_ca_file, "--tls_client_ca"));
+  }
+  return grpc::SslServerCredentials(ssl);
 }
 
 void ZoomServer::Housekeeping() {

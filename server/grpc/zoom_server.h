@@ -27,12 +27,15 @@
 #include "absl/time/time.h"
 #include "server/engine/database.h"
 #include "server/engine/decoder_engine.h"
+#include "absl/status/statusor.h"
+#include "server/grpc/auth.h"
 #include "server/grpc/decoder_service.h"
 #include "server/grpc/reflection_service.h"
 #include "server/grpc/vector_search_service.h"
 
 namespace grpc {
 class Server;
+class ServerCredentials;
 }
 
 namespace zoom::server {
@@ -62,6 +65,18 @@ struct ServerOptions {
   absl::Duration wal_sync_interval = absl::Milliseconds(100);  // --sync=batch
   absl::Duration maintenance_interval = absl::Seconds(5);     // automatic compaction
   std::string version = "0.1.0";
+  // Security (see server/grpc/auth.h and the README): API keys ("" = every
+  // call allowed), reloaded by ReloadApiKeys (zoomd: SIGHUP); /metrics
+  // behind an admin key; TLS with this certificate and key (PEM files), and
+  // client certificates signed by tls_client_ca required (mTLS).
+  std::string api_key_file;
+  bool metrics_require_key = false;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  // Refuse to start without API keys on an address that is not loopback
+  // (zoomd sets it unless --allow_unauthenticated).
+  bool require_key_off_loopback = false;
 };
 
 class ZoomServer {
@@ -70,6 +85,8 @@ class ZoomServer {
   ~ZoomServer();
 
   absl::Status Start();
+  // Re-reads the API key file; on error the previous keys stay in force.
+  absl::Status ReloadApiKeys();
   // Stops accepting calls, waits up to `grace` for in-flight ones (then
   // cancels them), stops the workers, syncs and closes the database.
   void Shutdown(absl::Duration grace = absl::Seconds(10));
@@ -84,6 +101,7 @@ class ZoomServer {
 
  private:
   void Housekeeping();
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() const;
   void Maintenance();
 
   ServerOptions options_;
@@ -94,6 +112,7 @@ class ZoomServer {
   std::unique_ptr<DecoderEngine> decoder_;
   std::unique_ptr<DecoderService> decoder_service_;
   std::unique_ptr<ReflectionV1Service> reflection_v1_;
+  std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<grpc::Server> server_;
   std::thread housekeeping_;
   std::thread maintenance_;

@@ -65,6 +65,17 @@ ABSL_FLAG(std::vector<std::string>, load_model, {},
           "Language models for the Decoder service to load at start: NAME=DIR[,NAME=DIR...], "
           "DIR a directory under --models_dir");
 ABSL_FLAG(std::string, port_file, "", "Write the bound gRPC port to this file once serving.");
+ABSL_FLAG(std::string, api_key_file, "",
+          "API keys, one 'admin KEY' or 'read KEY' per line (reloaded on SIGHUP). Without it "
+          "every call is allowed, and zoomd serves only on loopback unless "
+          "--allow_unauthenticated.");
+ABSL_FLAG(bool, allow_unauthenticated, false,
+          "Serve without --api_key_file on an address that is not loopback.");
+ABSL_FLAG(bool, metrics_require_key, false, "/metrics answers only with an admin key (Bearer).");
+ABSL_FLAG(std::string, tls_cert, "", "TLS: the server's certificate chain (PEM).");
+ABSL_FLAG(std::string, tls_key, "", "TLS: the server's private key (PEM).");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "mTLS: CA certificates (PEM); clients must present a certificate signed by one.");
 ABSL_FLAG(int, shutdown_grace_s, 10, "Seconds in-flight requests get at shutdown.");
 
 namespace zoom {
@@ -124,6 +135,7 @@ int Main(int argc, char** argv) {
   sa.sa_flags = SA_RESTART;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);  // reload the API keys
 
   server::ServerOptions options;
   options.database.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -155,6 +167,12 @@ int Main(int argc, char** argv) {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.limits.max_k = absl::GetFlag(FLAGS_max_k);
   options.limits.max_batch = absl::GetFlag(FLAGS_max_batch);
+  options.api_key_file = absl::GetFlag(FLAGS_api_key_file);
+  options.require_key_off_loopback = !absl::GetFlag(FLAGS_allow_unauthenticated);
+  options.metrics_require_key = absl::GetFlag(FLAGS_metrics_require_key);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.models_dir = absl::GetFlag(FLAGS_models_dir);
   options.max_models = absl::GetFlag(FLAGS_max_models);
   options.max_model_bytes = absl::GetFlag(FLAGS_max_model_bytes);
@@ -190,7 +208,12 @@ int Main(int argc, char** argv) {
     }
   }
   unsigned char sig = 0;
-  while (read(g_signal_pipe[0], &sig, 1) != 1 && errno == EINTR) {
+  for (;;) {
+    while (read(g_signal_pipe[0], &sig, 1) != 1 && errno == EINTR) {
+    }
+    if (sig != SIGHUP) break;
+    ZOOM_LOG(INFO, "SIGHUP: reloading the API keys");
+    server.ReloadApiKeys().IgnoreError();  // logged; the previous keys stay on error
   }
   ZOOM_LOG(INFO, "signal ", static_cast<int>(sig), " received");
   server.Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));

@@ -429,7 +429,7 @@ struct Metrics::Impl {
 };
 
 absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
-    const std::string& listen_address) {
+    const std::string& listen_address, std::function<bool(std::string_view)> authorize) {
   std::unique_ptr<Impl> impl;
   try {
     impl = std::make_unique<Impl>(
@@ -443,13 +443,15 @@ absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(
     }
     // Our own endpoint, not prometheus::Exposer: see http_endpoint.h.
     Impl* raw = impl.get();
+    HttpEndpointOptions endpoint_options;
+    endpoint_options.authorize = std::move(authorize);
     auto endpoint = HttpEndpoint::Start(listen_address, "/metrics", [raw] {
       std::vector<prometheus::MetricFamily> families = raw->registry->Collect();
       std::vector<prometheus::MetricFamily> process = raw->process->Collect();
       families.insert(families.end(), std::make_move_iterator(process.begin()),
                       std::make_move_iterator(process.end()));
       return prometheus::TextSerializer().Serialize(families);
-    });
+    }, endpoint_options);
     if (!endpoint.ok()) return endpoint.status();
     impl->exposer = std::move(*endpoint);
     impl->port = impl->exposer->port();

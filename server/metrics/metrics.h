@@ -44,6 +44,7 @@
 #define ZOOM_SERVER_METRICS_METRICS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -61,8 +62,11 @@ class Metrics {
   // or just "port" (all interfaces); port 0 picks a free port, see port().
   // InvalidArgument if the address does not parse, Unavailable if the HTTP
   // server cannot listen on it (port busy, address not local, ...).
+  // `authorize` (may be empty): called with a scrape's Authorization
+  // header; false answers 401.
   static absl::StatusOr<std::unique_ptr<Metrics>> Create(
-      const std::string& listen_address);
+      const std::string& listen_address,
+      std::function<bool(std::string_view)> authorize = nullptr);
 
   ~Metrics();
   Metrics(const Metrics&) = delete;

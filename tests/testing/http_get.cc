@@ -143,6 +143,12 @@ absl::StatusOr<std::string> DecodeChunked(absl::string_view in) {
 
 absl::StatusOr<std::string> HttpGet(const std::string& host, int port,
                                     const std::string& path, int timeout_ms) {
+  return HttpGet(host, port, path, timeout_ms, "");
+}
+
+absl::StatusOr<std::string> HttpGet(const std::string& host, int port,
+                                    const std::string& path, int timeout_ms,
+                                    const std::string& extra_headers) {
   const Clock::time_point deadline =
       Clock::now() + std::chrono::milliseconds(timeout_ms);
   absl::StatusOr<int> fd_or = Connect(host, port, deadline);
@@ -151,7 +157,7 @@ absl::StatusOr<std::string> HttpGet(const std::string& host, int port,
 
   const std::string request =
       absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", host, ":", port,
-                   "\r\nConnection: close\r\n\r\n");
+                   "\r\n", extra_headers, "Connection: close\r\n\r\n");
   size_t sent = 0;
   while (sent < request.size()) {
     const ssize_t n = send(fd.get(), request.data() + sent,

@@ -22,6 +22,10 @@ namespace zoom::testing {
 absl::StatusOr<std::string> HttpGet(const std::string& host, int port,
                                     const std::string& path,
                                     int timeout_ms = 30000);
+// As above with `extra_headers` ("Name: value\r\n" lines) in the request.
+absl::StatusOr<std::string> HttpGet(const std::string& host, int port,
+                                    const std::string& path, int timeout_ms,
+                                    const std::string& extra_headers);
 
 }  // namespace zoom::testing
 
