@@ -328,6 +328,134 @@ absl::StatusOr<v1::CollectionInfo> ZoomClient::Compact(
   return std::move(*response.mutable_info());
 }
 
+absl::StatusOr<v1::SnapshotInfo> ZoomClient::CreateSnapshot(const std::string& collection) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::CreateSnapshotRequest request;
+  request.set_collection(collection);
+  v1::CreateSnapshotResponse response;
+  absl::Status status = FromGrpc(stub_->CreateSnapshot(&context, request, &response));
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_snapshot());
+}
+
+absl::StatusOr<std::vector<v1::SnapshotInfo>> ZoomClient::ListSnapshots(
+    const std::string& collection) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::ListSnapshotsRequest request;
+  request.set_collection(collection);
+  v1::ListSnapshotsResponse response;
+  absl::Status status = FromGrpc(stub_->ListSnapshots(&context, request, &response));
+  if (!status.ok()) return status;
+  return std::vector<v1::SnapshotInfo>(response.snapshots().begin(), response.snapshots().end());
+}
+
+absl::Status ZoomClient::DeleteSnapshot(const std::string& collection, const std::string& name) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::DeleteSnapshotRequest request;
+  request.set_collection(collection);
+  request.set_name(name);
+  v1::DeleteSnapshotResponse response;
+  return FromGrpc(stub_->DeleteSnapshot(&context, request, &response));
+}
+
+absl::StatusOr<v1::SnapshotInfo> ZoomClient::DownloadSnapshot(
+    const std::string& collection, const std::string& name, const std::string& path,
+    const std::function<void(uint64_t, uint64_t)>& progress) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::DownloadSnapshotRequest request;
+  request.set_collection(collection);
+  request.set_name(name);
+  auto reader = stub_->DownloadSnapshot(&context, request);
+  const std::string part = path + ".part";
+  std::ofstream out(part, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::InvalidArgumentError(absl::StrCat("cannot write ", part));
+  v1::SnapshotChunk chunk;
+  v1::SnapshotInfo info;
+  uint64_t written = 0;
+  while (reader->Read(&chunk)) {
+    if (chunk.offset() == 0 && chunk.has_info()) info = chunk.info();
+    if (chunk.offset() != written) {
+      context.TryCancel();
+      return absl::DataLossError("the snapshot's chunks came out of order");
+    }
+    out.write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
+    written += chunk.data().size();
+    if (progress) progress(written, info.size_bytes());
+  }
+  absl::Status status = FromGrpc(reader->Finish());
+  out.close();
+  if (status.ok() && !out) status = absl::ResourceExhaustedError(absl::StrCat("cannot write ", part));
+  if (status.ok() && info.size_bytes() != 0 && written != info.size_bytes()) {
+    status = absl::DataLossError(absl::StrCat("received ", written, " of ", info.size_bytes(),
+                                              " bytes"));
+  }
+  if (!status.ok()) {
+    std::remove(part.c_str());
+    return status;
+  }
+  if (std::rename(part.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", part, " to ", path));
+  }
+  return info;
+}
+
+absl::StatusOr<v1::CollectionInfo> ZoomClient::RestoreSnapshotFromFile(
+    const std::string& collection, const std::string& path, bool overwrite,
+    const std::function<void(uint64_t, uint64_t)>& progress) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
+  in.seekg(0, std::ios::end);
+  const uint64_t total = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::RestoreSnapshotResponse response;
+  auto writer = stub_->RestoreSnapshot(&context, &response);
+  v1::RestoreSnapshotRequest req;
+  req.set_collection(collection);
+  req.set_overwrite(overwrite);
+  uint64_t sent = 0;
+  bool first = true;
+  std::string buf(1 << 20, '\0');
+  while (first || sent < total) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const size_t n = static_cast<size_t>(in.gcount());
+    req.set_data(buf.data(), n);
+    if (!writer->Write(req)) break;  // the server ended the call: Finish says why
+    sent += n;
+    first = false;
+    req.clear_collection();
+    req.clear_overwrite();
+    if (progress) progress(sent, total);
+    if (n == 0) break;
+  }
+  writer->WritesDone();
+  absl::Status status = FromGrpc(writer->Finish());
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_info());
+}
+
+absl::StatusOr<v1::CollectionInfo> ZoomClient::RestoreSnapshotFromServer(
+    const std::string& collection, const std::string& source, bool overwrite) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::RestoreSnapshotResponse response;
+  auto writer = stub_->RestoreSnapshot(&context, &response);
+  v1::RestoreSnapshotRequest req;
+  req.set_collection(collection);
+  req.set_overwrite(overwrite);
+  req.set_source(source);
+  writer->Write(req);
+  writer->WritesDone();
+  absl::Status status = FromGrpc(writer->Finish());
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_info());
+}
+
 absl::StatusOr<std::string> ZoomClient::Health(const std::string& service) {
   // Stubs are cheap (a pointer to the shared channel); make one per call.
   std::unique_ptr<grpc::health::v1::Health::Stub> health =

@@ -93,6 +93,25 @@ class ZoomClient {
   absl::StatusOr<v1::CollectionInfo> BuildIndex(const std::string& collection, bool wait);
   absl::StatusOr<v1::CollectionInfo> Compact(const std::string& collection);
 
+  // Snapshots (see the README, "Snapshots").
+  absl::StatusOr<v1::SnapshotInfo> CreateSnapshot(const std::string& collection);
+  absl::StatusOr<std::vector<v1::SnapshotInfo>> ListSnapshots(const std::string& collection);
+  absl::Status DeleteSnapshot(const std::string& collection, const std::string& name);
+  // Writes the snapshot's archive to `path` (PATH.part, renamed when
+  // complete); progress(bytes, total) after each chunk.
+  absl::StatusOr<v1::SnapshotInfo> DownloadSnapshot(
+      const std::string& collection, const std::string& name, const std::string& path,
+      const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+  // Uploads the archive at `path` and restores it into `collection`.
+  absl::StatusOr<v1::CollectionInfo> RestoreSnapshotFromFile(
+      const std::string& collection, const std::string& path, bool overwrite,
+      const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+  // Restores a snapshot kept on the server ("<collection>/<name>.zsnap"
+  // under its --snapshots_dir).
+  absl::StatusOr<v1::CollectionInfo> RestoreSnapshotFromServer(const std::string& collection,
+                                                               const std::string& source,
+                                                               bool overwrite);
+
   // grpc.health.v1 Check for `service` ("" = the server as a whole):
   // "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN" or "UNKNOWN".
   absl::StatusOr<std::string> Health(const std::string& service = "");

@@ -111,6 +111,10 @@ ABSL_FLAG(uint32_t, timeout_ms, 0,
           "search: deadline of the search in milliseconds (overrides "
           "--timeout; 0: use --timeout)");
 ABSL_FLAG(std::string, payload, "", "upsert: the point's payload (bytes)");
+ABSL_FLAG(bool, overwrite, false, "snapshot restore: replace the collection if it exists");
+ABSL_FLAG(std::string, source, "",
+          "snapshot restore: a snapshot kept on the server (COLLECTION/NAME.zsnap under its "
+          "--snapshots_dir) instead of a local file");
 
 namespace zoom::client {
 namespace {
@@ -140,6 +144,12 @@ Commands:
   delete NAME ID...
   upsert NAME ID --vector 'x,y,...' [--payload STR]
   compact NAME
+  snapshot create NAME            a consistent snapshot while it takes writes
+  snapshot list NAME
+  snapshot download NAME SNAPSHOT FILE
+  snapshot restore NAME FILE [--overwrite]      upload FILE into collection NAME
+  snapshot restore NAME --source COLL/SNAP.zsnap [--overwrite]   (on the server)
+  snapshot delete NAME SNAPSHOT
   health [SERVICE]
 
 Flags for every command (they may come before or after the command):
@@ -786,6 +796,69 @@ int RunHealth(Invocation& inv) {
   return *status == "SERVING" ? kExitOk : kExitError;
 }
 
+void PrintSnapshot(const v1::SnapshotInfo& s) {
+  absl::PrintF("%s  %s  %d points  %d bytes  sha256 %s\n", s.collection(), s.name(), s.points(),
+               s.size_bytes(), s.sha256());
+}
+
+int RunSnapshot(Invocation& inv) {
+  const std::string sub = inv.args[0];
+  const size_t n = inv.args.size();
+  auto need = [&](size_t want, const char* synopsis) {
+    return n == want ? 0 : UsageError(absl::StrCat("usage: zoomctl snapshot ", synopsis));
+  };
+  if (sub == "create") {
+    if (int rc = need(2, "create NAME")) return rc;
+    auto s = inv.Connect()->CreateSnapshot(inv.args[1]);
+    if (!s.ok()) return Fail(s.status());
+    if (inv.json) return PrintJson(*s);
+    PrintSnapshot(*s);
+    return kExitOk;
+  }
+  if (sub == "list") {
+    if (int rc = need(2, "list NAME")) return rc;
+    auto list = inv.Connect()->ListSnapshots(inv.args[1]);
+    if (!list.ok()) return Fail(list.status());
+    if (inv.json) {
+      v1::ListSnapshotsResponse r;
+      for (const auto& s : *list) *r.add_snapshots() = s;
+      return PrintJson(r);
+    }
+    for (const auto& s : *list) PrintSnapshot(s);
+    return kExitOk;
+  }
+  if (sub == "download") {
+    if (int rc = need(4, "download NAME SNAPSHOT FILE")) return rc;
+    auto s = inv.Connect()->DownloadSnapshot(inv.args[1], inv.args[2], inv.args[3]);
+    if (!s.ok()) return Fail(s.status());
+    if (inv.json) return PrintJson(*s);
+    absl::PrintF("downloaded %s (%d bytes) to %s\n", s->name(), s->size_bytes(), inv.args[3]);
+    return kExitOk;
+  }
+  if (sub == "restore") {
+    const std::string source = absl::GetFlag(FLAGS_source);
+    const bool overwrite = absl::GetFlag(FLAGS_overwrite);
+    absl::StatusOr<v1::CollectionInfo> info;
+    if (!source.empty()) {
+      if (int rc = need(2, "restore NAME --source COLL/SNAP.zsnap [--overwrite]")) return rc;
+      info = inv.Connect()->RestoreSnapshotFromServer(inv.args[1], source, overwrite);
+    } else {
+      if (int rc = need(3, "restore NAME FILE [--overwrite]")) return rc;
+      info = inv.Connect()->RestoreSnapshotFromFile(inv.args[1], inv.args[2], overwrite);
+    }
+    return PrintInfoResult(info, inv.json);
+  }
+  if (sub == "delete") {
+    if (int rc = need(3, "delete NAME SNAPSHOT")) return rc;
+    absl::Status st = inv.Connect()->DeleteSnapshot(inv.args[1], inv.args[2]);
+    if (!st.ok()) return Fail(st);
+    if (!inv.json) absl::PrintF("deleted %s\n", inv.args[2]);
+    return kExitOk;
+  }
+  return UsageError(absl::StrCat("unknown snapshot command '", sub,
+                                 "': create, list, download, restore or delete"));
+}
+
 struct Command {
   const char* name;
   int (*run)(Invocation&);
@@ -810,6 +883,7 @@ constexpr Command kCommands[] = {
     {"delete", RunDelete, 2, kAny, "delete NAME ID..."},
     {"upsert", RunUpsert, 2, 2, "upsert NAME ID --vector 'x,y,...'"},
     {"compact", RunCompact, 1, 1, "compact NAME"},
+    {"snapshot", RunSnapshot, 2, 4, "snapshot create|list|download|restore|delete NAME ..."},
     {"health", RunHealth, 0, 1, "health [SERVICE]"},
 };
 
@@ -864,7 +938,7 @@ int Main(int argc, char** argv) {
                             : absl::Seconds(timeout);
   // A bulk load or a waited-for build may well outlast the default deadline.
   const bool long_running =
-      command->run == RunImport ||
+      command->run == RunImport || command->run == RunSnapshot ||
       (command->run == RunBuild && absl::GetFlag(FLAGS_wait));
   if (long_running && !inv.Given("timeout")) {
     inv.options.timeout = absl::InfiniteDuration();

@@ -258,8 +258,39 @@ absl::Status MetadataStore::ScanRecords(
   return FromRocks(it->status(), "scan records");
 }
 
+MetadataSnapshot::~MetadataSnapshot() { db_->ReleaseSnapshot(snap_); }
+
+std::unique_ptr<MetadataSnapshot> MetadataStore::TakeSnapshot() const {
+  return std::unique_ptr<MetadataSnapshot>(new MetadataSnapshot(db_.get(), db_->GetSnapshot()));
+}
+
+absl::Status MetadataStore::ReplaceCollection(std::string_view from, std::string_view to,
+                                              uint32_t from_id, uint32_t old_id) {
+  absl::MutexLock lock(&catalog_mu);
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), CatalogKey(from), &value);
+  if (!s.ok()) return FromRocks(s, "read the catalog");
+  if (value.size() < 4 || GetBe32(value.data()) != from_id) {
+    return absl::InternalError("metadata store: the catalog entry changed during a restore");
+  }
+  rocksdb::WriteBatch batch;
+  if (old_id != 0) {
+    batch.Delete(StateKey(old_id));
+    for (char family : {'r', 'p'}) {
+      const std::string prefix = RecordPrefix(family, old_id);
+      batch.DeleteRange(prefix, PrefixEnd(prefix));
+    }
+  }
+  batch.Delete(CatalogKey(from));
+  batch.Put(CatalogKey(to), value);
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  return FromRocks(db_->Write(wo, &batch), "replace collection");
+}
+
 absl::Status MetadataStore::GetPayloads(uint32_t cid, absl::Span<const InternalId> ids,
-                                        std::vector<std::string>* out) const {
+                                        std::vector<std::string>* out,
+                                        const MetadataSnapshot* at) const {
   out->assign(ids.size(), std::string());
   if (ids.empty()) return absl::OkStatus();
   std::vector<std::string> keys(ids.size());
@@ -269,7 +300,9 @@ absl::Status MetadataStore::GetPayloads(uint32_t cid, absl::Span<const InternalI
     slices[i] = keys[i];
   }
   std::vector<std::string> values;
-  std::vector<rocksdb::Status> st = db_->MultiGet(rocksdb::ReadOptions(), slices, &values);
+  rocksdb::ReadOptions ro;
+  if (at != nullptr) ro.snapshot = at->snap_;
+  std::vector<rocksdb::Status> st = db_->MultiGet(ro, slices, &values);
   for (size_t i = 0; i < ids.size(); ++i) {
     if (st[i].ok()) {
       (*out)[i] = std::move(values[i]);

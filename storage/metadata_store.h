@@ -44,6 +44,7 @@
 
 namespace rocksdb {
 class DB;
+class Snapshot;
 }
 
 namespace zoom::storage {
@@ -66,6 +67,22 @@ struct RecordWrite {
   InternalId id;
   uint64_t external_id;
   std::string_view payload;  // empty: none
+};
+
+// A consistent view of the store at one moment: reads through it see
+// nothing written after it was taken. Release by destruction (before the
+// store).
+class MetadataSnapshot {
+ public:
+  ~MetadataSnapshot();
+  MetadataSnapshot(const MetadataSnapshot&) = delete;
+  MetadataSnapshot& operator=(const MetadataSnapshot&) = delete;
+
+ private:
+  friend class MetadataStore;
+  MetadataSnapshot(rocksdb::DB* db, const rocksdb::Snapshot* snap) : db_(db), snap_(snap) {}
+  rocksdb::DB* db_;
+  const rocksdb::Snapshot* snap_;
 };
 
 class MetadataStore {
@@ -100,9 +117,17 @@ class MetadataStore {
   // in ascending internal id; stops at fn's first error.
   absl::Status ScanRecords(
       uint32_t id, const std::function<absl::Status(InternalId, uint64_t)>& fn) const;
-  // The payloads of `ids` (empty string when none), in order.
+  // The payloads of `ids` (empty string when none), in order; as of `at`
+  // when given.
   absl::Status GetPayloads(uint32_t id, absl::Span<const InternalId> ids,
-                           std::vector<std::string>* out) const;
+                           std::vector<std::string>* out,
+                           const MetadataSnapshot* at = nullptr) const;
+  std::unique_ptr<MetadataSnapshot> TakeSnapshot() const;
+  // In one atomic batch: the catalog entry `from` (id `from_id`) takes the
+  // name `to`; the collection `to` held before (id `old_id`, 0 = none) is
+  // dropped with its state and records (a restore replacing a collection).
+  absl::Status ReplaceCollection(std::string_view from, std::string_view to, uint32_t from_id,
+                                 uint32_t old_id);
   // Makes every Commit so far durable (for sync = false).
   absl::Status SyncWal();
 

@@ -45,6 +45,7 @@
 #include "index/vector_index.h"
 #include "server/engine/search_engine.h"
 #include "storage/metadata_store.h"
+#include "storage/snapshot_archive.h"
 #include "storage/vector_store.h"
 
 namespace zoom::server {
@@ -160,6 +161,14 @@ class Collection {
   static absl::StatusOr<std::unique_ptr<Collection>> Open(
       const std::string& dir, storage::MetadataStore* metadata,
       const storage::CollectionRecord& record, const CollectionOptions& options);
+  // Creates the collection's files in `dir` (which must not exist) for
+  // catalog entry `id` from a verified snapshot archive (see
+  // WriteSnapshot), under `config` (the archive's, renamed), and opens it.
+  // DataLoss when the archive's entries do not fit together.
+  static absl::StatusOr<std::unique_ptr<Collection>> Restore(
+      const std::string& dir, storage::MetadataStore* metadata, uint32_t id,
+      const CollectionConfig& config, const storage::ArchiveReader& archive,
+      const CollectionOptions& options);
   // Waits for a running build; saves an index snapshot if points were
   // indexed since the last one.
   ~Collection();
@@ -210,6 +219,20 @@ class Collection {
   // failure leaves the collection as it was (serving) and is reported in
   // Info().
   absl::Status Compact();
+
+  // Writes a consistent snapshot archive to `path` while the collection
+  // takes writes: the write lock is held only to fix the point (the
+  // committed record count, the live records and a RocksDB snapshot for
+  // their payloads, a hard link to the index snapshot); the copy runs
+  // without it. Restored, it answers as this collection did at that point.
+  // Entries: manifest, config, vectors (the records' raw bytes), records
+  // (internal id, external id, payload of each live one), index (when
+  // there is one).
+  struct SnapshotStats {
+    uint64_t records = 0, points = 0, bytes = 0;
+    std::string sha256;
+  };
+  absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& path) const;
 
   CollectionInfo Info() const;
   // Whether dead records passed the automatic compaction thresholds

@@ -1,14 +1,69 @@
 #include "server/engine/database.h"
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/binary_io.h"
+#include "common/confined_dir.h"
+#include "common/echo.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
 namespace zoom::server {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Catalog names of restores in progress: "<target>~restoring~<n>".
+constexpr char kRestoringMark[] = "~restoring~";
+
+absl::Status ValidateSnapshotName(const std::string& name) {
+  if (name.empty() || name.size() > 128) {
+    return absl::InvalidArgumentError("snapshot names are 1..128 characters of [A-Za-z0-9._-]");
+  }
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("snapshot name '", EchoForMessage(name), "': use only [A-Za-z0-9._-]"));
+    }
+  }
+  if (name == "." || name == "..") return absl::InvalidArgumentError("bad snapshot name");
+  return absl::OkStatus();
+}
+
+std::string InfoText(const SnapshotInfo& i) {
+  return absl::StrCat("collection=", i.collection, "\nname=", i.name, "\nbytes=", i.bytes,
+                      "\npoints=", i.points, "\nrecords=", i.records,
+                      "\ncreated_unix_ms=", i.created_unix_ms, "\nsha256=", i.sha256, "\n");
+}
+
+absl::StatusOr<SnapshotInfo> ReadInfo(const std::string& path) {
+  ZOOM_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  SnapshotInfo info;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    const size_t eq = line.find('=');
+    if (eq == absl::string_view::npos) continue;
+    const absl::string_view k = line.substr(0, eq), v = line.substr(eq + 1);
+    if (k == "collection") info.collection = std::string(v);
+    if (k == "name") info.name = std::string(v);
+    if (k == "sha256") info.sha256 = std::string(v);
+    if (k == "bytes") (void)absl::SimpleAtoi(v, &info.bytes);
+    if (k == "points") (void)absl::SimpleAtoi(v, &info.points);
+    if (k == "records") (void)absl::SimpleAtoi(v, &info.records);
+    if (k == "created_unix_ms") (void)absl::SimpleAtoi(v, &info.created_unix_ms);
+  }
+  return info;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& options) {
   std::unique_ptr<Database> db(new Database());
@@ -31,10 +86,21 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& 
     return meta.status();
   }
   db->metadata_ = std::move(*meta);
+  db->snapshots_dir_ = options.snapshots_dir.empty()
+                           ? (fs::path(options.data_dir) / "snapshots").string()
+                           : options.snapshots_dir;
   ZOOM_ASSIGN_OR_RETURN(std::vector<storage::CollectionRecord> records,
                         db->metadata_->ListCollections());
   absl::MutexLock lock(&db->mu_);
   for (const storage::CollectionRecord& rec : records) {
+    if (rec.name.find(kRestoringMark) != std::string::npos) {
+      // A restore interrupted before its switch: nothing refers to it.
+      ZOOM_LOG(WARNING, "removing the unfinished restore ", rec.name);
+      db->metadata_->DropCollection(rec.name, rec.id).IgnoreError();
+      std::error_code rm;
+      fs::remove_all(db->CollectionDir(rec.id), rm);
+      continue;
+    }
     auto c = Collection::Open(db->CollectionDir(rec.id), db->metadata_.get(), rec,
                               options.collection);
     if (!c.ok()) {
@@ -157,6 +223,192 @@ std::vector<std::shared_ptr<Collection>> Database::ListCollections() const {
   std::vector<std::shared_ptr<Collection>> out;
   for (const auto& [name, c] : collections_) out.push_back(c);
   return out;
+}
+
+// ---- Snapshots ---------------------------------------------------------------
+
+absl::StatusOr<SnapshotInfo> Database::CreateSnapshot(const std::string& collection) {
+  ZOOM_ASSIGN_OR_RETURN(auto c, GetCollection(collection));
+  const fs::path dir = fs::path(snapshots_dir_) / collection;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::InternalError(absl::StrCat("cannot create the snapshots directory: ",
+                                            ec.message()));
+  }
+  const absl::Time now = absl::Now();
+  static std::atomic<uint32_t> seq{0};
+  SnapshotInfo info;
+  info.collection = collection;
+  info.name = absl::StrCat(
+      "snap-", absl::FormatTime("%Y%m%d-%H%M%S", now, absl::UTCTimeZone()), "-",
+      absl::StrFormat("%04x", (absl::ToUnixMicros(now) ^ (seq++ * 7919)) & 0xffff));
+  info.created_unix_ms = absl::ToUnixMillis(now);
+  const std::string path = (dir / (info.name + ".zsnap")).string();
+  ZOOM_ASSIGN_OR_RETURN(Collection::SnapshotStats stats, c->WriteSnapshot(path));
+  info.bytes = stats.bytes;
+  info.points = stats.points;
+  info.records = stats.records;
+  info.sha256 = stats.sha256;
+  {
+    std::ofstream out((dir / (info.name + ".info")).string(), std::ios::trunc);
+    out << InfoText(info);
+  }
+  ZOOM_LOG(INFO, "collection ", collection, ": snapshot ", info.name, " (", info.points,
+           " points, ", info.bytes, " bytes)");
+  return info;
+}
+
+absl::StatusOr<std::vector<SnapshotInfo>> Database::ListSnapshots(
+    const std::string& collection) const {
+  ZOOM_RETURN_IF_ERROR(ValidateCollectionName(collection));
+  std::vector<SnapshotInfo> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(snapshots_dir_) / collection, ec)) {
+    if (e.path().extension() != ".info") continue;
+    auto info = ReadInfo(e.path().string());
+    if (info.ok() && fs::exists(fs::path(e.path()).replace_extension(".zsnap"))) {
+      out.push_back(std::move(*info));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const SnapshotInfo& a, const SnapshotInfo& b) {
+    return a.created_unix_ms != b.created_unix_ms ? a.created_unix_ms > b.created_unix_ms
+                                                  : a.name > b.name;
+  });
+  return out;
+}
+
+absl::StatusOr<std::pair<std::string, SnapshotInfo>> Database::SnapshotFile(
+    const std::string& collection, const std::string& name) const {
+  ZOOM_RETURN_IF_ERROR(ValidateCollectionName(collection));
+  ZOOM_RETURN_IF_ERROR(ValidateSnapshotName(name));
+  const fs::path base = fs::path(snapshots_dir_) / collection / name;
+  const std::string path = fs::path(base).concat(".zsnap").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("collection '", collection, "' has no snapshot '", name, "'"));
+  }
+  SnapshotInfo info;
+  auto read = ReadInfo(fs::path(base).concat(".info").string());
+  if (read.ok()) info = std::move(*read);
+  info.collection = collection;
+  info.name = name;
+  info.bytes = fs::file_size(path, ec);
+  return std::make_pair(path, info);
+}
+
+absl::Status Database::DeleteSnapshot(const std::string& collection, const std::string& name) {
+  ZOOM_ASSIGN_OR_RETURN(auto file, SnapshotFile(collection, name));
+  std::error_code ec;
+  fs::remove(file.first, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot remove the snapshot: ", ec.message()));
+  fs::remove(fs::path(file.first).replace_extension(".info"), ec);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Database::SnapshotSource(const std::string& relative) const {
+  ZOOM_RETURN_IF_ERROR(ConfinedDir::ValidateName(relative, "snapshot source"));
+  std::error_code ec;
+  fs::create_directories(snapshots_dir_, ec);
+  ZOOM_ASSIGN_OR_RETURN(ConfinedDir root, ConfinedDir::Open(snapshots_dir_));
+  // Resolved beneath the root (a symlink leading out is refused) and a
+  // regular file.
+  ZOOM_ASSIGN_OR_RETURN(ConfinedFile f, root.OpenFile(relative));
+  (void)f;
+  return (fs::path(snapshots_dir_) / relative).string();
+}
+
+std::string Database::UploadPath() const {
+  static std::atomic<uint64_t> seq{0};
+  const fs::path dir = fs::path(snapshots_dir_) / ".incoming";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  return (dir / absl::StrCat("upload-", absl::ToUnixMicros(absl::Now()), "-", seq++, ".zsnap"))
+      .string();
+}
+
+absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std::string& path,
+                                                                      const std::string& target,
+                                                                      bool overwrite) {
+  ZOOM_RETURN_IF_ERROR(ValidateCollectionName(target));
+  // The whole archive is checked before anything is created.
+  ZOOM_ASSIGN_OR_RETURN(auto archive, storage::ArchiveReader::Open(path));
+  ZOOM_ASSIGN_OR_RETURN(std::string config_text, archive->Read("config", 1 << 16));
+  auto decoded = CollectionConfig::Decode(config_text);
+  if (!decoded.ok()) {
+    return absl::DataLossError(absl::StrCat("the snapshot's config: ", decoded.status().message()));
+  }
+  CollectionConfig config = std::move(*decoded);
+  config.name = target;
+  ZOOM_RETURN_IF_ERROR(config.Validate(options_.max_dim));
+  std::shared_ptr<Collection> existing;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = collections_.find(target);
+    if (it != collections_.end()) {
+      if (!overwrite) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "collection '", target, "' exists; restore into another name, or ask to overwrite"));
+      }
+      existing = it->second;
+    } else if (collections_.size() >= options_.max_collections) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "this server holds its maximum of ", options_.max_collections, " collections"));
+    }
+  }
+  // Restored under a name of its own; it takes `target` in one catalog
+  // write once complete (an interrupted restore is removed at the next open).
+  static std::atomic<uint32_t> seq{0};
+  const std::string temp = absl::StrCat(target, kRestoringMark, absl::ToUnixMicros(absl::Now()),
+                                        "-", seq++);
+  ZOOM_ASSIGN_OR_RETURN(const uint32_t id, metadata_->CreateCollection(temp, config.Encode()));
+  std::error_code ec;
+  fs::remove_all(CollectionDir(id), ec);
+  auto restored = Collection::Restore(CollectionDir(id), metadata_.get(), id, config, *archive,
+                                      options_.collection);
+  auto abandon = [&] {
+    metadata_->DropCollection(temp, id).IgnoreError();
+    std::error_code rm;
+    fs::remove_all(CollectionDir(id), rm);
+  };
+  if (!restored.ok()) {
+    abandon();
+    return restored.status();
+  }
+  std::shared_ptr<Collection> c(std::move(*restored));
+  if (existing != nullptr) existing->MarkDropped();  // waits for its compaction
+  absl::Status st;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = collections_.find(target);
+    if (existing == nullptr && it != collections_.end()) {
+      st = absl::AlreadyExistsError(absl::StrCat("collection '", target,
+                                                 "' was created during the restore"));
+    } else if (existing != nullptr && (it == collections_.end() || it->second != existing)) {
+      st = absl::AbortedError(absl::StrCat("collection '", target,
+                                           "' changed during the restore; restore again"));
+    } else {
+      st = metadata_->ReplaceCollection(temp, target, id, existing ? existing->id() : 0);
+      if (st.ok()) collections_[target] = c;
+    }
+  }
+  if (!st.ok()) {
+    if (existing != nullptr) existing->MarkDropped(false);
+    c->MarkDropped();
+    c.reset();
+    abandon();
+    return st;
+  }
+  if (existing != nullptr) {
+    const uint32_t space = existing->record_space();
+    if (space != existing->id()) metadata_->DropRecords(space).IgnoreError();
+    existing->WaitForBuild().IgnoreError();
+    fs::remove_all(existing->dir(), ec);
+  }
+  ZOOM_LOG(INFO, "collection ", target, " restored from a snapshot (", c->Info().points,
+           " points)", existing ? ", replacing the previous one" : "");
+  return c;
 }
 
 }  // namespace zoom::server

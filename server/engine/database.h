@@ -35,6 +35,16 @@ struct DatabaseOptions {
   CollectionOptions collection;
   uint32_t max_dim = 4096;
   uint32_t max_collections = 1024;
+  // Snapshots live in SNAPSHOTS_DIR/<collection>/<name>.zsnap ("" =
+  // DATA_DIR/snapshots).
+  std::string snapshots_dir;
+};
+
+struct SnapshotInfo {
+  std::string collection, name;
+  uint64_t bytes = 0, points = 0, records = 0;
+  int64_t created_unix_ms = 0;
+  std::string sha256;
 };
 
 class Database {
@@ -51,6 +61,28 @@ class Database {
   // Sorted by name.
   std::vector<std::shared_ptr<Collection>> ListCollections() const;
 
+  // Snapshots (see Collection::WriteSnapshot). Names are
+  // [A-Za-z0-9._-], 1..128; NotFound for an unknown collection or snapshot.
+  absl::StatusOr<SnapshotInfo> CreateSnapshot(const std::string& collection);
+  absl::StatusOr<std::vector<SnapshotInfo>> ListSnapshots(const std::string& collection) const;
+  absl::Status DeleteSnapshot(const std::string& collection, const std::string& name);
+  // The archive file of a snapshot, and its info.
+  absl::StatusOr<std::pair<std::string, SnapshotInfo>> SnapshotFile(
+      const std::string& collection, const std::string& name) const;
+  // Restores the archive at `path` into collection `target`: the archive is
+  // verified whole first (DataLoss for a corrupt or truncated one); an
+  // existing `target` is AlreadyExists unless `overwrite`, then replaced in
+  // one catalog write once the restored one is complete.
+  absl::StatusOr<std::shared_ptr<Collection>> RestoreSnapshot(const std::string& path,
+                                                              const std::string& target,
+                                                              bool overwrite);
+  // A snapshot named relative to the snapshots directory
+  // ("<collection>/<name>.zsnap"), resolved without leaving it.
+  absl::StatusOr<std::string> SnapshotSource(const std::string& relative) const;
+  // Where uploads are staged (inside the snapshots directory).
+  std::string UploadPath() const;
+  const std::string& snapshots_dir() const { return snapshots_dir_; }
+
   absl::Status SyncWal() { return metadata_->SyncWal(); }
   // Compacts the collections whose dead records passed the thresholds
   // (Collection::NeedsCompaction), one after another. Returns how many.
@@ -62,6 +94,7 @@ class Database {
   std::string CollectionDir(uint32_t id) const;
 
   DatabaseOptions options_;
+  std::string snapshots_dir_;
   std::unique_ptr<storage::MetadataStore> metadata_;
   mutable absl::Mutex mu_;  // guards collections_; serialises create/drop
   std::map<std::string, std::shared_ptr<Collection>> collections_ ABSL_GUARDED_BY(mu_);

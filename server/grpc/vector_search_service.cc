@@ -3,6 +3,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -561,6 +563,234 @@ grpc::ServerUnaryReactor* VectorSearchService::Compact(grpc::CallbackServerConte
     RefreshCollectionMetrics();
     return absl::OkStatus();
   });
+}
+
+// ---- Snapshots -----------------------------------------------------------------
+
+namespace {
+
+v1::SnapshotInfo ToProto(const SnapshotInfo& i) {
+  v1::SnapshotInfo out;
+  out.set_collection(i.collection);
+  out.set_name(i.name);
+  out.set_size_bytes(i.bytes);
+  out.set_created_unix_ms(i.created_unix_ms);
+  out.set_points(i.points);
+  out.set_records(i.records);
+  out.set_sha256(i.sha256);
+  return out;
+}
+
+// The archive in chunks of 1 MiB, read on the pool (never on gRPC's thread).
+class DownloadReactor final : public grpc::ServerWriteReactor<v1::SnapshotChunk> {
+ public:
+  DownloadReactor(const VectorSearchService* service, grpc::CallbackServerContext* ctx,
+                  const v1::DownloadSnapshotRequest& req)
+      : service_(service), ctx_(ctx) {
+    absl::Status st = service_->auth() != nullptr
+                          ? service_->auth()->Authorize(*ctx, Role::kAdmin)
+                          : absl::OkStatus();
+    if (st.ok()) {
+      auto file = service_->db()->SnapshotFile(req.collection(), req.name());
+      if (file.ok()) {
+        info_ = ToProto(file->second);
+        in_.open(file->first, std::ios::binary);
+        if (!in_) st = absl::NotFoundError("the snapshot cannot be read");
+      } else {
+        st = file.status();
+      }
+    }
+    if (!st.ok()) {
+      Done(st);
+      return;
+    }
+    Next();
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Done(absl::CancelledError("the client went away"));
+      return;
+    }
+    Next();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    service_->pool()->Submit([this] {
+      chunk_.Clear();
+      std::string* data = chunk_.mutable_data();
+      data->resize(1 << 20);
+      in_.read(data->data(), static_cast<std::streamsize>(data->size()));
+      data->resize(static_cast<size_t>(in_.gcount()));
+      if (data->empty()) {
+        Done(in_.eof() ? absl::OkStatus() : absl::DataLossError("reading the snapshot failed"));
+        return;
+      }
+      chunk_.set_offset(offset_);
+      if (offset_ == 0) *chunk_.mutable_info() = info_;
+      offset_ += data->size();
+      StartWrite(&chunk_);
+    });
+  }
+  void Done(const absl::Status& st) {
+    service_->Record("DownloadSnapshot", st, absl::ToDoubleSeconds(absl::Now() - start_));
+    Finish(ToGrpc(st));
+  }
+  const VectorSearchService* service_;
+  grpc::CallbackServerContext* ctx_;
+  std::ifstream in_;
+  v1::SnapshotInfo info_;
+  v1::SnapshotChunk chunk_;
+  uint64_t offset_ = 0;
+  absl::Time start_ = absl::Now();
+};
+
+// RestoreSnapshot: the first message names the target (and maybe a source
+// on the server); an upload's bytes are written to a staging file as they
+// come (each message on the pool, the next read after it: flow control),
+// then the archive is verified and restored.
+class RestoreReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
+ public:
+  RestoreReactor(const VectorSearchService* service, grpc::CallbackServerContext* ctx,
+                 grpc::ByteBuffer* resp)
+      : service_(service), ctx_(ctx), resp_(resp) {
+    if (service_->auth() != nullptr) {
+      if (absl::Status st = service_->auth()->Authorize(*ctx, Role::kAdmin); !st.ok()) {
+        Done(st);
+        return;
+      }
+    }
+    StartRead(&raw_);
+  }
+  ~RestoreReactor() override {
+    if (!upload_path_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(upload_path_, ec);
+    }
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      if (ctx_->IsCancelled()) return Done(absl::CancelledError("the restore was cancelled"));
+      if (messages_ == 0) return Done(absl::InvalidArgumentError("no RestoreSnapshot message"));
+      out_.close();
+      if (!out_) return Done(absl::ResourceExhaustedError("the upload could not be written"));
+      return Restore(upload_path_);
+    }
+    service_->pool()->Submit([this] {
+      v1::RestoreSnapshotRequest req;
+      const grpc::Status parsed =
+          grpc::SerializationTraits<v1::RestoreSnapshotRequest>::Deserialize(&raw_, &req);
+      raw_.Clear();
+      if (!parsed.ok()) {
+        return Done(absl::InvalidArgumentError(absl::StrCat(
+            "RestoreSnapshot message #", messages_,
+            " could not be parsed as a zoom.v1.RestoreSnapshotRequest")));
+      }
+      if (messages_++ == 0) {
+        target_ = req.collection();
+        overwrite_ = req.overwrite();
+        if (absl::Status st = ValidateCollectionName(target_); !st.ok()) return Done(st);
+        if (!req.source().empty()) {
+          if (!req.data().empty()) {
+            return Done(absl::InvalidArgumentError("give a source or data, not both"));
+          }
+          auto path = service_->db()->SnapshotSource(req.source());
+          if (!path.ok()) return Done(path.status());
+          return RestoreNow(*path);
+        }
+        upload_path_ = service_->db()->UploadPath();
+        out_.open(upload_path_, std::ios::binary | std::ios::trunc);
+        if (!out_) return Done(absl::InternalError("cannot stage the upload"));
+      } else if (!req.collection().empty() || !req.source().empty()) {
+        return Done(absl::InvalidArgumentError(
+            "only the first RestoreSnapshot message names the collection and source"));
+      }
+      out_.write(req.data().data(), static_cast<std::streamsize>(req.data().size()));
+      if (!out_) {
+        return Done(absl::ResourceExhaustedError(
+            absl::StrCat("the upload could not be written after ", uploaded_,
+                         " bytes (disk full?)")));
+      }
+      uploaded_ += req.data().size();
+      StartRead(&raw_);
+    });
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void Restore(const std::string& path) {
+    service_->pool()->Submit([this, path] { RestoreNow(path); });
+  }
+  void RestoreNow(const std::string& path) {
+    auto c = service_->db()->RestoreSnapshot(path, target_, overwrite_);
+    if (!c.ok()) return Done(c.status());
+    v1::RestoreSnapshotResponse out;
+    *out.mutable_info() = ToProto((*c)->Info());
+    grpc::ByteBuffer buf;
+    bool own = false;
+    if (grpc::SerializationTraits<v1::RestoreSnapshotResponse>::Serialize(out, &buf, &own).ok()) {
+      resp_->Swap(&buf);
+    }
+    service_->RefreshCollectionMetrics();
+    Done(absl::OkStatus());
+  }
+  void Done(const absl::Status& st) {
+    service_->Record("RestoreSnapshot", st, absl::ToDoubleSeconds(absl::Now() - start_));
+    Finish(ToGrpc(st));
+  }
+
+  const VectorSearchService* service_;
+  grpc::CallbackServerContext* ctx_;
+  grpc::ByteBuffer* resp_;
+  grpc::ByteBuffer raw_;
+  uint64_t messages_ = 0;
+  uint64_t uploaded_ = 0;
+  std::string target_;
+  bool overwrite_ = false;
+  std::string upload_path_;
+  std::ofstream out_;
+  absl::Time start_ = absl::Now();
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* VectorSearchService::CreateSnapshot(
+    grpc::CallbackServerContext* ctx, const v1::CreateSnapshotRequest* req,
+    v1::CreateSnapshotResponse* resp) {
+  return Run(ctx, "CreateSnapshot", WorkClass::kAdmin, 1, [this, req, resp](const std::atomic<bool>*) {
+    ZOOM_ASSIGN_OR_RETURN(SnapshotInfo info, db_->CreateSnapshot(req->collection()));
+    *resp->mutable_snapshot() = ToProto(info);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::ListSnapshots(
+    grpc::CallbackServerContext* ctx, const v1::ListSnapshotsRequest* req,
+    v1::ListSnapshotsResponse* resp) {
+  return Run(ctx, "ListSnapshots", WorkClass::kRead, 1, [this, req, resp](const std::atomic<bool>*) {
+    ZOOM_ASSIGN_OR_RETURN(auto list, db_->ListSnapshots(req->collection()));
+    for (const SnapshotInfo& i : list) *resp->add_snapshots() = ToProto(i);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::DeleteSnapshot(
+    grpc::CallbackServerContext* ctx, const v1::DeleteSnapshotRequest* req,
+    v1::DeleteSnapshotResponse*) {
+  return Run(ctx, "DeleteSnapshot", WorkClass::kAdmin, 1, [this, req](const std::atomic<bool>*) {
+    return db_->DeleteSnapshot(req->collection(), req->name());
+  });
+}
+
+grpc::ServerWriteReactor<v1::SnapshotChunk>* VectorSearchService::DownloadSnapshot(
+    grpc::CallbackServerContext* ctx, const v1::DownloadSnapshotRequest* req) {
+  return new DownloadReactor(this, ctx, *req);
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* VectorSearchService::RestoreSnapshot(
+    grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
+  return new RestoreReactor(this, ctx, resp);
 }
 
 }  // namespace zoom::server

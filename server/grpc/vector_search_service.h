@@ -40,7 +40,8 @@ struct ServiceLimits {
 // typed streaming handler reports a message that does not parse like the
 // end of the stream, which would end the import OK and drop the rest.
 class VectorSearchService final
-    : public v1::VectorSearch::WithRawCallbackMethod_Import<v1::VectorSearch::CallbackService> {
+    : public v1::VectorSearch::WithRawCallbackMethod_RestoreSnapshot<
+          v1::VectorSearch::WithRawCallbackMethod_Import<v1::VectorSearch::CallbackService>> {
  public:
   // `auth` (may be null: every call allowed) checks each call's API key.
   VectorSearchService(Database* db, Metrics* metrics, WorkerPool* pool,
@@ -80,6 +81,20 @@ class VectorSearchService final
   grpc::ServerUnaryReactor* Compact(grpc::CallbackServerContext* ctx,
                                     const v1::CompactRequest* req,
                                     v1::CompactResponse* resp) override;
+  grpc::ServerUnaryReactor* CreateSnapshot(grpc::CallbackServerContext* ctx,
+                                           const v1::CreateSnapshotRequest* req,
+                                           v1::CreateSnapshotResponse* resp) override;
+  grpc::ServerUnaryReactor* ListSnapshots(grpc::CallbackServerContext* ctx,
+                                          const v1::ListSnapshotsRequest* req,
+                                          v1::ListSnapshotsResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteSnapshot(grpc::CallbackServerContext* ctx,
+                                           const v1::DeleteSnapshotRequest* req,
+                                           v1::DeleteSnapshotResponse* resp) override;
+  grpc::ServerWriteReactor<v1::SnapshotChunk>* DownloadSnapshot(
+      grpc::CallbackServerContext* ctx, const v1::DownloadSnapshotRequest* req) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* RestoreSnapshot(grpc::CallbackServerContext* ctx,
+                                                             grpc::ByteBuffer* resp) override;
+  Database* db() const { return db_; }
 
   // Publishes every collection's gauges to Metrics (the server calls it
   // periodically).

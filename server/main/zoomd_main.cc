@@ -65,6 +65,9 @@ ABSL_FLAG(std::vector<std::string>, load_model, {},
           "Language models for the Decoder service to load at start: NAME=DIR[,NAME=DIR...], "
           "DIR a directory under --models_dir");
 ABSL_FLAG(std::string, port_file, "", "Write the bound gRPC port to this file once serving.");
+ABSL_FLAG(std::string, snapshots_dir, "",
+          "Where collection snapshots are kept (default DATA_DIR/snapshots); RestoreSnapshot "
+          "sources are names under it.");
 ABSL_FLAG(std::string, api_key_file, "",
           "API keys, one 'admin KEY' or 'read KEY' per line (reloaded on SIGHUP). Without it "
           "every call is allowed, and zoomd serves only on loopback unless "
@@ -167,6 +170,7 @@ int Main(int argc, char** argv) {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.limits.max_k = absl::GetFlag(FLAGS_max_k);
   options.limits.max_batch = absl::GetFlag(FLAGS_max_batch);
+  options.database.snapshots_dir = absl::GetFlag(FLAGS_snapshots_dir);
   options.api_key_file = absl::GetFlag(FLAGS_api_key_file);
   options.require_key_off_loopback = !absl::GetFlag(FLAGS_allow_unauthenticated);
   options.metrics_require_key = absl::GetFlag(FLAGS_metrics_require_key);

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -1269,6 +1270,84 @@ TEST(ServerTest, AnswersThatCannotBeSentAreRefusedBeforeTheyAreBuilt) {
   // The peak memory grew by about one send limit at most, not by the
   // answers' sizes (600 MiB and 160 MiB).
   EXPECT_LT(peak_rss_kb() - before, 100 * 1024);
+}
+
+// ---- Snapshots over gRPC (issue 14, "Snapshots and backup") --------------------
+
+TEST(ServerTest, SnapshotsCreateListDownloadRestoreDelete) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  client::ZoomClient& c = *s.client;
+  constexpr size_t kDim = 8;
+  FillCollection(c, "snap", 800, kDim, /*build=*/true, "pay");
+  ASSERT_OK_AND_ASSIGN(v1::SnapshotInfo info, c.CreateSnapshot("snap"));
+  EXPECT_EQ(info.points(), 800u);
+  ASSERT_OK_AND_ASSIGN(auto list, c.ListSnapshots("snap"));
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].name(), info.name());
+  // Download (streamed, renamed when whole), upload into a new collection.
+  TempDir local;
+  const std::string file = local.File("backup.zsnap");
+  ASSERT_OK_AND_ASSIGN(v1::SnapshotInfo got, c.DownloadSnapshot("snap", info.name(), file));
+  EXPECT_EQ(got.sha256(), info.sha256());
+  EXPECT_EQ(std::filesystem::file_size(file), info.size_bytes());
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo copy, c.RestoreSnapshotFromFile("copy", file, false));
+  EXPECT_EQ(copy.points(), 800u);
+  EXPECT_EQ(copy.index_state(), v1::READY);
+  // The same answers as the original.
+  const std::vector<float> q = RandomVectors(5, kDim, 77);
+  for (int i = 0; i < 5; ++i) {
+    v1::SearchRequest a = Query("snap", &q[i * kDim], kDim, 10), b = a;
+    b.set_collection("copy");
+    ASSERT_OK_AND_ASSIGN(v1::SearchResponse ra, c.Search(a));
+    ASSERT_OK_AND_ASSIGN(v1::SearchResponse rb, c.Search(b));
+    ASSERT_EQ(Ids(ra), Ids(rb));
+    for (int h = 0; h < ra.hits_size(); ++h) EXPECT_EQ(ra.hits(h).score(), rb.hits(h).score());
+  }
+  // From the server's own copy, replacing the copy.
+  const std::string source = "snap/" + info.name() + ".zsnap";
+  EXPECT_THAT(c.RestoreSnapshotFromServer("copy", source, false).status(),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  ASSERT_OK(c.RestoreSnapshotFromServer("copy", source, true).status());
+  // Sources outside the snapshots directory are refused.
+  for (const std::string& bad : {std::string("../meta/CURRENT"), std::string("/etc/passwd"),
+                                 std::string("snap/../../x")}) {
+    EXPECT_THAT(c.RestoreSnapshotFromServer("other", bad, false).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
+  }
+  // A corrupt upload: DATA_LOSS, nothing created.
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(info.size_bytes() / 2));
+    f.put('\x7f');
+  }
+  EXPECT_THAT(c.RestoreSnapshotFromFile("broken", file, false).status(),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(c.GetCollection("broken").status(), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(c.DeleteSnapshot("snap", info.name()));
+  EXPECT_THAT(c.DownloadSnapshot("snap", info.name(), local.File("x")).status(),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(c.DeleteSnapshot("snap", "../x"), StatusIs(absl::StatusCode::kInvalidArgument));
+  // zoomctl: the same through the CLI.
+  const std::string ctl =
+      absl::StrCat(ZOOMCTL_BINARY, " --target 127.0.0.1:", s.server->grpc_port(), " ");
+  auto shell = [](const std::string& cmd) {
+    const int st = std::system((cmd + " >/dev/null 2>&1").c_str());
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  EXPECT_EQ(shell(ctl + "snapshot create snap"), 0);
+  ASSERT_OK_AND_ASSIGN(list, c.ListSnapshots("snap"));
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(shell(ctl + "snapshot list snap --json"), 0);
+  const std::string file2 = local.File("cli.zsnap");
+  EXPECT_EQ(shell(ctl + "snapshot download snap " + list[0].name() + " " + file2), 0);
+  EXPECT_EQ(shell(ctl + "snapshot restore cli " + file2), 0);
+  EXPECT_EQ(shell(ctl + "snapshot restore cli " + file2), 1);  // exists
+  EXPECT_EQ(shell(ctl + "snapshot restore cli " + file2 + " --overwrite"), 0);
+  EXPECT_EQ(shell(ctl + "snapshot delete snap " + list[0].name()), 0);
+  EXPECT_EQ(shell(ctl + "snapshot frobnicate snap"), 2);
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo cli, c.GetCollection("cli"));
+  EXPECT_EQ(cli.points(), 800u);
 }
 
 // ---- Deadlines -----------------------------------------------------------------
