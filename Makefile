@@ -10,7 +10,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: deps configure build run test test-asan bench-io clean
+.PHONY: deps configure build run test test-asan fuzz bench-io clean
 
 # zoomd in the foreground on ./var/zoomd; the demo collection "sift" (4,500
 # SIFT vectors from tests/data, L2, uint8) is created and indexed on the
@@ -41,6 +41,7 @@ build: configure
 test: build
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600
 	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory fuzz
 
 # The concurrency tests again under AddressSanitizer + UBSan.
 ASAN_DIR ?= build-asan
@@ -50,6 +51,23 @@ test-asan: deps
 	  -DZOOM_BUILD_TESTS=ON -DZOOM_BUILD_BENCHMARKS=OFF $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(ASAN_DIR) -j $(JOBS) --target storage_test engine_test collection_test
 	@cd $(ASAN_DIR) && ctest --output-on-failure -R '$(ASAN_TESTS)' --timeout 900
+
+# The libFuzzer targets (tests/fuzz): a clang build with the code under test
+# instrumented, each target run for FUZZ_SECONDS with its seed corpus under
+# ASan+UBSan, after replaying every input in tests/fuzz/regressions. Prints
+# executions per second; any crash fails (its input is saved in
+# $(FUZZ_DIR)/artifacts: check it in under tests/fuzz/regressions/TARGET).
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 20
+GOMP := $(shell g++ -print-file-name=libgomp.so)
+fuzz: deps
+	@cmake -S . -B $(FUZZ_DIR) -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZOOM_FUZZ=ON -DZOOM_BUILD_TESTS=OFF \
+	  -DZOOM_BUILD_BENCHMARKS=OFF -DOpenMP_CXX_FLAGS=-fopenmp=libgomp -DOpenMP_C_FLAGS=-fopenmp=libgomp \
+	  -DOpenMP_CXX_LIB_NAMES=gomp -DOpenMP_C_LIB_NAMES=gomp -DOpenMP_gomp_LIBRARY=$(GOMP) \
+	  $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_all
+	@bash tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(JOBS)
 
 # The fullview I/O benchmark (io_uring batch vs pread loop, with fio beside).
 bench-io: build

@@ -15,6 +15,12 @@ function(zoom_target_flags target)
                                             -fno-omit-frame-pointer)
     target_link_options(${target} PUBLIC -fsanitize=address,undefined)
   endif()
+  if(ZOOM_FUZZ)
+    # Coverage for libFuzzer, and the sanitizers its targets run under.
+    target_compile_options(${target} PRIVATE -fsanitize=fuzzer-no-link,address,undefined
+                                             -fno-omit-frame-pointer)
+    target_link_options(${target} PUBLIC -fsanitize=address,undefined)
+  endif()
 endfunction()
 
 # zoom_cc_library(NAME SRCS a.cc ... DEPS x y PRIVATE_DEPS z)

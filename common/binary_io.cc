@@ -126,6 +126,7 @@ absl::StatusOr<BinaryReader> BinaryReader::Open(const std::string& path,
 
 absl::Status BinaryReader::GetBytes(void* p, size_t n) {
   if (n > remaining()) return Corrupt("truncated");
+  if (n == 0) return absl::OkStatus();  // p may be null (an empty vector's data())
   std::memcpy(p, data_.data() + pos_, n);
   pos_ += n;
   return absl::OkStatus();

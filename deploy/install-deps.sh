@@ -23,9 +23,10 @@ BUILD_PKGS=(
 # the I/O benchmark; tests/deploy uses Debian's python3 with YAML and
 # libseccomp bindings, and Prometheus (monitoring_test evaluates the Grafana
 # dashboard's queries against a real zoomd); the openssl CLI makes the TLS
-# tests' certificates.
+# tests' certificates; clang-14 and its runtimes build the libFuzzer targets.
 TEST_PKGS=(
   fio python3 python3-yaml python3-seccomp prometheus curl openssl
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev
 )
 # Shared libraries of a built zoomd (the Docker runtime stage uses these).
 RUNTIME_PKGS=(

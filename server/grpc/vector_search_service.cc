@@ -273,24 +273,27 @@ grpc::ServerUnaryReactor* VectorSearchService::Delete(grpc::CallbackServerContex
   });
 }
 
+absl::Status VectorSearchService::AnswerGet(const v1::GetRequest& req, v1::GetResponse* resp) const {
+  if (req.ids().empty()) return absl::InvalidArgumentError("no ids to get");
+  ZOOM_RETURN_IF_ERROR(CheckRange("number of ids", req.ids_size(), limits_.max_ids));
+  ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req.collection()));
+  std::vector<PointData> found;
+  ZOOM_RETURN_IF_ERROR(c->Get(req.ids(), req.with_vectors(), req.with_payload(), &found,
+                              limits_.max_response_bytes));
+  for (PointData& p : found) {
+    v1::Point* out = resp->add_points();
+    out->set_id(p.id);
+    out->mutable_vector()->Assign(p.vector.begin(), p.vector.end());
+    out->set_payload(std::move(p.payload));
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* VectorSearchService::Get(grpc::CallbackServerContext* ctx,
                                                    const v1::GetRequest* req,
                                                    v1::GetResponse* resp) {
-  return Run(ctx, "Get", WorkClass::kRead, 1 + req->ids_size() / 100, [this, req, resp](const std::atomic<bool>*) {
-    if (req->ids().empty()) return absl::InvalidArgumentError("no ids to get");
-    ZOOM_RETURN_IF_ERROR(CheckRange("number of ids", req->ids_size(), limits_.max_ids));
-    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
-    std::vector<PointData> found;
-    ZOOM_RETURN_IF_ERROR(c->Get(req->ids(), req->with_vectors(), req->with_payload(), &found,
-                                limits_.max_response_bytes));
-    for (PointData& p : found) {
-      v1::Point* out = resp->add_points();
-      out->set_id(p.id);
-      out->mutable_vector()->Assign(p.vector.begin(), p.vector.end());
-      out->set_payload(std::move(p.payload));
-    }
-    return absl::OkStatus();
-  });
+  return Run(ctx, "Get", WorkClass::kRead, 1 + req->ids_size() / 100,
+             [this, req, resp](const std::atomic<bool>*) { return AnswerGet(*req, resp); });
 }
 
 namespace {
@@ -451,6 +454,13 @@ absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection
   s->set_exact(exact);
   if (metrics_ != nullptr) metrics_->RecordQuery(c.name(), stats);
   return absl::OkStatus();
+}
+
+absl::Status VectorSearchService::AnswerSearch(const v1::SearchRequest& req,
+                                               v1::SearchResponse* resp) const {
+  ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req.collection()));
+  uint64_t budget = limits_.max_response_bytes;
+  return DoSearch(absl::InfiniteFuture(), *c, req, nullptr, resp, &budget, false);
 }
 
 grpc::ServerUnaryReactor* VectorSearchService::Search(grpc::CallbackServerContext* ctx,

@@ -106,6 +106,10 @@ class VectorSearchService final
                            uint64_t* applied) const;
   WorkerPool* pool() const { return pool_; }
   const Authenticator* auth() const { return auth_; }
+  // A Search / Get answered as the RPC would (the same validation and
+  // limits), without gRPC: the fuzz targets' way in.
+  absl::Status AnswerSearch(const v1::SearchRequest& req, v1::SearchResponse* resp) const;
+  absl::Status AnswerGet(const v1::GetRequest& req, v1::GetResponse* resp) const;
   void Record(const char* rpc, const absl::Status& status, double seconds) const;
 
  private:
