@@ -74,7 +74,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& ta
   args.SetMaxSendMessageSize(options.max_message_bytes);
   args.SetMaxReceiveMessageSize(options.max_message_bytes);
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!options.tls_ca_file.empty() || !options.tls_cert_file.empty()) {
+  // Any TLS option turns TLS on (the system's roots when no CA is given):
+  // never a plaintext channel carrying the key because one flag was left out.
+  if (!options.tls_ca_file.empty() || !options.tls_cert_file.empty() ||
+      !options.tls_key_file.empty() || !options.tls_server_name.empty()) {
     grpc::SslCredentialsOptions ssl;
     if (!options.tls_ca_file.empty()) {
       auto ca = ReadPem(options.tls_ca_file, "--tls_ca");

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/endian.h"
 #include "common/status_macros.h"
 #include "storage/posix_file.h"
 
@@ -19,14 +20,8 @@ namespace {
 constexpr size_t kBufferBytes = 1 << 20;
 constexpr uint32_t kMaxNameBytes = 256;
 
-void PutLe(std::string* s, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-uint64_t GetLe(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
+constexpr auto PutLe = PutLittleEndian;
+constexpr auto GetLe = GetLittleEndian;
 
 }  // namespace
 

@@ -9,12 +9,14 @@
 #include <fstream>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/echo.h"
 #include "common/logging.h"
+#include "common/endian.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "common/vector_limits.h"
@@ -455,7 +457,18 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
 }
 
 Collection::~Collection() {
-  if (build_thread_.joinable()) build_thread_.join();
+  {
+    absl::MutexLock t(&build_thread_mu_);
+    if (build_thread_.joinable()) {
+      // The last reference may go on the build thread itself (a callback
+      // of WhenBuildDone): it is ending, and cannot join itself.
+      if (build_thread_.get_id() == std::this_thread::get_id()) {
+        build_thread_.detach();
+      } else {
+        build_thread_.join();
+      }
+    }
+  }
   absl::MutexLock w(&write_mu_);
   std::shared_ptr<Generation> gen = Current();
   const index::VectorIndex* idx = gen ? gen->engine->index() : nullptr;
@@ -821,6 +834,14 @@ absl::Status Collection::StartOrJoinBuild() { return StartBuildImpl(/*join_runni
 
 absl::Status Collection::StartBuildImpl(bool join_running) {
   if (join_running && building_.load()) return absl::OkStatus();
+  if (dropped_) {
+    return absl::NotFoundError(absl::StrCat("collection '", config_.name, "' was dropped"));
+  }
+  if (compacting_.load()) {
+    // The compaction rebuilds the index of the generation it makes.
+    return absl::FailedPreconditionError(
+        absl::StrCat("a compaction of '", config_.name, "' is running; build after it"));
+  }
   const uint64_t live = Current()->live.load();
   if (live < MinIndexPoints()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -835,6 +856,10 @@ absl::Status Collection::StartBuildImpl(bool join_running) {
     return absl::FailedPreconditionError(
         absl::StrCat("an index build of '", config_.name, "' is already running"));
   }
+  // The previous build thread has ended its work (building_ was false);
+  // joining and replacing it is serialised against other starts and the
+  // destructor.
+  absl::MutexLock t(&build_thread_mu_);
   if (build_thread_.joinable()) build_thread_.join();
   build_progress_ = 0;
   index_state_ = IndexState::kBuilding;
@@ -907,7 +932,7 @@ void Collection::BuildMain() {
   build_progress_ = 0.9;
   if (st.ok()) {
     absl::MutexLock w(&write_mu_);
-    if (Current() != gen) {
+    if (Current() != gen || pending_space_ != 0) {
       st = absl::AbortedError("the collection was compacted during the build; build again");
     } else {
       st = gen->engine->SetIndex(std::move(built));
@@ -916,9 +941,14 @@ void Collection::BuildMain() {
   }
   built.reset();
   build_progress_ = 1.0;
+  // A build overtaken by a compaction is not a failure: the compaction made
+  // the index of the generation now serving (or none).
+  const bool overtaken = absl::IsAborted(st);
+  const std::shared_ptr<Generation> now = Current();
   index_state_ = st.ok() ? IndexState::kReady
-                 : gen->engine->index() != nullptr ? IndexState::kReady
-                                                   : IndexState::kFailed;
+                 : now->engine->index() != nullptr ? IndexState::kReady
+                 : overtaken                        ? IndexState::kNone
+                                                    : IndexState::kFailed;
   if (st.ok()) {
     ZOOM_LOG(INFO, "collection ", config_.name, ": index build over ", n, " points done in ",
              absl::SixDigits(sw.ElapsedMicros() / 1e6), " s");
@@ -926,7 +956,7 @@ void Collection::BuildMain() {
     ZOOM_LOG(WARNING, "collection ", config_.name, ": index build over ", n, " points failed: ",
              st.message());
   }
-  NoteMaintenance(/*compaction=*/false, st);
+  if (!overtaken) NoteMaintenance(/*compaction=*/false, st);
   std::vector<std::function<void(absl::Status)>> waiters;
   {
     absl::MutexLock b(&build_mu_);
@@ -1010,6 +1040,8 @@ void Collection::MarkDropped(bool dropped) {
 
 absl::Status Collection::CompactOnce() {
   absl::MutexLock one(&compact_mu_);
+  compacting_ = true;  // no build starts until it ends (StartBuildImpl)
+  absl::Cleanup not_compacting = [this] { compacting_ = false; };
   const absl::Status dropped_error =
       absl::NotFoundError(absl::StrCat("collection '", config_.name, "' was dropped"));
   // 1. Under the write lock, briefly: what to copy, and the new space
@@ -1030,6 +1062,10 @@ absl::Status Collection::CompactOnce() {
       }
     }
     if (live_ids.size() == old->engine->size()) return absl::OkStatus();  // nothing dead
+    if (building_.load()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("an index build of '", config_.name, "' is running; compact after it"));
+    }
     ZOOM_ASSIGN_OR_RETURN(space, metadata_->AllocateId());
     vectors_file = absl::StrCat("vectors-", next_file_seq_++, ".zvec");
     snapshot_name = absl::StrCat("index-", next_file_seq_++, ".zidx");
@@ -1261,14 +1297,8 @@ absl::Status FsyncPath(const std::string& path) {
   return absl::OkStatus();
 }
 
-void PutLe(std::string* s, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) s->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-uint64_t GetLe(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
+constexpr auto PutLe = PutLittleEndian;
+constexpr auto GetLe = GetLittleEndian;
 
 }  // namespace
 
@@ -1294,7 +1324,9 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
     meta = metadata_->TakeSnapshot();
     if (!snapshot_file_.empty()) {
       // A hard link keeps the index file as it is now, whatever replaces it.
-      index_link = (fs::path(dir_) / absl::StrCat(".snapshot-link-", snapshot_file_)).string();
+      static std::atomic<uint64_t> links{0};
+      index_link = (fs::path(dir_) / absl::StrCat(".snapshot-link-", links++, "-", snapshot_file_))
+                       .string();
       std::error_code ec;
       fs::remove(index_link, ec);
       fs::create_hard_link(fs::path(dir_) / snapshot_file_, index_link, ec);
@@ -1310,6 +1342,7 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
       fs::remove(index_link, ec);
     }
   };
+  absl::Cleanup unlink_on_return = unlink;
   absl::Status st;
   SnapshotStats stats;
   {
@@ -1402,7 +1435,6 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
       stats.sha256 = writer->file_sha256();
     }
   }
-  unlink();
   if (!st.ok()) return st;
   return stats;
 }
@@ -1545,7 +1577,11 @@ CollectionInfo Collection::Info() const {
   info.disk_bytes = gen->engine->store().file_bytes();
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    if (entry.path().extension() == ".zidx") info.disk_bytes += entry.file_size(ec);
+    // (not a snapshot's hard link: ".snapshot-link-*")
+    if (entry.path().extension() == ".zidx" &&
+        entry.path().filename().string().rfind('.', 0) != 0) {
+      info.disk_bytes += entry.file_size(ec);
+    }
   }
   info.build_progress = building_.load() ? build_progress_.load() : 0;
   absl::MutexLock b(&build_mu_);

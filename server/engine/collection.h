@@ -303,7 +303,9 @@ class Collection {
   absl::flat_hash_map<uint64_t, InternalId> by_external_ ABSL_GUARDED_BY(map_mu_);
 
   // Background build.
-  std::thread build_thread_;
+  absl::Mutex build_thread_mu_;  // guards build_thread_ (start, join, destroy)
+  std::thread build_thread_ ABSL_GUARDED_BY(build_thread_mu_);
+  std::atomic<bool> compacting_{false};
   std::atomic<IndexState> index_state_{IndexState::kNone};
   std::atomic<double> build_progress_{0};
   std::atomic<bool> building_{false};

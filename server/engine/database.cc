@@ -117,6 +117,9 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& 
 
 Database::~Database() {
   absl::MutexLock lock(&mu_);
+  // Every build ends before the metadata store goes, whoever still holds a
+  // collection (a waiting call's callback).
+  for (const auto& [name, c] : collections_) c->WaitForBuild().IgnoreError();
   collections_.clear();  // joins builds, saves snapshots
   metadata_.reset();
 }
@@ -394,7 +397,13 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
     }
   }
   if (!st.ok()) {
-    if (existing != nullptr) existing->MarkDropped(false);
+    if (existing != nullptr) {
+      // Undo only if it is still the collection of that name (a drop that
+      // came meanwhile stays a drop).
+      absl::MutexLock lock(&mu_);
+      auto it = collections_.find(target);
+      if (it != collections_.end() && it->second == existing) existing->MarkDropped(false);
+    }
     c->MarkDropped();
     c.reset();
     abandon();

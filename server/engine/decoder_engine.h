@@ -27,7 +27,8 @@
 // Loading: a fixed set of loader threads (joined at destruction) works
 // through queued loads; a load is cancelled by Unload (queued or running)
 // and by the engine's destruction. A failed load stays listed (FAILED, with
-// its error) until a new Load of the name replaces it; it counts against
+// its error) until a new Load of the name replaces it (or the caller that
+// waited for it unloads it, as LoadModel with wait does); it counts against
 // no limit. Allocation failure in a load is its FAILED state, never a
 // process exit.
 //

@@ -54,10 +54,8 @@ grpc::ServerUnaryReactor* RunOnPool(const DecoderService* service,
   auto record = [service, rpc](const absl::Status& st, double seconds) {
     service->Record(rpc, st, seconds);
   };
-  if (service->auth() != nullptr) {
-    if (absl::Status st = service->auth()->Authorize(*ctx, RoleFor(cls)); !st.ok()) {
-      return FinishNow(st, record);
-    }
+  if (absl::Status st = AuthorizeCall(service->auth(), *ctx, RoleFor(cls)); !st.ok()) {
+    return FinishNow(st, record);
   }
   return RunUnaryOnPool(
       service->pool(), ctx, cls, units, std::move(record),
@@ -70,10 +68,8 @@ grpc::ServerUnaryReactor* DecoderService::LoadModel(grpc::CallbackServerContext*
                                                     v1::LoadModelResponse* resp) {
   // Waiting for the load does not hold a worker: the loader thread
   // completes the reply (see RunDeferredOnPool).
-  if (auth_ != nullptr) {
-    if (absl::Status st = auth_->Authorize(*ctx, Role::kAdmin); !st.ok()) {
-      return FinishNow(st, [this](const absl::Status& s, double t) { Record("LoadModel", s, t); });
-    }
+  if (absl::Status st = AuthorizeCall(auth_, *ctx, Role::kAdmin); !st.ok()) {
+    return FinishNow(st, [this](const absl::Status& s, double t) { Record("LoadModel", s, t); });
   }
   return RunDeferredOnPool(
       pool_, ctx, WorkClass::kAdmin, 1,
@@ -196,11 +192,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
  public:
   StreamReactor(const DecoderService* service, grpc::CallbackServerContext* ctx)
       : service_(service), ctx_(ctx) {
-    if (service_->auth() != nullptr) {
-      if (absl::Status st = service_->auth()->Authorize(*ctx, Role::kRead); !st.ok()) {
-        Done(st);
-        return;
-      }
+    if (absl::Status st = AuthorizeCall(service_->auth(), *ctx, Role::kRead); !st.ok()) {
+      Done(st);
+      return;
     }
     StartRead(&raw_in_);
   }
@@ -210,7 +204,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
                                : absl::OkStatus());
       return;
     }
-    absl::Status admitted = service_->pool()->TrySubmit(WorkClass::kRead, 1, DeadlineOf(ctx_), [this] {
+    // About a unit per context (of up to 1 KiB of floats).
+    const uint64_t units = 1 + raw_in_.Length() / 1024;
+    absl::Status admitted = service_->pool()->TrySubmit(WorkClass::kRead, units, DeadlineOf(ctx_), [this] {
       Stopwatch sw;
       req_.Clear();
       resp_.Clear();

@@ -42,7 +42,13 @@ class ParseErrorInterceptor final : public grpc::experimental::Interceptor {
 
 grpc::experimental::Interceptor* ParseErrorInterceptorFactory::CreateServerInterceptor(
     grpc::experimental::ServerRpcInfo* info) {
-  if (info->type() != grpc::experimental::ServerRpcInfo::Type::UNARY) return nullptr;
+  // Unary and server-streaming calls parse their one request in gRPC's
+  // handler; the client-streaming ones (Import, RestoreSnapshot, StreamTopK)
+  // parse their own messages.
+  if (info->type() != grpc::experimental::ServerRpcInfo::Type::UNARY &&
+      info->type() != grpc::experimental::ServerRpcInfo::Type::SERVER_STREAMING) {
+    return nullptr;
+  }
   // "/zoom.v1.VectorSearch/Search" -> service and method.
   const std::string full = info->method() != nullptr ? info->method() : "";
   if (full.rfind("/zoom.v1.", 0) != 0) return nullptr;

@@ -107,6 +107,23 @@ grpc::ServerUnaryReactor* FinishNow(const absl::Status& status, Record record) {
   return call;
 }
 
+// OK when `auth` is null (no keys) or the call carries a key of `role`.
+inline absl::Status AuthorizeCall(const Authenticator* auth, const grpc::ServerContextBase& ctx,
+                                  Role role) {
+  return auth == nullptr ? absl::OkStatus() : auth->Authorize(ctx, role);
+}
+
+// `message` serialized into `out` (a raw method's response); false if it
+// cannot be.
+template <typename Message>
+bool SerializeToByteBuffer(const Message& message, grpc::ByteBuffer* out) {
+  grpc::ByteBuffer buf;
+  bool own = false;
+  if (!grpc::SerializationTraits<Message>::Serialize(message, &buf, &own).ok()) return false;
+  out->Swap(&buf);
+  return true;
+}
+
 // The role a call of class `cls` needs: reads a read key, the rest admin.
 inline Role RoleFor(WorkClass cls) {
   return cls == WorkClass::kRead ? Role::kRead : Role::kAdmin;

@@ -150,10 +150,8 @@ grpc::ServerUnaryReactor* VectorSearchService::Run(grpc::CallbackServerContext* 
                                                    const char* rpc, WorkClass cls,
                                                    uint64_t units, Work work) {
   auto record = [this, rpc](const absl::Status& st, double seconds) { Record(rpc, st, seconds); };
-  if (auth_ != nullptr) {
-    if (absl::Status st = auth_->Authorize(*ctx, RoleFor(cls)); !st.ok()) {
-      return FinishNow(st, record);
-    }
+  if (absl::Status st = AuthorizeCall(auth_, *ctx, RoleFor(cls)); !st.ok()) {
+    return FinishNow(st, record);
   }
   return RunUnaryOnPool(pool_, ctx, cls, units, std::move(record), std::move(work));
 }
@@ -308,11 +306,9 @@ class ImportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   ImportReactor(const VectorSearchService* service, grpc::CallbackServerContext* ctx,
                 grpc::ByteBuffer* resp)
       : service_(service), ctx_(ctx), resp_(resp) {
-    if (service_->auth() != nullptr) {
-      if (absl::Status st = service_->auth()->Authorize(*ctx, Role::kAdmin); !st.ok()) {
-        Done(st);
-        return;
-      }
+    if (absl::Status st = AuthorizeCall(service_->auth(), *ctx, Role::kAdmin); !st.ok()) {
+      Done(st);
+      return;
     }
     StartRead(&raw_);
   }
@@ -368,11 +364,7 @@ class ImportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   void Done(const absl::Status& st) {
     v1::ImportResponse out;
     out.set_imported(imported_);
-    grpc::ByteBuffer buf;
-    bool own = false;
-    if (grpc::SerializationTraits<v1::ImportResponse>::Serialize(out, &buf, &own).ok()) {
-      resp_->Swap(&buf);
-    }
+    SerializeToByteBuffer(out, resp_);
     service_->Record("Import", st, absl::ToDoubleSeconds(absl::Now() - start_));
     Finish(ToGrpc(st));
   }
@@ -467,16 +459,16 @@ grpc::ServerUnaryReactor* VectorSearchService::Search(grpc::CallbackServerContex
                                                       const v1::SearchRequest* req,
                                                       v1::SearchResponse* resp) {
   const absl::Time deadline = DeadlineOf(ctx);
-  if (auth_ != nullptr) {
-    if (absl::Status st = auth_->Authorize(*ctx, Role::kRead); !st.ok()) {
-      return FinishNow(st, [this](const absl::Status& s, double t) { Record("Search", s, t); });
-    }
+  if (absl::Status st = AuthorizeCall(auth_, *ctx, Role::kRead); !st.ok()) {
+    return FinishNow(st, [this](const absl::Status& s, double t) { Record("Search", s, t); });
   }
   // Load shedding with allow_partial: when the reads queued ahead would
   // outlast the deadline, the preview (RAM only, about a millisecond) runs
   // right here on gRPC's thread and the answer comes back `degraded`,
-  // instead of being refused.
-  if (req->allow_partial() && !req->exact() && deadline != absl::InfiniteFuture() &&
+  // instead of being refused. Not with payloads or vectors (those read
+  // RocksDB and the SSD).
+  if (req->allow_partial() && !req->exact() && !req->with_payload() && !req->with_vectors() &&
+      deadline != absl::InfiniteFuture() &&
       pool_->EstimatedWait(WorkClass::kRead) > deadline - absl::Now()) {
     auto c = db_->GetCollection(req->collection());
     if (c.ok() && (*c)->engine()->index() != nullptr) {
@@ -536,10 +528,8 @@ grpc::ServerUnaryReactor* VectorSearchService::BuildIndex(grpc::CallbackServerCo
                                                           v1::BuildIndexResponse* resp) {
   // Waiting for the build holds no worker: the build's thread completes the
   // reply.
-  if (auth_ != nullptr) {
-    if (absl::Status st = auth_->Authorize(*ctx, Role::kAdmin); !st.ok()) {
-      return FinishNow(st, [this](const absl::Status& s, double t) { Record("BuildIndex", s, t); });
-    }
+  if (absl::Status st = AuthorizeCall(auth_, *ctx, Role::kAdmin); !st.ok()) {
+    return FinishNow(st, [this](const absl::Status& s, double t) { Record("BuildIndex", s, t); });
   }
   return RunDeferredOnPool(
       pool_, ctx, WorkClass::kAdmin, 1,
@@ -552,9 +542,16 @@ grpc::ServerUnaryReactor* VectorSearchService::BuildIndex(grpc::CallbackServerCo
         // A build already running (e.g. the automatic one started during an
         // import) is the build asked for: report it, or wait for it.
         if (absl::Status st = col->StartOrJoinBuild(); !st.ok()) return reply->Complete(st);
-        auto answer = [this, reply, resp, col](const absl::Status& st) {
-          reply->Complete(st, [this, resp, col] {
-            *resp->mutable_info() = ToProto(col->Info());
+        // A weak reference: a waiting call must not keep a dropped
+        // collection (or one the database is closing) alive.
+        std::weak_ptr<Collection> weak = col;
+        auto answer = [this, reply, resp, weak](const absl::Status& st) {
+          std::shared_ptr<Collection> live = weak.lock();
+          if (live == nullptr) {
+            return reply->Complete(absl::NotFoundError("the collection was dropped"));
+          }
+          reply->Complete(st, [this, resp, &live] {
+            *resp->mutable_info() = ToProto(live->Info());
             RefreshCollectionMetrics();
           });
         };
@@ -597,9 +594,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::SnapshotChunk>
   DownloadReactor(const VectorSearchService* service, grpc::CallbackServerContext* ctx,
                   const v1::DownloadSnapshotRequest& req)
       : service_(service), ctx_(ctx) {
-    absl::Status st = service_->auth() != nullptr
-                          ? service_->auth()->Authorize(*ctx, Role::kAdmin)
-                          : absl::OkStatus();
+    absl::Status st = AuthorizeCall(service_->auth(), *ctx, Role::kAdmin);
     if (st.ok()) {
       auto file = service_->db()->SnapshotFile(req.collection(), req.name());
       if (file.ok()) {
@@ -627,7 +622,9 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::SnapshotChunk>
 
  private:
   void Next() {
-    service_->pool()->Submit([this] {
+    // Chunks are read work (a long snapshot or restore holding the admin
+    // workers does not stall a download).
+    absl::Status admitted = service_->pool()->TrySubmit(WorkClass::kRead, 1, absl::InfiniteFuture(), [this] {
       chunk_.Clear();
       std::string* data = chunk_.mutable_data();
       data->resize(1 << 20);
@@ -642,6 +639,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::SnapshotChunk>
       offset_ += data->size();
       StartWrite(&chunk_);
     });
+    if (!admitted.ok()) Done(admitted);
   }
   void Done(const absl::Status& st) {
     service_->Record("DownloadSnapshot", st, absl::ToDoubleSeconds(absl::Now() - start_));
@@ -665,11 +663,9 @@ class RestoreReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   RestoreReactor(const VectorSearchService* service, grpc::CallbackServerContext* ctx,
                  grpc::ByteBuffer* resp)
       : service_(service), ctx_(ctx), resp_(resp) {
-    if (service_->auth() != nullptr) {
-      if (absl::Status st = service_->auth()->Authorize(*ctx, Role::kAdmin); !st.ok()) {
-        Done(st);
-        return;
-      }
+    if (absl::Status st = AuthorizeCall(service_->auth(), *ctx, Role::kAdmin); !st.ok()) {
+      Done(st);
+      return;
     }
     StartRead(&raw_);
   }
@@ -687,7 +683,9 @@ class RestoreReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       if (!out_) return Done(absl::ResourceExhaustedError("the upload could not be written"));
       return Restore(upload_path_);
     }
-    service_->pool()->Submit([this] {
+    // Upload chunks are write work, admitted like Import messages.
+    absl::Status admitted = service_->pool()->TrySubmit(
+        WorkClass::kWrite, 1 + raw_.Length() / 40000, absl::InfiniteFuture(), [this] {
       v1::RestoreSnapshotRequest req;
       const grpc::Status parsed =
           grpc::SerializationTraits<v1::RestoreSnapshotRequest>::Deserialize(&raw_, &req);
@@ -725,6 +723,7 @@ class RestoreReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
       uploaded_ += req.data().size();
       StartRead(&raw_);
     });
+    if (!admitted.ok()) Done(admitted);
   }
   void OnDone() override { delete this; }
 
@@ -737,11 +736,7 @@ class RestoreReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (!c.ok()) return Done(c.status());
     v1::RestoreSnapshotResponse out;
     *out.mutable_info() = ToProto((*c)->Info());
-    grpc::ByteBuffer buf;
-    bool own = false;
-    if (grpc::SerializationTraits<v1::RestoreSnapshotResponse>::Serialize(out, &buf, &own).ok()) {
-      resp_->Swap(&buf);
-    }
+    SerializeToByteBuffer(out, resp_);
     service_->RefreshCollectionMetrics();
     Done(absl::OkStatus());
   }

@@ -1,5 +1,8 @@
 #include "server/grpc/zoom_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/grpcpp.h>
@@ -28,7 +31,12 @@ bool IsLoopbackAddress(const std::string& address) {
   } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
     host = host.substr(0, colon);
   }
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (host == "localhost") return true;
+  // Numeric addresses only (a name like 127.example.com is not loopback).
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 }  // namespace

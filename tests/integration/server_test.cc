@@ -849,6 +849,21 @@ TEST(ServerTest, RequestsThatDoNotParseAreInvalidArgumentNeverSilentlyDropped) {
     st = RawUnary(channel, "/zoom.v1.Decoder/TopK", bytes);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   }
+  // A server-streaming request too (DownloadSnapshot).
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    auto reader = grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+        channel.get(),
+        grpc::internal::RpcMethod("/zoom.v1.VectorSearch/DownloadSnapshot",
+                                  grpc::internal::RpcMethod::SERVER_STREAMING),
+        &ctx, Bytes(kJunk));
+    grpc::ByteBuffer chunk;
+    EXPECT_FALSE(reader->Read(&chunk));
+    const grpc::Status st = reader->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr("zoom.v1.DownloadSnapshotRequest"));
+  }
   // An unknown method stays UNIMPLEMENTED.
   EXPECT_EQ(RawUnary(channel, "/zoom.v1.VectorSearch/Nope", "").error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
@@ -1178,6 +1193,48 @@ TEST(ServerTest, DeadlineTheQueueWouldOutlastIsRefusedAtOnce) {
   hold->Release();
   busy.join();
   queued.join();
+}
+
+// A call whose deadline passes while it is queued is DEADLINE_EXCEEDED, and
+// counted so in /metrics (gRPC also marks such a call cancelled, and it used
+// to be counted as CANCELLED).
+TEST(ServerTest, CallsThatExpireInTheQueueAreCountedAsDeadlineExceeded) {
+  auto hold = std::make_shared<HoldNextRead>();
+  server::ServerOptions o = HeldOptions(hold);
+  o.threads = 1;
+  o.initial_unit_time = absl::Microseconds(1);  // admitted: the queue looks short
+  InProcess s(o);
+  ASSERT_OK(s.status);
+  constexpr size_t kDim = 8;
+  FillCollection(*s.client, "e", 300, kDim, /*build=*/false);
+  const std::vector<float> q = RandomVectors(1, kDim, 3);
+  hold->Arm();
+  std::thread busy([&] { (void)s.client->Search(Query("e", q.data(), kDim, 5)); });
+  ASSERT_TRUE(hold->AwaitEntered());
+  absl::Status expired;
+  std::thread queued([&] {
+    expired = s.client->Search(Query("e", q.data(), kDim, 5), absl::Milliseconds(500)).status();
+  });
+  ASSERT_TRUE(AwaitQueued(s.server->pool(), 1));
+  queued.join();  // the client gives up at its deadline
+  EXPECT_THAT(expired, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  hold->Release();  // the worker reaches the expired call only now
+  busy.join();
+  // The server counts it once the worker has seen it (a bounded wait).
+  const std::string key = "zoomd_rpc_requests_total{code=\"DEADLINE_EXCEEDED\",rpc=\"Search\"}";
+  double counted = 0;
+  for (absl::Time end = absl::Now() + absl::Seconds(60); absl::Now() < end;) {
+    ASSERT_OK_AND_ASSIGN(std::string body,
+                         testing::HttpGet("127.0.0.1", s.server->metrics_port(), "/metrics"));
+    const auto m = ParseMetrics(body);
+    auto it = m.find(key);
+    counted = it == m.end() ? 0 : it->second;
+    if (counted >= 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(counted, 1);
+  const auto m = ParseMetrics(*testing::HttpGet("127.0.0.1", s.server->metrics_port(), "/metrics"));
+  EXPECT_EQ(m.count("zoomd_rpc_requests_total{code=\"CANCELLED\",rpc=\"Search\"}"), 0u);
 }
 
 // Waiting BuildIndex calls hold no worker: eight of them (the default

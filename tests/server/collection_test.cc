@@ -257,6 +257,17 @@ class CollectionTest : public ::testing::Test {
   }
   ~CollectionTest() override { db_.reset(); }
 
+  // Every vector file of the database is read through `gate`.
+  void UseGatedReads(const std::shared_ptr<ReadGate>& gate) {
+    options_.collection.store.reader_factory =
+        [gate](const std::string& path, const storage::BlockReaderOptions& o)
+        -> absl::StatusOr<std::unique_ptr<storage::BlockReader>> {
+      auto inner = storage::MakeBlockReader(path, o);
+      if (!inner.ok()) return inner.status();
+      return std::make_unique<GatedBlockReader>(std::move(*inner), gate);
+    };
+  }
+
   void OpenDb() {
     auto db = Database::Open(options_);
     ASSERT_OK(db.status());
@@ -2008,13 +2019,7 @@ TEST_F(CollectionTest, CompactDuringSearchesAndWrites) {
 TEST_F(CollectionTest, ReadsHeldAcrossACompactionKeepTheirPayloads) {
   constexpr uint32_t kDim = 8;
   auto gate = std::make_shared<ReadGate>();
-  options_.collection.store.reader_factory =
-      [gate](const std::string& path, const storage::BlockReaderOptions& o)
-      -> absl::StatusOr<std::unique_ptr<storage::BlockReader>> {
-    auto inner = storage::MakeBlockReader(path, o);
-    if (!inner.ok()) return inner.status();
-    return std::make_unique<GatedBlockReader>(std::move(*inner), gate);
-  };
+  UseGatedReads(gate);
   OpenDb();
   auto c = Create("held", kDim, Metric::kL2);
   ASSERT_NE(c, nullptr);
@@ -2365,13 +2370,7 @@ TEST_F(CollectionTest, CompactAfterADropSaysSoWithoutPaths) {
 TEST_F(CollectionTest, WritesGoOnDuringACompactionAndLandInTheNewGeneration) {
   constexpr uint32_t kDim = 8;
   auto gate = std::make_shared<ReadGate>();
-  options_.collection.store.reader_factory =
-      [gate](const std::string& path, const storage::BlockReaderOptions& o)
-      -> absl::StatusOr<std::unique_ptr<storage::BlockReader>> {
-    auto inner = storage::MakeBlockReader(path, o);
-    if (!inner.ok()) return inner.status();
-    return std::make_unique<GatedBlockReader>(std::move(*inner), gate);
-  };
+  UseGatedReads(gate);
   OpenDb();
   auto c = Create("live_compact", kDim, Metric::kL2);
   ASSERT_NE(c, nullptr);
@@ -2418,6 +2417,9 @@ TEST_F(CollectionTest, WritesGoOnDuringACompactionAndLandInTheNewGeneration) {
   ASSERT_EQ(writes.wait_for(std::chrono::seconds(120)), std::future_status::ready)
       << "writes waited for the compaction";
   writes.get();
+  // A build cannot start on the generation being replaced.
+  EXPECT_THAT(c->StartBuild(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("compaction")));
   std::move(release).Invoke();
   ASSERT_OK(compacted);
   const CollectionInfo info = c->Info();
