@@ -52,16 +52,27 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
 };
 
+// A cancellation that comes this close to the call's deadline is the
+// deadline's: the client's timer fires first (the server's deadline is the
+// client's plus the network's latency) and cancels the call.
+inline constexpr absl::Duration kDeadlineSlack = absl::Seconds(1);
+
+// True when `deadline` has passed, or a cancellation now is its doing.
+inline bool DeadlineReached(absl::Time deadline, bool cancelled) {
+  const absl::Time now = absl::Now();
+  return now >= deadline ||
+         (cancelled && deadline != absl::InfiniteFuture() && now + kDeadlineSlack >= deadline);
+}
+
 // Why a call ended before its work could run, or OK: the deadline first
 // (gRPC also marks an expired call cancelled, which must not be counted as
 // the client's cancellation), then the client's cancellation.
 inline absl::Status QueuedCallStatus(grpc::CallbackServerContext* ctx, bool cancelled) {
-  if (absl::Now() >= DeadlineOf(ctx)) {
+  cancelled = cancelled || ctx->IsCancelled();
+  if (DeadlineReached(DeadlineOf(ctx), cancelled)) {
     return absl::DeadlineExceededError("the deadline passed while the request was queued");
   }
-  if (cancelled || ctx->IsCancelled()) {
-    return absl::CancelledError("the call was cancelled before it started");
-  }
+  if (cancelled) return absl::CancelledError("the call was cancelled before it started");
   return absl::OkStatus();
 }
 
@@ -214,7 +225,7 @@ class DeferredCall final : public grpc::ServerUnaryReactor {
   DeferredCall(std::shared_ptr<PendingReply> reply, absl::Time deadline)
       : reply_(std::move(reply)), deadline_(deadline) {}
   void OnCancel() override {
-    reply_->Complete(absl::Now() >= deadline_
+    reply_->Complete(DeadlineReached(deadline_, /*cancelled=*/true)
                          ? absl::DeadlineExceededError("the deadline passed while waiting")
                          : absl::CancelledError("the call was cancelled"));
   }

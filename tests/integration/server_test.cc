@@ -1213,11 +1213,16 @@ TEST(ServerTest, CallsThatExpireInTheQueueAreCountedAsDeadlineExceeded) {
   ASSERT_TRUE(hold->AwaitEntered());
   absl::Status expired;
   std::thread queued([&] {
-    expired = s.client->Search(Query("e", q.data(), kDim, 5), absl::Milliseconds(500)).status();
+    // 5 s: time enough to reach the queue on a loaded machine (a call that
+    // expires before it arrives never reaches the handler).
+    expired = s.client->Search(Query("e", q.data(), kDim, 5), absl::Seconds(5)).status();
   });
   ASSERT_TRUE(AwaitQueued(s.server->pool(), 1));
   queued.join();  // the client gives up at its deadline
   EXPECT_THAT(expired, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  // The server's deadline is the client's plus the network's latency: 1.5 s
+  // later it has surely passed there too (a lower bound, not a race).
+  absl::SleepFor(absl::Milliseconds(1500));
   hold->Release();  // the worker reaches the expired call only now
   busy.join();
   // The server counts it once the worker has seen it (a bounded wait).

@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""The dependency rule of ARCHITECTURE.md, checked on every #include.
+
+Each source file belongs to a module (its folder); a module may include the
+project headers of the modules the rule lets it use, and third-party headers
+only where the rule puts them. Prints every forbidden edge (file:line, the
+include, the rule) and exits 1 if there is any.
+
+    tests/deps/check_includes.py [SOURCE_DIR]
+"""
+import os
+import re
+import sys
+
+ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+
+# module -> the project modules it may include (besides itself).
+ALLOWED = {
+    "common": set(),
+    "index": {"common"},
+    "storage": {"common"},
+    "server/engine": {"common", "index", "storage"},
+    "server/metrics": {"common"},
+    "server/grpc": {"common", "server/engine", "server/metrics", "proto"},
+    "server/main": {"common", "server/grpc", "server/engine"},
+    "client": {"common", "proto"},
+    "loadtest": {"common", "client", "proto"},
+    "bench": {"common", "index", "storage", "server/engine", "server/grpc", "server/metrics",
+              "client", "proto"},
+}
+# Generated protobuf/gRPC headers ("zoom/v1/...", "grpc/health/...") are the proto module.
+PROTO_PREFIXES = ("zoom/v1/", "grpc/health/v1/", "grpc/reflection/v1/")
+
+# Third-party headers: where each may be included (a path prefix, or an exact file).
+THIRD_PARTY = [
+    (re.compile(r"^faiss/"), ["index/"], "FAISS only in index/*.cc"),
+    (re.compile(r"^rocksdb/"), ["storage/metadata_store.cc"], "RocksDB only in storage/metadata_store.cc"),
+    (re.compile(r"^liburing\.h$"), ["storage/uring_block_reader.cc"],
+     "liburing only in storage/uring_block_reader.cc"),
+    (re.compile(r"^prometheus/"), ["server/metrics/"], "prometheus-cpp only in server/metrics"),
+    (re.compile(r"^(grpcpp|grpc)/"), ["server/grpc/", "server/main/", "client/", "loadtest/",
+                                      "bench/", "proto/"],
+     "gRPC only in the adapters and the clients (never common, index, storage, server/engine)"),
+    (re.compile(r"^openssl/"), ["storage/snapshot_archive.cc", "server/grpc/auth.cc"],
+     "OpenSSL only where SHA-256 and the key comparison live"),
+    (re.compile(r"^cblas\.h$|^openblas"), ["index/"], "OpenBLAS only in index/"),
+]
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+
+
+def module_of(rel):
+    for m in sorted(ALLOWED, key=len, reverse=True):
+        if rel.startswith(m + "/"):
+            return m
+    return None
+
+
+def project_module(header):
+    if header.startswith(PROTO_PREFIXES):
+        return "proto"
+    for m in sorted(ALLOWED, key=len, reverse=True):
+        if header.startswith(m + "/"):
+            return m
+    if header.startswith("tests/"):
+        return "tests"
+    return None
+
+
+def main():
+    problems = []
+    checked = 0
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        rel_dir = os.path.relpath(dirpath, ROOT)
+        if rel_dir.startswith(("build", "tests", ".git", "deploy", "var")) and rel_dir != ".":
+            dirnames[:] = []
+            continue
+        for name in filenames:
+            if not name.endswith((".cc", ".h")):
+                continue
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            mod = module_of(rel)
+            if mod is None:
+                continue
+            checked += 1
+            with open(os.path.join(ROOT, rel), encoding="utf-8", errors="replace") as f:
+                for lineno, line in enumerate(f, 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    kind, header = m.groups()
+                    target = project_module(header) if kind == '"' else None
+                    if target is not None:
+                        if target == mod:
+                            continue
+                        if target == "tests" or target not in ALLOWED[mod]:
+                            problems.append(f"{rel}:{lineno}: includes \"{header}\": {mod} may not "
+                                            f"use {target} (allowed: {sorted(ALLOWED[mod]) or 'Abseil and std only'})")
+                        continue
+                    for pattern, places, rule in THIRD_PARTY:
+                        if pattern.search(header) and not any(rel.startswith(p) for p in places):
+                            problems.append(f"{rel}:{lineno}: includes <{header}>: {rule}")
+                    if mod == "common" and kind == "<" and "/" in header and not header.startswith(
+                            ("absl/", "sys/", "linux/", "arpa/", "netinet/", "bits/")):
+                        problems.append(f"{rel}:{lineno}: includes <{header}>: common uses Abseil "
+                                        "and std only")
+    for p in problems:
+        print(p)
+    print(f"check_includes: {checked} files, {len(problems)} forbidden edges")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
