@@ -71,7 +71,7 @@ fuzz: deps
 
 # The fullview I/O benchmark (io_uring batch vs pread loop, with fio beside).
 bench-io: build
-	@$(BUILD_DIR)/loadtest/zoombench --benchmarks=io
+	@$(BUILD_DIR)/bench/zoombench --benchmarks=io
 
 clean:
 	@rm -rf $(BUILD_DIR)

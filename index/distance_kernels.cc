@@ -12,7 +12,7 @@
 // well-predicted branch and one indirect call.
 //
 // Design notes (measured on AMD EPYC Zen 3, see
-// loadtest/kernels_microbench.cc):
+// bench/kernels_microbench.cc):
 // - L2 / IP: four 8-wide (AVX2) or 16-wide (AVX-512) accumulators to hide
 //   the FMA latency, a one-vector loop, then one masked load for d % width,
 //   so no element past the end is ever read.

@@ -29,33 +29,7 @@ constexpr uint64_t kMaxVocab = INT_MAX;
 // Logits buffered per exact-mode sgemm (floats): bounds the batch's RAM.
 constexpr size_t kMaxLogitBuffer = size_t{1} << 22;
 
-// OpenBLAS's thread count is process-wide. A LibraryThreadsGuard per call
-// would race when several requests run exact searches at once (the second
-// saves the first's 1 and restores it last, leaving BLAS at 1 thread for
-// good; the first restores N while the second still computes). This scope
-// is reference counted: BLAS is single-threaded while any exact search
-// runs, and the previous count is restored when the last one ends.
-class BlasSingleThreadScope {
- public:
-  BlasSingleThreadScope() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (active_++ == 0) {
-      saved_ = openblas_get_num_threads();
-      if (saved_ != 1) openblas_set_num_threads(1);
-    }
-  }
-  ~BlasSingleThreadScope() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--active_ == 0 && saved_ != 1) openblas_set_num_threads(saved_);
-  }
-  BlasSingleThreadScope(const BlasSingleThreadScope&) = delete;
-  BlasSingleThreadScope& operator=(const BlasSingleThreadScope&) = delete;
-
- private:
-  static inline std::mutex mu_;
-  static inline int active_ = 0;
-  static inline int saved_ = 1;
-};
+using internal::BlasSingleThreadScope;  // (index_internal.h)
 
 // Per-thread search state, reused across calls (and indexes).
 struct Scratch {

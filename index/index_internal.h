@@ -72,6 +72,18 @@ inline void ParallelFor(size_t n, int threads,
   for (auto& th : pool) th.join();
 }
 
+// OpenBLAS's thread count is process-wide: the one place it is changed.
+// Reference counted, so that concurrent users (index builds, FGD's exact
+// softmax) cannot race: BLAS is single-threaded while any scope lives, and
+// the count from before the first is restored when the last one ends.
+class BlasSingleThreadScope {
+ public:
+  BlasSingleThreadScope();
+  ~BlasSingleThreadScope();
+  BlasSingleThreadScope(const BlasSingleThreadScope&) = delete;
+  BlasSingleThreadScope& operator=(const BlasSingleThreadScope&) = delete;
+};
+
 // Sets the OpenMP threads of the calling thread's parallel regions (FAISS
 // training) and makes OpenBLAS single-threaded for the guard's lifetime, so
 // the two pools do not oversubscribe the cores; restores both after.
@@ -84,7 +96,7 @@ class LibraryThreadsGuard {
 
  private:
   int old_omp_;
-  int old_blas_;
+  BlasSingleThreadScope blas_;
 };
 
 void SaveSpec(BinaryWriter& w, const IndexSpec& spec);

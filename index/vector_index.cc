@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/binary_io.h"
 #include "common/status_macros.h"
 #include "common/vector_limits.h"
@@ -67,16 +68,30 @@ absl::Status IndexSpec::Validate() const {
 
 namespace internal {
 
-LibraryThreadsGuard::LibraryThreadsGuard(int omp_threads)
-    : old_omp_(omp_get_max_threads()), old_blas_(openblas_get_num_threads()) {
-  omp_set_num_threads(omp_threads);
-  openblas_set_num_threads(1);
+namespace {
+absl::Mutex blas_mu;
+int blas_active ABSL_GUARDED_BY(blas_mu) = 0;
+int blas_saved ABSL_GUARDED_BY(blas_mu) = 1;
+}  // namespace
+
+BlasSingleThreadScope::BlasSingleThreadScope() {
+  absl::MutexLock lock(&blas_mu);
+  if (blas_active++ == 0) {
+    blas_saved = openblas_get_num_threads();
+    if (blas_saved != 1) openblas_set_num_threads(1);
+  }
 }
 
-LibraryThreadsGuard::~LibraryThreadsGuard() {
-  omp_set_num_threads(old_omp_);
-  openblas_set_num_threads(old_blas_);
+BlasSingleThreadScope::~BlasSingleThreadScope() {
+  absl::MutexLock lock(&blas_mu);
+  if (--blas_active == 0 && blas_saved != 1) openblas_set_num_threads(blas_saved);
 }
+
+LibraryThreadsGuard::LibraryThreadsGuard(int omp_threads) : old_omp_(omp_get_max_threads()) {
+  omp_set_num_threads(omp_threads);
+}
+
+LibraryThreadsGuard::~LibraryThreadsGuard() { omp_set_num_threads(old_omp_); }
 
 void SaveSpec(BinaryWriter& w, const IndexSpec& spec) {
   w.Put<uint32_t>(static_cast<uint32_t>(spec.kind));

@@ -10,10 +10,6 @@
 #include "storage/pread_block_reader.h"
 
 #ifdef ZOOM_HAVE_LIBURING
-#include <liburing.h>
-
-#include <cstring>
-
 #include "storage/uring_block_reader.h"
 #endif
 
@@ -52,40 +48,12 @@ absl::Status BlockReaderOptions::Validate() const {
 namespace {
 
 IoUringProbe RunProbe() {
-  IoUringProbe p;
 #ifndef ZOOM_HAVE_LIBURING
+  IoUringProbe p;
   p.reason = "built without liburing (ZOOM_WITH_LIBURING=OFF)";
   return p;
 #else
-  {
-    std::ifstream f("/proc/sys/kernel/io_uring_disabled");
-    int disabled = 0;
-    if (f >> disabled && disabled == 2) {
-      p.reason = "kernel.io_uring_disabled = 2";
-      return p;
-    }
-  }
-  io_uring ring;
-  const int ret = io_uring_queue_init(8, &ring, 0);
-  if (ret < 0) {
-    p.reason = absl::StrCat("io_uring_setup: ", std::strerror(-ret),
-                            ret == -EPERM || ret == -ENOSYS
-                                ? " (seccomp, sysctl or an old kernel)"
-                                : "");
-    return p;
-  }
-  io_uring_probe* probe = io_uring_get_probe_ring(&ring);
-  const bool has_read =
-      probe != nullptr && io_uring_opcode_supported(probe, IORING_OP_READ);
-  if (probe != nullptr) io_uring_free_probe(probe);
-  io_uring_queue_exit(&ring);
-  if (!has_read) {
-    p.reason = "the kernel's io_uring lacks IORING_OP_READ (needs 5.6+)";
-    return p;
-  }
-  p.available = true;
-  p.reason = "io_uring probe succeeded";
-  return p;
+  return ProbeUringSupport();  // uring_block_reader.cc: the one user of liburing
 #endif
 }
 

@@ -1,5 +1,7 @@
 #include "storage/uring_block_reader.h"
 
+#include <fstream>
+
 #include <liburing.h>
 #include <sys/uio.h>
 
@@ -42,6 +44,39 @@ constexpr unsigned kSetupFlagChoices[] = {
 };
 
 }  // namespace
+
+IoUringProbe ProbeUringSupport() {
+  IoUringProbe p;
+  {
+    std::ifstream f("/proc/sys/kernel/io_uring_disabled");
+    int disabled = 0;
+    if (f >> disabled && disabled == 2) {
+      p.reason = "kernel.io_uring_disabled = 2";
+      return p;
+    }
+  }
+  io_uring ring;
+  const int ret = io_uring_queue_init(8, &ring, 0);
+  if (ret < 0) {
+    p.reason = absl::StrCat("io_uring_setup: ", std::strerror(-ret),
+                            ret == -EPERM || ret == -ENOSYS
+                                ? " (seccomp, sysctl or an old kernel)"
+                                : "");
+    return p;
+  }
+  io_uring_probe* probe = io_uring_get_probe_ring(&ring);
+  const bool has_read =
+      probe != nullptr && io_uring_opcode_supported(probe, IORING_OP_READ);
+  if (probe != nullptr) io_uring_free_probe(probe);
+  io_uring_queue_exit(&ring);
+  if (!has_read) {
+    p.reason = "the kernel's io_uring lacks IORING_OP_READ (needs 5.6+)";
+    return p;
+  }
+  p.available = true;
+  p.reason = "io_uring probe succeeded";
+  return p;
+}
 
 absl::StatusOr<std::unique_ptr<UringBlockReader>> UringBlockReader::Open(
     const std::string& path, const BlockReaderOptions& options) {

@@ -25,6 +25,10 @@
 
 namespace zoom::storage {
 
+// Whether this kernel and process can use io_uring reads (the body of
+// ProbeIoUring; liburing is used in uring_block_reader.cc only).
+IoUringProbe ProbeUringSupport();
+
 class UringBlockReader final : public BlockReader {
  public:
   // Opens `path` and sets up one ring to check that io_uring works here.

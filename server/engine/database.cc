@@ -15,6 +15,7 @@
 #include "common/echo.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "storage/block_reader.h"
 
 namespace zoom::server {
 
@@ -226,6 +227,20 @@ std::vector<std::shared_ptr<Collection>> Database::ListCollections() const {
   std::vector<std::shared_ptr<Collection>> out;
   for (const auto& [name, c] : collections_) out.push_back(c);
   return out;
+}
+
+IoBackendInfo Database::IoBackendInUse() const {
+  const storage::IoBackend requested = options_.collection.store.reader.backend;
+  if (requested == storage::IoBackend::kPread) return {"pread", "pread requested"};
+  const storage::IoUringProbe& probe = storage::ProbeIoUring();
+  if (!probe.available) return {"pread", absl::StrCat("io_uring unavailable: ", probe.reason)};
+  for (const auto& c : ListCollections()) {
+    if (c->engine()->store().reader().backend() == storage::IoBackend::kPread) {
+      return {"pread", absl::StrCat("collection ", c->name(),
+                                    " fell back from io_uring: see the log")};
+    }
+  }
+  return {"io_uring", ""};
 }
 
 // ---- Snapshots ---------------------------------------------------------------

@@ -40,6 +40,13 @@ struct DatabaseOptions {
   std::string snapshots_dir;
 };
 
+// The fullview reads' backend: "io_uring" or "pread", and why not io_uring
+// ("" when it is used).
+struct IoBackendInfo {
+  std::string name;
+  std::string note;
+};
+
 struct SnapshotInfo {
   std::string collection, name;
   uint64_t bytes = 0, points = 0, records = 0;
@@ -82,6 +89,10 @@ class Database {
   // Where uploads are staged (inside the snapshots directory).
   std::string UploadPath() const;
   const std::string& snapshots_dir() const { return snapshots_dir_; }
+
+  // What the collections' readers use (the first that fell back to pread
+  // decides), or, without collections, what a new one would get.
+  IoBackendInfo IoBackendInUse() const;
 
   absl::Status SyncWal() { return metadata_->SyncWal(); }
   // Compacts the collections whose dead records passed the thresholds

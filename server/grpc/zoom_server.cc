@@ -16,7 +16,6 @@
 #include "grpc/health/v1/health.pb.h"
 #include "server/grpc/parse_errors.h"
 #include "server/grpc/reflection_service.h"
-#include "storage/block_reader.h"
 
 namespace zoom::server {
 namespace {
@@ -69,17 +68,6 @@ absl::Status ZoomServer::Start() {
   }
   ZOOM_ASSIGN_OR_RETURN(metrics_, Metrics::Create(options_.metrics_address, metrics_auth));
   metrics_->SetBuildInfo(options_.version);
-  const storage::IoBackend requested = options_.database.collection.store.reader.backend;
-  io_backend_ = requested == storage::IoBackend::kPread ? "pread"
-                : storage::ProbeIoUring().available ? "io_uring"
-                                                    : "pread";
-  metrics_->SetIoBackend(io_backend_);
-  // Said in the start line: a container's seccomp profile refusing io_uring
-  // is the usual reason (deploy/README.md).
-  std::string backend_note = io_backend_;
-  if (requested != storage::IoBackend::kPread && !storage::ProbeIoUring().available) {
-    backend_note = absl::StrCat("pread (io_uring unavailable: ", storage::ProbeIoUring().reason, ")");
-  }
 
   WorkerPoolOptions pool_options = WorkerPoolOptions::ForServer(options_.threads);
   if (options_.max_queued_reads > 0) pool_options.limits[0].max_queued_units = options_.max_queued_reads;
@@ -117,6 +105,17 @@ absl::Status ZoomServer::Start() {
   // that gets an answer sees SERVING only with all collections loaded.
   Stopwatch sw;
   ZOOM_ASSIGN_OR_RETURN(db_, Database::Open(options_.database));
+  // What the collections' readers use (a fallback to pread included), said
+  // in the start line: a container's seccomp profile refusing io_uring is
+  // the usual reason (deploy/README.md).
+  const IoBackendInfo backend = db_->IoBackendInUse();
+  {
+    absl::MutexLock l(&io_backend_mu_);
+    io_backend_ = backend.name;
+  }
+  metrics_->SetIoBackend(backend.name);
+  const std::string backend_note =
+      backend.note.empty() ? backend.name : absl::StrCat(backend.name, " (", backend.note, ")");
   service_ = std::make_unique<VectorSearchService>(db_.get(), metrics_.get(), pool_.get(),
                                                    options_.limits, auth_.get());
   builder.RegisterService(service_.get());
@@ -226,6 +225,15 @@ void ZoomServer::Housekeeping() {
     }
     if (absl::Now() - last_metrics > absl::Seconds(1)) {
       service_->RefreshCollectionMetrics();
+      // The backend the readers actually use (one may have fallen back).
+      const std::string backend = db_->IoBackendInUse().name;
+      bool changed = false;
+      {
+        absl::MutexLock l(&io_backend_mu_);
+        changed = backend != io_backend_;
+        io_backend_ = backend;
+      }
+      if (changed) metrics_->SetIoBackend(backend);
       last_metrics = absl::Now();
     }
   }

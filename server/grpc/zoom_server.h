@@ -97,7 +97,12 @@ class ZoomServer {
   DecoderEngine* decoder() { return decoder_.get(); }
   Metrics* metrics() { return metrics_.get(); }
   WorkerPool* pool() { return pool_.get(); }
-  const std::string& io_backend() const { return io_backend_; }
+  // The fullview reads' backend: "io_uring" or "pread" (what the readers
+  // use, refreshed every second).
+  std::string io_backend() const {
+    absl::MutexLock l(&io_backend_mu_);
+    return io_backend_;
+  }
 
  private:
   void Housekeeping();
@@ -118,7 +123,8 @@ class ZoomServer {
   std::thread maintenance_;
   std::atomic<bool> stopping_{false};
   int grpc_port_ = 0;
-  std::string io_backend_;
+  mutable absl::Mutex io_backend_mu_;
+  std::string io_backend_ ABSL_GUARDED_BY(io_backend_mu_);
   bool started_ = false;
 };
 

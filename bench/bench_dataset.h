@@ -1,4 +1,4 @@
-// File: loadtest/bench_dataset.h
+// File: bench/bench_dataset.h
 //
 // The measurement harness shared by zoombench's search workloads: loading a
 // data set folder with its exact ground truth, tie-aware recall, running the
@@ -14,8 +14,8 @@
 // here: --dataset, --metric, --threads, --k, --max_queries. Read them through
 // the helpers below (DatasetDirFlag(), MetricFlag(), ThreadsFlag()), which
 // resolve the defaults.
-#ifndef ZOOM_LOADTEST_BENCH_DATASET_H_
-#define ZOOM_LOADTEST_BENCH_DATASET_H_
+#ifndef ZOOM_BENCH_DATASET_H_
+#define ZOOM_BENCH_DATASET_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +30,7 @@
 #include "common/metric.h"
 #include "common/query_stats.h"
 #include "common/texmex.h"
-#include "loadtest/bench_util.h"
+#include "bench/bench_util.h"
 
 // Data set folder; "" = DefaultDataRoot() + "/glove-6b-100d".
 ABSL_DECLARE_FLAG(std::string, dataset);
@@ -177,4 +177,4 @@ std::vector<ConfigResult> ParetoFront(const std::vector<ConfigResult>& results);
 
 }  // namespace zoom::bench
 
-#endif  // ZOOM_LOADTEST_BENCH_DATASET_H_
+#endif  // ZOOM_BENCH_DATASET_H_

@@ -15,9 +15,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "loadtest/bench_dataset.h"
-#include "loadtest/bench_session.h"
-#include "loadtest/bench_util.h"
+#include "bench/bench_dataset.h"
+#include "bench/bench_session.h"
+#include "bench/bench_util.h"
 
 ABSL_FLAG(std::string, benchmarks, "io",
           "Comma-separated workloads to run (see --helpfull for each one's flags)");

@@ -33,9 +33,9 @@
 #include "common/timer.h"
 #include "index/distance_kernels.h"
 #include "index/vector_index.h"
-#include "loadtest/bench_dataset.h"
-#include "loadtest/bench_session.h"
-#include "loadtest/bench_util.h"
+#include "bench/bench_dataset.h"
+#include "bench/bench_session.h"
+#include "bench/bench_util.h"
 #include "server/engine/search_engine.h"
 #include "storage/vector_store.h"
 

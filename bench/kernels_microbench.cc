@@ -1,11 +1,11 @@
-// File: loadtest/kernels_microbench.cc
+// File: bench/kernels_microbench.cc
 //
 // zoom_kernels_bench: Google Benchmark micro-benchmarks of the hot-path
 // kernels (index/distance_kernels.h), each at every SIMD level this CPU runs,
 // at the sizes the preview (PQ tables and ADC scans) and the re-rank (exact
 // L2 / IP) use.
 //
-//   build/loadtest/zoom_kernels_bench --benchmark_filter=PqAdc
+//   build/bench/zoom_kernels_bench --benchmark_filter=PqAdc
 //
 // Benchmark names are Kernel/level/sizes. items_per_second counts distances
 // (L2Sqr, InnerProduct, the batches, PqAdc*) or table entries (PqL2Table,

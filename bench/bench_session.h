@@ -1,13 +1,13 @@
-// File: loadtest/bench_session.h
+// File: bench/bench_session.h
 //
 // Results collected across the workloads of one zoombench run, so that the
 // run ends with zoomd and the baselines side by side.
-#ifndef ZOOM_LOADTEST_BENCH_SESSION_H_
-#define ZOOM_LOADTEST_BENCH_SESSION_H_
+#ifndef ZOOM_BENCH_SESSION_H_
+#define ZOOM_BENCH_SESSION_H_
 
 #include <vector>
 
-#include "loadtest/bench_dataset.h"
+#include "bench/bench_dataset.h"
 
 namespace zoom::bench {
 
@@ -17,4 +17,4 @@ std::vector<ConfigResult>& SessionResults();
 
 }  // namespace zoom::bench
 
-#endif  // ZOOM_LOADTEST_BENCH_SESSION_H_
+#endif  // ZOOM_BENCH_SESSION_H_

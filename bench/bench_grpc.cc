@@ -14,8 +14,8 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
-#include "loadtest/bench_dataset.h"
-#include "loadtest/bench_util.h"
+#include "bench/bench_dataset.h"
+#include "bench/bench_util.h"
 #include "server/grpc/zoom_server.h"
 
 ABSL_FLAG(std::string, grpc_work_dir, "/var/tmp/zoombench-grpc",

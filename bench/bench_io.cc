@@ -25,7 +25,7 @@
 #include "common/aligned_buffer.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
-#include "loadtest/bench_util.h"
+#include "bench/bench_util.h"
 #include "storage/block_reader.h"
 #include "storage/posix_file.h"
 

@@ -1,4 +1,4 @@
-#include "loadtest/bench_util.h"
+#include "bench/bench_util.h"
 
 #include "common/json.h"
 

@@ -1,9 +1,9 @@
-// File: loadtest/bench_util.h
+// File: bench/bench_util.h
 //
 // Shared pieces of zoombench's workloads: the workload registry, latency
 // percentiles, JSON lines output and plain-text tables.
-#ifndef ZOOM_LOADTEST_BENCH_UTIL_H_
-#define ZOOM_LOADTEST_BENCH_UTIL_H_
+#ifndef ZOOM_BENCH_UTIL_H_
+#define ZOOM_BENCH_UTIL_H_
 
 #include <cstdio>
 #include <functional>
@@ -67,4 +67,4 @@ absl::Status RunCommand(const std::string& cmd, std::string* output);
 
 }  // namespace zoom::bench
 
-#endif  // ZOOM_LOADTEST_BENCH_UTIL_H_
+#endif  // ZOOM_BENCH_UTIL_H_

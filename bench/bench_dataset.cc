@@ -1,4 +1,4 @@
-#include "loadtest/bench_dataset.h"
+#include "bench/bench_dataset.h"
 
 #include <algorithm>
 #include <atomic>

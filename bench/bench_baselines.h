@@ -1,4 +1,4 @@
-// File: loadtest/bench_baselines.h
+// File: bench/bench_baselines.h
 //
 // The in-memory baselines zoomd is compared with, built on the same data and
 // swept over their search knob (zoombench --benchmarks=baselines):
@@ -29,8 +29,8 @@
 // so knobs are set on the indexes between timed runs (never during one);
 // index_factory's "PQ<m>" turns on the (slow, here useless) polysemous
 // training, which is switched off.
-#ifndef ZOOM_LOADTEST_BENCH_BASELINES_H_
-#define ZOOM_LOADTEST_BENCH_BASELINES_H_
+#ifndef ZOOM_BENCH_BASELINES_H_
+#define ZOOM_BENCH_BASELINES_H_
 
 #include <cstddef>
 #include <string>
@@ -38,8 +38,8 @@
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
-#include "loadtest/bench_dataset.h"
-#include "loadtest/bench_util.h"
+#include "bench/bench_dataset.h"
+#include "bench/bench_util.h"
 
 // Comma list of baselines to run ("hnswlib" = hnswlib_M16 and hnswlib_M32).
 ABSL_DECLARE_FLAG(std::string, baselines);
@@ -89,4 +89,4 @@ std::string BaselineSimdSummary();
 
 }  // namespace zoom::bench
 
-#endif  // ZOOM_LOADTEST_BENCH_BASELINES_H_
+#endif  // ZOOM_BENCH_BASELINES_H_

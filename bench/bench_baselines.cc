@@ -5,7 +5,7 @@
 //
 // This is the one file that calls FAISS and hnswlib for the benchmarks: every
 // call is wrapped so that their exceptions become a Status.
-#include "loadtest/bench_baselines.h"
+#include "bench/bench_baselines.h"
 
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexHNSW.h>
@@ -38,7 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "loadtest/bench_session.h"
+#include "bench/bench_session.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
