@@ -1,14 +1,21 @@
 // zoombench --benchmarks=grpc: the service overhead. One run, same data,
 // same knobs: Search through gRPC (a real ZoomServer on loopback, one client
 // channel per client thread, closed loop) beside Collection::Search called
-// in-process, at 1..16 concurrent callers.
+// in-process, at 1..16 concurrent callers; then SearchBatch through gRPC
+// (every query once, in batches of --grpc_batch_size, --grpc_batch_callers
+// batches in flight), beside the same queries sent one Search each.
 //
 //   zoombench --benchmarks=grpc --dataset ../shared/data/glove-6b-100d
 //             --grpc_concurrency 1,2,4,8,16
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "client/zoom_client.h"
 #include "common/logging.h"
@@ -27,6 +34,8 @@ ABSL_FLAG(int32_t, grpc_ef, 64, "grpc: ef");
 ABSL_FLAG(int32_t, grpc_nprobe, 32, "grpc: nprobe");
 ABSL_FLAG(int32_t, grpc_rerank, 50, "grpc: rerank_candidates (K')");
 ABSL_FLAG(int32_t, grpc_server_threads, 16, "grpc: the server's request workers");
+ABSL_FLAG(int32_t, grpc_batch_size, 32, "grpc: queries per SearchBatch call (0: skip)");
+ABSL_FLAG(std::string, grpc_batch_callers, "1,2", "grpc: SearchBatch calls in flight");
 
 namespace zoom::bench {
 namespace {
@@ -134,6 +143,73 @@ absl::Status RunGrpc(Reporter& rep) {
                     {"p50_us", r.p50_us},
                     {"p99_us", r.p99_us},
                     {"reads_per_query", r.reads_per_query}});
+    }
+  }
+  // SearchBatch: every query once, in batches, closed loop.
+  const int batch = absl::GetFlag(FLAGS_grpc_batch_size);
+  if (batch > 0) {
+    ZOOM_ASSIGN_OR_RETURN(std::vector<int> batch_callers,
+                          ParseIntList(absl::GetFlag(FLAGS_grpc_batch_callers)));
+    const size_t nq = ds.queries.rows;
+    const size_t batches = (nq + batch - 1) / batch;
+    Table btable({"calls in flight", "batch", "recall@10", "QPS (queries/s)", "batches/s"});
+    for (int c : batch_callers) {
+      for (int pass = 0; pass < 2; ++pass) {  // pass 0 warms up, pass 1 is timed
+        std::vector<int64_t> ids(nq * k, -1);
+        std::atomic<size_t> next{0};
+        std::atomic<bool> failed{false};
+        absl::Status first_error;
+        absl::Mutex mu;
+        Stopwatch wall;
+        std::vector<std::thread> threads;
+        for (int t = 0; t < c; ++t) {
+          threads.emplace_back([&, t] {
+            for (size_t b; !failed.load() && (b = next.fetch_add(1)) < batches;) {
+              v1::SearchBatchRequest req;
+              req.set_collection("bench");
+              const size_t first = b * batch, last = std::min(nq, first + batch);
+              for (size_t q = first; q < last; ++q) {
+                v1::SearchRequest* one = req.add_queries();
+                one->set_collection("bench");
+                one->mutable_vector()->Assign(ds.queries.row(q), ds.queries.row(q) + ds.dim());
+                one->set_k(k);
+                one->mutable_knobs()->set_ef(ef);
+                one->mutable_knobs()->set_nprobe(nprobe);
+                one->mutable_knobs()->set_rerank_candidates(rerank);
+              }
+              auto r = clients[t % clients.size()]->SearchBatch(req);
+              if (!r.ok()) {
+                absl::MutexLock l(&mu);
+                if (first_error.ok()) first_error = r.status();
+                failed = true;
+                return;
+              }
+              for (size_t q = first; q < last && q - first < size_t(r->results_size()); ++q) {
+                const v1::SearchResponse& one = r->results(q - first);
+                for (size_t i = 0; i < k && i < size_t(one.hits_size()); ++i) {
+                  ids[q * k + i] = static_cast<int64_t>(one.hits(i).id());
+                }
+              }
+            }
+          });
+        }
+        for (auto& th : threads) th.join();
+        ZOOM_RETURN_IF_ERROR(first_error);
+        if (pass == 0) continue;
+        const double secs = wall.ElapsedMicros() / 1e6;
+        double recall = 0;
+        for (size_t q = 0; q < nq; ++q) recall += RecallAtK(ds, q, ids.data() + q * k, k, 10);
+        recall /= static_cast<double>(nq);
+        btable.Row({std::to_string(c), std::to_string(batch), Fmt(recall, 4), Fmt(nq / secs, 0),
+                    Fmt(batches / secs, 1)});
+        rep.JsonLine({{"workload", std::string("grpc")},
+                      {"dataset", ds.name},
+                      {"path", std::string("grpc_search_batch")},
+                      {"callers", static_cast<int64_t>(c)},
+                      {"batch", static_cast<int64_t>(batch)},
+                      {"recall_at_10", recall},
+                      {"qps", nq / secs}});
+      }
     }
   }
   std::printf("load average (1 min) after the run: %.2f\n", LoadAverage1m());
