@@ -1,9 +1,17 @@
 // File: server/engine/collection.h
 //
 // Collection: one named set of points (uint64 external id, vector, optional
-// payload) made durable and searchable: a SearchEngine (vector file + Zoom
-// index) plus the record map and payloads in the MetadataStore, deletes as
-// tombstones, background index builds with snapshots, and compaction.
+// payload) made durable and searchable. A facade that sequences its parts:
+//
+//   CollectionConfig    what it is (collection_config.h)
+//   CollectionManifest  which files and record spaces make it up now; the
+//                       collection is its one writer (collection_manifest.h)
+//   Segment             the serving vector file + SearchEngine + IdTracker
+//                       (segment.h, id_tracker.h); replaced as a whole by
+//                       compaction, retired without I/O on a reader's thread
+//   MaintenanceTask     the background index build (index_builder.h)
+//   Compactor           the copy and catch-up of a compaction (compactor.h)
+//   snapshots           WriteSnapshot / Restore (collection_snapshot.cc)
 //
 // Ids: a point's vector lives at a dense InternalId in the vector file.
 // Overwriting a point appends its new vector and kills the old record, so
@@ -43,42 +51,16 @@
 #include "common/metric.h"
 #include "common/query_stats.h"
 #include "index/vector_index.h"
+#include "server/engine/collection_config.h"
+#include "server/engine/collection_manifest.h"
+#include "server/engine/index_builder.h"
 #include "server/engine/search_engine.h"
+#include "server/engine/segment.h"
 #include "storage/metadata_store.h"
 #include "storage/snapshot_archive.h"
 #include "storage/vector_store.h"
 
 namespace zoom::server {
-
-// What a collection is; fixed at creation. Encoded in the catalog.
-struct CollectionConfig {
-  std::string name;
-  uint32_t dim = 0;
-  Metric metric = Metric::kL2;
-  storage::DType dtype = storage::DType::kFloat32;
-  // The preview built by BuildIndex (metric and dim are copied in).
-  // pq.m 0 = automatic (ApplyDefaults).
-  index::IndexSpec index = [] {
-    index::IndexSpec spec;
-    spec.pq.m = 0;
-    return spec;
-  }();
-  // Search knobs used when a request leaves them 0.
-  uint32_t default_ef = 64;
-  uint32_t default_nprobe = 16;
-  uint32_t default_rerank = 100;
-
-  // Fills zero index fields with defaults (pq.m about dim / 2, ...).
-  void ApplyDefaults();
-  // InvalidArgument naming the field to fix.
-  absl::Status Validate(uint32_t max_dim) const;
-  // A versioned "key=value" text; Decode reads any earlier version.
-  std::string Encode() const;
-  static absl::StatusOr<CollectionConfig> Decode(std::string_view text);
-};
-
-// A name: 1..64 of [A-Za-z0-9_-]. InvalidArgument otherwise.
-absl::Status ValidateCollectionName(std::string_view name);
 
 enum class IndexState { kNone = 0, kBuilding = 1, kReady = 2, kFailed = 3 };
 const char* IndexStateName(IndexState state);
@@ -197,6 +179,18 @@ class Collection {
                       std::vector<CollectionHit>* hits, QueryStats* stats,
                       bool* exact_used = nullptr) const;
 
+  // nq queries (nq * dim floats) with the same params, one after another
+  // on this thread and pipelined through the engine (query i+1's preview
+  // runs while query i's fullview reads are in flight; see
+  // SearchEngine::SearchBatch). Each answer equals Search()'s; the answer
+  // budget (max_answer_bytes) is the batch's. On a query's invalid vector
+  // InvalidArgument, and *failed (when not null) is its index.
+  absl::Status SearchBatch(const float* queries, size_t nq, size_t dim,
+                           const CollectionSearchParams& params,
+                           std::vector<std::vector<CollectionHit>>* hits,
+                           std::vector<QueryStats>* stats, bool* exact_used = nullptr,
+                           size_t* failed = nullptr) const;
+
   // Starts building the index over the points present, in the background;
   // it trains on the live points only. FailedPrecondition when too few
   // points (fewer than max(256, nlist) live) or a build already runs.
@@ -247,35 +241,49 @@ class Collection {
   // The record space of the current generation (see MetadataStore).
   uint32_t record_space() const;
 
+ // Drops the records of replaced segments no reader holds any more (and
+  // frees them), on the caller's thread: Database::RunMaintenance, the end
+  // of Compact, and the destructor call it.
+  void ReleaseRetired();
+  // The record spaces holding this collection's records: the serving
+  // segment's and those of retired segments not yet released.
+  std::vector<uint32_t> record_spaces() const;
+
  private:
-  // The vector file, the engine over it and the record map of its ids:
-  // replaced as a whole by Compact. Readers hold a shared_ptr.
-  struct Generation;
   Collection() = default;
-  std::shared_ptr<Generation> Current() const;
-  absl::Status SaveStateLocked();
-  absl::Status SaveSnapshotLocked();
+  std::shared_ptr<Segment> Current() const;
+  absl::StatusOr<std::shared_ptr<Segment>> OpenSegment(uint32_t space,
+                                                       const std::string& vectors_file,
+                                                       bool create) const;
+  // Puts manifest_ (with the serving segment's space and file).
+  absl::Status SaveManifestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Saves the serving index as a new snapshot file named in the manifest.
+  absl::Status SaveSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void ReleaseRetiredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status StartBuildImpl(bool join_running);
-  void BuildMain();
-  absl::Status BuildOnce(std::unique_ptr<index::VectorIndex>* built,
-                         std::shared_ptr<Generation>* gen, uint64_t* n);
-  absl::Status CompactOnce();
-  // FailedPrecondition naming the first live point of `gen` among rows
-  // [0, n) of `vectors` that breaks the magnitude rule.
-  absl::Status CheckTrainable(const Generation& gen, const float* vectors, uint64_t n) const;
-  // The fewest live points an index build needs (256, or nlist if larger).
-  uint64_t MinIndexPoints() const;
+  // The build job: builds over the serving segment, installs under the
+  // write lock.
+  absl::Status RunBuild();
+  absl::Status CompactOnce() ABSL_LOCKS_EXCLUDED(write_mu_);
   // The payloads of `ids` into `out`, taking their bytes from *budget;
   // ResourceExhausted once it would go below zero.
-  absl::Status ReadPayloadsWithin(const Generation& gen, absl::Span<const InternalId> ids,
+  absl::Status ReadPayloadsWithin(const Segment& seg, absl::Span<const InternalId> ids,
                                   uint64_t* budget, std::vector<std::string>* out) const;
+  // The engine's hits as the collection's: external ids, and payloads and
+  // vectors when asked, taken from *budget (ResourceExhausted beyond).
+  absl::Status JoinHits(const Segment& seg, const std::vector<SearchHit>& found,
+                        const CollectionSearchParams& params, uint64_t* budget,
+                        std::vector<CollectionHit>* hits) const;
+  // The engine's params of a search: the collection's defaults for knobs
+  // left 0, and the segment's liveness filter.
+  SearchParams EngineParams(const Segment& seg, const CollectionSearchParams& params) const;
+  // InvalidArgument for a query of the wrong dimension or magnitude.
+  absl::Status ValidateQuery(const float* query, size_t dim) const;
   // Books a failed (or successful) build/compaction for the retry backoff.
   void NoteMaintenance(bool compaction, const absl::Status& st);
   bool MaintenanceDue() const;
-  void MaybeAutoMaintainLocked();
-  absl::StatusOr<std::shared_ptr<Generation>> OpenGeneration(uint32_t space,
-                                                             const std::string& vectors_file,
-                                                             bool create);
+  void MaybeAutoMaintainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  absl::Status DroppedError() const;
 
   std::string dir_;
   storage::MetadataStore* metadata_ = nullptr;
@@ -283,40 +291,34 @@ class Collection {
   CollectionConfig config_;
   CollectionOptions options_;
 
-  // Serialises writers (Upsert, Delete, Compact, index install).
-  mutable absl::Mutex write_mu_;
-  // The durable state (what the catalog's state entry says); writers only.
-  std::string snapshot_file_ ABSL_GUARDED_BY(write_mu_);
-  uint64_t snapshot_count_ ABSL_GUARDED_BY(write_mu_) = 0;
-  uint32_t next_file_seq_ ABSL_GUARDED_BY(write_mu_) = 1;
-  // The record space a compaction in progress writes (0: none); the state
-  // names it, so a crash mid-way leaves no garbage.
-  uint32_t pending_space_ ABSL_GUARDED_BY(write_mu_) = 0;
-  // One compaction at a time (it holds write_mu_ only to start and to
+  // One compaction at a time (it holds write_mu_ only to plan and to
   // switch); a drop waits for it, after asking it to stop.
   mutable absl::Mutex compact_mu_ ABSL_ACQUIRED_BEFORE(write_mu_);
   std::atomic<bool> dropping_{false};
-
-  // Guards the generation pointer and the external id map together.
-  mutable absl::Mutex map_mu_;
-  std::shared_ptr<Generation> gen_ ABSL_GUARDED_BY(map_mu_);
-  absl::flat_hash_map<uint64_t, InternalId> by_external_ ABSL_GUARDED_BY(map_mu_);
-
-  // Background build.
-  absl::Mutex build_thread_mu_;  // guards build_thread_ (start, join, destroy)
-  std::thread build_thread_ ABSL_GUARDED_BY(build_thread_mu_);
   std::atomic<bool> compacting_{false};
+  // Serialises writers (Upsert, Delete, a compaction's plan and switch,
+  // index install) and guards the durable state.
+  mutable absl::Mutex write_mu_;
+  CollectionManifest manifest_ ABSL_GUARDED_BY(write_mu_);
+  // Replaced segments, held until no reader does (ReleaseRetired).
+  std::vector<std::shared_ptr<Segment>> retired_ ABSL_GUARDED_BY(write_mu_);
+  std::atomic<bool> dropped_{false};
+
+  // The serving segment.
+  mutable absl::Mutex segment_mu_;
+  std::shared_ptr<Segment> segment_ ABSL_GUARDED_BY(segment_mu_);
+
+  // Background build. build_start_mu_ serialises starts (state, then the
+  // job).
+  absl::Mutex build_start_mu_;
+  MaintenanceTask build_;
   std::atomic<IndexState> index_state_{IndexState::kNone};
   std::atomic<double> build_progress_{0};
-  std::atomic<bool> building_{false};
-  std::atomic<bool> dropped_{false};
-  mutable absl::Mutex build_mu_;
-  absl::CondVar build_done_;  // signalled when building_ turns false
-  absl::Status build_status_ ABSL_GUARDED_BY(build_mu_);
-  std::vector<std::function<void(absl::Status)>> build_waiters_ ABSL_GUARDED_BY(build_mu_);
-  absl::Status compaction_status_ ABSL_GUARDED_BY(build_mu_);
-  uint32_t maintenance_failures_ ABSL_GUARDED_BY(build_mu_) = 0;
-  absl::Time maintenance_retry_at_ ABSL_GUARDED_BY(build_mu_) = absl::InfinitePast();
+
+  mutable absl::Mutex maintenance_mu_;
+  absl::Status compaction_status_ ABSL_GUARDED_BY(maintenance_mu_);
+  uint32_t maintenance_failures_ ABSL_GUARDED_BY(maintenance_mu_) = 0;
+  absl::Time maintenance_retry_at_ ABSL_GUARDED_BY(maintenance_mu_) = absl::InfinitePast();
 };
 
 }  // namespace zoom::server

@@ -188,8 +188,9 @@ absl::Status Database::DropCollection(const std::string& name) {
     }
     collections_.erase(it);
   }
-  const uint32_t space = c->record_space();
-  if (space != c->id()) metadata_->DropRecords(space).IgnoreError();
+  for (uint32_t space : c->record_spaces()) {
+    if (space != c->id()) metadata_->DropRecords(space).IgnoreError();
+  }
   c->WaitForBuild().IgnoreError();
   std::error_code ec;
   fs::remove_all(c->dir(), ec);
@@ -212,6 +213,7 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::GetCollection(const std::s
 int Database::RunMaintenance() {
   int compacted = 0;
   for (const auto& c : ListCollections()) {
+    c->ReleaseRetired();
     if (!c->NeedsCompaction()) continue;
     const CollectionInfo before = c->Info();
     absl::Status st = c->Compact();
@@ -425,8 +427,9 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
     return st;
   }
   if (existing != nullptr) {
-    const uint32_t space = existing->record_space();
-    if (space != existing->id()) metadata_->DropRecords(space).IgnoreError();
+    for (uint32_t space : existing->record_spaces()) {
+      if (space != existing->id()) metadata_->DropRecords(space).IgnoreError();
+    }
     existing->WaitForBuild().IgnoreError();
     fs::remove_all(existing->dir(), ec);
   }

@@ -95,8 +95,10 @@ class Database {
   IoBackendInfo IoBackendInUse() const;
 
   absl::Status SyncWal() { return metadata_->SyncWal(); }
-  // Compacts the collections whose dead records passed the thresholds
-  // (Collection::NeedsCompaction), one after another. Returns how many.
+  // Releases retired segments no reader holds (Collection::ReleaseRetired)
+  // and compacts the collections whose dead records passed the thresholds
+  // (Collection::NeedsCompaction), one after another. Returns how many it
+  // compacted.
   int RunMaintenance();
   const DatabaseOptions& options() const { return options_; }
 

@@ -77,10 +77,7 @@ SearchEngine::SearchEngine(Metric metric, std::unique_ptr<storage::VectorStore> 
   if (options.cache_bytes > 0) {
     cache_ = std::make_unique<VectorCache>(options.cache_bytes, store_->dim());
   }
-  if (index != nullptr) {
-    index_.store(index.get());
-    indexes_.push_back(std::move(index));
-  }
+  index_ = std::move(index);
 }
 
 SearchEngine::~SearchEngine() = default;
@@ -120,9 +117,12 @@ absl::Status SearchEngine::Add(const float* vectors, size_t n) {
     }
     ZOOM_RETURN_IF_ERROR(store_->Append(bytes.data(), n));
   }
-  if (index::VectorIndex* idx = index_.load()) {
-    ZOOM_RETURN_IF_ERROR(idx->Add(prepared.data(), n));
+  std::shared_ptr<index::VectorIndex> idx;
+  {
+    absl::MutexLock m(&index_mu_);
+    idx = index_;
   }
+  if (idx != nullptr) ZOOM_RETURN_IF_ERROR(idx->Add(prepared.data(), n));
   return absl::OkStatus();
 }
 
@@ -158,9 +158,38 @@ absl::Status SearchEngine::SetIndex(std::unique_ptr<index::VectorIndex> index) {
     }
     ZOOM_RETURN_IF_ERROR(index->Add(buf.data(), m));
   }
-  index_.store(index.get(), std::memory_order_release);
-  indexes_.push_back(std::move(index));
+  std::shared_ptr<index::VectorIndex> replaced;
+  {
+    absl::MutexLock m(&index_mu_);
+    replaced = std::move(index_);
+    index_ = std::move(index);
+    if (replaced != nullptr) retired_.push_back(replaced);
+  }
+  // Freed here, or by the last search that still holds it.
+  replaced.reset();
   return absl::OkStatus();
+}
+
+std::shared_ptr<const index::VectorIndex> SearchEngine::index() const {
+  absl::MutexLock m(&index_mu_);
+  return index_;
+}
+
+uint64_t SearchEngine::IndexBytes() const {
+  std::vector<std::shared_ptr<const index::VectorIndex>> held;
+  {
+    absl::MutexLock m(&index_mu_);
+    if (index_ != nullptr) held.push_back(index_);
+    auto alive = std::remove_if(retired_.begin(), retired_.end(),
+                                [](const auto& w) { return w.expired(); });
+    retired_.erase(alive, retired_.end());
+    for (const auto& w : retired_) {
+      if (auto p = w.lock()) held.push_back(std::move(p));
+    }
+  }
+  uint64_t bytes = 0;
+  for (const auto& p : held) bytes += p->ResidentBytes();
+  return bytes;
 }
 
 absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& params,
@@ -217,7 +246,7 @@ absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& p
 absl::Status SearchEngine::Search(const float* query, const SearchParams& params,
                                   std::vector<SearchHit>* hits, QueryStats* stats) const {
   ZOOM_RETURN_IF_ERROR(params.Validate());
-  const index::VectorIndex* idx = index();
+  const std::shared_ptr<const index::VectorIndex> idx = index();
   if (idx == nullptr) return ExactSearch(query, params, hits, stats);
   hits->clear();
   Scratch& s = ThreadScratch();
@@ -360,7 +389,7 @@ absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
     failed = true;
   };
   const size_t d = dim();
-  const index::VectorIndex* idx = index();
+  const std::shared_ptr<const index::VectorIndex> idx = index();
   auto work = [&] {
     if (idx == nullptr || params.preview_only) {
       for (size_t q; !failed.load() && (q = next.fetch_add(1)) < nq;) {

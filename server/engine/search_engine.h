@@ -84,9 +84,12 @@ class SearchEngine {
   uint32_t dim() const { return store_->dim(); }
   uint64_t size() const { return store_->count(); }
   const storage::VectorStore& store() const { return *store_; }
-  // The current index, or null. Stays valid while the engine lives
-  // (replaced indexes are kept until destruction).
-  const index::VectorIndex* index() const { return index_.load(std::memory_order_acquire); }
+  // The current index, or null; kept alive by the pointer. A replaced
+  // index is freed as soon as no search (or caller) holds it.
+  std::shared_ptr<const index::VectorIndex> index() const;
+  // RAM of the indexes still alive: the current one and replaced ones a
+  // search still holds.
+  uint64_t IndexBytes() const;
   // Bytes of the DRAM vector cache (0 when off).
   uint64_t CacheBytes() const { return cache_ ? cache_->ResidentBytes() : 0; }
 
@@ -138,8 +141,10 @@ class SearchEngine {
 
   const Metric metric_;
   std::unique_ptr<storage::VectorStore> store_;
-  std::atomic<index::VectorIndex*> index_{nullptr};
-  std::vector<std::unique_ptr<index::VectorIndex>> indexes_;  // owned, writer only
+  mutable absl::Mutex index_mu_;
+  std::shared_ptr<index::VectorIndex> index_ ABSL_GUARDED_BY(index_mu_);
+  // Replaced indexes, for IndexBytes (expired ones are pruned there).
+  mutable std::vector<std::weak_ptr<const index::VectorIndex>> retired_ ABSL_GUARDED_BY(index_mu_);
   std::unique_ptr<VectorCache> cache_;  // null when off
   // Moving average of the fullview's wall time (µs), for allow_partial.
   mutable std::atomic<float> fullview_avg_us_{0};

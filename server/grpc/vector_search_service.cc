@@ -400,12 +400,11 @@ absl::Status VectorSearchService::ValidateSearch(const v1::SearchRequest& req) c
   return absl::OkStatus();
 }
 
-absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection& c,
-                                           const v1::SearchRequest& req,
-                                           const std::atomic<bool>* cancelled,
-                                           v1::SearchResponse* resp, uint64_t* budget,
-                                           bool degrade) const {
-  ZOOM_RETURN_IF_ERROR(ValidateSearch(req));
+namespace {
+
+// The collection's params of one request (the budget is set by the caller).
+CollectionSearchParams ParamsOf(const v1::SearchRequest& req, absl::Time deadline,
+                                const std::atomic<bool>* cancelled, bool degrade) {
   CollectionSearchParams p;
   p.engine.k = req.k();
   p.engine.ef = req.knobs().ef();
@@ -418,12 +417,25 @@ absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection
   p.exact = req.exact();
   p.with_payload = req.with_payload();
   p.with_vectors = req.with_vectors();
-  p.max_answer_bytes = *budget;
-  std::vector<CollectionHit> hits;
-  QueryStats stats;
-  bool exact = false;
-  ZOOM_RETURN_IF_ERROR(c.Search(req.vector().data(), req.vector_size(), p, &hits, &stats, &exact));
-  for (CollectionHit& h : hits) {
+  return p;
+}
+
+// Whether two queries of a batch can share one pipelined engine batch.
+bool SameShape(const v1::SearchRequest& a, const v1::SearchRequest& b) {
+  return a.k() == b.k() && a.knobs().ef() == b.knobs().ef() &&
+         a.knobs().nprobe() == b.knobs().nprobe() &&
+         a.knobs().rerank_candidates() == b.knobs().rerank_candidates() &&
+         a.preview_only() == b.preview_only() && a.exact() == b.exact() &&
+         a.with_payload() == b.with_payload() && a.with_vectors() == b.with_vectors() &&
+         a.allow_partial() == b.allow_partial() && a.vector_size() == b.vector_size();
+}
+
+}  // namespace
+
+void VectorSearchService::FillResponse(const Collection& c, std::vector<CollectionHit>* hits,
+                                       QueryStats stats, bool exact, bool degrade,
+                                       v1::SearchResponse* resp, uint64_t* budget) const {
+  for (CollectionHit& h : *hits) {
     const uint64_t bytes = 16 + h.payload.size() + h.vector.size() * sizeof(float);
     *budget -= std::min(*budget, bytes);
     v1::Hit* out = resp->add_hits();
@@ -445,6 +457,69 @@ absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection
   s->set_degraded(stats.degraded);
   s->set_exact(exact);
   if (metrics_ != nullptr) metrics_->RecordQuery(c.name(), stats);
+}
+
+absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection& c,
+                                           const v1::SearchRequest& req,
+                                           const std::atomic<bool>* cancelled,
+                                           v1::SearchResponse* resp, uint64_t* budget,
+                                           bool degrade) const {
+  ZOOM_RETURN_IF_ERROR(ValidateSearch(req));
+  CollectionSearchParams p = ParamsOf(req, deadline, cancelled, degrade);
+  p.max_answer_bytes = *budget;
+  std::vector<CollectionHit> hits;
+  QueryStats stats;
+  bool exact = false;
+  ZOOM_RETURN_IF_ERROR(c.Search(req.vector().data(), req.vector_size(), p, &hits, &stats, &exact));
+  FillResponse(c, &hits, stats, exact, degrade, resp, budget);
+  return absl::OkStatus();
+}
+
+absl::Status VectorSearchService::DoSearchBatch(absl::Time deadline, const Collection& c,
+                                                const v1::SearchBatchRequest& req,
+                                                const std::atomic<bool>* cancelled,
+                                                v1::SearchBatchResponse* resp,
+                                                uint64_t* budget) const {
+  const int nq = req.queries_size();
+  bool same = nq > 1;
+  for (int i = 0; i < nq; ++i) {
+    const v1::SearchRequest& q = req.queries(i);
+    if (absl::Status st = ValidateSearch(q); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("query #", i, ": ", st.message()));
+    }
+    same = same && SameShape(q, req.queries(0));
+  }
+  if (!same) {
+    for (int i = 0; i < nq; ++i) {
+      if (cancelled->load()) return absl::CancelledError("the call was cancelled");
+      absl::Status st =
+          DoSearch(deadline, c, req.queries(i), cancelled, resp->add_results(), budget, false);
+      if (!st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("query #", i, ": ", st.message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+  const size_t dim = req.queries(0).vector_size();
+  std::vector<float> vectors(static_cast<size_t>(nq) * dim);
+  for (int i = 0; i < nq; ++i) {
+    std::copy(req.queries(i).vector().begin(), req.queries(i).vector().end(),
+              vectors.begin() + static_cast<size_t>(i) * dim);
+  }
+  CollectionSearchParams p = ParamsOf(req.queries(0), deadline, cancelled, false);
+  p.max_answer_bytes = *budget;
+  std::vector<std::vector<CollectionHit>> hits;
+  std::vector<QueryStats> stats;
+  bool exact = false;
+  size_t failed = SIZE_MAX;
+  absl::Status st = c.SearchBatch(vectors.data(), nq, dim, p, &hits, &stats, &exact, &failed);
+  if (!st.ok()) {
+    if (failed == SIZE_MAX) return st;
+    return absl::Status(st.code(), absl::StrCat("query #", failed, ": ", st.message()));
+  }
+  for (int i = 0; i < nq; ++i) {
+    FillResponse(c, &hits[i], stats[i], exact, false, resp->add_results(), budget);
+  }
   return absl::OkStatus();
 }
 
@@ -511,15 +586,7 @@ grpc::ServerUnaryReactor* VectorSearchService::SearchBatch(grpc::CallbackServerC
           "the vectors"));
     }
     uint64_t budget = limits_.max_response_bytes;
-    for (int i = 0; i < req->queries_size(); ++i) {
-      if (cancelled->load()) return absl::CancelledError("the call was cancelled");
-      absl::Status st =
-          DoSearch(deadline, *c, req->queries(i), cancelled, resp->add_results(), &budget, false);
-      if (!st.ok()) {
-        return absl::Status(st.code(), absl::StrCat("query #", i, ": ", st.message()));
-      }
-    }
-    return absl::OkStatus();
+    return DoSearchBatch(deadline, *c, *req, cancelled, resp, &budget);
   });
 }
 

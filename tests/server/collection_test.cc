@@ -2652,3 +2652,141 @@ TEST_F(CollectionTest, RestoresTheGoldenSnapshotOfFormat1_0) {
 
 }  // namespace
 }  // namespace zoom::server
+
+namespace zoom::server {
+namespace {
+
+// ---- Lifetimes of replaced parts ----------------------------------------------
+
+// A replaced index is freed once no search holds it: ten rebuilds under
+// concurrent searches leave one index alive (the resident bytes stay those
+// of one index), and an index a caller held is freed when it lets go.
+TEST_F(CollectionTest, RebuildsUnderSearchesDoNotAccumulateIndexes) {
+  constexpr uint32_t kDim = 16;
+  OpenDb();
+  auto c = Create("rebuilds", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  Model model;
+  UpsertRange(*c, 0, 2000, ClusteredVectors(2000, kDim, 401), &model);
+  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->WaitForBuild());
+  const uint64_t resident = c->Info().resident_bytes;
+  const uint64_t one_index = c->engine()->IndexBytes();
+  ASSERT_GT(one_index, 0u);
+  std::weak_ptr<const index::VectorIndex> first = c->engine()->index();
+  ASSERT_FALSE(first.expired());
+
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> searches{0};
+  const auto queries = ClusteredVectors(16, kDim, 402);
+  std::vector<std::thread> searchers;
+  for (int t = 0; t < 2; ++t) {
+    searchers.emplace_back([&, t] {
+      for (size_t q = t; !stop.load(); q = (q + 1) % 16) {
+        CollectionSearchParams p;
+        p.engine.k = 10;
+        std::vector<CollectionHit> hits;
+        EXPECT_OK(c->Search(queries.data() + q * kDim, kDim, p, &hits, nullptr));
+        EXPECT_EQ(hits.size(), 10u);
+        searches.fetch_add(1);
+      }
+    });
+  }
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_OK(c->StartBuild());
+    ASSERT_OK(c->WaitForBuild());
+  }
+  stop = true;
+  for (auto& t : searchers) t.join();
+  EXPECT_GT(searches.load(), 0u);
+  // No search runs now: only the serving index is alive.
+  EXPECT_TRUE(first.expired()) << "the first index outlived its last search";
+  // (The same data and one build thread: each rebuild is the same size.)
+  EXPECT_LE(c->engine()->IndexBytes(), one_index + one_index / 4);
+  const uint64_t after = c->Info().resident_bytes;
+  EXPECT_LE(after, resident + one_index / 4)
+      << "resident bytes grew from " << resident << " to " << after << " over 10 rebuilds";
+
+  // A caller holding the serving index keeps it (and its bytes) alive past
+  // the next rebuild, and frees it by letting go.
+  std::shared_ptr<const index::VectorIndex> held = c->engine()->index();
+  std::weak_ptr<const index::VectorIndex> held_weak = held;
+  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->WaitForBuild());
+  EXPECT_FALSE(held_weak.expired());
+  EXPECT_GE(c->engine()->IndexBytes(), one_index + one_index * 3 / 4);  // two alive
+  EXPECT_GE(c->Info().resident_bytes, after + one_index * 3 / 4);
+  held.reset();
+  EXPECT_TRUE(held_weak.expired());
+  EXPECT_LE(c->engine()->IndexBytes(), one_index + one_index / 4);
+  EXPECT_LE(c->Info().resident_bytes, resident + one_index / 4);
+}
+
+// A segment replaced by compaction is retired, not destroyed by its last
+// reader: its records stay while a reader holds it, are dropped by the
+// maintenance once none does, and a restart drops the records of a
+// segment that was still held at close.
+TEST_F(CollectionTest, RetiredSegmentsAreReleasedByMaintenanceNotByReaders) {
+  constexpr uint32_t kDim = 8;
+  OpenDb();
+  auto c = Create("retire", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  Model model;
+  UpsertRange(*c, 0, 600, ClusteredVectors(600, kDim, 411), &model);
+  std::vector<uint64_t> del;
+  for (size_t i = 0; i < 600; i += 3) del.push_back(ExtId(i));
+  ASSERT_OK(Delete(*c, del, &model));
+  const uint32_t first_space = c->record_space();
+
+  // A reader holds the serving segment across the compaction.
+  std::shared_ptr<const SearchEngine> reader = c->engine();
+  ASSERT_OK(c->Compact());
+  const uint32_t second_space = c->record_space();
+  ASSERT_NE(second_space, first_space);
+  EXPECT_THAT(c->record_spaces(), ::testing::UnorderedElementsAre(first_space, second_space));
+  // The old segment still answers its reader (its file was unlinked, the
+  // descriptor stays).
+  EXPECT_EQ(reader->size(), 600u);
+  ExpectGetMatchesModel(*c, model);
+  db_->RunMaintenance();  // held: stays
+  EXPECT_EQ(c->record_spaces().size(), 2u);
+  reader.reset();  // the last reader lets go: no I/O here
+  EXPECT_EQ(c->record_spaces().size(), 2u);
+  db_->RunMaintenance();
+  EXPECT_THAT(c->record_spaces(), ::testing::ElementsAre(second_space));
+
+  // Held at close: the manifest lists the space, the next open drops it.
+  for (size_t i = 1; i < 600; i += 3) del.push_back(ExtId(i));
+  ASSERT_OK(Delete(*c, del, &model));
+  reader = c->engine();
+  ASSERT_OK(c->Compact());
+  const uint32_t third_space = c->record_space();
+  EXPECT_EQ(c->record_spaces().size(), 2u);
+  c.reset();
+  ReopenDb();
+  reader.reset();
+  c = Get("retire");
+  ASSERT_NE(c, nullptr);
+  EXPECT_THAT(c->record_spaces(), ::testing::ElementsAre(third_space));
+  ExpectGetMatchesModel(*c, model);
+  c.reset();
+  CloseDb();
+  ASSERT_OK_AND_ASSIGN(auto meta,
+                       storage::MetadataStore::Open(
+                           (fs::path(options_.data_dir) / "meta").string(),
+                           storage::MetadataOptions()));
+  auto count = [&](uint32_t space) {
+    size_t n = 0;
+    EXPECT_OK(meta->ScanRecords(space, [&](InternalId, uint64_t) {
+      ++n;
+      return absl::OkStatus();
+    }));
+    return n;
+  };
+  EXPECT_EQ(count(first_space), 0u);
+  EXPECT_EQ(count(second_space), 0u);
+  EXPECT_EQ(count(third_space), model.size());
+}
+
+}  // namespace
+}  // namespace zoom::server

@@ -1,0 +1,52 @@
+#include "server/engine/collection_manifest.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "server/engine/key_value_text.h"
+
+namespace zoom::server {
+
+std::string CollectionManifest::Encode() const {
+  std::string out =
+      absl::StrCat("version=", kVersion, "\nspace=", space, "\nvectors=", vectors,
+                   "\nsnapshot=", snapshot, "\nsnapshot_count=", snapshot_count, "\nseq=", seq,
+                   "\n");
+  if (pending_space != 0) absl::StrAppend(&out, "pending_space=", pending_space, "\n");
+  if (!retired_spaces.empty()) {
+    absl::StrAppend(&out, "retired_spaces=", absl::StrJoin(retired_spaces, ","), "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<CollectionManifest> CollectionManifest::Decode(std::string_view text,
+                                                              uint32_t default_space) {
+  ZOOM_ASSIGN_OR_RETURN(KeyValueText kv, KeyValueText::Parse(text, "collection state"));
+  uint32_t version = 0;
+  ZOOM_RETURN_IF_ERROR(kv.Number("version", &version));
+  if (version > kVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("collection state version ", version, " is not readable by this zoomd"));
+  }
+  CollectionManifest m;
+  m.space = default_space;
+  ZOOM_RETURN_IF_ERROR(kv.Number("space", &m.space));
+  ZOOM_RETURN_IF_ERROR(kv.Number("seq", &m.seq));
+  ZOOM_RETURN_IF_ERROR(kv.Number("pending_space", &m.pending_space));
+  ZOOM_RETURN_IF_ERROR(kv.Number("snapshot_count", &m.snapshot_count));
+  ZOOM_RETURN_IF_ERROR(kv.NumberList("retired_spaces", &m.retired_spaces));
+  m.vectors = kv.String("vectors", m.vectors);
+  m.snapshot = kv.String("snapshot");
+  if (m.vectors.empty() || m.vectors.find('/') != std::string::npos ||
+      m.snapshot.find('/') != std::string::npos) {
+    return absl::DataLossError("collection state names a file outside its directory");
+  }
+  return m;
+}
+
+std::string CollectionManifest::NextFile(std::string_view prefix, std::string_view extension) {
+  return absl::StrCat(absl::string_view(prefix.data(), prefix.size()), "-", seq++,
+                      absl::string_view(extension.data(), extension.size()));
+}
+
+}  // namespace zoom::server

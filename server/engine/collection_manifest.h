@@ -1,0 +1,60 @@
+// File: server/engine/collection_manifest.h
+//
+// CollectionManifest: which files and record spaces make up a collection
+// now (the catalog's state entry, one per collection). The collection is
+// its only writer; every change of its files is one new manifest, put in
+// RocksDB in one write (LevelDB's VersionEdit, reduced to what a collection
+// has): a crash leaves the old manifest or the new one, never a mix.
+//
+//   space           the record space of the vector file's records
+//   vectors         the vector file (the log of stored vectors)
+//   snapshot        the index snapshot ("" when none), covering records
+//   snapshot_count  [0, snapshot_count) of the vector file
+//   seq             the next file number (names are never reused)
+//   pending_space   a compaction's space being written (its records are
+//                   garbage if the compaction did not switch)
+//   retired_spaces  spaces of replaced segments whose records are dropped
+//                   once no reader holds the segment (or at the next open)
+//
+// Text: "key=value" lines (key_value_text.h) with version=1. A key unknown
+// to a reader is ignored by it: version 1 readers that predate
+// retired_spaces leave those records in RocksDB (harmless garbage). The
+// version goes up only for a change an older reader would misread.
+#ifndef ZOOM_SERVER_ENGINE_COLLECTION_MANIFEST_H_
+#define ZOOM_SERVER_ENGINE_COLLECTION_MANIFEST_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace zoom::server {
+
+struct CollectionManifest {
+  static constexpr uint32_t kVersion = 1;
+
+  uint32_t space = 0;
+  std::string vectors = "vectors-1.zvec";
+  std::string snapshot;
+  uint64_t snapshot_count = 0;
+  uint32_t seq = 2;
+  uint32_t pending_space = 0;
+  std::vector<uint32_t> retired_spaces;
+
+  std::string Encode() const;
+  // `default_space`: the space of a manifest without one (the collection's
+  // catalog id). FailedPrecondition for a newer version, DataLoss for a
+  // malformed text.
+  static absl::StatusOr<CollectionManifest> Decode(std::string_view text,
+                                                   uint32_t default_space);
+  // A file name with the next sequence number ("vectors-7.zvec").
+  std::string NextFile(std::string_view prefix, std::string_view extension);
+
+  bool operator==(const CollectionManifest&) const = default;
+};
+
+}  // namespace zoom::server
+
+#endif  // ZOOM_SERVER_ENGINE_COLLECTION_MANIFEST_H_

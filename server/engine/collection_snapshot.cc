@@ -1,0 +1,306 @@
+// Collection snapshots: WriteSnapshot (a consistent archive of a
+// collection taking writes) and Restore (a new collection from one). See
+// collection.h for the archive's entries.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/endian.h"
+#include "common/status_macros.h"
+#include "server/engine/collection.h"
+#include "server/engine/key_value_text.h"
+
+namespace zoom::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+}  // namespace
+
+// ---- Snapshots ---------------------------------------------------------------
+
+namespace {
+
+constexpr uint32_t kSnapshotManifestVersion = 1;
+
+absl::Status FsyncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path, " to sync it"));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return absl::InternalError(absl::StrCat("cannot sync ", path));
+  return absl::OkStatus();
+}
+
+constexpr auto PutLe = PutLittleEndian;
+constexpr auto GetLe = GetLittleEndian;
+
+}  // namespace
+
+absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::string& path) const {
+  // 1. The point of the snapshot, under the write lock (briefly).
+  std::shared_ptr<Segment> gen;
+  uint64_t records = 0, snapshot_count = 0;
+  std::vector<std::pair<InternalId, uint64_t>> live;
+  std::unique_ptr<storage::MetadataSnapshot> meta;
+  std::string index_link;
+  {
+    absl::MutexLock w(&write_mu_);
+    if (dropped_) return DroppedError();
+    gen = Current();
+    records = gen->ids.visible();
+    live = gen->ids.LiveRecords();
+    meta = metadata_->TakeSnapshot();
+    const std::string& snapshot_file = manifest_.snapshot;
+    if (!snapshot_file.empty()) {
+      // A hard link keeps the index file as it is now, whatever replaces it.
+      static std::atomic<uint64_t> links{0};
+      index_link = (fs::path(dir_) / absl::StrCat(".snapshot-link-", links++, "-", snapshot_file))
+                       .string();
+      std::error_code ec;
+      fs::remove(index_link, ec);
+      fs::create_hard_link(fs::path(dir_) / snapshot_file, index_link, ec);
+      if (ec) {
+        return absl::InternalError(absl::StrCat("cannot link the index snapshot: ", ec.message()));
+      }
+      snapshot_count = std::min<uint64_t>(manifest_.snapshot_count, records);
+    }
+  }
+  auto unlink = [&] {
+    if (!index_link.empty()) {
+      std::error_code ec;
+      fs::remove(index_link, ec);
+    }
+  };
+  absl::Cleanup unlink_on_return = unlink;
+  absl::Status st;
+  SnapshotStats stats;
+  {
+    // 2. The copy, without the lock.
+    ZOOM_ASSIGN_OR_RETURN(auto writer, storage::ArchiveWriter::Create(path));
+    const storage::VectorStore& store = gen->engine->store();
+    st = writer->Add("manifest",
+                     absl::StrCat("format=", kSnapshotManifestVersion, "\ncollection=", config_.name,
+                                  "\nrecords=", records, "\npoints=", live.size(),
+                                  "\nrecord_bytes=", store.record_bytes(),
+                                  "\nsnapshot_count=", index_link.empty() ? 0 : snapshot_count,
+                                  "\nindex=", index_link.empty() ? 0 : 1,
+                                  "\ncreated_unix_ms=", absl::ToUnixMillis(absl::Now()), "\n"));
+    if (st.ok()) st = writer->Add("config", config_.Encode());
+    // The vector records [0, records): dead ones too, so the index's ids
+    // stay the records' positions.
+    const size_t rb = store.record_bytes();
+    if (st.ok()) st = writer->Begin("vectors", records * rb);
+    std::vector<uint8_t> raw;
+    std::vector<InternalId> ids;
+    for (uint64_t first = 0; first < records && st.ok(); first += 4096) {
+      const uint64_t m = std::min<uint64_t>(4096, records - first);
+      ids.resize(m);
+      for (uint64_t i = 0; i < m; ++i) ids[i] = static_cast<InternalId>(first + i);
+      raw.resize(m * rb);
+      st = store.ReadRaw(ids, raw.data());
+      if (st.ok()) st = writer->Append(raw.data(), raw.size());
+    }
+    if (st.ok()) st = writer->End();
+    // The records with their payloads, as of the snapshot's moment.
+    std::string rec;
+    std::vector<std::string> payloads;
+    std::vector<InternalId> chunk_ids;
+    uint64_t rec_bytes = 0;
+    // Sizes first (the entry is announced with its size): payload sizes
+    // as of the snapshot.
+    std::vector<uint32_t> payload_sizes(live.size());
+    for (size_t first = 0; first < live.size() && st.ok(); first += 256) {
+      const size_t m = std::min<size_t>(256, live.size() - first);
+      chunk_ids.resize(m);
+      for (size_t i = 0; i < m; ++i) chunk_ids[i] = live[first + i].first;
+      st = metadata_->GetPayloads(gen->space, chunk_ids, &payloads, meta.get());
+      for (size_t i = 0; i < m && st.ok(); ++i) {
+        payload_sizes[first + i] = static_cast<uint32_t>(payloads[i].size());
+        rec_bytes += 16 + payloads[i].size();
+      }
+    }
+    if (st.ok()) st = writer->Begin("records", rec_bytes);
+    for (size_t first = 0; first < live.size() && st.ok(); first += 256) {
+      const size_t m = std::min<size_t>(256, live.size() - first);
+      chunk_ids.resize(m);
+      for (size_t i = 0; i < m; ++i) chunk_ids[i] = live[first + i].first;
+      st = metadata_->GetPayloads(gen->space, chunk_ids, &payloads, meta.get());
+      rec.clear();
+      for (size_t i = 0; i < m && st.ok(); ++i) {
+        PutLe(&rec, live[first + i].first, 4);
+        PutLe(&rec, live[first + i].second, 8);
+        PutLe(&rec, payloads[i].size(), 4);
+        rec += payloads[i];
+      }
+      if (st.ok()) st = writer->Append(rec.data(), rec.size());
+    }
+    if (st.ok()) st = writer->End();
+    if (st.ok() && !index_link.empty()) {
+      std::error_code ec;
+      const uint64_t size = fs::file_size(index_link, ec);
+      std::ifstream in(index_link, std::ios::binary);
+      if (ec || !in) {
+        st = absl::InternalError("cannot read the index snapshot");
+      } else {
+        st = writer->Begin("index", size);
+        std::vector<char> buf(1 << 20);
+        for (uint64_t left = size; left > 0 && st.ok();) {
+          const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+          if (!in.read(buf.data(), static_cast<std::streamsize>(n))) {
+            st = absl::InternalError("cannot read the index snapshot");
+            break;
+          }
+          st = writer->Append(buf.data(), n);
+          left -= n;
+        }
+        if (st.ok()) st = writer->End();
+      }
+    }
+    if (st.ok()) st = writer->Finish();
+    if (st.ok()) {
+      stats.records = records;
+      stats.points = live.size();
+      stats.bytes = writer->bytes();
+      stats.sha256 = writer->file_sha256();
+    }
+  }
+  if (!st.ok()) return st;
+  return stats;
+}
+
+absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
+    const std::string& dir, storage::MetadataStore* metadata, uint32_t id,
+    const CollectionConfig& config, const storage::ArchiveReader& archive,
+    const CollectionOptions& options) {
+  auto bad = [](const std::string& why) {
+    return absl::DataLossError(absl::StrCat("the snapshot does not fit together: ", why));
+  };
+  ZOOM_ASSIGN_OR_RETURN(std::string manifest_text, archive.Read("manifest", 1 << 16));
+  ZOOM_ASSIGN_OR_RETURN(KeyValueText manifest,
+                        KeyValueText::Parse(manifest_text, "snapshot manifest"));
+  uint32_t format = 0;
+  uint64_t records = 0, points = 0, record_bytes = 0, snapshot_count = 0, has_index = 0;
+  ZOOM_RETURN_IF_ERROR(manifest.Number("format", &format));
+  if (format > kSnapshotManifestVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("snapshot manifest version ", format, " is newer than this zoomd reads"));
+  }
+  ZOOM_RETURN_IF_ERROR(manifest.Number("records", &records));
+  ZOOM_RETURN_IF_ERROR(manifest.Number("points", &points));
+  ZOOM_RETURN_IF_ERROR(manifest.Number("record_bytes", &record_bytes));
+  ZOOM_RETURN_IF_ERROR(manifest.Number("snapshot_count", &snapshot_count));
+  ZOOM_RETURN_IF_ERROR(manifest.Number("index", &has_index));
+  const storage::ArchiveReader::Entry* vectors = archive.Find("vectors");
+  const storage::ArchiveReader::Entry* recs = archive.Find("records");
+  const storage::ArchiveReader::Entry* index = archive.Find("index");
+  const uint64_t want_rb = uint64_t{config.dim} * storage::DTypeSize(config.dtype);
+  if (vectors == nullptr || recs == nullptr) return bad("entries are missing");
+  if (record_bytes != want_rb || vectors->size != records * record_bytes) {
+    return bad("the vector records do not match the config");
+  }
+  if ((has_index != 0) != (index != nullptr) || snapshot_count > records) {
+    return bad("the index entry does not match the manifest");
+  }
+  if (records > (uint64_t{1} << 32) - 1) return bad("too many records");
+  std::error_code ec;
+  if (!fs::create_directories(dir, ec) || ec) {
+    return absl::InternalError(absl::StrCat("cannot create the collection directory: ",
+                                            ec ? ec.message() : "it exists"));
+  }
+  const std::string vectors_file = "vectors-1.zvec";
+  const std::string index_file = index != nullptr ? "index-2.zidx" : "";
+  {
+    storage::VectorStoreOptions wopts = options.store;
+    wopts.sync_on_append = false;
+    ZOOM_ASSIGN_OR_RETURN(auto store, storage::VectorStore::Create(
+                                          (fs::path(dir) / vectors_file).string(), config.dim,
+                                          config.dtype, wopts));
+    const size_t chunk_records = std::max<size_t>(1, (4 << 20) / record_bytes);
+    ZOOM_RETURN_IF_ERROR(archive.ReadChunks(
+        *vectors, chunk_records * record_bytes,
+        [&](const char* p, size_t n) { return store->Append(p, n / record_bytes); }));
+    ZOOM_RETURN_IF_ERROR(store->Sync());
+  }
+  // The records: parsed as they stream, committed in batches.
+  {
+    std::string pending;
+    std::vector<storage::RecordWrite> writes;
+    std::vector<std::string> payload_store;
+    uint64_t seen = 0;
+    InternalId last = 0;
+    auto flush = [&]() -> absl::Status {
+      if (writes.empty()) return absl::OkStatus();
+      absl::Status st = metadata->Commit(id, writes, {});
+      writes.clear();
+      payload_store.clear();
+      return st;
+    };
+    ZOOM_RETURN_IF_ERROR(archive.ReadChunks(*recs, 1 << 20, [&](const char* p, size_t n) {
+      pending.append(p, n);
+      size_t pos = 0;
+      payload_store.reserve(payload_store.size() + 4096);
+      while (pending.size() - pos >= 16) {
+        const uint32_t len = static_cast<uint32_t>(GetLe(pending.data() + pos + 12, 4));
+        if (pending.size() - pos < 16 + size_t{len}) break;
+        const InternalId rid = static_cast<InternalId>(GetLe(pending.data() + pos, 4));
+        const uint64_t ext = GetLe(pending.data() + pos + 4, 8);
+        if (rid >= records || (seen > 0 && rid <= last)) {
+          return bad("a record is out of order or past the vectors");
+        }
+        last = rid;
+        ++seen;
+        payload_store.emplace_back(pending.data() + pos + 16, len);
+        pos += 16 + len;
+        writes.push_back({rid, ext, {}});
+        if (writes.size() >= 4096) {
+          for (size_t i = 0; i < writes.size(); ++i) writes[i].payload = payload_store[i];
+          ZOOM_RETURN_IF_ERROR(flush());
+        }
+      }
+      for (size_t i = 0; i < writes.size(); ++i) writes[i].payload = payload_store[i];
+      pending.erase(0, pos);
+      return absl::OkStatus();
+    }));
+    if (!pending.empty()) return bad("the records entry ends inside a record");
+    for (size_t i = 0; i < writes.size(); ++i) writes[i].payload = payload_store[i];
+    ZOOM_RETURN_IF_ERROR(flush());
+    if (seen != points) return bad("the record count differs from the manifest's");
+  }
+  if (index != nullptr) {
+    const std::string path = (fs::path(dir) / index_file).string();
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      ZOOM_RETURN_IF_ERROR(archive.ReadChunks(*index, 1 << 20, [&](const char* p, size_t n) {
+        out.write(p, static_cast<std::streamsize>(n));
+        return out ? absl::OkStatus() : absl::ResourceExhaustedError("cannot write the index");
+      }));
+      out.flush();
+      if (!out) return absl::ResourceExhaustedError("cannot write the index snapshot");
+    }
+    ZOOM_RETURN_IF_ERROR(FsyncPath(path));
+  }
+  CollectionManifest restored;
+  restored.space = id;
+  restored.vectors = vectors_file;
+  restored.snapshot = index_file;
+  restored.snapshot_count = index != nullptr ? snapshot_count : 0;
+  restored.seq = 3;
+  const std::string state = restored.Encode();
+  ZOOM_RETURN_IF_ERROR(metadata->PutState(id, state));
+  storage::CollectionRecord record;
+  record.name = config.name;
+  record.id = id;
+  record.config = config.Encode();
+  record.state = state;
+  return Open(dir, metadata, record, options);
+}
+
+}  // namespace zoom::server

@@ -1,0 +1,122 @@
+#include "server/engine/compactor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/engine/index_builder.h"
+
+namespace zoom::server {
+namespace {
+
+// Raw records (the file's dtype) -> floats, as ReadVectors would give.
+void Decode(storage::DType dtype, const uint8_t* raw, size_t values, float* out) {
+  if (dtype == storage::DType::kFloat32) {
+    std::memcpy(out, raw, values * sizeof(float));
+  } else {
+    for (size_t i = 0; i < values; ++i) out[i] = static_cast<float>(raw[i]);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
+    const std::string& dir, const CompactionPlan& plan, const CollectionConfig& config,
+    const CompactorOptions& options, storage::MetadataStore* metadata,
+    const std::atomic<bool>& stop, const absl::Status& stop_error) {
+  const std::string path = (std::filesystem::path(dir) / plan.vectors_file).string();
+  const storage::VectorStore& src = plan.old->engine->store();
+  const size_t rb = src.record_bytes();
+  const size_t d = config.dim;
+  const uint64_t n = plan.live_ids.size();
+  {
+    // Written with batched syncs (one at the end), then opened as a segment.
+    storage::VectorStoreOptions wopts = options.store;
+    wopts.sync_on_append = false;
+    ZOOM_ASSIGN_OR_RETURN(auto writer,
+                          storage::VectorStore::Create(path, config.dim, config.dtype, wopts));
+    std::vector<float> all;
+    if (plan.rebuild_index) all.resize(n * d);
+    std::vector<uint8_t> raw;
+    std::vector<std::string> payloads;
+    std::vector<storage::RecordWrite> writes;
+    for (uint64_t first = 0; first < n; first += 4096) {
+      if (stop.load()) return stop_error;
+      const uint64_t m = std::min<uint64_t>(4096, n - first);
+      absl::Span<const InternalId> chunk(plan.live_ids.data() + first, m);
+      raw.resize(m * rb);
+      ZOOM_RETURN_IF_ERROR(src.ReadRaw(chunk, raw.data()));
+      if (plan.rebuild_index) Decode(config.dtype, raw.data(), m * d, all.data() + first * d);
+      ZOOM_RETURN_IF_ERROR(writer->Append(raw.data(), m));
+      // A record deleted since the plan has no payload any more: it is
+      // copied as is and killed by CatchUp.
+      ZOOM_RETURN_IF_ERROR(metadata->GetPayloads(plan.old->space, chunk, &payloads));
+      writes.resize(m);
+      for (uint64_t i = 0; i < m; ++i) {
+        writes[i] = {static_cast<InternalId>(first + i), plan.old->ids.External(chunk[i]),
+                     payloads[i]};
+      }
+      ZOOM_RETURN_IF_ERROR(metadata->Commit(plan.space, writes, {}));
+    }
+    ZOOM_RETURN_IF_ERROR(writer->Sync());
+    writer.reset();
+    ZOOM_ASSIGN_OR_RETURN(auto fresh,
+                          Segment::Open(dir, plan.vectors_file, plan.space, /*create=*/false,
+                                        config, options.store, options.engine, *metadata));
+    if (plan.rebuild_index) {
+      // Saved as the new segment's snapshot; CatchUp's records are
+      // replayed after it.
+      ZOOM_ASSIGN_OR_RETURN(auto idx,
+                            BuildIndexOver(config, options.build_threads, *fresh, all.data(), n));
+      all = std::vector<float>();
+      ZOOM_RETURN_IF_ERROR(fresh->engine->SetIndex(std::move(idx)));
+      ZOOM_RETURN_IF_ERROR(fresh->engine->index()->Save(
+          (std::filesystem::path(dir) / plan.snapshot_file).string()));
+    }
+    if (stop.load()) return stop_error;
+    return fresh;
+  }
+}
+
+absl::Status CatchUp(const CompactionPlan& plan, Segment* fresh, storage::MetadataStore* metadata,
+                     uint64_t* added_out, uint64_t* removed_out) {
+  const Segment& old = *plan.old;
+  const uint64_t n = plan.live_ids.size();
+  // (a) Copied records deleted or overwritten since: dead in the new one.
+  std::vector<InternalId> killed;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (old.ids.IsDead(plan.live_ids[i])) killed.push_back(static_cast<InternalId>(i));
+  }
+  // (b) Records added since (live ones): appended to the new one.
+  const uint64_t now_visible = old.ids.visible();
+  std::vector<InternalId> added;
+  for (uint64_t i = plan.visible; i < now_visible; ++i) {
+    if (!old.ids.IsDead(static_cast<InternalId>(i))) added.push_back(static_cast<InternalId>(i));
+  }
+  *added_out = added.size();
+  *removed_out = killed.size();
+  if (killed.empty() && added.empty()) return absl::OkStatus();
+  const size_t d = fresh->engine->dim();
+  std::vector<float> vectors(added.size() * d);
+  std::vector<std::string> payloads;
+  if (!added.empty()) {
+    ZOOM_RETURN_IF_ERROR(old.engine->store().ReadVectors(added, vectors.data()));
+    ZOOM_RETURN_IF_ERROR(metadata->GetPayloads(old.space, added, &payloads));
+  }
+  const uint64_t base = fresh->engine->size();
+  fresh->ids.Reserve(base + added.size());
+  ZOOM_RETURN_IF_ERROR(fresh->engine->Add(vectors.data(), added.size()));
+  std::vector<storage::RecordWrite> adds(added.size());
+  for (size_t i = 0; i < added.size(); ++i) {
+    adds[i] = {static_cast<InternalId>(base + i), old.ids.External(added[i]), payloads[i]};
+  }
+  ZOOM_RETURN_IF_ERROR(metadata->Commit(fresh->space, adds, killed));
+  for (InternalId k : killed) fresh->ids.Kill(k);
+  for (const auto& a : adds) fresh->ids.Set(a.id, a.external_id);
+  fresh->ids.Publish(base + added.size());
+  return absl::OkStatus();
+}
+
+}  // namespace zoom::server

@@ -1,0 +1,67 @@
+// File: server/engine/compactor.h
+//
+// Compaction of a collection's segment: a new segment with only the live
+// records, built without the collection's write lock, then caught up with
+// the writes made meanwhile and switched in by the collection (under it).
+//
+//   1. plan      (write lock, brief)  Collection: the live ids, a new record
+//                                     space and file names, announced in
+//                                     the manifest as pending
+//   2. Copy      (no lock)            each live record read once (raw
+//                                     bytes: appended to the new file and
+//                                     decoded for the index), its payload
+//                                     committed in the new space; the index
+//                                     rebuilt and saved when there was one
+//   3. CatchUp   (write lock)         records deleted or overwritten since
+//                                     die in the new segment, records added
+//                                     since are appended to it
+//   4. switch    (write lock)         Collection: one manifest names the
+//                                     new space, file and snapshot
+#ifndef ZOOM_SERVER_ENGINE_COMPACTOR_H_
+#define ZOOM_SERVER_ENGINE_COMPACTOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/engine/collection_config.h"
+#include "server/engine/segment.h"
+#include "storage/metadata_store.h"
+#include "storage/vector_store.h"
+
+namespace zoom::server {
+
+struct CompactionPlan {
+  std::shared_ptr<Segment> old;
+  uint64_t visible = 0;                // old's records at the plan
+  std::vector<InternalId> live_ids;    // old's live records then, in id order
+  uint32_t space = 0;                  // the new segment's record space
+  std::string vectors_file, snapshot_file;
+  bool rebuild_index = false;          // old has an index and enough points stay
+};
+
+struct CompactorOptions {
+  storage::VectorStoreOptions store;
+  EngineOptions engine;
+  int build_threads = 2;
+};
+
+// Step 2. Stops with `stop_error` once *stop turns true (checked per
+// chunk). On error the caller removes the new files and space.
+absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
+    const std::string& dir, const CompactionPlan& plan, const CollectionConfig& config,
+    const CompactorOptions& options, storage::MetadataStore* metadata,
+    const std::atomic<bool>& stop, const absl::Status& stop_error);
+
+// Step 3, under the collection's write lock (plan.old takes no writes).
+// *added / *removed: records applied.
+absl::Status CatchUp(const CompactionPlan& plan, Segment* fresh, storage::MetadataStore* metadata,
+                     uint64_t* added, uint64_t* removed);
+
+}  // namespace zoom::server
+
+#endif  // ZOOM_SERVER_ENGINE_COMPACTOR_H_

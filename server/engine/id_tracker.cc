@@ -1,0 +1,126 @@
+#include "server/engine/id_tracker.h"
+
+#include <algorithm>
+
+#include "common/status_macros.h"
+
+namespace zoom::server {
+
+IdTracker::IdTracker() : blocks_(new std::atomic<Block*>[kMaxBlocks]) {
+  for (uint32_t i = 0; i < kMaxBlocks; ++i) blocks_[i].store(nullptr, std::memory_order_relaxed);
+}
+
+IdTracker::~IdTracker() {
+  for (uint32_t i = 0; i < kMaxBlocks; ++i) delete blocks_[i].load(std::memory_order_relaxed);
+}
+
+void IdTracker::Reserve(uint64_t n) {
+  for (uint64_t b = 0; b * kBlockSize < n; ++b) {
+    if (blocks_[b].load(std::memory_order_relaxed) == nullptr) {
+      auto* block = new Block();
+      for (auto& w : block->dead) w.store(~uint64_t{0}, std::memory_order_relaxed);
+      blocks_[b].store(block, std::memory_order_release);
+    }
+  }
+  if (n > reserved_.load(std::memory_order_relaxed)) reserved_.store(n, std::memory_order_relaxed);
+}
+
+void IdTracker::Set(InternalId id, uint64_t ext) {
+  Block* block = blocks_[id >> kBlockBits].load(std::memory_order_relaxed);
+  const uint32_t off = id & (kBlockSize - 1);
+  block->ext[off] = ext;
+  block->dead[off / 64].fetch_and(~(uint64_t{1} << (off % 64)), std::memory_order_release);
+  absl::MutexLock m(&map_mu_);
+  auto [it, inserted] = by_external_.try_emplace(ext, id);
+  if (inserted) {
+    live_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    it->second = id;
+  }
+}
+
+void IdTracker::Kill(InternalId id) {
+  Block* block = blocks_[id >> kBlockBits].load(std::memory_order_relaxed);
+  const uint32_t off = id & (kBlockSize - 1);
+  const uint64_t bit = uint64_t{1} << (off % 64);
+  if (block->dead[off / 64].fetch_or(bit, std::memory_order_release) & bit) return;  // was dead
+  absl::MutexLock m(&map_mu_);
+  auto it = by_external_.find(block->ext[off]);
+  if (it != by_external_.end() && it->second == id) {
+    by_external_.erase(it);
+    live_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+bool IdTracker::IsDead(InternalId id) const {
+  const Block* block = blocks_[id >> kBlockBits].load(std::memory_order_acquire);
+  if (block == nullptr) return true;
+  const uint32_t off = id & (kBlockSize - 1);
+  return (block->dead[off / 64].load(std::memory_order_acquire) >> (off % 64)) & 1;
+}
+
+uint64_t IdTracker::External(InternalId id) const {
+  return blocks_[id >> kBlockBits].load(std::memory_order_acquire)->ext[id & (kBlockSize - 1)];
+}
+
+std::optional<InternalId> IdTracker::Find(uint64_t ext) const {
+  absl::ReaderMutexLock m(&map_mu_);
+  auto it = by_external_.find(ext);
+  if (it == by_external_.end()) return std::nullopt;
+  return it->second;
+}
+
+void IdTracker::FindAll(absl::Span<const uint64_t> ext,
+                        std::vector<std::optional<InternalId>>* out) const {
+  out->assign(ext.size(), std::nullopt);
+  absl::ReaderMutexLock m(&map_mu_);
+  for (size_t i = 0; i < ext.size(); ++i) {
+    auto it = by_external_.find(ext[i]);
+    if (it != by_external_.end()) (*out)[i] = it->second;
+  }
+}
+
+std::vector<std::pair<InternalId, uint64_t>> IdTracker::LiveRecords() const {
+  std::vector<std::pair<InternalId, uint64_t>> out;
+  out.reserve(live());
+  const uint64_t v = visible();
+  for (uint64_t i = 0; i < v; ++i) {
+    const InternalId id = static_cast<InternalId>(i);
+    if (!IsDead(id)) out.emplace_back(id, External(id));
+  }
+  return out;
+}
+
+uint64_t IdTracker::Bytes() const {
+  const uint64_t blocks = (reserved_.load(std::memory_order_relaxed) + kBlockSize - 1) / kBlockSize;
+  return kMaxBlocks * sizeof(void*) + blocks * sizeof(Block) + live() * 16;
+}
+
+absl::Status IdTracker::Load(
+    uint64_t records,
+    const std::function<absl::Status(const std::function<absl::Status(InternalId, uint64_t)>&)>&
+        scan,
+    uint64_t* beyond) {
+  Reserve(records);
+  *beyond = 0;
+  ZOOM_RETURN_IF_ERROR(scan([&](InternalId id, uint64_t ext) {
+    if (id >= records) {  // cannot happen with vectors written first; never serve it
+      ++*beyond;
+      return absl::OkStatus();
+    }
+    const std::optional<InternalId> had = Find(ext);
+    if (!had.has_value()) {
+      Set(id, ext);
+    } else if (*had < id) {  // the newer record of the id wins
+      Set(id, ext);
+      Kill(*had);
+    } else if (*had != id) {
+      // An older record of an id seen already: stays dead (never set).
+    }
+    return absl::OkStatus();
+  }));
+  Publish(records);
+  return absl::OkStatus();
+}
+
+}  // namespace zoom::server

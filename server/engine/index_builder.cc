@@ -1,0 +1,148 @@
+#include "server/engine/index_builder.h"
+
+#include <algorithm>
+#include <exception>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "common/vector_limits.h"
+
+namespace zoom::server {
+namespace {
+
+// The index's "bad input" (too few vectors, a vector it cannot train on)
+// is, for a collection, a state that forbids the build, not a bad request.
+absl::Status AsBuildStatus(const absl::Status& st) {
+  if (absl::IsInvalidArgument(st)) return absl::FailedPreconditionError(st.message());
+  return st;
+}
+
+// FailedPrecondition naming the first live point among rows [0, n) that
+// breaks the magnitude rule.
+absl::Status CheckTrainable(const CollectionConfig& config, const Segment& segment,
+                            const float* vectors, uint64_t n) {
+  const size_t d = config.dim;
+  for (uint64_t i = 0; i < n; ++i) {
+    const InternalId id = static_cast<InternalId>(i);
+    if (segment.IsExcluded(id)) continue;
+    const float* v = vectors + i * d;
+    if (VectorMagnitudeOk(config.metric, v, d)) continue;
+    absl::Status why = CheckVectorMagnitude(config.metric, v, d);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "point ", segment.ids.External(id), " cannot be indexed: ", why.message(),
+        " (stored by an older zoomd, before this rule); delete or overwrite it, then build "
+        "again"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildIndexOver(
+    const CollectionConfig& config, int threads, const Segment& segment, const float* vectors,
+    uint64_t n) {
+  try {
+    ZOOM_RETURN_IF_ERROR(CheckTrainable(config, segment, vectors, n));
+    auto idx = index::BuildIndex(config.BuildSpec(threads), vectors, n, &segment);
+    if (!idx.ok()) return AsBuildStatus(idx.status());
+    return std::move(*idx);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of memory building the index over ", n, " points"));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("index build failed: ", e.what()));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
+    const CollectionConfig& config, int threads, const Segment& segment, uint64_t n,
+    std::atomic<double>* progress) {
+  const size_t d = config.dim;
+  std::vector<float> vectors;
+  try {
+    vectors.resize(n * d);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("out of memory reading ", n, " points to build the index"));
+  }
+  std::vector<InternalId> ids;
+  for (uint64_t first = 0; first < n; first += 4096) {
+    const uint64_t m = std::min<uint64_t>(4096, n - first);
+    ids.resize(m);
+    for (uint64_t i = 0; i < m; ++i) ids[i] = static_cast<InternalId>(first + i);
+    ZOOM_RETURN_IF_ERROR(segment.engine->store().ReadVectors(ids, vectors.data() + first * d));
+    *progress = 0.1 * static_cast<double>(first + m) / static_cast<double>(n);
+  }
+  *progress = 0.1;
+  return BuildIndexOver(config, threads, segment, vectors.data(), n);
+}
+
+// ---- MaintenanceTask ---------------------------------------------------------
+
+MaintenanceTask::~MaintenanceTask() { Join(); }
+
+void MaintenanceTask::Join() {
+  absl::MutexLock t(&thread_mu_);
+  if (!thread_.joinable()) return;
+  // The last reference to the owner may go on the job's thread itself (a
+  // WhenDone callback): it is ending, and cannot join itself.
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
+}
+
+bool MaintenanceTask::TryStart(std::function<absl::Status()> work) {
+  bool expected = false;
+  if (!running_.compare_exchange_strong(expected, true)) return false;
+  // The previous thread has ended its work (running_ was false); joining
+  // and replacing it is serialised against other starts and the destructor.
+  absl::MutexLock t(&thread_mu_);
+  if (thread_.joinable()) thread_.join();
+  thread_ = std::thread([this, work = std::move(work)] {
+    absl::Status st = work();
+    std::vector<std::function<void(absl::Status)>> waiters;
+    {
+      absl::MutexLock m(&mu_);
+      status_ = st;
+      running_ = false;
+      done_.SignalAll();
+      waiters.swap(waiters_);
+    }
+    for (auto& done : waiters) done(st);
+  });
+  return true;
+}
+
+void MaintenanceTask::WhenDone(std::function<void(absl::Status)> done) {
+  absl::Status st;
+  {
+    absl::MutexLock m(&mu_);
+    if (running_.load()) {
+      waiters_.push_back(std::move(done));
+      return;
+    }
+    st = status_;
+  }
+  done(st);
+}
+
+absl::Status MaintenanceTask::Wait() {
+  absl::MutexLock m(&mu_);
+  while (running_.load()) done_.Wait(&mu_);
+  return status_;
+}
+
+absl::Status MaintenanceTask::last_status() const {
+  absl::MutexLock m(&mu_);
+  return status_;
+}
+
+void MaintenanceTask::set_last_status(absl::Status st) {
+  absl::MutexLock m(&mu_);
+  status_ = std::move(st);
+}
+
+}  // namespace zoom::server

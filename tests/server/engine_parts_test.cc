@@ -1,0 +1,253 @@
+// Tests of the collection's parts on their own: the key=value text, the
+// manifest (with its golden files), the id tracker and the maintenance task.
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "common/status_macros.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/engine/collection_config.h"
+#include "server/engine/collection_manifest.h"
+#include "server/engine/id_tracker.h"
+#include "server/engine/index_builder.h"
+#include "server/engine/key_value_text.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/test_env.h"
+
+namespace zoom::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::zoom::testing::StatusIs;
+using ::zoom::testing::TestDataPath;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// ---- KeyValueText ------------------------------------------------------------
+
+TEST(KeyValueTextTest, ReadsNumbersStringsAndListsAndKeepsDefaults) {
+  ASSERT_OK_AND_ASSIGN(auto kv, KeyValueText::Parse("a=1\nb=x=y\nl=3,4,5\nbig=5000000000\n",
+                                                    "test"));
+  uint32_t a = 9, missing = 9;
+  ASSERT_OK(kv.Number("a", &a));
+  ASSERT_OK(kv.Number("missing", &missing));
+  EXPECT_EQ(a, 1u);
+  EXPECT_EQ(missing, 9u);  // absent: the default stays
+  EXPECT_EQ(kv.String("b"), "x=y");
+  EXPECT_EQ(kv.String("nope", "fallback"), "fallback");
+  std::vector<uint32_t> l;
+  ASSERT_OK(kv.NumberList("l", &l));
+  EXPECT_THAT(l, ElementsAre(3, 4, 5));
+  uint64_t big64 = 0;
+  ASSERT_OK(kv.Number("big", &big64));
+  EXPECT_EQ(big64, 5000000000u);
+  uint32_t big32 = 0;  // out of range: refused, not truncated
+  EXPECT_THAT(kv.Number("big", &big32), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("big")));
+}
+
+TEST(KeyValueTextTest, MalformedTextIsDataLoss) {
+  EXPECT_THAT(KeyValueText::Parse("a=1\nno equals sign\n", "collection state"),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("collection state")));
+  ASSERT_OK_AND_ASSIGN(auto kv, KeyValueText::Parse("n=12x\nl=1,z\n", "t"));
+  uint64_t n = 0;
+  EXPECT_THAT(kv.Number("n", &n), StatusIs(absl::StatusCode::kDataLoss));
+  std::vector<uint32_t> l;
+  EXPECT_THAT(kv.NumberList("l", &l), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+// ---- CollectionManifest ------------------------------------------------------
+
+// Manifests as the landed format 1 writes them (the first as written
+// before retired_spaces existed), checked in: every later zoomd reads them
+// and writes them byte for byte.
+TEST(CollectionManifestTest, GoldenFilesOfVersion1) {
+  {
+    const std::string text = ReadFile(TestDataPath("golden/collection_manifest_v1.txt"));
+    ASSERT_FALSE(text.empty());
+    ASSERT_OK_AND_ASSIGN(auto m, CollectionManifest::Decode(text, 1));
+    EXPECT_EQ(m.space, 7u);
+    EXPECT_EQ(m.vectors, "vectors-3.zvec");
+    EXPECT_EQ(m.snapshot, "index-4.zidx");
+    EXPECT_EQ(m.snapshot_count, 1200u);
+    EXPECT_EQ(m.seq, 5u);
+    EXPECT_EQ(m.pending_space, 9u);
+    EXPECT_THAT(m.retired_spaces, IsEmpty());
+    EXPECT_EQ(m.Encode(), text);
+  }
+  {
+    const std::string text =
+        ReadFile(TestDataPath("golden/collection_manifest_v1_retired.txt"));
+    ASSERT_FALSE(text.empty());
+    ASSERT_OK_AND_ASSIGN(auto m, CollectionManifest::Decode(text, 1));
+    EXPECT_EQ(m.space, 12u);
+    EXPECT_EQ(m.snapshot, "");
+    EXPECT_EQ(m.pending_space, 0u);
+    EXPECT_THAT(m.retired_spaces, ElementsAre(7, 10));
+    EXPECT_EQ(m.Encode(), text);
+  }
+}
+
+TEST(CollectionManifestTest, RoundTripsAndDefaults) {
+  CollectionManifest m;
+  m.space = 3;
+  m.vectors = "vectors-5.zvec";
+  m.snapshot = "index-6.zidx";
+  m.snapshot_count = 77;
+  m.seq = 8;
+  m.retired_spaces = {1, 2};
+  ASSERT_OK_AND_ASSIGN(auto back, CollectionManifest::Decode(m.Encode(), 99));
+  EXPECT_EQ(back, m);
+  // The oldest states name neither space nor vectors.
+  ASSERT_OK_AND_ASSIGN(auto old, CollectionManifest::Decode("version=1\n", 42));
+  EXPECT_EQ(old.space, 42u);
+  EXPECT_EQ(old.vectors, "vectors-1.zvec");
+  EXPECT_EQ(m.NextFile("index", ".zidx"), "index-8.zidx");
+  EXPECT_EQ(m.seq, 9u);
+}
+
+TEST(CollectionManifestTest, NewerOrHostileStatesAreRefused) {
+  EXPECT_THAT(CollectionManifest::Decode("version=2\nspace=1\n", 1),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("version 2")));
+  EXPECT_THAT(CollectionManifest::Decode("version=1\nvectors=../../etc/passwd\n", 1),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("outside")));
+  EXPECT_THAT(CollectionManifest::Decode("version=1\nsnapshot=/tmp/x\n", 1),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(CollectionManifest::Decode("version=1\nretired_spaces=1,x\n", 1),
+              StatusIs(absl::StatusCode::kDataLoss));
+}
+
+// ---- CollectionConfig --------------------------------------------------------
+
+TEST(CollectionConfigTest, MinIndexPointsAndBuildSpec) {
+  CollectionConfig c;
+  c.name = "c";
+  c.dim = 8;
+  c.metric = Metric::kInnerProduct;
+  c.ApplyDefaults();
+  c.index.kind = index::IndexKind::kHnswPq;
+  EXPECT_EQ(c.MinIndexPoints(), kMinIndexPoints);
+  c.index.kind = index::IndexKind::kIvfHnswPq;
+  c.index.nlist = 1000;
+  EXPECT_EQ(c.MinIndexPoints(), 1000u);
+  const index::IndexSpec spec = c.BuildSpec(3);
+  EXPECT_EQ(spec.dim, 8u);
+  EXPECT_EQ(spec.metric, Metric::kInnerProduct);
+  EXPECT_EQ(spec.build_threads, 3);
+}
+
+// ---- IdTracker ---------------------------------------------------------------
+
+TEST(IdTrackerTest, CommitProtocolKeepsBothDirectionsInStep) {
+  IdTracker t;
+  t.Reserve(3);
+  t.Set(0, 100);
+  t.Set(1, 200);
+  EXPECT_FALSE(t.IsLive(0));  // not published yet
+  t.Publish(2);
+  EXPECT_TRUE(t.IsLive(0));
+  EXPECT_TRUE(t.IsLive(1));
+  EXPECT_FALSE(t.IsLive(2));
+  EXPECT_EQ(t.live(), 2u);
+  // Overwrite 100: the map names the new record at once, the old one dies.
+  t.Set(2, 100);
+  EXPECT_EQ(t.Find(100), std::optional<InternalId>(2));
+  t.Kill(0);
+  t.Publish(3);
+  EXPECT_FALSE(t.IsLive(0));
+  EXPECT_TRUE(t.IsLive(2));
+  EXPECT_EQ(t.live(), 2u);
+  EXPECT_EQ(t.dead(), 1u);
+  EXPECT_EQ(t.Find(100), std::optional<InternalId>(2));
+  // Delete 200; killing twice changes nothing.
+  t.Kill(1);
+  t.Kill(1);
+  EXPECT_EQ(t.Find(200), std::nullopt);
+  EXPECT_EQ(t.live(), 1u);
+  std::vector<std::optional<InternalId>> found;
+  t.FindAll(std::vector<uint64_t>{200, 100, 5}, &found);
+  EXPECT_THAT(found, ElementsAre(std::nullopt, std::optional<InternalId>(2), std::nullopt));
+  EXPECT_THAT(t.LiveRecords(), ElementsAre(std::make_pair(InternalId{2}, uint64_t{100})));
+  EXPECT_GT(t.Bytes(), 0u);
+}
+
+TEST(IdTrackerTest, LoadKeepsTheNewestRecordOfAnIdAndIgnoresRecordsPastTheEnd) {
+  IdTracker t;
+  uint64_t beyond = 0;
+  // Records in any order: 7 at ids 3 and 1 (3 is newer), 8 at 0, one past
+  // the file's end (5 records).
+  const std::vector<std::pair<InternalId, uint64_t>> records = {
+      {3, 7}, {0, 8}, {1, 7}, {9, 11}, {4, 12}};
+  ASSERT_OK(t.Load(
+      5,
+      [&](const std::function<absl::Status(InternalId, uint64_t)>& fn) {
+        for (const auto& [id, ext] : records) ZOOM_RETURN_IF_ERROR(fn(id, ext));
+        return absl::OkStatus();
+      },
+      &beyond));
+  EXPECT_EQ(beyond, 1u);
+  EXPECT_EQ(t.visible(), 5u);
+  EXPECT_EQ(t.live(), 3u);
+  EXPECT_EQ(t.Find(7), std::optional<InternalId>(3));
+  EXPECT_FALSE(t.IsLive(1));
+  EXPECT_FALSE(t.IsLive(2));  // no record at all
+  EXPECT_TRUE(t.IsLive(0));
+  EXPECT_TRUE(t.IsLive(4));
+}
+
+TEST(IdTrackerTest, SpansBlocks) {
+  IdTracker t;
+  const uint64_t n = (1u << 16) + 10;  // past the first block
+  t.Reserve(n);
+  for (uint64_t i = 0; i < n; ++i) t.Set(static_cast<InternalId>(i), i * 3);
+  t.Publish(n);
+  EXPECT_EQ(t.live(), n);
+  EXPECT_EQ(t.External(static_cast<InternalId>(n - 1)), (n - 1) * 3);
+  EXPECT_EQ(t.Find((n - 1) * 3), std::optional<InternalId>(n - 1));
+}
+
+// ---- MaintenanceTask ---------------------------------------------------------
+
+TEST(MaintenanceTaskTest, OneJobAtATimeWithWaitersAndCallbacks) {
+  MaintenanceTask task;
+  EXPECT_OK(task.Wait());  // none ran: OK at once
+  absl::Notification release;
+  ASSERT_TRUE(task.TryStart([&] {
+    release.WaitForNotification();
+    return absl::InternalError("job failed");
+  }));
+  EXPECT_TRUE(task.running());
+  EXPECT_FALSE(task.TryStart([] { return absl::OkStatus(); }));  // one at a time
+  absl::Notification called;
+  absl::Status seen;
+  task.WhenDone([&](absl::Status st) {
+    seen = st;
+    called.Notify();
+  });
+  EXPECT_FALSE(called.HasBeenNotified());  // the job waits for `release`
+  release.Notify();
+  EXPECT_THAT(task.Wait(), StatusIs(absl::StatusCode::kInternal, HasSubstr("job failed")));
+  ASSERT_TRUE(called.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  EXPECT_THAT(seen, StatusIs(absl::StatusCode::kInternal));
+  EXPECT_FALSE(task.running());
+  // Done: a new waiter is called at once, with the last status.
+  bool at_once = false;
+  task.WhenDone([&](absl::Status st) { at_once = !st.ok(); });
+  EXPECT_TRUE(at_once);
+  // And the next job starts.
+  ASSERT_TRUE(task.TryStart([] { return absl::OkStatus(); }));
+  EXPECT_OK(task.Wait());
+  task.Join();
+}
+
+}  // namespace
+}  // namespace zoom::server
