@@ -11,17 +11,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/crc32c.h"
+#include "common/file_system.h"
 
 namespace zoom {
 namespace {
 
-absl::Status ErrnoError(int err, const std::string& what) {
-  const std::string msg = absl::StrCat(what, ": ", std::strerror(err));
-  if (err == ENOSPC || err == EDQUOT || err == EFBIG) return absl::ResourceExhaustedError(msg);
-  if (err == ENOENT) return absl::NotFoundError(msg);
-  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
-  return absl::InternalError(msg);
-}
+absl::Status ErrnoError(int err, const std::string& what) { return FileErrorToStatus(err, what); }
 
 }  // namespace
 
@@ -43,45 +38,11 @@ BinaryWriter::BinaryWriter(std::string_view magic8, uint16_t major,
   Put(minor);
 }
 
-absl::Status BinaryWriter::Commit(const std::string& path) {
+absl::Status BinaryWriter::Commit(const std::string& path, FileSystem* fs) {
   const uint32_t crc = Crc32c(buf_.data(), buf_.size());
   std::string data = buf_;
   data.append(reinterpret_cast<const char*>(&crc), sizeof(crc));
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError(errno, absl::StrCat("create ", tmp));
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return ErrnoError(err, absl::StrCat("write ", tmp));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return ErrnoError(err, absl::StrCat("fsync ", tmp));
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return ErrnoError(err, absl::StrCat("rename ", tmp, " -> ", path));
-  }
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::string dir = parent.empty() ? std::string(1, '.') : parent.string();
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(fs != nullptr ? *fs : *FileSystem::Posix(), path, data);
 }
 
 absl::StatusOr<BinaryReader> BinaryReader::Open(const std::string& path,

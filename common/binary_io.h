@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/file_system.h"
 
 namespace zoom {
 
@@ -53,10 +54,10 @@ class BinaryWriter {
   }
   size_t size() const { return buf_.size(); }
 
-  // Appends the CRC and writes the file atomically (path.tmp, fsync,
-  // rename, fsync of the directory). ResourceExhausted on a full disk, and
-  // then the old file (if any) is untouched.
-  absl::Status Commit(const std::string& path);
+  // Appends the CRC and writes the file atomically through `fs` (default:
+  // POSIX; see WriteFileAtomically). ResourceExhausted on a full disk,
+  // DataLoss on EIO, and then the old file (if any) is untouched.
+  absl::Status Commit(const std::string& path, FileSystem* fs = nullptr);
 
  private:
   std::string buf_;

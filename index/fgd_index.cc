@@ -416,7 +416,7 @@ absl::Status FgdIndex::SearchExact(const float* contexts, size_t n, const FgdSea
 // File body after the binary_io header, version 1.0:
 //   u32 V | u32 d | f32 U² | u32 M | u32 ef_construction | u64 seed |
 //   u64 V·(d+2), f32 rows[V·(d+2)] | HNSW graph (HnswGraph::Save)
-absl::Status FgdIndex::Save(const std::string& path) const {
+absl::Status FgdIndex::Save(const std::string& path, FileSystem* fs) const {
   BinaryWriter w(kFgdMagic, kFgdMajorVersion, kFgdMinorVersion);
   w.Put<uint32_t>(vocab_);
   w.Put<uint32_t>(dim_);
@@ -426,7 +426,7 @@ absl::Status FgdIndex::Save(const std::string& path) const {
   w.Put<uint64_t>(options_.hnsw.seed);
   w.PutVector(data_);
   graph_->Save(w);
-  return w.Commit(path);
+  return w.Commit(path, fs);
 }
 
 absl::StatusOr<std::unique_ptr<FgdIndex>> FgdIndex::Load(const std::string& path) {

@@ -46,6 +46,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/file_system.h"
 #include "common/query_stats.h"
 #include "index/hnsw_graph.h"
 
@@ -86,7 +87,7 @@ class FgdIndex {
                                                          uint32_t vocab, uint32_t dim,
                                                          const FgdOptions& options);
   static absl::StatusOr<std::unique_ptr<FgdIndex>> Load(const std::string& path);
-  absl::Status Save(const std::string& path) const;
+  absl::Status Save(const std::string& path, FileSystem* fs = nullptr) const;
   ~FgdIndex();
 
   uint32_t vocab_size() const { return vocab_; }

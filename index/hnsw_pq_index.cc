@@ -90,7 +90,7 @@ class HnswPqIndex final : public VectorIndex {
     return codes_.ResidentBytes() + graph_.ResidentBytes() + pq_.ResidentBytes();
   }
 
-  absl::Status Save(const std::string& path) const override {
+  absl::Status Save(const std::string& path, FileSystem* fs = nullptr) const override {
     BinaryWriter w(kIndexMagic, kIndexMajorVersion, kIndexMinorVersion);
     SaveSpec(w, spec_);
     pq_.Save(w);
@@ -99,7 +99,7 @@ class HnswPqIndex final : public VectorIndex {
     for (uint64_t i = 0; i < n; ++i) w.PutBytes(codes_.Row(i), pq_.code_size());
     graph_.Save(w);
     SaveSpecTail(w, spec_);
-    return w.Commit(path);
+    return w.Commit(path, fs);
   }
 
   absl::Status LoadBody(BinaryReader& r, const LoadIndexOptions& options) {

@@ -272,7 +272,7 @@ class IvfHnswPqIndex final : public VectorIndex {
     return bytes;
   }
 
-  absl::Status Save(const std::string& path) const override {
+  absl::Status Save(const std::string& path, FileSystem* fs = nullptr) const override {
     BinaryWriter w(kIndexMagic, kIndexMajorVersion, kIndexMinorVersion);
     SaveSpec(w, spec_);
     pq_.Save(w);
@@ -291,7 +291,7 @@ class IvfHnswPqIndex final : public VectorIndex {
       }
     }
     SaveSpecTail(w, spec_);
-    return w.Commit(path);
+    return w.Commit(path, fs);
   }
 
   absl::Status LoadBody(BinaryReader& r) {

@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/file_system.h"
 #include "common/metric.h"
 #include "common/query_stats.h"
 #include "index/hnsw_graph.h"
@@ -97,8 +98,9 @@ class VectorIndex {
   // codebooks.
   virtual uint64_t ResidentBytes() const = 0;
 
-  // Writes the index to `path` atomically (versioned, checksummed).
-  virtual absl::Status Save(const std::string& path) const = 0;
+  // Writes the index to `path` atomically (versioned, checksummed), through
+  // `fs` (null: POSIX).
+  virtual absl::Status Save(const std::string& path, FileSystem* fs = nullptr) const = 0;
 };
 
 // Trains and builds an index of `spec` over n vectors (n * spec.dim floats).

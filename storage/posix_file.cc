@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/aligned_buffer.h"
+#include "common/file_system.h"
 #include "common/logging.h"
 
 namespace zoom::storage {
@@ -21,24 +22,7 @@ void FileDescriptor::Reset() {
 }
 
 absl::Status ErrnoStatus(int err, absl::string_view context) {
-  const std::string msg = absl::StrCat(context, ": ", std::strerror(err));
-  switch (err) {
-    case EIO:
-      return absl::DataLossError(msg);
-    case ENOSPC:
-    case EDQUOT:
-    case EFBIG:  // the file-size limit (RLIMIT_FSIZE, file system maximum)
-      return absl::ResourceExhaustedError(msg);
-    case ENOENT:
-      return absl::NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(msg);
-    case EINVAL:
-      return absl::InvalidArgumentError(msg);
-    default:
-      return absl::Status(absl::ErrnoToStatusCode(err), msg);
-  }
+  return FileErrorToStatus(err, context);
 }
 
 size_t DirectIoAlignment(int fd) {

@@ -46,9 +46,8 @@ class FileDescriptor {
 };
 
 // The Status for errno value `err`, with `context` (e.g. "pread foo.vec")
-// and strerror in the message. EIO -> DataLoss, ENOSPC/EDQUOT ->
-// ResourceExhausted, ENOENT -> NotFound, EACCES/EPERM -> PermissionDenied,
-// EINVAL -> InvalidArgument, others as absl::ErrnoToStatusCode.
+// and strerror in the message: common/file_system.h's ErrnoToStatus (the
+// one mapping).
 absl::Status ErrnoStatus(int err, absl::string_view context);
 
 // A file opened for reading, possibly with O_DIRECT.

@@ -53,12 +53,13 @@ std::string Sha256::Hex(const std::array<uint8_t, 32>& digest) {
 
 // ---- ArchiveWriter ------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(const std::string& path) {
+absl::StatusOr<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(const std::string& path,
+                                                                     FileSystem* fs) {
   std::unique_ptr<ArchiveWriter> w(new ArchiveWriter());
   w->path_ = path;
   w->tmp_ = path + ".tmp";
-  w->fd_ = ::open(w->tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-  if (w->fd_ < 0) return ErrnoStatus(errno, absl::StrCat("create ", w->tmp_));
+  w->fs_ = fs != nullptr ? fs : FileSystem::Posix();
+  ZOOM_ASSIGN_OR_RETURN(w->file_, w->fs_->Open(w->tmp_, FileSystem::Mode::kTruncate));
   std::string header(kSnapshotMagic, 8);
   PutLe(&header, kSnapshotMajor, 2);
   PutLe(&header, kSnapshotMinor, 2);
@@ -68,11 +69,8 @@ absl::StatusOr<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(const std::
 }
 
 ArchiveWriter::~ArchiveWriter() {
-  if (fd_ >= 0) ::close(fd_);
-  if (!finished_) {
-    std::error_code ec;
-    std::filesystem::remove(tmp_, ec);
-  }
+  file_.reset();
+  if (!finished_ && fs_ != nullptr) fs_->Remove(tmp_).IgnoreError();
 }
 
 absl::Status ArchiveWriter::WriteRaw(const void* data, size_t n) {
@@ -85,13 +83,8 @@ absl::Status ArchiveWriter::WriteRaw(const void* data, size_t n) {
 }
 
 absl::Status ArchiveWriter::Flush() {
-  size_t done = 0;
-  while (done < buffer_.size()) {
-    const ssize_t n = ::write(fd_, buffer_.data() + done, buffer_.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, absl::StrCat("write ", tmp_));
-    done += static_cast<size_t>(n);
-  }
+  ZOOM_RETURN_IF_ERROR(file_->PWrite(written_, buffer_.data(), buffer_.size()));
+  written_ += buffer_.size();
   buffer_.clear();
   return absl::OkStatus();
 }
@@ -148,21 +141,12 @@ absl::Status ArchiveWriter::Finish() {
   offset_ += trailer.size();
   buffer_.append(trailer);
   ZOOM_RETURN_IF_ERROR(Flush());
-  if (::fsync(fd_) != 0) return ErrnoStatus(errno, absl::StrCat("fsync ", tmp_));
-  ::close(fd_);
-  fd_ = -1;
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("rename ", tmp_));
-  }
-  const std::string dir = std::filesystem::path(path_).parent_path().string();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    const int rc = ::fsync(dfd);
-    const int err = errno;
-    ::close(dfd);
-    if (rc != 0) return ErrnoStatus(err, absl::StrCat("fsync directory ", dir));
-  }
-  finished_ = true;
+  ZOOM_RETURN_IF_ERROR(file_->Sync());
+  ZOOM_RETURN_IF_ERROR(file_->Close());
+  file_.reset();
+  ZOOM_RETURN_IF_ERROR(fs_->Rename(tmp_, path_));
+  finished_ = true;  // renamed: the destructor leaves it
+  ZOOM_RETURN_IF_ERROR(fs_->SyncDir(ParentDir(path_)));
   file_sha256_ = Sha256::Hex(file_hash_.Final());
   return absl::OkStatus();
 }

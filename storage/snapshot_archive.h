@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/file_system.h"
 
 namespace zoom::storage {
 
@@ -55,7 +56,9 @@ class Sha256 {
 
 class ArchiveWriter {
  public:
-  static absl::StatusOr<std::unique_ptr<ArchiveWriter>> Create(const std::string& path);
+  // Writes through `fs` (null: POSIX).
+  static absl::StatusOr<std::unique_ptr<ArchiveWriter>> Create(const std::string& path,
+                                                               FileSystem* fs = nullptr);
   ~ArchiveWriter();  // without Finish: removes PATH.tmp
 
   // A whole entry.
@@ -77,7 +80,9 @@ class ArchiveWriter {
   absl::Status Flush();
 
   std::string path_, tmp_;
-  int fd_ = -1;
+  FileSystem* fs_ = nullptr;
+  std::unique_ptr<File> file_;
+  uint64_t written_ = 0;  // bytes of the file written (the buffer excluded)
   std::string buffer_;
   uint64_t offset_ = 0;
   bool in_entry_ = false;

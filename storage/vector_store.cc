@@ -66,60 +66,8 @@ Layout ComputeLayout(uint32_t dim, DType dtype) {
   return l;
 }
 
-absl::Status PwriteAll(int fd, const void* data, size_t len, uint64_t off,
-                       const std::string& path) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  size_t done = 0;
-  while (done < len) {
-    const ssize_t n = ::pwrite(fd, p + done, len - done,
-                               static_cast<off_t>(off + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, absl::StrCat("write ", path));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status PreadAll(int fd, void* data, size_t len, uint64_t off,
-                      const std::string& path) {
-  auto* p = static_cast<uint8_t*>(data);
-  size_t done = 0;
-  while (done < len) {
-    const ssize_t n =
-        ::pread(fd, p + done, len - done, static_cast<off_t>(off + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(errno, absl::StrCat("read ", path));
-    }
-    if (n == 0) {
-      return absl::DataLossError(absl::StrCat(
-          path, ": truncated: wanted ", len, " bytes at offset ", off,
-          ", the file ends after ", done));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status SyncFd(int fd, const std::string& path) {
-  if (::fdatasync(fd) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("fdatasync ", path));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status SyncParentDir(const std::string& path) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::string dir = parent.empty() ? std::string(1, '.') : parent.string();
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open dir ", dir));
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoStatus(err, absl::StrCat("fsync dir ", dir));
-  return absl::OkStatus();
+FileSystem& FsOf(const VectorStoreOptions& options) {
+  return options.file_system != nullptr ? *options.file_system : *FileSystem::Posix();
 }
 
 // Per-thread buffers of ReadImpl, reused so the hot path does not allocate.
@@ -177,17 +125,17 @@ absl::StatusOr<std::unique_ptr<VectorStore>> VectorStore::Create(
         absl::StrCat("dimension ", dim, " out of range 1..", 1u << 20));
   }
   ZOOM_RETURN_IF_ERROR(options.reader.Validate());
-  const int fd =
-      ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == EEXIST) {
+  FileSystem& fs = FsOf(options);
+  auto file = fs.Open(path, FileSystem::Mode::kCreateNew);
+  if (!file.ok()) {
+    if (absl::IsAlreadyExists(file.status())) {
       return absl::AlreadyExistsError(
           absl::StrCat(path, " already exists; Open it instead"));
     }
-    return ErrnoStatus(errno, absl::StrCat("create ", path));
+    return file.status();
   }
   std::unique_ptr<VectorStore> s(new VectorStore());
-  s->write_fd_ = FileDescriptor(fd);
+  s->file_ = std::move(*file);
   s->path_ = path;
   s->options_ = options;
   s->dim_ = dim;
@@ -198,9 +146,10 @@ absl::StatusOr<std::unique_ptr<VectorStore>> VectorStore::Create(
   s->record_span_ = l.record_span;
   s->data_offset_ = kHeaderBytes;
   absl::Status st = s->WriteHeader(0, 0);
-  if (st.ok()) st = SyncParentDir(path);
+  if (st.ok()) st = fs.SyncDir(ParentDir(path));
   if (!st.ok()) {
-    ::unlink(path.c_str());
+    s->file_.reset();
+    fs.Remove(path).IgnoreError();
     return st;
   }
   ZOOM_ASSIGN_OR_RETURN(s->reader_, options.reader_factory
@@ -212,20 +161,23 @@ absl::StatusOr<std::unique_ptr<VectorStore>> VectorStore::Create(
 absl::StatusOr<std::unique_ptr<VectorStore>> VectorStore::Open(
     const std::string& path, const VectorStoreOptions& options) {
   ZOOM_RETURN_IF_ERROR(options.reader.Validate());
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0 && (errno == EACCES || errno == EROFS)) {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // read-only store
+  FileSystem& fs = FsOf(options);
+  bool read_only = false;
+  auto opened = fs.Open(path, FileSystem::Mode::kReadWrite);
+  if (!opened.ok() && absl::IsPermissionDenied(opened.status())) {
+    opened = fs.Open(path, FileSystem::Mode::kReadOnly);  // a read-only store
+    read_only = true;
   }
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path));
-  FileDescriptor file(fd);
-  ZOOM_ASSIGN_OR_RETURN(uint64_t size, FileSize(fd, path));
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<File> file = std::move(*opened);
+  ZOOM_ASSIGN_OR_RETURN(uint64_t size, file->Size());
   if (size < kHeaderBytes) {
     return absl::DataLossError(absl::StrCat(
         path, ": truncated: ", size, " bytes is shorter than the ",
         kHeaderBytes, "-byte header"));
   }
   uint8_t h[kHeaderBytes];
-  ZOOM_RETURN_IF_ERROR(PreadAll(fd, h, kHeaderBytes, 0, path));
+  ZOOM_RETURN_IF_ERROR(file->PRead(0, h, kHeaderBytes));
   if (std::memcmp(h + kOffMagic, kMagic, sizeof(kMagic)) != 0) {
     return absl::DataLossError(
         absl::StrCat(path, ": not a zoomd vector store (bad magic)"));
@@ -285,7 +237,8 @@ absl::StatusOr<std::unique_ptr<VectorStore>> VectorStore::Open(
   s->count_.store(count);
   s->pending_count_ = count;
   s->committed_crc_ = s->pending_crc_ = Get<uint32_t>(h, kOffDataCrc);
-  s->write_fd_ = std::move(file);
+  s->file_ = std::move(file);
+  s->read_only_ = read_only;
   ZOOM_ASSIGN_OR_RETURN(s->reader_, options.reader_factory
                                             ? options.reader_factory(path, options.reader)
                                             : MakeBlockReader(path, options.reader));
@@ -309,13 +262,13 @@ absl::Status VectorStore::WriteHeader(uint64_t count, uint32_t data_crc) {
   Put<uint32_t>(h, kOffDataCrc, data_crc);
   Put<uint64_t>(h, kOffDataOffset, data_offset_);
   Put<uint32_t>(h, kOffHeaderCrc, Crc32c(h, kOffHeaderCrc));
-  ZOOM_RETURN_IF_ERROR(PwriteAll(write_fd_.get(), h, sizeof(h), 0, path_));
-  return SyncFd(write_fd_.get(), path_);
+  ZOOM_RETURN_IF_ERROR(file_->PWrite(0, h, sizeof(h)));
+  return file_->Sync();
 }
 
 absl::Status VectorStore::Append(const void* data, size_t n) {
   if (n == 0) return absl::OkStatus();
-  if (!write_fd_.valid()) {
+  if (read_only_) {
     return absl::FailedPreconditionError(
         absl::StrCat(path_, " is open read-only"));
   }
@@ -345,8 +298,7 @@ absl::Status VectorStore::Append(const void* data, size_t n) {
     }
     // Nothing is committed until the header moves: a failure here leaves a
     // tail that Open ignores and the next Append overwrites.
-    ZOOM_RETURN_IF_ERROR(
-        PwriteAll(write_fd_.get(), region.data(), region.size(), begin, path_));
+    ZOOM_RETURN_IF_ERROR(file_->PWrite(begin, region.data(), region.size()));
     done += m;
     next += m;
   }
@@ -358,7 +310,7 @@ absl::Status VectorStore::Append(const void* data, size_t n) {
 
 absl::Status VectorStore::Sync() {
   if (pending_count_ == count()) return absl::OkStatus();
-  absl::Status st = SyncFd(write_fd_.get(), path_);
+  absl::Status st = file_->Sync();
   if (st.ok()) st = WriteHeader(pending_count_, pending_crc_);
   if (!st.ok()) {
     // Roll back to the committed state; the tail will be overwritten.
@@ -498,7 +450,6 @@ absl::Status VectorStore::ReadRaw(absl::Span<const InternalId> ids, void* out,
 
 absl::Status VectorStore::VerifyData() const {
   const uint64_t committed = count();
-  const int fd = write_fd_.get();
   uint32_t crc = 0;
   constexpr uint64_t kChunkRecords = 8192;
   std::vector<uint8_t> buf;
@@ -507,7 +458,7 @@ absl::Status VectorStore::VerifyData() const {
     const uint64_t begin = RecordOffset(static_cast<InternalId>(first));
     const uint64_t end = EndOffset(first + m);
     buf.resize(end - begin);
-    ZOOM_RETURN_IF_ERROR(PreadAll(fd, buf.data(), buf.size(), begin, path_));
+    ZOOM_RETURN_IF_ERROR(file_->PRead(begin, buf.data(), buf.size()));
     for (uint64_t i = 0; i < m; ++i) {
       const uint64_t off = RecordOffset(static_cast<InternalId>(first + i));
       crc = Crc32cExtend(crc, buf.data() + (off - begin), record_bytes_);

@@ -53,6 +53,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "common/file_system.h"
 #include "common/ids.h"
 #include "common/query_stats.h"
 #include "storage/block_reader.h"
@@ -76,6 +77,9 @@ struct VectorStoreOptions {
   std::function<absl::StatusOr<std::unique_ptr<BlockReader>>(
       const std::string& path, const BlockReaderOptions& options)>
       reader_factory;
+  // What the header and records are written through (null: POSIX). Tests
+  // inject write faults here.
+  FileSystem* file_system = nullptr;
 };
 
 class VectorStore {
@@ -159,8 +163,10 @@ class VectorStore {
   uint32_t record_span_ = 0;
   uint64_t data_offset_ = kHeaderBytes;
   std::atomic<uint64_t> count_{0};
-  // Writer state (single writer).
-  FileDescriptor write_fd_;
+  // Writer state (single writer). The file the header and records are
+  // written through (and verified from); the fullview reads via reader_.
+  std::unique_ptr<File> file_;
+  bool read_only_ = false;
   uint64_t pending_count_ = 0;  // appended, maybe not yet synced
   uint32_t pending_crc_ = 0;
   uint32_t committed_crc_ = 0;

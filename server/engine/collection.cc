@@ -197,7 +197,7 @@ absl::Status Collection::SaveSnapshotLocked() {
   const CollectionManifest before = manifest_;
   const std::string name = manifest_.NextFile("index", ".zidx");
   const std::string path = (fs::path(dir_) / name).string();
-  ZOOM_RETURN_IF_ERROR(idx->Save(path));
+  ZOOM_RETURN_IF_ERROR(idx->Save(path, options_.store.file_system));
   manifest_.snapshot = name;
   manifest_.snapshot_count = idx->size();
   if (absl::Status st = SaveManifestLocked(); !st.ok()) {

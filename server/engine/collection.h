@@ -67,6 +67,8 @@ const char* IndexStateName(IndexState state);
 
 struct CollectionOptions {
   EngineOptions engine;
+  // store.file_system is what every file of the collection is written
+  // through (vector files, index snapshots, snapshot archives).
   storage::VectorStoreOptions store;
   // An unindexed collection starts a build by itself once it holds this
   // many live points (0: never).

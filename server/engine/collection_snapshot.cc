@@ -30,15 +30,6 @@ namespace {
 
 constexpr uint32_t kSnapshotManifestVersion = 1;
 
-absl::Status FsyncPath(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path, " to sync it"));
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return absl::InternalError(absl::StrCat("cannot sync ", path));
-  return absl::OkStatus();
-}
-
 constexpr auto PutLe = PutLittleEndian;
 constexpr auto GetLe = GetLittleEndian;
 
@@ -84,7 +75,7 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
   SnapshotStats stats;
   {
     // 2. The copy, without the lock.
-    ZOOM_ASSIGN_OR_RETURN(auto writer, storage::ArchiveWriter::Create(path));
+    ZOOM_ASSIGN_OR_RETURN(auto writer, storage::ArchiveWriter::Create(path, options_.store.file_system));
     const storage::VectorStore& store = gen->engine->store();
     st = writer->Add("manifest",
                      absl::StrCat("format=", kSnapshotManifestVersion, "\ncollection=", config_.name,
@@ -276,16 +267,17 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
   }
   if (index != nullptr) {
     const std::string path = (fs::path(dir) / index_file).string();
-    {
-      std::ofstream out(path, std::ios::binary | std::ios::trunc);
-      ZOOM_RETURN_IF_ERROR(archive.ReadChunks(*index, 1 << 20, [&](const char* p, size_t n) {
-        out.write(p, static_cast<std::streamsize>(n));
-        return out ? absl::OkStatus() : absl::ResourceExhaustedError("cannot write the index");
-      }));
-      out.flush();
-      if (!out) return absl::ResourceExhaustedError("cannot write the index snapshot");
-    }
-    ZOOM_RETURN_IF_ERROR(FsyncPath(path));
+    FileSystem& files = options.store.file_system != nullptr ? *options.store.file_system
+                                                             : *FileSystem::Posix();
+    ZOOM_ASSIGN_OR_RETURN(auto out, files.Open(path, FileSystem::Mode::kTruncate));
+    uint64_t at = 0;
+    ZOOM_RETURN_IF_ERROR(archive.ReadChunks(*index, 1 << 20, [&](const char* p, size_t n) {
+      ZOOM_RETURN_IF_ERROR(out->PWrite(at, p, n));
+      at += n;
+      return absl::OkStatus();
+    }));
+    ZOOM_RETURN_IF_ERROR(out->Sync());
+    ZOOM_RETURN_IF_ERROR(out->Close());
   }
   CollectionManifest restored;
   restored.space = id;

@@ -73,7 +73,7 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
       all = std::vector<float>();
       ZOOM_RETURN_IF_ERROR(fresh->engine->SetIndex(std::move(idx)));
       ZOOM_RETURN_IF_ERROR(fresh->engine->index()->Save(
-          (std::filesystem::path(dir) / plan.snapshot_file).string()));
+          (std::filesystem::path(dir) / plan.snapshot_file).string(), options.store.file_system));
     }
     if (stop.load()) return stop_error;
     return fresh;

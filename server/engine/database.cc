@@ -271,8 +271,13 @@ absl::StatusOr<SnapshotInfo> Database::CreateSnapshot(const std::string& collect
   info.records = stats.records;
   info.sha256 = stats.sha256;
   {
-    std::ofstream out((dir / (info.name + ".info")).string(), std::ios::trunc);
-    out << InfoText(info);
+    FileSystem* files = options_.collection.store.file_system;
+    absl::Status st = WriteFileAtomically(files != nullptr ? *files : *FileSystem::Posix(),
+                                          (dir / (info.name + ".info")).string(), InfoText(info));
+    if (!st.ok()) {  // an archive without its .info is never listed: remove it
+      fs::remove(path, ec);
+      return st;
+    }
   }
   ZOOM_LOG(INFO, "collection ", collection, ": snapshot ", info.name, " (", info.points,
            " points, ", info.bytes, " bytes)");

@@ -13,10 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pread_block_reader.h"
 #include "tests/testing/fault_injecting_block_reader.h"
+#include "tests/testing/fault_injecting_file_system.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_env.h"
 
@@ -359,6 +361,57 @@ TEST(VectorStoreTest, UnsyncedAppendsBecomeVisibleAtSync) {
   EXPECT_EQ(s->count(), 0u);
   ASSERT_OK(s->Sync());
   ExpectGolden(*s, 10);
+}
+
+
+// Every write of an Append can fail (EIO, a full disk, a write cut short,
+// a failed fdatasync of the records or of the header): the Append reports
+// it, nothing past the committed count is served, the next Append
+// overwrites the torn tail, and a reopen finds exactly what was committed.
+TEST(VectorStoreTest, WriteFaultsLoseNothingCommittedAndServeNothingHalfWritten) {
+  using Op = FaultInjectingFileSystem::Op;
+  constexpr uint32_t kDim = 100;
+  const auto recs = GoldenRecords(400, kDim, DType::kFloat32);
+  const size_t rb = kDim * sizeof(float);
+  TempDir tmp;
+  const std::string path = tmp.File("faults.zvec");
+  FaultInjectingFileSystem faulty;
+  VectorStoreOptions options;
+  options.file_system = &faulty;
+  ASSERT_OK_AND_ASSIGN(auto s, VectorStore::Create(path, kDim, DType::kFloat32, options));
+  ASSERT_OK(s->Append(recs.data(), 100));
+  struct Case {
+    FaultInjectingFileSystem::Fault fault;
+    absl::StatusCode code;
+  };
+  // An Append is: the records' write, their fdatasync, the header's write,
+  // its fdatasync.
+  const Case cases[] = {
+      {{Op::kWrite, "faults", 0, EIO}, absl::StatusCode::kDataLoss},
+      {{Op::kWrite, "faults", 0, ENOSPC, /*short_write=*/true}, absl::StatusCode::kResourceExhausted},
+      {{Op::kSync, "faults", 0, EIO}, absl::StatusCode::kDataLoss},
+      {{Op::kWrite, "faults", /*skip=*/1, ENOSPC}, absl::StatusCode::kResourceExhausted},
+      {{Op::kSync, "faults", /*skip=*/1, EIO}, absl::StatusCode::kDataLoss},
+  };
+  uint32_t committed = 100;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat("op ", static_cast<int>(c.fault.op), " skip ", c.fault.skip));
+    faulty.Inject(c.fault);
+    EXPECT_THAT(s->Append(recs.data() + size_t{committed} * rb, 50),
+                StatusIs(c.code, HasSubstr("injected")));
+    faulty.Clear();
+    EXPECT_EQ(s->count(), committed);  // nothing half-written is served
+    std::vector<float> out(kDim);
+    EXPECT_THAT(s->ReadVectors(std::vector<InternalId>{committed}, out.data()),
+                StatusIs(absl::StatusCode::kOutOfRange));
+    // The next Append takes the same place.
+    ASSERT_OK(s->Append(recs.data() + size_t{committed} * rb, 50));
+    committed += 50;
+    ExpectGolden(*s, committed);
+  }
+  s.reset();
+  ASSERT_OK_AND_ASSIGN(s, VectorStore::Open(path));
+  ExpectGolden(*s, committed);
 }
 
 }  // namespace
