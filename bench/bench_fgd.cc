@@ -34,6 +34,7 @@
 #include "cblas.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/decoder_client.h"
 #include "client/zoom_client.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
@@ -449,17 +450,9 @@ absl::Status RunFgd(Reporter& rep) {
     so.models_dir = model_path.parent_path().string();
     server::ZoomServer srv(so);
     ZOOM_RETURN_IF_ERROR(srv.Start());
-    auto channel = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", srv.grpc_port()))->channel();
-    auto stub = v1::Decoder::NewStub(channel);
-    {
-      grpc::ClientContext ctx;
-      v1::LoadModelRequest req;
-      req.set_name("lm");
-      req.set_dir(model_path.filename().string());
-      req.set_wait(true);
-      v1::LoadModelResponse resp;
-      ZOOM_RETURN_IF_ERROR(client::FromGrpc(stub->LoadModel(&ctx, req, &resp)));
-    }
+    auto decoder = client::DecoderClient::Connect(absl::StrCat("127.0.0.1:", srv.grpc_port()));
+    ZOOM_RETURN_IF_ERROR(
+        decoder->LoadModel("lm", model_path.filename().string(), /*wait=*/true).status());
     const size_t n_rpc = std::min<size_t>(ev.n, 2000);
     auto make = [&](size_t i) {
       v1::TopKRequest req;
@@ -473,22 +466,15 @@ absl::Status RunFgd(Reporter& rep) {
     Stopwatch uw;
     size_t agree = 0;
     for (size_t i = 0; i < n_rpc; ++i) {
-      grpc::ClientContext ctx;
-      v1::TopKResponse resp;
-      ZOOM_RETURN_IF_ERROR(client::FromGrpc(stub->TopK(&ctx, make(i), &resp)));
+      ZOOM_ASSIGN_OR_RETURN(v1::TopKResponse resp, decoder->TopK(make(i)));
       agree += resp.results(0).ids(0) == fgd_results[i].ids[0];
     }
     const double unary_us = uw.ElapsedMicros() / n_rpc;
     Stopwatch bw;
     {
-      grpc::ClientContext ctx;
-      auto stream = stub->StreamTopK(&ctx);
-      v1::TopKResponse resp;
-      for (size_t i = 0; i < n_rpc; ++i) {
-        if (!stream->Write(make(i)) || !stream->Read(&resp)) break;
-      }
-      stream->WritesDone();
-      ZOOM_RETURN_IF_ERROR(client::FromGrpc(stream->Finish()));
+      auto stream = decoder->OpenStream();
+      for (size_t i = 0; i < n_rpc; ++i) ZOOM_RETURN_IF_ERROR(stream->Step(make(i)).status());
+      ZOOM_RETURN_IF_ERROR(stream->Finish());
     }
     const double stream_us = bw.ElapsedMicros() / n_rpc;
     std::printf("\n(5) through gRPC on loopback, batch 1, k = 10, ef = %u, %zu contexts\n",

@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/decoder_client.h"
 #include "client/zoom_client.h"
 #include "common/binary_io.h"
 #include "common/json.h"
@@ -776,7 +777,7 @@ class TopKSource : public RequestSource {
  public:
   TopKSource(std::shared_ptr<grpc::Channel> channel, const Options& options,
              const TopKData* data)
-      : stub_(v1::Decoder::NewStub(channel)), options_(options), data_(data) {}
+      : decoder_(std::move(channel), client::ClientOptions()), options_(options), data_(data) {}
 
   void Start(uint64_t seq, std::function<void(const Outcome&)> done) override {
     struct Call {
@@ -794,7 +795,7 @@ class TopKSource : public RequestSource {
     call->request.set_exact(options_.exact);
     call->context.set_deadline(std::chrono::system_clock::now() +
                                absl::ToChronoMilliseconds(options_.timeout));
-    stub_->async()->TopK(&call->context, &call->request, &call->response,
+    decoder_.stub().async()->TopK(&call->context, &call->request, &call->response,
                          [this, call, c, done = std::move(done)](grpc::Status status) {
                            Outcome o;
                            o.op = "topk";
@@ -823,7 +824,7 @@ class TopKSource : public RequestSource {
     return static_cast<double>(found.size()) / k;
   }
 
-  std::unique_ptr<v1::Decoder::Stub> stub_;
+  client::DecoderClient decoder_;
   const Options& options_;
   const TopKData* data_;
 };
@@ -870,18 +871,16 @@ absl::StatusOr<TopKData> PrepareTopK(client::ZoomClient* client, const Options& 
   }
 
   // The model must be serving (or be loaded by --setup).
-  std::unique_ptr<v1::Decoder::Stub> stub = v1::Decoder::NewStub(client->channel());
+  client::ClientOptions list_options;
+  list_options.timeout = absl::Seconds(30);
+  client::DecoderClient lister(client->channel(), list_options);
   auto find_model = [&]() -> absl::StatusOr<std::optional<v1::ModelInfo>> {
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    v1::ListModelsResponse response;
-    grpc::Status status = stub->ListModels(&context, v1::ListModelsRequest(), &response);
-    if (!status.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          absl::StrCat("ListModels at ", options.target, ": ",
-                                       status.error_message()));
+    auto models = lister.ListModels();
+    if (!models.ok()) {
+      return absl::Status(models.status().code(), absl::StrCat("ListModels at ", options.target,
+                                                               ": ", models.status().message()));
     }
-    for (const v1::ModelInfo& m : response.models()) {
+    for (const v1::ModelInfo& m : *models) {
       if (m.name() == options.model) return std::optional<v1::ModelInfo>(m);
     }
     return std::optional<v1::ModelInfo>();
@@ -895,22 +894,20 @@ absl::StatusOr<TopKData> PrepareTopK(client::ZoomClient* client, const Options& 
                                               options.target, "; --setup loads it from ",
                                               options.dataset));
     }
-    grpc::ClientContext context;
-    v1::LoadModelRequest request;
-    request.set_name(options.model);
-    request.set_dir(options.model_dir);  // a name under the server's --models_dir
-    request.set_wait(true);
-    v1::LoadModelResponse response;
-    Note(absl::StrCat("loading model '", options.model, "' from '", request.dir(),
+    client::ClientOptions load_options;
+    load_options.timeout = absl::InfiniteDuration();
+    client::DecoderClient loader(client->channel(), load_options);
+    Note(absl::StrCat("loading model '", options.model, "' from '", options.model_dir,
                       "' under the server's --models_dir..."));
     const absl::Time start = absl::Now();
-    grpc::Status status = stub->LoadModel(&context, request, &response);
-    if (!status.ok()) {
-      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                          absl::StrCat("LoadModel: ", status.error_message()));
+    // The directory is a name under the server's --models_dir.
+    auto info = loader.LoadModel(options.model, options.model_dir, /*wait=*/true);
+    if (!info.ok()) {
+      return absl::Status(info.status().code(),
+                          absl::StrCat("LoadModel: ", info.status().message()));
     }
     Note(absl::StrFormat("model '%s' %s in %.1fs", options.model,
-                         v1::ModelState_Name(response.info().state()),
+                         v1::ModelState_Name(info->state()),
                          absl::ToDoubleSeconds(absl::Now() - start)));
     found = find_model();
     if (!found.ok()) return found.status();

@@ -468,4 +468,99 @@ std::vector<std::shared_ptr<LoadedModel>> DecoderEngine::List() const {
   return out;
 }
 
+// ---- TopK --------------------------------------------------------------------
+
+absl::Status DecoderEngine::TopK(const TopKRequest& req, const CallContext& call,
+                                 std::vector<TopKAnswer>* answers, TopKStats* stats) const {
+  Stopwatch sw;
+  answers->clear();
+  const DecodeLimits& limits = options_.limits;
+  if (req.contexts.empty()) return absl::InvalidArgumentError("no contexts to decode");
+  if (req.contexts.size() > limits.max_contexts) {
+    return absl::InvalidArgumentError(absl::StrCat("the request has ", req.contexts.size(),
+                                                   " contexts; the limit is ",
+                                                   limits.max_contexts, " (split it)"));
+  }
+  if (req.k == 0) return absl::InvalidArgumentError("k must be at least 1");
+  if (req.k > limits.max_k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("k ", req.k, " is above this server's limit of ", limits.max_k));
+  }
+  if (req.ef > limits.max_ef) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ef ", req.ef, " is above this server's limit of ", limits.max_ef));
+  }
+  ZOOM_ASSIGN_OR_RETURN(auto model, GetServing(req.model));
+  const uint32_t d = model->dim;
+  if (req.k > model->vocab) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("k ", req.k, " is above the model's |V| ", model->vocab));
+  }
+  const size_t n = req.contexts.size();
+  std::vector<float> h(n * d);
+  for (size_t i = 0; i < n; ++i) {
+    const absl::Span<const float> c = req.contexts[i];
+    if (c.size() != d) {
+      return absl::InvalidArgumentError(absl::StrCat("context #", i, " has ", c.size(),
+                                                     " floats; model '", req.model,
+                                                     "' has d = ", d));
+    }
+    // The magnitude rule of vectors (common/vector_limits.h): with rows of
+    // W within it too (checked at load), every logit, distance and
+    // probability stays finite.
+    if (absl::Status st = CheckVectorMagnitude(Metric::kL2, c.data(), d); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("context #", i, ": ", st.message()));
+    }
+    std::copy(c.begin(), c.end(), h.begin() + i * d);
+  }
+  index::FgdSearchParams p;
+  p.k = req.k;
+  p.ef = req.ef == 0 ? std::max<uint32_t>(64, req.k) : req.ef;
+  p.exact = req.exact;
+  p.tail_samples = req.tail_samples == 0 ? 256 : req.tail_samples;
+  // In chunks (the exact mode's GEMM keeps a chunk's batching), with the
+  // deadline and the cancellation checked before each.
+  constexpr size_t kChunk = 64;
+  std::vector<index::FgdResult> results;
+  std::vector<index::FgdResult> part;
+  results.reserve(n);
+  for (size_t first = 0; first < n; first += kChunk) {
+    if (call.cancelled != nullptr && call.cancelled->load()) {
+      return absl::CancelledError(absl::StrCat("cancelled after ", first, " of ", n, " contexts"));
+    }
+    if (absl::Now() >= call.deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the deadline passed after ", first, " of ", n, " contexts"));
+    }
+    const size_t m = std::min(kChunk, n - first);
+    ZOOM_RETURN_IF_ERROR(model->index->Search(h.data() + first * d, m, p, &part));
+    for (auto& r : part) results.push_back(std::move(r));
+  }
+  const double us = sw.ElapsedMicros();
+  answers->resize(n);
+  uint64_t evals = 0;
+  for (size_t i = 0; i < n; ++i) {
+    index::FgdResult& r = results[i];
+    TopKAnswer& a = (*answers)[i];
+    a.ids = std::move(r.ids);
+    a.logits = std::move(r.logits);
+    if (req.with_probs) a.probs = std::move(r.probs);
+    if (req.with_words) {
+      a.words.reserve(a.ids.size());
+      for (uint32_t id : a.ids) a.words.push_back(model->words[id]);
+    }
+    a.tail_mass = r.tail_mass;
+    a.micros = static_cast<uint64_t>(us / static_cast<double>(n));
+    a.distance_evals = r.distance_evals;
+    evals += r.distance_evals;
+  }
+  if (stats != nullptr) {
+    stats->contexts = n;
+    stats->distance_evals = evals;
+    stats->exact = p.exact;
+    stats->seconds = us * 1e-6;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace zoom::server

@@ -49,6 +49,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/confined_dir.h"
 #include "index/fgd_index.h"
 
@@ -99,7 +101,52 @@ struct LoadedModel {
   std::unique_ptr<index::FgdIndex> index;  // set before state turns kServing
 };
 
+// What one TopK call may ask for (the server's limits).
+struct DecodeLimits {
+  uint32_t max_k = 1000;
+  uint32_t max_contexts = 4096;  // per request / stream message
+  uint32_t max_ef = 10000;
+};
+
+// One decode step: contexts (each dim floats) against a model.
+struct TopKRequest {
+  std::string model;
+  std::vector<absl::Span<const float>> contexts;
+  uint32_t k = 0;             // 1..min(limits.max_k, |V|)
+  uint32_t ef = 0;            // 0: max(64, k)
+  bool exact = false;         // full softmax
+  uint32_t tail_samples = 0;  // 0: 256
+  bool with_probs = false;
+  bool with_words = false;
+};
+
+// The call around it: work stops at the deadline (DeadlineExceeded) or
+// when *cancelled turns true (Cancelled), checked between chunks of
+// contexts.
+struct CallContext {
+  absl::Time deadline = absl::InfiniteFuture();
+  const std::atomic<bool>* cancelled = nullptr;
+};
+
+struct TopKAnswer {
+  std::vector<uint32_t> ids;  // best logit first
+  std::vector<float> logits;
+  std::vector<float> probs;        // when asked
+  std::vector<std::string> words;  // when asked
+  float tail_mass = 0;
+  uint64_t micros = 0;  // the step's time per context
+  uint64_t distance_evals = 0;
+};
+
+struct TopKStats {
+  size_t contexts = 0;
+  uint64_t distance_evals = 0;
+  bool exact = false;
+  double seconds = 0;
+};
+
 struct DecoderOptions {
+  DecodeLimits limits;
   std::string cache_dir;   // "" = no graph cache
   std::string models_dir;  // "" = loading models is off (FailedPrecondition)
   int build_threads = 2;
@@ -139,6 +186,12 @@ class DecoderEngine {
   // failed.
   absl::StatusOr<std::shared_ptr<LoadedModel>> GetServing(const std::string& name) const;
   std::vector<std::shared_ptr<LoadedModel>> List() const;
+
+  // The decode step, validated here (InvalidArgument naming the context or
+  // the knob to fix), on the caller's thread: one answer per context, in
+  // order. Errors of GetServing for the model.
+  absl::Status TopK(const TopKRequest& request, const CallContext& call,
+                    std::vector<TopKAnswer>* answers, TopKStats* stats) const;
 
  private:
   void LoaderMain();

@@ -39,8 +39,8 @@ v1::ModelInfo ToProto(const LoadedModel& m) {
 }  // namespace
 
 DecoderService::DecoderService(DecoderEngine* engine, Metrics* metrics, WorkerPool* pool,
-                               const DecoderLimits& limits, const Authenticator* auth)
-    : engine_(engine), metrics_(metrics), pool_(pool), limits_(limits), auth_(auth) {}
+                               const Authenticator* auth)
+    : engine_(engine), metrics_(metrics), pool_(pool), auth_(auth) {}
 
 void DecoderService::Record(const char* rpc, const absl::Status& status, double seconds) const {
   if (metrics_ != nullptr) metrics_->RecordRpc(rpc, status.code(), seconds);
@@ -111,76 +111,52 @@ grpc::ServerUnaryReactor* DecoderService::ListModels(grpc::CallbackServerContext
   });
 }
 
-absl::Status DecoderService::Decode(const v1::TopKRequest& req, v1::TopKResponse* resp) const {
-  Stopwatch sw;
-  if (req.contexts().empty()) return absl::InvalidArgumentError("no contexts to decode");
-  if (req.contexts_size() > static_cast<int>(limits_.max_contexts)) {
-    return absl::InvalidArgumentError(absl::StrCat("the request has ", req.contexts_size(),
-                                                   " contexts; the limit is ",
-                                                   limits_.max_contexts, " (split it)"));
+absl::Status DecoderService::Decode(const v1::TopKRequest& req, const CallContext& call,
+                                    v1::TopKResponse* resp) const {
+  TopKRequest request;
+  request.model = req.model();
+  request.contexts.reserve(req.contexts_size());
+  for (const v1::Context& c : req.contexts()) {
+    request.contexts.emplace_back(c.h().data(), c.h().size());
   }
-  if (req.k() == 0) return absl::InvalidArgumentError("k must be at least 1");
-  if (req.k() > limits_.max_k) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("k ", req.k(), " is above this server's limit of ", limits_.max_k));
-  }
-  if (req.ef() > limits_.max_ef) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ef ", req.ef(), " is above this server's limit of ", limits_.max_ef));
-  }
-  ZOOM_ASSIGN_OR_RETURN(auto model, engine_->GetServing(req.model()));
-  const uint32_t d = model->dim;
-  if (req.k() > model->vocab) {
-    return absl::InvalidArgumentError(absl::StrCat("k ", req.k(), " is above the model's |V| ",
-                                                   model->vocab));
-  }
-  const size_t n = req.contexts_size();
-  std::vector<float> h(n * d);
-  for (size_t i = 0; i < n; ++i) {
-    const auto& c = req.contexts(i).h();
-    if (c.size() != static_cast<int>(d)) {
-      return absl::InvalidArgumentError(absl::StrCat("context #", i, " has ", c.size(),
-                                                     " floats; model '", req.model(),
-                                                     "' has d = ", d));
-    }
-    // The magnitude rule of vectors (common/vector_limits.h): with rows of
-    // W within it too (checked at load), every logit, distance and
-    // probability stays finite.
-    if (absl::Status st = CheckVectorMagnitude(Metric::kL2, c.data(), d); !st.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("context #", i, ": ", st.message()));
-    }
-    std::copy(c.begin(), c.end(), h.begin() + i * d);
-  }
-  index::FgdSearchParams p;
-  p.k = req.k();
-  p.ef = req.ef() == 0 ? std::max<uint32_t>(64, req.k()) : req.ef();
-  p.exact = req.exact();
-  p.tail_samples = req.tail_samples() == 0 ? 256 : req.tail_samples();
-  std::vector<index::FgdResult> results;
-  ZOOM_RETURN_IF_ERROR(model->index->Search(h.data(), n, p, &results));
-  const double us = sw.ElapsedMicros();
-  uint64_t evals = 0;
-  for (index::FgdResult& r : results) {
+  request.k = req.k();
+  request.ef = req.ef();
+  request.exact = req.exact();
+  request.tail_samples = req.tail_samples();
+  request.with_probs = req.return_probs();
+  request.with_words = req.return_words();
+  std::vector<TopKAnswer> answers;
+  TopKStats stats;
+  ZOOM_RETURN_IF_ERROR(engine_->TopK(request, call, &answers, &stats));
+  for (TopKAnswer& a : answers) {
     v1::TopKResult* out = resp->add_results();
-    out->mutable_ids()->Assign(r.ids.begin(), r.ids.end());
-    out->mutable_logits()->Assign(r.logits.begin(), r.logits.end());
-    if (req.return_probs()) out->mutable_probs()->Assign(r.probs.begin(), r.probs.end());
-    if (req.return_words()) {
-      for (uint32_t id : r.ids) out->add_words(model->words[id]);
-    }
-    out->set_tail_mass(r.tail_mass);
-    out->mutable_stats()->set_micros(static_cast<uint64_t>(us / n));
-    out->mutable_stats()->set_distance_evals(r.distance_evals);
-    evals += r.distance_evals;
+    out->mutable_ids()->Assign(a.ids.begin(), a.ids.end());
+    out->mutable_logits()->Assign(a.logits.begin(), a.logits.end());
+    out->mutable_probs()->Assign(a.probs.begin(), a.probs.end());
+    for (std::string& w : a.words) out->add_words(std::move(w));
+    out->set_tail_mass(a.tail_mass);
+    out->mutable_stats()->set_micros(a.micros);
+    out->mutable_stats()->set_distance_evals(a.distance_evals);
   }
-  if (metrics_ != nullptr) metrics_->RecordDecode(n, evals, p.exact, us * 1e-6);
+  if (metrics_ != nullptr) {
+    metrics_->RecordDecode(stats.contexts, stats.distance_evals, stats.exact, stats.seconds);
+  }
   return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* DecoderService::TopK(grpc::CallbackServerContext* ctx,
                                                const v1::TopKRequest* req,
                                                v1::TopKResponse* resp) {
-  return RunOnPool(this, ctx, "TopK", WorkClass::kRead, std::max(1, req->contexts_size()), [this, req, resp] { return Decode(*req, resp); });
+  auto record = [this](const absl::Status& st, double seconds) { Record("TopK", st, seconds); };
+  if (absl::Status st = AuthorizeCall(auth_, *ctx, Role::kRead); !st.ok()) {
+    return FinishNow(st, record);
+  }
+  const absl::Time deadline = DeadlineOf(ctx);
+  return RunUnaryOnPool(pool_, ctx, WorkClass::kRead, std::max(1, req->contexts_size()),
+                        std::move(record),
+                        [this, req, resp, deadline](const std::atomic<bool>* cancelled) {
+                          return Decode(*req, CallContext{deadline, cancelled}, resp);
+                        });
 }
 
 namespace {
@@ -214,8 +190,9 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
           grpc::SerializationTraits<v1::TopKRequest>::Deserialize(&raw_in_, &req_);
       raw_in_.Clear();
       absl::Status st =
-          parsed.ok() ? service_->Decode(req_, &resp_)
-                      : absl::InvalidArgumentError("could not be parsed as a zoom.v1.TopKRequest");
+          parsed.ok()
+              ? service_->Decode(req_, CallContext{DeadlineOf(ctx_), &cancelled_}, &resp_)
+              : absl::InvalidArgumentError("could not be parsed as a zoom.v1.TopKRequest");
       service_->Record("StreamTopK.step", st, sw.ElapsedMicros() * 1e-6);
       if (st.ok()) {
         bool own = false;
@@ -242,6 +219,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     }
     StartRead(&raw_in_);
   }
+  void OnCancel() override { cancelled_ = true; }  // a step in progress stops
   void OnDone() override { delete this; }
 
  private:
@@ -255,6 +233,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
   v1::TopKRequest req_;
   v1::TopKResponse resp_;
   uint64_t steps_ = 0;
+  std::atomic<bool> cancelled_{false};
   absl::Time start_ = absl::Now();
 };
 

@@ -1,10 +1,12 @@
 // File: server/grpc/decoder_service.h
 //
-// DecoderService: zoom.v1.Decoder (callback API) over a DecoderEngine: model
-// loading, unary TopK over a batch of contexts, and StreamTopK (one decoding
-// step per message, answered in order, without per-call overhead). Work
-// runs on the shared WorkerPool; errors are gRPC codes with messages that
-// say what to fix.
+// DecoderService: zoom.v1.Decoder (callback API), a thin adapter over a
+// DecoderEngine: model loading, unary TopK over a batch of contexts, and
+// StreamTopK (one decoding step per message, answered in order, without
+// per-call overhead). The engine validates and decodes
+// (DecoderEngine::TopK); the call's deadline and cancellation reach it.
+// Work runs on the shared WorkerPool; errors are gRPC codes with messages
+// that say what to fix.
 //
 // Thread safety: as VectorSearchService; the engine, metrics (may be null)
 // and pool outlive the service.
@@ -19,11 +21,8 @@
 
 namespace zoom::server {
 
-struct DecoderLimits {
-  uint32_t max_k = 1000;
-  uint32_t max_contexts = 4096;  // per request / stream message
-  uint32_t max_ef = 10000;
-};
+// The server's limits of a TopK call (enforced by the engine).
+using DecoderLimits = DecodeLimits;
 
 // StreamTopK is a raw method (grpc::ByteBuffer messages, parsed here), so a
 // step that does not parse ends the stream with INVALID_ARGUMENT instead of
@@ -36,7 +35,7 @@ using DecoderCallbackBase = v1::Decoder::WithCallbackMethod_LoadModel<
 class DecoderService final : public DecoderCallbackBase {
  public:
   DecoderService(DecoderEngine* engine, Metrics* metrics, WorkerPool* pool,
-                 const DecoderLimits& limits, const Authenticator* auth = nullptr);
+                 const Authenticator* auth = nullptr);
 
   grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx,
                                       const v1::LoadModelRequest* req,
@@ -52,8 +51,10 @@ class DecoderService final : public DecoderCallbackBase {
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamTopK(
       grpc::CallbackServerContext* ctx) override;
 
-  // One TopK request end to end (shared by TopK and StreamTopK).
-  absl::Status Decode(const v1::TopKRequest& req, v1::TopKResponse* resp) const;
+  // One TopK request: proto -> DecoderEngine::TopK -> proto (shared by
+  // TopK and StreamTopK).
+  absl::Status Decode(const v1::TopKRequest& req, const CallContext& call,
+                      v1::TopKResponse* resp) const;
   WorkerPool* pool() const { return pool_; }
   const Authenticator* auth() const { return auth_; }
   void Record(const char* rpc, const absl::Status& status, double seconds) const;
@@ -62,7 +63,6 @@ class DecoderService final : public DecoderCallbackBase {
   DecoderEngine* engine_;
   Metrics* metrics_;
   WorkerPool* pool_;
-  DecoderLimits limits_;
   const Authenticator* auth_;
 };
 

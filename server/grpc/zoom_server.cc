@@ -125,14 +125,15 @@ absl::Status ZoomServer::Start() {
   decoder_options.models_dir = options_.models_dir;
   decoder_options.max_models = options_.max_models;
   decoder_options.max_model_bytes = options_.max_model_bytes;
+  decoder_options.limits = options_.decoder_limits;
   decoder_ = std::make_unique<DecoderEngine>(decoder_options);
   for (const auto& [name, dir] : options_.models) {
     auto model = decoder_->Load(name, dir, index::FgdOptions());
     absl::Status st = model.ok() ? decoder_->Wait(*model) : model.status();
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("model ", name, ": ", st.message()));
   }
-  decoder_service_ = std::make_unique<DecoderService>(decoder_.get(), metrics_.get(), pool_.get(),
-                                                      options_.decoder_limits, auth_.get());
+  decoder_service_ =
+      std::make_unique<DecoderService>(decoder_.get(), metrics_.get(), pool_.get(), auth_.get());
   builder.RegisterService(decoder_service_.get());
   reflection_v1_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
       "zoom.v1.VectorSearch", "zoom.v1.Decoder", "grpc.health.v1.Health",

@@ -103,7 +103,7 @@ World& TheWorld() {
     auto m = world->decoder->Load("lm", "lm", index::FgdOptions());
     if (!m.ok() || !world->decoder->Wait(*m).ok()) std::abort();
     world->decoder_service = std::make_unique<server::DecoderService>(
-        world->decoder.get(), nullptr, world->pool.get(), server::DecoderLimits());
+        world->decoder.get(), nullptr, world->pool.get());
     Reset(*world);
     return world;
   }();

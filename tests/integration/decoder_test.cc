@@ -11,6 +11,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "client/decoder_client.h"
 #include "client/zoom_client.h"
 #include "common/status_macros.h"
 #include "gmock/gmock.h"
@@ -97,22 +98,17 @@ class DecoderServiceTest : public ::testing::Test {
     o.models_dir = tmp_.path();  // model directories are named relative to it
     server_ = std::make_unique<server::ZoomServer>(o);
     ASSERT_OK(server_->Start());
-    channel_ = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", server_->grpc_port()))
-                   ->channel();
-    stub_ = v1::Decoder::NewStub(channel_);
+    client::ClientOptions copts;
+    copts.timeout = absl::Minutes(2);
+    decoder_ = client::DecoderClient::Connect(absl::StrCat("127.0.0.1:", server_->grpc_port()),
+                                              copts);
+    channel_ = decoder_->channel();
   }
   // `dir` is a directory under tmp_ (the server's --models_dir), sent as
   // its name relative to it.
   absl::StatusOr<v1::ModelInfo> Load(const std::string& name, const std::string& dir) {
-    grpc::ClientContext ctx;
-    WithDeadline(&ctx);
-    v1::LoadModelRequest req;
-    req.set_name(name);
-    req.set_dir(std::filesystem::path(dir).lexically_relative(tmp_.path()).string());
-    req.set_wait(true);
-    v1::LoadModelResponse resp;
-    ZOOM_RETURN_IF_ERROR(client::FromGrpc(stub_->LoadModel(&ctx, req, &resp)));
-    return resp.info();
+    return decoder_->LoadModel(
+        name, std::filesystem::path(dir).lexically_relative(tmp_.path()).string(), /*wait=*/true);
   }
   v1::TopKRequest Request(const std::string& model, const std::vector<float>& h, uint32_t k) {
     v1::TopKRequest req;
@@ -123,13 +119,7 @@ class DecoderServiceTest : public ::testing::Test {
     }
     return req;
   }
-  absl::StatusOr<v1::TopKResponse> TopK(const v1::TopKRequest& req) {
-    grpc::ClientContext ctx;
-    WithDeadline(&ctx);
-    v1::TopKResponse resp;
-    ZOOM_RETURN_IF_ERROR(client::FromGrpc(stub_->TopK(&ctx, req, &resp)));
-    return resp;
-  }
+  absl::StatusOr<v1::TopKResponse> TopK(const v1::TopKRequest& req) { return decoder_->TopK(req); }
   std::vector<float> Contexts(size_t n, uint32_t seed) {
     std::mt19937 rng(seed);
     std::normal_distribution<float> g;
@@ -143,7 +133,7 @@ class DecoderServiceTest : public ::testing::Test {
   std::string model_dir_;
   std::unique_ptr<server::ZoomServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Decoder::Stub> stub_;
+  std::unique_ptr<client::DecoderClient> decoder_;
 };
 
 TEST_F(DecoderServiceTest, LoadListTopKExactAndGraphAgreeWithBruteForce) {
@@ -153,12 +143,9 @@ TEST_F(DecoderServiceTest, LoadListTopKExactAndGraphAgreeWithBruteForce) {
   EXPECT_EQ(info.dim(), kD);
   EXPECT_GT(info.graph_bytes(), 0u);
   {
-    grpc::ClientContext ctx;
-    WithDeadline(&ctx);
-    v1::ListModelsResponse list;
-    ASSERT_TRUE(stub_->ListModels(&ctx, v1::ListModelsRequest(), &list).ok());
-    ASSERT_EQ(list.models_size(), 1);
-    EXPECT_EQ(list.models(0).name(), "lm");
+    ASSERT_OK_AND_ASSIGN(std::vector<v1::ModelInfo> list, decoder_->ListModels());
+    ASSERT_EQ(list.size(), 1u);
+    EXPECT_EQ(list[0].name(), "lm");
   }
   const std::vector<float> h = Contexts(50, 9);
   v1::TopKRequest req = Request("lm", h, 10);
@@ -200,26 +187,18 @@ TEST_F(DecoderServiceTest, LoadListTopKExactAndGraphAgreeWithBruteForce) {
 TEST_F(DecoderServiceTest, StreamTopKAnswersEveryStepInOrder) {
   ASSERT_OK(Load("lm", model_dir_).status());
   const std::vector<float> h = Contexts(30, 3);
-  grpc::ClientContext ctx;
-  WithDeadline(&ctx);
-  auto stream = stub_->StreamTopK(&ctx);
+  auto stream = decoder_->OpenStream();
   for (int i = 0; i < 30; ++i) {
     v1::TopKRequest req = Request("lm", std::vector<float>(h.begin() + i * kD, h.begin() + (i + 1) * kD), 5);
     req.set_exact(true);
-    ASSERT_TRUE(stream->Write(req));
-    v1::TopKResponse resp;
-    ASSERT_TRUE(stream->Read(&resp));
+    ASSERT_OK_AND_ASSIGN(v1::TopKResponse resp, stream->Step(req));
     ASSERT_EQ(resp.results_size(), 1);
     EXPECT_EQ(resp.results(0).ids(0), BruteTopK(layer_, h.data() + i * kD, 1)[0]);
   }
   // A bad step ends the stream with its status.
   v1::TopKRequest bad = Request("lm", std::vector<float>(kD, 0.0f), 0);
-  ASSERT_TRUE(stream->Write(bad));
-  v1::TopKResponse resp;
-  EXPECT_FALSE(stream->Read(&resp));
-  grpc::Status st = stream->Finish();
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(st.error_message(), ::testing::HasSubstr("step 30"));
+  EXPECT_THAT(stream->Step(bad).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("step 30")));
 }
 
 TEST_F(DecoderServiceTest, BadInputGetsClearStatusCodes) {
@@ -313,14 +292,7 @@ TEST_F(DecoderServiceTest, Float16WeightsAreAccepted) {
 TEST_F(DecoderServiceTest, UnloadAndTheGraphCacheOnReload) {
   ASSERT_OK_AND_ASSIGN(v1::ModelInfo first, Load("lm", model_dir_));
   EXPECT_FALSE(first.graph_from_cache());
-  {
-    grpc::ClientContext ctx;
-    WithDeadline(&ctx);
-    v1::UnloadModelRequest req;
-    req.set_name("lm");
-    v1::UnloadModelResponse resp;
-    ASSERT_TRUE(stub_->UnloadModel(&ctx, req, &resp).ok());
-  }
+  ASSERT_OK(decoder_->UnloadModel("lm"));
   EXPECT_THAT(TopK(Request("lm", Contexts(1, 1), 5)).status(),
               StatusIs(absl::StatusCode::kNotFound));
   ASSERT_OK_AND_ASSIGN(v1::ModelInfo second, Load("lm", model_dir_));
@@ -355,30 +327,13 @@ class ModelsDirTest : public DecoderServiceTest {
  protected:
   absl::StatusOr<v1::ModelInfo> LoadNamed(const std::string& name, const std::string& dir,
                                           bool wait = true) {
-    grpc::ClientContext ctx;
-    WithDeadline(&ctx);
-    v1::LoadModelRequest req;
-    req.set_name(name);
-    req.set_dir(dir);
-    req.set_wait(wait);
-    v1::LoadModelResponse resp;
-    ZOOM_RETURN_IF_ERROR(client::FromGrpc(stub_->LoadModel(&ctx, req, &resp)));
-    return resp.info();
+    return decoder_->LoadModel(name, dir, wait);
   }
-  absl::Status Unload(const std::string& name) {
-    grpc::ClientContext ctx;
-    WithDeadline(&ctx);
-    v1::UnloadModelRequest req;
-    req.set_name(name);
-    v1::UnloadModelResponse resp;
-    return client::FromGrpc(stub_->UnloadModel(&ctx, req, &resp));
-  }
+  absl::Status Unload(const std::string& name) { return decoder_->UnloadModel(name); }
   std::vector<v1::ModelInfo> List() {
-    grpc::ClientContext ctx;
-    WithDeadline(&ctx);
-    v1::ListModelsResponse list;
-    EXPECT_TRUE(stub_->ListModels(&ctx, v1::ListModelsRequest(), &list).ok());
-    return {list.models().begin(), list.models().end()};
+    auto list = decoder_->ListModels();
+    EXPECT_OK(list.status());
+    return list.ok() ? *list : std::vector<v1::ModelInfo>();
   }
   void WriteText(const std::string& path, const std::string& text) {
     std::ofstream out(path);
@@ -557,6 +512,56 @@ TEST_F(ModelsDirTest, StreamTopKStepThatDoesNotParseEndsTheStreamWithItsIndex) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(st.error_message(), ::testing::HasSubstr("step 1"));
   EXPECT_THAT(st.error_message(), ::testing::HasSubstr("could not be parsed"));
+}
+
+}  // namespace
+}  // namespace zoom
+
+namespace zoom {
+namespace {
+
+// The decode step belongs to the engine: validated there, and the call's
+// deadline and cancellation reach the work (they used to be dropped).
+TEST_F(DecoderServiceTest, TheEngineOwnsTheStepAndSeesTheDeadlineAndTheCancel) {
+  server::DecoderOptions options;
+  options.models_dir = tmp_.path();
+  options.limits.max_contexts = 100;
+  server::DecoderEngine engine(options);
+  ASSERT_OK_AND_ASSIGN(auto model,
+                       engine.Load("lm", std::filesystem::path(model_dir_).filename().string(),
+                                   index::FgdOptions()));
+  ASSERT_OK(engine.Wait(model));
+  const std::vector<float> h = Contexts(70, 5);
+  server::TopKRequest req;
+  req.model = "lm";
+  for (size_t i = 0; i < 70; ++i) req.contexts.emplace_back(h.data() + i * kD, kD);
+  req.k = 5;
+  req.with_words = true;
+  std::vector<server::TopKAnswer> answers;
+  server::TopKStats stats;
+  ASSERT_OK(engine.TopK(req, server::CallContext(), &answers, &stats));
+  ASSERT_EQ(answers.size(), 70u);
+  EXPECT_EQ(stats.contexts, 70u);
+  EXPECT_EQ(answers[0].words.size(), 5u);
+  EXPECT_TRUE(answers[0].probs.empty());  // not asked for
+  // A deadline already past, a cancelled call: stopped, saying where.
+  server::CallContext past;
+  past.deadline = absl::InfinitePast();
+  EXPECT_THAT(engine.TopK(req, past, &answers, &stats),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, ::testing::HasSubstr("0 of 70")));
+  std::atomic<bool> cancelled{true};
+  server::CallContext cancel;
+  cancel.cancelled = &cancelled;
+  EXPECT_THAT(engine.TopK(req, cancel, &answers, &stats),
+              StatusIs(absl::StatusCode::kCancelled));
+  // The limits are the engine's.
+  for (size_t i = 0; i < 40; ++i) req.contexts.emplace_back(h.data(), kD);
+  EXPECT_THAT(engine.TopK(req, server::CallContext(), &answers, &stats),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("limit is 100")));
+  req.contexts.resize(1);
+  req.contexts[0] = absl::Span<const float>(h.data(), kD - 1);
+  EXPECT_THAT(engine.TopK(req, server::CallContext(), &answers, &stats),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("context #0")));
 }
 
 }  // namespace

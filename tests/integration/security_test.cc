@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/decoder_client.h"
 #include "client/zoom_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -142,13 +143,9 @@ TEST(SecurityTest, KeysAndRoles) {
   }
   EXPECT_THAT(none->Search(q).status(), StatusIs(absl::StatusCode::kUnauthenticated));
   // The Decoder and reflection v1 check too.
-  auto decoder = v1::Decoder::NewStub(reader->channel());
-  grpc::ClientContext ctx;
-  v1::LoadModelRequest lm;
-  lm.set_name("m");
-  lm.set_dir("x");
-  v1::LoadModelResponse lr;
-  EXPECT_EQ(decoder->LoadModel(&ctx, lm, &lr).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  client::DecoderClient decoder(reader->channel(), client::ClientOptions());
+  EXPECT_THAT(decoder.LoadModel("m", "x", /*wait=*/false).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied));
   // The other header form: api-key.
   auto plain = v1::VectorSearch::NewStub(none->channel());
   grpc::ClientContext ctx2;
