@@ -522,8 +522,8 @@ absl::Status Collection::Search(const float* query, size_t dim,
   const bool exact = params.exact || seg->engine->index() == nullptr;
   if (exact_used != nullptr) *exact_used = exact;
   std::vector<SearchHit> found;
-  ZOOM_RETURN_IF_ERROR(exact ? seg->engine->ExactSearch(query, p, &found, stats)
-                             : seg->engine->Search(query, p, &found, stats));
+  ZOOM_RETURN_IF_ERROR(exact ? seg->engine->ExactSearch(query, p, &found, stats, params.context)
+                             : seg->engine->Search(query, p, &found, stats, params.context));
   uint64_t budget = params.max_answer_bytes;
   return JoinHits(*seg, found, params, &budget, hits);
 }
@@ -548,10 +548,12 @@ absl::Status Collection::SearchBatch(const float* queries, size_t nq, size_t dim
   std::vector<std::vector<SearchHit>> found(nq);
   if (exact) {
     for (size_t q = 0; q < nq; ++q) {
-      ZOOM_RETURN_IF_ERROR(seg->engine->ExactSearch(queries + q * dim, p, &found[q], &(*stats)[q]));
+      ZOOM_RETURN_IF_ERROR(seg->engine->ExactSearch(queries + q * dim, p, &found[q], &(*stats)[q],
+                                                    params.context));
     }
   } else {
-    ZOOM_RETURN_IF_ERROR(seg->engine->SearchBatch(queries, nq, p, /*threads=*/1, &found, stats));
+    ZOOM_RETURN_IF_ERROR(
+        seg->engine->SearchBatch(queries, nq, p, /*threads=*/1, &found, stats, params.context));
   }
   uint64_t budget = params.max_answer_bytes;
   for (size_t q = 0; q < nq; ++q) {

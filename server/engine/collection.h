@@ -118,7 +118,8 @@ struct PointData {
 };
 
 struct CollectionSearchParams {
-  SearchParams engine;  // k, knobs (0 = the collection's defaults), deadline
+  SearchParams engine;   // k and knobs (0 = the collection's defaults)
+  QueryContext context;  // the call: deadline, cancellation, allow_partial
   bool exact = false;
   bool with_payload = false;
   bool with_vectors = false;

@@ -40,11 +40,11 @@ bool Better(Metric metric, const SearchHit& a, const SearchHit& b) {
 
 }  // namespace
 
-absl::Status SearchEngine::CheckStop(const SearchParams& params) {
-  if (params.cancelled != nullptr && params.cancelled->load(std::memory_order_relaxed)) {
+absl::Status SearchEngine::CheckStop(const QueryContext& ctx) {
+  if (ctx.cancelled != nullptr && ctx.cancelled->load(std::memory_order_relaxed)) {
     return absl::CancelledError("the search was cancelled");
   }
-  if (params.deadline != absl::InfiniteFuture() && absl::Now() >= params.deadline) {
+  if (ctx.deadline != absl::InfiniteFuture() && absl::Now() >= ctx.deadline) {
     return absl::DeadlineExceededError("the deadline passed before the search finished");
   }
   return absl::OkStatus();
@@ -193,8 +193,8 @@ uint64_t SearchEngine::IndexBytes() const {
 }
 
 absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& params,
-                                       std::vector<SearchHit>* hits,
-                                       QueryStats* stats) const {
+                                       std::vector<SearchHit>* hits, QueryStats* stats,
+                                       const QueryContext& ctx) const {
   ZOOM_RETURN_IF_ERROR(params.Validate());
   hits->clear();
   const size_t d = store_->dim();
@@ -208,8 +208,8 @@ absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& p
   heap.clear();
   constexpr uint64_t kChunk = 4096;
   for (uint64_t first = 0; first < n; first += kChunk) {
-    if (absl::Status stop = CheckStop(params); !stop.ok()) {
-      if (!params.allow_partial || stop.code() != absl::StatusCode::kDeadlineExceeded) {
+    if (absl::Status stop = CheckStop(ctx); !stop.ok()) {
+      if (!ctx.allow_partial || stop.code() != absl::StatusCode::kDeadlineExceeded) {
         return stop;
       }
       if (stats != nullptr) stats->degraded = true;  // best of the vectors seen
@@ -244,14 +244,15 @@ absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& p
 }
 
 absl::Status SearchEngine::Search(const float* query, const SearchParams& params,
-                                  std::vector<SearchHit>* hits, QueryStats* stats) const {
+                                  std::vector<SearchHit>* hits, QueryStats* stats,
+                                  const QueryContext& ctx) const {
   ZOOM_RETURN_IF_ERROR(params.Validate());
   const std::shared_ptr<const index::VectorIndex> idx = index();
-  if (idx == nullptr) return ExactSearch(query, params, hits, stats);
+  if (idx == nullptr) return ExactSearch(query, params, hits, stats, ctx);
   hits->clear();
   Scratch& s = ThreadScratch();
   ZOOM_RETURN_IF_ERROR(Preview(*idx, query, params, &s.candidates, stats));
-  return Finish(query, params, s.candidates, hits, stats, nullptr);
+  return Finish(query, params, ctx, s.candidates, hits, stats, nullptr);
 }
 
 absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
@@ -275,7 +276,7 @@ absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
 }
 
 absl::Status SearchEngine::Finish(
-    const float* query, const SearchParams& params,
+    const float* query, const SearchParams& params, const QueryContext& ctx,
     const std::vector<index::Neighbor>& candidates,
     std::vector<SearchHit>* hits, QueryStats* stats,
     const absl::FunctionRef<void()>* while_waiting) const {
@@ -286,17 +287,17 @@ absl::Status SearchEngine::Finish(
     PreviewHits(candidates, params.k, hits);
     return absl::OkStatus();
   }
-  if (params.deadline != absl::InfiniteFuture() || params.cancelled != nullptr) {
-    absl::Status stop = CheckStop(params);
-    if (stop.ok() && params.allow_partial && params.deadline != absl::InfiniteFuture()) {
+  if (ctx.deadline != absl::InfiniteFuture() || ctx.cancelled != nullptr) {
+    absl::Status stop = CheckStop(ctx);
+    if (stop.ok() && ctx.allow_partial && ctx.deadline != absl::InfiniteFuture()) {
       // Would the fullview finish in time? Judge by its recent average.
       const float avg = fullview_avg_us_.load(std::memory_order_relaxed);
-      if (absl::Now() + absl::Microseconds(avg) > params.deadline) {
+      if (absl::Now() + absl::Microseconds(avg) > ctx.deadline) {
         stop = absl::DeadlineExceededError("no time left for the fullview");
       }
     }
     if (!stop.ok()) {
-      if (!params.allow_partial || stop.code() != absl::StatusCode::kDeadlineExceeded) {
+      if (!ctx.allow_partial || stop.code() != absl::StatusCode::kDeadlineExceeded) {
         return stop;
       }
       PreviewHits(candidates, params.k, hits);
@@ -375,7 +376,8 @@ absl::Status SearchEngine::Finish(
 absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
                                        const SearchParams& params, int threads,
                                        std::vector<std::vector<SearchHit>>* hits,
-                                       std::vector<QueryStats>* stats) const {
+                                       std::vector<QueryStats>* stats,
+                                       const QueryContext& ctx) const {
   hits->assign(nq, {});
   stats->assign(nq, {});
   ZOOM_RETURN_IF_ERROR(params.Validate());
@@ -394,7 +396,7 @@ absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
     if (idx == nullptr || params.preview_only) {
       for (size_t q; !failed.load() && (q = next.fetch_add(1)) < nq;) {
         absl::Status st =
-            Search(queries + q * d, params, &(*hits)[q], &(*stats)[q]);
+            Search(queries + q * d, params, &(*hits)[q], &(*stats)[q], ctx);
         if (!st.ok()) fail(st);
       }
       return;
@@ -416,8 +418,7 @@ absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
         st2 = Preview(*idx, queries + q2 * d, params, &nxt, &(*stats)[q2]);
       };
       const absl::FunctionRef<void()> overlap(preview_next);
-      st = Finish(queries + q * d, params, cur, &(*hits)[q], &(*stats)[q],
-                  &overlap);
+      st = Finish(queries + q * d, params, ctx, cur, &(*hits)[q], &(*stats)[q], &overlap);
       if (!st.ok()) break;
       if (!more) return;
       preview_next();  // when Finish issued no read

@@ -47,16 +47,20 @@ struct SearchParams {
   bool preview_only = false;
   // Ids never returned (deleted); may be null.
   const index::IdFilter* filter = nullptr;
-  // Work stops at the deadline with DeadlineExceeded, or when *cancelled
-  // turns true (Cancelled; may be null)...
+
+  absl::Status Validate() const;
+};
+
+// The call around a query (apart from its knobs): work stops at the
+// deadline with DeadlineExceeded, or when *cancelled turns true (Cancelled;
+// may be null)...
+struct QueryContext {
   absl::Time deadline = absl::InfiniteFuture();
   const std::atomic<bool>* cancelled = nullptr;
   // ...unless allow_partial: then, when the fullview would not finish
   // before the deadline (judged by the recent fullview times), the preview
   // ranking is returned with stats->degraded set.
   bool allow_partial = false;
-
-  absl::Status Validate() const;
 };
 
 struct EngineOptions {
@@ -102,7 +106,8 @@ class SearchEngine {
 
   // Up to k hits for `query` (dim floats), best first.
   absl::Status Search(const float* query, const SearchParams& params,
-                      std::vector<SearchHit>* hits, QueryStats* stats) const;
+                      std::vector<SearchHit>* hits, QueryStats* stats,
+                      const QueryContext& ctx = QueryContext()) const;
   // nq queries (nq * dim floats) on `threads` threads; per-query hits and
   // stats (resized to nq). Returns the first error. Each thread pipelines
   // its queries: the next query's preview runs while the current one's
@@ -114,16 +119,18 @@ class SearchEngine {
   // the next batch.
   absl::Status SearchBatch(const float* queries, size_t nq, const SearchParams& params,
                            int threads, std::vector<std::vector<SearchHit>>* hits,
-                           std::vector<QueryStats>* stats) const;
+                           std::vector<QueryStats>* stats,
+                           const QueryContext& ctx = QueryContext()) const;
   // Exact search over every stored vector (the oracle, and the path used
   // when there is no index).
   absl::Status ExactSearch(const float* query, const SearchParams& params,
-                           std::vector<SearchHit>* hits, QueryStats* stats) const;
+                           std::vector<SearchHit>* hits, QueryStats* stats,
+                           const QueryContext& ctx = QueryContext()) const;
 
  private:
   float Score(const float* q, const float* x) const;
   // Ok, or why the query must stop now (deadline, cancellation).
-  static absl::Status CheckStop(const SearchParams& params);
+  static absl::Status CheckStop(const QueryContext& ctx);
   void PreviewHits(const std::vector<index::Neighbor>& candidates, size_t k,
                    std::vector<SearchHit>* hits) const;
   // Search's two halves. Preview: the K' candidates (index must be set).
@@ -134,7 +141,7 @@ class SearchEngine {
   // The rest: deadline check, fullview, exact re-rank of `candidates`.
   // Calls *while_waiting (when not null) at most once, while the reads are
   // in flight; not at all when the query ends before reading.
-  absl::Status Finish(const float* query, const SearchParams& params,
+  absl::Status Finish(const float* query, const SearchParams& params, const QueryContext& ctx,
                       const std::vector<index::Neighbor>& candidates,
                       std::vector<SearchHit>* hits, QueryStats* stats,
                       const absl::FunctionRef<void()>* while_waiting) const;

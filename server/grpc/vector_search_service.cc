@@ -411,9 +411,9 @@ CollectionSearchParams ParamsOf(const v1::SearchRequest& req, absl::Time deadlin
   p.engine.nprobe = req.knobs().nprobe();
   p.engine.rerank_candidates = req.knobs().rerank_candidates();
   p.engine.preview_only = req.preview_only() || degrade;
-  p.engine.allow_partial = req.allow_partial();
-  p.engine.deadline = deadline;
-  p.engine.cancelled = cancelled;
+  p.context.allow_partial = req.allow_partial();
+  p.context.deadline = deadline;
+  p.context.cancelled = cancelled;
   p.exact = req.exact();
   p.with_payload = req.with_payload();
   p.with_vectors = req.with_vectors();

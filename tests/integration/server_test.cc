@@ -1434,12 +1434,12 @@ TEST(ServerTest, DeadlinesAndAllowPartial) {
   ASSERT_OK_AND_ASSIGN(auto col, s.server->database()->GetCollection("d"));
   server::CollectionSearchParams p;
   p.engine.k = 5;
-  p.engine.deadline = absl::Now() - absl::Seconds(1);
+  p.context.deadline = absl::Now() - absl::Seconds(1);
   std::vector<server::CollectionHit> hits;
   QueryStats stats;
   EXPECT_THAT(col->Search(&data[0], kDim, p, &hits, &stats),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
-  p.engine.allow_partial = true;
+  p.context.allow_partial = true;
   stats = {};
   ASSERT_OK(col->Search(&data[0], kDim, p, &hits, &stats));
   EXPECT_TRUE(stats.degraded);
