@@ -37,6 +37,41 @@ const char* IoBackendName(IoBackend backend) {
   return "unknown";
 }
 
+namespace {
+
+// The default Submit: the reads happen in Wait().
+class DeferredReads final : public PendingReads {
+ public:
+  DeferredReads(const BlockReader* reader, absl::Span<ReadRequest> requests)
+      : reader_(reader), requests_(requests) {}
+  absl::Status Wait() override {
+    if (!done_) {
+      done_ = true;
+      status_ = reader_->ReadBatch(requests_);
+    }
+    return status_;
+  }
+
+ private:
+  const BlockReader* reader_;
+  absl::Span<ReadRequest> requests_;
+  bool done_ = false;
+  absl::Status status_;
+};
+
+}  // namespace
+
+std::unique_ptr<PendingReads> BlockReader::Submit(absl::Span<ReadRequest> requests) const {
+  return std::make_unique<DeferredReads>(this, requests);
+}
+
+absl::Status BlockReader::ReadBatchOverlapped(absl::Span<ReadRequest> requests,
+                                              absl::FunctionRef<void()> while_waiting) const {
+  std::unique_ptr<PendingReads> pending = Submit(requests);
+  while_waiting();
+  return pending->Wait();
+}
+
 absl::Status BlockReaderOptions::Validate() const {
   if (queue_depth == 0 || queue_depth > 32768) {
     return absl::InvalidArgumentError(absl::StrCat(

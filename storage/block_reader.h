@@ -68,22 +68,16 @@ struct BlockReaderOptions {
   absl::Status Validate() const;
 };
 
-// Calls a function at most once, however often it is invoked: the
-// overlapped read paths invoke it where the reads are in flight and again on
-// the way out, so the caller's work runs exactly once on every path.
-class OnceCall {
+// A batch of reads in flight (BlockReader::Submit). Wait() completes it:
+// every request's status and bytes_read are set, as ReadBatch sets them,
+// and the batch's own status is returned (again on a second call). Call it
+// on the thread that submitted. Destroying a batch without Wait() waits for
+// the reads still in flight (they write into the requests' buffers), and
+// drops their results.
+class PendingReads {
  public:
-  explicit OnceCall(absl::FunctionRef<void()> fn) : fn_(fn) {}
-  void operator()() const {
-    if (!done_) {
-      done_ = true;
-      fn_();
-    }
-  }
-
- private:
-  absl::FunctionRef<void()> fn_;
-  mutable bool done_ = false;
+  virtual ~PendingReads() = default;
+  virtual absl::Status Wait() = 0;
 };
 
 class BlockReader {
@@ -96,17 +90,20 @@ class BlockReader {
   // the requests. Thread-safe: any number of threads may call concurrently.
   virtual absl::Status ReadBatch(absl::Span<ReadRequest> requests) const = 0;
 
-  // As ReadBatch, and calls `while_waiting` exactly once on the calling
-  // thread while the reads are in flight (after they are submitted, before
-  // waiting for them), so CPU work overlaps the device's. `while_waiting`
-  // must not read through this reader or use the thread's Scratch(). The
-  // default (no asynchronous reads) calls it first, then ReadBatch.
-  virtual absl::Status ReadBatchOverlapped(
-      absl::Span<ReadRequest> requests,
-      absl::FunctionRef<void()> while_waiting) const {
-    while_waiting();
-    return ReadBatch(requests);
-  }
+  // Two-phase reads (as RocksDB's ReadAsync/Poll): starts reading
+  // `requests` and returns at once; PendingReads::Wait() completes them.
+  // Between the two the calling thread may do any work except reading
+  // through this reader or using its Scratch() (one pending batch per
+  // thread per reader: io_uring fails a second one's Wait with
+  // FailedPrecondition). `requests` and their buffers
+  // must outlive the batch. The default (no asynchronous reads) reads in
+  // Wait().
+  virtual std::unique_ptr<PendingReads> Submit(absl::Span<ReadRequest> requests) const;
+
+  // Submit, while_waiting(), Wait(): `while_waiting` runs exactly once on
+  // the calling thread while the reads are in flight, under Submit's rules.
+  absl::Status ReadBatchOverlapped(absl::Span<ReadRequest> requests,
+                                   absl::FunctionRef<void()> while_waiting) const;
 
   // A buffer of at least `bytes`, aligned to alignment(), owned by the
   // calling thread's I/O context for this reader. Reads into it may be faster

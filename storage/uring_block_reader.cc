@@ -25,6 +25,7 @@ struct UringBlockReader::Ring {
   // Reused per batch so the hot path does not allocate.
   std::vector<uint32_t> resubmit;
   std::vector<uint8_t> retries;
+  bool busy = false;  // a Batch is pending on this ring
 
   ~Ring() {
     if (initialized) io_uring_queue_exit(&ring);
@@ -176,167 +177,214 @@ absl::StatusOr<uint8_t*> UringBlockReader::Scratch(size_t bytes) const {
   return r->scratch.data();
 }
 
-absl::Status UringBlockReader::ReadBatch(
-    absl::Span<ReadRequest> requests) const {
-  return Read(requests, nullptr);
-}
-
-absl::Status UringBlockReader::ReadBatchOverlapped(
-    absl::Span<ReadRequest> requests,
-    absl::FunctionRef<void()> while_waiting) const {
-  const OnceCall once(while_waiting);
-  const absl::FunctionRef<void()> fn(once);
-  absl::Status st = Read(requests, &fn);
-  once();  // nothing was submitted (an empty or invalid batch, or no ring)
-  return st;
-}
-
-absl::Status UringBlockReader::Read(
-    absl::Span<ReadRequest> requests,
-    const absl::FunctionRef<void()>* while_waiting) const {
-  Ring* r = rings_.Get();
-  if (r == nullptr) {
-    return absl::UnavailableError(
-        absl::StrCat("io_uring ring setup failed: ", first_error_));
+// A batch on this thread's ring: Start() prepares and submits what fits,
+// Wait() reaps, submits the rest and retries until every request is done.
+class UringBlockReader::Batch final : public PendingReads {
+ public:
+  Batch(const UringBlockReader* reader, absl::Span<ReadRequest> requests)
+      : reader_(reader), requests_(requests) {}
+  ~Batch() override {
+    if (started_ && !done_) Wait().IgnoreError();  // reap what is in flight
   }
-  const size_t n = requests.size();
-  const int fd = r->fixed_file ? 0 : file_.fd.get();
-  const uint8_t* fixed_lo = r->fixed_buffers ? r->scratch.data() : nullptr;
-  const uint8_t* fixed_hi = fixed_lo ? fixed_lo + r->scratch.size() : nullptr;
-  r->resubmit.clear();
-  r->retries.assign(n, 0);
 
-  auto prep = [&](uint32_t i) -> bool {
-    io_uring_sqe* sqe = io_uring_get_sqe(&r->ring);
+  void Start() {
+    started_ = true;
+    r_ = reader_->rings_.Get();
+    if (r_ == nullptr) {
+      Fail(absl::UnavailableError(
+          absl::StrCat("io_uring ring setup failed: ", reader_->first_error_)));
+      return;
+    }
+    if (r_->busy) {
+      r_ = nullptr;
+      Fail(absl::FailedPreconditionError(
+          "a batch is already pending on this thread's ring (Wait for it first)"));
+      return;
+    }
+    r_->busy = true;
+    fd_ = r_->fixed_file ? 0 : reader_->file_.fd.get();
+    fixed_lo_ = r_->fixed_buffers ? r_->scratch.data() : nullptr;
+    fixed_hi_ = fixed_lo_ ? fixed_lo_ + r_->scratch.size() : nullptr;
+    r_->resubmit.clear();
+    r_->retries.assign(requests_.size(), 0);
+    Fill();
+    if (queued_ > 0) {
+      const int sub = io_uring_submit(&r_->ring);
+      if (sub > 0) {
+        inflight_ += static_cast<size_t>(sub);
+        queued_ -= std::min<size_t>(queued_, static_cast<size_t>(sub));
+      }
+      // A submit error shows again in Wait's submit_and_wait.
+    }
+  }
+
+  absl::Status Wait() override {
+    if (done_) return status_;
+    done_ = true;
+    if (r_ == nullptr) return status_;  // failed at Start
+    absl::Status st = Loop();
+    r_->busy = false;
+    status_ = st;
+    return status_;
+  }
+
+ private:
+  void Fail(const absl::Status& st) {
+    status_ = st;
+    done_ = true;
+  }
+
+  bool Prep(uint32_t i) {
+    io_uring_sqe* sqe = io_uring_get_sqe(&r_->ring);
     if (sqe == nullptr) return false;
-    ReadRequest& req = requests[i];
+    ReadRequest& req = requests_[i];
     auto* buf = static_cast<uint8_t*>(req.buffer) + req.bytes_read;
     const size_t len = req.len - req.bytes_read;
     const uint64_t off = req.offset + req.bytes_read;
-    if (fixed_lo != nullptr && buf >= fixed_lo && buf + len <= fixed_hi) {
-      io_uring_prep_read_fixed(sqe, fd, buf, static_cast<unsigned>(len), off, 0);
+    if (fixed_lo_ != nullptr && buf >= fixed_lo_ && buf + len <= fixed_hi_) {
+      io_uring_prep_read_fixed(sqe, fd_, buf, static_cast<unsigned>(len), off, 0);
     } else {
-      io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(len), off);
+      io_uring_prep_read(sqe, fd_, buf, static_cast<unsigned>(len), off);
     }
-    if (r->fixed_file) sqe->flags |= IOSQE_FIXED_FILE;
+    if (r_->fixed_file) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, i);
     return true;
-  };
+  }
 
-  size_t next = 0;      // next request never submitted
-  size_t inflight = 0;  // submitted, not yet completed
-  size_t queued = 0;    // prepared, not yet submitted
-  for (;;) {
-    // Fill the submission queue: retries first, then new requests.
-    while (inflight + queued < options_.queue_depth) {
-      if (!r->resubmit.empty()) {
-        if (!prep(r->resubmit.back())) break;
-        r->resubmit.pop_back();
-        ++queued;
+  // Fills the submission queue: retries first, then new requests.
+  void Fill() {
+    const size_t n = requests_.size();
+    while (inflight_ + queued_ < reader_->options_.queue_depth) {
+      if (!r_->resubmit.empty()) {
+        if (!Prep(r_->resubmit.back())) break;
+        r_->resubmit.pop_back();
+        ++queued_;
         continue;
       }
       // Skip requests that are invalid or empty.
-      while (next < n) {
-        ReadRequest& req = requests[next];
+      while (next_ < n) {
+        ReadRequest& req = requests_[next_];
         req.bytes_read = 0;
-        req.status = CheckRequest(req, file_.alignment);
+        req.status = CheckRequest(req, reader_->file_.alignment);
         if (req.status.ok() && req.len > 0) break;
-        ++next;
+        ++next_;
       }
-      if (next >= n) break;
-      if (!prep(static_cast<uint32_t>(next))) break;
-      ++next;
-      ++queued;
+      if (next_ >= n) break;
+      if (!Prep(static_cast<uint32_t>(next_))) break;
+      ++next_;
+      ++queued_;
     }
-    if (inflight + queued == 0) break;  // all done
+  }
 
-    // Wait for everything in flight at once: a batch's reads complete within
-    // microseconds of each other, and one sleep per batch instead of one per
-    // completion keeps wake-ups (slow on a virtual CPU) out of the latency
-    // (measured on GloVe, 20 reads per query, one thread: the fullview's p99
-    // fell from 1.39 ms to 0.37 ms).
-    if (while_waiting != nullptr) {
-      // Submit without waiting, do the caller's work, then wait below.
-      const int sub = io_uring_submit(&r->ring);
-      if (sub > 0) {
-        inflight += static_cast<size_t>(sub);
-        queued -= std::min<size_t>(queued, static_cast<size_t>(sub));
-      }
-      (*while_waiting)();
-      while_waiting = nullptr;  // a submit error shows again just below
-    }
-    const int ret =
-        io_uring_submit_and_wait(&r->ring, static_cast<unsigned>(inflight + queued));
-    if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
-      // The ring is unusable; report every unfinished request.
-      const absl::Status err = ErrnoStatus(-ret, "io_uring_submit_and_wait");
-      for (size_t i = 0; i < n; ++i) {
-        if (requests[i].len > 0 && requests[i].status.ok() &&
-            requests[i].bytes_read < requests[i].len) {
-          requests[i].status = err;
+  absl::Status Loop() {
+    const size_t n = requests_.size();
+    const ReadFile& file = reader_->file_;
+    for (;;) {
+      Fill();
+      if (inflight_ + queued_ == 0) break;  // all done
+      // Wait for everything in flight at once: a batch's reads complete
+      // within microseconds of each other, and one sleep per batch instead
+      // of one per completion keeps wake-ups (slow on a virtual CPU) out of
+      // the latency (measured on GloVe, 20 reads per query, one thread: the
+      // fullview's p99 fell from 1.39 ms to 0.37 ms).
+      const int ret =
+          io_uring_submit_and_wait(&r_->ring, static_cast<unsigned>(inflight_ + queued_));
+      if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+        // The ring is unusable; report every unfinished request.
+        const absl::Status err = ErrnoStatus(-ret, "io_uring_submit_and_wait");
+        for (size_t i = 0; i < n; ++i) {
+          if (requests_[i].len > 0 && requests_[i].status.ok() &&
+              requests_[i].bytes_read < requests_[i].len) {
+            requests_[i].status = err;
+          }
         }
+        return err;
       }
-      return err;
-    }
-    if (ret > 0) {
-      inflight += static_cast<size_t>(ret);
-      queued -= std::min<size_t>(queued, static_cast<size_t>(ret));
-    }
+      if (ret > 0) {
+        inflight_ += static_cast<size_t>(ret);
+        queued_ -= std::min<size_t>(queued_, static_cast<size_t>(ret));
+      }
 
-    unsigned head;
-    unsigned seen = 0;
-    io_uring_cqe* cqe;
-    io_uring_for_each_cqe(&r->ring, head, cqe) {
-      ++seen;
-      const auto i = static_cast<uint32_t>(io_uring_cqe_get_data64(cqe));
-      ReadRequest& req = requests[i];
-      const int res = cqe->res;
-      if (res == -EAGAIN || res == -EINTR) {
-        if (++r->retries[i] < kMaxRetries) {
-          r->resubmit.push_back(i);
-        } else {
-          req.status = ErrnoStatus(-res, absl::StrCat("read ", file_.path,
-                                                      " at offset ", req.offset));
-        }
-      } else if (res < 0) {
-        req.status = ErrnoStatus(
-            -res, absl::StrCat("read ", file_.path, " at offset ",
-                               req.offset + req.bytes_read));
-      } else if (res == 0) {
-        req.status = absl::OutOfRangeError(absl::StrCat(
-            "read past the end of ", file_.path, ": got ", req.bytes_read,
-            " of ", req.len, " bytes at offset ", req.offset));
-      } else {
-        req.bytes_read += static_cast<size_t>(res);
-        if (req.bytes_read < req.len) {
-          // A short read. With O_DIRECT the rest would start unaligned, which
-          // happens only at the end of the file.
-          const uint64_t pos = req.offset + req.bytes_read;
-          if (file_.alignment > 1 && pos % file_.alignment != 0) {
-            auto size = FileSize(file_.fd.get(), file_.path);
-            req.status =
-                size.ok() && *size <= pos
-                    ? absl::OutOfRangeError(absl::StrCat(
-                          "read past the end of ", file_.path, ": got ",
-                          req.bytes_read, " of ", req.len,
-                          " bytes at offset ", req.offset))
-                    : absl::DataLossError(absl::StrCat(
-                          "short O_DIRECT read of ", file_.path, " at offset ",
-                          req.offset, ": ", req.bytes_read, " of ", req.len));
-          } else if (++r->retries[i] < kMaxRetries) {
-            r->resubmit.push_back(i);
+      unsigned head;
+      unsigned seen = 0;
+      io_uring_cqe* cqe;
+      io_uring_for_each_cqe(&r_->ring, head, cqe) {
+        ++seen;
+        const auto i = static_cast<uint32_t>(io_uring_cqe_get_data64(cqe));
+        ReadRequest& req = requests_[i];
+        const int res = cqe->res;
+        if (res == -EAGAIN || res == -EINTR) {
+          if (++r_->retries[i] < kMaxRetries) {
+            r_->resubmit.push_back(i);
           } else {
-            req.status = absl::DataLossError(absl::StrCat(
-                "read of ", file_.path, " at offset ", req.offset,
-                " keeps returning short: ", req.bytes_read, " of ", req.len));
+            req.status = ErrnoStatus(-res, absl::StrCat("read ", file.path,
+                                                        " at offset ", req.offset));
+          }
+        } else if (res < 0) {
+          req.status = ErrnoStatus(
+              -res, absl::StrCat("read ", file.path, " at offset ",
+                                 req.offset + req.bytes_read));
+        } else if (res == 0) {
+          req.status = absl::OutOfRangeError(absl::StrCat(
+              "read past the end of ", file.path, ": got ", req.bytes_read,
+              " of ", req.len, " bytes at offset ", req.offset));
+        } else {
+          req.bytes_read += static_cast<size_t>(res);
+          if (req.bytes_read < req.len) {
+            // A short read. With O_DIRECT the rest would start unaligned,
+            // which happens only at the end of the file.
+            const uint64_t pos = req.offset + req.bytes_read;
+            if (file.alignment > 1 && pos % file.alignment != 0) {
+              auto size = FileSize(file.fd.get(), file.path);
+              req.status =
+                  size.ok() && *size <= pos
+                      ? absl::OutOfRangeError(absl::StrCat(
+                            "read past the end of ", file.path, ": got ",
+                            req.bytes_read, " of ", req.len,
+                            " bytes at offset ", req.offset))
+                      : absl::DataLossError(absl::StrCat(
+                            "short O_DIRECT read of ", file.path, " at offset ",
+                            req.offset, ": ", req.bytes_read, " of ", req.len));
+            } else if (++r_->retries[i] < kMaxRetries) {
+              r_->resubmit.push_back(i);
+            } else {
+              req.status = absl::DataLossError(absl::StrCat(
+                  "read of ", file.path, " at offset ", req.offset,
+                  " keeps returning short: ", req.bytes_read, " of ", req.len));
+            }
           }
         }
       }
+      io_uring_cq_advance(&r_->ring, seen);
+      inflight_ -= std::min<size_t>(inflight_, seen);
     }
-    io_uring_cq_advance(&r->ring, seen);
-    inflight -= std::min<size_t>(inflight, seen);
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+
+  const UringBlockReader* reader_;
+  absl::Span<ReadRequest> requests_;
+  Ring* r_ = nullptr;
+  int fd_ = -1;
+  const uint8_t* fixed_lo_ = nullptr;
+  const uint8_t* fixed_hi_ = nullptr;
+  size_t next_ = 0;      // next request never submitted
+  size_t inflight_ = 0;  // submitted, not yet completed
+  size_t queued_ = 0;    // prepared, not yet submitted
+  bool started_ = false;
+  bool done_ = false;
+  absl::Status status_;
+};
+
+absl::Status UringBlockReader::ReadBatch(absl::Span<ReadRequest> requests) const {
+  Batch batch(this, requests);
+  batch.Start();
+  return batch.Wait();
+}
+
+std::unique_ptr<PendingReads> UringBlockReader::Submit(absl::Span<ReadRequest> requests) const {
+  auto batch = std::make_unique<Batch>(this, requests);
+  batch->Start();
+  return batch;
 }
 
 }  // namespace zoom::storage

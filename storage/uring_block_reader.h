@@ -9,7 +9,8 @@
 // each thread's Scratch() buffer is registered (READ_FIXED) when the kernel
 // allows (RLIMIT_MEMLOCK may refuse: then plain reads, logged once).
 //
-// ReadBatchOverlapped submits, runs the caller's work, then waits.
+// Submit prepares and submits a batch (its first queue_depth requests) and
+// returns; Wait reaps, submits the rest and retries until all are done.
 //
 // Thread-safe: ReadBatch and Scratch may be called from any number of threads.
 #ifndef ZOOM_STORAGE_URING_BLOCK_READER_H_
@@ -38,9 +39,7 @@ class UringBlockReader final : public BlockReader {
   ~UringBlockReader() override;
 
   absl::Status ReadBatch(absl::Span<ReadRequest> requests) const override;
-  absl::Status ReadBatchOverlapped(
-      absl::Span<ReadRequest> requests,
-      absl::FunctionRef<void()> while_waiting) const override;
+  std::unique_ptr<PendingReads> Submit(absl::Span<ReadRequest> requests) const override;
   absl::StatusOr<uint8_t*> Scratch(size_t bytes) const override;
   size_t alignment() const override { return file_.alignment; }
   IoBackend backend() const override { return IoBackend::kIoUring; }
@@ -48,14 +47,12 @@ class UringBlockReader final : public BlockReader {
   const std::string& path() const override { return file_.path; }
   std::string Describe() const override;
 
-  struct Ring;  // one per thread; defined in the .cc
+  struct Ring;   // one per thread; defined in the .cc
+  class Batch;  // a batch in flight on one ring; defined in the .cc
 
  private:
   UringBlockReader(ReadFile file, const BlockReaderOptions& options);
   absl::StatusOr<std::unique_ptr<Ring>> MakeRing() const;
-  // ReadBatch; calls *while_waiting (if not null) once after the first submit.
-  absl::Status Read(absl::Span<ReadRequest> requests,
-                    const absl::FunctionRef<void()>* while_waiting) const;
 
   ReadFile file_;
   BlockReaderOptions options_;

@@ -323,14 +323,11 @@ absl::Status VectorStore::Sync() {
   return absl::OkStatus();
 }
 
-template <typename Sink>
-absl::Status VectorStore::ReadImpl(
-    absl::Span<const InternalId> ids, QueryStats* stats,
-    const absl::FunctionRef<void()>* while_waiting, Sink&& sink) const {
+absl::Status VectorStore::PrepareRead(absl::Span<const InternalId> ids, size_t* total) const {
   const size_t n = ids.size();
-  if (n == 0) return absl::OkStatus();
   const uint64_t committed = count();
   ReadScratch& s = tls_read_scratch;
+  s.requests.clear();
   s.order.resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (ids[i] >= committed) {
@@ -345,11 +342,10 @@ absl::Status VectorStore::ReadImpl(
               return a.block < b.block;
             });
   const uint64_t a = std::max<size_t>(reader_->alignment(), 1);
-  s.requests.clear();
   s.request_of.resize(n);
   s.offset_in_req.resize(n);
   // One request per distinct block: the aligned range covering its records.
-  size_t total = 0;
+  *total = 0;
   for (size_t i = 0; i < n;) {
     size_t j = i;
     uint64_t lo = UINT64_MAX;
@@ -371,21 +367,22 @@ absl::Status VectorStore::ReadImpl(
       s.offset_in_req[pos] =
           static_cast<uint32_t>(RecordOffset(ids[pos]) - lo);
     }
-    total += hi - lo;
+    *total += hi - lo;
     i = j;
   }
-  ZOOM_ASSIGN_OR_RETURN(uint8_t * scratch, reader_->Scratch(total));
+  ZOOM_ASSIGN_OR_RETURN(uint8_t * scratch, reader_->Scratch(*total));
   size_t used = 0;
   for (ReadRequest& req : s.requests) {
     req.buffer = scratch + used;
     used += req.len;
   }
-  if (while_waiting != nullptr) {
-    ZOOM_RETURN_IF_ERROR(reader_->ReadBatchOverlapped(
-        absl::MakeSpan(s.requests), *while_waiting));
-  } else {
-    ZOOM_RETURN_IF_ERROR(reader_->ReadBatch(absl::MakeSpan(s.requests)));
-  }
+  return absl::OkStatus();
+}
+
+template <typename Sink>
+absl::Status VectorStore::CompleteRead(size_t n, size_t total, QueryStats* stats,
+                                       Sink&& sink) const {
+  const ReadScratch& s = tls_read_scratch;
   if (stats != nullptr) {
     stats->reads += s.requests.size();
     stats->bytes_read += total;
@@ -406,44 +403,79 @@ absl::Status VectorStore::ReadImpl(
   return absl::OkStatus();
 }
 
+template <typename Sink>
+absl::Status VectorStore::ReadImpl(absl::Span<const InternalId> ids, QueryStats* stats,
+                                   Sink&& sink) const {
+  if (ids.empty()) return absl::OkStatus();
+  size_t total = 0;
+  ZOOM_RETURN_IF_ERROR(PrepareRead(ids, &total));
+  ZOOM_RETURN_IF_ERROR(reader_->ReadBatch(absl::MakeSpan(tls_read_scratch.requests)));
+  return CompleteRead(ids.size(), total, stats, sink);
+}
+
+void VectorStore::DecodeRecord(const uint8_t* rec, float* out) const {
+  if (dtype_ == DType::kFloat32) {
+    std::memcpy(out, rec, dim_ * sizeof(float));
+  } else {
+    for (size_t i = 0; i < dim_; ++i) out[i] = static_cast<float>(rec[i]);
+  }
+}
+
 absl::Status VectorStore::ReadVectors(absl::Span<const InternalId> ids,
                                       float* out, QueryStats* stats) const {
-  return ReadVectorsImpl(ids, out, stats, nullptr);
+  return ReadImpl(ids, stats, [&](size_t pos, const uint8_t* rec) {
+    DecodeRecord(rec, out + pos * dim_);
+  });
+}
+
+std::unique_ptr<VectorStore::PendingVectors> VectorStore::SubmitReadVectors(
+    absl::Span<const InternalId> ids, float* out, QueryStats* stats) const {
+  std::unique_ptr<PendingVectors> p(new PendingVectors());
+  p->store_ = this;
+  p->out_ = out;
+  p->stats_ = stats;
+  p->n_ = ids.size();
+  if (ids.empty()) {
+    p->done_ = true;
+    return p;
+  }
+  absl::Status st = PrepareRead(ids, &p->total_);
+  if (!st.ok()) {
+    p->done_ = true;
+    p->status_ = st;
+    return p;
+  }
+  p->reads_ = reader_->Submit(absl::MakeSpan(tls_read_scratch.requests));
+  return p;
+}
+
+VectorStore::PendingVectors::~PendingVectors() = default;  // reads_ waits for itself
+
+absl::Status VectorStore::PendingVectors::Wait() {
+  if (done_) return status_;
+  done_ = true;
+  status_ = reads_->Wait();
+  if (status_.ok()) {
+    status_ = store_->CompleteRead(n_, total_, stats_, [&](size_t pos, const uint8_t* rec) {
+      store_->DecodeRecord(rec, out_ + pos * store_->dim_);
+    });
+  }
+  return status_;
 }
 
 absl::Status VectorStore::ReadVectorsOverlapped(
     absl::Span<const InternalId> ids, float* out, QueryStats* stats,
     absl::FunctionRef<void()> while_waiting) const {
-  const OnceCall once(while_waiting);
-  const absl::FunctionRef<void()> fn(once);
-  absl::Status st = ReadVectorsImpl(ids, out, stats, &fn);
-  once();  // no read was issued (no ids, or a bad id)
-  return st;
-}
-
-absl::Status VectorStore::ReadVectorsImpl(
-    absl::Span<const InternalId> ids, float* out, QueryStats* stats,
-    const absl::FunctionRef<void()>* while_waiting) const {
-  const size_t dim = dim_;
-  if (dtype_ == DType::kFloat32) {
-    return ReadImpl(ids, stats, while_waiting,
-                    [&](size_t pos, const uint8_t* rec) {
-                      std::memcpy(out + pos * dim, rec, dim * sizeof(float));
-                    });
-  }
-  return ReadImpl(ids, stats, while_waiting,
-                  [&](size_t pos, const uint8_t* rec) {
-                    float* dst = out + pos * dim;
-                    for (size_t i = 0; i < dim; ++i)
-                      dst[i] = static_cast<float>(rec[i]);
-                  });
+  std::unique_ptr<PendingVectors> pending = SubmitReadVectors(ids, out, stats);
+  while_waiting();
+  return pending->Wait();
 }
 
 absl::Status VectorStore::ReadRaw(absl::Span<const InternalId> ids, void* out,
                                   QueryStats* stats) const {
   auto* dst = static_cast<uint8_t*>(out);
   const size_t rb = record_bytes_;
-  return ReadImpl(ids, stats, nullptr, [&](size_t pos, const uint8_t* rec) {
+  return ReadImpl(ids, stats, [&](size_t pos, const uint8_t* rec) {
     std::memcpy(dst + pos * rb, rec, rb);
   });
 }

@@ -114,10 +114,32 @@ class VectorStore {
   // bytes to `stats` when not null. OutOfRange for an id >= count().
   absl::Status ReadVectors(absl::Span<const InternalId> ids, float* out,
                            QueryStats* stats = nullptr) const;
-  // As ReadVectors, calling `while_waiting` exactly once on this thread
-  // while the reads are in flight (BlockReader::ReadBatchOverlapped): CPU
-  // work, e.g. the next query's preview, overlaps the device. It must not
-  // read from this store.
+  // ReadVectors in two phases (BlockReader::Submit): the reads are
+  // submitted here and completed by the returned batch's Wait(), which
+  // fills `out` and returns what ReadVectors would have. In between, this
+  // thread may do other work (e.g. the next query's preview) but must not
+  // read from this store. `ids`, `out` and `stats` must outlive the batch;
+  // destroying it unwaited waits for the reads in flight.
+  class PendingVectors {
+   public:
+    ~PendingVectors();
+    absl::Status Wait();
+
+   private:
+    friend class VectorStore;
+    PendingVectors() = default;
+    const VectorStore* store_ = nullptr;
+    float* out_ = nullptr;
+    QueryStats* stats_ = nullptr;
+    size_t n_ = 0, total_ = 0;
+    std::unique_ptr<PendingReads> reads_;
+    bool done_ = false;
+    absl::Status status_;
+  };
+  std::unique_ptr<PendingVectors> SubmitReadVectors(absl::Span<const InternalId> ids, float* out,
+                                                    QueryStats* stats = nullptr) const;
+  // SubmitReadVectors, while_waiting(), Wait(): `while_waiting` runs
+  // exactly once on this thread while the reads are in flight.
   absl::Status ReadVectorsOverlapped(
       absl::Span<const InternalId> ids, float* out, QueryStats* stats,
       absl::FunctionRef<void()> while_waiting) const;
@@ -144,13 +166,17 @@ class VectorStore {
 
  private:
   VectorStore() = default;
-  absl::Status ReadVectorsImpl(
-      absl::Span<const InternalId> ids, float* out, QueryStats* stats,
-      const absl::FunctionRef<void()>* while_waiting) const;
+  // The reads of `ids` into this thread's scratch: the requests, one per
+  // distinct block, and *total bytes.
+  absl::Status PrepareRead(absl::Span<const InternalId> ids, size_t* total) const;
+  // After the reads: the stats, the first failed request, then sink(pos,
+  // record bytes) for each of the n ids.
   template <typename Sink>
-  absl::Status ReadImpl(absl::Span<const InternalId> ids, QueryStats* stats,
-                        const absl::FunctionRef<void()>* while_waiting,
-                        Sink&& sink) const;
+  absl::Status CompleteRead(size_t n, size_t total, QueryStats* stats, Sink&& sink) const;
+  template <typename Sink>
+  absl::Status ReadImpl(absl::Span<const InternalId> ids, QueryStats* stats, Sink&& sink) const;
+  // Widens or copies one stored record into dim() floats.
+  void DecodeRecord(const uint8_t* rec, float* out) const;
   absl::Status WriteHeader(uint64_t count, uint32_t data_crc);
   uint64_t EndOffset(uint64_t count) const;
 

@@ -252,7 +252,9 @@ absl::Status SearchEngine::Search(const float* query, const SearchParams& params
   hits->clear();
   Scratch& s = ThreadScratch();
   ZOOM_RETURN_IF_ERROR(Preview(*idx, query, params, &s.candidates, stats));
-  return Finish(query, params, ctx, s.candidates, hits, stats, nullptr);
+  Fullview fv;
+  ZOOM_RETURN_IF_ERROR(FullviewStart(params, ctx, s.candidates, hits, stats, &fv));
+  return FullviewEnd(query, params, s.candidates, hits, stats, &fv, /*overlapped_us=*/0);
 }
 
 absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
@@ -275,16 +277,18 @@ absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
   return absl::OkStatus();
 }
 
-absl::Status SearchEngine::Finish(
-    const float* query, const SearchParams& params, const QueryContext& ctx,
-    const std::vector<index::Neighbor>& candidates,
-    std::vector<SearchHit>* hits, QueryStats* stats,
-    const absl::FunctionRef<void()>* while_waiting) const {
+absl::Status SearchEngine::FullviewStart(const SearchParams& params, const QueryContext& ctx,
+                                         const std::vector<index::Neighbor>& candidates,
+                                         std::vector<SearchHit>* hits, QueryStats* stats,
+                                         Fullview* fv) const {
   hits->clear();
+  fv->answered = false;
+  fv->pending.reset();
   const size_t d = store_->dim();
   Scratch& s = ThreadScratch();
   if (params.preview_only) {
     PreviewHits(candidates, params.k, hits);
+    fv->answered = true;
     return absl::OkStatus();
   }
   if (ctx.deadline != absl::InfiniteFuture() || ctx.cancelled != nullptr) {
@@ -302,29 +306,19 @@ absl::Status SearchEngine::Finish(
       }
       PreviewHits(candidates, params.k, hits);
       if (stats != nullptr) stats->degraded = true;
+      fv->answered = true;
       return absl::OkStatus();
     }
   }
-  // 2. fullview: one batch of reads (the overlapped work's time excluded).
-  Stopwatch sw;
-  double overlapped_us = 0;
-  const auto timed = [&] {
-    Stopwatch t;
-    (*while_waiting)();
-    overlapped_us += t.ElapsedMicros();
-  };
-  const absl::FunctionRef<void()> timed_ref(timed);
-  const auto read = [&](absl::Span<const InternalId> ids, float* out) {
-    return while_waiting == nullptr
-               ? store_->ReadVectors(ids, out, stats)
-               : store_->ReadVectorsOverlapped(ids, out, stats, timed_ref);
-  };
+  // 2. fullview: one batch of reads, submitted here, completed by
+  //    FullviewEnd (what runs between is not counted in fullview_us).
+  fv->timer.Reset();
   const size_t n = candidates.size();
   s.ids.resize(n);
   for (size_t i = 0; i < n; ++i) s.ids[i] = candidates[i].id;
   s.vectors.resize(n * d);
   if (cache_ == nullptr) {
-    ZOOM_RETURN_IF_ERROR(read(s.ids, s.vectors.data()));
+    fv->pending = store_->SubmitReadVectors(s.ids, s.vectors.data(), stats);
   } else {
     s.misses.clear();
     s.miss_pos.clear();
@@ -335,20 +329,34 @@ absl::Status SearchEngine::Finish(
       }
     }
     s.miss_vectors.resize(s.misses.size() * d);
-    ZOOM_RETURN_IF_ERROR(read(s.misses, s.miss_vectors.data()));
-    for (size_t j = 0; j < s.misses.size(); ++j) {
-      const float* v = s.miss_vectors.data() + j * d;
-      std::memcpy(s.vectors.data() + size_t{s.miss_pos[j]} * d, v, d * sizeof(float));
-      cache_->Insert(s.misses[j], v);
-    }
+    fv->pending = store_->SubmitReadVectors(s.misses, s.miss_vectors.data(), stats);
     if (stats != nullptr) {
       stats->cache_hits += n - s.misses.size();
       stats->cache_misses += s.misses.size();
     }
   }
-  const double fullview_us = sw.ElapsedMicros() - overlapped_us;
+  return absl::OkStatus();
+}
+
+absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& params,
+                                       const std::vector<index::Neighbor>& candidates,
+                                       std::vector<SearchHit>* hits, QueryStats* stats,
+                                       Fullview* fv, double overlapped_us) const {
+  if (fv->answered) return absl::OkStatus();
+  const size_t d = store_->dim();
+  Scratch& s = ThreadScratch();
+  ZOOM_RETURN_IF_ERROR(fv->pending->Wait());
+  fv->pending.reset();
+  if (cache_ != nullptr) {
+    for (size_t j = 0; j < s.misses.size(); ++j) {
+      const float* v = s.miss_vectors.data() + j * d;
+      std::memcpy(s.vectors.data() + size_t{s.miss_pos[j]} * d, v, d * sizeof(float));
+      cache_->Insert(s.misses[j], v);
+    }
+  }
+  const double fullview_us = std::max(0.0, fv->timer.ElapsedMicros() - overlapped_us);
   if (stats != nullptr) stats->fullview_us += fullview_us;
-  if (while_waiting == nullptr) {
+  if (overlapped_us == 0) {
     // Exponential moving average of plain fullviews (an overlapped one's
     // reads partly finish during the other work, so it would understate
     // what a lone query waits); races between threads only blur it.
@@ -358,7 +366,8 @@ absl::Status SearchEngine::Finish(
                            std::memory_order_relaxed);
   }
   // 3. exact re-rank.
-  sw.Reset();
+  Stopwatch sw;
+  const size_t n = candidates.size();
   s.query.assign(query, query + d);
   if (metric_ == Metric::kCosine) NormalizeL2(s.query.data(), d);
   s.hits.resize(n);
@@ -407,21 +416,25 @@ absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
     if (q >= nq) return;
     absl::Status st =
         Preview(*idx, queries + q * d, params, &cur, &(*stats)[q]);
+    Fullview fv;
     while (st.ok() && !failed.load()) {
       const size_t q2 = next.fetch_add(1);
       const bool more = q2 < nq;
-      bool previewed = false;
+      // Submit query q's reads, preview query q2 while they fly, then
+      // complete q (two-phase I/O: no callback into the engine).
+      st = FullviewStart(params, ctx, cur, &(*hits)[q], &(*stats)[q], &fv);
+      if (!st.ok()) break;
       absl::Status st2;
-      const auto preview_next = [&] {
-        if (!more || previewed) return;
-        previewed = true;
+      double overlapped_us = 0;
+      if (more) {
+        Stopwatch t;
         st2 = Preview(*idx, queries + q2 * d, params, &nxt, &(*stats)[q2]);
-      };
-      const absl::FunctionRef<void()> overlap(preview_next);
-      st = Finish(queries + q * d, params, ctx, cur, &(*hits)[q], &(*stats)[q], &overlap);
+        if (!fv.answered) overlapped_us = t.ElapsedMicros();
+      }
+      st = FullviewEnd(queries + q * d, params, cur, &(*hits)[q], &(*stats)[q], &fv,
+                       overlapped_us);
       if (!st.ok()) break;
       if (!more) return;
-      preview_next();  // when Finish issued no read
       st = st2;
       std::swap(cur, nxt);
       q = q2;

@@ -30,6 +30,7 @@
 #include "common/ids.h"
 #include "common/metric.h"
 #include "common/query_stats.h"
+#include "common/timer.h"
 #include "index/vector_index.h"
 #include "server/engine/vector_cache.h"
 #include "storage/vector_store.h"
@@ -138,13 +139,26 @@ class SearchEngine {
                        const SearchParams& params,
                        std::vector<index::Neighbor>* candidates,
                        QueryStats* stats) const;
-  // The rest: deadline check, fullview, exact re-rank of `candidates`.
-  // Calls *while_waiting (when not null) at most once, while the reads are
-  // in flight; not at all when the query ends before reading.
-  absl::Status Finish(const float* query, const SearchParams& params, const QueryContext& ctx,
-                      const std::vector<index::Neighbor>& candidates,
-                      std::vector<SearchHit>* hits, QueryStats* stats,
-                      const absl::FunctionRef<void()>* while_waiting) const;
+  // The rest in two phases. FullviewStart: the deadline check, then the
+  // fullview's reads submitted (storage::VectorStore::SubmitReadVectors;
+  // cached vectors need none); or the answer at once (preview only,
+  // degraded): fv->answered. FullviewEnd: waits for the reads and re-ranks
+  // `candidates` exactly; `overlapped_us` of other work done in between is
+  // not counted in fullview_us. Between the two the thread must not read
+  // from this engine's store (the next query's preview may run).
+  struct Fullview {
+    bool answered = false;
+    std::unique_ptr<storage::VectorStore::PendingVectors> pending;
+    Stopwatch timer;
+  };
+  absl::Status FullviewStart(const SearchParams& params, const QueryContext& ctx,
+                             const std::vector<index::Neighbor>& candidates,
+                             std::vector<SearchHit>* hits, QueryStats* stats,
+                             Fullview* fv) const;
+  absl::Status FullviewEnd(const float* query, const SearchParams& params,
+                           const std::vector<index::Neighbor>& candidates,
+                           std::vector<SearchHit>* hits, QueryStats* stats, Fullview* fv,
+                           double overlapped_us) const;
 
   const Metric metric_;
   std::unique_ptr<storage::VectorStore> store_;

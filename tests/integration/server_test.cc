@@ -1050,10 +1050,10 @@ class HeldReader final : public storage::BlockReader {
     Wait();
     return inner_->ReadBatch(requests);
   }
-  absl::Status ReadBatchOverlapped(absl::Span<storage::ReadRequest> requests,
-                                   absl::FunctionRef<void()> while_waiting) const override {
+  std::unique_ptr<storage::PendingReads> Submit(
+      absl::Span<storage::ReadRequest> requests) const override {
     Wait();
-    return inner_->ReadBatchOverlapped(requests, while_waiting);
+    return inner_->Submit(requests);
   }
   absl::StatusOr<uint8_t*> Scratch(size_t bytes) const override { return inner_->Scratch(bytes); }
   size_t alignment() const override { return inner_->alignment(); }
