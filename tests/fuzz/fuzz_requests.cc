@@ -219,7 +219,7 @@ void FuzzRequest(const uint8_t* data, size_t size) {
       v1::TopKRequest r;
       if (!r.ParseFromArray(bytes, len)) return;
       v1::TopKResponse resp;
-      (void)w.decoder_service->Decode(r, &resp);
+      (void)w.decoder_service->Decode(r, server::CallContext(), &resp);
       break;
     }
     case 6: {
