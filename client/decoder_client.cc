@@ -1,10 +1,8 @@
 #include "client/decoder_client.h"
 
-#include <cstdio>
 #include <utility>
 
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
+#include "grpcpp/channel.h"
 
 namespace zoom::client {
 
@@ -17,24 +15,14 @@ absl::StatusOr<std::unique_ptr<DecoderClient>> DecoderClient::Open(const std::st
 
 std::unique_ptr<DecoderClient> DecoderClient::Connect(const std::string& target,
                                                       const ClientOptions& options) {
-  auto client = Open(target, options);
-  if (client.ok()) return std::move(*client);
-  std::fprintf(stderr, "zoom client: %s\n", std::string(client.status().message()).c_str());
-  // Never a silent downgrade to plaintext (see ZoomClient::Connect).
-  return std::make_unique<DecoderClient>(
-      grpc::CreateChannel("unix:/nonexistent/zoom-client-tls-configuration-error",
-                          grpc::InsecureChannelCredentials()),
-      options);
+  return std::make_unique<DecoderClient>(MakeChannelOrFailing(target, options), options);
 }
 
 DecoderClient::DecoderClient(std::shared_ptr<grpc::Channel> channel, const ClientOptions& options)
     : channel_(std::move(channel)), stub_(v1::Decoder::NewStub(channel_)), options_(options) {}
 
 void DecoderClient::Prepare(grpc::ClientContext* context, absl::Duration timeout) const {
-  if (timeout != absl::InfiniteDuration() && timeout < absl::Hours(24 * 36500)) {
-    context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  }
-  context->set_wait_for_ready(options_.wait_for_ready);
+  PrepareContext(context, timeout, options_);
 }
 
 absl::StatusOr<v1::ModelInfo> DecoderClient::LoadModel(const std::string& name,

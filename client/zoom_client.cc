@@ -114,17 +114,28 @@ absl::StatusOr<std::unique_ptr<ZoomClient>> ZoomClient::Open(const std::string& 
   return std::make_unique<ZoomClient>(std::move(*channel), options);
 }
 
+std::shared_ptr<grpc::Channel> MakeChannelOrFailing(const std::string& target,
+                                                    const ClientOptions& options) {
+  auto channel = MakeChannel(target, options);
+  if (channel.ok()) return std::move(*channel);
+  std::fprintf(stderr, "zoom client: %s\n", std::string(channel.status().message()).c_str());
+  return grpc::CreateChannel("unix:/nonexistent/zoom-client-tls-configuration-error",
+                             grpc::InsecureChannelCredentials());
+}
+
+void PrepareContext(grpc::ClientContext* context, absl::Duration timeout,
+                    const ClientOptions& options) {
+  // Anything beyond a century is as good as no deadline (and keeps the
+  // conversion to a chrono time point far from saturation).
+  if (timeout != absl::InfiniteDuration() && timeout < absl::Hours(24 * 36500)) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  }
+  context->set_wait_for_ready(options.wait_for_ready);
+}
+
 std::unique_ptr<ZoomClient> ZoomClient::Connect(const std::string& target,
                                                 const ClientOptions& options) {
-  auto client = Open(target, options);
-  if (client.ok()) return std::move(*client);
-  std::fprintf(stderr, "zoom client: %s\n", std::string(client.status().message()).c_str());
-  // Never a silent downgrade to plaintext: a channel on which every call
-  // fails (UNAVAILABLE).
-  return std::make_unique<ZoomClient>(
-      grpc::CreateChannel("unix:/nonexistent/zoom-client-tls-configuration-error",
-                          grpc::InsecureChannelCredentials()),
-      options);
+  return std::make_unique<ZoomClient>(MakeChannelOrFailing(target, options), options);
 }
 
 ZoomClient::ZoomClient(std::shared_ptr<grpc::Channel> channel,
@@ -135,13 +146,7 @@ ZoomClient::ZoomClient(std::shared_ptr<grpc::Channel> channel,
 
 void ZoomClient::Prepare(grpc::ClientContext* context,
                          absl::Duration timeout) const {
-  // Anything beyond a century is as good as no deadline (and keeps the
-  // conversion to a chrono time point far from saturation).
-  if (timeout != absl::InfiniteDuration() &&
-      timeout < absl::Hours(24 * 36500)) {
-    context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  }
-  context->set_wait_for_ready(options_.wait_for_ready);
+  PrepareContext(context, timeout, options_);
 }
 
 absl::StatusOr<v1::CollectionInfo> ZoomClient::CreateCollection(

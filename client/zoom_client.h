@@ -50,6 +50,17 @@ struct ClientOptions {
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& target,
                                                            const ClientOptions& options);
 
+// MakeChannel, or (saying why on stderr) a channel on which every call
+// fails with UNAVAILABLE: a bad TLS file is never a silent downgrade to
+// plaintext. For the clients' Connect.
+std::shared_ptr<grpc::Channel> MakeChannelOrFailing(const std::string& target,
+                                                    const ClientOptions& options);
+
+// A call's deadline (`timeout` from now; none when infinite) and the
+// options' wait_for_ready.
+void PrepareContext(grpc::ClientContext* context, absl::Duration timeout,
+                    const ClientOptions& options);
+
 // grpc::Status -> absl::Status (same code, same message).
 absl::Status FromGrpc(const grpc::Status& status);
 

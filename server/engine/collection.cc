@@ -477,6 +477,7 @@ SearchParams Collection::EngineParams(const Segment& seg,
 }
 
 absl::Status Collection::JoinHits(const Segment& seg, const std::vector<SearchHit>& found,
+                                  const std::vector<float>& vectors,
                                   const CollectionSearchParams& params, uint64_t* budget,
                                   std::vector<CollectionHit>* hits) const {
   hits->resize(found.size());
@@ -502,10 +503,15 @@ absl::Status Collection::JoinHits(const Segment& seg, const std::vector<SearchHi
   }
   if (params.with_vectors && !internal.empty()) {
     const size_t d = config_.dim;
-    std::vector<float> buf(internal.size() * d);
-    ZOOM_RETURN_IF_ERROR(seg.engine->store().ReadVectors(internal, buf.data()));
+    std::vector<float> buf;
+    const std::vector<float>* source = &vectors;
+    if (vectors.size() != internal.size() * d) {  // no fullview ran: read them
+      buf.resize(internal.size() * d);
+      ZOOM_RETURN_IF_ERROR(seg.engine->store().ReadVectors(internal, buf.data()));
+      source = &buf;
+    }
     for (size_t i = 0; i < internal.size(); ++i) {
-      (*hits)[i].vector.assign(buf.begin() + i * d, buf.begin() + (i + 1) * d);
+      (*hits)[i].vector.assign(source->begin() + i * d, source->begin() + (i + 1) * d);
     }
   }
   return absl::OkStatus();
@@ -522,10 +528,13 @@ absl::Status Collection::Search(const float* query, size_t dim,
   const bool exact = params.exact || seg->engine->index() == nullptr;
   if (exact_used != nullptr) *exact_used = exact;
   std::vector<SearchHit> found;
-  ZOOM_RETURN_IF_ERROR(exact ? seg->engine->ExactSearch(query, p, &found, stats, params.context)
-                             : seg->engine->Search(query, p, &found, stats, params.context));
+  std::vector<float> vectors;
+  ZOOM_RETURN_IF_ERROR(
+      exact ? seg->engine->ExactSearch(query, p, &found, stats, params.context)
+            : seg->engine->Search(query, p, &found, stats, params.context,
+                                  params.with_vectors ? &vectors : nullptr));
   uint64_t budget = params.max_answer_bytes;
-  return JoinHits(*seg, found, params, &budget, hits);
+  return JoinHits(*seg, found, vectors, params, &budget, hits);
 }
 
 absl::Status Collection::SearchBatch(const float* queries, size_t nq, size_t dim,
@@ -546,18 +555,21 @@ absl::Status Collection::SearchBatch(const float* queries, size_t nq, size_t dim
   const bool exact = params.exact || seg->engine->index() == nullptr;
   if (exact_used != nullptr) *exact_used = exact;
   std::vector<std::vector<SearchHit>> found(nq);
+  std::vector<std::vector<float>> vectors(nq);
   if (exact) {
     for (size_t q = 0; q < nq; ++q) {
       ZOOM_RETURN_IF_ERROR(seg->engine->ExactSearch(queries + q * dim, p, &found[q], &(*stats)[q],
                                                     params.context));
     }
   } else {
-    ZOOM_RETURN_IF_ERROR(
-        seg->engine->SearchBatch(queries, nq, p, /*threads=*/1, &found, stats, params.context));
+    ZOOM_RETURN_IF_ERROR(seg->engine->SearchBatch(queries, nq, p, /*threads=*/1, &found, stats,
+                                                  params.context,
+                                                  params.with_vectors ? &vectors : nullptr));
   }
   uint64_t budget = params.max_answer_bytes;
   for (size_t q = 0; q < nq; ++q) {
-    if (absl::Status st = JoinHits(*seg, found[q], params, &budget, &(*hits)[q]); !st.ok()) {
+    if (absl::Status st = JoinHits(*seg, found[q], vectors[q], params, &budget, &(*hits)[q]);
+        !st.ok()) {
       if (failed != nullptr) *failed = q;
       return st;
     }

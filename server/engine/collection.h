@@ -274,9 +274,11 @@ class Collection {
                                   uint64_t* budget, std::vector<std::string>* out) const;
   // The engine's hits as the collection's: external ids, and payloads and
   // vectors when asked, taken from *budget (ResourceExhausted beyond).
+  // `vectors`: the hits' vectors as the fullview read them (found.size()
+  // * dim), or empty (then read here when asked).
   absl::Status JoinHits(const Segment& seg, const std::vector<SearchHit>& found,
-                        const CollectionSearchParams& params, uint64_t* budget,
-                        std::vector<CollectionHit>* hits) const;
+                        const std::vector<float>& vectors, const CollectionSearchParams& params,
+                        uint64_t* budget, std::vector<CollectionHit>* hits) const;
   // The engine's params of a search: the collection's defaults for knobs
   // left 0, and the segment's liveness filter.
   SearchParams EngineParams(const Segment& seg, const CollectionSearchParams& params) const;

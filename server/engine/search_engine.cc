@@ -245,7 +245,8 @@ absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& p
 
 absl::Status SearchEngine::Search(const float* query, const SearchParams& params,
                                   std::vector<SearchHit>* hits, QueryStats* stats,
-                                  const QueryContext& ctx) const {
+                                  const QueryContext& ctx, std::vector<float>* vectors) const {
+  if (vectors != nullptr) vectors->clear();
   ZOOM_RETURN_IF_ERROR(params.Validate());
   const std::shared_ptr<const index::VectorIndex> idx = index();
   if (idx == nullptr) return ExactSearch(query, params, hits, stats, ctx);
@@ -254,7 +255,7 @@ absl::Status SearchEngine::Search(const float* query, const SearchParams& params
   ZOOM_RETURN_IF_ERROR(Preview(*idx, query, params, &s.candidates, stats));
   Fullview fv;
   ZOOM_RETURN_IF_ERROR(FullviewStart(params, ctx, s.candidates, hits, stats, &fv));
-  return FullviewEnd(query, params, s.candidates, hits, stats, &fv, /*overlapped_us=*/0);
+  return FullviewEnd(query, params, s.candidates, hits, stats, &fv, /*overlapped_us=*/0, vectors);
 }
 
 absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
@@ -341,7 +342,9 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
 absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& params,
                                        const std::vector<index::Neighbor>& candidates,
                                        std::vector<SearchHit>* hits, QueryStats* stats,
-                                       Fullview* fv, double overlapped_us) const {
+                                       Fullview* fv, double overlapped_us,
+                                       std::vector<float>* vectors) const {
+  if (vectors != nullptr) vectors->clear();
   if (fv->answered) return absl::OkStatus();
   const size_t d = store_->dim();
   Scratch& s = ThreadScratch();
@@ -378,6 +381,17 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
   auto better = [this](const SearchHit& a, const SearchHit& b) { return Better(metric_, a, b); };
   std::partial_sort(s.hits.begin(), s.hits.begin() + k, s.hits.end(), better);
   hits->assign(s.hits.begin(), s.hits.begin() + k);
+  if (vectors != nullptr) {
+    // The hits' vectors from the fullview (ids are distinct: find each's
+    // position among the K' candidates).
+    vectors->resize(k * d);
+    for (size_t j = 0; j < k; ++j) {
+      const InternalId id = (*hits)[j].id;
+      size_t pos = 0;
+      while (pos < n && s.ids[pos] != id) ++pos;
+      std::memcpy(vectors->data() + j * d, s.vectors.data() + pos * d, d * sizeof(float));
+    }
+  }
   if (stats != nullptr) stats->rerank_us += sw.ElapsedMicros();
   return absl::OkStatus();
 }
@@ -386,8 +400,10 @@ absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
                                        const SearchParams& params, int threads,
                                        std::vector<std::vector<SearchHit>>* hits,
                                        std::vector<QueryStats>* stats,
-                                       const QueryContext& ctx) const {
+                                       const QueryContext& ctx,
+                                       std::vector<std::vector<float>>* vectors) const {
   hits->assign(nq, {});
+  if (vectors != nullptr) vectors->assign(nq, {});
   stats->assign(nq, {});
   ZOOM_RETURN_IF_ERROR(params.Validate());
   std::atomic<size_t> next{0};
@@ -405,7 +421,8 @@ absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
     if (idx == nullptr || params.preview_only) {
       for (size_t q; !failed.load() && (q = next.fetch_add(1)) < nq;) {
         absl::Status st =
-            Search(queries + q * d, params, &(*hits)[q], &(*stats)[q], ctx);
+            Search(queries + q * d, params, &(*hits)[q], &(*stats)[q], ctx,
+                   vectors != nullptr ? &(*vectors)[q] : nullptr);
         if (!st.ok()) fail(st);
       }
       return;
@@ -432,7 +449,7 @@ absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
         if (!fv.answered) overlapped_us = t.ElapsedMicros();
       }
       st = FullviewEnd(queries + q * d, params, cur, &(*hits)[q], &(*stats)[q], &fv,
-                       overlapped_us);
+                       overlapped_us, vectors != nullptr ? &(*vectors)[q] : nullptr);
       if (!st.ok()) break;
       if (!more) return;
       st = st2;

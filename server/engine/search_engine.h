@@ -106,9 +106,14 @@ class SearchEngine {
   absl::Status SetIndex(std::unique_ptr<index::VectorIndex> index);
 
   // Up to k hits for `query` (dim floats), best first.
+  // `vectors` (when not null): the hits' full vectors as the fullview read
+  // them (hits.size() * dim floats, in hit order), so a caller answering
+  // with vectors reads nothing twice; left empty when no fullview ran
+  // (preview only, degraded, or exact search).
   absl::Status Search(const float* query, const SearchParams& params,
                       std::vector<SearchHit>* hits, QueryStats* stats,
-                      const QueryContext& ctx = QueryContext()) const;
+                      const QueryContext& ctx = QueryContext(),
+                      std::vector<float>* vectors = nullptr) const;
   // nq queries (nq * dim floats) on `threads` threads; per-query hits and
   // stats (resized to nq). Returns the first error. Each thread pipelines
   // its queries: the next query's preview runs while the current one's
@@ -121,7 +126,8 @@ class SearchEngine {
   absl::Status SearchBatch(const float* queries, size_t nq, const SearchParams& params,
                            int threads, std::vector<std::vector<SearchHit>>* hits,
                            std::vector<QueryStats>* stats,
-                           const QueryContext& ctx = QueryContext()) const;
+                           const QueryContext& ctx = QueryContext(),
+                           std::vector<std::vector<float>>* vectors = nullptr) const;
   // Exact search over every stored vector (the oracle, and the path used
   // when there is no index).
   absl::Status ExactSearch(const float* query, const SearchParams& params,
@@ -158,7 +164,7 @@ class SearchEngine {
   absl::Status FullviewEnd(const float* query, const SearchParams& params,
                            const std::vector<index::Neighbor>& candidates,
                            std::vector<SearchHit>* hits, QueryStats* stats, Fullview* fv,
-                           double overlapped_us) const;
+                           double overlapped_us, std::vector<float>* vectors) const;
 
   const Metric metric_;
   std::unique_ptr<storage::VectorStore> store_;

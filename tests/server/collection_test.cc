@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <limits>
 #include <map>
@@ -280,6 +281,23 @@ class CollectionTest : public ::testing::Test {
   void ReopenDb() {
     CloseDb();
     OpenDb();
+  }
+  // With the database closed: a function counting the records of a record
+  // space in its metadata store (which it keeps open).
+  std::function<size_t(uint32_t)> RecordCounter() {
+    auto meta = storage::MetadataStore::Open((fs::path(options_.data_dir) / "meta").string(),
+                                             storage::MetadataOptions());
+    EXPECT_OK(meta.status());
+    std::shared_ptr<storage::MetadataStore> store(meta.ok() ? std::move(*meta) : nullptr);
+    return [store](uint32_t space) {
+      size_t n = 0;
+      if (store == nullptr) return n;
+      EXPECT_OK(store->ScanRecords(space, [&](InternalId, uint64_t) {
+        ++n;
+        return absl::OkStatus();
+      }));
+      return n;
+    };
   }
 
   std::shared_ptr<Collection> Create(
@@ -1337,18 +1355,7 @@ TEST_F(CollectionTest, CompactDropsDeadRecordsAndKeepsPointsAndResults) {
   CloseDb();
 
   // The old record space was erased, the new one holds the live points.
-  ASSERT_OK_AND_ASSIGN(auto meta,
-                       storage::MetadataStore::Open(
-                           (fs::path(options_.data_dir) / "meta").string(),
-                           storage::MetadataOptions()));
-  auto count = [&](uint32_t space) {
-    size_t n = 0;
-    EXPECT_OK(meta->ScanRecords(space, [&](InternalId, uint64_t) {
-      ++n;
-      return absl::OkStatus();
-    }));
-    return n;
-  };
+  auto count = RecordCounter();
   EXPECT_EQ(count(space_before), 0u);
   EXPECT_EQ(count(space_after), model.size());
 }
@@ -2772,18 +2779,7 @@ TEST_F(CollectionTest, RetiredSegmentsAreReleasedByMaintenanceNotByReaders) {
   ExpectGetMatchesModel(*c, model);
   c.reset();
   CloseDb();
-  ASSERT_OK_AND_ASSIGN(auto meta,
-                       storage::MetadataStore::Open(
-                           (fs::path(options_.data_dir) / "meta").string(),
-                           storage::MetadataOptions()));
-  auto count = [&](uint32_t space) {
-    size_t n = 0;
-    EXPECT_OK(meta->ScanRecords(space, [&](InternalId, uint64_t) {
-      ++n;
-      return absl::OkStatus();
-    }));
-    return n;
-  };
+  auto count = RecordCounter();
   EXPECT_EQ(count(first_space), 0u);
   EXPECT_EQ(count(second_space), 0u);
   EXPECT_EQ(count(third_space), model.size());
@@ -2899,6 +2895,85 @@ TEST_F(CollectionTest, WriteFaultsOnEveryPathLoseNothingAcknowledged) {
   EXPECT_EQ(c->Info().points, model.size());
   ExpectGetMatchesModel(*c, model);
   ExpectExactSearchesMatchOracle(*c, model, queries, 10);
+}
+
+}  // namespace
+}  // namespace zoom::server
+
+namespace zoom::server {
+namespace {
+
+// with_vectors takes the hits' vectors from the fullview that just read
+// them: the same vectors as Get, and no read beyond the fullview's.
+// Counts the read batches of every vector file.
+class CountingReader final : public storage::BlockReader {
+ public:
+  CountingReader(std::unique_ptr<storage::BlockReader> inner, std::atomic<int>* batches)
+      : inner_(std::move(inner)), batches_(batches) {}
+  absl::Status ReadBatch(absl::Span<storage::ReadRequest> requests) const override {
+    batches_->fetch_add(1);
+    return inner_->ReadBatch(requests);
+  }
+  absl::StatusOr<uint8_t*> Scratch(size_t bytes) const override { return inner_->Scratch(bytes); }
+  size_t alignment() const override { return inner_->alignment(); }
+  storage::IoBackend backend() const override { return inner_->backend(); }
+  bool direct_io() const override { return inner_->direct_io(); }
+  const std::string& path() const override { return inner_->path(); }
+  std::string Describe() const override { return "counting " + inner_->Describe(); }
+
+ private:
+  std::unique_ptr<storage::BlockReader> inner_;
+  std::atomic<int>* batches_;
+};
+
+TEST_F(CollectionTest, SearchWithVectorsReadsNothingTwice) {
+  constexpr uint32_t kDim = 16;
+  std::atomic<int> batches{0};
+  options_.collection.store.reader_factory =
+      [&batches](const std::string& path, const storage::BlockReaderOptions& o)
+      -> absl::StatusOr<std::unique_ptr<storage::BlockReader>> {
+    auto inner = storage::MakeBlockReader(path, o);
+    if (!inner.ok()) return inner.status();
+    return std::make_unique<CountingReader>(std::move(*inner), &batches);
+  };
+  OpenDb();
+  auto c = Create("vectors", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  Model model;
+  UpsertRange(*c, 0, 1000, ClusteredVectors(1000, kDim, 601), &model);
+  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->WaitForBuild());
+  const auto queries = ClusteredVectors(5, kDim, 602);
+  for (size_t q = 0; q < 5; ++q) {
+    CollectionSearchParams p;
+    p.engine.k = 10;
+    std::vector<CollectionHit> plain, with;
+    QueryStats plain_stats, with_stats;
+    const int before = batches.load();
+    ASSERT_OK(c->Search(queries.data() + q * kDim, kDim, p, &plain, &plain_stats));
+    const int plain_batches = batches.load() - before;
+    EXPECT_EQ(plain_batches, 1);  // the fullview
+    p.with_vectors = true;
+    const int before_with = batches.load();
+    ASSERT_OK(c->Search(queries.data() + q * kDim, kDim, p, &with, &with_stats));
+    EXPECT_EQ(batches.load() - before_with, plain_batches);  // nothing read twice
+    ASSERT_EQ(with.size(), plain.size());
+    EXPECT_EQ(with_stats.reads, plain_stats.reads);
+    for (size_t i = 0; i < with.size(); ++i) {
+      EXPECT_EQ(with[i].id, plain[i].id);
+      EXPECT_EQ(with[i].vector, model.at(with[i].id).vector) << "hit " << i;
+    }
+    // The batch path too.
+    std::vector<std::vector<CollectionHit>> batch;
+    std::vector<QueryStats> batch_stats;
+    const int before_batch = batches.load();
+    ASSERT_OK(c->SearchBatch(queries.data() + q * kDim, 1, kDim, p, &batch, &batch_stats));
+    EXPECT_EQ(batches.load() - before_batch, plain_batches);
+    ASSERT_EQ(batch.size(), 1u);
+    ASSERT_EQ(batch[0].size(), with.size());
+    EXPECT_EQ(batch_stats[0].reads, plain_stats.reads);
+    for (size_t i = 0; i < with.size(); ++i) EXPECT_EQ(batch[0][i].vector, with[i].vector);
+  }
 }
 
 }  // namespace
