@@ -83,7 +83,7 @@ TEST(FileSystemTest, AtomicWriteFailsCleanlyAtEveryStep) {
       {{Op::kWrite, ".tmp", 0, ENOSPC, /*short_write=*/true}, absl::StatusCode::kResourceExhausted,
        false},
       {{Op::kSync, ".tmp", 0, EIO}, absl::StatusCode::kDataLoss, false},
-      {{Op::kRename, "state", 0, EIO}, absl::StatusCode::kDataLoss, false},
+      {{Op::kRename, "/state", 0, EIO}, absl::StatusCode::kDataLoss, false},
       {{Op::kSyncDir, "", 0, EIO}, absl::StatusCode::kDataLoss, true},
   };
   for (const Case& c : cases) {
@@ -102,9 +102,10 @@ TEST(FileSystemTest, AtomicWriteFailsCleanlyAtEveryStep) {
 TEST(FaultInjectingFileSystemTest, SkipStickyAndPathMatching) {
   TempDir tmp;
   FaultInjectingFileSystem faulty;
-  faulty.Inject({Op::kWrite, "b", /*skip=*/1, ENOSPC, false, /*sticky=*/true});
-  ASSERT_OK_AND_ASSIGN(auto a, faulty.Open(tmp.File("a"), FileSystem::Mode::kCreateNew));
-  ASSERT_OK_AND_ASSIGN(auto b, faulty.Open(tmp.File("b"), FileSystem::Mode::kCreateNew));
+  // (Names that cannot occur in the random temporary directory's path.)
+  faulty.Inject({Op::kWrite, "/beta", /*skip=*/1, ENOSPC, false, /*sticky=*/true});
+  ASSERT_OK_AND_ASSIGN(auto a, faulty.Open(tmp.File("alpha"), FileSystem::Mode::kCreateNew));
+  ASSERT_OK_AND_ASSIGN(auto b, faulty.Open(tmp.File("beta"), FileSystem::Mode::kCreateNew));
   EXPECT_OK(a->PWrite(0, "1", 1));  // another path
   EXPECT_OK(b->PWrite(0, "1", 1));  // skipped
   EXPECT_THAT(b->PWrite(1, "2", 1), StatusIs(absl::StatusCode::kResourceExhausted));
@@ -113,7 +114,7 @@ TEST(FaultInjectingFileSystemTest, SkipStickyAndPathMatching) {
   faulty.Clear();
   EXPECT_OK(b->PWrite(1, "2", 1));
   // A short write lands half of the bytes.
-  faulty.Inject({Op::kWrite, "a", 0, EIO, /*short_write=*/true});
+  faulty.Inject({Op::kWrite, "/alpha", 0, EIO, /*short_write=*/true});
   EXPECT_THAT(a->PWrite(0, "abcd", 4), StatusIs(absl::StatusCode::kDataLoss));
   char buf[2];
   ASSERT_OK(a->PRead(0, buf, 2));

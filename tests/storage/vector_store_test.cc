@@ -387,11 +387,11 @@ TEST(VectorStoreTest, WriteFaultsLoseNothingCommittedAndServeNothingHalfWritten)
   // An Append is: the records' write, their fdatasync, the header's write,
   // its fdatasync.
   const Case cases[] = {
-      {{Op::kWrite, "faults", 0, EIO}, absl::StatusCode::kDataLoss},
-      {{Op::kWrite, "faults", 0, ENOSPC, /*short_write=*/true}, absl::StatusCode::kResourceExhausted},
-      {{Op::kSync, "faults", 0, EIO}, absl::StatusCode::kDataLoss},
-      {{Op::kWrite, "faults", /*skip=*/1, ENOSPC}, absl::StatusCode::kResourceExhausted},
-      {{Op::kSync, "faults", /*skip=*/1, EIO}, absl::StatusCode::kDataLoss},
+      {{Op::kWrite, "/faults.zvec", 0, EIO}, absl::StatusCode::kDataLoss},
+      {{Op::kWrite, "/faults.zvec", 0, ENOSPC, /*short_write=*/true}, absl::StatusCode::kResourceExhausted},
+      {{Op::kSync, "/faults.zvec", 0, EIO}, absl::StatusCode::kDataLoss},
+      {{Op::kWrite, "/faults.zvec", /*skip=*/1, ENOSPC}, absl::StatusCode::kResourceExhausted},
+      {{Op::kSync, "/faults.zvec", /*skip=*/1, EIO}, absl::StatusCode::kDataLoss},
   };
   uint32_t committed = 100;
   for (const Case& c : cases) {
