@@ -117,9 +117,12 @@ absl::Status RunGrpc(Reporter& rep) {
     p.engine.ef = ef;
     p.engine.nprobe = nprobe;
     p.engine.rerank_candidates = rerank;
-    thread_local std::vector<server::CollectionHit> hits;
-    ZOOM_RETURN_IF_ERROR(collection->Search(ds.queries.row(q), ds.dim(), p, &hits, stats));
-    for (size_t i = 0; i < kk; ++i) out[i] = i < hits.size() ? static_cast<int64_t>(hits[i].id) : -1;
+    thread_local server::QueryResult r;
+    ZOOM_RETURN_IF_ERROR(collection->Search(absl::MakeConstSpan(ds.queries.row(q), ds.dim()), p, &r));
+    if (stats != nullptr) stats->Merge(r.stats);
+    for (size_t i = 0; i < kk; ++i) {
+      out[i] = i < r.hits.size() ? static_cast<int64_t>(r.hits[i].id) : -1;
+    }
     return absl::OkStatus();
   };
 
@@ -152,7 +155,8 @@ absl::Status RunGrpc(Reporter& rep) {
                           ParseIntList(absl::GetFlag(FLAGS_grpc_batch_callers)));
     const size_t nq = ds.queries.rows;
     const size_t batches = (nq + batch - 1) / batch;
-    Table btable({"calls in flight", "batch", "recall@10", "QPS (queries/s)", "batches/s"});
+    Table btable({"calls in flight", "batch", "recall@10", "QPS (queries/s)", "batches/s"},
+                  /*width=*/16);
     for (int c : batch_callers) {
       for (int pass = 0; pass < 2; ++pass) {  // pass 0 warms up, pass 1 is timed
         std::vector<int64_t> ids(nq * k, -1);

@@ -224,11 +224,14 @@ absl::StatusOr<ConfigResult> RunConfig(Built& b, const server::SearchParams& p, 
   const Dataset& ds = b.ds;
   const server::SearchEngine& engine = *b.engine;
   SearchFn fn = [&](size_t q, size_t kk, int64_t* out, QueryStats* stats) -> absl::Status {
-    thread_local std::vector<server::SearchHit> hits;
+    thread_local server::QueryResult r;
     server::SearchParams pp = p;
     pp.k = static_cast<uint32_t>(kk);
-    ZOOM_RETURN_IF_ERROR(engine.Search(ds.queries.row(q), pp, &hits, stats));
-    for (size_t i = 0; i < kk; ++i) out[i] = i < hits.size() ? int64_t{hits[i].id} : -1;
+    ZOOM_RETURN_IF_ERROR(engine.Search(absl::MakeConstSpan(ds.queries.row(q), ds.dim()), pp, &r));
+    if (stats != nullptr) stats->Merge(r.stats);
+    for (size_t i = 0; i < kk; ++i) {
+      out[i] = i < r.hits.size() ? static_cast<int64_t>(r.hits[i].id) : -1;
+    }
     return absl::OkStatus();
   };
   ZOOM_ASSIGN_OR_RETURN(RunResult run, RunQueries(ds, k, threads, fn));
@@ -519,28 +522,27 @@ absl::Status RunPipeline(Reporter& rep) {
     p.k = static_cast<uint32_t>(k);
     std::vector<double> single_qps, batch_qps;
     double single_recall = 0, batch_recall = 0, reads = 0;
-    std::vector<std::vector<server::SearchHit>> hits;
-    std::vector<QueryStats> stats;
+    std::vector<server::QueryResult> results;
     // Warm-up of the batch path (the single path warms up in RunQueries).
-    ZOOM_RETURN_IF_ERROR(b->engine->SearchBatch(ds.queries.data.data(),
-                                                std::min<size_t>(200, nq), p, t,
-                                                &hits, &stats));
+    const size_t warm = std::min<size_t>(200, nq);
+    ZOOM_RETURN_IF_ERROR(b->engine->SearchBatch(
+        absl::MakeConstSpan(ds.queries.data.data(), warm * ds.dim()), warm, p, t, &results));
     for (int round = 0; round < 3; ++round) {
       ZOOM_ASSIGN_OR_RETURN(ConfigResult single, RunConfig(*b, p, t, k));
       single_qps.push_back(single.run.qps);
       single_recall = single.run.recall_at_10;
       Stopwatch sw;
-      ZOOM_RETURN_IF_ERROR(b->engine->SearchBatch(ds.queries.data.data(), nq, p,
-                                                  t, &hits, &stats));
+      ZOOM_RETURN_IF_ERROR(b->engine->SearchBatch(
+          absl::MakeConstSpan(ds.queries.data.data(), nq * ds.dim()), nq, p, t, &results));
       batch_qps.push_back(double(nq) / sw.ElapsedSeconds());
     }
     double sum_recall = 0, sum_reads = 0;
     std::vector<int64_t> ids(k);
     for (size_t q = 0; q < nq; ++q) {
       for (size_t i = 0; i < k; ++i)
-        ids[i] = i < hits[q].size() ? int64_t{hits[q][i].id} : -1;
+        ids[i] = i < results[q].hits.size() ? static_cast<int64_t>(results[q].hits[i].id) : -1;
       sum_recall += RecallAtK(ds, q, ids.data(), k, 10);
-      sum_reads += double(stats[q].reads);
+      sum_reads += double(results[q].stats.reads);
     }
     batch_recall = sum_recall / double(nq);
     reads = sum_reads / double(nq);

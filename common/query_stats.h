@@ -27,8 +27,12 @@ struct QueryStats {
   uint64_t cache_misses = 0;
   // The answer is the preview ranking only (the fullview did not finish).
   bool degraded = false;
+  // The answer is brute force over every stored vector (asked for, or no
+  // index yet).
+  bool exact = false;
 
-  // Adds `other` to this (counters and times; `degraded` is or-ed).
+  // Adds `other` to this (counters and times; `degraded` and `exact` are
+  // or-ed).
   void Merge(const QueryStats& other) {
     preview_us += other.preview_us;
     fullview_us += other.fullview_us;
@@ -42,6 +46,7 @@ struct QueryStats {
     cache_hits += other.cache_hits;
     cache_misses += other.cache_misses;
     degraded = degraded || other.degraded;
+    exact = exact || other.exact;
   }
 };
 

@@ -454,18 +454,6 @@ absl::Status Collection::Get(absl::Span<const uint64_t> ids, bool with_vectors,
   return absl::OkStatus();
 }
 
-absl::Status Collection::ValidateQuery(const float* query, size_t dim) const {
-  if (dim != config_.dim) {
-    return absl::InvalidArgumentError(absl::StrCat("query has ", dim,
-                                                   " dimensions; collection '", config_.name,
-                                                   "' has ", config_.dim));
-  }
-  if (absl::Status st = CheckVectorMagnitude(config_.metric, query, dim); !st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("query: ", st.message()));
-  }
-  return absl::OkStatus();
-}
-
 SearchParams Collection::EngineParams(const Segment& seg,
                                       const CollectionSearchParams& params) const {
   SearchParams p = params.engine;
@@ -476,22 +464,20 @@ SearchParams Collection::EngineParams(const Segment& seg,
   return p;
 }
 
-absl::Status Collection::JoinHits(const Segment& seg, const std::vector<SearchHit>& found,
-                                  const std::vector<float>& vectors,
-                                  const CollectionSearchParams& params, uint64_t* budget,
-                                  std::vector<CollectionHit>* hits) const {
-  hits->resize(found.size());
-  std::vector<InternalId> internal(found.size());
-  for (size_t i = 0; i < found.size(); ++i) {
-    (*hits)[i].id = seg.ids.External(found[i].id);
-    (*hits)[i].score = found[i].score;
-    internal[i] = found[i].id;
+absl::Status Collection::JoinHits(const Segment& seg, const CollectionSearchParams& params,
+                                  uint64_t* budget, QueryResult* result) const {
+  std::vector<Hit>& hits = result->hits;
+  std::vector<InternalId> internal(hits.size());
+  for (size_t i = 0; i < hits.size(); ++i) {
+    internal[i] = static_cast<InternalId>(hits[i].id);
+    hits[i].id = seg.ids.External(internal[i]);
   }
+  const bool with_vectors = params.engine.with_vectors;
   const uint64_t fixed =
-      internal.size() * (16 + (params.with_vectors ? config_.dim * sizeof(float) + 8 : 0));
+      internal.size() * (16 + (with_vectors ? config_.dim * sizeof(float) + 8 : 0));
   if (fixed > *budget) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the answer (", internal.size(), " hits", params.with_vectors ? " with vectors" : "",
+        "the answer (", internal.size(), " hits", with_vectors ? " with vectors" : "",
         ", about ", fixed, " bytes) would be larger than this server sends in one message; "
         "ask for a smaller k or without vectors"));
   }
@@ -499,79 +485,32 @@ absl::Status Collection::JoinHits(const Segment& seg, const std::vector<SearchHi
   if (params.with_payload && !internal.empty()) {
     std::vector<std::string> payloads;
     ZOOM_RETURN_IF_ERROR(ReadPayloadsWithin(seg, internal, budget, &payloads));
-    for (size_t i = 0; i < internal.size(); ++i) (*hits)[i].payload = std::move(payloads[i]);
-  }
-  if (params.with_vectors && !internal.empty()) {
-    const size_t d = config_.dim;
-    std::vector<float> buf;
-    const std::vector<float>* source = &vectors;
-    if (vectors.size() != internal.size() * d) {  // no fullview ran: read them
-      buf.resize(internal.size() * d);
-      ZOOM_RETURN_IF_ERROR(seg.engine->store().ReadVectors(internal, buf.data()));
-      source = &buf;
-    }
-    for (size_t i = 0; i < internal.size(); ++i) {
-      (*hits)[i].vector.assign(source->begin() + i * d, source->begin() + (i + 1) * d);
-    }
+    for (size_t i = 0; i < internal.size(); ++i) hits[i].payload = std::move(payloads[i]);
   }
   return absl::OkStatus();
 }
 
-absl::Status Collection::Search(const float* query, size_t dim,
+absl::Status Collection::Search(absl::Span<const float> query,
                                 const CollectionSearchParams& params,
-                                std::vector<CollectionHit>* hits, QueryStats* stats,
-                                bool* exact_used) const {
-  hits->clear();
-  ZOOM_RETURN_IF_ERROR(ValidateQuery(query, dim));
+                                QueryResult* result) const {
+  result->hits.clear();
   std::shared_ptr<Segment> seg = Current();
-  const SearchParams p = EngineParams(*seg, params);
-  const bool exact = params.exact || seg->engine->index() == nullptr;
-  if (exact_used != nullptr) *exact_used = exact;
-  std::vector<SearchHit> found;
-  std::vector<float> vectors;
-  ZOOM_RETURN_IF_ERROR(
-      exact ? seg->engine->ExactSearch(query, p, &found, stats, params.context)
-            : seg->engine->Search(query, p, &found, stats, params.context,
-                                  params.with_vectors ? &vectors : nullptr));
+  ZOOM_RETURN_IF_ERROR(seg->engine->Search(query, EngineParams(*seg, params), result,
+                                           params.context));
   uint64_t budget = params.max_answer_bytes;
-  return JoinHits(*seg, found, vectors, params, &budget, hits);
+  return JoinHits(*seg, params, &budget, result);
 }
 
-absl::Status Collection::SearchBatch(const float* queries, size_t nq, size_t dim,
+absl::Status Collection::SearchBatch(absl::Span<const float> queries, size_t nq,
                                      const CollectionSearchParams& params,
-                                     std::vector<std::vector<CollectionHit>>* hits,
-                                     std::vector<QueryStats>* stats, bool* exact_used,
-                                     size_t* failed) const {
-  hits->assign(nq, {});
-  stats->assign(nq, QueryStats());
-  for (size_t q = 0; q < nq; ++q) {
-    if (absl::Status st = ValidateQuery(queries + q * dim, dim); !st.ok()) {
-      if (failed != nullptr) *failed = q;
-      return st;
-    }
-  }
+                                     std::vector<QueryResult>* results) const {
   std::shared_ptr<Segment> seg = Current();
-  const SearchParams p = EngineParams(*seg, params);
-  const bool exact = params.exact || seg->engine->index() == nullptr;
-  if (exact_used != nullptr) *exact_used = exact;
-  std::vector<std::vector<SearchHit>> found(nq);
-  std::vector<std::vector<float>> vectors(nq);
-  if (exact) {
-    for (size_t q = 0; q < nq; ++q) {
-      ZOOM_RETURN_IF_ERROR(seg->engine->ExactSearch(queries + q * dim, p, &found[q], &(*stats)[q],
-                                                    params.context));
-    }
-  } else {
-    ZOOM_RETURN_IF_ERROR(seg->engine->SearchBatch(queries, nq, p, /*threads=*/1, &found, stats,
-                                                  params.context,
-                                                  params.with_vectors ? &vectors : nullptr));
-  }
+  ZOOM_RETURN_IF_ERROR(seg->engine->SearchBatch(queries, nq, EngineParams(*seg, params),
+                                                /*threads=*/1, results, params.context));
   uint64_t budget = params.max_answer_bytes;
   for (size_t q = 0; q < nq; ++q) {
-    if (absl::Status st = JoinHits(*seg, found[q], vectors[q], params, &budget, &(*hits)[q]);
-        !st.ok()) {
-      if (failed != nullptr) *failed = q;
-      return st;
+    if (absl::Status st = JoinHits(*seg, params, &budget, &(*results)[q]); !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("query #", q, ": ", st.message()));
     }
   }
   return absl::OkStatus();

@@ -118,21 +118,14 @@ struct PointData {
 };
 
 struct CollectionSearchParams {
-  SearchParams engine;   // k and knobs (0 = the collection's defaults)
-  QueryContext context;  // the call: deadline, cancellation, allow_partial
-  bool exact = false;
+  // k and knobs (a knob left 0: the collection's default), exact,
+  // with_vectors. The filter is set by the collection (its liveness).
+  SearchParams engine;
+  QueryContext context;  // the call: deadline, cancellation, allow_partial, limits
   bool with_payload = false;
-  bool with_vectors = false;
   // The answer's payload and vector bytes at most (ResourceExhausted beyond,
   // found before it is all in memory).
   uint64_t max_answer_bytes = UINT64_MAX;
-};
-
-struct CollectionHit {
-  uint64_t id;
-  float score;
-  std::string payload;
-  std::vector<float> vector;
 };
 
 class Collection {
@@ -175,24 +168,23 @@ class Collection {
   absl::Status Get(absl::Span<const uint64_t> ids, bool with_vectors, bool with_payload,
                    std::vector<PointData>* out, uint64_t max_answer_bytes = UINT64_MAX) const;
 
-  // Up to k live points, best first. InvalidArgument for a wrong dimension
-  // or NaN/Inf. Without an index (or with exact) the search is brute force
-  // and `*exact_used` (when not null) is set.
-  absl::Status Search(const float* query, size_t dim, const CollectionSearchParams& params,
-                      std::vector<CollectionHit>* hits, QueryStats* stats,
-                      bool* exact_used = nullptr) const;
+  // Up to k live points, best first, with external ids (and payloads and
+  // vectors when asked), and the query's stats. The query is validated by
+  // the engine (SearchEngine::Search): its messages come back unchanged.
+  // Without an index (or with exact) the search is brute force
+  // (result->stats.exact).
+  absl::Status Search(absl::Span<const float> query, const CollectionSearchParams& params,
+                      QueryResult* result) const;
 
-  // nq queries (nq * dim floats) with the same params, one after another
-  // on this thread and pipelined through the engine (query i+1's preview
-  // runs while query i's fullview reads are in flight; see
+  // nq queries (queries.size() / nq floats each) with the same params, one
+  // after another on this thread and pipelined through the engine (query
+  // i+1's preview runs while query i's fullview reads are in flight; see
   // SearchEngine::SearchBatch). Each answer equals Search()'s; the answer
-  // budget (max_answer_bytes) is the batch's. On a query's invalid vector
-  // InvalidArgument, and *failed (when not null) is its index.
-  absl::Status SearchBatch(const float* queries, size_t nq, size_t dim,
+  // budget (max_answer_bytes) is the batch's. A query's error is "query #i:
+  // ...".
+  absl::Status SearchBatch(absl::Span<const float> queries, size_t nq,
                            const CollectionSearchParams& params,
-                           std::vector<std::vector<CollectionHit>>* hits,
-                           std::vector<QueryStats>* stats, bool* exact_used = nullptr,
-                           size_t* failed = nullptr) const;
+                           std::vector<QueryResult>* results) const;
 
   // Starts building the index over the points present, in the background;
   // it trains on the live points only. FailedPrecondition when too few
@@ -272,18 +264,14 @@ class Collection {
   // ResourceExhausted once it would go below zero.
   absl::Status ReadPayloadsWithin(const Segment& seg, absl::Span<const InternalId> ids,
                                   uint64_t* budget, std::vector<std::string>* out) const;
-  // The engine's hits as the collection's: external ids, and payloads and
-  // vectors when asked, taken from *budget (ResourceExhausted beyond).
-  // `vectors`: the hits' vectors as the fullview read them (found.size()
-  // * dim), or empty (then read here when asked).
-  absl::Status JoinHits(const Segment& seg, const std::vector<SearchHit>& found,
-                        const std::vector<float>& vectors, const CollectionSearchParams& params,
-                        uint64_t* budget, std::vector<CollectionHit>* hits) const;
+  // The engine's answer as the collection's: external ids, and payloads
+  // when asked, their bytes and the vectors' taken from *budget
+  // (ResourceExhausted beyond).
+  absl::Status JoinHits(const Segment& seg, const CollectionSearchParams& params,
+                        uint64_t* budget, QueryResult* result) const;
   // The engine's params of a search: the collection's defaults for knobs
   // left 0, and the segment's liveness filter.
   SearchParams EngineParams(const Segment& seg, const CollectionSearchParams& params) const;
-  // InvalidArgument for a query of the wrong dimension or magnitude.
-  absl::Status ValidateQuery(const float* query, size_t dim) const;
   // Books a failed (or successful) build/compaction for the retry backoff.
   void NoteMaintenance(bool compaction, const absl::Status& st);
   bool MaintenanceDue() const;

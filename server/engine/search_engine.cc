@@ -16,6 +16,13 @@
 namespace zoom::server {
 namespace {
 
+// A candidate with its exact score (the re-rank's working type; the answer
+// is Hits).
+struct Scored {
+  InternalId id;
+  float score;
+};
+
 // Per-thread buffers of the query path, reused so that a warm thread does
 // not allocate.
 struct Scratch {
@@ -26,16 +33,28 @@ struct Scratch {
   std::vector<uint32_t> miss_pos;
   std::vector<float> vectors;
   std::vector<float> miss_vectors;
-  std::vector<SearchHit> hits;
+  std::vector<Scored> scored;
 };
 Scratch& ThreadScratch() {
   thread_local Scratch s;
   return s;
 }
 
-bool Better(Metric metric, const SearchHit& a, const SearchHit& b) {
+bool Better(Metric metric, const Scored& a, const Scored& b) {
   if (a.score != b.score) return IsBetter(metric, a.score, b.score);
   return a.id < b.id;
+}
+
+// The answer's hits from the best `k` of `scored` (sorted here).
+void TakeBest(Metric metric, std::vector<Scored>* scored, size_t k, std::vector<Hit>* hits) {
+  k = std::min(k, scored->size());
+  std::partial_sort(scored->begin(), scored->begin() + k, scored->end(),
+                    [metric](const Scored& a, const Scored& b) { return Better(metric, a, b); });
+  hits->resize(k);
+  for (size_t i = 0; i < k; ++i) {
+    (*hits)[i].id = (*scored)[i].id;
+    (*hits)[i].score = (*scored)[i].score;
+  }
 }
 
 }  // namespace
@@ -51,7 +70,7 @@ absl::Status SearchEngine::CheckStop(const QueryContext& ctx) {
 }
 
 void SearchEngine::PreviewHits(const std::vector<index::Neighbor>& candidates, size_t k,
-                               std::vector<SearchHit>* hits) const {
+                               std::vector<Hit>* hits) const {
   // The index's distance as the metric's score (see vector_index.h).
   hits->clear();
   for (size_t i = 0; i < candidates.size() && i < k; ++i) {
@@ -59,15 +78,10 @@ void SearchEngine::PreviewHits(const std::vector<index::Neighbor>& candidates, s
     const float score = metric_ == Metric::kL2       ? nb.distance
                         : metric_ == Metric::kCosine ? 1.0f - nb.distance / 2
                                                      : -nb.distance;
-    hits->push_back({nb.id, score});
+    Hit& h = hits->emplace_back();
+    h.id = nb.id;
+    h.score = score;
   }
-}
-
-absl::Status SearchParams::Validate() const {
-  if (k == 0) return absl::InvalidArgumentError("k must be at least 1");
-  if (ef == 0) return absl::InvalidArgumentError("ef must be at least 1");
-  if (nprobe == 0) return absl::InvalidArgumentError("nprobe must be at least 1");
-  return absl::OkStatus();
 }
 
 SearchEngine::SearchEngine(Metric metric, std::unique_ptr<storage::VectorStore> store,
@@ -192,19 +206,28 @@ uint64_t SearchEngine::IndexBytes() const {
   return bytes;
 }
 
-absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& params,
-                                       std::vector<SearchHit>* hits, QueryStats* stats,
+absl::Status SearchEngine::ExactSearch(absl::Span<const float> query,
+                                       const SearchParams& params, QueryResult* result,
                                        const QueryContext& ctx) const {
-  ZOOM_RETURN_IF_ERROR(params.Validate());
-  hits->clear();
+  result->hits.clear();
+  result->stats = QueryStats();
+  ZOOM_RETURN_IF_ERROR(ValidateQuery(metric_, dim(), query, params, ctx.limits));
+  return ExactValid(query.data(), params, result, ctx);
+}
+
+absl::Status SearchEngine::ExactValid(const float* query, const SearchParams& params,
+                                      QueryResult* result, const QueryContext& ctx) const {
+  result->hits.clear();
+  QueryStats* stats = &result->stats;
+  stats->exact = true;
   const size_t d = store_->dim();
   Scratch& s = ThreadScratch();
   s.query.assign(query, query + d);
   if (metric_ == Metric::kCosine) NormalizeL2(s.query.data(), d);
   const uint64_t n = store_->count();
   Stopwatch sw;
-  auto worse = [this](const SearchHit& a, const SearchHit& b) { return Better(metric_, a, b); };
-  std::vector<SearchHit>& heap = s.hits;  // worst on top
+  auto worse = [this](const Scored& a, const Scored& b) { return Better(metric_, a, b); };
+  std::vector<Scored>& heap = s.scored;  // worst on top
   heap.clear();
   constexpr uint64_t kChunk = 4096;
   for (uint64_t first = 0; first < n; first += kChunk) {
@@ -212,7 +235,7 @@ absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& p
       if (!ctx.allow_partial || stop.code() != absl::StatusCode::kDeadlineExceeded) {
         return stop;
       }
-      if (stats != nullptr) stats->degraded = true;  // best of the vectors seen
+      stats->degraded = true;  // best of the vectors seen
       break;
     }
     const uint64_t m = std::min(kChunk, n - first);
@@ -222,7 +245,7 @@ absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& p
     ZOOM_RETURN_IF_ERROR(store_->ReadVectors(s.ids, s.vectors.data(), stats));
     for (uint64_t i = 0; i < m; ++i) {
       if (params.filter != nullptr && params.filter->IsExcluded(s.ids[i])) continue;
-      const SearchHit h{s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
+      const Scored h{s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
       if (heap.size() < params.k) {
         heap.push_back(h);
         std::push_heap(heap.begin(), heap.end(), worse);
@@ -233,29 +256,45 @@ absl::Status SearchEngine::ExactSearch(const float* query, const SearchParams& p
       }
     }
   }
-  hits->assign(heap.begin(), heap.end());
-  std::sort(hits->begin(), hits->end(),
-            [this](const SearchHit& a, const SearchHit& b) { return Better(metric_, a, b); });
-  if (stats != nullptr) {
-    stats->fullview_us += sw.ElapsedMicros();
-    stats->candidates += n;
+  TakeBest(metric_, &heap, heap.size(), &result->hits);
+  stats->fullview_us += sw.ElapsedMicros();
+  stats->candidates += n;
+  return ReadHitVectors(params, result);
+}
+
+absl::Status SearchEngine::ReadHitVectors(const SearchParams& params, QueryResult* result) const {
+  if (!params.with_vectors || result->hits.empty()) return absl::OkStatus();
+  const size_t d = store_->dim();
+  Scratch& s = ThreadScratch();
+  const size_t n = result->hits.size();
+  s.ids.resize(n);
+  for (size_t i = 0; i < n; ++i) s.ids[i] = static_cast<InternalId>(result->hits[i].id);
+  s.vectors.resize(n * d);
+  ZOOM_RETURN_IF_ERROR(store_->ReadVectors(s.ids, s.vectors.data(), &result->stats));
+  for (size_t i = 0; i < n; ++i) {
+    result->hits[i].vector.assign(s.vectors.begin() + i * d, s.vectors.begin() + (i + 1) * d);
   }
   return absl::OkStatus();
 }
 
-absl::Status SearchEngine::Search(const float* query, const SearchParams& params,
-                                  std::vector<SearchHit>* hits, QueryStats* stats,
-                                  const QueryContext& ctx, std::vector<float>* vectors) const {
-  if (vectors != nullptr) vectors->clear();
-  ZOOM_RETURN_IF_ERROR(params.Validate());
-  const std::shared_ptr<const index::VectorIndex> idx = index();
-  if (idx == nullptr) return ExactSearch(query, params, hits, stats, ctx);
-  hits->clear();
+absl::Status SearchEngine::Search(absl::Span<const float> query, const SearchParams& params,
+                                  QueryResult* result, const QueryContext& ctx) const {
+  result->hits.clear();
+  result->stats = QueryStats();
+  ZOOM_RETURN_IF_ERROR(ValidateQuery(metric_, dim(), query, params, ctx.limits));
+  return SearchValid(query.data(), params, result, ctx);
+}
+
+absl::Status SearchEngine::SearchValid(const float* query, const SearchParams& params,
+                                       QueryResult* result, const QueryContext& ctx) const {
+  const std::shared_ptr<const index::VectorIndex> idx = params.exact ? nullptr : index();
+  if (idx == nullptr) return ExactValid(query, params, result, ctx);
+  result->hits.clear();
   Scratch& s = ThreadScratch();
-  ZOOM_RETURN_IF_ERROR(Preview(*idx, query, params, &s.candidates, stats));
+  ZOOM_RETURN_IF_ERROR(Preview(*idx, query, params, &s.candidates, &result->stats));
   Fullview fv;
-  ZOOM_RETURN_IF_ERROR(FullviewStart(params, ctx, s.candidates, hits, stats, &fv));
-  return FullviewEnd(query, params, s.candidates, hits, stats, &fv, /*overlapped_us=*/0, vectors);
+  ZOOM_RETURN_IF_ERROR(FullviewStart(params, ctx, s.candidates, result, &fv));
+  return FullviewEnd(query, params, s.candidates, result, &fv, /*overlapped_us=*/0);
 }
 
 absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
@@ -271,26 +310,24 @@ absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
   const size_t kprime =
       params.preview_only ? params.k : std::max(params.k, params.rerank_candidates);
   ZOOM_RETURN_IF_ERROR(idx.Search(query, kprime, ip, candidates, stats));
-  if (stats != nullptr) {
-    stats->preview_us += sw.ElapsedMicros();
-    stats->candidates += candidates->size();
-  }
+  stats->preview_us += sw.ElapsedMicros();
+  stats->candidates += candidates->size();
   return absl::OkStatus();
 }
 
 absl::Status SearchEngine::FullviewStart(const SearchParams& params, const QueryContext& ctx,
                                          const std::vector<index::Neighbor>& candidates,
-                                         std::vector<SearchHit>* hits, QueryStats* stats,
-                                         Fullview* fv) const {
-  hits->clear();
+                                         QueryResult* result, Fullview* fv) const {
+  result->hits.clear();
+  QueryStats* stats = &result->stats;
   fv->answered = false;
   fv->pending.reset();
   const size_t d = store_->dim();
   Scratch& s = ThreadScratch();
   if (params.preview_only) {
-    PreviewHits(candidates, params.k, hits);
+    PreviewHits(candidates, params.k, &result->hits);
     fv->answered = true;
-    return absl::OkStatus();
+    return ReadHitVectors(params, result);
   }
   if (ctx.deadline != absl::InfiniteFuture() || ctx.cancelled != nullptr) {
     absl::Status stop = CheckStop(ctx);
@@ -305,10 +342,10 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
       if (!ctx.allow_partial || stop.code() != absl::StatusCode::kDeadlineExceeded) {
         return stop;
       }
-      PreviewHits(candidates, params.k, hits);
-      if (stats != nullptr) stats->degraded = true;
+      PreviewHits(candidates, params.k, &result->hits);
+      stats->degraded = true;
       fv->answered = true;
-      return absl::OkStatus();
+      return ReadHitVectors(params, result);
     }
   }
   // 2. fullview: one batch of reads, submitted here, completed by
@@ -331,21 +368,18 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
     }
     s.miss_vectors.resize(s.misses.size() * d);
     fv->pending = store_->SubmitReadVectors(s.misses, s.miss_vectors.data(), stats);
-    if (stats != nullptr) {
-      stats->cache_hits += n - s.misses.size();
-      stats->cache_misses += s.misses.size();
-    }
+    stats->cache_hits += n - s.misses.size();
+    stats->cache_misses += s.misses.size();
   }
   return absl::OkStatus();
 }
 
 absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& params,
                                        const std::vector<index::Neighbor>& candidates,
-                                       std::vector<SearchHit>* hits, QueryStats* stats,
-                                       Fullview* fv, double overlapped_us,
-                                       std::vector<float>* vectors) const {
-  if (vectors != nullptr) vectors->clear();
+                                       QueryResult* result, Fullview* fv,
+                                       double overlapped_us) const {
   if (fv->answered) return absl::OkStatus();
+  QueryStats* stats = &result->stats;
   const size_t d = store_->dim();
   Scratch& s = ThreadScratch();
   ZOOM_RETURN_IF_ERROR(fv->pending->Wait());
@@ -358,7 +392,7 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
     }
   }
   const double fullview_us = std::max(0.0, fv->timer.ElapsedMicros() - overlapped_us);
-  if (stats != nullptr) stats->fullview_us += fullview_us;
+  stats->fullview_us += fullview_us;
   if (overlapped_us == 0) {
     // Exponential moving average of plain fullviews (an overlapped one's
     // reads partly finish during the other work, so it would understate
@@ -373,39 +407,42 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
   const size_t n = candidates.size();
   s.query.assign(query, query + d);
   if (metric_ == Metric::kCosine) NormalizeL2(s.query.data(), d);
-  s.hits.resize(n);
+  s.scored.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    s.hits[i] = {s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
+    s.scored[i] = {s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
   }
-  const size_t k = std::min<size_t>(params.k, n);
-  auto better = [this](const SearchHit& a, const SearchHit& b) { return Better(metric_, a, b); };
-  std::partial_sort(s.hits.begin(), s.hits.begin() + k, s.hits.end(), better);
-  hits->assign(s.hits.begin(), s.hits.begin() + k);
-  if (vectors != nullptr) {
+  TakeBest(metric_, &s.scored, params.k, &result->hits);
+  if (params.with_vectors) {
     // The hits' vectors from the fullview (ids are distinct: find each's
     // position among the K' candidates).
-    vectors->resize(k * d);
-    for (size_t j = 0; j < k; ++j) {
-      const InternalId id = (*hits)[j].id;
+    for (Hit& h : result->hits) {
       size_t pos = 0;
-      while (pos < n && s.ids[pos] != id) ++pos;
-      std::memcpy(vectors->data() + j * d, s.vectors.data() + pos * d, d * sizeof(float));
+      while (pos < n && s.ids[pos] != h.id) ++pos;
+      h.vector.assign(s.vectors.begin() + pos * d, s.vectors.begin() + (pos + 1) * d);
     }
   }
-  if (stats != nullptr) stats->rerank_us += sw.ElapsedMicros();
+  stats->rerank_us += sw.ElapsedMicros();
   return absl::OkStatus();
 }
 
-absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
+absl::Status SearchEngine::SearchBatch(absl::Span<const float> queries, size_t nq,
                                        const SearchParams& params, int threads,
-                                       std::vector<std::vector<SearchHit>>* hits,
-                                       std::vector<QueryStats>* stats,
-                                       const QueryContext& ctx,
-                                       std::vector<std::vector<float>>* vectors) const {
-  hits->assign(nq, {});
-  if (vectors != nullptr) vectors->assign(nq, {});
-  stats->assign(nq, {});
-  ZOOM_RETURN_IF_ERROR(params.Validate());
+                                       std::vector<QueryResult>* results,
+                                       const QueryContext& ctx) const {
+  results->assign(nq, {});
+  if (nq == 0) return absl::OkStatus();
+  if (queries.size() % nq != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the batch's ", queries.size(), " floats do not split into ", nq, " queries"));
+  }
+  const size_t qd = queries.size() / nq;
+  for (size_t q = 0; q < nq; ++q) {
+    if (absl::Status st =
+            ValidateQuery(metric_, dim(), queries.subspan(q * qd, qd), params, ctx.limits);
+        !st.ok()) {
+      return absl::Status(st.code(), absl::StrCat("query #", q, ": ", st.message()));
+    }
+  }
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   absl::Mutex mu;
@@ -416,13 +453,12 @@ absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
     failed = true;
   };
   const size_t d = dim();
-  const std::shared_ptr<const index::VectorIndex> idx = index();
+  const float* data = queries.data();
+  const std::shared_ptr<const index::VectorIndex> idx = params.exact ? nullptr : index();
   auto work = [&] {
     if (idx == nullptr || params.preview_only) {
       for (size_t q; !failed.load() && (q = next.fetch_add(1)) < nq;) {
-        absl::Status st =
-            Search(queries + q * d, params, &(*hits)[q], &(*stats)[q], ctx,
-                   vectors != nullptr ? &(*vectors)[q] : nullptr);
+        absl::Status st = SearchValid(data + q * d, params, &(*results)[q], ctx);
         if (!st.ok()) fail(st);
       }
       return;
@@ -431,25 +467,23 @@ absl::Status SearchEngine::SearchBatch(const float* queries, size_t nq,
     std::vector<index::Neighbor> cur, nxt;
     size_t q = next.fetch_add(1);
     if (q >= nq) return;
-    absl::Status st =
-        Preview(*idx, queries + q * d, params, &cur, &(*stats)[q]);
+    absl::Status st = Preview(*idx, data + q * d, params, &cur, &(*results)[q].stats);
     Fullview fv;
     while (st.ok() && !failed.load()) {
       const size_t q2 = next.fetch_add(1);
       const bool more = q2 < nq;
       // Submit query q's reads, preview query q2 while they fly, then
       // complete q (two-phase I/O: no callback into the engine).
-      st = FullviewStart(params, ctx, cur, &(*hits)[q], &(*stats)[q], &fv);
+      st = FullviewStart(params, ctx, cur, &(*results)[q], &fv);
       if (!st.ok()) break;
       absl::Status st2;
       double overlapped_us = 0;
       if (more) {
         Stopwatch t;
-        st2 = Preview(*idx, queries + q2 * d, params, &nxt, &(*stats)[q2]);
+        st2 = Preview(*idx, data + q2 * d, params, &nxt, &(*results)[q2].stats);
         if (!fv.answered) overlapped_us = t.ElapsedMicros();
       }
-      st = FullviewEnd(queries + q * d, params, cur, &(*hits)[q], &(*stats)[q], &fv,
-                       overlapped_us, vectors != nullptr ? &(*vectors)[q] : nullptr);
+      st = FullviewEnd(data + q * d, params, cur, &(*results)[q], &fv, overlapped_us);
       if (!st.ok()) break;
       if (!more) return;
       st = st2;

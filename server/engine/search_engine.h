@@ -4,7 +4,8 @@
 // index/ and storage/ meet (no gRPC here, so benchmarks and tests link it):
 //
 //   1. preview   VectorIndex::Search -> K' = rerank_candidates ids (RAM)
-//   2. fullview  VectorStore::ReadVectors(ids) -> one batch of O_DIRECT reads
+//   2. fullview  VectorStore::SubmitReadVectors(ids) -> one batch of O_DIRECT
+//                reads (two-phase: submitted, then waited for)
 //   3. rerank    exact distances over the K' full vectors -> top k
 //
 // Without an index (too few points to train one yet) search is exact over
@@ -27,52 +28,22 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/ids.h"
 #include "common/metric.h"
 #include "common/query_stats.h"
 #include "common/timer.h"
 #include "index/vector_index.h"
+#include "server/engine/query.h"
 #include "server/engine/vector_cache.h"
 #include "storage/vector_store.h"
 
 namespace zoom::server {
 
-struct SearchParams {
-  uint32_t k = 10;
-  // Preview knobs (see index::IndexSearchParams).
-  uint32_t ef = 64;
-  uint32_t nprobe = 16;
-  // K': candidates re-ranked with full vectors; raised to k when smaller.
-  uint32_t rerank_candidates = 100;
-  // Return the preview's ranking without reading full vectors.
-  bool preview_only = false;
-  // Ids never returned (deleted); may be null.
-  const index::IdFilter* filter = nullptr;
-
-  absl::Status Validate() const;
-};
-
-// The call around a query (apart from its knobs): work stops at the
-// deadline with DeadlineExceeded, or when *cancelled turns true (Cancelled;
-// may be null)...
-struct QueryContext {
-  absl::Time deadline = absl::InfiniteFuture();
-  const std::atomic<bool>* cancelled = nullptr;
-  // ...unless allow_partial: then, when the fullview would not finish
-  // before the deadline (judged by the recent fullview times), the preview
-  // ranking is returned with stats->degraded set.
-  bool allow_partial = false;
-};
-
 struct EngineOptions {
   // DRAM cache of hot full vectors in front of the SSD, in bytes.
   // Default 0: off (every fullview candidate is read from the SSD).
   uint64_t cache_bytes = 0;
-};
-
-struct SearchHit {
-  InternalId id;
-  float score;  // the metric's own score
 };
 
 class SearchEngine {
@@ -105,41 +76,45 @@ class SearchEngine {
   // added since are indexed first. Single writer.
   absl::Status SetIndex(std::unique_ptr<index::VectorIndex> index);
 
-  // Up to k hits for `query` (dim floats), best first.
-  // `vectors` (when not null): the hits' full vectors as the fullview read
-  // them (hits.size() * dim floats, in hit order), so a caller answering
-  // with vectors reads nothing twice; left empty when no fullview ran
-  // (preview only, degraded, or exact search).
-  absl::Status Search(const float* query, const SearchParams& params,
-                      std::vector<SearchHit>* hits, QueryStats* stats,
-                      const QueryContext& ctx = QueryContext(),
-                      std::vector<float>* vectors = nullptr) const;
-  // nq queries (nq * dim floats) on `threads` threads; per-query hits and
-  // stats (resized to nq). Returns the first error. Each thread pipelines
-  // its queries: the next query's preview runs while the current one's
-  // fullview reads are in flight (io_uring), so the device sees the reads
-  // of back-to-back queries without the preview's gap. Results equal
-  // Search()'s; a query's fullview_us excludes the overlapped preview.
-  // (A query cut short by its deadline simply ends the overlap early.) The
-  // index is looked up once per batch: a SetIndex() during it is seen by
-  // the next batch.
-  absl::Status SearchBatch(const float* queries, size_t nq, const SearchParams& params,
-                           int threads, std::vector<std::vector<SearchHit>>* hits,
-                           std::vector<QueryStats>* stats,
-                           const QueryContext& ctx = QueryContext(),
-                           std::vector<std::vector<float>>* vectors = nullptr) const;
-  // Exact search over every stored vector (the oracle, and the path used
-  // when there is no index).
-  absl::Status ExactSearch(const float* query, const SearchParams& params,
-                           std::vector<SearchHit>* hits, QueryStats* stats,
+  // Up to k hits for `query` (dim floats), best first, with the query's
+  // stats, into *result (replacing what it held). The one validation of a
+  // query (ValidateQuery, under ctx.limits) happens here; its
+  // InvalidArgument message is meant for the client as it is. Brute force (result->stats.exact) when
+  // params.exact or there is no index. With params.with_vectors the hits
+  // carry the vectors the fullview read (no second read).
+  absl::Status Search(absl::Span<const float> query, const SearchParams& params,
+                      QueryResult* result, const QueryContext& ctx = QueryContext()) const;
+  // nq queries (queries.size() / nq floats each) on `threads` threads;
+  // results resized to nq. Returns the first error (a query's invalid
+  // vector as "query #i: ..."). Each thread pipelines its queries: the next
+  // query's preview runs while the current one's fullview reads are in
+  // flight (io_uring), so the device sees the reads of back-to-back
+  // queries without the preview's gap. Results equal Search()'s; a query's
+  // fullview_us excludes the overlapped preview. (A query cut short by its
+  // deadline simply ends the overlap early.) The index is looked up once
+  // per batch: a SetIndex() during it is seen by the next batch.
+  absl::Status SearchBatch(absl::Span<const float> queries, size_t nq,
+                           const SearchParams& params, int threads,
+                           std::vector<QueryResult>* results,
                            const QueryContext& ctx = QueryContext()) const;
+  // Exact search over every stored vector (the oracle; what Search runs
+  // without an index or with params.exact).
+  absl::Status ExactSearch(absl::Span<const float> query, const SearchParams& params,
+                           QueryResult* result, const QueryContext& ctx = QueryContext()) const;
 
  private:
   float Score(const float* q, const float* x) const;
   // Ok, or why the query must stop now (deadline, cancellation).
   static absl::Status CheckStop(const QueryContext& ctx);
   void PreviewHits(const std::vector<index::Neighbor>& candidates, size_t k,
-                   std::vector<SearchHit>* hits) const;
+                   std::vector<Hit>* hits) const;
+  // Search / ExactSearch after validation.
+  absl::Status SearchValid(const float* query, const SearchParams& params, QueryResult* result,
+                           const QueryContext& ctx) const;
+  absl::Status ExactValid(const float* query, const SearchParams& params, QueryResult* result,
+                          const QueryContext& ctx) const;
+  // The hits' full vectors when asked for and no fullview supplied them.
+  absl::Status ReadHitVectors(const SearchParams& params, QueryResult* result) const;
   // Search's two halves. Preview: the K' candidates (index must be set).
   absl::Status Preview(const index::VectorIndex& idx, const float* query,
                        const SearchParams& params,
@@ -159,12 +134,10 @@ class SearchEngine {
   };
   absl::Status FullviewStart(const SearchParams& params, const QueryContext& ctx,
                              const std::vector<index::Neighbor>& candidates,
-                             std::vector<SearchHit>* hits, QueryStats* stats,
-                             Fullview* fv) const;
+                             QueryResult* result, Fullview* fv) const;
   absl::Status FullviewEnd(const float* query, const SearchParams& params,
-                           const std::vector<index::Neighbor>& candidates,
-                           std::vector<SearchHit>* hits, QueryStats* stats, Fullview* fv,
-                           double overlapped_us, std::vector<float>* vectors) const;
+                           const std::vector<index::Neighbor>& candidates, QueryResult* result,
+                           Fullview* fv, double overlapped_us) const;
 
   const Metric metric_;
   std::unique_ptr<storage::VectorStore> store_;

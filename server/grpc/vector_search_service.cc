@@ -389,36 +389,30 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* VectorSearchService::Import(
 
 // ---- Search ------------------------------------------------------------------
 
-absl::Status VectorSearchService::ValidateSearch(const v1::SearchRequest& req) const {
-  if (req.k() == 0) return absl::InvalidArgumentError("k must be at least 1");
-  ZOOM_RETURN_IF_ERROR(CheckRange("k", req.k(), limits_.max_k));
-  ZOOM_RETURN_IF_ERROR(CheckRange("ef", req.knobs().ef(), limits_.max_ef));
-  ZOOM_RETURN_IF_ERROR(CheckRange("nprobe", req.knobs().nprobe(), limits_.max_nprobe));
-  ZOOM_RETURN_IF_ERROR(
-      CheckRange("rerank_candidates", req.knobs().rerank_candidates(), limits_.max_rerank));
-  if (req.vector().empty()) return absl::InvalidArgumentError("the query vector is empty");
-  return absl::OkStatus();
-}
-
-namespace {
-
-// The collection's params of one request (the budget is set by the caller).
-CollectionSearchParams ParamsOf(const v1::SearchRequest& req, absl::Time deadline,
-                                const std::atomic<bool>* cancelled, bool degrade) {
+CollectionSearchParams VectorSearchService::ParamsOf(const v1::SearchRequest& req,
+                                                    absl::Time deadline,
+                                                    const std::atomic<bool>* cancelled,
+                                                    bool degrade) const {
   CollectionSearchParams p;
   p.engine.k = req.k();
   p.engine.ef = req.knobs().ef();
   p.engine.nprobe = req.knobs().nprobe();
   p.engine.rerank_candidates = req.knobs().rerank_candidates();
   p.engine.preview_only = req.preview_only() || degrade;
+  p.engine.exact = req.exact();
+  p.engine.with_vectors = req.with_vectors();
   p.context.allow_partial = req.allow_partial();
   p.context.deadline = deadline;
   p.context.cancelled = cancelled;
-  p.exact = req.exact();
+  p.context.limits.max_k = limits_.max_k;
+  p.context.limits.max_ef = limits_.max_ef;
+  p.context.limits.max_nprobe = limits_.max_nprobe;
+  p.context.limits.max_rerank = limits_.max_rerank;
   p.with_payload = req.with_payload();
-  p.with_vectors = req.with_vectors();
   return p;
 }
+
+namespace {
 
 // Whether two queries of a batch can share one pipelined engine batch.
 bool SameShape(const v1::SearchRequest& a, const v1::SearchRequest& b) {
@@ -432,10 +426,9 @@ bool SameShape(const v1::SearchRequest& a, const v1::SearchRequest& b) {
 
 }  // namespace
 
-void VectorSearchService::FillResponse(const Collection& c, std::vector<CollectionHit>* hits,
-                                       QueryStats stats, bool exact, bool degrade,
+void VectorSearchService::FillResponse(const Collection& c, QueryResult* result, bool degrade,
                                        v1::SearchResponse* resp, uint64_t* budget) const {
-  for (CollectionHit& h : *hits) {
+  for (Hit& h : result->hits) {
     const uint64_t bytes = 16 + h.payload.size() + h.vector.size() * sizeof(float);
     *budget -= std::min(*budget, bytes);
     v1::Hit* out = resp->add_hits();
@@ -444,6 +437,7 @@ void VectorSearchService::FillResponse(const Collection& c, std::vector<Collecti
     out->set_payload(std::move(h.payload));
     out->mutable_vector()->Assign(h.vector.begin(), h.vector.end());
   }
+  QueryStats& stats = result->stats;
   if (degrade) stats.degraded = true;
   v1::QueryStats* s = resp->mutable_stats();
   s->set_preview_us(static_cast<uint64_t>(stats.preview_us));
@@ -455,7 +449,7 @@ void VectorSearchService::FillResponse(const Collection& c, std::vector<Collecti
   s->set_distance_evals(static_cast<uint32_t>(stats.distance_evals));
   s->set_cache_hits(static_cast<uint32_t>(stats.cache_hits));
   s->set_degraded(stats.degraded);
-  s->set_exact(exact);
+  s->set_exact(stats.exact);
   if (metrics_ != nullptr) metrics_->RecordQuery(c.name(), stats);
 }
 
@@ -464,14 +458,12 @@ absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection
                                            const std::atomic<bool>* cancelled,
                                            v1::SearchResponse* resp, uint64_t* budget,
                                            bool degrade) const {
-  ZOOM_RETURN_IF_ERROR(ValidateSearch(req));
   CollectionSearchParams p = ParamsOf(req, deadline, cancelled, degrade);
   p.max_answer_bytes = *budget;
-  std::vector<CollectionHit> hits;
-  QueryStats stats;
-  bool exact = false;
-  ZOOM_RETURN_IF_ERROR(c.Search(req.vector().data(), req.vector_size(), p, &hits, &stats, &exact));
-  FillResponse(c, &hits, stats, exact, degrade, resp, budget);
+  QueryResult result;
+  ZOOM_RETURN_IF_ERROR(c.Search(absl::MakeConstSpan(req.vector().data(), req.vector_size()), p,
+                                &result));
+  FillResponse(c, &result, degrade, resp, budget);
   return absl::OkStatus();
 }
 
@@ -482,13 +474,7 @@ absl::Status VectorSearchService::DoSearchBatch(absl::Time deadline, const Colle
                                                 uint64_t* budget) const {
   const int nq = req.queries_size();
   bool same = nq > 1;
-  for (int i = 0; i < nq; ++i) {
-    const v1::SearchRequest& q = req.queries(i);
-    if (absl::Status st = ValidateSearch(q); !st.ok()) {
-      return absl::Status(st.code(), absl::StrCat("query #", i, ": ", st.message()));
-    }
-    same = same && SameShape(q, req.queries(0));
-  }
+  for (int i = 1; i < nq && same; ++i) same = SameShape(req.queries(i), req.queries(0));
   if (!same) {
     for (int i = 0; i < nq; ++i) {
       if (cancelled->load()) return absl::CancelledError("the call was cancelled");
@@ -500,25 +486,18 @@ absl::Status VectorSearchService::DoSearchBatch(absl::Time deadline, const Colle
     }
     return absl::OkStatus();
   }
-  const size_t dim = req.queries(0).vector_size();
-  std::vector<float> vectors(static_cast<size_t>(nq) * dim);
+  const size_t qd = req.queries(0).vector_size();
+  std::vector<float> vectors(static_cast<size_t>(nq) * qd);
   for (int i = 0; i < nq; ++i) {
     std::copy(req.queries(i).vector().begin(), req.queries(i).vector().end(),
-              vectors.begin() + static_cast<size_t>(i) * dim);
+              vectors.begin() + static_cast<size_t>(i) * qd);
   }
   CollectionSearchParams p = ParamsOf(req.queries(0), deadline, cancelled, false);
   p.max_answer_bytes = *budget;
-  std::vector<std::vector<CollectionHit>> hits;
-  std::vector<QueryStats> stats;
-  bool exact = false;
-  size_t failed = SIZE_MAX;
-  absl::Status st = c.SearchBatch(vectors.data(), nq, dim, p, &hits, &stats, &exact, &failed);
-  if (!st.ok()) {
-    if (failed == SIZE_MAX) return st;
-    return absl::Status(st.code(), absl::StrCat("query #", failed, ": ", st.message()));
-  }
+  std::vector<QueryResult> results;
+  ZOOM_RETURN_IF_ERROR(c.SearchBatch(vectors, nq, p, &results));
   for (int i = 0; i < nq; ++i) {
-    FillResponse(c, &hits[i], stats[i], exact, false, resp->add_results(), budget);
+    FillResponse(c, &results[i], false, resp->add_results(), budget);
   }
   return absl::OkStatus();
 }
@@ -575,8 +554,10 @@ grpc::ServerUnaryReactor* VectorSearchService::SearchBatch(grpc::CallbackServerC
     // The answer's size, known before any search runs (payloads aside):
     // refused when it cannot fit one message, instead of being built first.
     uint64_t estimate = 0;
+    // (k above the limit is refused by the query's validation.)
     for (const v1::SearchRequest& q : req->queries()) {
-      estimate += 32 + uint64_t{q.k()} * (16 + (q.with_vectors() ? c->config().dim * 4 + 8 : 0));
+      const uint64_t k = std::min(q.k(), limits_.max_k);
+      estimate += 32 + k * (16 + (q.with_vectors() ? c->config().dim * 4 + 8 : 0));
     }
     if (estimate > limits_.max_response_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(

@@ -124,15 +124,18 @@ class VectorSearchService final
   absl::Status DoSearch(absl::Time deadline, const Collection& c, const v1::SearchRequest& req,
                         const std::atomic<bool>* cancelled, v1::SearchResponse* resp,
                         uint64_t* budget, bool degrade) const;
-  absl::Status ValidateSearch(const v1::SearchRequest& req) const;
   // A SearchBatch whose queries share their knobs and flags runs as one
   // pipelined Collection::SearchBatch; the others query by query.
   absl::Status DoSearchBatch(absl::Time deadline, const Collection& c,
                              const v1::SearchBatchRequest& req, const std::atomic<bool>* cancelled,
                              v1::SearchBatchResponse* resp, uint64_t* budget) const;
-  // A query's hits and stats into `resp` (the bytes taken from *budget).
-  void FillResponse(const Collection& c, std::vector<CollectionHit>* hits, QueryStats stats,
-                    bool exact, bool degrade, v1::SearchResponse* resp, uint64_t* budget) const;
+  // A query's answer into `resp` (the bytes taken from *budget).
+  void FillResponse(const Collection& c, QueryResult* result, bool degrade,
+                    v1::SearchResponse* resp, uint64_t* budget) const;
+  // The collection's params of one request (the budget is set by the
+  // caller); the query itself is validated by the engine.
+  CollectionSearchParams ParamsOf(const v1::SearchRequest& req, absl::Time deadline,
+                                  const std::atomic<bool>* cancelled, bool degrade) const;
 
   Database* db_;
   Metrics* metrics_;

@@ -136,8 +136,8 @@ void FuzzSnapshot(const uint8_t* data, size_t size) {
       std::vector<float> q(d, 1.0f);
       server::CollectionSearchParams p;
       p.engine.k = 3;
-      std::vector<server::CollectionHit> hits;
-      (void)(*c)->Search(q.data(), d, p, &hits, nullptr);
+      server::QueryResult r;
+      (void)(*c)->Search(q, p, &r);
     }
     c->reset();
     (void)db->DropCollection("restored");

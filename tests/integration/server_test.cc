@@ -368,9 +368,9 @@ TEST(ServerTest, RecallThroughGrpcEqualsEngine) {
     ASSERT_OK_AND_ASSIGN(v1::SearchResponse r, c.Search(Query("sift", queries.row(qi), base.dim, kK)));
     server::CollectionSearchParams p;
     p.engine.k = kK;
-    std::vector<server::CollectionHit> direct;
-    QueryStats stats;
-    ASSERT_OK(collection->Search(queries.row(qi), base.dim, p, &direct, &stats));
+    server::QueryResult result;
+    ASSERT_OK(collection->Search(absl::MakeConstSpan(queries.row(qi), base.dim), p, &result));
+    const std::vector<server::Hit>& direct = result.hits;
     ASSERT_EQ(r.hits_size(), static_cast<int>(direct.size()));
     for (size_t i = 0; i < direct.size(); ++i) {
       EXPECT_EQ(r.hits(i).id(), direct[i].id) << "query " << qi << " rank " << i;
@@ -620,8 +620,31 @@ TEST(ServerTest, BadInputGetsTheRightStatus) {
   // Too few points to build an index.
   EXPECT_THAT(c.BuildIndex("ok", true).status(), StatusIs(StatusCode::kFailedPrecondition));
   // The message names what to fix.
+  // The message names what to fix, and is the engine's (validated once,
+  // passed through unchanged; a batch says which query).
   absl::Status wrong_dim = c.Search(Query("ok", v3, 3, 5)).status();
-  EXPECT_THAT(std::string(wrong_dim.message()), ::testing::HasSubstr("3 dimensions"));
+  EXPECT_EQ(wrong_dim.message(), "query has 3 dimensions; the collection has 4");
+  EXPECT_EQ(c.Search(Query("ok", v4, 4, 101)).status().message(),
+            "k 101 is above this server's limit of 100");
+  v1::SearchBatchRequest mixed;
+  mixed.set_collection("ok");
+  *mixed.add_queries() = Query("ok", v4, 4, 5);
+  *mixed.add_queries() = Query("ok", v3, 3, 5);
+  EXPECT_THAT(c.SearchBatch(mixed).status(),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "query #1: query has 3 dimensions; the collection has 4"));
+  v1::SearchBatchRequest same;  // same knobs: one pipelined engine batch
+  same.set_collection("ok");
+  *same.add_queries() = Query("ok", v4, 4, 5);
+  *same.add_queries() = Query("ok", v4, 4, 5);
+  for (int i = 0; i < 2; ++i) same.mutable_queries(i)->mutable_knobs()->set_ef(501);
+  EXPECT_THAT(c.SearchBatch(same).status(),
+              StatusIs(StatusCode::kInvalidArgument,
+                       "query #0: ef 501 is above this server's limit of 500"));
+  for (int i = 0; i < 2; ++i) same.mutable_queries(i)->mutable_knobs()->set_ef(0);
+  same.mutable_queries(1)->set_vector(2, NAN);
+  EXPECT_THAT(c.SearchBatch(same).status(),
+              StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("query #1: query: ")));
   // The server still works.
   EXPECT_OK(c.Search(Query("ok", v4, 4, 5)).status());
 }
@@ -1435,17 +1458,16 @@ TEST(ServerTest, DeadlinesAndAllowPartial) {
   server::CollectionSearchParams p;
   p.engine.k = 5;
   p.context.deadline = absl::Now() - absl::Seconds(1);
-  std::vector<server::CollectionHit> hits;
-  QueryStats stats;
-  EXPECT_THAT(col->Search(&data[0], kDim, p, &hits, &stats),
+  server::QueryResult r;
+  EXPECT_THAT(col->Search(absl::MakeConstSpan(&data[0], kDim), p, &r),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
   p.context.allow_partial = true;
-  stats = {};
-  ASSERT_OK(col->Search(&data[0], kDim, p, &hits, &stats));
-  EXPECT_TRUE(stats.degraded);
-  EXPECT_EQ(stats.reads, 0u);  // no fullview
-  ASSERT_FALSE(hits.empty());
-  EXPECT_EQ(hits[0].id, 0u);
+  r = {};
+  ASSERT_OK(col->Search(absl::MakeConstSpan(&data[0], kDim), p, &r));
+  EXPECT_TRUE(r.stats.degraded);
+  EXPECT_EQ(r.stats.reads, 0u);  // no fullview
+  ASSERT_FALSE(r.hits.empty());
+  EXPECT_EQ(r.hits[0].id, 0u);
 }
 
 }  // namespace

@@ -53,6 +53,18 @@ using ::zoom::testing::IsOk;
 using ::zoom::testing::StatusIs;
 using ::zoom::testing::TempDir;
 
+// One query of `dim` floats through Collection::Search, its hits (and,
+// when asked, stats) split out for the assertions.
+absl::Status SearchInto(const Collection& c, const float* q, size_t dim,
+                        const CollectionSearchParams& p, std::vector<Hit>* hits,
+                        QueryStats* stats = nullptr) {
+  QueryResult r;
+  absl::Status st = c.Search(absl::MakeConstSpan(q, dim), p, &r);
+  *hits = std::move(r.hits);
+  if (stats != nullptr) *stats = r.stats;
+  return st;
+}
+
 // Recall@10 floor of the indexed search (ivf_hnsw_pq with the default knobs:
 // ef 64, nprobe 16, rerank 100) against the oracle over the live points.
 // Measured on this data (one build thread, so deterministic): 0.990 (l2),
@@ -142,7 +154,7 @@ double Tolerance(double score) { return 1e-4 * std::max(1.0, std::abs(score)); }
 // An exact search must return the oracle's points with the oracle's scores.
 // Ids may differ only where two oracle scores are closer than float
 // rounding could separate.
-void ExpectMatchesOracle(const std::vector<CollectionHit>& hits,
+void ExpectMatchesOracle(const std::vector<Hit>& hits,
                          const Model& model, Metric metric, const float* q,
                          size_t k) {
   const std::vector<Scored> want = Oracle(model, metric, q, k + 1);
@@ -171,12 +183,12 @@ void ExpectMatchesOracle(const std::vector<CollectionHit>& hits,
   }
 }
 
-double RecallOf(const std::vector<CollectionHit>& hits,
+double RecallOf(const std::vector<Hit>& hits,
                 const std::vector<Scored>& exact) {
   if (exact.empty()) return 1.0;
   size_t found = 0;
   for (const Scored& s : exact) {
-    for (const CollectionHit& h : hits) {
+    for (const Hit& h : hits) {
       if (h.id == s.id) {
         ++found;
         break;
@@ -370,19 +382,20 @@ class CollectionTest : public ::testing::Test {
     return absl::OkStatus();
   }
 
-  static std::vector<CollectionHit> Search(const Collection& c, const float* q,
+  static std::vector<Hit> Search(const Collection& c, const float* q,
                                            uint32_t k, bool exact,
                                            bool* exact_used = nullptr,
                                            bool with_payload = false,
                                            bool with_vectors = false) {
     CollectionSearchParams p;
     p.engine.k = k;
-    p.exact = exact;
+    p.engine.exact = exact;
     p.with_payload = with_payload;
-    p.with_vectors = with_vectors;
-    std::vector<CollectionHit> hits;
-    EXPECT_OK(c.Search(q, c.config().dim, p, &hits, nullptr, exact_used));
-    return hits;
+    p.engine.with_vectors = with_vectors;
+    QueryResult r;
+    EXPECT_OK(c.Search(absl::MakeConstSpan(q, c.config().dim), p, &r));
+    if (exact_used != nullptr) *exact_used = r.stats.exact;
+    return r.hits;
   }
 
   // Mean recall@10 of the indexed search over `nq` queries (nq * dim).
@@ -396,7 +409,7 @@ class CollectionTest : public ::testing::Test {
       EXPECT_FALSE(exact_used);
       // Whatever the index returns must be live, once, with its own score.
       std::set<uint64_t> seen;
-      for (const CollectionHit& h : hits) {
+      for (const Hit& h : hits) {
         auto it = model.find(h.id);
         EXPECT_NE(it, model.end()) << "id " << h.id << " is not live";
         EXPECT_TRUE(seen.insert(h.id).second) << "id " << h.id << " twice";
@@ -595,9 +608,9 @@ TEST_F(CollectionTest, NonFiniteVectorsAreRejectedAllOrNothing) {
   ASSERT_OK(Upsert(*c, {1}, {1, 2, 3, 4}, {}, nullptr));
   const float q[4] = {0, nan, 0, 0};
   CollectionSearchParams p;
-  std::vector<CollectionHit> hits;
+  std::vector<Hit> hits;
   EXPECT_THAT(
-      c->Search(q, 4, p, &hits, nullptr),
+      SearchInto(*c, q, 4, p, &hits),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("finite")));
 }
 
@@ -654,16 +667,16 @@ TEST_F(CollectionTest, BadRequestsAreInvalidArgument) {
                                       HasSubstr("no ids")));
   const float q[5] = {0, 0, 0, 0, 0};
   CollectionSearchParams p;
-  std::vector<CollectionHit> hits;
+  std::vector<Hit> hits;
   EXPECT_THAT(
-      c->Search(q, 5, p, &hits, nullptr),
+      SearchInto(*c, q, 5, p, &hits),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("5 dimensions")));
   p.engine.k = 0;
-  EXPECT_THAT(c->Search(q, 4, p, &hits, nullptr),
+  EXPECT_THAT(SearchInto(*c, q, 4, p, &hits),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("k")));
   // An empty collection answers with nothing.
   p.engine.k = 3;
-  ASSERT_OK(c->Search(q, 4, p, &hits, nullptr));
+  ASSERT_OK(SearchInto(*c, q, 4, p, &hits));
   EXPECT_THAT(hits, IsEmpty());
   // Names and configs.
   CollectionConfig config;
@@ -1068,7 +1081,7 @@ TEST_F(CollectionTest, ReopenRecoversPointsPayloadsDeletesAndTheIndex) {
                    &other_model));
 
   const auto queries = ClusteredVectors(50, kDim, 73);
-  std::vector<std::vector<CollectionHit>> exact_before, indexed_before;
+  std::vector<std::vector<Hit>> exact_before, indexed_before;
   for (size_t q = 0; q < 50; ++q) {
     exact_before.push_back(Search(*c, queries.data() + q * kDim, 10, true));
     indexed_before.push_back(Search(*c, queries.data() + q * kDim, 10, false));
@@ -1280,7 +1293,7 @@ TEST_F(CollectionTest, CompactDropsDeadRecordsAndKeepsPointsAndResults) {
   const uint32_t space_before = c->record_space();
 
   const auto queries = ClusteredVectors(50, kDim, 104);
-  std::vector<std::vector<CollectionHit>> before;
+  std::vector<std::vector<Hit>> before;
   for (size_t q = 0; q < 50; ++q) {
     before.push_back(
         Search(*c, queries.data() + q * kDim, 10, true, nullptr, true));
@@ -1788,15 +1801,15 @@ TEST_F(CollectionTest, ConcurrentSearchDuringUpsertAndDelete) {
       const bool exact = rng() % 2 == 0;
       CollectionSearchParams p;
       p.engine.k = 10;
-      p.exact = exact;
-      std::vector<CollectionHit> hits;
-      if (!c->Search(q, kDim, p, &hits, nullptr).ok()) {
+      p.engine.exact = exact;
+      std::vector<Hit> hits;
+      if (!SearchInto(*c, q, kDim, p, &hits).ok()) {
         ++errors;
         continue;
       }
       ++searches;
       absl::flat_hash_set<uint64_t> seen;
-      for (const CollectionHit& h : hits) {
+      for (const Hit& h : hits) {
         if (was_deleted(h.id) || !seen.insert(h.id).second) ++violations;
       }
       if (kind == 1 && in > 0 && exact &&
@@ -1946,17 +1959,17 @@ TEST_F(CollectionTest, CompactDuringSearchesAndWrites) {
       const float* q = base.data() + (rng() % kInitial) * kDim;
       CollectionSearchParams p;
       p.engine.k = 10;
-      p.exact = rng() % 2 == 0;
+      p.engine.exact = rng() % 2 == 0;
       p.with_payload = true;
-      std::vector<CollectionHit> hits;
-      if (!c->Search(q, kDim, p, &hits, nullptr).ok()) {
+      std::vector<Hit> hits;
+      if (!SearchInto(*c, q, kDim, p, &hits).ok()) {
         ++errors;
         continue;
       }
       ++searches;
       if (hits.size() != 10) ++violations;
       absl::flat_hash_set<uint64_t> seen;
-      for (const CollectionHit& h : hits) {
+      for (const Hit& h : hits) {
         auto it = plan_pos.find(h.id);
         if (dead_set.contains(h.id) ||
             (it != plan_pos.end() && it->second < gone) ||
@@ -2044,7 +2057,7 @@ TEST_F(CollectionTest, ReadsHeldAcrossACompactionKeepTheirPayloads) {
       absl::MutexLock l(&gate->mu);
       gate->entered = gate->released = false;
     }
-    std::vector<CollectionHit> hits;
+    std::vector<Hit> hits;
     std::vector<PointData> got;
     absl::Status st;
     std::thread reader([&] {
@@ -2056,9 +2069,9 @@ TEST_F(CollectionTest, ReadsHeldAcrossACompactionKeepTheirPayloads) {
       } else {
         CollectionSearchParams p;
         p.engine.k = 10;
-        p.exact = true;
+        p.engine.exact = true;
         p.with_payload = true;
-        st = c->Search(base.data() + kDim, kDim, p, &hits, nullptr);
+        st = SearchInto(*c, base.data() + kDim, kDim, p, &hits);
       }
     });
     // Whatever fails below, the reader is released and joined (a joinable
@@ -2086,7 +2099,7 @@ TEST_F(CollectionTest, ReadsHeldAcrossACompactionKeepTheirPayloads) {
       }
     } else {
       ASSERT_EQ(hits.size(), 10u);
-      for (const CollectionHit& h : hits) {
+      for (const Hit& h : hits) {
         EXPECT_EQ(h.payload, absl::StrCat("p", (h.id - 17) / 1000003)) << h.id;
       }
     }
@@ -2150,14 +2163,14 @@ TEST_F(CollectionTest, MagnitudeRuleRefusesOverflowAndBuildsAtTheBound) {
       // Queries follow the same rule; an accepted one scores finitely.
       CollectionSearchParams p;
       p.engine.k = 5;
-      std::vector<CollectionHit> hits;
-      EXPECT_THAT(c.Search(huge.data(), kDim, p, &hits, nullptr),
+      std::vector<Hit> hits;
+      EXPECT_THAT(SearchInto(c, huge.data(), kDim, p, &hits),
                   StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("query")));
       for (bool exact : {false, true}) {
-        p.exact = exact;
-        ASSERT_OK(c.Search(big.data(), kDim, p, &hits, nullptr));
+        p.engine.exact = exact;
+        ASSERT_OK(SearchInto(c, big.data(), kDim, p, &hits));
         ASSERT_FALSE(hits.empty());
-        for (const CollectionHit& h : hits) EXPECT_TRUE(std::isfinite(h.score)) << h.id;
+        for (const Hit& h : hits) EXPECT_TRUE(std::isfinite(h.score)) << h.id;
         if (metric == Metric::kL2) EXPECT_EQ(hits[0].id, 600u);
       }
     }
@@ -2178,8 +2191,8 @@ TEST_F(CollectionTest, MagnitudeRuleRefusesOverflowAndBuildsAtTheBound) {
   EXPECT_NEAR(hits[0].score, 1.0, 1e-5);
   const std::vector<float> zero(kDim, 0.0f);
   CollectionSearchParams p;
-  std::vector<CollectionHit> out;
-  EXPECT_THAT(cos->Search(zero.data(), kDim, p, &out, nullptr),
+  std::vector<Hit> out;
+  EXPECT_THAT(SearchInto(*cos, zero.data(), kDim, p, &out),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("zero")));
 }
 
@@ -2461,12 +2474,12 @@ namespace {
 
 // ---- Snapshots ----------------------------------------------------------------
 
-std::vector<CollectionHit> IndexedSearch(const Collection& c, const float* q, uint32_t k) {
+std::vector<Hit> IndexedSearch(const Collection& c, const float* q, uint32_t k) {
   CollectionSearchParams p;
   p.engine.k = k;
   p.with_payload = true;
-  std::vector<CollectionHit> hits;
-  EXPECT_OK(c.Search(q, c.config().dim, p, &hits, nullptr));
+  std::vector<Hit> hits;
+  EXPECT_OK(SearchInto(c, q, c.config().dim, p, &hits));
   return hits;
 }
 
@@ -2693,8 +2706,8 @@ TEST_F(CollectionTest, RebuildsUnderSearchesDoNotAccumulateIndexes) {
       for (size_t q = t; !stop.load(); q = (q + 1) % 16) {
         CollectionSearchParams p;
         p.engine.k = 10;
-        std::vector<CollectionHit> hits;
-        EXPECT_OK(c->Search(queries.data() + q * kDim, kDim, p, &hits, nullptr));
+        std::vector<Hit> hits;
+        EXPECT_OK(SearchInto(*c, queries.data() + q * kDim, kDim, p, &hits));
         EXPECT_EQ(hits.size(), 10u);
         searches.fetch_add(1);
       }
@@ -2947,15 +2960,15 @@ TEST_F(CollectionTest, SearchWithVectorsReadsNothingTwice) {
   for (size_t q = 0; q < 5; ++q) {
     CollectionSearchParams p;
     p.engine.k = 10;
-    std::vector<CollectionHit> plain, with;
+    std::vector<Hit> plain, with;
     QueryStats plain_stats, with_stats;
     const int before = batches.load();
-    ASSERT_OK(c->Search(queries.data() + q * kDim, kDim, p, &plain, &plain_stats));
+    ASSERT_OK(SearchInto(*c, queries.data() + q * kDim, kDim, p, &plain, &plain_stats));
     const int plain_batches = batches.load() - before;
     EXPECT_EQ(plain_batches, 1);  // the fullview
-    p.with_vectors = true;
+    p.engine.with_vectors = true;
     const int before_with = batches.load();
-    ASSERT_OK(c->Search(queries.data() + q * kDim, kDim, p, &with, &with_stats));
+    ASSERT_OK(SearchInto(*c, queries.data() + q * kDim, kDim, p, &with, &with_stats));
     EXPECT_EQ(batches.load() - before_with, plain_batches);  // nothing read twice
     ASSERT_EQ(with.size(), plain.size());
     EXPECT_EQ(with_stats.reads, plain_stats.reads);
@@ -2964,15 +2977,14 @@ TEST_F(CollectionTest, SearchWithVectorsReadsNothingTwice) {
       EXPECT_EQ(with[i].vector, model.at(with[i].id).vector) << "hit " << i;
     }
     // The batch path too.
-    std::vector<std::vector<CollectionHit>> batch;
-    std::vector<QueryStats> batch_stats;
+    std::vector<QueryResult> batch;
     const int before_batch = batches.load();
-    ASSERT_OK(c->SearchBatch(queries.data() + q * kDim, 1, kDim, p, &batch, &batch_stats));
+    ASSERT_OK(c->SearchBatch(absl::MakeConstSpan(queries.data() + q * kDim, kDim), 1, p, &batch));
     EXPECT_EQ(batches.load() - before_batch, plain_batches);
     ASSERT_EQ(batch.size(), 1u);
-    ASSERT_EQ(batch[0].size(), with.size());
-    EXPECT_EQ(batch_stats[0].reads, plain_stats.reads);
-    for (size_t i = 0; i < with.size(); ++i) EXPECT_EQ(batch[0][i].vector, with[i].vector);
+    ASSERT_EQ(batch[0].hits.size(), with.size());
+    EXPECT_EQ(batch[0].stats.reads, plain_stats.reads);
+    for (size_t i = 0; i < with.size(); ++i) EXPECT_EQ(batch[0].hits[i].vector, with[i].vector);
   }
 }
 

@@ -1,5 +1,6 @@
 // Tests of the collection's parts on their own: the key=value text, the
 // manifest (with its golden files), the id tracker and the maintenance task.
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "server/engine/id_tracker.h"
 #include "server/engine/index_builder.h"
 #include "server/engine/key_value_text.h"
+#include "server/engine/query.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_env.h"
 
@@ -247,6 +249,54 @@ TEST(MaintenanceTaskTest, OneJobAtATimeWithWaitersAndCallbacks) {
   ASSERT_TRUE(task.TryStart([] { return absl::OkStatus(); }));
   EXPECT_OK(task.Wait());
   task.Join();
+}
+
+// ---- ValidateQuery: the one check of a query, its messages for the client --
+
+TEST(ValidateQueryTest, SaysWhatToFix) {
+  const std::vector<float> q4 = {1, 2, 3, 4};
+  SearchParams p;
+  SearchLimits limits;
+  limits.max_k = 100;
+  limits.max_ef = 500;
+  limits.max_nprobe = 64;
+  limits.max_rerank = 1000;
+  EXPECT_OK(ValidateQuery(Metric::kL2, 4, q4, p, limits));
+  const auto message = [&](Metric metric, absl::Span<const float> q, const SearchParams& sp) {
+    absl::Status st = ValidateQuery(metric, 4, q, sp, limits);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    return std::string(st.message());
+  };
+  SearchParams bad = p;
+  bad.k = 0;
+  EXPECT_EQ(message(Metric::kL2, q4, bad), "k must be at least 1");
+  bad.k = 101;
+  EXPECT_EQ(message(Metric::kL2, q4, bad), "k 101 is above this server's limit of 100");
+  bad = p;
+  bad.ef = 0;
+  EXPECT_EQ(message(Metric::kL2, q4, bad), "ef must be at least 1");
+  bad.ef = 501;
+  EXPECT_EQ(message(Metric::kL2, q4, bad), "ef 501 is above this server's limit of 500");
+  bad = p;
+  bad.nprobe = 65;
+  EXPECT_EQ(message(Metric::kL2, q4, bad), "nprobe 65 is above this server's limit of 64");
+  bad = p;
+  bad.rerank_candidates = 1001;
+  EXPECT_EQ(message(Metric::kL2, q4, bad),
+            "rerank_candidates 1001 is above this server's limit of 1000");
+  bad = p;
+  bad.rerank_candidates = 0;  // K' = k
+  EXPECT_OK(ValidateQuery(Metric::kL2, 4, q4, bad, limits));
+  EXPECT_EQ(message(Metric::kL2, {}, p), "the query vector is empty");
+  const std::vector<float> q3 = {1, 2, 3};
+  EXPECT_EQ(message(Metric::kL2, q3, p), "query has 3 dimensions; the collection has 4");
+  const std::vector<float> nan = {1, std::nanf(""), 3, 4};
+  EXPECT_THAT(message(Metric::kL2, nan, p), HasSubstr("query: "));
+  const std::vector<float> huge = {1e20f, 1e20f, 1e20f, 1e20f};
+  EXPECT_THAT(message(Metric::kInnerProduct, huge, p), HasSubstr("is above 1e18"));
+  EXPECT_OK(ValidateQuery(Metric::kCosine, 4, huge, p, limits));  // any finite non-zero
+  const std::vector<float> zero(4, 0.0f);
+  EXPECT_THAT(message(Metric::kCosine, zero, p), HasSubstr("zero"));
 }
 
 }  // namespace

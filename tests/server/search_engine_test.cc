@@ -25,6 +25,22 @@ using ::zoom::testing::StatusIs;
 using ::zoom::testing::TempDir;
 using ::zoom::testing::TestDataPath;
 
+// One query of `engine.dim()` floats through SearchEngine::Search (or
+// ExactSearch), its answer split into hits and stats for the assertions.
+absl::Status RunSearch(const SearchEngine& engine, const float* q, const SearchParams& p,
+                       std::vector<Hit>* hits, QueryStats* stats, bool exact = false) {
+  QueryResult r;
+  const absl::Span<const float> query(q, engine.dim());
+  absl::Status st = exact ? engine.ExactSearch(query, p, &r) : engine.Search(query, p, &r);
+  *hits = std::move(r.hits);
+  if (stats != nullptr) *stats = r.stats;
+  return st;
+}
+absl::Status RunExact(const SearchEngine& engine, const float* q, const SearchParams& p,
+                      std::vector<Hit>* hits, QueryStats* stats) {
+  return RunSearch(engine, q, p, hits, stats, /*exact=*/true);
+}
+
 constexpr size_t kQueries = 100;
 
 struct Data {
@@ -130,11 +146,11 @@ TEST_P(ZoomRecallTest, FullviewRecallBeatsPreviewAndReachesTarget) {
   double r_full = 0, r_preview = 0;
   QueryStats total;
   for (size_t q = 0; q < kQueries; ++q) {
-    std::vector<SearchHit> exact, a, p;
+    std::vector<Hit> exact, a, p;
     QueryStats st;
-    ASSERT_OK(f.engine->ExactSearch(d.queries.row(q), full, &exact, nullptr));
-    ASSERT_OK(f.engine->Search(d.queries.row(q), full, &a, &st));
-    ASSERT_OK(f.engine->Search(d.queries.row(q), preview, &p, nullptr));
+    ASSERT_OK(RunExact(*f.engine, d.queries.row(q), full, &exact, nullptr));
+    ASSERT_OK(RunSearch(*f.engine, d.queries.row(q), full, &a, &st));
+    ASSERT_OK(RunSearch(*f.engine, d.queries.row(q), preview, &p, nullptr));
     ASSERT_EQ(a.size(), 10u);
     ASSERT_EQ(p.size(), 10u);
     // Scores are the metric's own and ordered best first.
@@ -181,8 +197,8 @@ TEST(SearchEngineTest, ExactSearchAgreesWithTheShippedGroundTruth) {
   SearchParams p;
   p.k = 10;
   for (size_t q = 0; q < 20; ++q) {
-    std::vector<SearchHit> hits;
-    ASSERT_OK(f.engine->Search(SiftData().queries.row(q), p, &hits, nullptr));
+    std::vector<Hit> hits;
+    ASSERT_OK(RunSearch(*f.engine, SiftData().queries.row(q), p, &hits, nullptr));
     ASSERT_EQ(hits.size(), 10u);
     for (size_t i = 0; i < 10; ++i) EXPECT_EQ(hits[i].id, static_cast<InternalId>(gt.row(q)[i]));
   }
@@ -205,16 +221,16 @@ TEST(SearchEngineTest, DeletedIdsAreNeverReturnedAndKStillIs) {
     p.ef = 64;
     for (size_t q = 0; q < 30; ++q) {
       // Delete the exact top 20 of this query.
-      std::vector<SearchHit> exact;
+      std::vector<Hit> exact;
       SearchParams p20 = p;
       p20.k = 20;
-      ASSERT_OK(f.engine->ExactSearch(SiftData().queries.row(q), p20, &exact, nullptr));
+      ASSERT_OK(RunExact(*f.engine, SiftData().queries.row(q), p20, &exact, nullptr));
       ExcludeSet deleted;
       for (const auto& h : exact) deleted.ids.insert(h.id);
       SearchParams pf = p;
       pf.filter = &deleted;
-      std::vector<SearchHit> hits;
-      ASSERT_OK(f.engine->Search(SiftData().queries.row(q), pf, &hits, nullptr));
+      std::vector<Hit> hits;
+      ASSERT_OK(RunSearch(*f.engine, SiftData().queries.row(q), pf, &hits, nullptr));
       ASSERT_EQ(hits.size(), 10u);
       for (const auto& h : hits) EXPECT_EQ(deleted.ids.count(h.id), 0u) << h.id;
     }
@@ -236,8 +252,8 @@ TEST(SearchEngineTest, IncrementalAddsAreFoundAtOnce) {
     p.ef = 64;
     int found = 0;
     for (InternalId id = 4000; id < 4500; id += 5) {
-      std::vector<SearchHit> hits;
-      ASSERT_OK(f.engine->Search(d.base.row(id), p, &hits, nullptr));
+      std::vector<Hit> hits;
+      ASSERT_OK(RunSearch(*f.engine, d.base.row(id), p, &hits, nullptr));
       ASSERT_EQ(hits.size(), 1u);
       found += hits[0].id == id;
     }
@@ -331,10 +347,10 @@ TEST(SearchEngineTest, ManyThreadsSearchWhileOneWriterAdds) {
       readers.emplace_back([&, t] {
         SearchParams p;
         p.k = 10;
-        std::vector<SearchHit> hits;
+        std::vector<Hit> hits;
         for (size_t q = t; !done.load() || q < 40; q = (q + 4) % kQueries) {
           const absl::Status st =
-              f.engine->Search(d.queries.row(q), p, &hits, nullptr);
+              RunSearch(*f.engine, d.queries.row(q), p, &hits, nullptr);
           if (!st.ok()) {
             ADD_FAILURE() << st;
             ++errors;
@@ -384,24 +400,25 @@ TEST(SearchEngineTest, BatchSearchMatchesSingleSearches) {
       p.k = 5;
       p.rerank_candidates = 30;
       for (int threads : {1, 2}) {
-        std::vector<std::vector<SearchHit>> hits;
-        std::vector<QueryStats> stats;
-        ASSERT_OK(engine.SearchBatch(d.queries.data.data(), 40, p, threads,
-                                     &hits, &stats));
-        ASSERT_EQ(hits.size(), 40u);
+        std::vector<QueryResult> results;
+        ASSERT_OK(engine.SearchBatch(absl::MakeConstSpan(d.queries.data.data(), 40 * engine.dim()),
+                                     40, p, threads, &results));
+        ASSERT_EQ(results.size(), 40u);
         for (size_t q = 0; q < 40; ++q) {
-          std::vector<SearchHit> one;
-          ASSERT_OK(engine.Search(d.queries.row(q), p, &one, nullptr));
-          ASSERT_EQ(one.size(), hits[q].size());
+          std::vector<Hit> one;
+          ASSERT_OK(RunSearch(engine, d.queries.row(q), p, &one, nullptr));
+          const std::vector<Hit>& hits = results[q].hits;
+          const QueryStats& stats = results[q].stats;
+          ASSERT_EQ(one.size(), hits.size());
           for (size_t i = 0; i < one.size(); ++i) {
-            EXPECT_EQ(one[i].id, hits[q][i].id);
-            EXPECT_EQ(one[i].score, hits[q][i].score);
+            EXPECT_EQ(one[i].id, hits[i].id);
+            EXPECT_EQ(one[i].score, hits[i].score);
           }
-          EXPECT_EQ(stats[q].candidates, 30u);
-          EXPECT_GT(stats[q].preview_us, 0.0);
-          EXPECT_GE(stats[q].fullview_us, 0.0);
+          EXPECT_EQ(stats.candidates, 30u);
+          EXPECT_GT(stats.preview_us, 0.0);
+          EXPECT_GE(stats.fullview_us, 0.0);
           if (cache_bytes == 0) {
-            EXPECT_GT(stats[q].reads, 0u);
+            EXPECT_GT(stats.reads, 0u);
           }
         }
       }
@@ -413,12 +430,11 @@ TEST(SearchEngineTest, BatchSearchMatchesSingleSearches) {
   EngineFixture f(tmp, Metric::kL2, &spec, 1000);
   SearchParams bad;
   bad.k = 0;
-  std::vector<std::vector<SearchHit>> hits;
-  std::vector<QueryStats> stats;
-  EXPECT_FALSE(f.engine
-                   ->SearchBatch(SiftData().queries.data.data(), 4, bad, 2,
-                                 &hits, &stats)
-                   .ok());
+  std::vector<QueryResult> results;
+  EXPECT_THAT(f.engine->SearchBatch(
+                  absl::MakeConstSpan(SiftData().queries.data.data(), 4 * f.engine->dim()), 4,
+                  bad, 2, &results),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("query #0: k must be")));
 }
 
 TEST(SearchEngineTest, DramCacheServesRepeatedQueriesWithSameResults) {
@@ -436,10 +452,10 @@ TEST(SearchEngineTest, DramCacheServesRepeatedQueriesWithSameResults) {
   SearchParams p;
   p.k = 10;
   for (size_t q = 0; q < 20; ++q) {
-    std::vector<SearchHit> first, second, exact;
+    std::vector<Hit> first, second, exact;
     QueryStats s1, s2;
-    ASSERT_OK(cached.Search(d.queries.row(q), p, &first, &s1));
-    ASSERT_OK(cached.Search(d.queries.row(q), p, &second, &s2));
+    ASSERT_OK(RunSearch(cached, d.queries.row(q), p, &first, &s1));
+    ASSERT_OK(RunSearch(cached, d.queries.row(q), p, &second, &s2));
     EXPECT_EQ(s1.cache_hits + s1.cache_misses, s1.candidates);
     EXPECT_EQ(s2.cache_misses, 0u);  // everything was cached by the first
     EXPECT_EQ(s2.reads, 0u);
@@ -471,13 +487,38 @@ TEST(VectorCacheTest, EvictsWithinTheBudget) {
   EXPECT_FALSE(cache.Lookup(999, out));
 }
 
+// A result reused for the next query holds that query's answer and stats
+// only (a benchmark's thread_local result once summed them).
+TEST(SearchEngineTest, AReusedResultHoldsOnlyTheLastQuery) {
+  TempDir tmp;
+  const auto spec = Spec(index::IndexKind::kIvfHnswPq, Metric::kL2);
+  EngineFixture f(tmp, Metric::kL2, &spec, 1000);
+  SearchParams p;
+  p.k = 5;
+  p.rerank_candidates = 20;
+  QueryResult reused;
+  for (bool exact : {false, true, false}) {
+    p.exact = exact;
+    ASSERT_OK(f.engine->Search(absl::MakeConstSpan(SiftData().queries.row(0), f.engine->dim()), p,
+                               &reused));
+    QueryResult fresh;
+    ASSERT_OK(f.engine->Search(absl::MakeConstSpan(SiftData().queries.row(0), f.engine->dim()), p,
+                               &fresh));
+    EXPECT_EQ(reused.stats.candidates, fresh.stats.candidates);
+    EXPECT_EQ(reused.stats.reads, fresh.stats.reads);
+    EXPECT_EQ(reused.stats.exact, exact);
+    ASSERT_EQ(reused.hits.size(), fresh.hits.size());
+    for (size_t i = 0; i < fresh.hits.size(); ++i) EXPECT_EQ(reused.hits[i].id, fresh.hits[i].id);
+  }
+}
+
 TEST(SearchEngineTest, BadParamsAreClearErrors) {
   TempDir tmp;
   EngineFixture f(tmp, Metric::kL2, nullptr, 300);
   SearchParams p;
   p.k = 0;
-  std::vector<SearchHit> hits;
-  EXPECT_THAT(f.engine->Search(SiftData().queries.row(0), p, &hits, nullptr),
+  std::vector<Hit> hits;
+  EXPECT_THAT(RunSearch(*f.engine, SiftData().queries.row(0), p, &hits, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("k must be")));
 }
 

@@ -14,8 +14,8 @@
 namespace zoom::testing {
 
 // |approx ∩ exact| / |exact| over the first k of each.
-inline double RecallOf(const std::vector<server::SearchHit>& approx,
-                       const std::vector<server::SearchHit>& exact, size_t k) {
+inline double RecallOf(const std::vector<server::Hit>& approx,
+                       const std::vector<server::Hit>& exact, size_t k) {
   size_t hit = 0;
   const size_t ke = std::min(k, exact.size());
   for (size_t i = 0; i < std::min(k, approx.size()); ++i) {

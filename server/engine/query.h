@@ -1,0 +1,99 @@
+// File: server/engine/query.h
+//
+// The shapes of one query on its way from the gRPC adapter through the
+// Collection to the SearchEngine and back:
+//
+//   SearchParams  the knobs: what to compute (k, ef, nprobe, K', ...)
+//   QueryContext  the call: when to stop (deadline, cancellation,
+//                 allow_partial) and what this server allows (SearchLimits)
+//   QueryResult   the answer: Hits, best first, and the query's QueryStats
+//
+// A query is validated once, by ValidateQuery, at the engine boundary
+// (SearchEngine::Search / SearchBatch); the layers above pass its messages
+// through unchanged (a batch prefixes "query #i: "). The one result type
+// runs from the engine up to the adapter: the engine fills a Hit's id
+// (internal), score and vector; the Collection turns the id into the
+// external one and adds the payload.
+#ifndef ZOOM_SERVER_ENGINE_QUERY_H_
+#define ZOOM_SERVER_ENGINE_QUERY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/metric.h"
+#include "common/query_stats.h"
+#include "index/search_types.h"
+
+namespace zoom::server {
+
+// The knobs of one query. In the Collection's params a knob left 0 takes
+// the collection's default (k excepted: it must be given).
+struct SearchParams {
+  uint32_t k = 10;
+  // Preview knobs (see index::IndexSearchParams).
+  uint32_t ef = 64;
+  uint32_t nprobe = 16;
+  // K': candidates re-ranked with full vectors; raised to k when smaller.
+  uint32_t rerank_candidates = 100;
+  // Return the preview's ranking without reading full vectors.
+  bool preview_only = false;
+  // Brute force over every stored vector (also what runs without an index).
+  bool exact = false;
+  // Hits carry their full vectors (taken from the fullview's reads; read
+  // once more only when no fullview ran: preview only, degraded, exact).
+  bool with_vectors = false;
+  // Ids never returned (deleted); may be null.
+  const index::IdFilter* filter = nullptr;
+};
+
+// What this server allows one query (zoomd's --max_k etc.).
+struct SearchLimits {
+  uint32_t max_k = 1000;
+  uint32_t max_ef = 10000;
+  uint32_t max_nprobe = 65536;
+  uint32_t max_rerank = 10000;
+};
+
+// The call around a query (apart from its knobs): work stops at the
+// deadline with DeadlineExceeded, or when *cancelled turns true (Cancelled;
+// may be null)...
+struct QueryContext {
+  absl::Time deadline = absl::InfiniteFuture();
+  const std::atomic<bool>* cancelled = nullptr;
+  // ...unless allow_partial: then, when the fullview would not finish
+  // before the deadline (judged by the recent fullview times), the preview
+  // ranking is returned with stats.degraded set.
+  bool allow_partial = false;
+  SearchLimits limits;
+};
+
+// One hit. `id`: internal in the engine's answer, external in the
+// Collection's. `payload`: filled by the Collection when asked for.
+// `vector`: dim floats when asked for (as stored: normalised for cosine).
+struct Hit {
+  uint64_t id = 0;
+  float score = 0;  // the metric's own: squared L2 (ascending), IP/cosine (descending)
+  std::string payload;
+  std::vector<float> vector;
+};
+
+struct QueryResult {
+  std::vector<Hit> hits;  // best first; at most k
+  QueryStats stats;       // stats.exact: brute force ran
+};
+
+// InvalidArgument, with a message that says what to fix, for a query that
+// must not run: a vector of the wrong dimension (`dim` expected), empty, or
+// outside the magnitude rule (common/vector_limits.h); k or ef or nprobe 0;
+// a knob above `limits`.
+absl::Status ValidateQuery(Metric metric, uint32_t dim, absl::Span<const float> query,
+                           const SearchParams& params, const SearchLimits& limits);
+
+}  // namespace zoom::server
+
+#endif  // ZOOM_SERVER_ENGINE_QUERY_H_
