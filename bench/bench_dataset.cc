@@ -19,14 +19,15 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
+#include "common/vector_dataset.h"
 
 ABSL_FLAG(std::string, dataset, "",
           "Data set folder (base.*vecs, query.*vecs, groundtruth_<metric>*); "
           "default: <data root>/glove-6b-100d, where the data root is "
           "../shared/data from the current directory or from the source tree");
 ABSL_FLAG(std::string, metric, "",
-          "l2 | ip | cosine; default: cosine if the folder has "
-          "groundtruth_cosine.ivecs, else l2");
+          "l2 | ip | cosine; default: the first of cosine, l2, ip the folder "
+          "has ground truth for (l2 when none)");
 ABSL_FLAG(std::string, threads, "1,2", "Search thread counts, comma-separated");
 ABSL_FLAG(int32_t, k, 10, "Neighbours returned per query");
 ABSL_FLAG(int64_t, max_queries, 0, "Use at most this many queries (0 = all)");
@@ -35,31 +36,6 @@ namespace zoom::bench {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool IsFile(const std::string& path) {
-  std::error_code ec;
-  return fs::is_regular_file(path, ec);
-}
-
-// The first of `candidates` (file names inside `dir`) that exists.
-absl::StatusOr<std::string> FindOne(const std::string& dir,
-                                    const std::vector<std::string>& candidates) {
-  for (const std::string& c : candidates) {
-    const std::string path = absl::StrCat(dir, "/", c);
-    if (IsFile(path)) return path;
-  }
-  return absl::NotFoundError(absl::StrCat("data set ", dir, " has no ",
-                                          absl::StrJoin(candidates, " or ")));
-}
-
-// The metrics a folder has ground truth for, for error messages.
-std::string AvailableMetrics(const std::string& dir) {
-  std::vector<std::string> found;
-  for (const char* m : {"l2", "ip", "cosine"}) {
-    if (IsFile(absl::StrCat(dir, "/groundtruth_", m, ".ivecs"))) found.push_back(m);
-  }
-  return found.empty() ? std::string("none") : absl::StrJoin(found, ", ");
-}
 
 // Reads "Key:   123 kB" from /proc/self/status.
 uint64_t ProcStatusBytes(const std::string& key) {
@@ -117,7 +93,8 @@ std::string DatasetDirFlag() {
 absl::StatusOr<Metric> MetricFlag(const std::string& dir) {
   const std::string m = absl::GetFlag(FLAGS_metric);
   if (!m.empty()) return ParseMetric(m);
-  return IsFile(dir + "/groundtruth_cosine.ivecs") ? Metric::kCosine : Metric::kL2;
+  ZOOM_ASSIGN_OR_RETURN(const DatasetFolder folder, OpenDatasetFolder(dir, /*need_base=*/false));
+  return folder.DefaultMetric();
 }
 
 absl::StatusOr<std::vector<int>> ParseIntList(const std::string& s) {
@@ -140,84 +117,24 @@ absl::StatusOr<std::vector<int>> ThreadsFlag() {
   return ParseIntList(absl::GetFlag(FLAGS_threads));
 }
 
-absl::StatusOr<Dataset> LoadDataset(const std::string& dir_in, Metric metric,
+absl::StatusOr<Dataset> LoadDataset(const std::string& dir, Metric metric,
                                     size_t max_queries) {
-  std::string dir = dir_in;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    return absl::NotFoundError(absl::StrCat("data set folder ", dir, " does not exist"));
-  }
+  ZOOM_ASSIGN_OR_RETURN(const DatasetFolder folder, OpenDatasetFolder(dir, /*need_base=*/true));
   Dataset ds;
-  ds.dir = dir;
-  ds.name = fs::path(dir).filename().string();
+  ds.dir = folder.dir;
+  ds.name = folder.name;
   ds.metric = metric;
-
-  ZOOM_ASSIGN_OR_RETURN(const std::string base_path,
-                        FindOne(dir, {"base.fvecs", "base.bvecs"}));
-  ZOOM_ASSIGN_OR_RETURN(const std::string query_path,
-                        FindOne(dir, {"query.fvecs", "query.bvecs"}));
-  const std::string mname(MetricName(metric));
-  const std::string gt_path = absl::StrCat(dir, "/groundtruth_", mname, ".ivecs");
-  const std::string gtd_path = absl::StrCat(dir, "/groundtruth_", mname, "_dist.fvecs");
-  for (const std::string& p : {gt_path, gtd_path}) {
-    if (!IsFile(p)) {
-      return absl::NotFoundError(absl::StrCat(
-          "missing ", p, " (ground truth for metric ", mname,
-          "); this folder has ground truth for: ", AvailableMetrics(dir)));
-    }
-  }
-
-  // Row counts first, so that a truncated query set is checked against the
-  // whole ground-truth file.
-  ZOOM_ASSIGN_OR_RETURN(VecsReader qr, VecsReader::Open(query_path));
-  ZOOM_ASSIGN_OR_RETURN(VecsReader gr, VecsReader::Open(gt_path));
-  ZOOM_ASSIGN_OR_RETURN(VecsReader gdr, VecsReader::Open(gtd_path));
-  if (gr.count() != qr.count()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(gt_path, " has ", gr.count(), " rows but ", query_path,
-                     " has ", qr.count(), " queries"));
-  }
-  if (gdr.count() != gr.count() || gdr.dim() != gr.dim()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        gtd_path, " is ", gdr.count(), " x ", gdr.dim(), " but ", gt_path,
-        " is ", gr.count(), " x ", gr.dim()));
-  }
-  const uint64_t nq = max_queries == 0 ? qr.count()
-                                       : std::min<uint64_t>(max_queries, qr.count());
-  if (nq == 0) return absl::FailedPreconditionError(absl::StrCat(query_path, " is empty"));
-
-  ds.is_uint8 = base_path.ends_with(".bvecs");
+  ds.is_uint8 = folder.base_is_uint8;
+  ZOOM_ASSIGN_OR_RETURN(ds.gt, LoadGroundTruth(folder, metric, max_queries, &ds.gt_dist));
   if (ds.is_uint8) {
-    ZOOM_ASSIGN_OR_RETURN(ds.base_u8, LoadBvecs(base_path));
+    ZOOM_ASSIGN_OR_RETURN(ds.base_u8, LoadBvecs(folder.base_path));
     ds.base.dim = ds.base_u8.dim;
     ds.base.rows = ds.base_u8.rows;
     ds.base.data.assign(ds.base_u8.data.begin(), ds.base_u8.data.end());
   } else {
-    ZOOM_ASSIGN_OR_RETURN(ds.base, LoadVecsAsFloat(base_path));
+    ZOOM_ASSIGN_OR_RETURN(ds.base, LoadBase(folder));
   }
-  if (ds.base.rows == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(base_path, " is empty"));
-  }
-  ZOOM_ASSIGN_OR_RETURN(ds.queries, LoadVecsAsFloat(query_path, nq));
-  if (ds.queries.dim != ds.base.dim) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(query_path, " has dimension ", ds.queries.dim, " but ",
-                     base_path, " has dimension ", ds.base.dim));
-  }
-  ZOOM_ASSIGN_OR_RETURN(ds.gt, LoadIvecs(gt_path, nq));
-  ZOOM_ASSIGN_OR_RETURN(ds.gt_dist, LoadVecsAsFloat(gtd_path, nq));
-  if (ds.gt.rows != ds.queries.rows || ds.gt_dist.rows != ds.queries.rows) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("ground truth rows (", ds.gt.rows, ", ", ds.gt_dist.rows,
-                     ") != queries (", ds.queries.rows, ") in ", dir));
-  }
-  for (int32_t id : ds.gt.data) {
-    if (id < 0 || static_cast<uint64_t>(id) >= ds.base.rows) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          gt_path, " holds id ", id, " outside the base's ", ds.base.rows, " rows"));
-    }
-  }
+  ZOOM_ASSIGN_OR_RETURN(ds.queries, LoadQueries(folder, max_queries));
   return ds;
 }
 

@@ -6,9 +6,8 @@
 // reporting of one configuration (table row + JSON line) and of many
 // (side-by-side at recall targets, Pareto front).
 //
-// A data set folder is laid out like ../shared/data/<set>/ (see its README):
-//   base.fvecs | base.bvecs, query.fvecs | query.bvecs,
-//   groundtruth_<metric>.ivecs, groundtruth_<metric>_dist.fvecs.
+// A data set folder is laid out like ../shared/data/<set>/ and read by
+// common/vector_dataset.h, the reader zoomload shares.
 //
 // Flags shared by the workloads are defined in bench_dataset.cc and declared
 // here: --dataset, --metric, --threads, --k, --max_queries. Read them through
@@ -34,8 +33,8 @@
 
 // Data set folder; "" = DefaultDataRoot() + "/glove-6b-100d".
 ABSL_DECLARE_FLAG(std::string, dataset);
-// l2 | ip | cosine; "" = cosine when the folder has groundtruth_cosine.ivecs,
-// else l2.
+// l2 | ip | cosine; "" = DatasetFolder::DefaultMetric() (the first of
+// cosine, l2, ip with ground truth; l2 when none).
 ABSL_DECLARE_FLAG(std::string, metric);
 // Comma list of search thread counts, e.g. "1,2".
 ABSL_DECLARE_FLAG(std::string, threads);

@@ -47,6 +47,7 @@
 #include "common/binary_io.h"
 #include "common/json.h"
 #include "common/texmex.h"
+#include "common/vector_dataset.h"
 #include "client/cli_flags.h"
 #include "client/connection_flags.h"
 #include "client/progress_bar.h"
@@ -122,7 +123,8 @@ Workloads (--dataset DIR):
   search  queries from DIR/query.fvecs|bvecs, cycling; each reply is scored for
           recall@k = |returned top-k ∩ ground-truth top-k| / k against
           DIR/groundtruth_<metric>.ivecs (--metric; default: the collection's
-          metric, else l2, ip or cosine, whichever ground truth exists)
+          metric, else the first of cosine, l2, ip with ground truth, as
+          zoombench; the folder is read by common/vector_dataset.h)
   mixed   as search, plus a --write_fraction share (default 0.1) of writes:
           upserts of new ids (the base count and up; vectors copied from base
           rows) and deletes of those new ids; the new ids still present at the
@@ -361,16 +363,6 @@ bool Exists(const std::string& path) {
   return fs::is_regular_file(path, ec);
 }
 
-// DIR/<stem>.fvecs or DIR/<stem>.bvecs, whichever exists.
-absl::StatusOr<std::string> VecsPath(const std::string& dir, const std::string& stem) {
-  for (const char* ext : {".fvecs", ".bvecs"}) {
-    const std::string path = absl::StrCat(dir, "/", stem, ext);
-    if (Exists(path)) return path;
-  }
-  return absl::NotFoundError(
-      absl::StrCat(dir, " has neither ", stem, ".fvecs nor ", stem, ".bvecs"));
-}
-
 v1::Metric MetricEnum(const std::string& name) {
   if (name == "ip") return v1::INNER_PRODUCT;
   if (name == "cosine") return v1::COSINE;
@@ -601,29 +593,15 @@ void Note(const std::string& text) { absl::FPrintF(stderr, "zoomload: %s\n", tex
 // collection. Fills the metric actually used into options->metric.
 absl::StatusOr<VectorData> PrepareVectors(client::ZoomClient* client, Options* options) {
   VectorData data;
-  absl::StatusOr<std::string> query_path = VecsPath(options->dataset, "query");
-  if (!query_path.ok()) return query_path.status();
-  data.query_path = *query_path;
   const bool need_base = options->setup || options->workload == Workload::kMixed;
-  absl::StatusOr<std::string> base_path = VecsPath(options->dataset, "base");
-  if (base_path.ok()) {
-    data.base_path = *base_path;
-    absl::StatusOr<VecsReader> reader = VecsReader::Open(data.base_path);
-    if (!reader.ok()) return reader.status();
-    data.base_rows = reader->count();
-    data.base_is_uint8 = reader->type() == VecsType::kUint8;
-    if (need_base && data.base_rows == 0) {
-      return absl::FailedPreconditionError(absl::StrCat(data.base_path, " is empty"));
-    }
-  } else if (need_base) {
-    return base_path.status();
-  }
-
-  absl::StatusOr<VecsMatrix<float>> queries = LoadVecsAsFloat(data.query_path);
+  absl::StatusOr<DatasetFolder> folder = OpenDatasetFolder(options->dataset, need_base);
+  if (!folder.ok()) return folder.status();
+  data.query_path = folder->query_path;
+  data.base_path = folder->base_path;
+  data.base_rows = folder->base_rows;
+  data.base_is_uint8 = folder->base_is_uint8;
+  absl::StatusOr<VecsMatrix<float>> queries = LoadQueries(*folder);
   if (!queries.ok()) return queries.status();
-  if (queries->rows == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(data.query_path, " has no queries"));
-  }
   data.queries = std::move(*queries);
   data.dim = data.queries.dim;
 
@@ -638,13 +616,7 @@ absl::StatusOr<VectorData> PrepareVectors(client::ZoomClient* client, Options* o
     if (info.ok()) {
       options->metric = MetricName(info->spec().metric());
     } else {
-      options->metric = "l2";
-      for (const char* m : {"l2", "ip", "cosine"}) {
-        if (Exists(absl::StrCat(options->dataset, "/groundtruth_", m, ".ivecs"))) {
-          options->metric = m;
-          break;
-        }
-      }
+      options->metric = ::zoom::MetricName(folder->DefaultMetric());
     }
   }
   if (!info.ok() && !options->setup) {
@@ -661,13 +633,8 @@ absl::StatusOr<VectorData> PrepareVectors(client::ZoomClient* client, Options* o
     long_calls.timeout = absl::InfiniteDuration();
     std::unique_ptr<client::ZoomClient> setup =
         client::ZoomClient::Connect(options->target, long_calls);
-    absl::StatusOr<VecsMatrix<float>> base = LoadVecsAsFloat(data.base_path);
+    absl::StatusOr<VecsMatrix<float>> base = LoadBase(*folder);
     if (!base.ok()) return base.status();
-    if (base->dim != data.dim) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(data.base_path, " has dimension ", base->dim, " but ", data.query_path,
-                       " has ", data.dim));
-    }
     bool import = true;
     if (info.ok()) {
       if (info->spec().dim() != data.dim) {
@@ -734,8 +701,12 @@ absl::StatusOr<VectorData> PrepareVectors(client::ZoomClient* client, Options* o
                       options->metric, " ground truth"));
   }
 
-  data.gt_path = absl::StrCat(options->dataset, "/groundtruth_", options->metric, ".ivecs");
-  if (Exists(data.gt_path)) {
+  // Ground truth covering fewer queries than the file holds is used for
+  // those it covers (a warning), unlike zoombench's strict LoadGroundTruth.
+  absl::StatusOr<Metric> gt_metric = ParseMetric(options->metric);
+  if (!gt_metric.ok()) return gt_metric.status();
+  data.gt_path = folder->GroundTruthPath(*gt_metric);
+  if (folder->HasGroundTruth(*gt_metric)) {
     absl::StatusOr<VecsMatrix<int32_t>> gt = LoadIvecs(data.gt_path);
     if (!gt.ok()) return gt.status();
     if (gt->dim < options->k) {
@@ -756,7 +727,7 @@ absl::StatusOr<VectorData> PrepareVectors(client::ZoomClient* client, Options* o
   if (options->workload == Workload::kMixed) {
     // The rows new points copy: a prefix of the base file is enough.
     absl::StatusOr<VecsMatrix<float>> base =
-        LoadVecsAsFloat(data.base_path, std::min<uint64_t>(data.base_rows, 10000));
+        LoadBase(*folder, std::min<uint64_t>(data.base_rows, 10000));
     if (!base.ok()) return base.status();
     data.base = std::move(*base);
   }
