@@ -222,6 +222,24 @@ absl::StatusOr<uint64_t> ZoomClient::Delete(const std::string& collection,
   return response.deleted();
 }
 
+absl::StatusOr<uint64_t> ZoomClient::SetPayload(const v1::SetPayloadRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::SetPayloadResponse response;
+  absl::Status status = FromGrpc(stub_->SetPayload(&context, request, &response));
+  if (!status.ok()) return status;
+  return response.updated();
+}
+
+absl::StatusOr<uint64_t> ZoomClient::DeletePayload(const v1::DeletePayloadRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::DeletePayloadResponse response;
+  absl::Status status = FromGrpc(stub_->DeletePayload(&context, request, &response));
+  if (!status.ok()) return status;
+  return response.updated();
+}
+
 absl::StatusOr<v1::GetResponse> ZoomClient::Get(const v1::GetRequest& request) {
   grpc::ClientContext context;
   Prepare(&context, options_.timeout);

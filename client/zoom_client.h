@@ -84,6 +84,10 @@ class ZoomClient {
   absl::StatusOr<uint64_t> Delete(const std::string& collection,
                                   const std::vector<uint64_t>& ids);
   absl::StatusOr<v1::GetResponse> Get(const v1::GetRequest& request);
+  // The typed payload of existing points (see v1::SetPayloadRequest);
+  // returns how many points changed.
+  absl::StatusOr<uint64_t> SetPayload(const v1::SetPayloadRequest& request);
+  absl::StatusOr<uint64_t> DeletePayload(const v1::DeletePayloadRequest& request);
 
   // Streams `total` points to `collection`: next(i, &point) fills point i
   // (0 <= i < total). Points go in batches of `batch` per message; each

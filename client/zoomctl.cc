@@ -46,6 +46,7 @@
 #include "absl/time/time.h"
 #include "client/cli_flags.h"
 #include "client/connection_flags.h"
+#include "client/payload_json.h"
 #include "client/progress_bar.h"
 #include "client/zoom_client.h"
 #include "common/json.h"
@@ -111,7 +112,14 @@ ABSL_FLAG(uint32_t, timeout_ms, 0,
           "search: deadline of the search in milliseconds (overrides "
           "--timeout; 0: use --timeout)");
 ABSL_FLAG(std::string, payload, "", "upsert: the point's payload (bytes)");
-ABSL_FLAG(bool, overwrite, false, "snapshot restore: replace the collection if it exists");
+ABSL_FLAG(bool, overwrite, false,
+          "snapshot restore: replace the collection if it exists; set-payload: replace "
+          "all of the points' fields");
+ABSL_FLAG(std::string, fields, "",
+          "upsert, set-payload: the typed payload as a JSON object, e.g. "
+          "'{\"category\":\"laptop\",\"price\":999,\"tags\":[\"a\"],"
+          "\"at\":{\"lat\":48.8,\"lon\":2.3}}'");
+ABSL_FLAG(std::string, keys, "", "delete-payload: comma-separated field names (none: all)");
 ABSL_FLAG(std::string, source, "",
           "snapshot restore: a snapshot kept on the server (COLLECTION/NAME.zsnap under its "
           "--snapshots_dir) instead of a local file");
@@ -142,7 +150,9 @@ Commands:
          [--allow_partial] [--with_payload] [--with_vectors] [--timeout_ms N]
   get NAME ID... [--with_vectors] [--with_payload]
   delete NAME ID...
-  upsert NAME ID --vector 'x,y,...' [--payload STR]
+  upsert NAME ID --vector 'x,y,...' [--payload STR] [--fields JSON]
+  set-payload NAME ID... --fields JSON [--overwrite]   typed fields, vector untouched
+  delete-payload NAME ID... [--keys a,b]               (no --keys: every field)
   compact NAME
   snapshot create NAME            a consistent snapshot while it takes writes
   snapshot list NAME
@@ -670,6 +680,7 @@ int RunSearch(Invocation& inv) {
                         hit.id(), hit.score());
     if (payloads) {
       absl::StrAppend(&line, "  \"", absl::CHexEscape(hit.payload()), "\"");
+      if (!hit.fields().empty()) absl::StrAppend(&line, "  ", client::FieldsToJson(hit.fields()));
     }
     absl::PrintF("%s\n", line);
     if (request.with_vectors()) {
@@ -726,6 +737,7 @@ int RunGet(Invocation& inv) {
     absl::PrintF("id %d\n", point.id());
     if (request.with_payload()) {
       absl::PrintF("  payload: \"%s\"\n", absl::CHexEscape(point.payload()));
+      absl::PrintF("  fields:  %s\n", client::FieldsToJson(point.fields()));
     }
     if (request.with_vectors()) {
       absl::PrintF("  vector:  %s\n", FormatVector(point.vector()));
@@ -769,6 +781,10 @@ int RunUpsert(Invocation& inv) {
   point->set_id(ids[0]);
   point->mutable_vector()->Add(vector->begin(), vector->end());
   point->set_payload(absl::GetFlag(FLAGS_payload));
+  if (inv.Given("fields")) {
+    absl::Status st = client::FieldsFromJson(absl::GetFlag(FLAGS_fields), point->mutable_fields());
+    if (!st.ok()) return UsageError(absl::StrCat("--fields: ", st.message()));
+  }
 
   absl::StatusOr<uint64_t> upserted = inv.Connect()->Upsert(request);
   if (!upserted.ok()) return Fail(upserted.status());
@@ -776,6 +792,45 @@ int RunUpsert(Invocation& inv) {
     absl::PrintF("{\"upserted\":%d}\n", *upserted);
   } else {
     absl::PrintF("upserted %d point%s\n", *upserted, *upserted == 1 ? "" : "s");
+  }
+  return kExitOk;
+}
+
+int RunSetPayload(Invocation& inv) {
+  v1::SetPayloadRequest request;
+  request.set_collection(inv.args[0]);
+  std::vector<uint64_t> ids;
+  if (std::optional<int> error = ParseIds(inv, 1, &ids)) return *error;
+  request.mutable_ids()->Add(ids.begin(), ids.end());
+  if (!inv.Given("fields")) return UsageError("set-payload needs --fields JSON");
+  absl::Status st = client::FieldsFromJson(absl::GetFlag(FLAGS_fields), request.mutable_fields());
+  if (!st.ok()) return UsageError(absl::StrCat("--fields: ", st.message()));
+  request.set_overwrite(absl::GetFlag(FLAGS_overwrite));
+  absl::StatusOr<uint64_t> updated = inv.Connect()->SetPayload(request);
+  if (!updated.ok()) return Fail(updated.status());
+  if (inv.json) {
+    absl::PrintF("{\"updated\":%d,\"requested\":%d}\n", *updated, ids.size());
+  } else {
+    absl::PrintF("updated %d of %d points\n", *updated, ids.size());
+  }
+  return kExitOk;
+}
+
+int RunDeletePayload(Invocation& inv) {
+  v1::DeletePayloadRequest request;
+  request.set_collection(inv.args[0]);
+  std::vector<uint64_t> ids;
+  if (std::optional<int> error = ParseIds(inv, 1, &ids)) return *error;
+  request.mutable_ids()->Add(ids.begin(), ids.end());
+  for (absl::string_view k : absl::StrSplit(absl::GetFlag(FLAGS_keys), ',', absl::SkipEmpty())) {
+    request.add_keys(std::string(k));
+  }
+  absl::StatusOr<uint64_t> updated = inv.Connect()->DeletePayload(request);
+  if (!updated.ok()) return Fail(updated.status());
+  if (inv.json) {
+    absl::PrintF("{\"updated\":%d,\"requested\":%d}\n", *updated, ids.size());
+  } else {
+    absl::PrintF("updated %d of %d points\n", *updated, ids.size());
   }
   return kExitOk;
 }
@@ -882,6 +937,8 @@ constexpr Command kCommands[] = {
     {"get", RunGet, 2, kAny, "get NAME ID..."},
     {"delete", RunDelete, 2, kAny, "delete NAME ID..."},
     {"upsert", RunUpsert, 2, 2, "upsert NAME ID --vector 'x,y,...'"},
+    {"set-payload", RunSetPayload, 2, kAny, "set-payload NAME ID... --fields JSON"},
+    {"delete-payload", RunDeletePayload, 2, kAny, "delete-payload NAME ID... [--keys a,b]"},
     {"compact", RunCompact, 1, 1, "compact NAME"},
     {"snapshot", RunSnapshot, 2, 4, "snapshot create|list|download|restore|delete NAME ..."},
     {"health", RunHealth, 0, 1, "health [SERVICE]"},

@@ -47,6 +47,22 @@ std::string RecordKey(char family, uint32_t cid, InternalId id) {
   PutBe32(&k, id);
   return k;
 }
+std::string FieldsKey(uint32_t cid, uint64_t external_id) {
+  std::string k = RecordPrefix('f', cid);
+  PutBe32(&k, static_cast<uint32_t>(external_id >> 32));
+  PutBe32(&k, static_cast<uint32_t>(external_id));
+  return k;
+}
+void AddFields(rocksdb::WriteBatch* batch, uint32_t cid,
+               absl::Span<const FieldsWrite> fields) {
+  for (const FieldsWrite& f : fields) {
+    if (f.fields.empty()) {
+      batch->Delete(FieldsKey(cid, f.external_id));
+    } else {
+      batch->Put(FieldsKey(cid, f.external_id), rocksdb::Slice(f.fields.data(), f.fields.size()));
+    }
+  }
+}
 // The first key after every key that starts with `prefix`.
 std::string PrefixEnd(std::string prefix) {
   while (!prefix.empty() && static_cast<uint8_t>(prefix.back()) == 0xff) prefix.pop_back();
@@ -113,6 +129,16 @@ absl::StatusOr<std::unique_ptr<MetadataStore>> MetadataStore::Open(
           "metadata store in ", dir, " has schema version ", have, "; this zoomd reads up to ",
           kSchemaVersion, " (upgrade zoomd)"));
     }
+    if (have < kSchemaVersion) {
+      // Version 1 had no 'f' (typed fields) keys: it reads as it is, and
+      // is marked 2 so that an older zoomd, which would not keep the
+      // fields in step with its writes, refuses it.
+      std::string v;
+      PutBe32(&v, kSchemaVersion);
+      rocksdb::WriteOptions wo;
+      wo.sync = true;
+      ZOOM_RETURN_IF_ERROR(FromRocks(raw->Put(wo, "v", v), "upgrade the schema version"));
+    }
   }
   return store;
 }
@@ -173,7 +199,7 @@ absl::Status MetadataStore::DropCollection(std::string_view name, uint32_t id) {
   rocksdb::WriteBatch batch;
   batch.Delete(CatalogKey(name));
   batch.Delete(StateKey(id));
-  for (char family : {'r', 'p'}) {
+  for (char family : {'r', 'p', 'f'}) {
     const std::string prefix = RecordPrefix(family, id);
     batch.DeleteRange(prefix, PrefixEnd(prefix));
   }
@@ -219,8 +245,10 @@ absl::Status MetadataStore::PutState(uint32_t id, std::string_view state) {
 }
 
 absl::Status MetadataStore::Commit(uint32_t cid, absl::Span<const RecordWrite> writes,
-                                   absl::Span<const InternalId> erased) {
+                                   absl::Span<const InternalId> erased, uint32_t fields_cid,
+                                   absl::Span<const FieldsWrite> fields) {
   rocksdb::WriteBatch batch;
+  AddFields(&batch, fields_cid, fields);
   for (InternalId id : erased) {
     batch.Delete(RecordKey('r', cid, id));
     batch.Delete(RecordKey('p', cid, id));
@@ -276,7 +304,7 @@ absl::Status MetadataStore::ReplaceCollection(std::string_view from, std::string
   rocksdb::WriteBatch batch;
   if (old_id != 0) {
     batch.Delete(StateKey(old_id));
-    for (char family : {'r', 'p'}) {
+    for (char family : {'r', 'p', 'f'}) {
       const std::string prefix = RecordPrefix(family, old_id);
       batch.DeleteRange(prefix, PrefixEnd(prefix));
     }
@@ -311,6 +339,59 @@ absl::Status MetadataStore::GetPayloads(uint32_t cid, absl::Span<const InternalI
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status MetadataStore::CommitFields(uint32_t cid, absl::Span<const FieldsWrite> fields) {
+  rocksdb::WriteBatch batch;
+  AddFields(&batch, cid, fields);
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync;
+  return FromRocks(db_->Write(wo, &batch), "commit payload fields");
+}
+
+absl::Status MetadataStore::GetFields(uint32_t cid, absl::Span<const uint64_t> external_ids,
+                                      std::vector<std::string>* out,
+                                      const MetadataSnapshot* at) const {
+  out->assign(external_ids.size(), std::string());
+  if (external_ids.empty()) return absl::OkStatus();
+  std::vector<std::string> keys(external_ids.size());
+  std::vector<rocksdb::Slice> slices(external_ids.size());
+  for (size_t i = 0; i < external_ids.size(); ++i) {
+    keys[i] = FieldsKey(cid, external_ids[i]);
+    slices[i] = keys[i];
+  }
+  std::vector<std::string> values;
+  rocksdb::ReadOptions ro;
+  if (at != nullptr) ro.snapshot = at->snap_;
+  std::vector<rocksdb::Status> st = db_->MultiGet(ro, slices, &values);
+  for (size_t i = 0; i < external_ids.size(); ++i) {
+    if (st[i].ok()) {
+      (*out)[i] = std::move(values[i]);
+    } else if (!st[i].IsNotFound()) {
+      return FromRocks(st[i], "read payload fields");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MetadataStore::ScanFields(
+    uint32_t cid, const std::function<absl::Status(uint64_t, std::string_view)>& fn,
+    const MetadataSnapshot* at) const {
+  const std::string prefix = RecordPrefix('f', cid);
+  const std::string end = PrefixEnd(prefix);
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice upper(end);
+  ro.iterate_upper_bound = &upper;
+  if (at != nullptr) ro.snapshot = at->snap_;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key();
+    if (k.size() != 13) return absl::DataLossError("metadata store: malformed fields entry");
+    const uint64_t ext = (uint64_t{GetBe32(k.data() + 5)} << 32) | GetBe32(k.data() + 9);
+    const rocksdb::Slice v = it->value();
+    ZOOM_RETURN_IF_ERROR(fn(ext, std::string_view(v.data(), v.size())));
+  }
+  return FromRocks(it->status(), "scan payload fields");
 }
 
 absl::Status MetadataStore::SyncWal() { return FromRocks(db_->SyncWAL(), "sync the WAL"); }

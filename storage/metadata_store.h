@@ -16,7 +16,12 @@
 //   'n'                  -> u32 next collection id
 //   'r' u32 cid u32 id   -> u64 external id
 //   'p' u32 cid u32 id   -> payload bytes (only when non-empty)
-//   'v'                  -> u32 schema version (1)
+//   'f' u32 cid u64 ext  -> typed payload fields (encoded by the engine;
+//                           only when non-empty), keyed by the collection
+//                           and the point's external id: a compaction,
+//                           which moves records to a new space, leaves
+//                           them where they are
+//   'v'                  -> u32 schema version (2; a version-1 store is upgraded at open)
 //
 // The write path of the server is: append the vectors to the VectorStore
 // (durable), then Commit() the records in one WriteBatch (durable when
@@ -69,6 +74,12 @@ struct RecordWrite {
   std::string_view payload;  // empty: none
 };
 
+// A point's typed payload fields, by external id; empty bytes erase them.
+struct FieldsWrite {
+  uint64_t external_id;
+  std::string_view fields;
+};
+
 // A consistent view of the store at one moment: reads through it see
 // nothing written after it was taken. Release by destruction (before the
 // store).
@@ -87,7 +98,7 @@ class MetadataSnapshot {
 
 class MetadataStore {
  public:
-  static constexpr uint32_t kSchemaVersion = 1;
+  static constexpr uint32_t kSchemaVersion = 2;  // 2: typed fields ('f')
 
   // Opens (creating if missing) the database in `dir`. FailedPrecondition
   // for a database of a newer schema; the RocksDB error otherwise.
@@ -99,7 +110,8 @@ class MetadataStore {
   absl::StatusOr<std::vector<CollectionRecord>> ListCollections() const;
   // Allocates a collection id and stores the entry. AlreadyExists if taken.
   absl::StatusOr<uint32_t> CreateCollection(std::string_view name, std::string_view config);
-  // Removes the entry, its state and all its records and payloads at once.
+  // Removes the entry, its state and all its records, payloads and fields
+  // at once.
   absl::Status DropCollection(std::string_view name, uint32_t id);
   absl::Status PutState(uint32_t id, std::string_view state);
   // A fresh id for a record space (compaction writes its new record map
@@ -110,9 +122,23 @@ class MetadataStore {
 
   // Record spaces: a collection's records live under a space id, at first
   // its collection id. Writes `writes` and erases `erased` (record and
-  // payload) in one atomic batch.
+  // payload) in one atomic batch, with `fields` of collection `cid` (put,
+  // or erased when empty) in the same batch.
   absl::Status Commit(uint32_t id, absl::Span<const RecordWrite> writes,
-                      absl::Span<const InternalId> erased);
+                      absl::Span<const InternalId> erased, uint32_t cid = 0,
+                      absl::Span<const FieldsWrite> fields = {});
+  // Only typed payload fields of collection `cid`, in one atomic batch.
+  absl::Status CommitFields(uint32_t cid, absl::Span<const FieldsWrite> fields);
+  // The fields of `external_ids` of collection `cid` ("" when none), in
+  // order; as of `at` when given.
+  absl::Status GetFields(uint32_t cid, absl::Span<const uint64_t> external_ids,
+                         std::vector<std::string>* out,
+                         const MetadataSnapshot* at = nullptr) const;
+  // Calls fn(external id, fields) for every point of collection `cid` with
+  // fields, in ascending external id; as of `at` when given.
+  absl::Status ScanFields(uint32_t cid,
+                          const std::function<absl::Status(uint64_t, std::string_view)>& fn,
+                          const MetadataSnapshot* at = nullptr) const;
   // Calls fn(internal id, external id) for every record of collection `id`
   // in ascending internal id; stops at fn's first error.
   absl::Status ScanRecords(
@@ -125,7 +151,8 @@ class MetadataStore {
   std::unique_ptr<MetadataSnapshot> TakeSnapshot() const;
   // In one atomic batch: the catalog entry `from` (id `from_id`) takes the
   // name `to`; the collection `to` held before (id `old_id`, 0 = none) is
-  // dropped with its state and records (a restore replacing a collection).
+  // dropped with its state, records and fields (a restore replacing a
+  // collection).
   absl::Status ReplaceCollection(std::string_view from, std::string_view to, uint32_t from_id,
                                  uint32_t old_id);
   // Makes every Commit so far durable (for sync = false).

@@ -256,6 +256,12 @@ absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
       return absl::InvalidArgumentError(
           absl::StrCat("point ", points[i].id, " (#", i, "): ", st.message()));
     }
+    if (points[i].fields != nullptr) {
+      if (absl::Status st = ValidateFields(*points[i].fields); !st.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("point ", points[i].id, " (#", i, "): ", st.message()));
+      }
+    }
     if (config_.dtype == storage::DType::kUint8) {
       for (size_t j = 0; j < d; ++j) {
         if (v[j] < 0 || v[j] > 255 || v[j] != std::floor(v[j])) {
@@ -278,9 +284,14 @@ absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
   const size_t n = order.size();
   std::vector<float> vectors(n * d);
   std::vector<uint64_t> externals(n);
+  std::vector<std::string> encoded(n);  // typed fields ("" = none: erased)
+  std::vector<storage::FieldsWrite> fields(n);
   for (size_t i = 0; i < n; ++i) {
-    std::copy_n(points[order[i]].vector, d, vectors.data() + i * d);
-    externals[i] = points[order[i]].id;
+    const PointRef& p = points[order[i]];
+    std::copy_n(p.vector, d, vectors.data() + i * d);
+    externals[i] = p.id;
+    if (p.fields != nullptr) encoded[i] = EncodeFields(*p.fields);
+    fields[i] = {p.id, encoded[i]};
   }
 
   absl::MutexLock w(&write_mu_);
@@ -307,7 +318,7 @@ absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
     writes[i] = {static_cast<InternalId>(base + i), externals[i], points[order[i]].payload};
     if (had[i].has_value()) erased.push_back(*had[i]);
   }
-  st = metadata_->Commit(seg->space, writes, erased);
+  st = metadata_->Commit(seg->space, writes, erased, id_, fields);
   if (!st.ok()) {
     ids.Publish(base + n);  // the new records stay dead
     return st;
@@ -336,14 +347,92 @@ absl::StatusOr<uint64_t> Collection::Delete(absl::Span<const uint64_t> ids) {
   std::vector<std::optional<InternalId>> found;
   seg->ids.FindAll(distinct, &found);
   std::vector<InternalId> erased;
-  for (const auto& f : found) {
-    if (f.has_value()) erased.push_back(*f);
+  std::vector<storage::FieldsWrite> no_fields;
+  for (size_t i = 0; i < found.size(); ++i) {
+    if (!found[i].has_value()) continue;
+    erased.push_back(*found[i]);
+    no_fields.push_back({distinct[i], {}});
   }
   if (erased.empty()) return 0;
-  ZOOM_RETURN_IF_ERROR(metadata_->Commit(seg->space, {}, erased));
+  ZOOM_RETURN_IF_ERROR(metadata_->Commit(seg->space, {}, erased, id_, no_fields));
   for (InternalId old : erased) seg->ids.Kill(old);
   MaybeAutoMaintainLocked();
   return erased.size();
+}
+
+absl::StatusOr<uint64_t> Collection::EditFields(
+    absl::Span<const uint64_t> ids, const std::function<bool(PayloadFields*)>& change) {
+  if (ids.empty()) return absl::InvalidArgumentError("no ids to change the payload of");
+  absl::MutexLock w(&write_mu_);
+  if (dropped_) return DroppedError();
+  std::shared_ptr<Segment> seg = Current();
+  std::vector<uint64_t> present;
+  {
+    absl::flat_hash_set<uint64_t> seen;
+    std::vector<std::optional<InternalId>> found;
+    seg->ids.FindAll(ids, &found);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (found[i].has_value() && seen.insert(ids[i]).second) present.push_back(ids[i]);
+    }
+  }
+  // The write lock keeps every writer of fields out meanwhile: read,
+  // change, commit.
+  std::vector<std::string> stored;
+  ZOOM_RETURN_IF_ERROR(metadata_->GetFields(id_, present, &stored));
+  std::vector<std::string> encoded;
+  encoded.reserve(present.size());
+  std::vector<storage::FieldsWrite> writes;
+  for (size_t i = 0; i < present.size(); ++i) {
+    absl::StatusOr<PayloadFields> f = DecodeFields(stored[i]);
+    if (!f.ok()) {
+      return absl::Status(f.status().code(),
+                          absl::StrCat("point ", present[i], ": ", f.status().message()));
+    }
+    if (!change(&*f)) continue;
+    ZOOM_RETURN_IF_ERROR(ValidateFields(*f));  // e.g. too many fields once merged
+    encoded.push_back(EncodeFields(*f));
+    writes.push_back({present[i], {}});
+  }
+  for (size_t i = 0; i < writes.size(); ++i) writes[i].fields = encoded[i];
+  if (writes.empty()) return 0;
+  ZOOM_RETURN_IF_ERROR(metadata_->CommitFields(id_, writes));
+  return writes.size();
+}
+
+absl::StatusOr<uint64_t> Collection::SetPayload(absl::Span<const uint64_t> ids,
+                                                const PayloadFields& fields, bool overwrite) {
+  ZOOM_RETURN_IF_ERROR(ValidateFields(fields));
+  return EditFields(ids, [&](PayloadFields* f) {
+    if (overwrite) {
+      if (*f == fields) return false;
+      *f = fields;
+      return true;
+    }
+    bool changed = false;
+    for (const auto& [name, value] : fields) {
+      auto [it, inserted] = f->try_emplace(name, value);
+      if (!inserted && !(it->second == value)) {
+        it->second = value;
+        changed = true;
+      }
+      changed = changed || inserted;
+    }
+    return changed;
+  });
+}
+
+absl::StatusOr<uint64_t> Collection::DeletePayload(absl::Span<const uint64_t> ids,
+                                                   absl::Span<const std::string> keys) {
+  return EditFields(ids, [&](PayloadFields* f) {
+    if (f->empty()) return false;
+    if (keys.empty()) {
+      f->clear();
+      return true;
+    }
+    bool changed = false;
+    for (const std::string& k : keys) changed = f->erase(k) > 0 || changed;
+    return changed;
+  });
 }
 
 void Collection::MaybeAutoMaintainLocked() {
@@ -362,25 +451,37 @@ void Collection::MaybeAutoMaintainLocked() {
 // ---- Reads -------------------------------------------------------------------
 
 absl::Status Collection::ReadPayloadsWithin(const Segment& seg, absl::Span<const InternalId> ids,
-                                            uint64_t* budget,
-                                            std::vector<std::string>* out) const {
+                                            absl::Span<const uint64_t> external, uint64_t* budget,
+                                            std::vector<std::string>* payloads,
+                                            std::vector<PayloadFields>* fields) const {
   // In chunks: payloads are up to the server's limit each (1 MiB), so a
   // chunk overshoots the budget by little before the answer is refused.
   constexpr size_t kChunk = 16;
-  out->clear();
-  out->reserve(ids.size());
-  std::vector<std::string> part;
+  payloads->clear();
+  payloads->reserve(ids.size());
+  fields->clear();
+  fields->reserve(ids.size());
+  std::vector<std::string> part, part_fields;
   for (size_t first = 0; first < ids.size(); first += kChunk) {
     const size_t m = std::min(kChunk, ids.size() - first);
     ZOOM_RETURN_IF_ERROR(metadata_->GetPayloads(seg.space, ids.subspan(first, m), &part));
-    for (std::string& p : part) {
-      if (p.size() > *budget) {
+    ZOOM_RETURN_IF_ERROR(metadata_->GetFields(id_, external.subspan(first, m), &part_fields));
+    for (size_t i = 0; i < m; ++i) {
+      const uint64_t bytes = part[i].size() + part_fields[i].size();
+      if (bytes > *budget) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "the answer would be larger than this server sends in one message (after ",
-            first, " of ", ids.size(), " payloads); ask for fewer points or without payloads"));
+            first + i, " of ", ids.size(),
+            " payloads); ask for fewer points or without payloads"));
       }
-      *budget -= p.size();
-      out->push_back(std::move(p));
+      *budget -= bytes;
+      absl::StatusOr<PayloadFields> f = DecodeFields(part_fields[i]);
+      if (!f.ok()) {
+        return absl::Status(f.status().code(), absl::StrCat("point ", external[first + i], ": ",
+                                                            f.status().message()));
+      }
+      payloads->push_back(std::move(part[i]));
+      fields->push_back(std::move(*f));
     }
   }
   return absl::OkStatus();
@@ -392,6 +493,7 @@ absl::Status Collection::Get(absl::Span<const uint64_t> ids, bool with_vectors,
   out->clear();
   std::shared_ptr<Segment> seg = Current();
   std::vector<InternalId> internal;  // one per distinct id found
+  std::vector<uint64_t> external;    // their external ids
   std::vector<uint32_t> source;      // per answer entry: its index in `internal`
   {
     std::vector<std::optional<InternalId>> found;
@@ -404,6 +506,7 @@ absl::Status Collection::Get(absl::Span<const uint64_t> ids, bool with_vectors,
           slot->second = UINT32_MAX;  // missing: left out
         } else {
           internal.push_back(*found[i]);
+          external.push_back(ids[i]);
         }
       }
       if (slot->second == UINT32_MAX) continue;
@@ -424,8 +527,9 @@ absl::Status Collection::Get(absl::Span<const uint64_t> ids, bool with_vectors,
   }
   budget -= fixed;
   std::vector<std::string> payloads;
+  std::vector<PayloadFields> fields;
   if (with_payload && !internal.empty()) {
-    ZOOM_RETURN_IF_ERROR(ReadPayloadsWithin(*seg, internal, &budget, &payloads));
+    ZOOM_RETURN_IF_ERROR(ReadPayloadsWithin(*seg, internal, external, &budget, &payloads, &fields));
     // Repeats beyond the first of each id cost their payload again.
     std::vector<bool> used(internal.size(), false);
     for (uint32_t src : source) {
@@ -433,12 +537,13 @@ absl::Status Collection::Get(absl::Span<const uint64_t> ids, bool with_vectors,
         used[src] = true;
         continue;
       }
-      if (payloads[src].size() > budget) {
+      const uint64_t again = payloads[src].size() + EncodeFields(fields[src]).size();
+      if (again > budget) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "the answer (", out->size(), " points, ids repeated) would be larger than the ",
             max_answer_bytes, " bytes this server sends in one message; ask for each id once"));
       }
-      budget -= payloads[src].size();
+      budget -= again;
     }
   }
   std::vector<float> buf;
@@ -449,7 +554,10 @@ absl::Status Collection::Get(absl::Span<const uint64_t> ids, bool with_vectors,
   for (size_t i = 0; i < out->size(); ++i) {
     const uint32_t src = source[i];
     if (with_vectors) (*out)[i].vector.assign(buf.begin() + src * d, buf.begin() + (src + 1) * d);
-    if (with_payload) (*out)[i].payload = payloads[src];
+    if (with_payload) {
+      (*out)[i].payload = payloads[src];
+      (*out)[i].fields = fields[src];
+    }
   }
   return absl::OkStatus();
 }
@@ -483,9 +591,15 @@ absl::Status Collection::JoinHits(const Segment& seg, const CollectionSearchPara
   }
   *budget -= fixed;
   if (params.with_payload && !internal.empty()) {
+    std::vector<uint64_t> external(hits.size());
+    for (size_t i = 0; i < hits.size(); ++i) external[i] = hits[i].id;
     std::vector<std::string> payloads;
-    ZOOM_RETURN_IF_ERROR(ReadPayloadsWithin(seg, internal, budget, &payloads));
-    for (size_t i = 0; i < internal.size(); ++i) hits[i].payload = std::move(payloads[i]);
+    std::vector<PayloadFields> fields;
+    ZOOM_RETURN_IF_ERROR(ReadPayloadsWithin(seg, internal, external, budget, &payloads, &fields));
+    for (size_t i = 0; i < internal.size(); ++i) {
+      hits[i].payload = std::move(payloads[i]);
+      hits[i].fields = std::move(fields[i]);
+    }
   }
   return absl::OkStatus();
 }

@@ -54,6 +54,7 @@
 #include "server/engine/collection_config.h"
 #include "server/engine/collection_manifest.h"
 #include "server/engine/index_builder.h"
+#include "server/engine/payload_fields.h"
 #include "server/engine/search_engine.h"
 #include "server/engine/segment.h"
 #include "storage/metadata_store.h"
@@ -104,17 +105,20 @@ struct CollectionInfo {
   absl::Time maintenance_retry_at = absl::InfinitePast();
 };
 
-// One point of an Upsert: `vector` holds dim floats.
+// One point of an Upsert: `vector` holds dim floats; `fields` (may be
+// null: none) its typed payload.
 struct PointRef {
   uint64_t id;
   const float* vector;
   std::string_view payload;
+  const PayloadFields* fields = nullptr;
 };
 
 struct PointData {
   uint64_t id = 0;
   std::vector<float> vector;  // empty unless asked for
   std::string payload;        // empty unless asked for
+  PayloadFields fields;       // empty unless asked for
 };
 
 struct CollectionSearchParams {
@@ -156,12 +160,24 @@ class Collection {
   uint32_t id() const { return id_; }
   const std::string& dir() const { return dir_; }
 
-  // Inserts or replaces points (later duplicates in one batch win).
-  // InvalidArgument for a wrong dimension, NaN/Inf, or a uint8 collection's
-  // value outside 0..255; ResourceExhausted for a full disk. All or nothing.
+  // Inserts or replaces points (later duplicates in one batch win), with
+  // their payload bytes and typed fields (an upsert replaces both).
+  // InvalidArgument for a wrong dimension, NaN/Inf, a uint8 collection's
+  // value outside 0..255, or fields ValidateFields refuses;
+  // ResourceExhausted for a full disk. All or nothing.
   absl::Status Upsert(absl::Span<const PointRef> points);
   // Deletes the points that exist; returns how many did.
   absl::StatusOr<uint64_t> Delete(absl::Span<const uint64_t> ids);
+  // The typed payload of the points of `ids` that exist, without touching
+  // their vectors: `fields` set (the others kept), or with `overwrite`
+  // replacing all of them. Returns how many points changed. InvalidArgument
+  // for fields ValidateFields refuses. Durable like an Upsert.
+  absl::StatusOr<uint64_t> SetPayload(absl::Span<const uint64_t> ids, const PayloadFields& fields,
+                                      bool overwrite);
+  // Removes the fields named in `keys` (every field when empty) from the
+  // points of `ids` that exist; returns how many points changed.
+  absl::StatusOr<uint64_t> DeletePayload(absl::Span<const uint64_t> ids,
+                                         absl::Span<const std::string> keys);
   // The points of `ids` that exist, in request order (an id given twice is
   // answered twice, read once). ResourceExhausted when the answer's vectors
   // and payloads would pass `max_answer_bytes` (found before it is built).
@@ -260,10 +276,18 @@ class Collection {
   // write lock.
   absl::Status RunBuild();
   absl::Status CompactOnce() ABSL_LOCKS_EXCLUDED(write_mu_);
-  // The payloads of `ids` into `out`, taking their bytes from *budget;
-  // ResourceExhausted once it would go below zero.
+  // The payloads and typed fields of `ids` (internal; `external` their
+  // external ids) into `payloads` and `fields`, taking their bytes from
+  // *budget; ResourceExhausted once it would go below zero.
   absl::Status ReadPayloadsWithin(const Segment& seg, absl::Span<const InternalId> ids,
-                                  uint64_t* budget, std::vector<std::string>* out) const;
+                                  absl::Span<const uint64_t> external, uint64_t* budget,
+                                  std::vector<std::string>* payloads,
+                                  std::vector<PayloadFields>* fields) const;
+  // SetPayload / DeletePayload: `change` edits the fields of each point
+  // found (returns whether it changed them); the changed ones are
+  // committed in one batch.
+  absl::StatusOr<uint64_t> EditFields(absl::Span<const uint64_t> ids,
+                                      const std::function<bool(PayloadFields*)>& change);
   // The engine's answer as the collection's: external ids, and payloads
   // when asked, their bytes and the vectors' taken from *budget
   // (ResourceExhausted beyond).

@@ -10,12 +10,14 @@
 #include <fstream>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/endian.h"
 #include "common/status_macros.h"
 #include "server/engine/collection.h"
 #include "server/engine/key_value_text.h"
+#include "server/engine/payload_fields.h"
 
 namespace zoom::server {
 namespace {
@@ -28,7 +30,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr uint32_t kSnapshotManifestVersion = 1;
+// 1: manifest, config, vectors, records, index. 2 (written when a point
+// has typed payload fields): also "fields", {u64 external id, u32 length,
+// encoded fields (payload_fields.h)} per point with fields, in ascending
+// external id, and fields_points= in the manifest.
+constexpr uint32_t kSnapshotManifestVersion = 2;
 
 constexpr auto PutLe = PutLittleEndian;
 constexpr auto GetLe = GetLittleEndian;
@@ -77,12 +83,25 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
     // 2. The copy, without the lock.
     ZOOM_ASSIGN_OR_RETURN(auto writer, storage::ArchiveWriter::Create(path, options_.store.file_system));
     const storage::VectorStore& store = gen->engine->store();
+    // The typed fields as of the snapshot's moment (only live points have
+    // any: a delete erases them in the same batch).
+    uint64_t field_points = 0, field_bytes = 0;
+    ZOOM_RETURN_IF_ERROR(metadata_->ScanFields(
+        id_,
+        [&](uint64_t, std::string_view f) {
+          ++field_points;
+          field_bytes += 12 + f.size();
+          return absl::OkStatus();
+        },
+        meta.get()));
     st = writer->Add("manifest",
-                     absl::StrCat("format=", kSnapshotManifestVersion, "\ncollection=", config_.name,
+                     absl::StrCat("format=", field_points > 0 ? 2 : 1, "\ncollection=", config_.name,
                                   "\nrecords=", records, "\npoints=", live.size(),
                                   "\nrecord_bytes=", store.record_bytes(),
                                   "\nsnapshot_count=", index_link.empty() ? 0 : snapshot_count,
                                   "\nindex=", index_link.empty() ? 0 : 1,
+                                  field_points > 0 ? absl::StrCat("\nfields_points=", field_points)
+                                                   : std::string(),
                                   "\ncreated_unix_ms=", absl::ToUnixMillis(absl::Now()), "\n"));
     if (st.ok()) st = writer->Add("config", config_.Encode());
     // The vector records [0, records): dead ones too, so the index's ids
@@ -134,6 +153,32 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
       if (st.ok()) st = writer->Append(rec.data(), rec.size());
     }
     if (st.ok()) st = writer->End();
+    if (st.ok() && field_points > 0) {
+      st = writer->Begin("fields", field_bytes);
+      std::string buf;
+      uint64_t written = 0;
+      if (st.ok()) {
+        st = metadata_->ScanFields(
+            id_,
+            [&](uint64_t ext, std::string_view f) {
+              PutLe(&buf, ext, 8);
+              PutLe(&buf, f.size(), 4);
+              buf.append(f);
+              written += 12 + f.size();
+              if (buf.size() >= (1 << 20)) {
+                ZOOM_RETURN_IF_ERROR(writer->Append(buf.data(), buf.size()));
+                buf.clear();
+              }
+              return absl::OkStatus();
+            },
+            meta.get());
+      }
+      if (st.ok() && !buf.empty()) st = writer->Append(buf.data(), buf.size());
+      if (st.ok() && written != field_bytes) {
+        st = absl::InternalError("the payload fields changed under the snapshot");
+      }
+      if (st.ok()) st = writer->End();
+    }
     if (st.ok() && !index_link.empty()) {
       std::error_code ec;
       const uint64_t size = fs::file_size(index_link, ec);
@@ -189,6 +234,14 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
   ZOOM_RETURN_IF_ERROR(manifest.Number("record_bytes", &record_bytes));
   ZOOM_RETURN_IF_ERROR(manifest.Number("snapshot_count", &snapshot_count));
   ZOOM_RETURN_IF_ERROR(manifest.Number("index", &has_index));
+  uint64_t field_points = 0;
+  if (format >= 2 && manifest.Has("fields_points")) {
+    ZOOM_RETURN_IF_ERROR(manifest.Number("fields_points", &field_points));
+  }
+  const storage::ArchiveReader::Entry* fields_entry = archive.Find("fields");
+  if ((field_points > 0) != (fields_entry != nullptr)) {
+    return bad("the fields entry does not match the manifest");
+  }
   const storage::ArchiveReader::Entry* vectors = archive.Find("vectors");
   const storage::ArchiveReader::Entry* recs = archive.Find("records");
   const storage::ArchiveReader::Entry* index = archive.Find("index");
@@ -221,6 +274,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
     ZOOM_RETURN_IF_ERROR(store->Sync());
   }
   // The records: parsed as they stream, committed in batches.
+  absl::flat_hash_set<uint64_t> restored_ids;  // to check the fields' ids
   {
     std::string pending;
     std::vector<storage::RecordWrite> writes;
@@ -251,6 +305,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
         payload_store.emplace_back(pending.data() + pos + 16, len);
         pos += 16 + len;
         writes.push_back({rid, ext, {}});
+        if (fields_entry != nullptr) restored_ids.insert(ext);
         if (writes.size() >= 4096) {
           for (size_t i = 0; i < writes.size(); ++i) writes[i].payload = payload_store[i];
           ZOOM_RETURN_IF_ERROR(flush());
@@ -264,6 +319,48 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
     for (size_t i = 0; i < writes.size(); ++i) writes[i].payload = payload_store[i];
     ZOOM_RETURN_IF_ERROR(flush());
     if (seen != points) return bad("the record count differs from the manifest's");
+  }
+  // The typed fields: each of a restored point, decodable, in id order.
+  if (fields_entry != nullptr) {
+    std::string pending;
+    std::vector<std::string> values;
+    std::vector<uint64_t> exts;
+    uint64_t seen = 0, last = 0;
+    auto flush = [&]() -> absl::Status {
+      std::vector<storage::FieldsWrite> writes(exts.size());
+      for (size_t i = 0; i < exts.size(); ++i) writes[i] = {exts[i], values[i]};
+      absl::Status st = metadata->CommitFields(id, writes);
+      exts.clear();
+      values.clear();
+      return st;
+    };
+    ZOOM_RETURN_IF_ERROR(archive.ReadChunks(*fields_entry, 1 << 20, [&](const char* p, size_t n) {
+      pending.append(p, n);
+      size_t pos = 0;
+      while (pending.size() - pos >= 12) {
+        const uint64_t ext = GetLe(pending.data() + pos, 8);
+        const uint32_t len = static_cast<uint32_t>(GetLe(pending.data() + pos + 8, 4));
+        if (pending.size() - pos < 12 + size_t{len}) break;
+        if ((seen > 0 && ext <= last) || !restored_ids.contains(ext)) {
+          return bad("a point's fields are out of order or of no restored point");
+        }
+        std::string value(pending.data() + pos + 12, len);
+        if (absl::Status d = DecodeFields(value).status(); !d.ok() || value.empty()) {
+          return bad(absl::StrCat("the fields of point ", ext, " do not decode"));
+        }
+        last = ext;
+        ++seen;
+        exts.push_back(ext);
+        values.push_back(std::move(value));
+        pos += 12 + len;
+        if (exts.size() >= 4096) ZOOM_RETURN_IF_ERROR(flush());
+      }
+      pending.erase(0, pos);
+      return absl::OkStatus();
+    }));
+    if (!pending.empty()) return bad("the fields entry ends inside a point");
+    ZOOM_RETURN_IF_ERROR(flush());
+    if (seen != field_points) return bad("the fields count differs from the manifest's");
   }
   if (index != nullptr) {
     const std::string path = (fs::path(dir) / index_file).string();

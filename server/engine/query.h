@@ -28,6 +28,7 @@
 #include "common/metric.h"
 #include "common/query_stats.h"
 #include "index/search_types.h"
+#include "server/engine/payload_fields.h"
 
 namespace zoom::server {
 
@@ -73,12 +74,14 @@ struct QueryContext {
 };
 
 // One hit. `id`: internal in the engine's answer, external in the
-// Collection's. `payload`: filled by the Collection when asked for.
+// Collection's. `payload` and `fields` (the typed payload): filled by the
+// Collection when asked for.
 // `vector`: dim floats when asked for (as stored: normalised for cosine).
 struct Hit {
   uint64_t id = 0;
   float score = 0;  // the metric's own: squared L2 (ascending), IP/cosine (descending)
   std::string payload;
+  PayloadFields fields;
   std::vector<float> vector;
 };
 

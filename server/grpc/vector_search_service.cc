@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/grpc/payload_convert.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
@@ -228,6 +229,7 @@ absl::Status VectorSearchService::ApplyPoints(
   const uint32_t dim = c->config().dim;
   std::vector<PointRef> refs;
   refs.reserve(points.size());
+  std::vector<PayloadFields> fields(points.size());  // outlives the Upsert
   for (int i = 0; i < points.size(); ++i) {
     const v1::Point& p = points[i];
     if (p.vector_size() != static_cast<int>(dim)) {
@@ -235,12 +237,25 @@ absl::Status VectorSearchService::ApplyPoints(
           "point ", p.id(), " (#", i, ") has ", p.vector_size(), " dimensions; collection '",
           collection, "' has ", dim));
     }
-    if (p.payload().size() > limits_.max_payload_bytes) {
+    // The opaque bytes and the typed fields (as sent) count together.
+    uint64_t payload_bytes = p.payload().size();
+    for (const auto& [name, value] : p.fields()) payload_bytes += name.size() + value.ByteSizeLong();
+    if (payload_bytes > limits_.max_payload_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "point ", p.id(), " has a payload of ", p.payload().size(),
-          " bytes; the limit is ", limits_.max_payload_bytes));
+          "point ", p.id(), " has a payload of ", payload_bytes,
+          " bytes (payload and fields); the limit is ", limits_.max_payload_bytes));
     }
-    refs.push_back({p.id(), p.vector().data(), p.payload()});
+    const PayloadFields* point_fields = nullptr;
+    if (!p.fields().empty()) {
+      absl::StatusOr<PayloadFields> f = FieldsFromProto(p.fields());
+      if (!f.ok()) {
+        return absl::Status(f.status().code(), absl::StrCat("point ", p.id(), " (#", i, "): ",
+                                                            f.status().message()));
+      }
+      fields[i] = std::move(*f);
+      point_fields = &fields[i];
+    }
+    refs.push_back({p.id(), p.vector().data(), p.payload(), point_fields});
   }
   ZOOM_RETURN_IF_ERROR(c->Upsert(refs));
   *applied += refs.size();
@@ -283,8 +298,46 @@ absl::Status VectorSearchService::AnswerGet(const v1::GetRequest& req, v1::GetRe
     out->set_id(p.id);
     out->mutable_vector()->Assign(p.vector.begin(), p.vector.end());
     out->set_payload(std::move(p.payload));
+    FieldsToProto(p.fields, out->mutable_fields());
   }
   return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::SetPayload(grpc::CallbackServerContext* ctx,
+                                                          const v1::SetPayloadRequest* req,
+                                                          v1::SetPayloadResponse* resp) {
+  return Run(ctx, "SetPayload", WorkClass::kWrite, 1 + req->ids_size() / 1000,
+             [this, req, resp](const std::atomic<bool>*) {
+    if (req->ids().empty()) return absl::InvalidArgumentError("no ids to set the payload of");
+    ZOOM_RETURN_IF_ERROR(CheckRange("number of ids", req->ids_size(), limits_.max_ids));
+    uint64_t bytes = 0;
+    for (const auto& [name, value] : req->fields()) bytes += name.size() + value.ByteSizeLong();
+    if (bytes > limits_.max_payload_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("the fields take ", bytes,
+                                                     " bytes; the limit is ",
+                                                     limits_.max_payload_bytes));
+    }
+    ZOOM_ASSIGN_OR_RETURN(PayloadFields fields, FieldsFromProto(req->fields()));
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->SetPayload(req->ids(), fields, req->overwrite()));
+    resp->set_updated(n);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::DeletePayload(grpc::CallbackServerContext* ctx,
+                                                             const v1::DeletePayloadRequest* req,
+                                                             v1::DeletePayloadResponse* resp) {
+  return Run(ctx, "DeletePayload", WorkClass::kWrite, 1 + req->ids_size() / 1000,
+             [this, req, resp](const std::atomic<bool>*) {
+    if (req->ids().empty()) return absl::InvalidArgumentError("no ids to delete the payload of");
+    ZOOM_RETURN_IF_ERROR(CheckRange("number of ids", req->ids_size(), limits_.max_ids));
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    const std::vector<std::string> keys(req->keys().begin(), req->keys().end());
+    ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->DeletePayload(req->ids(), keys));
+    resp->set_updated(n);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* VectorSearchService::Get(grpc::CallbackServerContext* ctx,
@@ -429,13 +482,16 @@ bool SameShape(const v1::SearchRequest& a, const v1::SearchRequest& b) {
 void VectorSearchService::FillResponse(const Collection& c, QueryResult* result, bool degrade,
                                        v1::SearchResponse* resp, uint64_t* budget) const {
   for (Hit& h : result->hits) {
-    const uint64_t bytes = 16 + h.payload.size() + h.vector.size() * sizeof(float);
-    *budget -= std::min(*budget, bytes);
     v1::Hit* out = resp->add_hits();
     out->set_id(h.id);
     out->set_score(h.score);
     out->set_payload(std::move(h.payload));
     out->mutable_vector()->Assign(h.vector.begin(), h.vector.end());
+    FieldsToProto(h.fields, out->mutable_fields());
+    const uint64_t bytes =
+        h.fields.empty() ? 16 + out->payload().size() + h.vector.size() * sizeof(float)
+                         : out->ByteSizeLong();
+    *budget -= std::min(*budget, bytes);
   }
   QueryStats& stats = result->stats;
   if (degrade) stats.degraded = true;

@@ -56,6 +56,12 @@ class VectorSearchService final
   grpc::ServerUnaryReactor* ListCollections(grpc::CallbackServerContext* ctx,
                                             const v1::ListCollectionsRequest* req,
                                             v1::ListCollectionsResponse* resp) override;
+  grpc::ServerUnaryReactor* SetPayload(grpc::CallbackServerContext* ctx,
+                                       const v1::SetPayloadRequest* req,
+                                       v1::SetPayloadResponse* resp) override;
+  grpc::ServerUnaryReactor* DeletePayload(grpc::CallbackServerContext* ctx,
+                                          const v1::DeletePayloadRequest* req,
+                                          v1::DeletePayloadResponse* resp) override;
   grpc::ServerUnaryReactor* GetCollection(grpc::CallbackServerContext* ctx,
                                           const v1::GetCollectionRequest* req,
                                           v1::GetCollectionResponse* resp) override;

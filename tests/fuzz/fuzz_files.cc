@@ -17,6 +17,7 @@
 #include "index/vector_index.h"
 #include "server/engine/collection.h"
 #include "server/engine/database.h"
+#include "server/engine/payload_fields.h"
 #include "storage/snapshot_archive.h"
 #include "storage/vector_store.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -120,10 +121,11 @@ void FuzzSnapshot(const uint8_t* data, size_t size) {
     path = ScratchDir() + "/built.zsnap";
     auto w = storage::ArchiveWriter::Create(path);
     if (!w.ok()) return;
-    static const char* kNames[] = {"manifest", "config", "vectors", "records", "index"};
+    static const char* kNames[] = {"manifest", "config", "vectors", "records", "index", "fields"};
     for (const char* name : kNames) {
       const std::string_view part = in.Part();
-      if (name == std::string_view("index") && part.empty()) break;
+      const bool optional = name == std::string_view("index") || name == std::string_view("fields");
+      if (optional && part.empty()) continue;
       if (!(*w)->Add(name, part).ok()) return;
     }
     if (!(*w)->Finish().ok()) return;
@@ -144,6 +146,16 @@ void FuzzSnapshot(const uint8_t* data, size_t size) {
   }
 }
 
+// Typed payload fields as stored: decoded, and when they decode, the
+// encoding is canonical (re-encoding gives the same bytes) and validates.
+void FuzzPayloadFields(const uint8_t* data, size_t size) {
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  absl::StatusOr<server::PayloadFields> f = server::DecodeFields(bytes);
+  if (!f.ok()) return;
+  if (server::EncodeFields(*f) != bytes) std::abort();
+  (void)server::ValidateFields(*f);
+}
+
 }  // namespace
 }  // namespace zoom::fuzz
 
@@ -161,7 +173,8 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   static const std::pair<const char*, Fn> kTargets[] = {
       {"fuzz_vector_store", FuzzVectorStore}, {"fuzz_index_file", FuzzIndexFile},
       {"fuzz_fgd_file", FuzzFgdFile},         {"fuzz_texmex", FuzzTexmex},
-      {"fuzz_config", FuzzConfig},            {"fuzz_snapshot", FuzzSnapshot}};
+      {"fuzz_config", FuzzConfig},            {"fuzz_snapshot", FuzzSnapshot},
+      {"fuzz_payload_fields", FuzzPayloadFields}};
   for (const auto& [name, fn] : kTargets) {
     if (self == name) g_target = fn;
   }

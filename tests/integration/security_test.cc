@@ -130,8 +130,16 @@ TEST(SecurityTest, KeysAndRoles) {
   g.set_collection("c");
   g.add_ids(1);
   ASSERT_OK(reader->Get(g).status());
+  v1::SetPayloadRequest set_payload;
+  set_payload.set_collection("c");
+  set_payload.add_ids(1);
+  (*set_payload.mutable_fields())["k"].set_bool_value(true);
+  v1::DeletePayloadRequest delete_payload;
+  delete_payload.set_collection("c");
+  delete_payload.add_ids(1);
   for (const absl::Status& st :
        {reader->Upsert(u).status(), reader->CreateCollection(Spec("d", 4)).status(),
+        reader->SetPayload(set_payload).status(), reader->DeletePayload(delete_payload).status(),
         reader->DropCollection("c"), reader->BuildIndex("c", true).status(),
         reader->Compact("c").status(), reader->Delete("c", {1}).status(),
         reader->Import("c", 1, [](uint64_t, v1::Point* p) {

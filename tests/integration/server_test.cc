@@ -649,6 +649,109 @@ TEST(ServerTest, BadInputGetsTheRightStatus) {
   EXPECT_OK(c.Search(Query("ok", v4, 4, 5)).status());
 }
 
+// The typed payload over the wire: every kind round-trips through Upsert,
+// Get and Search; SetPayload and DeletePayload edit it; bad values are
+// INVALID_ARGUMENT naming the point and the field.
+TEST(ServerTest, TypedPayloadFieldsOverGrpc) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  client::ZoomClient& c = *s.client;
+  ASSERT_OK(c.CreateCollection(Spec("p", 4, v1::L2)).status());
+  const float v[4] = {1, 2, 3, 4};
+  v1::UpsertRequest up;
+  up.set_collection("p");
+  AddPoint(&up, 7, v, 4, "opaque");
+  auto& f = *up.mutable_points(0)->mutable_fields();
+  f["name"].set_string_value("lamp");
+  f["count"].set_integer_value(-3);
+  f["price"].set_double_value(19.5);
+  f["lit"].set_bool_value(true);
+  f["at"].mutable_geo_value()->set_lat(40.7);
+  f["at"].mutable_geo_value()->set_lon(-74.0);
+  f["none"].set_null_value(v1::NULL_VALUE);
+  f["tags"].mutable_list_value()->add_values()->set_string_value("a");
+  f["tags"].mutable_list_value()->add_values()->set_integer_value(2);
+  f["empty"].mutable_list_value();
+  ASSERT_OK(c.Upsert(up).status());
+  const auto same = [](const google::protobuf::Map<std::string, v1::Value>& a,
+                       const google::protobuf::Map<std::string, v1::Value>& b) {
+    if (a.size() != b.size()) return false;
+    for (const auto& [k, val] : a) {
+      auto it = b.find(k);
+      if (it == b.end() || it->second.SerializeAsString() != val.SerializeAsString()) return false;
+    }
+    return true;
+  };
+  v1::GetRequest get;
+  get.set_collection("p");
+  get.add_ids(7);
+  get.set_with_payload(true);
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse g, c.Get(get));
+  ASSERT_EQ(g.points_size(), 1);
+  EXPECT_TRUE(same(g.points(0).fields(), f));
+  EXPECT_EQ(g.points(0).payload(), "opaque");
+  v1::SearchRequest q = Query("p", v, 4, 1);
+  q.set_with_payload(true);
+  ASSERT_OK_AND_ASSIGN(v1::SearchResponse r, c.Search(q));
+  ASSERT_EQ(r.hits_size(), 1);
+  EXPECT_TRUE(same(r.hits(0).fields(), f));
+  q.set_with_payload(false);
+  ASSERT_OK_AND_ASSIGN(r, c.Search(q));
+  EXPECT_TRUE(r.hits(0).fields().empty());
+
+  v1::SetPayloadRequest set;
+  set.set_collection("p");
+  set.add_ids(7);
+  set.add_ids(8);  // not there: skipped
+  (*set.mutable_fields())["count"].set_integer_value(4);
+  ASSERT_OK_AND_ASSIGN(uint64_t n, c.SetPayload(set));
+  EXPECT_EQ(n, 1u);
+  v1::DeletePayloadRequest del;
+  del.set_collection("p");
+  del.add_ids(7);
+  del.add_keys("tags");
+  ASSERT_OK_AND_ASSIGN(n, c.DeletePayload(del));
+  EXPECT_EQ(n, 1u);
+  ASSERT_OK_AND_ASSIGN(g, c.Get(get));
+  EXPECT_EQ(g.points(0).fields().at("count").integer_value(), 4);
+  EXPECT_EQ(g.points(0).fields().count("tags"), 0u);
+  EXPECT_EQ(g.points(0).fields().size(), f.size() - 1);
+
+  // Bad values.
+  const auto refused = [&](const std::function<void(v1::Value*)>& fill) {
+    v1::UpsertRequest bad;
+    bad.set_collection("p");
+    AddPoint(&bad, 9, v, 4);
+    fill(&(*bad.mutable_points(0)->mutable_fields())["x"]);
+    return c.Upsert(bad).status();
+  };
+  EXPECT_THAT(refused([](v1::Value* x) { x->set_double_value(NAN); }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "point 9 (#0): field 'x': nan is not a finite number"));
+  EXPECT_THAT(refused([](v1::Value* x) { x->mutable_geo_value()->set_lat(100); }),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("off the globe")));
+  EXPECT_THAT(refused([](v1::Value* x) {
+                x->mutable_list_value()->add_values()->mutable_list_value();
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("list inside a list")));
+  EXPECT_THAT(refused([](v1::Value*) {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("no kind set")));
+  EXPECT_THAT(refused([](v1::Value* x) { x->set_string_value(std::string(2 << 20, 's')); }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("(payload and fields); the limit is")));
+  v1::SetPayloadRequest bad_set = set;
+  (*bad_set.mutable_fields())[""].set_bool_value(true);
+  EXPECT_THAT(c.SetPayload(bad_set).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("empty name")));
+  v1::SetPayloadRequest no_ids;
+  no_ids.set_collection("p");
+  EXPECT_THAT(c.SetPayload(no_ids).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  set.set_collection("missing");
+  EXPECT_THAT(c.SetPayload(set).status(), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo info, c.GetCollection("p"));
+  EXPECT_EQ(info.points(), 1u);  // nothing refused was stored
+}
+
 TEST(ServerTest, FullDiskIsResourceExhaustedAndNothingHalfWritten) {
   TempDir dir;
   const std::string data_dir = dir.File("data");
@@ -1533,6 +1636,33 @@ TEST(ZoomctlTest, EveryCommandAgainstARealServer) {
   EXPECT_EQ(Shell(ctl + "delete sift 5").first, 0);
   std::tie(rc, out) = Shell(ctl + "get sift 5 --json");
   EXPECT_THAT(out, ::testing::Not(::testing::HasSubstr("\"id\":\"5\"")));
+  // Typed payload fields: upsert --fields, get shows them as JSON,
+  // set-payload merges, delete-payload removes; bad JSON is a usage error.
+  std::string v128 = "1";
+  for (int i = 1; i < 128; ++i) v128 += ",1";
+  EXPECT_EQ(Shell(ctl + "upsert sift 9000 --vector " + v128 +
+                  " --fields '{\"cat\":\"lamp\",\"price\":12,\"r\":4.5,\"tags\":[\"a\",\"b\"],"
+                  "\"at\":{\"lat\":1.5,\"lon\":2},\"none\":null}'")
+                .first,
+            0);
+  std::tie(rc, out) = Shell(ctl + "get sift 9000 --with_payload");
+  EXPECT_EQ(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr(
+                       "fields:  {\"at\":{\"lat\":1.5,\"lon\":2.0},\"cat\":\"lamp\",\"none\":null,"
+                       "\"price\":12,\"r\":4.5,\"tags\":[\"a\",\"b\"]}"));
+  std::tie(rc, out) = Shell(ctl + "set-payload sift 9000 9001 --fields '{\"price\":13}'");
+  EXPECT_EQ(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("updated 1 of 2 points"));
+  EXPECT_EQ(Shell(ctl + "delete-payload sift 9000 --keys tags,none").first, 0);
+  std::tie(rc, out) = Shell(ctl + "get sift 9000 --with_payload");
+  EXPECT_THAT(out, ::testing::HasSubstr(
+                       "fields:  {\"at\":{\"lat\":1.5,\"lon\":2.0},\"cat\":\"lamp\",\"price\":13,"
+                       "\"r\":4.5}"));
+  EXPECT_EQ(Shell(ctl + "set-payload sift 9000 --fields '{\"x\":'").first, 2);
+  EXPECT_EQ(Shell(ctl + "set-payload sift 9000 --fields '{\"x\":{\"a\":1}}'").first, 2);
+  EXPECT_EQ(Shell(ctl + "set-payload sift 9000").first, 2);
+  EXPECT_EQ(Shell(ctl + "set-payload sift 9000 --fields '{\"at\":{\"lat\":91,\"lon\":0}}'").first,
+            1);  // INVALID_ARGUMENT from the server
   EXPECT_EQ(Shell(ctl + "search sift --vector 1,2,3 --k 5").first, 1);  // wrong dim
   EXPECT_EQ(Shell(ctl + "search nope --vector 1,2,3 --k 5").first, 1);  // NOT_FOUND
   EXPECT_EQ(Shell(ctl + "compact sift").first, 0);

@@ -2988,5 +2988,165 @@ TEST_F(CollectionTest, SearchWithVectorsReadsNothingTwice) {
   }
 }
 
+// ---- Typed payload fields -------------------------------------------------------
+
+PayloadFields Shop(const std::string& category, int64_t price) {
+  PayloadFields f;
+  f["category"] = FieldValue::Of(category);
+  f["price"] = FieldValue::Of(price);
+  f["tags"] = FieldValue::List({std::string("new"), std::string("sale")});
+  f["at"] = FieldValue::Of(GeoPoint{48.85, 2.35});
+  return f;
+}
+
+// The fields of `id` as Get returns them (with_payload).
+PayloadFields FieldsOf(const Collection& c, uint64_t id) {
+  std::vector<PointData> got;
+  EXPECT_OK(c.Get(std::vector<uint64_t>{id}, false, /*with_payload=*/true, &got));
+  return got.size() == 1 ? got[0].fields : PayloadFields{{"<missing>", FieldValue::Null()}};
+}
+
+// Typed fields are stored with the point, returned by Get and Search (with
+// payloads), replaced by an Upsert, edited by SetPayload / DeletePayload
+// without touching the vector, erased by Delete, and survive restart,
+// compaction and a snapshot's restore.
+TEST_F(CollectionTest, TypedFieldsLiveWithThePointThroughEveryPath) {
+  OpenDb();
+  constexpr uint32_t kDim = 8;
+  auto c = Create("shop", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  const std::vector<float> base = ClusteredVectors(600, kDim, 901);
+  std::vector<PayloadFields> fields(600);
+  std::vector<PointRef> refs;
+  for (uint64_t i = 0; i < 600; ++i) {
+    fields[i] = Shop(i % 3 == 0 ? "laptop" : "phone", static_cast<int64_t>(i));
+    refs.push_back({i, base.data() + i * kDim, i % 2 == 0 ? "opaque" : "", &fields[i]});
+  }
+  refs[599].fields = nullptr;  // no fields at all
+  ASSERT_OK(c->Upsert(refs));
+  EXPECT_EQ(FieldsOf(*c, 3), Shop("laptop", 3));
+  EXPECT_TRUE(FieldsOf(*c, 599).empty());
+  std::vector<PointData> got;
+  ASSERT_OK(c->Get(std::vector<uint64_t>{4}, false, /*with_payload=*/false, &got));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0].fields.empty());  // not asked for
+  // Search answers carry them with payloads (exact, then indexed).
+  for (bool exact : {true, false}) {
+    if (!exact) {
+      ASSERT_OK(c->StartBuild());
+      ASSERT_OK(c->WaitForBuild());
+    }
+    CollectionSearchParams p;
+    p.engine.k = 3;
+    p.engine.exact = exact;
+    p.with_payload = true;
+    std::vector<Hit> hits;
+    ASSERT_OK(SearchInto(*c, base.data() + 6 * kDim, kDim, p, &hits));
+    ASSERT_FALSE(hits.empty());
+    EXPECT_EQ(hits[0].id, 6u);
+    EXPECT_EQ(hits[0].fields, Shop("laptop", 6));
+    EXPECT_EQ(hits[0].payload, "opaque");
+    p.with_payload = false;
+    ASSERT_OK(SearchInto(*c, base.data() + 6 * kDim, kDim, p, &hits));
+    EXPECT_TRUE(hits[0].fields.empty());
+  }
+  // SetPayload merges (or overwrites); unknown ids are skipped; a change
+  // to nothing counts nothing.
+  PayloadFields discount;
+  discount["price"] = FieldValue::Of(int64_t{1});
+  discount["sold"] = FieldValue::Of(true);
+  ASSERT_OK_AND_ASSIGN(uint64_t n, c->SetPayload(std::vector<uint64_t>{3, 3, 5, 10000}, discount,
+                                                 /*overwrite=*/false));
+  EXPECT_EQ(n, 2u);
+  PayloadFields want = Shop("laptop", 3);
+  want["price"] = FieldValue::Of(int64_t{1});
+  want["sold"] = FieldValue::Of(true);
+  EXPECT_EQ(FieldsOf(*c, 3), want);
+  ASSERT_OK_AND_ASSIGN(n, c->SetPayload(std::vector<uint64_t>{3}, discount, false));
+  EXPECT_EQ(n, 0u);
+  ASSERT_OK_AND_ASSIGN(n, c->SetPayload(std::vector<uint64_t>{5}, discount, /*overwrite=*/true));
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(FieldsOf(*c, 5), discount);
+  PayloadFields bad;
+  bad["x"] = FieldValue::Of(std::nan(""));
+  EXPECT_THAT(c->SetPayload(std::vector<uint64_t>{5}, bad, false).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("field 'x'")));
+  // DeletePayload: named keys, or every field.
+  ASSERT_OK_AND_ASSIGN(n, c->DeletePayload(std::vector<uint64_t>{3}, std::vector<std::string>{
+                                                                        "sold", "nope"}));
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(FieldsOf(*c, 3).count("sold"), 0u);
+  ASSERT_OK_AND_ASSIGN(n, c->DeletePayload(std::vector<uint64_t>{9}, {}));
+  EXPECT_EQ(n, 1u);
+  EXPECT_TRUE(FieldsOf(*c, 9).empty());
+  // The vector did not move: the point still finds itself first.
+  {
+    CollectionSearchParams p;
+    p.engine.k = 1;
+    p.engine.exact = true;
+    std::vector<Hit> hits;
+    ASSERT_OK(SearchInto(*c, base.data() + 3 * kDim, kDim, p, &hits));
+    EXPECT_EQ(hits[0].id, 3u);
+  }
+  // An Upsert replaces the fields (none given: none kept); a Delete erases
+  // them, and the id upserted again starts without.
+  ASSERT_OK(c->Upsert(std::vector<PointRef>{{12, base.data() + 12 * kDim, "", nullptr}}));
+  EXPECT_TRUE(FieldsOf(*c, 12).empty());
+  ASSERT_OK(c->Delete(std::vector<uint64_t>{15}).status());
+  ASSERT_OK(c->Upsert(std::vector<PointRef>{{15, base.data() + 15 * kDim, "", nullptr}}));
+  EXPECT_TRUE(FieldsOf(*c, 15).empty());
+  ASSERT_OK(c->Delete(std::vector<uint64_t>{18}).status());
+  EXPECT_TRUE(c->SetPayload(std::vector<uint64_t>{18}, discount, false).value() == 0);
+  // Restart, compaction, snapshot and restore keep every point's fields.
+  const auto expected = [&](uint64_t id) -> PayloadFields {
+    if (id == 3) {
+      PayloadFields f = Shop("laptop", 3);
+      f["price"] = FieldValue::Of(int64_t{1});
+      return f;
+    }
+    if (id == 5) return discount;
+    if (id == 9 || id == 12 || id == 15 || id == 599) return {};
+    return fields[id];
+  };
+  const auto check_all = [&](const Collection& col, const char* when) {
+    for (uint64_t id = 0; id < 600; ++id) {
+      if (id == 18) continue;
+      ASSERT_EQ(FieldsOf(col, id), expected(id)) << when << ": point " << id;
+    }
+  };
+  c.reset();
+  ReopenDb();
+  c = Get("shop");
+  ASSERT_NE(c, nullptr);
+  check_all(*c, "after reopen");
+  ASSERT_OK(c->Compact());
+  check_all(*c, "after compaction");
+  ASSERT_OK_AND_ASSIGN(SnapshotInfo snap, db_->CreateSnapshot("shop"));
+  ASSERT_OK_AND_ASSIGN(auto file, db_->SnapshotFile("shop", snap.name));
+  ASSERT_OK_AND_ASSIGN(auto restored, db_->RestoreSnapshot(file.first, "shop2", false));
+  check_all(*restored, "restored");
+  // Fields are per collection: the restored copy changes alone; dropping
+  // the original leaves the copy's.
+  ASSERT_OK(restored->SetPayload(std::vector<uint64_t>{1}, discount, true).status());
+  EXPECT_EQ(FieldsOf(*c, 1), fields[1]);
+  c.reset();
+  ASSERT_OK(db_->DropCollection("shop"));
+  EXPECT_EQ(FieldsOf(*restored, 1), discount);
+  EXPECT_EQ(FieldsOf(*restored, 2), fields[2]);
+}
+
+TEST_F(CollectionTest, UpsertRefusesBadFieldsWhole) {
+  OpenDb();
+  auto c = Create("bad", 4, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  const float v[4] = {1, 2, 3, 4};
+  PayloadFields ok = Shop("x", 1), off;
+  off["where"] = FieldValue::Of(GeoPoint{0, 200});
+  EXPECT_THAT(c->Upsert(std::vector<PointRef>{{1, v, "", &ok}, {2, v, "", &off}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("point 2 (#1): field 'where': geo point")));
+  EXPECT_EQ(c->Info().points, 0u);  // all or nothing
+}
+
 }  // namespace
 }  // namespace zoom::server

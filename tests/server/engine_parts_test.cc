@@ -2,6 +2,7 @@
 // manifest (with its golden files), the id tracker and the maintenance task.
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "server/engine/id_tracker.h"
 #include "server/engine/index_builder.h"
 #include "server/engine/key_value_text.h"
+#include "server/engine/payload_fields.h"
 #include "server/engine/query.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_env.h"
@@ -297,6 +299,108 @@ TEST(ValidateQueryTest, SaysWhatToFix) {
   EXPECT_OK(ValidateQuery(Metric::kCosine, 4, huge, p, limits));  // any finite non-zero
   const std::vector<float> zero(4, 0.0f);
   EXPECT_THAT(message(Metric::kCosine, zero, p), HasSubstr("zero"));
+}
+
+// ---- Typed payload fields: validation, encoding, golden file ------------------
+
+PayloadFields GoldenFields() {
+  PayloadFields f;
+  f["brand"] = FieldValue::Of(std::string("zoomd"));
+  f["count"] = FieldValue::Of(int64_t{-7});
+  f["empty"] = FieldValue::List({});
+  f["gone"] = FieldValue::Null();
+  f["in_stock"] = FieldValue::Of(true);
+  f["mixed"] = FieldValue::List({int64_t{1}, 2.5, false});
+  f["price"] = FieldValue::Of(12.5);
+  f["tags"] = FieldValue::List({std::string("a"), std::string("bc")});
+  f["where"] = FieldValue::Of(GeoPoint{52.52, 13.405});
+  return f;
+}
+
+TEST(PayloadFieldsTest, GoldenEncodingOfVersion1) {
+  const std::string golden = ReadFile(TestDataPath("golden/payload_fields_v1.zpf"));
+  ASSERT_FALSE(golden.empty());
+  EXPECT_EQ(EncodeFields(GoldenFields()), golden);
+  ASSERT_OK_AND_ASSIGN(PayloadFields decoded, DecodeFields(golden));
+  EXPECT_EQ(decoded, GoldenFields());
+}
+
+TEST(PayloadFieldsTest, RoundTripsAndNoFieldsStoreNothing) {
+  EXPECT_EQ(EncodeFields({}), "");
+  ASSERT_OK_AND_ASSIGN(PayloadFields none, DecodeFields(""));
+  EXPECT_TRUE(none.empty());
+  PayloadFields f;
+  f["big"] = FieldValue::Of(std::numeric_limits<int64_t>::min());
+  f["s"] = FieldValue::Of(std::string("with\0nul", 8));
+  f["d"] = FieldValue::List({-0.0, 1e308, std::numeric_limits<double>::denorm_min()});
+  ASSERT_OK(ValidateFields(f));
+  ASSERT_OK_AND_ASSIGN(PayloadFields back, DecodeFields(EncodeFields(f)));
+  EXPECT_EQ(back, f);
+}
+
+TEST(PayloadFieldsTest, CorruptOrNewerBytesAreRefused) {
+  const std::string good = EncodeFields(GoldenFields());
+  // Every truncation is DataLoss, never a crash or a partial payload.
+  for (size_t n = 1; n < good.size(); ++n) {
+    EXPECT_THAT(DecodeFields(good.substr(0, n)).status(),
+                StatusIs(absl::StatusCode::kDataLoss)) << "truncated to " << n;
+  }
+  EXPECT_THAT(DecodeFields(good + "x").status(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("trailing")));
+  std::string newer = good;
+  newer[2] = 2;
+  EXPECT_THAT(DecodeFields(newer).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("version 2")));
+  std::string magic = good;
+  magic[0] = 'X';
+  EXPECT_THAT(DecodeFields(magic).status(), StatusIs(absl::StatusCode::kDataLoss));
+  // Names out of order: "b" before "a".
+  PayloadFields two;
+  two["a"] = FieldValue::Of(int64_t{1});
+  two["b"] = FieldValue::Of(int64_t{2});
+  std::string swapped = EncodeFields(two);
+  const size_t a = swapped.find('a'), b = swapped.find('b');
+  std::swap(swapped[a], swapped[b]);
+  EXPECT_THAT(DecodeFields(swapped).status(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("order")));
+  // A huge list count in few bytes is refused before anything is allocated.
+  std::string huge = EncodeFields(two);
+  huge[huge.find('a') + 1] = 2;  // kind: list, its count is read from the value's bytes
+  EXPECT_THAT(DecodeFields(huge).status(), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+TEST(PayloadFieldsTest, ValidationSaysWhatToFix) {
+  const auto message = [](const PayloadFields& f) {
+    absl::Status st = ValidateFields(f);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    return std::string(st.message());
+  };
+  PayloadFields f;
+  f[""] = FieldValue::Of(int64_t{1});
+  EXPECT_THAT(message(f), HasSubstr("empty name"));
+  f.clear();
+  f[std::string(257, 'n')] = FieldValue::Of(int64_t{1});
+  EXPECT_THAT(message(f), HasSubstr("at most 256"));
+  f.clear();
+  f[std::string("a\0b", 3)] = FieldValue::Of(int64_t{1});
+  EXPECT_THAT(message(f), HasSubstr("NUL"));
+  f.clear();
+  f["x"] = FieldValue::Of(std::nan(""));
+  EXPECT_THAT(message(f), HasSubstr("field 'x': nan is not a finite number"));
+  f["x"] = FieldValue::List({1.0, std::numeric_limits<double>::infinity()});
+  EXPECT_THAT(message(f), HasSubstr("not a finite number"));
+  f["x"] = FieldValue::Of(GeoPoint{91, 0});
+  EXPECT_THAT(message(f), HasSubstr("off the globe"));
+  f["x"] = FieldValue::Of(GeoPoint{0, -180.5});
+  EXPECT_THAT(message(f), HasSubstr("off the globe"));
+  f["x"] = FieldValue::List(std::vector<FieldScalar>(1025, int64_t{0}));
+  EXPECT_THAT(message(f), HasSubstr("at most 1024"));
+  f.clear();
+  for (int i = 0; i < 1025; ++i) f["f" + std::to_string(i)] = FieldValue::Null();
+  EXPECT_THAT(message(f), HasSubstr("1025 payload fields"));
+  f.clear();
+  f["ok"] = FieldValue::Of(GeoPoint{-90, 180});
+  EXPECT_OK(ValidateFields(f));
 }
 
 }  // namespace

@@ -369,5 +369,52 @@ TEST(MetadataStoreTest, ASecondOpenOfTheSameDirectoryIsRefused) {
   EXPECT_THAT(store->CreateCollection("x", ""), IsOk());
 }
 
+// Typed payload fields live by (collection, external id), apart from the
+// record spaces: committed with the records, scanned in external id order
+// (big-endian keys: 2^32 after 255), dropped with the collection.
+TEST(MetadataStoreTest, FieldsByExternalIdCommitScanAndDrop) {
+  TempDir tmp;
+  auto store = OpenOrDie(tmp.File("meta"));
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(uint32_t cid, store->CreateCollection("c", "cfg"));
+  const uint64_t big = uint64_t{1} << 32;
+  const std::vector<FieldsWrite> put = {{255, "f255"}, {big, "fbig"}, {7, "f7"}};
+  ASSERT_OK(store->Commit(cid, std::vector<RecordWrite>{{0, 255, ""}, {1, big, ""}, {2, 7, ""}},
+                          {}, cid, put));
+  std::vector<std::string> got;
+  ASSERT_OK(store->GetFields(cid, std::vector<uint64_t>{7, 8, big}, &got));
+  EXPECT_EQ(got, (std::vector<std::string>{"f7", "", "fbig"}));
+  std::vector<std::pair<uint64_t, std::string>> scanned;
+  auto scan = [&](const MetadataSnapshot* at = nullptr) {
+    scanned.clear();
+    return store->ScanFields(
+        cid,
+        [&](uint64_t ext, std::string_view f) {
+          scanned.emplace_back(ext, std::string(f));
+          return absl::OkStatus();
+        },
+        at);
+  };
+  ASSERT_OK(scan());
+  EXPECT_EQ(scanned, (std::vector<std::pair<uint64_t, std::string>>{
+                         {7, "f7"}, {255, "f255"}, {big, "fbig"}}));
+  // A snapshot keeps seeing what was there; empty bytes erase.
+  auto snap = store->TakeSnapshot();
+  ASSERT_OK(store->CommitFields(cid, std::vector<FieldsWrite>{{7, ""}, {255, "new"}}));
+  ASSERT_OK(scan(snap.get()));
+  EXPECT_EQ(scanned.size(), 3u);
+  ASSERT_OK(scan());
+  EXPECT_EQ(scanned, (std::vector<std::pair<uint64_t, std::string>>{{255, "new"}, {big, "fbig"}}));
+  snap.reset();
+  // Another collection's fields are apart; a drop takes the collection's.
+  ASSERT_OK_AND_ASSIGN(uint32_t other, store->CreateCollection("d", "cfg"));
+  ASSERT_OK(store->CommitFields(other, std::vector<FieldsWrite>{{255, "other"}}));
+  ASSERT_OK(store->DropCollection("c", cid));
+  ASSERT_OK(scan());
+  EXPECT_TRUE(scanned.empty());
+  ASSERT_OK(store->GetFields(other, std::vector<uint64_t>{255}, &got));
+  EXPECT_EQ(got, std::vector<std::string>{"other"});
+}
+
 }  // namespace
 }  // namespace zoom::storage
