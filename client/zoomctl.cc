@@ -796,6 +796,17 @@ int RunUpsert(Invocation& inv) {
   return kExitOk;
 }
 
+// The answer of set-payload / delete-payload.
+int PrintUpdated(const absl::StatusOr<uint64_t>& updated, size_t requested, bool json) {
+  if (!updated.ok()) return Fail(updated.status());
+  if (json) {
+    absl::PrintF("{\"updated\":%d,\"requested\":%d}\n", *updated, requested);
+  } else {
+    absl::PrintF("updated %d of %d points\n", *updated, requested);
+  }
+  return kExitOk;
+}
+
 int RunSetPayload(Invocation& inv) {
   v1::SetPayloadRequest request;
   request.set_collection(inv.args[0]);
@@ -807,13 +818,7 @@ int RunSetPayload(Invocation& inv) {
   if (!st.ok()) return UsageError(absl::StrCat("--fields: ", st.message()));
   request.set_overwrite(absl::GetFlag(FLAGS_overwrite));
   absl::StatusOr<uint64_t> updated = inv.Connect()->SetPayload(request);
-  if (!updated.ok()) return Fail(updated.status());
-  if (inv.json) {
-    absl::PrintF("{\"updated\":%d,\"requested\":%d}\n", *updated, ids.size());
-  } else {
-    absl::PrintF("updated %d of %d points\n", *updated, ids.size());
-  }
-  return kExitOk;
+  return PrintUpdated(updated, ids.size(), inv.json);
 }
 
 int RunDeletePayload(Invocation& inv) {
@@ -826,13 +831,7 @@ int RunDeletePayload(Invocation& inv) {
     request.add_keys(std::string(k));
   }
   absl::StatusOr<uint64_t> updated = inv.Connect()->DeletePayload(request);
-  if (!updated.ok()) return Fail(updated.status());
-  if (inv.json) {
-    absl::PrintF("{\"updated\":%d,\"requested\":%d}\n", *updated, ids.size());
-  } else {
-    absl::PrintF("updated %d of %d points\n", *updated, ids.size());
-  }
-  return kExitOk;
+  return PrintUpdated(updated, ids.size(), inv.json);
 }
 
 int RunCompact(Invocation& inv) {

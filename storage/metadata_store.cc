@@ -316,29 +316,33 @@ absl::Status MetadataStore::ReplaceCollection(std::string_view from, std::string
   return FromRocks(db_->Write(wo, &batch), "replace collection");
 }
 
-absl::Status MetadataStore::GetPayloads(uint32_t cid, absl::Span<const InternalId> ids,
-                                        std::vector<std::string>* out,
-                                        const MetadataSnapshot* at) const {
-  out->assign(ids.size(), std::string());
-  if (ids.empty()) return absl::OkStatus();
-  std::vector<std::string> keys(ids.size());
-  std::vector<rocksdb::Slice> slices(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    keys[i] = RecordKey('p', cid, ids[i]);
-    slices[i] = keys[i];
-  }
+absl::Status MetadataStore::MultiGetValues(const std::vector<std::string>& keys,
+                                           std::vector<std::string>* out,
+                                           const MetadataSnapshot* at,
+                                           std::string_view what) const {
+  out->assign(keys.size(), std::string());
+  if (keys.empty()) return absl::OkStatus();
+  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
   std::vector<std::string> values;
   rocksdb::ReadOptions ro;
   if (at != nullptr) ro.snapshot = at->snap_;
   std::vector<rocksdb::Status> st = db_->MultiGet(ro, slices, &values);
-  for (size_t i = 0; i < ids.size(); ++i) {
+  for (size_t i = 0; i < keys.size(); ++i) {
     if (st[i].ok()) {
       (*out)[i] = std::move(values[i]);
     } else if (!st[i].IsNotFound()) {
-      return FromRocks(st[i], "read payloads");
+      return FromRocks(st[i], what);
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status MetadataStore::GetPayloads(uint32_t cid, absl::Span<const InternalId> ids,
+                                        std::vector<std::string>* out,
+                                        const MetadataSnapshot* at) const {
+  std::vector<std::string> keys(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) keys[i] = RecordKey('p', cid, ids[i]);
+  return MultiGetValues(keys, out, at, "read payloads");
 }
 
 absl::Status MetadataStore::CommitFields(uint32_t cid, absl::Span<const FieldsWrite> fields) {
@@ -352,26 +356,9 @@ absl::Status MetadataStore::CommitFields(uint32_t cid, absl::Span<const FieldsWr
 absl::Status MetadataStore::GetFields(uint32_t cid, absl::Span<const uint64_t> external_ids,
                                       std::vector<std::string>* out,
                                       const MetadataSnapshot* at) const {
-  out->assign(external_ids.size(), std::string());
-  if (external_ids.empty()) return absl::OkStatus();
   std::vector<std::string> keys(external_ids.size());
-  std::vector<rocksdb::Slice> slices(external_ids.size());
-  for (size_t i = 0; i < external_ids.size(); ++i) {
-    keys[i] = FieldsKey(cid, external_ids[i]);
-    slices[i] = keys[i];
-  }
-  std::vector<std::string> values;
-  rocksdb::ReadOptions ro;
-  if (at != nullptr) ro.snapshot = at->snap_;
-  std::vector<rocksdb::Status> st = db_->MultiGet(ro, slices, &values);
-  for (size_t i = 0; i < external_ids.size(); ++i) {
-    if (st[i].ok()) {
-      (*out)[i] = std::move(values[i]);
-    } else if (!st[i].IsNotFound()) {
-      return FromRocks(st[i], "read payload fields");
-    }
-  }
-  return absl::OkStatus();
+  for (size_t i = 0; i < external_ids.size(); ++i) keys[i] = FieldsKey(cid, external_ids[i]);
+  return MultiGetValues(keys, out, at, "read payload fields");
 }
 
 absl::Status MetadataStore::ScanFields(

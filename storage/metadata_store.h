@@ -163,6 +163,10 @@ class MetadataStore {
 
  private:
   MetadataStore() = default;
+  // The values of `keys` ("" for a missing one), as of `at` when given.
+  absl::Status MultiGetValues(const std::vector<std::string>& keys,
+                              std::vector<std::string>* out, const MetadataSnapshot* at,
+                              std::string_view what) const;
   std::unique_ptr<rocksdb::DB> db_;
   MetadataOptions options_;
   std::string dir_;

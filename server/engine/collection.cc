@@ -376,27 +376,41 @@ absl::StatusOr<uint64_t> Collection::EditFields(
     }
   }
   // The write lock keeps every writer of fields out meanwhile: read,
-  // change, commit.
-  std::vector<std::string> stored;
-  ZOOM_RETURN_IF_ERROR(metadata_->GetFields(id_, present, &stored));
-  std::vector<std::string> encoded;
-  encoded.reserve(present.size());
+  // change, commit. In chunks (each one batch), so that memory stays
+  // bounded however large the stored fields are; an error after a chunk
+  // was committed says how many points had changed.
+  constexpr size_t kChunk = 256;
+  uint64_t changed = 0;
+  std::vector<std::string> stored, encoded;
   std::vector<storage::FieldsWrite> writes;
-  for (size_t i = 0; i < present.size(); ++i) {
-    absl::StatusOr<PayloadFields> f = DecodeFields(stored[i]);
-    if (!f.ok()) {
-      return absl::Status(f.status().code(),
-                          absl::StrCat("point ", present[i], ": ", f.status().message()));
+  for (size_t first = 0; first < present.size(); first += kChunk) {
+    const absl::Span<const uint64_t> chunk =
+        absl::MakeConstSpan(present).subspan(first, std::min(kChunk, present.size() - first));
+    const auto failed = [&](uint64_t id, const absl::Status& st) {
+      return absl::Status(st.code(), absl::StrCat("point ", id, ": ", st.message(),
+                                                  changed > 0 ? absl::StrCat(" (", changed,
+                                                                             " points before it "
+                                                                             "were changed)")
+                                                              : std::string()));
+    };
+    ZOOM_RETURN_IF_ERROR(metadata_->GetFields(id_, chunk, &stored));
+    encoded.clear();
+    writes.clear();
+    for (size_t i = 0; i < chunk.size(); ++i) {
+      absl::StatusOr<PayloadFields> f = DecodeFields(stored[i]);
+      if (!f.ok()) return failed(chunk[i], f.status());
+      if (!change(&*f)) continue;
+      // e.g. too many fields once merged
+      if (absl::Status st = ValidateFields(*f); !st.ok()) return failed(chunk[i], st);
+      encoded.push_back(EncodeFields(*f));
+      writes.push_back({chunk[i], {}});
     }
-    if (!change(&*f)) continue;
-    ZOOM_RETURN_IF_ERROR(ValidateFields(*f));  // e.g. too many fields once merged
-    encoded.push_back(EncodeFields(*f));
-    writes.push_back({present[i], {}});
+    for (size_t i = 0; i < writes.size(); ++i) writes[i].fields = encoded[i];
+    if (writes.empty()) continue;
+    ZOOM_RETURN_IF_ERROR(metadata_->CommitFields(id_, writes));
+    changed += writes.size();
   }
-  for (size_t i = 0; i < writes.size(); ++i) writes[i].fields = encoded[i];
-  if (writes.empty()) return 0;
-  ZOOM_RETURN_IF_ERROR(metadata_->CommitFields(id_, writes));
-  return writes.size();
+  return changed;
 }
 
 absl::StatusOr<uint64_t> Collection::SetPayload(absl::Span<const uint64_t> ids,

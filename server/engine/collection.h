@@ -171,7 +171,9 @@ class Collection {
   // The typed payload of the points of `ids` that exist, without touching
   // their vectors: `fields` set (the others kept), or with `overwrite`
   // replacing all of them. Returns how many points changed. InvalidArgument
-  // for fields ValidateFields refuses. Durable like an Upsert.
+  // for fields ValidateFields refuses. Durable like an Upsert; applied in
+  // batches of 256 points (each atomic), so an error says how many points
+  // before it were changed.
   absl::StatusOr<uint64_t> SetPayload(absl::Span<const uint64_t> ids, const PayloadFields& fields,
                                       bool overwrite);
   // Removes the fields named in `keys` (every field when empty) from the

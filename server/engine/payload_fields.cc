@@ -207,6 +207,7 @@ absl::StatusOr<PayloadFields> DecodeFields(std::string_view bytes) {
   Reader r(bytes.substr(3));
   uint64_t n;
   if (!r.Int(4, &n)) return bad("truncated count");
+  if (n == 0) return bad("no fields in a header (no fields are stored as nothing)");
   const std::string* previous = nullptr;
   for (uint64_t i = 0; i < n; ++i) {
     uint64_t len, kind;

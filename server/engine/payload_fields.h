@@ -17,7 +17,8 @@
 //           3 double: 8 bytes (IEEE) | 4 bool: 1 byte | 5 geo: 2 doubles
 //
 // with the names in strictly increasing byte order (one encoding per
-// payload). No fields encode to "" (nothing is stored).
+// payload). No fields encode to "" (nothing is stored): a header with a
+// count of 0 is not an encoding (found by the fuzzer).
 #ifndef ZOOM_SERVER_ENGINE_PAYLOAD_FIELDS_H_
 #define ZOOM_SERVER_ENGINE_PAYLOAD_FIELDS_H_
 

@@ -351,6 +351,9 @@ TEST(PayloadFieldsTest, CorruptOrNewerBytesAreRefused) {
   newer[2] = 2;
   EXPECT_THAT(DecodeFields(newer).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("version 2")));
+  // One encoding per payload: no fields are "", never a header of 0.
+  EXPECT_THAT(DecodeFields(std::string("ZF\x01\0\0\0\0", 7)).status(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("no fields")));
   std::string magic = good;
   magic[0] = 'X';
   EXPECT_THAT(DecodeFields(magic).status(), StatusIs(absl::StatusCode::kDataLoss));
