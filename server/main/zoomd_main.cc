@@ -24,6 +24,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/texmex.h"
+#include "server/engine/payload_fields.h"
 #include "server/grpc/zoom_server.h"
 
 ABSL_FLAG(std::string, data_dir, "./var/zoomd", "Data directory (created if missing).");
@@ -104,11 +105,20 @@ absl::Status LoadDemo(server::Database* db, const std::string& name, const std::
   const bool bytes = path.size() > 6 && path.substr(path.size() - 6) == ".bvecs";
   config.dtype = bytes ? storage::DType::kUint8 : storage::DType::kFloat32;
   ZOOM_ASSIGN_OR_RETURN(auto c, db->CreateCollection(config));
+  // Typed fields to try payloads (and, later, filters) on: the file's row
+  // and a group of ten, e.g. {"group": "g3", "row": 13}.
   std::vector<server::PointRef> points;
+  std::vector<server::PayloadFields> fields;
   for (uint64_t first = 0; first < m.rows; first += 1000) {
     points.clear();
-    for (uint64_t i = first; i < std::min<uint64_t>(m.rows, first + 1000); ++i) {
-      points.push_back({i, m.data.data() + i * m.dim, {}});
+    fields.clear();
+    const uint64_t end = std::min<uint64_t>(m.rows, first + 1000);
+    fields.reserve(end - first);
+    for (uint64_t i = first; i < end; ++i) {
+      server::PayloadFields& f = fields.emplace_back();
+      f["row"] = server::FieldValue::Of(static_cast<int64_t>(i));
+      f["group"] = server::FieldValue::Of(absl::StrCat("g", i % 10));
+      points.push_back({i, m.data.data() + i * m.dim, {}, &f});
     }
     ZOOM_RETURN_IF_ERROR(c->Upsert(points));
   }
