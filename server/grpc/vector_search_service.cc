@@ -332,6 +332,10 @@ grpc::ServerUnaryReactor* VectorSearchService::DeletePayload(grpc::CallbackServe
              [this, req, resp](const std::atomic<bool>*) {
     if (req->ids().empty()) return absl::InvalidArgumentError("no ids to delete the payload of");
     ZOOM_RETURN_IF_ERROR(CheckRange("number of ids", req->ids_size(), limits_.max_ids));
+    // A point has at most FieldLimits::max_fields fields: more keys can
+    // only name nothing, and each is looked up in every point.
+    ZOOM_RETURN_IF_ERROR(
+        CheckRange("number of keys", req->keys_size(), FieldLimits().max_fields));
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
     const std::vector<std::string> keys(req->keys().begin(), req->keys().end());
     ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->DeletePayload(req->ids(), keys));

@@ -743,6 +743,11 @@ TEST(ServerTest, TypedPayloadFieldsOverGrpc) {
   (*bad_set.mutable_fields())[""].set_bool_value(true);
   EXPECT_THAT(c.SetPayload(bad_set).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("empty name")));
+  v1::DeletePayloadRequest many_keys = del;
+  for (int i = 0; i < 1025; ++i) many_keys.add_keys("k" + std::to_string(i));
+  EXPECT_THAT(c.DeletePayload(many_keys).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "number of keys 1026 is above this server's limit of 1024"));
   v1::SetPayloadRequest no_ids;
   no_ids.set_collection("p");
   EXPECT_THAT(c.SetPayload(no_ids).status(), StatusIs(absl::StatusCode::kInvalidArgument));
