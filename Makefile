@@ -49,7 +49,7 @@ ASAN_TESTS ?= Concurrent|ManyThreads|During|ReadsHeld
 test-asan: deps
 	@cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZOOM_SANITIZE=ON \
 	  -DZOOM_BUILD_TESTS=ON -DZOOM_BUILD_BENCHMARKS=OFF $(CMAKE_ARGS) >/dev/null
-	@cmake --build $(ASAN_DIR) -j $(JOBS) --target storage_test engine_test collection_test
+	@cmake --build $(ASAN_DIR) -j $(JOBS) --target storage_test engine_test collection_test filter_test
 	@cd $(ASAN_DIR) && ctest --output-on-failure -R '$(ASAN_TESTS)' --timeout 900
 
 # The libFuzzer targets (tests/fuzz): a clang build with the code under test

@@ -342,6 +342,38 @@ absl::StatusOr<v1::CollectionInfo> ZoomClient::BuildIndex(
   return std::move(*response.mutable_info());
 }
 
+absl::StatusOr<v1::CountResponse> ZoomClient::Count(const v1::CountRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::CountResponse response;
+  absl::Status status = FromGrpc(stub_->Count(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<v1::CollectionInfo> ZoomClient::CreateFieldIndex(
+    const v1::CreateFieldIndexRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::CreateFieldIndexResponse response;
+  absl::Status status = FromGrpc(stub_->CreateFieldIndex(&context, request, &response));
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_info());
+}
+
+absl::StatusOr<v1::CollectionInfo> ZoomClient::DeleteFieldIndex(const std::string& collection,
+                                                                const std::string& field) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::DeleteFieldIndexRequest request;
+  request.set_collection(collection);
+  request.set_field(field);
+  v1::DeleteFieldIndexResponse response;
+  absl::Status status = FromGrpc(stub_->DeleteFieldIndex(&context, request, &response));
+  if (!status.ok()) return status;
+  return std::move(*response.mutable_info());
+}
+
 absl::StatusOr<v1::CollectionInfo> ZoomClient::Compact(
     const std::string& collection) {
   grpc::ClientContext context;

@@ -105,6 +105,13 @@ class ZoomClient {
                                             absl::Duration timeout);
   absl::StatusOr<v1::SearchBatchResponse> SearchBatch(const v1::SearchBatchRequest& request);
 
+  // Live points passing request.filter (all without one).
+  absl::StatusOr<v1::CountResponse> Count(const v1::CountRequest& request);
+  // Payload indexes (see v1::CreateFieldIndexRequest).
+  absl::StatusOr<v1::CollectionInfo> CreateFieldIndex(const v1::CreateFieldIndexRequest& request);
+  absl::StatusOr<v1::CollectionInfo> DeleteFieldIndex(const std::string& collection,
+                                                      const std::string& field);
+
   absl::StatusOr<v1::CollectionInfo> BuildIndex(const std::string& collection, bool wait);
   absl::StatusOr<v1::CollectionInfo> Compact(const std::string& collection);
 

@@ -86,7 +86,14 @@ ABSL_FLAG(uint64_t, limit, 0, "import: import at most this many rows (0: all)");
 ABSL_FLAG(uint32_t, batch, 1000, "import: points per stream message");
 
 // ---- build ------------------------------------------------------------------
-ABSL_FLAG(bool, wait, false, "build: reply when the build has finished");
+ABSL_FLAG(bool, wait, false,
+          "build, index-field: reply when the build has finished");
+ABSL_FLAG(std::string, filter, "",
+          "search, count: a filter in the JSON form of zoom.v1.Filter (Qdrant's shape), e.g. "
+          "'{\"must\":[{\"key\":\"category\",\"match\":{\"value\":\"laptop\"}},"
+          "{\"key\":\"price\",\"range\":{\"lte\":1000}}]}'");
+ABSL_FLAG(std::string, type, "",
+          "index-field: keyword, integer, float, bool or geo");
 
 // ---- search / get / upsert --------------------------------------------------
 ABSL_FLAG(std::string, query_file, "",
@@ -148,6 +155,11 @@ Commands:
   search NAME (--query_file FILE.{fvecs,bvecs} [--row I] | --vector 'x,y,...')
          [--k K] [--ef N] [--nprobe N] [--rerank N] [--preview_only] [--exact]
          [--allow_partial] [--with_payload] [--with_vectors] [--timeout_ms N]
+         [--filter JSON]   only points that pass it (see README, "Filters")
+  count NAME [--filter JSON]        live points (that pass the filter), exact
+  index-field NAME FIELD --type keyword|integer|float|bool|geo [--wait]
+         an in-RAM payload index (built in the background; --wait: until built)
+  delete-index-field NAME FIELD
   get NAME ID... [--with_vectors] [--with_payload]
   delete NAME ID...
   upsert NAME ID --vector 'x,y,...' [--payload STR] [--fields JSON]
@@ -282,6 +294,11 @@ void PrintInfo(const v1::CollectionInfo& info) {
   absl::PrintF("indexed points: %d\n", info.indexed_points());
   absl::PrintF("resident:       %s\n", HumanBytes(info.resident_bytes()));
   absl::PrintF("disk:           %s\n", HumanBytes(info.disk_bytes()));
+  for (const v1::FieldIndexInfo& f : info.field_indexes()) {
+    absl::PrintF("field index:    %s (%s)%s, %d points, %s\n", f.field(),
+                 absl::AsciiStrToLower(v1::FieldIndexType_Name(f.type())),
+                 f.ready() ? "" : " BUILDING", f.points(), HumanBytes(f.bytes()));
+  }
 }
 
 int PrintInfoResult(const absl::StatusOr<v1::CollectionInfo>& info, bool json) {
@@ -593,6 +610,18 @@ int RunBuild(Invocation& inv) {
   return PrintInfoResult(info, inv.json);
 }
 
+// --filter (JSON) into *filter; an exit code for JSON that is not a Filter.
+std::optional<int> ParseFilterFlag(v1::Filter* filter) {
+  const std::string json = absl::GetFlag(FLAGS_filter);
+  if (json.empty()) return std::nullopt;
+  auto st = google::protobuf::util::JsonStringToMessage(json, filter);
+  if (!st.ok()) {
+    return UsageError(absl::StrCat("--filter is not a zoom.v1.Filter in JSON: ",
+                                   st.message().as_string()));
+  }
+  return std::nullopt;
+}
+
 int RunSearch(Invocation& inv) {
   v1::SearchRequest request;
   request.set_collection(inv.args[0]);
@@ -653,6 +682,8 @@ int RunSearch(Invocation& inv) {
   request.set_allow_partial(absl::GetFlag(FLAGS_allow_partial));
   request.set_with_payload(absl::GetFlag(FLAGS_with_payload));
   request.set_with_vectors(absl::GetFlag(FLAGS_with_vectors));
+  if (std::optional<int> error = ParseFilterFlag(request.mutable_filter())) return *error;
+  if (request.filter().ByteSizeLong() == 0) request.clear_filter();
 
   std::unique_ptr<ZoomClient> client = inv.Connect();
   const uint32_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
@@ -701,7 +732,43 @@ int RunSearch(Invocation& inv) {
   if (stats.exact()) absl::StrAppend(&line, ", exact");
   if (stats.degraded()) absl::StrAppend(&line, ", DEGRADED (preview only)");
   absl::PrintF("%s\n", line);
+  if (!stats.filter_strategy().empty()) {
+    absl::PrintF("filter: %d matching points, strategy %s, %d expansions%s\n",
+                 stats.filter_matches(), stats.filter_strategy(), stats.filter_expansions(),
+                 stats.filter_scan() ? ", evaluated by a SCAN of the stored payloads" : "");
+  }
+  if (!stats.warning().empty()) absl::FPrintF(stderr, "warning: %s\n", stats.warning());
   return kExitOk;
+}
+
+int RunCount(Invocation& inv) {
+  v1::CountRequest request;
+  request.set_collection(inv.args[0]);
+  if (std::optional<int> error = ParseFilterFlag(request.mutable_filter())) return *error;
+  absl::StatusOr<v1::CountResponse> response = inv.Connect()->Count(request);
+  if (!response.ok()) return Fail(response.status());
+  if (inv.json) return PrintJson(*response);
+  absl::PrintF("%d\n", response->count());
+  if (!response->warning().empty()) absl::FPrintF(stderr, "warning: %s\n", response->warning());
+  return kExitOk;
+}
+
+int RunIndexField(Invocation& inv) {
+  v1::CreateFieldIndexRequest request;
+  request.set_collection(inv.args[0]);
+  request.set_field(inv.args[1]);
+  const std::string type = absl::AsciiStrToUpper(absl::GetFlag(FLAGS_type));
+  v1::FieldIndexType t;
+  if (type.empty() || !v1::FieldIndexType_Parse(type, &t) || t == v1::FIELD_INDEX_TYPE_UNSPECIFIED) {
+    return UsageError("index-field needs --type keyword, integer, float, bool or geo");
+  }
+  request.set_type(t);
+  request.set_wait(absl::GetFlag(FLAGS_wait));
+  return PrintInfoResult(inv.Connect()->CreateFieldIndex(request), inv.json);
+}
+
+int RunDeleteIndexField(Invocation& inv) {
+  return PrintInfoResult(inv.Connect()->DeleteFieldIndex(inv.args[0], inv.args[1]), inv.json);
 }
 
 // Parses inv.args[from..] as ids into `ids`; returns an exit code on error.
@@ -933,6 +1000,9 @@ constexpr Command kCommands[] = {
     {"build", RunBuild, 1, 1, "build NAME [--wait]"},
     {"search", RunSearch, 1, 1,
      "search NAME (--query_file FILE --row I | --vector 'x,y,...') --k K"},
+    {"count", RunCount, 1, 1, "count NAME [--filter JSON]"},
+    {"index-field", RunIndexField, 2, 2, "index-field NAME FIELD --type TYPE [--wait]"},
+    {"delete-index-field", RunDeleteIndexField, 2, 2, "delete-index-field NAME FIELD"},
     {"get", RunGet, 2, kAny, "get NAME ID..."},
     {"delete", RunDelete, 2, kAny, "delete NAME ID..."},
     {"upsert", RunUpsert, 2, 2, "upsert NAME ID --vector 'x,y,...'"},

@@ -9,6 +9,23 @@
 
 namespace zoom {
 
+// How a filtered query was searched (server/engine's planner).
+enum class FilterStrategy : uint8_t {
+  kNone = 0,             // no filter
+  kExact = 1,            // brute force over the matching points' full vectors
+  kFilteredPreview = 2,  // the preview admits matching points only
+  kPostFilter = 3,       // the plain preview, oversampled, then filtered
+};
+inline const char* FilterStrategyName(FilterStrategy s) {
+  switch (s) {
+    case FilterStrategy::kNone: return "none";
+    case FilterStrategy::kExact: return "exact";
+    case FilterStrategy::kFilteredPreview: return "filtered_preview";
+    case FilterStrategy::kPostFilter: return "post_filter";
+  }
+  return "unknown";
+}
+
 struct QueryStats {
   // Wall time of the stages, microseconds.
   double preview_us = 0;   // compressed ranking in RAM
@@ -30,6 +47,14 @@ struct QueryStats {
   // The answer is brute force over every stored vector (asked for, or no
   // index yet).
   bool exact = false;
+  // A filter: the strategy that answered (the last one tried), the points
+  // that match it, how many times the preview was widened (or fell back)
+  // to find enough matching candidates, and whether it was evaluated from
+  // the stored payloads (a field without a ready index: a scan).
+  FilterStrategy filter_strategy = FilterStrategy::kNone;
+  uint64_t filter_matches = 0;
+  uint32_t filter_expansions = 0;
+  bool filter_scan = false;
 
   // Adds `other` to this (counters and times; `degraded` and `exact` are
   // or-ed).
@@ -47,6 +72,10 @@ struct QueryStats {
     cache_misses += other.cache_misses;
     degraded = degraded || other.degraded;
     exact = exact || other.exact;
+    if (other.filter_strategy != FilterStrategy::kNone) filter_strategy = other.filter_strategy;
+    filter_matches += other.filter_matches;
+    filter_expansions += other.filter_expansions;
+    filter_scan = filter_scan || other.filter_scan;
   }
 };
 

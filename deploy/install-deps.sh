@@ -17,7 +17,7 @@ BUILD_PKGS=(
   libfaiss-dev libopenblas-dev
   librocksdb-dev liburing-dev libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libhnswlib-dev libssl-dev
+  libhnswlib-dev libssl-dev libroaring-dev
 )
 # Only for the tests and benchmarks (not the image's build stage): fio beside
 # the I/O benchmark; tests/deploy uses Debian's python3 with YAML and
@@ -32,7 +32,7 @@ TEST_PKGS=(
 RUNTIME_PKGS=(
   libgrpc++1.51 libprotobuf32 libopenblas0-pthread libgomp1
   librocksdb7.8 liburing2 libabsl20220623 libprometheus-cpp-core1.0
-  libgflags2.2 libssl3
+  libgflags2.2 libssl3 libroaring0
 )
 # deploy/test-image.sh: build and run the image with podman (no Docker engine
 # needed); curl and python3 for its checks.

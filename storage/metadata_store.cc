@@ -364,17 +364,35 @@ absl::Status MetadataStore::GetFields(uint32_t cid, absl::Span<const uint64_t> e
 absl::Status MetadataStore::ScanFields(
     uint32_t cid, const std::function<absl::Status(uint64_t, std::string_view)>& fn,
     const MetadataSnapshot* at) const {
+  bool more = false;
+  uint64_t next = 0;
+  return ScanFields(cid, 0, UINT64_MAX, fn, &next, &more, at);
+}
+
+absl::Status MetadataStore::ScanFields(
+    uint32_t cid, uint64_t from, uint64_t max_entries,
+    const std::function<absl::Status(uint64_t, std::string_view)>& fn, uint64_t* next,
+    bool* more, const MetadataSnapshot* at) const {
+  *more = false;
   const std::string prefix = RecordPrefix('f', cid);
+  const std::string start = FieldsKey(cid, from);
   const std::string end = PrefixEnd(prefix);
   rocksdb::ReadOptions ro;
   rocksdb::Slice upper(end);
   ro.iterate_upper_bound = &upper;
   if (at != nullptr) ro.snapshot = at->snap_;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
-  for (it->Seek(prefix); it->Valid(); it->Next()) {
+  uint64_t seen = 0;
+  for (it->Seek(start); it->Valid(); it->Next()) {
     const rocksdb::Slice k = it->key();
     if (k.size() != 13) return absl::DataLossError("metadata store: malformed fields entry");
     const uint64_t ext = (uint64_t{GetBe32(k.data() + 5)} << 32) | GetBe32(k.data() + 9);
+    if (seen == max_entries) {
+      *next = ext;
+      *more = true;
+      break;
+    }
+    ++seen;
     const rocksdb::Slice v = it->value();
     ZOOM_RETURN_IF_ERROR(fn(ext, std::string_view(v.data(), v.size())));
   }

@@ -139,6 +139,11 @@ class MetadataStore {
   absl::Status ScanFields(uint32_t cid,
                           const std::function<absl::Status(uint64_t, std::string_view)>& fn,
                           const MetadataSnapshot* at = nullptr) const;
+  // The same from external id `from` on, for at most `max_entries`
+  // points: *more tells whether points are left, the first of them *next.
+  absl::Status ScanFields(uint32_t cid, uint64_t from, uint64_t max_entries,
+                          const std::function<absl::Status(uint64_t, std::string_view)>& fn,
+                          uint64_t* next, bool* more, const MetadataSnapshot* at = nullptr) const;
   // Calls fn(internal id, external id) for every record of collection `id`
   // in ascending internal id; stops at fn's first error.
   absl::Status ScanRecords(

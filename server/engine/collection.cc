@@ -136,6 +136,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
           st.code(), absl::StrCat("index snapshot ", snapshot, " unusable: ", st.message())));
     }
   }
+  ZOOM_RETURN_IF_ERROR(c->FillPayloadIndex(seg.get(), manifest.field_indexes));
   c->manifest_ = std::move(manifest);
   {
     absl::MutexLock m(&c->segment_mu_);
@@ -144,7 +145,156 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
   return c;
 }
 
+absl::Status Collection::FillPayloadIndex(
+    Segment* seg, const std::vector<CollectionManifest::FieldIndex>& declared) const {
+  if (declared.empty()) return absl::OkStatus();
+  Stopwatch sw;
+  for (const CollectionManifest::FieldIndex& f : declared) {
+    ZOOM_ASSIGN_OR_RETURN(FieldIndexType type, ParseFieldIndexType(f.type));
+    seg->payload.AddField(f.field, type, /*ready=*/true);
+  }
+  uint64_t points = 0;
+  std::vector<uint64_t> exts;
+  std::vector<PayloadFields> decoded;
+  std::vector<std::optional<InternalId>> found;
+  const auto flush = [&] {
+    seg->ids.FindAll(exts, &found);
+    for (size_t i = 0; i < exts.size(); ++i) {
+      if (found[i].has_value()) seg->payload.Update(*found[i], nullptr, &decoded[i]);
+    }
+    points += exts.size();
+    exts.clear();
+    decoded.clear();
+  };
+  ZOOM_RETURN_IF_ERROR(metadata_->ScanFields(id_, [&](uint64_t ext, std::string_view bytes) {
+    absl::StatusOr<PayloadFields> f = DecodeFields(bytes);
+    if (!f.ok()) return f.status();
+    exts.push_back(ext);
+    decoded.push_back(std::move(*f));
+    if (exts.size() == 1024) flush();
+    return absl::OkStatus();
+  }));
+  flush();
+  ZOOM_LOG(INFO, "collection ", config_.name, ": ", declared.size(), " payload indexes over ",
+           points, " points filled in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
+  return absl::OkStatus();
+}
+
+absl::Status Collection::CreateFieldIndex(const std::string& field, FieldIndexType type,
+                                          bool background) {
+  if (field.empty() || field.size() > FieldLimits().max_name_bytes ||
+      field.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a field name has 1..", FieldLimits().max_name_bytes, " bytes and no NUL byte"));
+  }
+  {
+    absl::MutexLock w(&write_mu_);
+    if (dropped_) return DroppedError();
+    for (const CollectionManifest::FieldIndex& f : manifest_.field_indexes) {
+      if (f.field != field) continue;
+      if (f.type == FieldIndexTypeName(type)) return absl::OkStatus();  // declared already
+      return absl::FailedPreconditionError(absl::StrCat(
+          "field '", field.substr(0, 64), "' has a ", f.type, " index; delete it first"));
+    }
+    if (manifest_.field_indexes.size() >= 64) {
+      return absl::ResourceExhaustedError("a collection has at most 64 payload indexes");
+    }
+    manifest_.field_indexes.push_back({field, FieldIndexTypeName(type)});
+    if (absl::Status st = SaveManifestLocked(); !st.ok()) {
+      manifest_.field_indexes.pop_back();
+      return st;
+    }
+    // Writes keep it current from here on; the build fills in the rest.
+    Current()->payload.AddField(field, type, /*ready=*/false);
+  }
+  if (!background) {
+    BuildFieldIndex(field);
+    return absl::OkStatus();
+  }
+  absl::MutexLock b(&field_build_mu_);
+  field_builds_.emplace_back([this, field] { BuildFieldIndex(field); });
+  return absl::OkStatus();
+}
+
+void Collection::BuildFieldIndex(const std::string& field) {
+  // In chunks under the write lock: each chunk reads the fields as they
+  // are now, and writers update the index between chunks (idempotent).
+  Stopwatch sw;
+  std::shared_ptr<Segment> seg;
+  uint64_t from = 0, points = 0;
+  for (bool more = true; more;) {
+    absl::MutexLock w(&write_mu_);
+    if (dropped_ || stopping_) return;
+    std::shared_ptr<Segment> now = Current();
+    if (seg != nullptr && now != seg) return;  // compacted: the new segment is complete
+    seg = now;
+    if (!seg->payload.HasField(field)) return;  // deleted meanwhile
+    std::vector<uint64_t> exts;
+    std::vector<FieldValue> values;
+    uint64_t next = 0;
+    absl::Status st = metadata_->ScanFields(
+        id_, from, 4096,
+        [&](uint64_t ext, std::string_view bytes) {
+          absl::StatusOr<PayloadFields> f = DecodeFields(bytes);
+          if (!f.ok()) return f.status();
+          if (auto it = f->find(field); it != f->end()) {
+            exts.push_back(ext);
+            values.push_back(it->second);
+          }
+          return absl::OkStatus();
+        },
+        &next, &more);
+    if (!st.ok()) {
+      ZOOM_LOG(WARNING, "collection ", config_.name, ": payload index of '", field,
+               "' failed: ", st.message());
+      return;  // stays not ready: filters on it scan
+    }
+    std::vector<std::optional<InternalId>> found;
+    seg->ids.FindAll(exts, &found);
+    for (size_t i = 0; i < exts.size(); ++i) {
+      if (found[i].has_value()) seg->payload.Fill(field, *found[i], values[i]);
+    }
+    points += exts.size();
+    from = next;
+  }
+  seg->payload.MarkReady(field);
+  ZOOM_LOG(INFO, "collection ", config_.name, ": payload index of '", field, "' built over ",
+           points, " points in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
+}
+
+absl::Status Collection::DeleteFieldIndex(const std::string& field) {
+  absl::MutexLock w(&write_mu_);
+  if (dropped_) return DroppedError();
+  auto& list = manifest_.field_indexes;
+  auto it = std::find_if(list.begin(), list.end(),
+                         [&](const CollectionManifest::FieldIndex& f) { return f.field == field; });
+  if (it == list.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("field '", field.substr(0, 64), "' has no payload index"));
+  }
+  const CollectionManifest::FieldIndex removed = *it;
+  list.erase(it);
+  if (absl::Status st = SaveManifestLocked(); !st.ok()) {
+    list.push_back(removed);
+    return st;
+  }
+  Current()->payload.RemoveField(field);
+  return absl::OkStatus();
+}
+
+void Collection::JoinFieldBuilds() {
+  stopping_ = true;
+  std::vector<std::thread> builds;
+  {
+    absl::MutexLock b(&field_build_mu_);
+    builds.swap(field_builds_);
+  }
+  for (std::thread& t : builds) t.join();
+  stopping_ = false;
+}
+
 Collection::~Collection() {
+  JoinFieldBuilds();
   build_.Join();
   absl::MutexLock w(&write_mu_);
   std::shared_ptr<Segment> seg = Current();
@@ -326,6 +476,10 @@ absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
   // See id_tracker.h: the map names the new records, the old ones die,
   // then the new ones become visible.
   for (const auto& wr : writes) ids.Set(wr.id, wr.external_id);
+  for (size_t i = 0; i < n; ++i) {
+    const PayloadFields* f = points[order[i]].fields;
+    if (f != nullptr && !f->empty()) seg->payload.Update(writes[i].id, nullptr, f);
+  }
   for (InternalId old : erased) ids.Kill(old);
   ids.Publish(base + n);
   MaybeAutoMaintainLocked();
@@ -396,18 +550,28 @@ absl::StatusOr<uint64_t> Collection::EditFields(
     ZOOM_RETURN_IF_ERROR(metadata_->GetFields(id_, chunk, &stored));
     encoded.clear();
     writes.clear();
+    std::vector<std::pair<PayloadFields, PayloadFields>> edits;  // before, after
+    std::vector<uint64_t> edited;
     for (size_t i = 0; i < chunk.size(); ++i) {
       absl::StatusOr<PayloadFields> f = DecodeFields(stored[i]);
       if (!f.ok()) return failed(chunk[i], f.status());
+      PayloadFields before = *f;
       if (!change(&*f)) continue;
       // e.g. too many fields once merged
       if (absl::Status st = ValidateFields(*f); !st.ok()) return failed(chunk[i], st);
       encoded.push_back(EncodeFields(*f));
       writes.push_back({chunk[i], {}});
+      edited.push_back(chunk[i]);
+      edits.emplace_back(std::move(before), std::move(*f));
     }
     for (size_t i = 0; i < writes.size(); ++i) writes[i].fields = encoded[i];
     if (writes.empty()) continue;
     ZOOM_RETURN_IF_ERROR(metadata_->CommitFields(id_, writes));
+    std::vector<std::optional<InternalId>> at;
+    seg->ids.FindAll(edited, &at);
+    for (size_t i = 0; i < edited.size(); ++i) {
+      if (at[i].has_value()) seg->payload.Update(*at[i], &edits[i].first, &edits[i].second);
+    }
     changed += writes.size();
   }
   return changed;
@@ -618,13 +782,84 @@ absl::Status Collection::JoinHits(const Segment& seg, const CollectionSearchPara
   return absl::OkStatus();
 }
 
+absl::Status Collection::MatchFilter(const Segment& seg, const Filter& filter, MatchSet* out,
+                                     bool* scan) const {
+  *scan = false;
+  const uint64_t size = seg.ids.visible();
+  std::string unindexed;
+  bool building = false;
+  if (seg.payload.CanEvaluate(filter, &unindexed, &building)) {
+    return seg.payload.Evaluate(filter, seg.ids, size, out);
+  }
+  // A field without a ready index: evaluated from the stored payloads
+  // (every live point's; a scan, flagged in the stats).
+  *scan = true;
+  out->Reset(size);
+  static const PayloadFields kNone;
+  for (const auto& [id, ext] : seg.ids.LiveRecords()) {
+    if (id < size) out->Assign(id, Matches(filter, ext, kNone));
+  }
+  std::vector<uint64_t> exts;
+  std::vector<PayloadFields> decoded;
+  std::vector<std::optional<InternalId>> found;
+  const auto flush = [&] {
+    seg.ids.FindAll(exts, &found);
+    for (size_t i = 0; i < exts.size(); ++i) {
+      if (found[i].has_value()) out->Assign(*found[i], Matches(filter, exts[i], decoded[i]));
+    }
+    exts.clear();
+    decoded.clear();
+  };
+  ZOOM_RETURN_IF_ERROR(metadata_->ScanFields(id_, [&](uint64_t ext, std::string_view bytes) {
+    absl::StatusOr<PayloadFields> f = DecodeFields(bytes);
+    if (!f.ok()) return f.status();
+    exts.push_back(ext);
+    decoded.push_back(std::move(*f));
+    if (exts.size() == 1024) flush();
+    return absl::OkStatus();
+  }));
+  flush();
+  AndLive(seg.ids, out);
+  return absl::OkStatus();
+}
+
+absl::Status Collection::PrepareFilter(const Segment& seg, const CollectionSearchParams& params,
+                                       MatchSet* match, SearchParams* engine,
+                                       bool* scan) const {
+  *scan = false;
+  if (params.filter == nullptr || params.filter->empty()) return absl::OkStatus();
+  ZOOM_RETURN_IF_ERROR(ValidateFilter(*params.filter));
+  ZOOM_RETURN_IF_ERROR(MatchFilter(seg, *params.filter, match, scan));
+  engine->match = match;
+  engine->live_points = seg.ids.live();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Collection::FilterCount> Collection::Count(const Filter* filter) const {
+  std::shared_ptr<Segment> seg = Current();
+  FilterCount c;
+  if (filter == nullptr || filter->empty()) {
+    c.count = seg->ids.live();
+    return c;
+  }
+  ZOOM_RETURN_IF_ERROR(ValidateFilter(*filter));
+  MatchSet m;
+  ZOOM_RETURN_IF_ERROR(MatchFilter(*seg, *filter, &m, &c.scan));
+  c.count = m.Count();
+  return c;
+}
+
 absl::Status Collection::Search(absl::Span<const float> query,
                                 const CollectionSearchParams& params,
                                 QueryResult* result) const {
   result->hits.clear();
   std::shared_ptr<Segment> seg = Current();
-  ZOOM_RETURN_IF_ERROR(seg->engine->Search(query, EngineParams(*seg, params), result,
-                                           params.context));
+  SearchParams engine = EngineParams(*seg, params);
+  MatchSet match;
+  bool scan = false;
+  ZOOM_RETURN_IF_ERROR(PrepareFilter(*seg, params, &match, &engine, &scan));
+  ZOOM_RETURN_IF_ERROR(seg->engine->Search(query, engine, result, params.context));
+  result->stats.filter_scan = scan;
   uint64_t budget = params.max_answer_bytes;
   return JoinHits(*seg, params, &budget, result);
 }
@@ -633,8 +868,13 @@ absl::Status Collection::SearchBatch(absl::Span<const float> queries, size_t nq,
                                      const CollectionSearchParams& params,
                                      std::vector<QueryResult>* results) const {
   std::shared_ptr<Segment> seg = Current();
-  ZOOM_RETURN_IF_ERROR(seg->engine->SearchBatch(queries, nq, EngineParams(*seg, params),
+  SearchParams engine = EngineParams(*seg, params);
+  MatchSet match;
+  bool scan = false;
+  ZOOM_RETURN_IF_ERROR(PrepareFilter(*seg, params, &match, &engine, &scan));
+  ZOOM_RETURN_IF_ERROR(seg->engine->SearchBatch(queries, nq, engine,
                                                 /*threads=*/1, results, params.context));
+  for (QueryResult& r : *results) r.stats.filter_scan = scan;
   uint64_t budget = params.max_answer_bytes;
   for (size_t q = 0; q < nq; ++q) {
     if (absl::Status st = JoinHits(*seg, params, &budget, &(*results)[q]); !st.ok()) {
@@ -826,6 +1066,12 @@ absl::Status Collection::CompactOnce() {
     fresh.reset();
     return undo(st);
   }
+  // The payload indexes of the new segment's ids, from the fields as they
+  // are now (under the lock: no write can slip between).
+  if (absl::Status st = FillPayloadIndex(fresh.get(), manifest_.field_indexes); !st.ok()) {
+    fresh.reset();
+    return undo(st);
+  }
   // 4. The switch: one manifest names the new space, file and snapshot,
   //    and lists the old space as retired.
   const CollectionManifest before = manifest_;
@@ -881,7 +1127,9 @@ CollectionInfo Collection::Info() const {
   const std::shared_ptr<const index::VectorIndex> idx = seg->engine->index();
   info.indexed_points = idx ? idx->size() : 0;
   // Every index still alive counts (a replaced one a search holds too).
-  info.resident_bytes = seg->engine->IndexBytes() + seg->engine->CacheBytes() + seg->ids.Bytes();
+  info.field_indexes = seg->payload.Info();
+  info.resident_bytes = seg->engine->IndexBytes() + seg->engine->CacheBytes() + seg->ids.Bytes() +
+                        seg->payload.Bytes();
   info.disk_bytes = seg->engine->store().file_bytes();
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {

@@ -54,7 +54,9 @@
 #include "server/engine/collection_config.h"
 #include "server/engine/collection_manifest.h"
 #include "server/engine/index_builder.h"
+#include "server/engine/filter.h"
 #include "server/engine/payload_fields.h"
+#include "server/engine/payload_index.h"
 #include "server/engine/search_engine.h"
 #include "server/engine/segment.h"
 #include "storage/metadata_store.h"
@@ -103,6 +105,8 @@ struct CollectionInfo {
   // (InfinitePast when nothing failed).
   uint32_t maintenance_failures = 0;
   absl::Time maintenance_retry_at = absl::InfinitePast();
+  // The payload indexes (their bytes are in resident_bytes).
+  std::vector<FieldIndexInfo> field_indexes;
 };
 
 // One point of an Upsert: `vector` holds dim floats; `fields` (may be
@@ -127,6 +131,11 @@ struct CollectionSearchParams {
   SearchParams engine;
   QueryContext context;  // the call: deadline, cancellation, allow_partial, limits
   bool with_payload = false;
+  // Only points that pass it (filter.h; may be null). Evaluated from the
+  // payload indexes, or from the stored payloads when a field has no ready
+  // index (stats.filter_scan); the engine's planner then picks how to
+  // search (SearchParams::match).
+  const Filter* filter = nullptr;
   // The answer's payload and vector bytes at most (ResourceExhausted beyond,
   // found before it is all in memory).
   uint64_t max_answer_bytes = UINT64_MAX;
@@ -203,6 +212,27 @@ class Collection {
   absl::Status SearchBatch(absl::Span<const float> queries, size_t nq,
                            const CollectionSearchParams& params,
                            std::vector<QueryResult>* results) const;
+
+  // How many live points pass `filter` (null or empty: all), and whether
+  // it was evaluated from the stored payloads (a scan).
+  struct FilterCount {
+    uint64_t count = 0;
+    bool scan = false;
+  };
+  absl::StatusOr<FilterCount> Count(const Filter* filter) const;
+
+  // Declares an in-RAM index of payload field `field` (it need not exist
+  // yet: it fills as points arrive), built over the existing points in the
+  // background; every write keeps it current from the call on, and until
+  // it is built a filter on the field is evaluated from the stored
+  // payloads (flagged). Durable (the manifest); rebuilt from RocksDB at
+  // open. OK when the same index exists; FailedPrecondition for another
+  // type on the field; InvalidArgument for a bad name.
+  // background false: built on the caller's thread before it returns.
+  absl::Status CreateFieldIndex(const std::string& field, FieldIndexType type,
+                                bool background = true);
+  // NotFound when the field has no index.
+  absl::Status DeleteFieldIndex(const std::string& field);
 
   // Starts building the index over the points present, in the background;
   // it trains on the live points only. FailedPrecondition when too few
@@ -298,6 +328,21 @@ class Collection {
   // The engine's params of a search: the collection's defaults for knobs
   // left 0, and the segment's liveness filter.
   SearchParams EngineParams(const Segment& seg, const CollectionSearchParams& params) const;
+  // The ids of `seg` that pass `filter` (live only), from the payload
+  // indexes or (*scan) from the stored payloads.
+  absl::Status MatchFilter(const Segment& seg, const Filter& filter, MatchSet* out,
+                           bool* scan) const;
+  // Validates params.filter and evaluates it into *match, setting the
+  // engine's match and live_points; nothing without a filter.
+  absl::Status PrepareFilter(const Segment& seg, const CollectionSearchParams& params,
+                             MatchSet* match, SearchParams* engine, bool* scan) const;
+  // Declares the fields of `declared` in seg's payload index, ready, and
+  // fills them from every stored point's fields.
+  absl::Status FillPayloadIndex(Segment* seg,
+                                const std::vector<CollectionManifest::FieldIndex>& declared) const;
+  // The background build of one declared field (CreateFieldIndex).
+  void BuildFieldIndex(const std::string& field);
+  void JoinFieldBuilds();
   // Books a failed (or successful) build/compaction for the retry backoff.
   void NoteMaintenance(bool compaction, const absl::Status& st);
   bool MaintenanceDue() const;
@@ -333,6 +378,11 @@ class Collection {
   MaintenanceTask build_;
   std::atomic<IndexState> index_state_{IndexState::kNone};
   std::atomic<double> build_progress_{0};
+
+  // Payload index builds (CreateFieldIndex); stopping_ ends them early.
+  absl::Mutex field_build_mu_;
+  std::vector<std::thread> field_builds_ ABSL_GUARDED_BY(field_build_mu_);
+  std::atomic<bool> stopping_{false};
 
   mutable absl::Mutex maintenance_mu_;
   absl::Status compaction_status_ ABSL_GUARDED_BY(maintenance_mu_);

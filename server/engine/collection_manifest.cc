@@ -1,11 +1,37 @@
 #include "server/engine/collection_manifest.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "server/engine/key_value_text.h"
 
 namespace zoom::server {
+
+std::string EncodeFieldIndexes(const std::vector<CollectionManifest::FieldIndex>& list) {
+  std::vector<std::string> items;
+  for (const CollectionManifest::FieldIndex& f : list) {
+    items.push_back(absl::StrCat(f.type, ":", absl::BytesToHexString(f.field)));
+  }
+  return absl::StrJoin(items, ",");
+}
+
+absl::Status DecodeFieldIndexes(std::string_view text,
+                                std::vector<CollectionManifest::FieldIndex>* out) {
+  out->clear();
+  if (text.empty()) return absl::OkStatus();
+  for (absl::string_view item : absl::StrSplit(absl::string_view(text.data(), text.size()), ',')) {
+    const size_t colon = item.find(':');
+    const absl::string_view hex = colon == item.npos ? "" : item.substr(colon + 1);
+    if (colon == item.npos || colon == 0 || hex.empty() || hex.size() % 2 != 0 ||
+        hex.find_first_not_of("0123456789abcdefABCDEF") != hex.npos) {
+      return absl::DataLossError("malformed field_indexes entry");
+    }
+    out->push_back({absl::HexStringToBytes(hex), std::string(item.substr(0, colon))});
+  }
+  return absl::OkStatus();
+}
 
 std::string CollectionManifest::Encode() const {
   std::string out =
@@ -15,6 +41,9 @@ std::string CollectionManifest::Encode() const {
   if (pending_space != 0) absl::StrAppend(&out, "pending_space=", pending_space, "\n");
   if (!retired_spaces.empty()) {
     absl::StrAppend(&out, "retired_spaces=", absl::StrJoin(retired_spaces, ","), "\n");
+  }
+  if (!field_indexes.empty()) {
+    absl::StrAppend(&out, "field_indexes=", EncodeFieldIndexes(field_indexes), "\n");
   }
   return out;
 }
@@ -35,6 +64,7 @@ absl::StatusOr<CollectionManifest> CollectionManifest::Decode(std::string_view t
   ZOOM_RETURN_IF_ERROR(kv.Number("pending_space", &m.pending_space));
   ZOOM_RETURN_IF_ERROR(kv.Number("snapshot_count", &m.snapshot_count));
   ZOOM_RETURN_IF_ERROR(kv.NumberList("retired_spaces", &m.retired_spaces));
+  ZOOM_RETURN_IF_ERROR(DecodeFieldIndexes(kv.String("field_indexes"), &m.field_indexes));
   m.vectors = kv.String("vectors", m.vectors);
   m.snapshot = kv.String("snapshot");
   if (m.vectors.empty() || m.vectors.find('/') != std::string::npos ||

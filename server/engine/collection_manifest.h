@@ -15,6 +15,8 @@
 //                   garbage if the compaction did not switch)
 //   retired_spaces  spaces of replaced segments whose records are dropped
 //                   once no reader holds the segment (or at the next open)
+//   field_indexes   the declared payload field indexes: "type:hexname"
+//                   items, comma-separated (names are any bytes but NUL)
 //
 // Text: "key=value" lines (key_value_text.h) with version=1. A key unknown
 // to a reader is ignored by it: version 1 readers that predate
@@ -42,6 +44,12 @@ struct CollectionManifest {
   uint32_t seq = 2;
   uint32_t pending_space = 0;
   std::vector<uint32_t> retired_spaces;
+  struct FieldIndex {
+    std::string field;
+    std::string type;  // "keyword", "integer", ... (payload_index.h)
+    bool operator==(const FieldIndex&) const = default;
+  };
+  std::vector<FieldIndex> field_indexes;
 
   std::string Encode() const;
   // `default_space`: the space of a manifest without one (the collection's
@@ -54,6 +62,12 @@ struct CollectionManifest {
 
   bool operator==(const CollectionManifest&) const = default;
 };
+
+// The field_indexes value: "type:hexname" items, comma-separated (also in
+// a snapshot's manifest). DataLoss for a malformed one.
+std::string EncodeFieldIndexes(const std::vector<CollectionManifest::FieldIndex>& list);
+absl::Status DecodeFieldIndexes(std::string_view text,
+                                std::vector<CollectionManifest::FieldIndex>* out);
 
 }  // namespace zoom::server
 

@@ -48,10 +48,12 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
   std::vector<std::pair<InternalId, uint64_t>> live;
   std::unique_ptr<storage::MetadataSnapshot> meta;
   std::string index_link;
+  std::vector<CollectionManifest::FieldIndex> field_indexes;
   {
     absl::MutexLock w(&write_mu_);
     if (dropped_) return DroppedError();
     gen = Current();
+    field_indexes = manifest_.field_indexes;
     records = gen->ids.visible();
     live = gen->ids.LiveRecords();
     meta = metadata_->TakeSnapshot();
@@ -102,6 +104,10 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
                                   "\nindex=", index_link.empty() ? 0 : 1,
                                   field_points > 0 ? absl::StrCat("\nfields_points=", field_points)
                                                    : std::string(),
+                                  field_indexes.empty()
+                                      ? std::string()
+                                      : absl::StrCat("\nfield_indexes=",
+                                                     EncodeFieldIndexes(field_indexes)),
                                   "\ncreated_unix_ms=", absl::ToUnixMillis(absl::Now()), "\n"));
     if (st.ok()) st = writer->Add("config", config_.Encode());
     // The vector records [0, records): dead ones too, so the index's ids
@@ -382,6 +388,9 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
   restored.snapshot = index_file;
   restored.snapshot_count = index != nullptr ? snapshot_count : 0;
   restored.seq = 3;
+  // Declared payload indexes (a key older zoomds ignore); filled at Open.
+  ZOOM_RETURN_IF_ERROR(DecodeFieldIndexes(manifest.String("field_indexes"),
+                                          &restored.field_indexes));
   const std::string state = restored.Encode();
   ZOOM_RETURN_IF_ERROR(metadata->PutState(id, state));
   storage::CollectionRecord record;

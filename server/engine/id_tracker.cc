@@ -59,6 +59,27 @@ bool IdTracker::IsDead(InternalId id) const {
   return (block->dead[off / 64].load(std::memory_order_acquire) >> (off % 64)) & 1;
 }
 
+void IdTracker::AndLive(uint64_t* words, uint64_t n) const {
+  const uint64_t vis = std::min(n, visible());
+  const uint64_t nwords = (n + 63) / 64;
+  const uint64_t words_per_block = kBlockSize / 64;
+  for (uint64_t w = 0; w < nwords; ++w) {
+    const uint64_t first = w * 64;
+    if (first >= vis) {
+      words[w] = 0;
+      continue;
+    }
+    const Block* block = blocks_[first >> kBlockBits].load(std::memory_order_acquire);
+    if (block == nullptr) {
+      words[w] = 0;
+      continue;
+    }
+    uint64_t keep = ~block->dead[w % words_per_block].load(std::memory_order_acquire);
+    if (vis - first < 64) keep &= (uint64_t{1} << (vis - first)) - 1;
+    words[w] &= keep;
+  }
+}
+
 uint64_t IdTracker::External(InternalId id) const {
   return blocks_[id >> kBlockBits].load(std::memory_order_acquire)->ext[id & (kBlockSize - 1)];
 }

@@ -82,6 +82,9 @@ class IdTracker {
   // Find for many under one lock: (*out)[i] is the record of ext[i] or
   // nullopt.
   void FindAll(absl::Span<const uint64_t> ext, std::vector<std::optional<InternalId>>* out) const;
+  // Clears, in the bitset words[0 .. (n + 63) / 64) over ids [0, n), the
+  // bit of every id that is not live (dead, or at or past visible()).
+  void AndLive(uint64_t* words, uint64_t n) const;
   // The live (internal, external) pairs below visible(), in id order.
   std::vector<std::pair<InternalId, uint64_t>> LiveRecords() const;
   // RAM held: the forward table's blocks and about 16 bytes per map entry.

@@ -28,6 +28,7 @@
 #include "common/metric.h"
 #include "common/query_stats.h"
 #include "index/search_types.h"
+#include "server/engine/match_set.h"
 #include "server/engine/payload_fields.h"
 
 namespace zoom::server {
@@ -50,6 +51,20 @@ struct SearchParams {
   bool with_vectors = false;
   // Ids never returned (deleted); may be null.
   const index::IdFilter* filter = nullptr;
+
+  // A filter's matching ids (live ones only; see PayloadIndex::Evaluate),
+  // or null. When set it replaces `filter`, and the planner picks how to
+  // search (SearchEngine::Search): exact over the matches when they are
+  // few (at most max(k, filter_exact_max)), the filtered preview in the
+  // middle, the oversampled plain preview when at least
+  // filter_broad_share of the live points match; never fewer than k hits
+  // when k points match (the preview is widened, then exact runs).
+  const MatchSet* match = nullptr;
+  uint64_t live_points = 0;  // the selectivity's denominator
+  // Forces one strategy (benchmarks, tests); kNone: the planner's choice.
+  FilterStrategy force_strategy = FilterStrategy::kNone;
+  uint32_t filter_exact_max = 1000;
+  double filter_broad_share = 0.5;
 };
 
 // What this server allows one query (zoomd's --max_k etc.).

@@ -288,6 +288,7 @@ absl::Status SearchEngine::Search(absl::Span<const float> query, const SearchPar
 absl::Status SearchEngine::SearchValid(const float* query, const SearchParams& params,
                                        QueryResult* result, const QueryContext& ctx) const {
   const std::shared_ptr<const index::VectorIndex> idx = params.exact ? nullptr : index();
+  if (params.match != nullptr) return FilteredSearch(idx.get(), query, params, result, ctx);
   if (idx == nullptr) return ExactValid(query, params, result, ctx);
   result->hits.clear();
   Scratch& s = ThreadScratch();
@@ -295,6 +296,166 @@ absl::Status SearchEngine::SearchValid(const float* query, const SearchParams& p
   Fullview fv;
   ZOOM_RETURN_IF_ERROR(FullviewStart(params, ctx, s.candidates, result, &fv));
   return FullviewEnd(query, params, s.candidates, result, &fv, /*overlapped_us=*/0);
+}
+
+absl::Status SearchEngine::ExactOverMatches(const float* query, const SearchParams& params,
+                                            QueryResult* result, const QueryContext& ctx) const {
+  result->hits.clear();
+  QueryStats* stats = &result->stats;
+  stats->exact = true;
+  stats->filter_strategy = FilterStrategy::kExact;
+  const size_t d = store_->dim();
+  Scratch& s = ThreadScratch();
+  s.query.assign(query, query + d);
+  if (metric_ == Metric::kCosine) NormalizeL2(s.query.data(), d);
+  Stopwatch sw;
+  auto worse = [this](const Scored& a, const Scored& b) { return Better(metric_, a, b); };
+  std::vector<Scored>& heap = s.scored;  // worst on top
+  heap.clear();
+  // The matching ids' full vectors, read in batches of kChunk (one batch
+  // of reads each: the exact strategy runs for few matches).
+  constexpr size_t kChunk = 4096;
+  std::vector<InternalId> ids;
+  ids.reserve(std::min<uint64_t>(kChunk, params.match->size()));
+  const uint64_t stored = store_->count();
+  auto flush = [&]() -> absl::Status {
+    if (ids.empty()) return absl::OkStatus();
+    s.vectors.resize(ids.size() * d);
+    ZOOM_RETURN_IF_ERROR(store_->ReadVectors(ids, s.vectors.data(), stats));
+    stats->candidates += ids.size();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const Scored h{ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
+      if (heap.size() < params.k) {
+        heap.push_back(h);
+        std::push_heap(heap.begin(), heap.end(), worse);
+      } else if (Better(metric_, h, heap.front())) {
+        std::pop_heap(heap.begin(), heap.end(), worse);
+        heap.back() = h;
+        std::push_heap(heap.begin(), heap.end(), worse);
+      }
+    }
+    ids.clear();
+    return absl::OkStatus();
+  };
+  absl::Status st;
+  params.match->ForEach([&](InternalId id) {
+    if (!st.ok() || id >= stored) return;
+    ids.push_back(id);
+    if (ids.size() == kChunk) {
+      st = CheckStop(ctx);
+      if (st.ok()) st = flush();
+    }
+  });
+  ZOOM_RETURN_IF_ERROR(st);
+  ZOOM_RETURN_IF_ERROR(flush());
+  TakeBest(metric_, &heap, heap.size(), &result->hits);
+  stats->fullview_us += sw.ElapsedMicros();
+  return ReadHitVectors(params, result);
+}
+
+absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const float* query,
+                                          const SearchParams& params, QueryResult* result,
+                                          const QueryContext& ctx) const {
+  QueryStats* stats = &result->stats;
+  const uint64_t count = params.match->Count();
+  stats->filter_matches = count;
+  const uint64_t want = std::min<uint64_t>(params.k, count);
+  FilterStrategy strategy = params.force_strategy;
+  if (idx == nullptr) strategy = FilterStrategy::kExact;
+  const double share =
+      params.live_points == 0 ? 1.0 : static_cast<double>(count) / static_cast<double>(params.live_points);
+  if (strategy == FilterStrategy::kNone) {
+    if (count <= std::max<uint64_t>(params.k, params.filter_exact_max)) {
+      strategy = FilterStrategy::kExact;
+    } else if (share >= params.filter_broad_share) {
+      strategy = FilterStrategy::kPostFilter;
+    } else {
+      strategy = FilterStrategy::kFilteredPreview;
+    }
+  }
+  if (count == 0) {
+    result->hits.clear();
+    stats->filter_strategy = strategy;
+    return absl::OkStatus();
+  }
+  if (strategy == FilterStrategy::kExact) return ExactOverMatches(query, params, result, ctx);
+
+  Scratch& s = ThreadScratch();
+  const size_t kprime = params.preview_only ? params.k : std::max(params.k, params.rerank_candidates);
+  const size_t need = std::min<uint64_t>(kprime, count);
+  SearchParams p = params;
+  p.rerank_candidates = static_cast<uint32_t>(kprime);
+  if (strategy == FilterStrategy::kPostFilter) {
+    // The plain preview (liveness only), K' oversampled by 1 / share; the
+    // matching candidates go on to the fullview.
+    stats->filter_strategy = FilterStrategy::kPostFilter;
+    const double over = std::min(64.0, 1.0 / std::max(share, 1e-9));
+    p.rerank_candidates = static_cast<uint32_t>(std::min<double>(
+        std::ceil(static_cast<double>(kprime) * over * 1.2), 1e6));
+    if (idx->spec().kind == index::IndexKind::kHnswPq) {
+      p.ef = std::max<uint32_t>(p.ef, p.rerank_candidates);
+    }
+    const bool preview_only = p.preview_only;
+    p.preview_only = false;
+    ZOOM_RETURN_IF_ERROR(Preview(*idx, query, p, &s.candidates, stats));
+    p.preview_only = preview_only;
+    size_t kept = 0;
+    for (const index::Neighbor& nb : s.candidates) {
+      if (params.match->Contains(nb.id) && kept < kprime) s.candidates[kept++] = nb;
+    }
+    s.candidates.resize(kept);
+    stats->candidates = kept;
+    if (kept < need) {
+      ++stats->filter_expansions;
+      strategy = FilterStrategy::kFilteredPreview;  // too few: the filtered preview
+    }
+  }
+  if (strategy == FilterStrategy::kFilteredPreview) {
+    // The preview admits matching ids only (hnsw_pq: the graph walk goes
+    // through the others; ivf_hnsw_pq: the list scan skips them), widened
+    // until it finds K' of them.
+    stats->filter_strategy = FilterStrategy::kFilteredPreview;
+    p = params;
+    p.filter = params.match;
+    p.rerank_candidates = static_cast<uint32_t>(kprime);
+    const bool ivf = idx->spec().kind == index::IndexKind::kIvfHnswPq;
+    const uint32_t nlist = std::max<uint32_t>(1, idx->spec().nlist);
+    if (!ivf) p.ef = std::max<uint32_t>(p.ef, static_cast<uint32_t>(kprime));
+    if (ivf && share < 1.0) {
+      // A first guess: enough lists to hold about K' / share points' worth.
+      const double guess = std::ceil(p.nprobe / std::max(std::sqrt(share), 1e-3));
+      p.nprobe = static_cast<uint32_t>(std::min<double>(nlist, std::max<double>(p.nprobe, guess)));
+    }
+    stats->candidates = 0;
+    ZOOM_RETURN_IF_ERROR(Preview(*idx, query, p, &s.candidates, stats));
+    for (int round = 0; s.candidates.size() < need && round < 6; ++round) {
+      if (ivf && p.nprobe >= nlist) break;
+      if (!ivf && p.ef >= std::max<uint64_t>(16 * kprime, 4096)) break;
+      ZOOM_RETURN_IF_ERROR(CheckStop(ctx));
+      ++stats->filter_expansions;
+      if (ivf) {
+        const double found = std::max<double>(1, s.candidates.size());
+        const double grow = std::max(2.0, 1.5 * static_cast<double>(need) / found);
+        p.nprobe = static_cast<uint32_t>(std::min<double>(nlist, std::ceil(p.nprobe * grow)));
+        p.ef = std::max(p.ef, p.nprobe);
+      } else {
+        p.ef *= 2;
+      }
+      stats->candidates = 0;
+      ZOOM_RETURN_IF_ERROR(Preview(*idx, query, p, &s.candidates, stats));
+    }
+  }
+  p.filter = params.match;
+  Fullview fv;
+  ZOOM_RETURN_IF_ERROR(FullviewStart(p, ctx, s.candidates, result, &fv));
+  ZOOM_RETURN_IF_ERROR(FullviewEnd(query, p, s.candidates, result, &fv, /*overlapped_us=*/0));
+  if (result->hits.size() < want && !stats->degraded) {
+    // The preview could not find k matching points (a filter the graph
+    // does not connect): exact over the matches, never fewer than k.
+    ++stats->filter_expansions;
+    return ExactOverMatches(query, params, result, ctx);  // adds to the stats
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
@@ -456,7 +617,7 @@ absl::Status SearchEngine::SearchBatch(absl::Span<const float> queries, size_t n
   const float* data = queries.data();
   const std::shared_ptr<const index::VectorIndex> idx = params.exact ? nullptr : index();
   auto work = [&] {
-    if (idx == nullptr || params.preview_only) {
+    if (idx == nullptr || params.preview_only || params.match != nullptr) {
       for (size_t q; !failed.load() && (q = next.fetch_add(1)) < nq;) {
         absl::Status st = SearchValid(data + q * d, params, &(*results)[q], ctx);
         if (!st.ok()) fail(st);

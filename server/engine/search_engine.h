@@ -113,6 +113,14 @@ class SearchEngine {
                            const QueryContext& ctx) const;
   absl::Status ExactValid(const float* query, const SearchParams& params, QueryResult* result,
                           const QueryContext& ctx) const;
+  // A query with params.match: the planner (see SearchParams) and its
+  // strategies; idx may be null (then exact).
+  absl::Status FilteredSearch(const index::VectorIndex* idx, const float* query,
+                              const SearchParams& params, QueryResult* result,
+                              const QueryContext& ctx) const;
+  // Brute force over the ids of params.match.
+  absl::Status ExactOverMatches(const float* query, const SearchParams& params,
+                                QueryResult* result, const QueryContext& ctx) const;
   // The hits' full vectors when asked for and no fullview supplied them.
   absl::Status ReadHitVectors(const SearchParams& params, QueryResult* result) const;
   // Search's two halves. Preview: the K' candidates (index must be set).

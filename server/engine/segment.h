@@ -22,6 +22,7 @@
 #include "index/vector_index.h"
 #include "server/engine/collection_config.h"
 #include "server/engine/id_tracker.h"
+#include "server/engine/payload_index.h"
 #include "server/engine/search_engine.h"
 #include "storage/metadata_store.h"
 #include "storage/vector_store.h"
@@ -33,6 +34,9 @@ struct Segment : public index::IdFilter {
   std::string vectors_file;  // name inside the collection's directory
   std::unique_ptr<SearchEngine> engine;
   IdTracker ids;
+  // Typed payload indexes over this segment's records (declared by the
+  // collection; filled at open, kept current by its writes).
+  PayloadIndex payload;
 
   // Creates an empty vector file (create) or opens one and loads its
   // records of `space` from `metadata` (the newest record of an external

@@ -1,6 +1,11 @@
 #include "server/grpc/payload_convert.h"
 
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace zoom::server {
 namespace {
@@ -97,6 +102,245 @@ void FieldsToProto(const PayloadFields& fields, ProtoFields* out) {
       }
     }
   }
+}
+
+namespace {
+
+// A JSON-ish value as a match operand: a string, an integer or a bool.
+absl::Status MatchScalar(const google::protobuf::Value& v, const std::string& at,
+                         FieldScalar* out) {
+  switch (v.kind_case()) {
+    case google::protobuf::Value::kStringValue:
+      *out = v.string_value();
+      return absl::OkStatus();
+    case google::protobuf::Value::kBoolValue:
+      *out = v.bool_value();
+      return absl::OkStatus();
+    case google::protobuf::Value::kNumberValue: {
+      const double d = v.number_value();
+      if (!(std::abs(d) <= 9007199254740992.0) || d != std::floor(d)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            at, ": match takes integers (|n| <= 2^53 as a JSON number; `integer` for any "
+                "int64), strings or bools, not ", d, " (use range for numbers with a fraction)"));
+      }
+      *out = static_cast<int64_t>(d);
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, ": match takes a string, an integer or a bool"));
+  }
+}
+
+RangeBounds BoundsOf(const v1::Range& r) {
+  RangeBounds b;
+  if (r.has_gt()) b.gt = r.gt();
+  if (r.has_gte()) b.gte = r.gte();
+  if (r.has_lt()) b.lt = r.lt();
+  if (r.has_lte()) b.lte = r.lte();
+  return b;
+}
+
+GeoPoint GeoOf(const v1::GeoPoint& p) { return {p.lat(), p.lon()}; }
+
+absl::Status FilterAt(const v1::Filter& proto, Filter* out, const FilterLimits& limits,
+                      uint32_t depth, const std::string& at);
+
+absl::Status ConditionOf(const v1::Condition& c, Condition* out, const FilterLimits& limits,
+                         uint32_t depth, const std::string& at) {
+  const int field_parts = (c.has_match() ? 1 : 0) + (c.has_range() ? 1 : 0) +
+                          (c.has_values_count() ? 1 : 0) + (c.has_geo_radius() ? 1 : 0) +
+                          (c.has_geo_bounding_box() ? 1 : 0);
+  const int kinds = (!c.key().empty() || field_parts > 0 ? 1 : 0) + (c.has_id_size() > 0 ? 1 : 0) +
+                    (c.has_is_empty() ? 1 : 0) + (c.has_is_null() ? 1 : 0) +
+                    (c.has_filter() ? 1 : 0);
+  if (kinds != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        at, ": a condition sets exactly one of key (with match, range, values_count, "
+            "geo_radius or geo_bounding_box), has_id, is_empty, is_null or filter; this one sets ",
+        kinds == 0 ? "none" : "several"));
+  }
+  if (c.has_id_size() > 0) {
+    if (static_cast<uint64_t>(c.has_id_size()) > limits.max_ids) {
+      return absl::ResourceExhaustedError(absl::StrCat(at, ": has_id lists ", c.has_id_size(),
+                                                       " ids; at most ", limits.max_ids,
+                                                       " are allowed"));
+    }
+    out->type = Condition::Type::kHasId;
+    out->ids.insert(c.has_id().begin(), c.has_id().end());
+    return absl::OkStatus();
+  }
+  if (c.has_is_empty() || c.has_is_null()) {
+    out->type = c.has_is_empty() ? Condition::Type::kIsEmpty : Condition::Type::kIsNull;
+    out->key = c.has_is_empty() ? c.is_empty().key() : c.is_null().key();
+    if (out->key.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, ": ", c.has_is_empty() ? "is_empty" : "is_null", " needs a key"));
+    }
+    return absl::OkStatus();
+  }
+  if (c.has_filter()) {
+    auto nested = std::make_shared<Filter>();
+    ZOOM_RETURN_IF_ERROR(FilterAt(c.filter(), nested.get(), limits, depth + 1,
+                                  absl::StrCat(at, ".filter.")));
+    out->type = Condition::Type::kNested;
+    out->nested = std::move(nested);
+    return absl::OkStatus();
+  }
+  out->key = c.key();
+  if (field_parts != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        at, ": a field condition (key '", c.key().substr(0, 64), "') sets exactly one of match, "
+            "range, values_count, geo_radius, geo_bounding_box"));
+  }
+  if (c.key().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(at, ": a field condition needs a key"));
+  }
+  if (c.has_range()) {
+    out->type = Condition::Type::kRange;
+    out->range = BoundsOf(c.range());
+    return absl::OkStatus();
+  }
+  if (c.has_values_count()) {
+    out->type = Condition::Type::kValuesCount;
+    out->range = BoundsOf(c.values_count());
+    return absl::OkStatus();
+  }
+  if (c.has_geo_radius()) {
+    out->type = Condition::Type::kGeoRadius;
+    out->center = GeoOf(c.geo_radius().center());
+    out->radius_m = c.geo_radius().radius();
+    return absl::OkStatus();
+  }
+  if (c.has_geo_bounding_box()) {
+    out->type = Condition::Type::kGeoBox;
+    out->top_left = GeoOf(c.geo_bounding_box().top_left());
+    out->bottom_right = GeoOf(c.geo_bounding_box().bottom_right());
+    return absl::OkStatus();
+  }
+  const v1::Match& m = c.match();
+  const std::string mat = absl::StrCat(at, ".match");
+  const auto list = [&](const google::protobuf::ListValue& l, Condition::Type type) {
+    out->type = type;
+    if (static_cast<uint64_t>(l.values_size()) > limits.max_values) {
+      return absl::ResourceExhaustedError(absl::StrCat(mat, ": ", l.values_size(),
+                                                       " values; at most ", limits.max_values,
+                                                       " are allowed"));
+    }
+    for (const google::protobuf::Value& v : l.values()) {
+      FieldScalar s;
+      ZOOM_RETURN_IF_ERROR(MatchScalar(v, mat, &s));
+      out->values.push_back(std::move(s));
+    }
+    return absl::OkStatus();
+  };
+  const auto ints = [&](const v1::Integers& l, Condition::Type type) {
+    out->type = type;
+    if (static_cast<uint64_t>(l.values_size()) > limits.max_values) {
+      return absl::ResourceExhaustedError(absl::StrCat(mat, ": ", l.values_size(),
+                                                       " values; at most ", limits.max_values,
+                                                       " are allowed"));
+    }
+    for (int64_t v : l.values()) out->values.emplace_back(v);
+    return absl::OkStatus();
+  };
+  switch (m.match_value_case()) {
+    case v1::Match::kValue:
+      out->type = Condition::Type::kMatch;
+      return MatchScalar(m.value(), mat, &out->value);
+    case v1::Match::kAny:
+      return list(m.any(), Condition::Type::kMatchAny);
+    case v1::Match::kExcept:
+      return list(m.except(), Condition::Type::kMatchExcept);
+    case v1::Match::kKeyword:
+      out->type = Condition::Type::kMatch;
+      out->value = m.keyword();
+      return absl::OkStatus();
+    case v1::Match::kInteger:
+      out->type = Condition::Type::kMatch;
+      out->value = m.integer();
+      return absl::OkStatus();
+    case v1::Match::kBoolean:
+      out->type = Condition::Type::kMatch;
+      out->value = m.boolean();
+      return absl::OkStatus();
+    case v1::Match::kIntegers:
+      return ints(m.integers(), Condition::Type::kMatchAny);
+    case v1::Match::kExceptIntegers:
+      return ints(m.except_integers(), Condition::Type::kMatchExcept);
+    case v1::Match::MATCH_VALUE_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      mat, ": give one of value, any, except, keyword, integer, boolean, integers, "
+           "except_integers"));
+}
+
+absl::Status FilterAt(const v1::Filter& proto, Filter* out, const FilterLimits& limits,
+                      uint32_t depth, const std::string& at) {
+  if (depth > limits.max_depth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the filter nests deeper than ", limits.max_depth, " levels; flatten it"));
+  }
+  const auto list = [&](const google::protobuf::RepeatedPtrField<v1::Condition>& in,
+                        std::vector<Condition>* cs, const char* name) {
+    if (static_cast<uint64_t>(in.size()) > limits.max_conditions) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the filter has more than ", limits.max_conditions, " conditions; split the query"));
+    }
+    cs->resize(in.size());
+    for (int i = 0; i < in.size(); ++i) {
+      ZOOM_RETURN_IF_ERROR(
+          ConditionOf(in[i], &(*cs)[i], limits, depth, absl::StrCat(at, name, "[", i, "]")));
+    }
+    return absl::OkStatus();
+  };
+  ZOOM_RETURN_IF_ERROR(list(proto.must(), &out->must, "must"));
+  ZOOM_RETURN_IF_ERROR(list(proto.should(), &out->should, "should"));
+  ZOOM_RETURN_IF_ERROR(list(proto.must_not(), &out->must_not, "must_not"));
+  if (proto.has_min_should()) {
+    ZOOM_RETURN_IF_ERROR(
+        list(proto.min_should().conditions(), &out->min_should, "min_should.conditions"));
+    out->min_should_count = static_cast<uint32_t>(
+        std::min<uint64_t>(proto.min_should().min_count(), UINT32_MAX));
+    if (out->min_should.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, "min_should: give its conditions (or leave min_should out)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FilterFromProto(const v1::Filter& proto, Filter* out, const FilterLimits& limits) {
+  *out = Filter();
+  ZOOM_RETURN_IF_ERROR(FilterAt(proto, out, limits, 1, "filter."));
+  return ValidateFilter(*out, limits);
+}
+
+absl::StatusOr<FieldIndexType> FieldIndexTypeFromProto(v1::FieldIndexType type) {
+  switch (type) {
+    case v1::KEYWORD: return FieldIndexType::kKeyword;
+    case v1::INTEGER: return FieldIndexType::kInteger;
+    case v1::FLOAT: return FieldIndexType::kFloat;
+    case v1::BOOL: return FieldIndexType::kBool;
+    case v1::GEO: return FieldIndexType::kGeo;
+    default:
+      return absl::InvalidArgumentError(
+          "give the field index's type: KEYWORD, INTEGER, FLOAT, BOOL or GEO");
+  }
+}
+
+v1::FieldIndexType FieldIndexTypeToProto(FieldIndexType type) {
+  switch (type) {
+    case FieldIndexType::kKeyword: return v1::KEYWORD;
+    case FieldIndexType::kInteger: return v1::INTEGER;
+    case FieldIndexType::kFloat: return v1::FLOAT;
+    case FieldIndexType::kBool: return v1::BOOL;
+    case FieldIndexType::kGeo: return v1::GEO;
+  }
+  return v1::FIELD_INDEX_TYPE_UNSPECIFIED;
 }
 
 }  // namespace zoom::server

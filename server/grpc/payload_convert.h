@@ -12,7 +12,9 @@
 
 #include "absl/status/statusor.h"
 #include "google/protobuf/map.h"
+#include "server/engine/filter.h"
 #include "server/engine/payload_fields.h"
+#include "server/engine/payload_index.h"
 #include "zoom/v1/zoom.pb.h"
 
 namespace zoom::server {
@@ -21,6 +23,17 @@ using ProtoFields = google::protobuf::Map<std::string, v1::Value>;
 
 absl::StatusOr<PayloadFields> FieldsFromProto(const ProtoFields& fields);
 void FieldsToProto(const PayloadFields& fields, ProtoFields* out);
+
+// A v1::Filter as the engine's (filter.h), or InvalidArgument naming the
+// condition ("filter.must[0].match: ...") for a shape that says nothing or
+// two things, a match value that is not a string, an integer or a bool, a
+// nesting past `limits.max_depth`; ResourceExhausted for a has_id or
+// any/except list over its limit. ValidateFilter checks the rest.
+absl::Status FilterFromProto(const v1::Filter& proto, Filter* out,
+                             const FilterLimits& limits = {});
+// The engine's index type of a v1 one (InvalidArgument for UNSPECIFIED).
+absl::StatusOr<FieldIndexType> FieldIndexTypeFromProto(v1::FieldIndexType type);
+v1::FieldIndexType FieldIndexTypeToProto(FieldIndexType type);
 
 }  // namespace zoom::server
 

@@ -134,7 +134,22 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
   if (info.maintenance_failures > 0) {
     out.set_maintenance_retry_unix_ms(absl::ToUnixMillis(info.maintenance_retry_at));
   }
+  for (const FieldIndexInfo& f : info.field_indexes) {
+    v1::FieldIndexInfo* fi = out.add_field_indexes();
+    fi->set_field(f.field);
+    fi->set_type(FieldIndexTypeToProto(f.type));
+    fi->set_ready(f.ready);
+    fi->set_points(f.points);
+    fi->set_bytes(f.bytes);
+  }
   return out;
+}
+
+// The stats' warning for a filter evaluated from the stored payloads.
+std::string ScanWarning(bool scan) {
+  return scan ? "the filter names a field without a ready payload index: it was evaluated from "
+                "the stored payloads of every point (a scan); CreateFieldIndex makes it fast"
+              : "";
 }
 
 VectorSearchService::VectorSearchService(Database* db, Metrics* metrics, WorkerPool* pool,
@@ -469,6 +484,12 @@ CollectionSearchParams VectorSearchService::ParamsOf(const v1::SearchRequest& re
   return p;
 }
 
+absl::Status VectorSearchService::FilterOf(const v1::SearchRequest& req, Filter* out) const {
+  *out = Filter();
+  if (!req.has_filter()) return absl::OkStatus();
+  return FilterFromProto(req.filter(), out);
+}
+
 namespace {
 
 // Whether two queries of a batch can share one pipelined engine batch.
@@ -478,7 +499,9 @@ bool SameShape(const v1::SearchRequest& a, const v1::SearchRequest& b) {
          a.knobs().rerank_candidates() == b.knobs().rerank_candidates() &&
          a.preview_only() == b.preview_only() && a.exact() == b.exact() &&
          a.with_payload() == b.with_payload() && a.with_vectors() == b.with_vectors() &&
-         a.allow_partial() == b.allow_partial() && a.vector_size() == b.vector_size();
+         a.allow_partial() == b.allow_partial() && a.vector_size() == b.vector_size() &&
+         a.has_filter() == b.has_filter() &&
+         (!a.has_filter() || a.filter().SerializeAsString() == b.filter().SerializeAsString());
 }
 
 }  // namespace
@@ -510,6 +533,13 @@ void VectorSearchService::FillResponse(const Collection& c, QueryResult* result,
   s->set_cache_hits(static_cast<uint32_t>(stats.cache_hits));
   s->set_degraded(stats.degraded);
   s->set_exact(stats.exact);
+  if (stats.filter_strategy != FilterStrategy::kNone) {
+    s->set_filter_strategy(FilterStrategyName(stats.filter_strategy));
+    s->set_filter_matches(stats.filter_matches);
+    s->set_filter_expansions(stats.filter_expansions);
+  }
+  s->set_filter_scan(stats.filter_scan);
+  s->set_warning(ScanWarning(stats.filter_scan));
   if (metrics_ != nullptr) metrics_->RecordQuery(c.name(), stats);
 }
 
@@ -520,6 +550,9 @@ absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection
                                            bool degrade) const {
   CollectionSearchParams p = ParamsOf(req, deadline, cancelled, degrade);
   p.max_answer_bytes = *budget;
+  Filter filter;
+  ZOOM_RETURN_IF_ERROR(FilterOf(req, &filter));
+  p.filter = &filter;
   QueryResult result;
   ZOOM_RETURN_IF_ERROR(c.Search(absl::MakeConstSpan(req.vector().data(), req.vector_size()), p,
                                 &result));
@@ -554,6 +587,9 @@ absl::Status VectorSearchService::DoSearchBatch(absl::Time deadline, const Colle
   }
   CollectionSearchParams p = ParamsOf(req.queries(0), deadline, cancelled, false);
   p.max_answer_bytes = *budget;
+  Filter filter;
+  ZOOM_RETURN_IF_ERROR(FilterOf(req.queries(0), &filter));
+  p.filter = &filter;
   std::vector<QueryResult> results;
   ZOOM_RETURN_IF_ERROR(c.SearchBatch(vectors, nq, p, &results));
   for (int i = 0; i < nq; ++i) {
@@ -628,6 +664,47 @@ grpc::ServerUnaryReactor* VectorSearchService::SearchBatch(grpc::CallbackServerC
     }
     uint64_t budget = limits_.max_response_bytes;
     return DoSearchBatch(deadline, *c, *req, cancelled, resp, &budget);
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::Count(grpc::CallbackServerContext* ctx,
+                                                     const v1::CountRequest* req,
+                                                     v1::CountResponse* resp) {
+  return Run(ctx, "Count", WorkClass::kRead, 1, [this, req, resp](const std::atomic<bool>*) {
+    Filter filter;
+    if (req->has_filter()) ZOOM_RETURN_IF_ERROR(FilterFromProto(req->filter(), &filter));
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    ZOOM_ASSIGN_OR_RETURN(Collection::FilterCount n, c->Count(&filter));
+    resp->set_count(n.count);
+    resp->set_filter_scan(n.scan);
+    resp->set_warning(ScanWarning(n.scan));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::CreateFieldIndex(
+    grpc::CallbackServerContext* ctx, const v1::CreateFieldIndexRequest* req,
+    v1::CreateFieldIndexResponse* resp) {
+  return Run(ctx, "CreateFieldIndex", WorkClass::kAdmin, 1,
+             [this, req, resp](const std::atomic<bool>*) {
+    ZOOM_ASSIGN_OR_RETURN(FieldIndexType type, FieldIndexTypeFromProto(req->type()));
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    // With wait, the build runs on this (admin) worker.
+    ZOOM_RETURN_IF_ERROR(c->CreateFieldIndex(req->field(), type, /*background=*/!req->wait()));
+    *resp->mutable_info() = ToProto(c->Info());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::DeleteFieldIndex(
+    grpc::CallbackServerContext* ctx, const v1::DeleteFieldIndexRequest* req,
+    v1::DeleteFieldIndexResponse* resp) {
+  return Run(ctx, "DeleteFieldIndex", WorkClass::kAdmin, 1,
+             [this, req, resp](const std::atomic<bool>*) {
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    ZOOM_RETURN_IF_ERROR(c->DeleteFieldIndex(req->field()));
+    *resp->mutable_info() = ToProto(c->Info());
+    return absl::OkStatus();
   });
 }
 

@@ -81,6 +81,14 @@ class VectorSearchService final
   grpc::ServerUnaryReactor* SearchBatch(grpc::CallbackServerContext* ctx,
                                         const v1::SearchBatchRequest* req,
                                         v1::SearchBatchResponse* resp) override;
+  grpc::ServerUnaryReactor* Count(grpc::CallbackServerContext* ctx, const v1::CountRequest* req,
+                                  v1::CountResponse* resp) override;
+  grpc::ServerUnaryReactor* CreateFieldIndex(grpc::CallbackServerContext* ctx,
+                                             const v1::CreateFieldIndexRequest* req,
+                                             v1::CreateFieldIndexResponse* resp) override;
+  grpc::ServerUnaryReactor* DeleteFieldIndex(grpc::CallbackServerContext* ctx,
+                                             const v1::DeleteFieldIndexRequest* req,
+                                             v1::DeleteFieldIndexResponse* resp) override;
   grpc::ServerUnaryReactor* BuildIndex(grpc::CallbackServerContext* ctx,
                                        const v1::BuildIndexRequest* req,
                                        v1::BuildIndexResponse* resp) override;
@@ -135,6 +143,9 @@ class VectorSearchService final
   absl::Status DoSearchBatch(absl::Time deadline, const Collection& c,
                              const v1::SearchBatchRequest& req, const std::atomic<bool>* cancelled,
                              v1::SearchBatchResponse* resp, uint64_t* budget) const;
+  // The request's filter (empty without one); InvalidArgument /
+  // ResourceExhausted for one that must not run.
+  absl::Status FilterOf(const v1::SearchRequest& req, Filter* out) const;
   // A query's answer into `resp` (the bytes taken from *budget).
   void FillResponse(const Collection& c, QueryResult* result, bool degrade,
                     v1::SearchResponse* resp, uint64_t* budget) const;

@@ -286,6 +286,23 @@ struct Metrics::Impl {
     degraded_total = counter("zoomd_search_degraded_total",
                              "Searches answered from the preview ranking "
                              "only (the fullview did not finish).");
+    {
+      auto& family = Register(prometheus::BuildCounter(), *registry,
+                              "zoomd_filtered_searches_total",
+                              "Filtered searches by the strategy that answered them "
+                              "(exact, filtered_preview, post_filter).");
+      for (FilterStrategy st : {FilterStrategy::kExact, FilterStrategy::kFilteredPreview,
+                                FilterStrategy::kPostFilter}) {
+        filter_strategy_total[static_cast<int>(st)] =
+            &family.Add({{"strategy", FilterStrategyName(st)}});
+      }
+    }
+    filter_scans_total = counter("zoomd_filter_scans_total",
+                                 "Filters evaluated from the stored payloads (a field "
+                                 "without a ready payload index).");
+    filter_expansions_total = counter("zoomd_filter_expansions_total",
+                                      "Times a filtered preview was widened (or fell back "
+                                      "to exact) to find k matching points.");
     cache_hits_total = counter("zoomd_vector_cache_hits_total",
                                "Full vectors found in the DRAM cache.");
     cache_misses_total = counter("zoomd_vector_cache_misses_total",
@@ -404,6 +421,9 @@ struct Metrics::Impl {
   Counter* ssd_read_errors_total = nullptr;
   Counter* candidates_total = nullptr;
   Counter* degraded_total = nullptr;
+  Counter* filter_strategy_total[4] = {nullptr, nullptr, nullptr, nullptr};
+  Counter* filter_scans_total = nullptr;
+  Counter* filter_expansions_total = nullptr;
   Counter* cache_hits_total = nullptr;
   Counter* cache_misses_total = nullptr;
   Histogram* preview_seconds = nullptr;
@@ -515,6 +535,13 @@ void Metrics::RecordQuery(std::string_view collection,
   add(m.cache_hits_total, stats.cache_hits);
   add(m.cache_misses_total, stats.cache_misses);
   if (stats.degraded) m.degraded_total->Increment();
+  if (stats.filter_strategy != FilterStrategy::kNone) {
+    if (Counter* c = m.filter_strategy_total[static_cast<int>(stats.filter_strategy) & 3]) {
+      c->Increment();
+    }
+  }
+  if (stats.filter_scan) m.filter_scans_total->Increment();
+  add(m.filter_expansions_total, stats.filter_expansions);
 
   auto record = [&stats](Impl::CollectionSeries& s) {
     s.searches->Increment();

@@ -22,6 +22,8 @@
 //             zoomd_ssd_read_errors_total, zoomd_search_candidates_total,
 //             zoomd_search_degraded_total, zoomd_vector_cache_hits_total,
 //             zoomd_vector_cache_misses_total      counters, all collections
+//             zoomd_filtered_searches_total{strategy}, zoomd_filter_scans_total,
+//             zoomd_filter_expansions_total        counters (filters)
 //   state     zoomd_collection_points{collection}, ..._resident_bytes,
 //             ..._disk_bytes, zoomd_index_build_progress{collection} (0..1)
 //             zoomd_collection_index_state{collection,state}  1 for the

@@ -4,11 +4,16 @@
 //             process (VectorSearchService's conversion and limits, the
 //             Collection, the Decoder), no network;
 //   models    bytes -> a model directory (meta.json, W.f32 or W.f16, b.f32,
-//             vocab.txt) -> ReadModelDir, as LoadModel reads it.
+//             vocab.txt) -> ReadModelDir, as LoadModel reads it;
+//   filter    bytes -> a v1::Filter -> FilterFromProto (the RPCs' check),
+//             and when it passes: evaluated by the payload indexes over a
+//             fixed set of 256 points, which must agree with the reference
+//             (Matches) on every point (a disagreement aborts).
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <cstdio>
 #include <random>
 #include <string>
 
@@ -16,6 +21,9 @@
 #include "common/logging.h"
 #include "server/engine/database.h"
 #include "server/engine/decoder_engine.h"
+#include "server/engine/filter.h"
+#include "server/engine/payload_index.h"
+#include "server/grpc/payload_convert.h"
 #include "server/grpc/decoder_service.h"
 #include "server/grpc/vector_search_service.h"
 #include "server/grpc/worker_pool.h"
@@ -132,6 +140,13 @@ void WriteRequestSeeds() {
   s.set_k(5);
   s.set_with_payload(true);
   seed("search", 1, s);
+  {
+    v1::SearchRequest fs = s;
+    auto* c = fs.mutable_filter()->add_must();
+    c->set_key("tag");
+    c->mutable_match()->mutable_value()->set_string_value("a");
+    seed("search_filter", 1, fs);
+  }
   s.set_collection("cos");
   s.set_exact(true);
   s.set_with_vectors(true);
@@ -236,6 +251,119 @@ void FuzzRequest(const uint8_t* data, size_t size) {
   if (w.upserts > 20000) Reset(w);  // bounded growth
 }
 
+// 256 points with every field shape (missing, null, scalars of each
+// type, lists, empty lists), indexed by one index of each type.
+struct FilterWorld {
+  server::IdTracker ids;
+  server::PayloadIndex index;
+  std::vector<server::PayloadFields> fields;
+  std::vector<uint64_t> ext;
+};
+
+FilterWorld& TheFilterWorld() {
+  static FilterWorld* w = [] {
+    auto* fw = new FilterWorld();
+    constexpr uint32_t kN = 256;
+    fw->index.AddField("tag", server::FieldIndexType::kKeyword, true);
+    fw->index.AddField("n", server::FieldIndexType::kInteger, true);
+    fw->index.AddField("x", server::FieldIndexType::kFloat, true);
+    fw->index.AddField("b", server::FieldIndexType::kBool, true);
+    fw->index.AddField("at", server::FieldIndexType::kGeo, true);
+    fw->ids.Reserve(kN);
+    std::mt19937 rng(7);
+    using server::FieldValue;
+    for (uint32_t i = 0; i < kN; ++i) {
+      server::PayloadFields f;
+      const auto tag = [&] { return std::string(1, static_cast<char>('a' + rng() % 4)); };
+      switch (i % 6) {
+        case 0: break;
+        case 1: f["tag"] = FieldValue::Null(); break;
+        case 2: f["tag"] = FieldValue::List({tag(), tag()}); break;
+        case 3: f["tag"] = FieldValue::List({}); break;
+        case 4: f["tag"] = FieldValue::Of(int64_t{3}); break;
+        default: f["tag"] = FieldValue::Of(tag()); break;
+      }
+      if (i % 5 != 0) {
+        f["n"] = i % 7 == 0 ? FieldValue::Of(0.5 * (rng() % 20))
+                            : FieldValue::Of(static_cast<int64_t>(rng() % 20) - 5);
+      }
+      if (i % 3 != 0) f["x"] = FieldValue::Of(static_cast<double>(rng() % 1000) / 10);
+      if (i % 2 == 0) f["b"] = FieldValue::Of(rng() % 2 == 0);
+      if (i % 4 != 1) {
+        f["at"] = FieldValue::Of(server::GeoPoint{static_cast<double>(rng() % 180) - 90,
+                                                  static_cast<double>(rng() % 360) - 180});
+      }
+      fw->ext.push_back(i * 3);
+      fw->ids.Set(i, i * 3);
+      fw->index.Update(i, nullptr, &f);
+      fw->fields.push_back(std::move(f));
+    }
+    for (uint32_t i = 0; i < kN; i += 17) fw->ids.Kill(i);
+    fw->ids.Publish(kN);
+    return fw;
+  }();
+  return *w;
+}
+
+void WriteFilterSeeds() {
+  if (std::getenv("ZOOM_FUZZ_WRITE_SEEDS") == nullptr) return;
+  v1::Filter f;
+  auto* c = f.add_must();
+  c->set_key("tag");
+  c->mutable_match()->mutable_value()->set_string_value("a");
+  c = f.add_must();
+  c->set_key("n");
+  c->mutable_range()->set_gte(-2);
+  c->mutable_range()->set_lt(9);
+  c = f.add_should();
+  c->mutable_is_empty()->set_key("tag");
+  c = f.add_should();
+  c->set_key("at");
+  c->mutable_geo_radius()->mutable_center()->set_lat(10);
+  c->mutable_geo_radius()->set_radius(5e6);
+  c = f.add_must_not();
+  c->add_has_id(9);
+  c = f.add_must_not();
+  auto* nested = c->mutable_filter();
+  auto* e = nested->add_must();
+  e->set_key("tag");
+  e->mutable_match()->mutable_except()->add_values()->set_string_value("b");
+  auto* ms = f.mutable_min_should();
+  ms->set_min_count(1);
+  auto* m1 = ms->add_conditions();
+  m1->set_key("b");
+  m1->mutable_match()->set_boolean(true);
+  auto* m2 = ms->add_conditions();
+  m2->set_key("tag");
+  m2->mutable_values_count()->set_gte(2);
+  MaybeWriteSeed("filter", f.SerializeAsString());
+}
+
+void FuzzFilter(const uint8_t* data, size_t size) {
+  v1::Filter proto;
+  if (!proto.ParseFromArray(data, static_cast<int>(size))) return;
+  server::Filter filter;
+  if (!server::FilterFromProto(proto, &filter).ok()) return;
+  FilterWorld& w = TheFilterWorld();
+  server::MatchSet got;
+  absl::Status st = w.index.Evaluate(filter, w.ids, w.fields.size(), &got);
+  if (!st.ok()) {
+    // Only a condition the index type cannot answer, or an unindexed field.
+    if (st.code() != absl::StatusCode::kInvalidArgument &&
+        st.code() != absl::StatusCode::kFailedPrecondition) {
+      std::abort();
+    }
+    return;
+  }
+  for (uint32_t i = 0; i < w.fields.size(); ++i) {
+    const bool want = w.ids.IsLive(i) && server::Matches(filter, w.ext[i], w.fields[i]);
+    if (got.Contains(i) != want) {
+      std::fprintf(stderr, "payload index and reference disagree on point %u\n", i);
+      std::abort();
+    }
+  }
+}
+
 void FuzzModelDir(const uint8_t* data, size_t size) {
   static const std::string root = [] {
     std::filesystem::create_directories(ScratchDir() + "/models/m");
@@ -271,24 +399,28 @@ void FuzzModelDir(const uint8_t* data, size_t size) {
 }  // namespace zoom::fuzz
 
 namespace {
-bool g_models = false;
+enum class Target { kRequests, kModels, kFilter };
+Target g_target = Target::kRequests;
 }  // namespace
 
-// One binary for both targets: the name it runs under picks the target.
+// One binary for the three targets: the name it runs under picks it.
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   zoom::SetMinLogLevel(zoom::LogSeverity::kERROR);
   const std::string self = std::filesystem::path((*argv)[0]).filename().string();
-  g_models = self == "fuzz_model_dir";
-  if (!g_models) zoom::fuzz::WriteRequestSeeds();
+  g_target = self == "fuzz_model_dir" ? Target::kModels
+             : self == "fuzz_filter"  ? Target::kFilter
+                                      : Target::kRequests;
+  if (g_target == Target::kRequests) zoom::fuzz::WriteRequestSeeds();
+  if (g_target == Target::kFilter) zoom::fuzz::WriteFilterSeeds();
   (void)argc;
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (g_models) {
-    zoom::fuzz::FuzzModelDir(data, size);
-  } else {
-    zoom::fuzz::FuzzRequest(data, size);
+  switch (g_target) {
+    case Target::kModels: zoom::fuzz::FuzzModelDir(data, size); break;
+    case Target::kFilter: zoom::fuzz::FuzzFilter(data, size); break;
+    case Target::kRequests: zoom::fuzz::FuzzRequest(data, size); break;
   }
   return 0;
 }

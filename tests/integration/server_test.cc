@@ -1125,13 +1125,31 @@ TEST(ServerTest, EveryListedServiceIsDescribableOverReflectionV1AndV1alpha) {
       const auto resp = ask(req);
       ASSERT_TRUE(resp.has_file_descriptor_response())
           << resp.error_response().error_message();
-      // Files come dependencies first; a file already sent on this stream is
-      // not sent again, so the pool accumulates.
+      // A file already sent on this stream is not sent again, so the pool
+      // accumulates. Dependencies may come before or after the file that
+      // imports them (v1: before; gRPC's v1alpha: after), as for any
+      // client: each file is built once everything it imports is.
+      std::vector<google::protobuf::FileDescriptorProto> pending;
       for (const std::string& bytes : resp.file_descriptor_response().file_descriptor_proto()) {
-        google::protobuf::FileDescriptorProto fd;
-        ASSERT_TRUE(fd.ParseFromString(bytes));
-        if (pool.FindFileByName(fd.name()) == nullptr) ASSERT_NE(pool.BuildFile(fd), nullptr);
+        ASSERT_TRUE(pending.emplace_back().ParseFromString(bytes));
       }
+      for (bool progress = true; progress && !pending.empty();) {
+        progress = false;
+        for (auto it = pending.begin(); it != pending.end();) {
+          bool ready = true;
+          for (const std::string& dep : it->dependency()) {
+            ready = ready && pool.FindFileByName(dep) != nullptr;
+          }
+          if (!ready) {
+            ++it;
+            continue;
+          }
+          if (pool.FindFileByName(it->name()) == nullptr) ASSERT_NE(pool.BuildFile(*it), nullptr);
+          it = pending.erase(it);
+          progress = true;
+        }
+      }
+      ASSERT_TRUE(pending.empty()) << pending[0].name() << " imports a file never sent";
       const google::protobuf::ServiceDescriptor* sd = pool.FindServiceByName(name);
       ASSERT_NE(sd, nullptr) << "listed but not describable";
       EXPECT_GT(sd->method_count(), 0);
@@ -1668,6 +1686,46 @@ TEST(ZoomctlTest, EveryCommandAgainstARealServer) {
   EXPECT_EQ(Shell(ctl + "set-payload sift 9000").first, 2);
   EXPECT_EQ(Shell(ctl + "set-payload sift 9000 --fields '{\"at\":{\"lat\":91,\"lon\":0}}'").first,
             1);  // INVALID_ARGUMENT from the server
+  // Filters: index-field, count and search --filter (the README's JSON
+  // form); a filter on an unindexed field still answers (a scan, warned);
+  // a range on a keyword index and JSON that is not a Filter are refused.
+  EXPECT_EQ(Shell(ctl + "upsert sift 9001 --vector " + v128 +
+                  " --fields '{\"cat\":\"lamp\",\"price\":900}'")
+                .first,
+            0);
+  EXPECT_EQ(Shell(ctl + "upsert sift 9002 --vector " + v128 +
+                  " --fields '{\"cat\":\"desk\",\"price\":10}'")
+                .first,
+            0);
+  std::tie(rc, out) = Shell(ctl + "index-field sift cat --type keyword --wait --json");
+  EXPECT_EQ(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("\"field\":\"cat\",\"type\":\"KEYWORD\",\"ready\":true"));
+  EXPECT_EQ(Shell(ctl + "index-field sift price --type integer --wait").first, 0);
+  EXPECT_EQ(Shell(ctl + "index-field sift price --type text").first, 2);
+  const std::string lamps =
+      "'{\"must\":[{\"key\":\"cat\",\"match\":{\"value\":\"lamp\"}},"
+      "{\"key\":\"price\",\"range\":{\"lte\":1000}}]}'";
+  std::tie(rc, out) = Shell(ctl + "count sift --filter " + lamps);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(out, "2\n");
+  std::tie(rc, out) = Shell(ctl + "search sift --vector " + v128 + " --k 5 --filter " + lamps +
+                            " --json");
+  EXPECT_EQ(rc, 0);
+  v1::SearchResponse filtered;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out, &filtered).ok()) << out;
+  ASSERT_EQ(filtered.hits_size(), 2);
+  EXPECT_EQ(filtered.stats().filter_matches(), 2u);
+  EXPECT_EQ(filtered.stats().filter_strategy(), "exact");
+  std::tie(rc, out) =
+      Shell(ctl + "count sift --json --filter '{\"must\":[{\"key\":\"r\",\"range\":{\"gt\":4}}]}'");
+  EXPECT_EQ(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("\"filter_scan\":true"));
+  EXPECT_EQ(Shell(ctl + "count sift --filter '{\"must\":[{\"key\":\"cat\",\"range\":{\"gt\":4}}]}'")
+                .first,
+            1);  // INVALID_ARGUMENT: a range on a keyword index
+  EXPECT_EQ(Shell(ctl + "count sift --filter '{\"must\":[{\"kee\":\"cat\"}]}'").first, 2);
+  EXPECT_EQ(Shell(ctl + "delete-index-field sift price").first, 0);
+  EXPECT_EQ(Shell(ctl + "delete-index-field sift price").first, 1);  // NOT_FOUND
   EXPECT_EQ(Shell(ctl + "search sift --vector 1,2,3 --k 5").first, 1);  // wrong dim
   EXPECT_EQ(Shell(ctl + "search nope --vector 1,2,3 --k 5").first, 1);  // NOT_FOUND
   EXPECT_EQ(Shell(ctl + "compact sift").first, 0);

@@ -99,6 +99,26 @@ TEST(CollectionManifestTest, GoldenFilesOfVersion1) {
     EXPECT_THAT(m.retired_spaces, ElementsAre(7, 10));
     EXPECT_EQ(m.Encode(), text);
   }
+  {
+    // Declared payload indexes (names hex-encoded: any bytes but NUL,
+    // here one with a space, a newline, '=' and ',').
+    const std::string text =
+        ReadFile(TestDataPath("golden/collection_manifest_v1_field_indexes.txt"));
+    ASSERT_FALSE(text.empty());
+    ASSERT_OK_AND_ASSIGN(auto m, CollectionManifest::Decode(text, 1));
+    ASSERT_EQ(m.field_indexes.size(), 3u);
+    EXPECT_EQ(m.field_indexes[0].field, "category");
+    EXPECT_EQ(m.field_indexes[0].type, "keyword");
+    EXPECT_EQ(m.field_indexes[1].field, "price");
+    EXPECT_EQ(m.field_indexes[1].type, "integer");
+    EXPECT_EQ(m.field_indexes[2].field, "at n\n=,");
+    EXPECT_EQ(m.field_indexes[2].type, "geo");
+    EXPECT_EQ(m.Encode(), text);
+    EXPECT_THAT(CollectionManifest::Decode("version=1\nfield_indexes=keyword:6g\n", 1).status(),
+                StatusIs(absl::StatusCode::kDataLoss));
+    EXPECT_THAT(CollectionManifest::Decode("version=1\nfield_indexes=:61\n", 1).status(),
+                StatusIs(absl::StatusCode::kDataLoss));
+  }
 }
 
 TEST(CollectionManifestTest, RoundTripsAndDefaults) {
