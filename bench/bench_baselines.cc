@@ -13,6 +13,8 @@
 #include <faiss/IndexPQ.h>
 #include <faiss/IndexRefine.h>
 #include <faiss/impl/FaissException.h>
+#include <faiss/impl/IDSelector.h>
+#include <faiss/utils/distances.h>
 #include <faiss/index_factory.h>
 #include <faiss/index_io.h>
 #include <faiss/invlists/InvertedLists.h>
@@ -275,6 +277,14 @@ class Baseline {
   // Writes up to k ids, best first, -1 padded.
   virtual absl::Status Search(const float* query, size_t k,
                               int64_t* out_ids) const = 0;
+  // Filtered search (--benchmarks=filter): only rows whose bit is set in
+  // `bitmap` (bit i of byte i / 8, LSB first; `matches` of them) may be
+  // returned. Unimplemented when the baseline has no filtered form.
+  virtual absl::Status SearchFiltered(const float*, size_t, const FilterKnobs&, const uint8_t*,
+                                      uint64_t, uint64_t, int64_t*) const {
+    return absl::UnimplementedError(absl::StrCat(name_, " has no filtered search"));
+  }
+  virtual std::vector<FilterKnobs> FilterSweep() const { return {}; }
 
  private:
   std::string name_;
@@ -527,6 +537,50 @@ class FaissIvfHnswPqRefine final : public Baseline {
       refine_->search(1, query, static_cast<FaissIdx>(k), DistanceScratch(k), out_ids);
     });
   }
+  // FAISS's own filter: the IVF-PQ scan with an IDSelectorBitmap (only
+  // selected ids are scored), k * k_factor candidates, then the exact
+  // re-rank IndexRefineFlat does, over the selected candidates (IndexRefine
+  // takes no SearchParameters in FAISS 1.7.3, so the re-rank is done here,
+  // with FAISS's own distance functions).
+  std::vector<FilterKnobs> FilterSweep() const override {
+    std::vector<FilterKnobs> out;
+    for (int kf : {2, 8}) {
+      for (int np : {16, 64, 256, 1024}) {
+        if (np <= nlist_) out.push_back({.nprobe = np, .k_factor = kf});
+      }
+    }
+    return out;
+  }
+  absl::Status SearchFiltered(const float* query, size_t k, const FilterKnobs& knobs,
+                              const uint8_t* bitmap, uint64_t n, uint64_t,
+                              int64_t* out_ids) const override {
+    return Guard("IndexIVFPQ::search(IDSelectorBitmap)", [&] {
+      const faiss::IDSelectorBitmap sel(n, bitmap);
+      faiss::SearchParametersIVF sp;
+      sp.nprobe = static_cast<size_t>(knobs.nprobe);
+      sp.sel = const_cast<faiss::IDSelectorBitmap*>(&sel);
+      const size_t kk = k * static_cast<size_t>(std::max(1, knobs.k_factor));
+      thread_local std::vector<float> dist;
+      thread_local std::vector<FaissIdx> ids;
+      dist.resize(kk);
+      ids.resize(kk);
+      ivf_->search(1, query, static_cast<FaissIdx>(kk), dist.data(), ids.data(), &sp);
+      const auto* flat = dynamic_cast<const faiss::IndexFlat*>(refine_->refine_index);
+      if (flat == nullptr) throw std::runtime_error("refine index is not flat");
+      const size_t d = static_cast<size_t>(ivf_->d);
+      const bool ip = ivf_->metric_type == faiss::METRIC_INNER_PRODUCT;
+      std::vector<std::pair<float, FaissIdx>> scored;
+      for (size_t i = 0; i < kk; ++i) {
+        if (ids[i] < 0) continue;
+        const float* x = flat->get_xb() + static_cast<size_t>(ids[i]) * d;
+        const float s = ip ? -faiss::fvec_inner_product(query, x, d) : faiss::fvec_L2sqr(query, x, d);
+        scored.emplace_back(s, ids[i]);
+      }
+      std::sort(scored.begin(), scored.end());
+      std::fill(out_ids, out_ids + k, int64_t{-1});
+      for (size_t i = 0; i < k && i < scored.size(); ++i) out_ids[i] = scored[i].second;
+    });
+  }
 
  private:
   uint64_t ListBytes() const {
@@ -638,6 +692,39 @@ class Hnswlib final : public Baseline {
       }
     });
   }
+  // Debian 12's hnswlib (0.6.2) has no filter functor (0.7.0 added it):
+  // its filtered form is a post-filter, searchKnn for k * k_factor / share
+  // candidates (at most kMaxPostFilter; hnswlib searches with ef =
+  // max(ef, that)) keeping the matching ones. The share is the filter's
+  // exact one (generous to the baseline).
+  static constexpr size_t kMaxPostFilter = 20000;
+  std::vector<FilterKnobs> FilterSweep() const override {
+    std::vector<FilterKnobs> out;
+    for (int kf : {2, 4, 8}) {
+      for (int ef : {64, 256}) out.push_back({.ef = ef, .k_factor = kf});
+    }
+    return out;
+  }
+  absl::Status SearchFiltered(const float* query, size_t k, const FilterKnobs& knobs,
+                              const uint8_t* bitmap, uint64_t n, uint64_t matches,
+                              int64_t* out_ids) const override {
+    return Guard("hnswlib searchKnn (post-filter)", [&] {
+      const double share = std::max<double>(1.0, static_cast<double>(matches)) / static_cast<double>(n);
+      size_t want = static_cast<size_t>(std::ceil(static_cast<double>(k * std::max(1, knobs.k_factor)) / share));
+      want = std::min({want, kMaxPostFilter, static_cast<size_t>(n)});
+      want = std::max({want, k, static_cast<size_t>(knobs.ef)});
+      auto result = index_->searchKnn(query, want);  // worst on top
+      std::vector<int64_t> kept;
+      while (!result.empty()) {
+        const size_t id = result.top().second;
+        if ((bitmap[id >> 3] >> (id & 7)) & 1) kept.push_back(static_cast<int64_t>(id));
+        result.pop();
+      }
+      std::fill(out_ids, out_ids + k, int64_t{-1});
+      // kept is worst first.
+      for (size_t i = 0; i < k && i < kept.size(); ++i) out_ids[i] = kept[kept.size() - 1 - i];
+    });
+  }
 
  private:
   uint64_t Level0Bytes() const {
@@ -725,6 +812,51 @@ absl::Status SaveToCache(const Baseline& b, const std::string& path, double trai
   return absl::OkStatus();
 }
 
+// Builds `b` over v (or loads it from options.cache_dir, with the build
+// times saved beside it, and saves a new build there).
+absl::Status BuildOrLoad(Baseline& b, const Vectors& v, const Dataset& ds,
+                         const BaselineOptions& options, double* train_s, double* add_s,
+                         bool* cached) {
+  *cached = false;
+  const std::string cache_path =
+      options.cache_dir.empty() ? std::string() : CachePath(options.cache_dir, ds, v, b);
+  if (!cache_path.empty() && ReadBuildTimes(cache_path, train_s, add_s)) {
+    Stopwatch sw;
+    ZOOM_RETURN_IF_ERROR(b.Load(cache_path, v));
+    *cached = true;
+    std::printf("%s: loaded %s in %.1f s\n", b.name().c_str(), cache_path.c_str(),
+                sw.ElapsedSeconds());
+  } else {
+    // Training (k-means) runs many tiny OpenMP regions: on this shared
+    // 2-core machine two threads spin in barriers far more than they gain,
+    // so it runs on one; adding (long regions) uses build_threads.
+    omp_set_num_threads(1);
+    Stopwatch sw;
+    ZOOM_RETURN_IF_ERROR(b.Train(v));
+    *train_s = sw.ElapsedSeconds();
+    sw.Reset();
+    omp_set_num_threads(options.build_threads);
+    ZOOM_RETURN_IF_ERROR(b.Add(v, options.build_threads));
+    *add_s = sw.ElapsedSeconds();
+    if (!cache_path.empty()) ZOOM_RETURN_IF_ERROR(SaveToCache(b, cache_path, *train_s, *add_s));
+  }
+  omp_set_num_threads(1);
+  return absl::OkStatus();
+}
+
+void PrintBuild(const Baseline& b, const Vectors& v, const BaselineOptions& options, bool cached,
+                double train_s, double add_s, double load_before) {
+  const uint64_t resident = b.ResidentBytes();
+  const double per_vector = static_cast<double>(resident) / static_cast<double>(v.n);
+  std::printf("%s (%s): %s in %.1f s (train %.1f s on 1 thread, add %.1f s on %d; "
+              "load average %.1f); resident %s = %.1f B/vector: %s\n",
+              b.name().c_str(), b.BuildParams().c_str(),
+              cached ? "cached, originally built" : "built", train_s + add_s, train_s, add_s,
+              options.build_threads, load_before, MiB(resident).c_str(), per_vector,
+              b.MemoryBreakdown().c_str());
+  std::fflush(stdout);
+}
+
 // Builds `b`, sweeps it and appends its configurations to `results`.
 absl::Status RunOne(Baseline& b, const Vectors& v, const Dataset& ds,
                     const std::vector<int>& threads, size_t k,
@@ -740,39 +872,10 @@ absl::Status RunOne(Baseline& b, const Vectors& v, const Dataset& ds,
   const double load_before = LoadAverage1m();
   double train_s = 0, add_s = 0;
   bool cached = false;
-  const std::string cache_path =
-      options.cache_dir.empty() ? std::string() : CachePath(options.cache_dir, ds, v, b);
-  if (!cache_path.empty() && ReadBuildTimes(cache_path, &train_s, &add_s)) {
-    Stopwatch sw;
-    ZOOM_RETURN_IF_ERROR(b.Load(cache_path, v));
-    cached = true;
-    std::printf("%s: loaded %s in %.1f s\n", b.name().c_str(), cache_path.c_str(),
-                sw.ElapsedSeconds());
-  } else {
-    // Training (k-means) runs many tiny OpenMP regions: on this shared
-    // 2-core machine two threads spin in barriers far more than they gain,
-    // so it runs on one; adding (long regions) uses build_threads.
-    omp_set_num_threads(1);
-    Stopwatch sw;
-    ZOOM_RETURN_IF_ERROR(b.Train(v));
-    train_s = sw.ElapsedSeconds();
-    sw.Reset();
-    omp_set_num_threads(options.build_threads);
-    ZOOM_RETURN_IF_ERROR(b.Add(v, options.build_threads));
-    add_s = sw.ElapsedSeconds();
-    if (!cache_path.empty()) ZOOM_RETURN_IF_ERROR(SaveToCache(b, cache_path, train_s, add_s));
-  }
-  omp_set_num_threads(1);
-
+  ZOOM_RETURN_IF_ERROR(BuildOrLoad(b, v, ds, options, &train_s, &add_s, &cached));
+  PrintBuild(b, v, options, cached, train_s, add_s, load_before);
   const uint64_t resident = b.ResidentBytes();
   const double per_vector = static_cast<double>(resident) / static_cast<double>(v.n);
-  std::printf("%s (%s): %s in %.1f s (train %.1f s on 1 thread, add %.1f s on %d; "
-              "load average %.1f); resident %s = %.1f B/vector: %s\n",
-              b.name().c_str(), b.BuildParams().c_str(),
-              cached ? "cached, originally built" : "built", train_s + add_s, train_s, add_s,
-              options.build_threads, load_before, MiB(resident).c_str(), per_vector,
-              b.MemoryBreakdown().c_str());
-  std::fflush(stdout);
   rep.JsonLine({{"record", std::string("build")},
                 {"name", b.name()},
                 {"dataset", ds.name},
@@ -933,6 +1036,66 @@ absl::StatusOr<std::vector<ConfigResult>> RunBaselines(
     Table& table) {
   ZOOM_ASSIGN_OR_RETURN(const BaselineOptions options, BaselineOptionsFromFlags());
   return RunBaselines(ds, threads, k, options, rep, table);
+}
+
+namespace {
+
+// A built baseline and the vectors it was built with (its queries, prepared
+// as it takes them).
+class FilteredAdapter final : public FilteredBaseline {
+ public:
+  FilteredAdapter(std::unique_ptr<Baseline> b, std::shared_ptr<const Vectors> v)
+      : b_(std::move(b)), v_(std::move(v)) {}
+  std::string name() const override { return b_->name(); }
+  std::string BuildParams() const override { return b_->BuildParams(); }
+  uint64_t ResidentBytes() const override { return b_->ResidentBytes(); }
+  std::vector<FilterKnobs> Sweep() const override { return b_->FilterSweep(); }
+  absl::Status Search(size_t q, size_t k, const FilterKnobs& knobs, const uint8_t* bitmap,
+                      uint64_t matches, int64_t* out) const override {
+    OneOmpThreadOnThisThread();
+    return b_->SearchFiltered(v_->queries + q * v_->d, k, knobs, bitmap, v_->n, matches, out);
+  }
+
+ private:
+  std::unique_ptr<Baseline> b_;
+  std::shared_ptr<const Vectors> v_;
+};
+
+}  // namespace
+
+std::string FilterKnobs::Label() const {
+  std::vector<std::string> parts;
+  if (nprobe > 0) parts.push_back(absl::StrCat("np=", nprobe));
+  if (ef > 0) parts.push_back(absl::StrCat("ef=", ef));
+  if (k_factor > 0) parts.push_back(absl::StrCat("kf=", k_factor));
+  return absl::StrJoin(parts, ",");
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<FilteredBaseline>>> BuildFilteredBaselines(
+    const Dataset& ds, const BaselineOptions& options) {
+  openblas_set_num_threads(1);
+  auto v = std::make_shared<const Vectors>(PrepareVectors(ds, options.max_train));
+  std::vector<std::unique_ptr<FilteredBaseline>> out;
+  std::vector<std::unique_ptr<Baseline>> all;
+  all.push_back(std::make_unique<Hnswlib>(32));
+  all.push_back(std::make_unique<FaissIvfHnswPqRefine>());
+  for (std::unique_ptr<Baseline>& b : all) {
+    const bool wanted = std::find(options.names.begin(), options.names.end(), b->name()) !=
+                            options.names.end() ||
+                        (b->name().rfind("hnswlib", 0) == 0 &&
+                         std::find(options.names.begin(), options.names.end(), "hnswlib") !=
+                             options.names.end());
+    if (!wanted) continue;
+    b->Plan(*v);
+    if (absl::Status st = b->CheckSupported(*v); !st.ok()) continue;
+    double train_s = 0, add_s = 0;
+    bool cached = false;
+    const double load = LoadAverage1m();
+    ZOOM_RETURN_IF_ERROR(BuildOrLoad(*b, *v, ds, options, &train_s, &add_s, &cached));
+    PrintBuild(*b, *v, options, cached, train_s, add_s, load);
+    out.push_back(std::make_unique<FilteredAdapter>(std::move(b), v));
+  }
+  return out;
 }
 
 std::string BaselineSimdSummary() {

@@ -83,6 +83,42 @@ absl::StatusOr<std::vector<ConfigResult>> RunBaselines(
     const Dataset& ds, const std::vector<int>& threads, size_t k,
     Reporter& rep, Table& table);
 
+// ---- Filtered search (zoombench --benchmarks=filter) ----------------------------
+//
+//   hnswlib_M32               a post-filter: Debian 12's hnswlib 0.6.2 has no
+//                             filter functor (0.7.0 added it), so its filtered
+//                             form is searchKnn for k * k_factor / share
+//                             candidates (at most 20,000) keeping the matching
+//                             ones; sweeps ef x k_factor.
+//   faiss_ivf_hnsw_pq_refine  FAISS's own filter: the IVF-PQ list scan with an
+//                             IDSelectorBitmap (only selected ids are scored),
+//                             k * k_factor candidates re-ranked exactly in RAM;
+//                             sweeps nprobe x k_factor.
+struct FilterKnobs {
+  int ef = 0, nprobe = 0, k_factor = 0;
+  std::string Label() const;
+};
+
+class FilteredBaseline {
+ public:
+  virtual ~FilteredBaseline() = default;
+  virtual std::string name() const = 0;
+  virtual std::string BuildParams() const = 0;
+  virtual uint64_t ResidentBytes() const = 0;
+  virtual std::vector<FilterKnobs> Sweep() const = 0;
+  // Up to k ids for query row q, best first, -1 padded, only rows whose bit
+  // is set in `bitmap` (bit i of byte i / 8, LSB first: a MatchSet's words
+  // on a little-endian machine), `matches` of them. Thread-safe.
+  virtual absl::Status Search(size_t q, size_t k, const FilterKnobs& knobs,
+                              const uint8_t* bitmap, uint64_t matches,
+                              int64_t* out) const = 0;
+};
+
+// Builds (or loads from options.cache_dir) the filtered baselines among
+// options.names ("hnswlib" selects hnswlib_M32).
+absl::StatusOr<std::vector<std::unique_ptr<FilteredBaseline>>> BuildFilteredBaselines(
+    const Dataset& ds, const BaselineOptions& options);
+
 // One line naming the SIMD level hnswlib was compiled with (and what the CPU
 // offers), and the FAISS library's build options.
 std::string BaselineSimdSummary();

@@ -35,6 +35,7 @@
 #include "index/vector_index.h"
 #include "bench/bench_dataset.h"
 #include "bench/bench_session.h"
+#include "bench/bench_zoom.h"
 #include "bench/bench_util.h"
 #include "server/engine/search_engine.h"
 #include "storage/vector_store.h"
@@ -581,6 +582,15 @@ const RegisterWorkload kRecall("recall", RunSearch);
 const RegisterWorkload kSweep("sweep", RunSweep);
 
 }  // namespace
+
+absl::StatusOr<ZoomBuilt> GetZoomBuilt() {
+  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(/*report_build=*/true, nullptr));
+  ZoomBuilt out;
+  out.ds = &b->ds;
+  out.engine = b->engine.get();
+  out.params = b->key;
+  return out;
+}
 
 std::vector<ConfigResult>& SessionResults() {
   static auto* results = new std::vector<ConfigResult>();

@@ -180,8 +180,17 @@ absl::Status Collection::FillPayloadIndex(
   return absl::OkStatus();
 }
 
+bool Collection::FieldBuildRunning(const std::string& field) {
+  absl::MutexLock b(&field_build_mu_);
+  for (const FieldBuild& f : field_builds_) {
+    if (f.field == field && !f.done->load()) return true;
+  }
+  return false;
+}
+
 absl::Status Collection::CreateFieldIndex(const std::string& field, FieldIndexType type,
                                           bool background) {
+  uint64_t generation = 0;
   if (field.empty() || field.size() > FieldLimits().max_name_bytes ||
       field.find('\0') != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -190,33 +199,55 @@ absl::Status Collection::CreateFieldIndex(const std::string& field, FieldIndexTy
   {
     absl::MutexLock w(&write_mu_);
     if (dropped_) return DroppedError();
+    bool declared = false;
     for (const CollectionManifest::FieldIndex& f : manifest_.field_indexes) {
       if (f.field != field) continue;
-      if (f.type == FieldIndexTypeName(type)) return absl::OkStatus();  // declared already
-      return absl::FailedPreconditionError(absl::StrCat(
-          "field '", field.substr(0, 64), "' has a ", f.type, " index; delete it first"));
+      if (f.type != FieldIndexTypeName(type)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "field '", field.substr(0, 64), "' has a ", f.type, " index; delete it first"));
+      }
+      // Declared already: OK when built (or building); a build that failed
+      // is started again below.
+      if (Current()->payload.IsReady(field) || FieldBuildRunning(field)) return absl::OkStatus();
+      declared = true;
     }
-    if (manifest_.field_indexes.size() >= 64) {
-      return absl::ResourceExhaustedError("a collection has at most 64 payload indexes");
-    }
-    manifest_.field_indexes.push_back({field, FieldIndexTypeName(type)});
-    if (absl::Status st = SaveManifestLocked(); !st.ok()) {
-      manifest_.field_indexes.pop_back();
-      return st;
+    if (!declared) {
+      if (manifest_.field_indexes.size() >= 64) {
+        return absl::ResourceExhaustedError("a collection has at most 64 payload indexes");
+      }
+      manifest_.field_indexes.push_back({field, FieldIndexTypeName(type)});
+      if (absl::Status st = SaveManifestLocked(); !st.ok()) {
+        manifest_.field_indexes.pop_back();
+        return st;
+      }
     }
     // Writes keep it current from here on; the build fills in the rest.
-    Current()->payload.AddField(field, type, /*ready=*/false);
+    generation = Current()->payload.AddField(field, type, /*ready=*/false);
   }
-  if (!background) {
-    BuildFieldIndex(field);
-    return absl::OkStatus();
-  }
+  if (!background) return BuildFieldIndex(field, generation);
   absl::MutexLock b(&field_build_mu_);
-  field_builds_.emplace_back([this, field] { BuildFieldIndex(field); });
+  // Builds that ended are joined here (and the rest at destruction).
+  for (auto it = field_builds_.begin(); it != field_builds_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = field_builds_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  FieldBuild build;
+  build.field = field;
+  build.done = done;
+  build.thread = std::thread([this, field, generation, done] {
+    BuildFieldIndex(field, generation).IgnoreError();  // logged; filters scan meanwhile
+    done->store(true);
+  });
+  field_builds_.push_back(std::move(build));
   return absl::OkStatus();
 }
 
-void Collection::BuildFieldIndex(const std::string& field) {
+absl::Status Collection::BuildFieldIndex(const std::string& field, uint64_t generation) {
   // In chunks under the write lock: each chunk reads the fields as they
   // are now, and writers update the index between chunks (idempotent).
   Stopwatch sw;
@@ -224,11 +255,14 @@ void Collection::BuildFieldIndex(const std::string& field) {
   uint64_t from = 0, points = 0;
   for (bool more = true; more;) {
     absl::MutexLock w(&write_mu_);
-    if (dropped_ || stopping_) return;
+    if (dropped_) return DroppedError();
+    if (stopping_) return absl::CancelledError("the collection is closing");
     std::shared_ptr<Segment> now = Current();
-    if (seg != nullptr && now != seg) return;  // compacted: the new segment is complete
+    // Compacted: the new segment's index is complete.
+    if (seg != nullptr && now != seg) return absl::OkStatus();
     seg = now;
-    if (!seg->payload.HasField(field)) return;  // deleted meanwhile
+    // Deleted (or declared again: that declaration's build fills it).
+    if (!seg->payload.IsCurrent(field, generation)) return absl::OkStatus();
     std::vector<uint64_t> exts;
     std::vector<FieldValue> values;
     uint64_t next = 0;
@@ -246,8 +280,8 @@ void Collection::BuildFieldIndex(const std::string& field) {
         &next, &more);
     if (!st.ok()) {
       ZOOM_LOG(WARNING, "collection ", config_.name, ": payload index of '", field,
-               "' failed: ", st.message());
-      return;  // stays not ready: filters on it scan
+               "' failed: ", st.message(), " (filters on it scan; CreateFieldIndex retries)");
+      return st;  // stays not ready
     }
     std::vector<std::optional<InternalId>> found;
     seg->ids.FindAll(exts, &found);
@@ -257,9 +291,10 @@ void Collection::BuildFieldIndex(const std::string& field) {
     points += exts.size();
     from = next;
   }
-  seg->payload.MarkReady(field);
+  seg->payload.MarkReady(field, generation);
   ZOOM_LOG(INFO, "collection ", config_.name, ": payload index of '", field, "' built over ",
            points, " points in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
+  return absl::OkStatus();
 }
 
 absl::Status Collection::DeleteFieldIndex(const std::string& field) {
@@ -284,12 +319,12 @@ absl::Status Collection::DeleteFieldIndex(const std::string& field) {
 
 void Collection::JoinFieldBuilds() {
   stopping_ = true;
-  std::vector<std::thread> builds;
+  std::vector<FieldBuild> builds;
   {
     absl::MutexLock b(&field_build_mu_);
     builds.swap(field_builds_);
   }
-  for (std::thread& t : builds) t.join();
+  for (FieldBuild& b : builds) b.thread.join();
   stopping_ = false;
 }
 
@@ -783,22 +818,38 @@ absl::Status Collection::JoinHits(const Segment& seg, const CollectionSearchPara
 }
 
 absl::Status Collection::MatchFilter(const Segment& seg, const Filter& filter, MatchSet* out,
-                                     bool* scan) const {
+                                     bool* scan, const QueryContext* ctx) const {
   *scan = false;
   const uint64_t size = seg.ids.visible();
   std::string unindexed;
   bool building = false;
   if (seg.payload.CanEvaluate(filter, &unindexed, &building)) {
-    return seg.payload.Evaluate(filter, seg.ids, size, out);
+    absl::Status st = seg.payload.Evaluate(filter, seg.ids, size, out);
+    // (FailedPrecondition: an index deleted since CanEvaluate: scan.)
+    if (st.code() != absl::StatusCode::kFailedPrecondition) return st;
   }
   // A field without a ready index: evaluated from the stored payloads
-  // (every live point's; a scan, flagged in the stats).
+  // (every live point's; a scan, flagged in the stats), stopping at the
+  // call's deadline or cancellation.
   *scan = true;
   out->Reset(size);
   static const PayloadFields kNone;
   for (const auto& [id, ext] : seg.ids.LiveRecords()) {
     if (id < size) out->Assign(id, Matches(filter, ext, kNone));
   }
+  uint64_t scanned = 0;
+  const auto check = [&]() -> absl::Status {
+    if (ctx == nullptr || ++scanned % 1024 != 0) return absl::OkStatus();
+    if (ctx->cancelled != nullptr && ctx->cancelled->load(std::memory_order_relaxed)) {
+      return absl::CancelledError("the search was cancelled");
+    }
+    if (ctx->deadline != absl::InfiniteFuture() && absl::Now() >= ctx->deadline) {
+      return absl::DeadlineExceededError(
+          "the deadline passed while the filter was evaluated from the stored payloads (a "
+          "field without a payload index: CreateFieldIndex makes it fast)");
+    }
+    return absl::OkStatus();
+  };
   std::vector<uint64_t> exts;
   std::vector<PayloadFields> decoded;
   std::vector<std::optional<InternalId>> found;
@@ -816,7 +867,7 @@ absl::Status Collection::MatchFilter(const Segment& seg, const Filter& filter, M
     exts.push_back(ext);
     decoded.push_back(std::move(*f));
     if (exts.size() == 1024) flush();
-    return absl::OkStatus();
+    return check();
   }));
   flush();
   AndLive(seg.ids, out);
@@ -829,7 +880,7 @@ absl::Status Collection::PrepareFilter(const Segment& seg, const CollectionSearc
   *scan = false;
   if (params.filter == nullptr || params.filter->empty()) return absl::OkStatus();
   ZOOM_RETURN_IF_ERROR(ValidateFilter(*params.filter));
-  ZOOM_RETURN_IF_ERROR(MatchFilter(seg, *params.filter, match, scan));
+  ZOOM_RETURN_IF_ERROR(MatchFilter(seg, *params.filter, match, scan, &params.context));
   engine->match = match;
   engine->live_points = seg.ids.live();
   return absl::OkStatus();

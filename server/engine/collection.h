@@ -330,8 +330,9 @@ class Collection {
   SearchParams EngineParams(const Segment& seg, const CollectionSearchParams& params) const;
   // The ids of `seg` that pass `filter` (live only), from the payload
   // indexes or (*scan) from the stored payloads.
+  // A scan stops at ctx's deadline or cancellation (ctx may be null).
   absl::Status MatchFilter(const Segment& seg, const Filter& filter, MatchSet* out,
-                           bool* scan) const;
+                           bool* scan, const QueryContext* ctx = nullptr) const;
   // Validates params.filter and evaluates it into *match, setting the
   // engine's match and live_points; nothing without a filter.
   absl::Status PrepareFilter(const Segment& seg, const CollectionSearchParams& params,
@@ -340,8 +341,10 @@ class Collection {
   // fills them from every stored point's fields.
   absl::Status FillPayloadIndex(Segment* seg,
                                 const std::vector<CollectionManifest::FieldIndex>& declared) const;
-  // The background build of one declared field (CreateFieldIndex).
-  void BuildFieldIndex(const std::string& field);
+  // The build of one declared field (CreateFieldIndex) of the index's
+  // `generation` (it stops when the field is deleted or declared again).
+  absl::Status BuildFieldIndex(const std::string& field, uint64_t generation);
+  bool FieldBuildRunning(const std::string& field);
   void JoinFieldBuilds();
   // Books a failed (or successful) build/compaction for the retry backoff.
   void NoteMaintenance(bool compaction, const absl::Status& st);
@@ -381,7 +384,12 @@ class Collection {
 
   // Payload index builds (CreateFieldIndex); stopping_ ends them early.
   absl::Mutex field_build_mu_;
-  std::vector<std::thread> field_builds_ ABSL_GUARDED_BY(field_build_mu_);
+  struct FieldBuild {
+    std::string field;
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<FieldBuild> field_builds_ ABSL_GUARDED_BY(field_build_mu_);
   std::atomic<bool> stopping_{false};
 
   mutable absl::Mutex maintenance_mu_;

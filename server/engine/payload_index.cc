@@ -7,6 +7,7 @@
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "roaring/roaring.hh"
 
@@ -40,12 +41,17 @@ struct GeoEntry {
   }
 };
 
-// The int64 a double bound starts at (conservatively low; callers test
-// every entry exactly).
+// The int64 a scan for values v with (double)v >= b starts at:
+// conservatively low (int64 -> double rounds by up to 1024 near 2^63, so
+// v >= b - 4096 surely holds every match); callers test each entry
+// exactly.
 int64_t LowInt(double b) {
-  if (b <= -9.2e18) return std::numeric_limits<int64_t>::min();
-  if (b >= 9.2e18) return std::numeric_limits<int64_t>::max();
-  return static_cast<int64_t>(std::floor(b)) - 1;
+  constexpr double kTwo63 = 9223372036854775808.0;
+  // (Every int64 from 2^63 - 512 on converts to 2^63.)
+  if (b >= kTwo63) return std::numeric_limits<int64_t>::max() - 4096;
+  const double lo = std::floor(b - 4096.0);
+  if (lo <= -kTwo63) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(lo);
 }
 
 }  // namespace
@@ -71,6 +77,7 @@ void AndLive(const IdTracker& ids, MatchSet* out) { ids.AndLive(out->words().dat
 struct PayloadIndex::Field {
   FieldIndexType type;
   bool ready = false;
+  uint64_t generation = 0;  // AddField's number (a re-declared field gets a new one)
   Roaring nonempty;  // a value (or a list of at least one)
   Roaring nulls;
   absl::flat_hash_map<InternalId, FieldValue> lists;
@@ -309,12 +316,15 @@ struct PayloadIndex::Field {
 PayloadIndex::PayloadIndex() = default;
 PayloadIndex::~PayloadIndex() = default;
 
-void PayloadIndex::AddField(const std::string& field, FieldIndexType type, bool ready) {
+uint64_t PayloadIndex::AddField(const std::string& field, FieldIndexType type, bool ready) {
   auto f = std::make_unique<Field>();
   f->type = type;
   f->ready = ready;
   absl::MutexLock l(&mu_);
+  f->generation = ++generations_;
+  const uint64_t g = f->generation;
   fields_[field] = std::move(f);
+  return g;
 }
 
 void PayloadIndex::RemoveField(std::string_view field) {
@@ -322,9 +332,24 @@ void PayloadIndex::RemoveField(std::string_view field) {
   if (auto it = fields_.find(field); it != fields_.end()) fields_.erase(it);
 }
 
-void PayloadIndex::MarkReady(std::string_view field) {
+void PayloadIndex::MarkReady(std::string_view field, uint64_t generation) {
   absl::MutexLock l(&mu_);
-  if (auto it = fields_.find(field); it != fields_.end()) it->second->ready = true;
+  if (auto it = fields_.find(field);
+      it != fields_.end() && (generation == 0 || it->second->generation == generation)) {
+    it->second->ready = true;
+  }
+}
+
+bool PayloadIndex::IsCurrent(std::string_view field, uint64_t generation) const {
+  absl::ReaderMutexLock l(&mu_);
+  auto it = fields_.find(field);
+  return it != fields_.end() && it->second->generation == generation;
+}
+
+bool PayloadIndex::IsReady(std::string_view field) const {
+  absl::ReaderMutexLock l(&mu_);
+  auto it = fields_.find(field);
+  return it != fields_.end() && it->second->ready;
 }
 
 void PayloadIndex::Update(InternalId id, const PayloadFields* before, const PayloadFields* after) {
@@ -387,8 +412,21 @@ absl::Status PayloadIndex::EvalCondition(const Condition& c, const IdTracker& id
     std::vector<uint64_t> ext(c.ids.begin(), c.ids.end());
     std::vector<std::optional<InternalId>> found;
     ids.FindAll(ext, &found);
-    for (const auto& id : found) {
-      if (id.has_value()) out->Set(*id);
+    absl::flat_hash_set<uint64_t> newer;  // named by a record not yet visible here
+    for (size_t i = 0; i < found.size(); ++i) {
+      if (!found[i].has_value()) continue;
+      if (*found[i] < out->size()) {
+        out->Set(*found[i]);
+      } else {
+        newer.insert(ext[i]);
+      }
+    }
+    if (!newer.empty()) {
+      // An upsert in flight: the map already names its new record, whose
+      // predecessor is still the live one below size(). Rare: find it.
+      for (InternalId id = 0; id < out->size(); ++id) {
+        if (ids.IsLive(id) && newer.contains(ids.External(id))) out->Set(id);
+      }
     }
     return absl::OkStatus();
   }

@@ -75,10 +75,13 @@ class PayloadIndex {
 
   // ---- Writer ----
   // A new, empty index of `field` (ready: already complete, e.g. at open
-  // before any record is filled in). Replaces one of the field.
-  void AddField(const std::string& field, FieldIndexType type, bool ready);
+  // before any record is filled in). Replaces one of the field. Returns
+  // its generation (a build of an older declaration of the field must not
+  // mark this one ready: MarkReady and IsCurrent take it).
+  uint64_t AddField(const std::string& field, FieldIndexType type, bool ready);
   void RemoveField(std::string_view field);
-  void MarkReady(std::string_view field);
+  // generation 0: whatever the field's generation.
+  void MarkReady(std::string_view field, uint64_t generation = 0);
   // Record `id`'s fields were `before` (null: none, a new record) and are
   // now `after` (null: none): every index follows.
   void Update(InternalId id, const PayloadFields* before, const PayloadFields* after);
@@ -88,6 +91,9 @@ class PayloadIndex {
 
   // ---- Readers ----
   bool HasField(std::string_view field) const;
+  // Whether `field`'s index is the one of `generation` (AddField's).
+  bool IsCurrent(std::string_view field, uint64_t generation) const;
+  bool IsReady(std::string_view field) const;
   // Whether every field condition of `filter` has a ready index; *unindexed
   // names the first that has none (or whose index is building: *building).
   bool CanEvaluate(const Filter& filter, std::string* unindexed, bool* building) const;
@@ -110,6 +116,7 @@ class PayloadIndex {
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<Field>, std::less<>> fields_ ABSL_GUARDED_BY(mu_);
+  uint64_t generations_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // The live ids of `ids` below `size` into *out (every bit of a dead or

@@ -338,16 +338,24 @@ absl::Status SearchEngine::ExactOverMatches(const float* query, const SearchPara
     return absl::OkStatus();
   };
   absl::Status st;
+  bool stopped = false;  // allow_partial at the deadline: the best of those read
   params.match->ForEach([&](InternalId id) {
-    if (!st.ok() || id >= stored) return;
+    if (stopped || !st.ok() || id >= stored) return;
     ids.push_back(id);
     if (ids.size() == kChunk) {
       st = CheckStop(ctx);
+      if (!st.ok() && ctx.allow_partial && st.code() == absl::StatusCode::kDeadlineExceeded) {
+        st = absl::OkStatus();
+        stopped = true;
+        stats->degraded = true;
+        ids.clear();
+        return;
+      }
       if (st.ok()) st = flush();
     }
   });
   ZOOM_RETURN_IF_ERROR(st);
-  ZOOM_RETURN_IF_ERROR(flush());
+  if (!stopped) ZOOM_RETURN_IF_ERROR(flush());
   TakeBest(metric_, &heap, heap.size(), &result->hits);
   stats->fullview_us += sw.ElapsedMicros();
   return ReadHitVectors(params, result);
@@ -365,7 +373,9 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
   const double share =
       params.live_points == 0 ? 1.0 : static_cast<double>(count) / static_cast<double>(params.live_points);
   if (strategy == FilterStrategy::kNone) {
-    if (count <= std::max<uint64_t>(params.k, params.filter_exact_max)) {
+    // (preview_only: RAM only, so not the exact strategy, which reads the
+    // matching vectors, while an index exists.)
+    if (count <= std::max<uint64_t>(params.k, params.filter_exact_max) && !params.preview_only) {
       strategy = FilterStrategy::kExact;
     } else if (share >= params.filter_broad_share) {
       strategy = FilterStrategy::kPostFilter;
@@ -389,11 +399,14 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
     // The plain preview (liveness only), K' oversampled by 1 / share; the
     // matching candidates go on to the fullview.
     stats->filter_strategy = FilterStrategy::kPostFilter;
+    // Within the server's limits (the fallbacks below cover what it misses).
     const double over = std::min(64.0, 1.0 / std::max(share, 1e-9));
     p.rerank_candidates = static_cast<uint32_t>(std::min<double>(
-        std::ceil(static_cast<double>(kprime) * over * 1.2), 1e6));
+        std::ceil(static_cast<double>(kprime) * over * 1.2),
+        std::max<double>(kprime, ctx.limits.max_rerank)));
     if (idx->spec().kind == index::IndexKind::kHnswPq) {
-      p.ef = std::max<uint32_t>(p.ef, p.rerank_candidates);
+      p.ef = std::max<uint32_t>(
+          p.ef, std::min<uint32_t>(p.rerank_candidates, std::max(p.ef, ctx.limits.max_ef)));
     }
     const bool preview_only = p.preview_only;
     p.preview_only = false;
@@ -428,10 +441,14 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
     }
     stats->candidates = 0;
     ZOOM_RETURN_IF_ERROR(Preview(*idx, query, p, &s.candidates, stats));
+    const uint32_t max_ef = std::max(params.ef, ctx.limits.max_ef);
     for (int round = 0; s.candidates.size() < need && round < 6; ++round) {
       if (ivf && p.nprobe >= nlist) break;
-      if (!ivf && p.ef >= std::max<uint64_t>(16 * kprime, 4096)) break;
-      ZOOM_RETURN_IF_ERROR(CheckStop(ctx));
+      if (!ivf && p.ef >= max_ef) break;
+      if (absl::Status stop = CheckStop(ctx); !stop.ok()) {
+        if (ctx.allow_partial && stop.code() == absl::StatusCode::kDeadlineExceeded) break;
+        return stop;
+      }
       ++stats->filter_expansions;
       if (ivf) {
         const double found = std::max<double>(1, s.candidates.size());
@@ -439,7 +456,7 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
         p.nprobe = static_cast<uint32_t>(std::min<double>(nlist, std::ceil(p.nprobe * grow)));
         p.ef = std::max(p.ef, p.nprobe);
       } else {
-        p.ef *= 2;
+        p.ef = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{p.ef} * 2, max_ef));
       }
       stats->candidates = 0;
       ZOOM_RETURN_IF_ERROR(Preview(*idx, query, p, &s.candidates, stats));

@@ -143,11 +143,17 @@ RangeBounds BoundsOf(const v1::Range& r) {
 
 GeoPoint GeoOf(const v1::GeoPoint& p) { return {p.lat(), p.lon()}; }
 
+// Conditions and has_id ids converted so far in the whole filter: the
+// limits hold before anything more is allocated.
+struct Budget {
+  uint64_t conditions = 0, ids = 0;
+};
+
 absl::Status FilterAt(const v1::Filter& proto, Filter* out, const FilterLimits& limits,
-                      uint32_t depth, const std::string& at);
+                      uint32_t depth, const std::string& at, Budget* budget);
 
 absl::Status ConditionOf(const v1::Condition& c, Condition* out, const FilterLimits& limits,
-                         uint32_t depth, const std::string& at) {
+                         uint32_t depth, const std::string& at, Budget* budget) {
   const int field_parts = (c.has_match() ? 1 : 0) + (c.has_range() ? 1 : 0) +
                           (c.has_values_count() ? 1 : 0) + (c.has_geo_radius() ? 1 : 0) +
                           (c.has_geo_bounding_box() ? 1 : 0);
@@ -161,10 +167,11 @@ absl::Status ConditionOf(const v1::Condition& c, Condition* out, const FilterLim
         kinds == 0 ? "none" : "several"));
   }
   if (c.has_id_size() > 0) {
-    if (static_cast<uint64_t>(c.has_id_size()) > limits.max_ids) {
-      return absl::ResourceExhaustedError(absl::StrCat(at, ": has_id lists ", c.has_id_size(),
-                                                       " ids; at most ", limits.max_ids,
-                                                       " are allowed"));
+    budget->ids += static_cast<uint64_t>(c.has_id_size());
+    if (static_cast<uint64_t>(c.has_id_size()) > limits.max_ids || budget->ids > 4 * uint64_t{limits.max_ids}) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          at, ": has_id lists ", c.has_id_size(), " ids; at most ", limits.max_ids,
+          " are allowed in one, ", 4 * uint64_t{limits.max_ids}, " in a whole filter"));
     }
     out->type = Condition::Type::kHasId;
     out->ids.insert(c.has_id().begin(), c.has_id().end());
@@ -182,7 +189,7 @@ absl::Status ConditionOf(const v1::Condition& c, Condition* out, const FilterLim
   if (c.has_filter()) {
     auto nested = std::make_shared<Filter>();
     ZOOM_RETURN_IF_ERROR(FilterAt(c.filter(), nested.get(), limits, depth + 1,
-                                  absl::StrCat(at, ".filter.")));
+                                  absl::StrCat(at, ".filter."), budget));
     out->type = Condition::Type::kNested;
     out->nested = std::move(nested);
     return absl::OkStatus();
@@ -277,21 +284,22 @@ absl::Status ConditionOf(const v1::Condition& c, Condition* out, const FilterLim
 }
 
 absl::Status FilterAt(const v1::Filter& proto, Filter* out, const FilterLimits& limits,
-                      uint32_t depth, const std::string& at) {
+                      uint32_t depth, const std::string& at, Budget* budget) {
   if (depth > limits.max_depth) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the filter nests deeper than ", limits.max_depth, " levels; flatten it"));
   }
   const auto list = [&](const google::protobuf::RepeatedPtrField<v1::Condition>& in,
                         std::vector<Condition>* cs, const char* name) {
-    if (static_cast<uint64_t>(in.size()) > limits.max_conditions) {
+    budget->conditions += static_cast<uint64_t>(in.size());
+    if (budget->conditions > limits.max_conditions) {
       return absl::InvalidArgumentError(absl::StrCat(
           "the filter has more than ", limits.max_conditions, " conditions; split the query"));
     }
     cs->resize(in.size());
     for (int i = 0; i < in.size(); ++i) {
-      ZOOM_RETURN_IF_ERROR(
-          ConditionOf(in[i], &(*cs)[i], limits, depth, absl::StrCat(at, name, "[", i, "]")));
+      ZOOM_RETURN_IF_ERROR(ConditionOf(in[i], &(*cs)[i], limits, depth,
+                                       absl::StrCat(at, name, "[", i, "]"), budget));
     }
     return absl::OkStatus();
   };
@@ -315,7 +323,8 @@ absl::Status FilterAt(const v1::Filter& proto, Filter* out, const FilterLimits& 
 
 absl::Status FilterFromProto(const v1::Filter& proto, Filter* out, const FilterLimits& limits) {
   *out = Filter();
-  ZOOM_RETURN_IF_ERROR(FilterAt(proto, out, limits, 1, "filter."));
+  Budget budget;
+  ZOOM_RETURN_IF_ERROR(FilterAt(proto, out, limits, 1, "filter.", &budget));
   return ValidateFilter(*out, limits);
 }
 

@@ -617,7 +617,10 @@ grpc::ServerUnaryReactor* VectorSearchService::Search(grpc::CallbackServerContex
   // right here on gRPC's thread and the answer comes back `degraded`,
   // instead of being refused. Not with payloads or vectors (those read
   // RocksDB and the SSD).
+  // (Not with a filter either: its evaluation may scan the payloads, and its
+  // exact strategy reads the SSD.)
   if (req->allow_partial() && !req->exact() && !req->with_payload() && !req->with_vectors() &&
+      !req->has_filter() &&
       deadline != absl::InfiniteFuture() &&
       pool_->EstimatedWait(WorkClass::kRead) > deadline - absl::Now()) {
     auto c = db_->GetCollection(req->collection());

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -347,6 +348,16 @@ TEST(FilterProtoTest, JsonFormConvertsAndBadShapesAreRefused) {
   for (int i = 0; i < 40; ++i) deep = absl::StrCat(R"({"filter":{"must":[)", deep, "]}}");
   EXPECT_THAT(parse(absl::StrCat(R"({"must":[)", deep, "]}"), &f),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nests deeper")));
+  // The condition limit is on the whole filter (checked as it is
+  // converted, before more is allocated), not per list.
+  v1::Filter wide;
+  v1::Filter* level = &wide;
+  for (int d = 0; d < 4; ++d) {
+    for (int i = 0; i < 100; ++i) level->add_must()->mutable_is_null()->set_key("x");
+    level = level->add_must()->mutable_filter();
+  }
+  EXPECT_THAT(FilterFromProto(wide, &f), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                  HasSubstr("more than 256 conditions")));
   v1::Filter huge;
   auto* any = huge.add_must();
   any->set_key("tag");
@@ -409,6 +420,65 @@ TEST(PayloadIndexTest, AgreesWithTheReferenceOnRandomFilters) {
     EXPECT_GT(nonempty, 100);  // the filters are not trivial
     EXPECT_GT(index.Bytes(), 0u);
   }
+}
+
+// Integer ranges near the ends of int64 and past 2^53, where int64 ->
+// double rounds: the index agrees with the reference (which compares as
+// double).
+TEST(PayloadIndexTest, IntegerRangesAtTheEdgesOfInt64) {
+  const std::vector<int64_t> values = {
+      std::numeric_limits<int64_t>::min(), -(int64_t{1} << 60) - 41, -9007199254740993,
+      -1, 0, 1, 9007199254740993, (int64_t{1} << 60) - 41, (int64_t{1} << 60),
+      9210000000000000000, std::numeric_limits<int64_t>::max() - 5,
+      std::numeric_limits<int64_t>::max()};
+  IdTracker ids;
+  ids.Reserve(values.size());
+  PayloadIndex index;
+  index.AddField("n", FieldIndexType::kInteger, true);
+  std::vector<PayloadFields> fields(values.size());
+  for (uint32_t i = 0; i < values.size(); ++i) {
+    ids.Set(i, i);
+    fields[i]["n"] = FieldValue::Of(values[i]);
+    index.Update(i, nullptr, &fields[i]);
+  }
+  ids.Publish(values.size());
+  const std::vector<double> bounds = {-9.3e18, -9223372036854775808.0, -1.152921504606847e18,
+                                      -9007199254740992.0, -0.5, 0, 0.5,
+                                      9007199254740992.0, 1152921504606846976.0, 9.2e18,
+                                      9223372036854775808.0, 9.3e18};
+  for (double b : bounds) {
+    for (int kind = 0; kind < 4; ++kind) {
+      Condition c;
+      c.type = Condition::Type::kRange;
+      c.key = "n";
+      if (kind == 0) c.range.gte = b;
+      if (kind == 1) c.range.gt = b;
+      if (kind == 2) c.range.lte = b;
+      if (kind == 3) c.range.lt = b;
+      Filter f;
+      f.must.push_back(c);
+      MatchSet got;
+      ASSERT_OK(index.Evaluate(f, ids, values.size(), &got));
+      for (uint32_t i = 0; i < values.size(); ++i) {
+        EXPECT_EQ(got.Contains(i), Matches(f, i, fields[i]))
+            << "value " << values[i] << " bound " << b << " kind " << kind;
+      }
+    }
+  }
+}
+
+// A build of an older declaration of a field cannot mark a newer one
+// ready (a delete and re-create during a build).
+TEST(PayloadIndexTest, AnOlderGenerationDoesNotMarkANewerIndexReady) {
+  PayloadIndex index;
+  const uint64_t g1 = index.AddField("f", FieldIndexType::kKeyword, false);
+  const uint64_t g2 = index.AddField("f", FieldIndexType::kKeyword, false);
+  EXPECT_NE(g1, g2);
+  EXPECT_FALSE(index.IsCurrent("f", g1));
+  index.MarkReady("f", g1);
+  EXPECT_FALSE(index.IsReady("f"));
+  index.MarkReady("f", g2);
+  EXPECT_TRUE(index.IsReady("f"));
 }
 
 TEST(PayloadIndexTest, ConditionsAnIndexCannotAnswerAreInvalidArgument) {

@@ -1,0 +1,29 @@
+// File: bench/bench_zoom.h
+//
+// zoomd's engine as the zoom workloads build it (bench_zoom.cc), for the
+// workloads in other files (the filter benchmark).
+#ifndef ZOOM_BENCH_ZOOM_H_
+#define ZOOM_BENCH_ZOOM_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "bench/bench_dataset.h"
+#include "server/engine/search_engine.h"
+
+namespace zoom::bench {
+
+struct ZoomBuilt {
+  const Dataset* ds = nullptr;
+  const server::SearchEngine* engine = nullptr;  // store + preview index
+  std::string params;                            // the build key
+};
+
+// The engine over --dataset with the index flags (--index_kind, --pq_m,
+// ...), built or loaded from --work_dir; owned by the workloads' cache
+// (valid until another dataset or index is asked for).
+absl::StatusOr<ZoomBuilt> GetZoomBuilt();
+
+}  // namespace zoom::bench
+
+#endif  // ZOOM_BENCH_ZOOM_H_
