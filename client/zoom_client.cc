@@ -342,6 +342,28 @@ absl::StatusOr<v1::CollectionInfo> ZoomClient::BuildIndex(
   return std::move(*response.mutable_info());
 }
 
+absl::StatusOr<uint64_t> ZoomClient::DeleteByFilter(const std::string& collection,
+                                                    const v1::Filter& filter) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::DeleteRequest request;
+  request.set_collection(collection);
+  *request.mutable_filter() = filter;
+  v1::DeleteResponse response;
+  absl::Status status = FromGrpc(stub_->Delete(&context, request, &response));
+  if (!status.ok()) return status;
+  return response.deleted();
+}
+
+absl::StatusOr<v1::ScrollResponse> ZoomClient::Scroll(const v1::ScrollRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context, options_.timeout);
+  v1::ScrollResponse response;
+  absl::Status status = FromGrpc(stub_->Scroll(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
 absl::StatusOr<v1::CountResponse> ZoomClient::Count(const v1::CountRequest& request) {
   grpc::ClientContext context;
   Prepare(&context, options_.timeout);

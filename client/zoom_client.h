@@ -105,6 +105,10 @@ class ZoomClient {
                                             absl::Duration timeout);
   absl::StatusOr<v1::SearchBatchResponse> SearchBatch(const v1::SearchBatchRequest& request);
 
+  // Deletes by filter (see v1::DeleteRequest); returns how many.
+  absl::StatusOr<uint64_t> DeleteByFilter(const std::string& collection, const v1::Filter& filter);
+  // One page of points passing request.filter, ascending by id.
+  absl::StatusOr<v1::ScrollResponse> Scroll(const v1::ScrollRequest& request);
   // Live points passing request.filter (all without one).
   absl::StatusOr<v1::CountResponse> Count(const v1::CountRequest& request);
   // Payload indexes (see v1::CreateFieldIndexRequest).

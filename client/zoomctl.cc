@@ -82,7 +82,9 @@ ABSL_FLAG(bool, compact_links, false,
 
 // ---- import -----------------------------------------------------------------
 ABSL_FLAG(uint64_t, id_offset, 0, "import: id of the file's first row");
-ABSL_FLAG(uint64_t, limit, 0, "import: import at most this many rows (0: all)");
+ABSL_FLAG(uint64_t, limit, 0,
+          "import: import at most this many rows (0: all); scroll: points per page (0: 100)");
+ABSL_FLAG(uint64_t, offset, 0, "scroll: the first id of the page");
 ABSL_FLAG(uint32_t, batch, 1000, "import: points per stream message");
 
 // ---- build ------------------------------------------------------------------
@@ -161,7 +163,9 @@ Commands:
          an in-RAM payload index (built in the background; --wait: until built)
   delete-index-field NAME FIELD
   get NAME ID... [--with_vectors] [--with_payload]
-  delete NAME ID...
+  delete NAME (ID... | --filter JSON)   the points, or every point passing the filter
+  scroll NAME [--filter JSON] [--offset ID] [--limit N] [--with_payload] [--with_vectors]
+         a page of points (passing the filter), ascending by id
   upsert NAME ID --vector 'x,y,...' [--payload STR] [--fields JSON]
   set-payload NAME ID... --fields JSON [--overwrite]   typed fields, vector untouched
   delete-payload NAME ID... [--keys a,b]               (no --keys: every field)
@@ -785,6 +789,41 @@ std::optional<int> ParseIds(const Invocation& inv, size_t from,
   return std::nullopt;
 }
 
+// The points of a Get or Scroll answer as text.
+void PrintPoints(const google::protobuf::RepeatedPtrField<v1::Point>& points, bool payload,
+                 bool vectors) {
+  for (const v1::Point& point : points) {
+    absl::PrintF("id %d\n", point.id());
+    if (payload) {
+      absl::PrintF("  payload: \"%s\"\n", absl::CHexEscape(point.payload()));
+      absl::PrintF("  fields:  %s\n", client::FieldsToJson(point.fields()));
+    }
+    if (vectors) absl::PrintF("  vector:  %s\n", FormatVector(point.vector()));
+  }
+}
+
+int RunScroll(Invocation& inv) {
+  v1::ScrollRequest request;
+  request.set_collection(inv.args[0]);
+  if (std::optional<int> error = ParseFilterFlag(request.mutable_filter())) return *error;
+  request.set_offset(absl::GetFlag(FLAGS_offset));
+  const uint64_t limit = absl::GetFlag(FLAGS_limit);
+  if (limit > 10000) return UsageError("--limit: at most 10000 points per page");
+  request.set_limit(static_cast<uint32_t>(limit));
+  request.set_with_vectors(absl::GetFlag(FLAGS_with_vectors));
+  request.set_with_payload(absl::GetFlag(FLAGS_with_payload));
+  absl::StatusOr<v1::ScrollResponse> response = inv.Connect()->Scroll(request);
+  if (!response.ok()) return Fail(response.status());
+  if (inv.json) return PrintJson(*response);
+  PrintPoints(response->points(), request.with_payload(), request.with_vectors());
+  if (response->has_next_offset()) {
+    absl::PrintF("next page: --offset %d\n", response->next_offset());
+  } else {
+    absl::PrintF("(last page)\n");
+  }
+  return kExitOk;
+}
+
 int RunGet(Invocation& inv) {
   v1::GetRequest request;
   request.set_collection(inv.args[0]);
@@ -799,17 +838,8 @@ int RunGet(Invocation& inv) {
   if (inv.json) return PrintJson(*response);
 
   std::set<uint64_t> found;
-  for (const v1::Point& point : response->points()) {
-    found.insert(point.id());
-    absl::PrintF("id %d\n", point.id());
-    if (request.with_payload()) {
-      absl::PrintF("  payload: \"%s\"\n", absl::CHexEscape(point.payload()));
-      absl::PrintF("  fields:  %s\n", client::FieldsToJson(point.fields()));
-    }
-    if (request.with_vectors()) {
-      absl::PrintF("  vector:  %s\n", FormatVector(point.vector()));
-    }
-  }
+  for (const v1::Point& point : response->points()) found.insert(point.id());
+  PrintPoints(response->points(), request.with_payload(), request.with_vectors());
   std::vector<uint64_t> missing;
   for (uint64_t id : ids) {
     if (found.count(id) == 0) missing.push_back(id);
@@ -823,6 +853,20 @@ int RunGet(Invocation& inv) {
 int RunDelete(Invocation& inv) {
   std::vector<uint64_t> ids;
   if (std::optional<int> error = ParseIds(inv, 1, &ids)) return *error;
+  if (inv.Given("filter")) {
+    if (!ids.empty()) return UsageError("delete takes IDs or --filter, not both");
+    v1::Filter filter;
+    if (std::optional<int> error = ParseFilterFlag(&filter)) return *error;
+    absl::StatusOr<uint64_t> deleted = inv.Connect()->DeleteByFilter(inv.args[0], filter);
+    if (!deleted.ok()) return Fail(deleted.status());
+    if (inv.json) {
+      absl::PrintF("{\"deleted\":%d}\n", *deleted);
+    } else {
+      absl::PrintF("deleted %d points\n", *deleted);
+    }
+    return kExitOk;
+  }
+  if (ids.empty()) return UsageError("delete needs IDs or --filter JSON");
   absl::StatusOr<uint64_t> deleted = inv.Connect()->Delete(inv.args[0], ids);
   if (!deleted.ok()) return Fail(deleted.status());
   if (inv.json) {
@@ -1004,7 +1048,8 @@ constexpr Command kCommands[] = {
     {"index-field", RunIndexField, 2, 2, "index-field NAME FIELD --type TYPE [--wait]"},
     {"delete-index-field", RunDeleteIndexField, 2, 2, "delete-index-field NAME FIELD"},
     {"get", RunGet, 2, kAny, "get NAME ID..."},
-    {"delete", RunDelete, 2, kAny, "delete NAME ID..."},
+    {"delete", RunDelete, 1, kAny, "delete NAME (ID... | --filter JSON)"},
+    {"scroll", RunScroll, 1, 1, "scroll NAME [--filter JSON] [--offset ID] [--limit N]"},
     {"upsert", RunUpsert, 2, 2, "upsert NAME ID --vector 'x,y,...'"},
     {"set-payload", RunSetPayload, 2, kAny, "set-payload NAME ID... --fields JSON"},
     {"delete-payload", RunDeletePayload, 2, kAny, "delete-payload NAME ID... [--keys a,b]"},

@@ -525,6 +525,69 @@ absl::StatusOr<uint64_t> Collection::Delete(absl::Span<const uint64_t> ids) {
   if (ids.empty()) return absl::InvalidArgumentError("no ids to delete");
   absl::MutexLock w(&write_mu_);
   if (dropped_) return DroppedError();
+  return DeleteLocked(ids);
+}
+
+absl::StatusOr<uint64_t> Collection::DeleteByFilter(const Filter& filter) {
+  ZOOM_RETURN_IF_ERROR(ValidateFilter(filter));
+  absl::MutexLock w(&write_mu_);
+  if (dropped_) return DroppedError();
+  std::shared_ptr<Segment> seg = Current();
+  MatchSet match;
+  bool scan = false;
+  ZOOM_RETURN_IF_ERROR(MatchFilter(*seg, filter, &match, &scan));
+  std::vector<uint64_t> ext;
+  match.ForEach([&](InternalId id) { ext.push_back(seg->ids.External(id)); });
+  constexpr size_t kBatch = 65536;
+  uint64_t deleted = 0;
+  for (size_t first = 0; first < ext.size(); first += kBatch) {
+    absl::StatusOr<uint64_t> n = DeleteLocked(
+        absl::MakeConstSpan(ext).subspan(first, std::min(kBatch, ext.size() - first)));
+    if (!n.ok()) {
+      return absl::Status(n.status().code(),
+                          absl::StrCat(n.status().message(), " (", deleted,
+                                       " points passing the filter were deleted before it)"));
+    }
+    deleted += *n;
+  }
+  return deleted;
+}
+
+absl::Status Collection::Scroll(const Filter* filter, uint64_t offset, uint32_t limit,
+                                bool with_vectors, bool with_payload, std::vector<PointData>* out,
+                                std::optional<uint64_t>* next, bool* scan,
+                                uint64_t max_answer_bytes) const {
+  out->clear();
+  next->reset();
+  *scan = false;
+  if (limit == 0) return absl::InvalidArgumentError("limit must be at least 1");
+  std::shared_ptr<Segment> seg = Current();
+  // The ids >= offset that pass, the limit + 1 smallest of them.
+  std::vector<uint64_t> ext;
+  const auto take = [&](InternalId id) {
+    const uint64_t e = seg->ids.External(id);
+    if (e >= offset) ext.push_back(e);
+  };
+  if (filter != nullptr && !filter->empty()) {
+    ZOOM_RETURN_IF_ERROR(ValidateFilter(*filter));
+    MatchSet match;
+    ZOOM_RETURN_IF_ERROR(MatchFilter(*seg, *filter, &match, scan));
+    match.ForEach(take);
+  } else {
+    for (const auto& [id, e] : seg->ids.LiveRecords()) {
+      if (e >= offset) ext.push_back(e);
+    }
+  }
+  if (ext.size() > limit) {
+    std::nth_element(ext.begin(), ext.begin() + limit, ext.end());
+    *next = ext[limit];
+    ext.resize(limit);
+  }
+  std::sort(ext.begin(), ext.end());
+  return Get(ext, with_vectors, with_payload, out, max_answer_bytes);
+}
+
+absl::StatusOr<uint64_t> Collection::DeleteLocked(absl::Span<const uint64_t> ids) {
   std::shared_ptr<Segment> seg = Current();
   std::vector<uint64_t> distinct;
   {

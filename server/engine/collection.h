@@ -36,6 +36,7 @@
 #include <functional>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -177,6 +178,18 @@ class Collection {
   absl::Status Upsert(absl::Span<const PointRef> points);
   // Deletes the points that exist; returns how many did.
   absl::StatusOr<uint64_t> Delete(absl::Span<const uint64_t> ids);
+  // Deletes every live point that passes `filter` (evaluated under the
+  // write lock, so exactly those that pass it when the call runs), in
+  // batches of 65,536 points (each atomic: an error says how many were
+  // deleted before it). Returns how many were deleted.
+  absl::StatusOr<uint64_t> DeleteByFilter(const Filter& filter);
+  // One page of the live points passing `filter` (null: all), ascending
+  // by id: at most `limit` with id >= `offset`, into *out (as Get's, within
+  // max_answer_bytes); *next is the first id of the next page, if any.
+  absl::Status Scroll(const Filter* filter, uint64_t offset, uint32_t limit, bool with_vectors,
+                      bool with_payload, std::vector<PointData>* out,
+                      std::optional<uint64_t>* next, bool* scan,
+                      uint64_t max_answer_bytes = UINT64_MAX) const;
   // The typed payload of the points of `ids` that exist, without touching
   // their vectors: `fields` set (the others kept), or with `overwrite`
   // replacing all of them. Returns how many points changed. InvalidArgument
@@ -318,6 +331,8 @@ class Collection {
   // SetPayload / DeletePayload: `change` edits the fields of each point
   // found (returns whether it changed them); the changed ones are
   // committed in one batch.
+  absl::StatusOr<uint64_t> DeleteLocked(absl::Span<const uint64_t> ids)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::StatusOr<uint64_t> EditFields(absl::Span<const uint64_t> ids,
                                       const std::function<bool(PayloadFields*)>& change);
   // The engine's answer as the collection's: external ids, and payloads

@@ -120,7 +120,7 @@ absl::Status Authenticator::AuthorizeHeader(std::string_view authorization, Role
   }
   if (static_cast<int>(role) < static_cast<int>(needed)) {
     return absl::PermissionDeniedError(
-        "this API key may only read (Search, SearchBatch, Count, Get, GetCollection, ListCollections, "
+        "this API key may only read (Search, SearchBatch, Count, Scroll, Get, GetCollection, ListCollections, "
         "ListSnapshots, ListModels, TopK, StreamTopK); this call needs an admin key");
   }
   return absl::OkStatus();

@@ -292,7 +292,23 @@ grpc::ServerUnaryReactor* VectorSearchService::Delete(grpc::CallbackServerContex
                                                       const v1::DeleteRequest* req,
                                                       v1::DeleteResponse* resp) {
   return Run(ctx, "Delete", WorkClass::kWrite, 1 + req->ids_size() / 1000, [this, req, resp](const std::atomic<bool>*) {
-    if (req->ids().empty()) return absl::InvalidArgumentError("no ids to delete");
+    if (req->has_filter()) {
+      if (!req->ids().empty()) {
+        return absl::InvalidArgumentError(
+            "give either ids or a filter to delete by, not both");
+      }
+      Filter filter;
+      ZOOM_RETURN_IF_ERROR(FilterFromProto(req->filter(), &filter));
+      if (filter.empty()) {
+        return absl::InvalidArgumentError(
+            "an empty filter would delete every point; drop the collection instead");
+      }
+      ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+      ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->DeleteByFilter(filter));
+      resp->set_deleted(n);
+      return absl::OkStatus();
+    }
+    if (req->ids().empty()) return absl::InvalidArgumentError("no ids (or filter) to delete");
     ZOOM_RETURN_IF_ERROR(CheckRange("number of ids", req->ids_size(), limits_.max_ids));
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
     ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->Delete(req->ids()));
@@ -681,6 +697,35 @@ grpc::ServerUnaryReactor* VectorSearchService::Count(grpc::CallbackServerContext
     resp->set_count(n.count);
     resp->set_filter_scan(n.scan);
     resp->set_warning(ScanWarning(n.scan));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* VectorSearchService::Scroll(grpc::CallbackServerContext* ctx,
+                                                      const v1::ScrollRequest* req,
+                                                      v1::ScrollResponse* resp) {
+  return Run(ctx, "Scroll", WorkClass::kRead, 1 + req->limit() / 100,
+             [this, req, resp](const std::atomic<bool>*) {
+    const uint32_t limit = req->limit() == 0 ? 100 : req->limit();
+    ZOOM_RETURN_IF_ERROR(CheckRange("limit", limit, 10000));
+    Filter filter;
+    if (req->has_filter()) ZOOM_RETURN_IF_ERROR(FilterFromProto(req->filter(), &filter));
+    ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
+    std::vector<PointData> found;
+    std::optional<uint64_t> next;
+    bool scan = false;
+    ZOOM_RETURN_IF_ERROR(c->Scroll(&filter, req->offset(), limit, req->with_vectors(),
+                                   req->with_payload(), &found, &next, &scan,
+                                   limits_.max_response_bytes));
+    for (PointData& p : found) {
+      v1::Point* out = resp->add_points();
+      out->set_id(p.id);
+      out->mutable_vector()->Assign(p.vector.begin(), p.vector.end());
+      out->set_payload(std::move(p.payload));
+      FieldsToProto(p.fields, out->mutable_fields());
+    }
+    if (next.has_value()) resp->set_next_offset(*next);
+    resp->set_filter_scan(scan);
     return absl::OkStatus();
   });
 }

@@ -83,6 +83,9 @@ class VectorSearchService final
                                         v1::SearchBatchResponse* resp) override;
   grpc::ServerUnaryReactor* Count(grpc::CallbackServerContext* ctx, const v1::CountRequest* req,
                                   v1::CountResponse* resp) override;
+  grpc::ServerUnaryReactor* Scroll(grpc::CallbackServerContext* ctx,
+                                   const v1::ScrollRequest* req,
+                                   v1::ScrollResponse* resp) override;
   grpc::ServerUnaryReactor* CreateFieldIndex(grpc::CallbackServerContext* ctx,
                                              const v1::CreateFieldIndexRequest* req,
                                              v1::CreateFieldIndexResponse* resp) override;

@@ -1724,6 +1724,18 @@ TEST(ZoomctlTest, EveryCommandAgainstARealServer) {
                 .first,
             1);  // INVALID_ARGUMENT: a range on a keyword index
   EXPECT_EQ(Shell(ctl + "count sift --filter '{\"must\":[{\"kee\":\"cat\"}]}'").first, 2);
+  std::tie(rc, out) = Shell(ctl + "scroll sift --limit 2 --filter " + lamps);
+  EXPECT_EQ(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("id 9000\nid 9001\n(last page)"));
+  std::tie(rc, out) = Shell(ctl + "scroll sift --limit 1 --filter " + lamps + " --json");
+  EXPECT_THAT(out, ::testing::HasSubstr("\"next_offset\":\"9001\""));
+  std::tie(rc, out) = Shell(ctl + "delete sift --filter '{\"must\":[{\"key\":\"cat\",\"match\":"
+                            "{\"value\":\"desk\"}}]}'");
+  EXPECT_EQ(rc, 0);
+  EXPECT_THAT(out, ::testing::HasSubstr("deleted 1 points"));
+  EXPECT_EQ(Shell(ctl + "delete sift 9000 --filter " + lamps).first, 2);  // both
+  EXPECT_EQ(Shell(ctl + "delete sift").first, 2);                          // neither
+  EXPECT_EQ(Shell(ctl + "delete sift --filter '{}'").first, 1);            // empty: refused
   EXPECT_EQ(Shell(ctl + "delete-index-field sift price").first, 0);
   EXPECT_EQ(Shell(ctl + "delete-index-field sift price").first, 1);  // NOT_FOUND
   EXPECT_EQ(Shell(ctl + "search sift --vector 1,2,3 --k 5").first, 1);  // wrong dim

@@ -872,6 +872,88 @@ TEST_F(FilteredCollectionTest, IndexesFollowEveryWriteCompactionRestartAndSnapsh
   check("after deleting an index (scans)");
 }
 
+// Scroll pages through exactly the passing points in id order; Delete by
+// filter removes exactly them (and a filter on nothing indexed works too).
+TEST_F(FilteredCollectionTest, ScrollPagesAndDeleteByFilter) {
+  OpenDb();
+  constexpr size_t kN = 1500;
+  std::mt19937 rng(21);
+  const std::vector<float> base = ClusteredVectors(kN, 8);
+  auto c = Create("c", index::IndexKind::kHnswPq);
+  ASSERT_NE(c, nullptr);
+  ASSERT_OK(c->CreateFieldIndex("tag", FieldIndexType::kKeyword, false));
+  std::map<uint64_t, PayloadFields> model;
+  std::vector<PayloadFields> fields(kN);
+  std::vector<PointRef> refs;
+  for (size_t i = 0; i < kN; ++i) {
+    fields[i] = RandomFields(rng);
+    const uint64_t id = 7 * i + 3;  // sparse ids
+    refs.push_back({id, base.data() + i * kDim, "", &fields[i]});
+    model[id] = fields[i];
+  }
+  ASSERT_OK(c->Upsert(refs));
+  std::vector<uint64_t> ids;
+  for (const auto& [id, f] : model) ids.push_back(id);
+  for (int round = 0; round < 8; ++round) {
+    const Filter f = round == 0 ? Filter() : RandomFilter(rng, 1, ids);
+    std::vector<uint64_t> want;
+    for (const auto& [id, p] : model) {
+      if (Matches(f, id, p)) want.push_back(id);
+    }
+    std::vector<uint64_t> got;
+    uint64_t offset = 0;
+    for (int page = 0; page < 1000; ++page) {
+      std::vector<PointData> points;
+      std::optional<uint64_t> next;
+      bool scan = false;
+      ASSERT_OK(c->Scroll(&f, offset, 97, false, true, &points, &next, &scan));
+      ASSERT_LE(points.size(), 97u);
+      for (const PointData& p : points) {
+        got.push_back(p.id);
+        EXPECT_EQ(p.fields, model.at(p.id));
+      }
+      if (!next.has_value()) break;
+      ASSERT_EQ(points.size(), 97u);
+      ASSERT_GT(*next, got.back());
+      offset = *next;
+    }
+    ASSERT_EQ(got, want) << "round " << round;
+  }
+  std::vector<PointData> none;
+  std::optional<uint64_t> next;
+  bool scan = false;
+  EXPECT_THAT(c->Scroll(nullptr, 0, 0, false, false, &none, &next, &scan),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  // Delete by an indexed filter, then by an unindexed one (a scan).
+  for (const Filter& f : {TagFilter("t0"), [] {
+         Filter g;
+         Condition c;
+         c.type = Condition::Type::kMatch;
+         c.key = "flag";
+         c.value = true;
+         g.must.push_back(c);
+         return g;
+       }()}) {
+    uint64_t want = 0;
+    for (auto it = model.begin(); it != model.end();) {
+      if (Matches(f, it->first, it->second)) {
+        ++want;
+        it = model.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    ASSERT_GT(want, 0u);
+    auto deleted = c->DeleteByFilter(f);
+    ASSERT_OK(deleted.status());
+    EXPECT_EQ(*deleted, want);
+    auto left = c->Count(&f);
+    ASSERT_OK(left.status());
+    EXPECT_EQ(left->count, 0u);
+    EXPECT_EQ(c->Info().points, model.size());
+  }
+}
+
 // Filtered searches and counts while writers upsert, overwrite, edit
 // payloads and delete (the sanitizer build runs it): every hit passes the
 // filter as the point stood at some moment, nothing crashes.
