@@ -48,6 +48,7 @@
 #include "common/json.h"
 #include "common/texmex.h"
 #include "common/vector_dataset.h"
+#include "google/protobuf/util/json_util.h"
 #include "client/cli_flags.h"
 #include "client/connection_flags.h"
 #include "client/progress_bar.h"
@@ -87,6 +88,12 @@ ABSL_FLAG(bool, setup, false, "create, import and index the collection first "
 ABSL_FLAG(uint32_t, max_in_flight, 4096, "open loop: outstanding requests at most");
 ABSL_FLAG(bool, progress, true, "progress line on stderr");
 ABSL_FLAG(uint32_t, import_batch, 1000, "--setup: points per Import message");
+ABSL_FLAG(std::string, filter, "",
+          "search, mixed: every search carries this filter (the JSON form of zoom.v1.Filter); "
+          "recall is then not scored (the ground truth is unfiltered)");
+ABSL_FLAG(bool, payloads, false,
+          "--setup: give each imported point generated fields (tag: \"t<n>\" from a Zipf law, "
+          "s = 2 over 1,000 values; price: an integer uniform in [0, 10^6)) and index them");
 
 namespace zoom::load {
 namespace {
@@ -104,7 +111,8 @@ constexpr char kUsage[] =
          (--concurrency N | --rate R | --sweep 'c1,c2,...' | --sweep_rates 'r1,r2,...')
          [--duration S] [--warmup S] [--max_requests N] [--json FILE] [--svg FILE]
          [--ef N] [--nprobe N] [--rerank N] [--preview_only] [--exact] [--timeout_ms MS]
-         [--metric l2|ip|cosine] [--write_fraction F] [--seed N] [--setup]
+         [--metric l2|ip|cosine] [--write_fraction F] [--seed N] [--setup] [--payloads]
+         [--filter JSON]
 
 A gRPC load generator for zoomd. Bounded: each step sends requests for
 --warmup + --duration seconds (and at most --max_requests measured ones), then
@@ -139,6 +147,12 @@ Workloads (--dataset DIR):
            --model_dir (default: DIR's name) under the server's --models_dir
            (the server reads its own copy of the model: run zoomd with
            --models_dir set to DIR's parent, or a folder holding a copy)
+
+Filters: --filter JSON puts the filter (zoom.v1.Filter's JSON form) on every
+search (recall is then not scored: the ground truth is unfiltered);
+--payloads with --setup gives every imported point generated fields (tag:
+"t<n>", Zipf s = 2 over 1,000 values, t0 ~61%, t2 ~7%, t9 ~0.6%; price: an
+integer uniform in [0, 10^6)) and indexes both (keyword, integer).
 
 Connection: --api_key_file FILE (or $ZOOM_API_KEY, or --api_key KEY), and
 --tls_ca FILE [--tls_cert FILE --tls_key FILE] [--tls_server_name N] for TLS.
@@ -210,6 +224,8 @@ struct Options {
   uint32_t max_in_flight = 4096;
   bool progress = true;
   uint32_t import_batch = 1000;
+  std::optional<v1::Filter> filter;
+  bool payloads = false;
 };
 
 // Reads and checks the flags; a message on error (exit 2).
@@ -351,10 +367,45 @@ absl::StatusOr<Options> ReadOptions(const std::set<std::string>& given) {
   o.progress = absl::GetFlag(FLAGS_progress);
   o.import_batch = absl::GetFlag(FLAGS_import_batch);
   if (o.import_batch == 0 || o.import_batch > 100000) return bad("--import_batch must be 1..100000");
+  if (const std::string json = absl::GetFlag(FLAGS_filter); !json.empty()) {
+    v1::Filter f;
+    auto st = google::protobuf::util::JsonStringToMessage(json, &f);
+    if (!st.ok()) {
+      return bad(absl::StrCat("--filter is not a zoom.v1.Filter in JSON: ",
+                              st.message().as_string()));
+    }
+    o.filter = std::move(f);
+  }
+  o.payloads = absl::GetFlag(FLAGS_payloads);
+  if (o.payloads && !o.setup) return bad("--payloads attaches fields at --setup: give both");
   return o;
 }
 
 // ---- Data ----------------------------------------------------------------------------
+
+// --payloads: point i's generated fields, a function of i alone (so that a
+// second --setup, or another tool, agrees): tag "t<n>" with P(n) ~ 1/(n+1)^2
+// over 1,000 values (t0 about 61%, t1 15%, t2 7%, t9 0.6%, t99 0.006%),
+// price uniform in [0, 10^6).
+void GeneratedFields(uint64_t i, v1::Point* point) {
+  static const std::vector<double> cdf = [] {
+    std::vector<double> c(1000);
+    double sum = 0;
+    for (int n = 0; n < 1000; ++n) c[n] = (sum += 1.0 / ((n + 1.0) * (n + 1.0)));
+    for (double& x : c) x /= sum;
+    return c;
+  }();
+  uint64_t h = i * 0x9e3779b97f4a7c15ULL + 0x632be59bd9b4e019ULL;
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 29;
+  const double u = static_cast<double>(h >> 11) * 0x1.0p-53;
+  const int tag = static_cast<int>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+  (*point->mutable_fields())["tag"].set_string_value(absl::StrCat("t", std::min(tag, 999)));
+  h = h * 0x94d049bb133111ebULL + 1;
+  h ^= h >> 32;
+  (*point->mutable_fields())["price"].set_integer_value(static_cast<int64_t>(h % 1000000));
+}
 
 namespace fs = std::filesystem;
 
@@ -414,7 +465,7 @@ class VectorSource : public RequestSource {
   VectorSource(client::ZoomClient* client, const Options& options, const VectorData* data)
       : stub_(&client->stub()), options_(options), data_(data) {
     first_new_id_ = data->base_rows;
-    recall_ok_ = data->gt.rows > 0 && data->gt.dim >= options.k;
+    recall_ok_ = data->gt.rows > 0 && data->gt.dim >= options.k && !options.filter.has_value();
   }
 
   void Start(uint64_t seq, std::function<void(const Outcome&)> done) override {
@@ -490,6 +541,7 @@ class VectorSource : public RequestSource {
     call->request.mutable_knobs()->set_rerank_candidates(options_.rerank);
     call->request.set_preview_only(options_.preview_only);
     call->request.set_exact(options_.exact);
+    if (options_.filter.has_value()) *call->request.mutable_filter() = *options_.filter;
     Prepare(&call->context);
     stub_->async()->Search(
         &call->context, &call->request, &call->response,
@@ -664,15 +716,30 @@ absl::StatusOr<VectorData> PrepareVectors(client::ZoomClient* client, Options* o
       bar_options.lines_when_not_a_tty = true;
       client::ProgressBar bar(base->rows, bar_options);
       const VecsMatrix<float>& rows = *base;
+      const bool payloads = options->payloads;
       absl::StatusOr<uint64_t> imported = setup->Import(
           options->collection, rows.rows,
-          [&rows](uint64_t i, v1::Point* point) {
+          [&rows, payloads](uint64_t i, v1::Point* point) {
             point->set_id(i);
             point->mutable_vector()->Assign(rows.row(i), rows.row(i) + rows.dim);
+            if (payloads) GeneratedFields(i, point);
           },
           options->import_batch, [&bar](uint64_t done, uint64_t) { bar.Update(done); });
       bar.Finish();
       if (!imported.ok()) return imported.status();
+    }
+    if (options->payloads) {
+      for (const auto& [field, type] : {std::pair{"tag", v1::KEYWORD}, std::pair{"price", v1::INTEGER}}) {
+        v1::CreateFieldIndexRequest r;
+        r.set_collection(options->collection);
+        r.set_field(field);
+        r.set_type(type);
+        r.set_wait(true);
+        absl::StatusOr<v1::CollectionInfo> indexed = setup->CreateFieldIndex(r);
+        if (!indexed.ok()) return indexed.status();
+      }
+      Note("fields tag (keyword) and price (integer) indexed; e.g. --filter "
+           "'{\"must\":[{\"key\":\"tag\",\"match\":{\"value\":\"t2\"}}]}' (about 15%)");
     }
     absl::StatusOr<v1::CollectionInfo> now = setup->GetCollection(options->collection);
     if (!now.ok()) return now.status();

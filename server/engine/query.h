@@ -55,7 +55,7 @@ struct SearchParams {
   // A filter's matching ids (live ones only; see PayloadIndex::Evaluate),
   // or null. When set it replaces `filter`, and the planner picks how to
   // search (SearchEngine::Search): exact over the matches when they are
-  // few (at most max(k, filter_exact_max)), the filtered preview in the
+  // few (cheaper by the cost model below), the filtered preview in the
   // middle, the oversampled plain preview when at least
   // filter_broad_share of the live points match; never fewer than k hits
   // when k points match (the preview is widened, then exact runs).
@@ -63,8 +63,22 @@ struct SearchParams {
   uint64_t live_points = 0;  // the selectivity's denominator
   // Forces one strategy (benchmarks, tests); kNone: the planner's choice.
   FilterStrategy force_strategy = FilterStrategy::kNone;
-  uint32_t filter_exact_max = 1000;
-  double filter_broad_share = 0.5;
+  // The planner's cost model (SearchEngine::FilteredSearch): exact over m
+  // matches costs m reads; the filtered preview K' reads plus the codes it
+  // scans (ivf_hnsw_pq: its first guess of lists, max(nprobe / sqrt(share),
+  // 1.5 K' nlist / m), and half a round more; hnsw_pq: about 2 K' N / m
+  // graph nodes), at most N - a read costs as much as
+  // filter_codes_per_read code distances. Measured by zoombench
+  // --benchmarks=filter here (an SSD read ~18 us in a batch, a code ~30 ns):
+  // on GloVe-100 200K exact wins at ~195 matches (3.5 ms vs 5.7-10 ms),
+  // loses at ~1,900 (37 ms vs 2-4.5 ms); on MNIST 10K the filtered preview
+  // wins already at ~95 matches. filter_exact_max caps the exact strategy.
+  // The plain preview post-filtered was no faster than the filtered one at
+  // the same knobs even at 50-60% shares, and less accurate: only
+  // near-unfiltered queries (>= filter_broad_share) take it.
+  uint32_t filter_exact_max = 100000;
+  double filter_codes_per_read = 600;
+  double filter_broad_share = 0.8;
 };
 
 // What this server allows one query (zoomd's --max_k etc.).

@@ -373,9 +373,25 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
   const double share =
       params.live_points == 0 ? 1.0 : static_cast<double>(count) / static_cast<double>(params.live_points);
   if (strategy == FilterStrategy::kNone) {
-    // (preview_only: RAM only, so not the exact strategy, which reads the
-    // matching vectors, while an index exists.)
-    if (count <= std::max<uint64_t>(params.k, params.filter_exact_max) && !params.preview_only) {
+    // The cost model (query.h): exact reads `count` vectors; the filtered
+    // preview K' plus its scan, in reads. (preview_only: RAM only, so not
+    // the exact strategy, which reads the matching vectors, while an index
+    // exists.)
+    const double kp = std::max(params.k, params.rerank_candidates);
+    const double n = static_cast<double>(std::max<uint64_t>(params.live_points, count));
+    double scan = 2 * kp * n / static_cast<double>(count);
+    if (idx != nullptr && idx->spec().kind == index::IndexKind::kIvfHnswPq) {
+      // The lists of the first guess below, and a round of widening.
+      const double nlist = std::max<uint32_t>(1, idx->spec().nlist);
+      const double lists = std::max(params.nprobe / std::sqrt(std::max(share, 1e-6)),
+                                    1.5 * kp * nlist / static_cast<double>(count));
+      scan = 1.5 * lists * n / nlist;
+    }
+    scan = std::min(n, scan);
+    const double preview_cost = kp + scan / std::max(params.filter_codes_per_read, 1.0);
+    if ((count <= params.k ||
+         (static_cast<double>(count) <= preview_cost && count <= params.filter_exact_max)) &&
+        !params.preview_only) {
       strategy = FilterStrategy::kExact;
     } else if (share >= params.filter_broad_share) {
       strategy = FilterStrategy::kPostFilter;
@@ -435,8 +451,13 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
     const uint32_t nlist = std::max<uint32_t>(1, idx->spec().nlist);
     if (!ivf) p.ef = std::max<uint32_t>(p.ef, static_cast<uint32_t>(kprime));
     if (ivf && share < 1.0) {
-      // A first guess: enough lists to hold about K' / share points' worth.
-      const double guess = std::ceil(p.nprobe / std::max(std::sqrt(share), 1e-3));
+      // A first guess: nprobe / sqrt(share) lists (the filtered top-k lie
+      // farther out, in more lists: measured on GloVe, a guess of only the
+      // lists holding 1.5 K' matching points, were they spread evenly,
+      // lost recall at 1% shares), and at least those.
+      const double guess = std::ceil(std::max(
+          p.nprobe / std::max(std::sqrt(share), 1e-3),
+          1.5 * static_cast<double>(kprime) * nlist / static_cast<double>(count)));
       p.nprobe = static_cast<uint32_t>(std::min<double>(nlist, std::max<double>(p.nprobe, guess)));
     }
     stats->candidates = 0;

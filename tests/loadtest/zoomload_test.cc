@@ -409,6 +409,50 @@ TEST(ZoomloadTest, SetupAndSearchAgainstARealServer) {
   EXPECT_EQ(after.points(), before.points());
 }
 
+// --setup --payloads attaches the generated fields and indexes them;
+// --filter puts a filter on every search (recall then not scored).
+TEST(ZoomloadTest, PayloadsAndFilter) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  TempDir out;
+  const std::string dataset = TestDataPath("sift-ngt-5k");
+  const std::string json = out.File("filtered.json");
+  auto [rc, output] = Zoomload(absl::StrCat(
+      "--target ", s.target, " --workload search --dataset ", dataset,
+      " --collection shop --setup --payloads --k 10 --concurrency 2 --duration 1 --warmup 0.2 "
+      "--progress=false --filter '{\"must\":[{\"key\":\"tag\",\"match\":{\"value\":\"t2\"}}]}' "
+      "--json ", json));
+  std::printf("%s\n", output.c_str());
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_THAT(output, HasSubstr("indexed"));
+  const google::protobuf::Struct report = ParseObject(ReadFile(json));
+  EXPECT_EQ(Num(report, "errors"), 0);
+  EXPECT_GT(Num(report, "requests"), 0);
+  auto client = client::ZoomClient::Connect(s.target);
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo info, client->GetCollection("shop"));
+  ASSERT_EQ(info.field_indexes_size(), 2);
+  EXPECT_TRUE(info.field_indexes(0).ready());
+  v1::CountRequest count;
+  count.set_collection("shop");
+  auto* c = count.mutable_filter()->add_must();
+  c->set_key("tag");
+  c->mutable_match()->mutable_value()->set_string_value("t0");
+  ASSERT_OK_AND_ASSIGN(v1::CountResponse n, client->Count(count));
+  // t0 is about 61% of the 4,500 points.
+  EXPECT_GT(n.count(), 2400u);
+  EXPECT_LT(n.count(), 3100u);
+  EXPECT_FALSE(n.filter_scan());
+  // --payloads without --setup, and a --filter that is not a Filter: usage.
+  EXPECT_EQ(Zoomload(absl::StrCat("--target ", s.target, " --dataset ", dataset,
+                                  " --collection shop --payloads --concurrency 1"))
+                .first,
+            2);
+  EXPECT_EQ(Zoomload(absl::StrCat("--target ", s.target, " --dataset ", dataset,
+                                  " --collection shop --concurrency 1 --filter '{\"x\":1}'"))
+                .first,
+            2);
+}
+
 TEST(ZoomloadTest, UsageErrorsExitTwoAndServerErrorsExitOne) {
   const std::string dataset = TestDataPath("sift-ngt-5k");
   const zoom::testing::RefusedPort refused;  // nothing listens there
