@@ -145,6 +145,33 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
   return c;
 }
 
+absl::Status Collection::ScanStoredFields(
+    const IdTracker& ids,
+    const std::function<void(uint64_t, InternalId, const PayloadFields&)>& each,
+    const std::function<absl::Status(uint64_t)>& after_batch) const {
+  std::vector<uint64_t> exts;
+  std::vector<PayloadFields> decoded;
+  std::vector<std::optional<InternalId>> found;
+  const auto flush = [&] {
+    ids.FindAll(exts, &found);
+    for (size_t i = 0; i < exts.size(); ++i) {
+      if (found[i].has_value()) each(exts[i], *found[i], decoded[i]);
+    }
+    const uint64_t n = exts.size();
+    exts.clear();
+    decoded.clear();
+    return after_batch(n);
+  };
+  ZOOM_RETURN_IF_ERROR(metadata_->ScanFields(id_, [&](uint64_t ext, std::string_view bytes) {
+    absl::StatusOr<PayloadFields> f = DecodeFields(bytes);
+    if (!f.ok()) return f.status();
+    exts.push_back(ext);
+    decoded.push_back(std::move(*f));
+    return exts.size() == 1024 ? flush() : absl::OkStatus();
+  }));
+  return flush();
+}
+
 absl::Status Collection::FillPayloadIndex(
     Segment* seg, const std::vector<CollectionManifest::FieldIndex>& declared) const {
   if (declared.empty()) return absl::OkStatus();
@@ -154,27 +181,15 @@ absl::Status Collection::FillPayloadIndex(
     seg->payload.AddField(f.field, type, /*ready=*/true);
   }
   uint64_t points = 0;
-  std::vector<uint64_t> exts;
-  std::vector<PayloadFields> decoded;
-  std::vector<std::optional<InternalId>> found;
-  const auto flush = [&] {
-    seg->ids.FindAll(exts, &found);
-    for (size_t i = 0; i < exts.size(); ++i) {
-      if (found[i].has_value()) seg->payload.Update(*found[i], nullptr, &decoded[i]);
-    }
-    points += exts.size();
-    exts.clear();
-    decoded.clear();
-  };
-  ZOOM_RETURN_IF_ERROR(metadata_->ScanFields(id_, [&](uint64_t ext, std::string_view bytes) {
-    absl::StatusOr<PayloadFields> f = DecodeFields(bytes);
-    if (!f.ok()) return f.status();
-    exts.push_back(ext);
-    decoded.push_back(std::move(*f));
-    if (exts.size() == 1024) flush();
-    return absl::OkStatus();
-  }));
-  flush();
+  ZOOM_RETURN_IF_ERROR(ScanStoredFields(
+      seg->ids,
+      [&](uint64_t, InternalId id, const PayloadFields& f) {
+        seg->payload.Update(id, nullptr, &f);
+      },
+      [&](uint64_t n) {
+        points += n;
+        return absl::OkStatus();
+      }));
   ZOOM_LOG(INFO, "collection ", config_.name, ": ", declared.size(), " payload indexes over ",
            points, " points filled in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
   return absl::OkStatus();
@@ -900,9 +915,8 @@ absl::Status Collection::MatchFilter(const Segment& seg, const Filter& filter, M
   for (const auto& [id, ext] : seg.ids.LiveRecords()) {
     if (id < size) out->Assign(id, Matches(filter, ext, kNone));
   }
-  uint64_t scanned = 0;
   const auto check = [&]() -> absl::Status {
-    if (ctx == nullptr || ++scanned % 1024 != 0) return absl::OkStatus();
+    if (ctx == nullptr) return absl::OkStatus();
     if (ctx->cancelled != nullptr && ctx->cancelled->load(std::memory_order_relaxed)) {
       return absl::CancelledError("the search was cancelled");
     }
@@ -913,26 +927,12 @@ absl::Status Collection::MatchFilter(const Segment& seg, const Filter& filter, M
     }
     return absl::OkStatus();
   };
-  std::vector<uint64_t> exts;
-  std::vector<PayloadFields> decoded;
-  std::vector<std::optional<InternalId>> found;
-  const auto flush = [&] {
-    seg.ids.FindAll(exts, &found);
-    for (size_t i = 0; i < exts.size(); ++i) {
-      if (found[i].has_value()) out->Assign(*found[i], Matches(filter, exts[i], decoded[i]));
-    }
-    exts.clear();
-    decoded.clear();
-  };
-  ZOOM_RETURN_IF_ERROR(metadata_->ScanFields(id_, [&](uint64_t ext, std::string_view bytes) {
-    absl::StatusOr<PayloadFields> f = DecodeFields(bytes);
-    if (!f.ok()) return f.status();
-    exts.push_back(ext);
-    decoded.push_back(std::move(*f));
-    if (exts.size() == 1024) flush();
-    return check();
-  }));
-  flush();
+  ZOOM_RETURN_IF_ERROR(ScanStoredFields(
+      seg.ids,
+      [&](uint64_t ext, InternalId id, const PayloadFields& f) {
+        out->Assign(id, Matches(filter, ext, f));
+      },
+      [&](uint64_t) { return check(); }));
   AndLive(seg.ids, out);
   return absl::OkStatus();
 }

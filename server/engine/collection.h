@@ -352,6 +352,14 @@ class Collection {
   // engine's match and live_points; nothing without a filter.
   absl::Status PrepareFilter(const Segment& seg, const CollectionSearchParams& params,
                              MatchSet* match, SearchParams* engine, bool* scan) const;
+  // Every stored point's typed fields, decoded, in batches of 1024:
+  // each(external id, its live record in `ids`, fields) for those with a
+  // live record, then after_batch(points in the batch) (its error stops
+  // the scan).
+  absl::Status ScanStoredFields(
+      const IdTracker& ids,
+      const std::function<void(uint64_t, InternalId, const PayloadFields&)>& each,
+      const std::function<absl::Status(uint64_t)>& after_batch) const;
   // Declares the fields of `declared` in seg's payload index, ready, and
   // fills them from every stored point's fields.
   absl::Status FillPayloadIndex(Segment* seg,

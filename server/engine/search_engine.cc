@@ -45,6 +45,19 @@ bool Better(Metric metric, const Scored& a, const Scored& b) {
   return a.id < b.id;
 }
 
+// Keeps the best k in *heap (a heap with the worst on top).
+void Offer(Metric metric, const Scored& h, size_t k, std::vector<Scored>* heap) {
+  const auto worse = [metric](const Scored& a, const Scored& b) { return Better(metric, a, b); };
+  if (heap->size() < k) {
+    heap->push_back(h);
+    std::push_heap(heap->begin(), heap->end(), worse);
+  } else if (Better(metric, h, heap->front())) {
+    std::pop_heap(heap->begin(), heap->end(), worse);
+    heap->back() = h;
+    std::push_heap(heap->begin(), heap->end(), worse);
+  }
+}
+
 // The answer's hits from the best `k` of `scored` (sorted here).
 void TakeBest(Metric metric, std::vector<Scored>* scored, size_t k, std::vector<Hit>* hits) {
   k = std::min(k, scored->size());
@@ -226,7 +239,6 @@ absl::Status SearchEngine::ExactValid(const float* query, const SearchParams& pa
   if (metric_ == Metric::kCosine) NormalizeL2(s.query.data(), d);
   const uint64_t n = store_->count();
   Stopwatch sw;
-  auto worse = [this](const Scored& a, const Scored& b) { return Better(metric_, a, b); };
   std::vector<Scored>& heap = s.scored;  // worst on top
   heap.clear();
   constexpr uint64_t kChunk = 4096;
@@ -245,15 +257,8 @@ absl::Status SearchEngine::ExactValid(const float* query, const SearchParams& pa
     ZOOM_RETURN_IF_ERROR(store_->ReadVectors(s.ids, s.vectors.data(), stats));
     for (uint64_t i = 0; i < m; ++i) {
       if (params.filter != nullptr && params.filter->IsExcluded(s.ids[i])) continue;
-      const Scored h{s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
-      if (heap.size() < params.k) {
-        heap.push_back(h);
-        std::push_heap(heap.begin(), heap.end(), worse);
-      } else if (Better(metric_, h, heap.front())) {
-        std::pop_heap(heap.begin(), heap.end(), worse);
-        heap.back() = h;
-        std::push_heap(heap.begin(), heap.end(), worse);
-      }
+      Offer(metric_, {s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)}, params.k,
+            &heap);
     }
   }
   TakeBest(metric_, &heap, heap.size(), &result->hits);
@@ -309,7 +314,6 @@ absl::Status SearchEngine::ExactOverMatches(const float* query, const SearchPara
   s.query.assign(query, query + d);
   if (metric_ == Metric::kCosine) NormalizeL2(s.query.data(), d);
   Stopwatch sw;
-  auto worse = [this](const Scored& a, const Scored& b) { return Better(metric_, a, b); };
   std::vector<Scored>& heap = s.scored;  // worst on top
   heap.clear();
   // The matching ids' full vectors, read in batches of kChunk (one batch
@@ -324,15 +328,7 @@ absl::Status SearchEngine::ExactOverMatches(const float* query, const SearchPara
     ZOOM_RETURN_IF_ERROR(store_->ReadVectors(ids, s.vectors.data(), stats));
     stats->candidates += ids.size();
     for (size_t i = 0; i < ids.size(); ++i) {
-      const Scored h{ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
-      if (heap.size() < params.k) {
-        heap.push_back(h);
-        std::push_heap(heap.begin(), heap.end(), worse);
-      } else if (Better(metric_, h, heap.front())) {
-        std::pop_heap(heap.begin(), heap.end(), worse);
-        heap.back() = h;
-        std::push_heap(heap.begin(), heap.end(), worse);
-      }
+      Offer(metric_, {ids[i], Score(s.query.data(), s.vectors.data() + i * d)}, params.k, &heap);
     }
     ids.clear();
     return absl::OkStatus();

@@ -145,12 +145,24 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
   return out;
 }
 
+namespace {
+
+// A Get / Scroll answer's point.
+void PointToProto(PointData p, v1::Point* out) {
+  out->set_id(p.id);
+  out->mutable_vector()->Assign(p.vector.begin(), p.vector.end());
+  out->set_payload(std::move(p.payload));
+  FieldsToProto(p.fields, out->mutable_fields());
+}
+
 // The stats' warning for a filter evaluated from the stored payloads.
 std::string ScanWarning(bool scan) {
   return scan ? "the filter names a field without a ready payload index: it was evaluated from "
                 "the stored payloads of every point (a scan); CreateFieldIndex makes it fast"
               : "";
 }
+
+}  // namespace
 
 VectorSearchService::VectorSearchService(Database* db, Metrics* metrics, WorkerPool* pool,
                                          const ServiceLimits& limits, const Authenticator* auth)
@@ -324,13 +336,7 @@ absl::Status VectorSearchService::AnswerGet(const v1::GetRequest& req, v1::GetRe
   std::vector<PointData> found;
   ZOOM_RETURN_IF_ERROR(c->Get(req.ids(), req.with_vectors(), req.with_payload(), &found,
                               limits_.max_response_bytes));
-  for (PointData& p : found) {
-    v1::Point* out = resp->add_points();
-    out->set_id(p.id);
-    out->mutable_vector()->Assign(p.vector.begin(), p.vector.end());
-    out->set_payload(std::move(p.payload));
-    FieldsToProto(p.fields, out->mutable_fields());
-  }
+  for (PointData& p : found) PointToProto(std::move(p), resp->add_points());
   return absl::OkStatus();
 }
 
@@ -717,13 +723,7 @@ grpc::ServerUnaryReactor* VectorSearchService::Scroll(grpc::CallbackServerContex
     ZOOM_RETURN_IF_ERROR(c->Scroll(&filter, req->offset(), limit, req->with_vectors(),
                                    req->with_payload(), &found, &next, &scan,
                                    limits_.max_response_bytes));
-    for (PointData& p : found) {
-      v1::Point* out = resp->add_points();
-      out->set_id(p.id);
-      out->mutable_vector()->Assign(p.vector.begin(), p.vector.end());
-      out->set_payload(std::move(p.payload));
-      FieldsToProto(p.fields, out->mutable_fields());
-    }
+    for (PointData& p : found) PointToProto(std::move(p), resp->add_points());
     if (next.has_value()) resp->set_next_offset(*next);
     resp->set_filter_scan(scan);
     return absl::OkStatus();
