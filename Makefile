@@ -46,8 +46,13 @@ test: build
 # The concurrency tests again under AddressSanitizer + UBSan.
 ASAN_DIR ?= build-asan
 ASAN_TESTS ?= Concurrent|ManyThreads|During|ReadsHeld
+# -O1 -g1 (line tables: enough for the sanitizers' stack traces): the
+# engine compiles in less than half the time of -O2 -g under ASan (72 s vs
+# 29 s for collection.cc here), which kept the clean-clone run over budget.
+ASAN_OPT ?= -O1 -g1 -DNDEBUG
 test-asan: deps
 	@cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZOOM_SANITIZE=ON \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(ASAN_OPT)" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$(ASAN_OPT)" \
 	  -DZOOM_BUILD_TESTS=ON -DZOOM_BUILD_BENCHMARKS=OFF $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(ASAN_DIR) -j $(JOBS) --target storage_test engine_test collection_test filter_test
 	@cd $(ASAN_DIR) && ctest --output-on-failure -R '$(ASAN_TESTS)' --timeout 900

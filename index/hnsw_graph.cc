@@ -380,6 +380,102 @@ void HnswGraph::Search(DistanceComputer& dc, size_t ef, const IdFilter* filter,
   std::sort(out->begin(), out->end());
 }
 
+void HnswGraph::SearchTwoHop(DistanceComputer& dc, size_t ef, const IdBitsView& allow,
+                             const IdFilter* filter, HnswScratch& s,
+                             std::vector<Neighbor>* out, QueryStats* stats) const {
+  out->clear();
+  const uint64_t e = entry_.load(std::memory_order_acquire);
+  if (e == kNoEntry || ef == 0) return;
+  const int top = static_cast<int>(e >> 32);
+  Neighbor cur{dc.Distance(static_cast<InternalId>(e)), static_cast<InternalId>(e)};
+  for (int l = top; l > 0; --l) cur = Greedy(dc, cur, l, stats);
+  s.Begin(size());
+  const ByDistanceGreater greater;
+  auto admit = [&](InternalId id) {
+    return allow.Contains(id) && (filter == nullptr || !filter->IsExcluded(id));
+  };
+  s.candidates.clear();
+  s.results.clear();
+  s.through.clear();
+  // The entry is expanded whether it matches or not (it is where the upper
+  // levels led); only matching nodes join the candidates after it.
+  s.Visit(cur.id);
+  s.candidates.push_back(cur);
+  if (admit(cur.id)) s.results.push_back(cur);
+  float bound = s.results.empty() ? kInf : s.results.front().distance;
+  const size_t visited_limit = s.visited.size();
+  const size_t max0 = MaxLinks(0);
+  s.links.resize(max0 + 1);
+  s.links2.resize(max0 + 1);
+  s.batch_ids.resize(max0 * (max0 + 1));
+  s.batch_dist.resize(s.batch_ids.size());
+  while (!s.candidates.empty()) {
+    const Neighbor c = s.candidates.front();
+    if (c.distance > bound && s.results.size() >= ef) break;
+    std::pop_heap(s.candidates.begin(), s.candidates.end(), greater);
+    s.candidates.pop_back();
+    const uint32_t cnt = GetLinks(c.id, 0, s.links.data());
+    size_t n = 0;
+    for (uint32_t i = 0; i < cnt; ++i) {
+      const uint32_t nb = s.links[i];
+      if (nb >= visited_limit || !s.Visit(nb)) continue;
+      if (allow.Contains(nb)) {
+        s.batch_ids[n++] = nb;
+        continue;
+      }
+      // A non-matching neighbour: its matching neighbours instead; when it
+      // has none, it is walked through itself (scored, never a result), so
+      // that regions without matches are crossed as the plain walk would.
+      const uint32_t cnt2 = GetLinks(nb, 0, s.links2.data());
+      bool any = false;
+      for (uint32_t j = 0; j < cnt2; ++j) {
+        const uint32_t nn = s.links2[j];
+        if (nn >= visited_limit || !allow.Contains(nn)) continue;
+        any = true;
+        if (s.Visit(nn)) s.batch_ids[n++] = nn;
+      }
+      if (!any) s.through.push_back(nb);
+    }
+    if (!s.through.empty()) {
+      s.through_dist.resize(s.through.size());
+      dc.Distances(s.through.data(), s.through.size(), s.through_dist.data());
+      if (stats) stats->distance_evals += s.through.size();
+      for (size_t i = 0; i < s.through.size(); ++i) {
+        if (s.results.size() < ef || s.through_dist[i] < bound) {
+          s.candidates.push_back({s.through_dist[i], s.through[i]});
+          std::push_heap(s.candidates.begin(), s.candidates.end(), greater);
+        }
+      }
+      s.through.clear();
+    }
+    if (stats) {
+      stats->distance_evals += n;
+      ++stats->hops;
+    }
+    if (n == 0) continue;
+    dc.Distances(s.batch_ids.data(), n, s.batch_dist.data());
+    for (size_t i = 0; i < n; ++i) {
+      const float d = s.batch_dist[i];
+      if (s.results.size() < ef || d < bound) {
+        const Neighbor nb{d, s.batch_ids[i]};
+        s.candidates.push_back(nb);
+        std::push_heap(s.candidates.begin(), s.candidates.end(), greater);
+        if (filter == nullptr || !filter->IsExcluded(nb.id)) {
+          s.results.push_back(nb);
+          std::push_heap(s.results.begin(), s.results.end());
+          if (s.results.size() > ef) {
+            std::pop_heap(s.results.begin(), s.results.end());
+            s.results.pop_back();
+          }
+          bound = s.results.front().distance;
+        }
+      }
+    }
+  }
+  out->assign(s.results.begin(), s.results.end());
+  std::sort(out->begin(), out->end());
+}
+
 void HnswGraph::SelectNeighbors(std::vector<Neighbor>& cands, uint32_t max,
                                 const BuildOracle& oracle) const {
   if (cands.size() <= max) return;

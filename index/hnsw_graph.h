@@ -70,6 +70,9 @@ struct HnswScratch {
   std::vector<InternalId> batch_ids;
   std::vector<float> batch_dist;
   std::vector<InternalId> links;  // copy of a link list (2M + 1 slots)
+  std::vector<InternalId> links2;  // two-hop search: a neighbour's links
+  std::vector<InternalId> through;  // two-hop search: non-matching nodes walked
+  std::vector<float> through_dist;
   // Marks the start of a search over `n` nodes.
   void Begin(size_t n);
   bool Visit(InternalId id) {
@@ -100,6 +103,19 @@ class HnswGraph {
   void Search(DistanceComputer& dc, size_t ef, const IdFilter* filter,
               HnswScratch& scratch, std::vector<Neighbor>* out,
               QueryStats* stats) const;
+  // As above, returning only nodes in `allow` (and not excluded), for a
+  // selective filter: level 0 is walked through matching nodes and the
+  // matching neighbours of non-matching neighbours (two hops, after
+  // ACORN-1, Patel et al., SIGMOD 2024), and only matching nodes are
+  // scored (and the non-matching neighbours with no matching neighbour,
+  // walked through as the plain walk would: regions without matches are
+  // crossed), so the walk costs about what an unfiltered one does while
+  // the matching subgraph stays connected down to shares of ~1 / (2M)^2. May
+  // return fewer than ef (or none) when the matches are not reachable
+  // that way from the entry point.
+  void SearchTwoHop(DistanceComputer& dc, size_t ef, const IdBitsView& allow,
+                    const IdFilter* filter, HnswScratch& scratch,
+                    std::vector<Neighbor>* out, QueryStats* stats) const;
 
   // Packs level 0 of nodes [0, size()) as described above. Single writer,
   // no Insert() or Search() in flight. Idempotent for the nodes packed.

@@ -14,6 +14,19 @@
 namespace zoom::index::internal {
 namespace {
 
+// Excludes what `filter` excludes and what `allow` does not hold.
+class AllowFilter final : public IdFilter {
+ public:
+  AllowFilter(const IdBitsView& allow, const IdFilter* filter) : allow_(allow), filter_(filter) {}
+  bool IsExcluded(InternalId id) const override {
+    return !allow_.Contains(id) || (filter_ != nullptr && filter_->IsExcluded(id));
+  }
+
+ private:
+  const IdBitsView& allow_;
+  const IdFilter* filter_;
+};
+
 class HnswPqIndex final : public VectorIndex {
  public:
   HnswPqIndex(const IndexSpec& spec, ProductQuantizer pq)
@@ -81,7 +94,15 @@ class HnswPqIndex final : public VectorIndex {
     }
     AdcComputer dc(s.table.data(), codes_, pq_.m(), l2);
     const size_t ef = std::max<size_t>(params.ef, k);
-    graph_.Search(dc, ef, params.filter, s.graph, out, stats);
+    if (params.allow.empty()) {
+      graph_.Search(dc, ef, params.filter, s.graph, out, stats);
+    } else if (params.allow.share < params.two_hop_share) {
+      graph_.SearchTwoHop(dc, ef, params.allow, params.filter, s.graph, out, stats);
+    } else {
+      // Most neighbours match: the plain walk, admitting matches only.
+      const AllowFilter only(params.allow, params.filter);
+      graph_.Search(dc, ef, &only, s.graph, out, stats);
+    }
     if (out->size() > k) out->resize(k);
     return absl::OkStatus();
   }

@@ -231,31 +231,51 @@ class IvfHnswPqIndex final : public VectorIndex {
     const bool l2 = UsesL2(spec_.metric);
     std::vector<Neighbor>& heap = s.heap;  // max-heap of the best k
     heap.clear();
-    uint64_t scanned = 0;
+    uint64_t scored = 0;
     for (const Neighbor& probe : s.probes) {
       const InvertedList& list = *lists_[probe.id];
       const uint32_t n = list.size.load(std::memory_order_acquire);
-      scanned += n;
       list.codes.ForEachRun(n, [&](uint64_t first, const uint8_t* codes, uint64_t count) {
-        s.adc.resize(count);
-        PqAdcScan(s.table.data(), codes, count, pq_.code_size(), s.adc.data());
         const uint32_t* ids = list.ids.Row(first);
         const float* terms = list.terms.Row(first);
-        for (uint64_t i = 0; i < count; ++i) {
-          const float dist = l2 ? probe.distance + terms[i] - 2 * s.adc[i]
-                                : probe.distance - s.adc[i];
-          if (heap.size() >= k && !(dist < heap.front().distance)) continue;
-          if (params.filter != nullptr && params.filter->IsExcluded(ids[i])) continue;
+        auto offer = [&](uint64_t i, float adc) {
+          const float dist = l2 ? probe.distance + terms[i] - 2 * adc : probe.distance - adc;
+          if (heap.size() >= k && !(dist < heap.front().distance)) return;
+          if (params.filter != nullptr && params.filter->IsExcluded(ids[i])) return;
           heap.push_back({dist, ids[i]});
           std::push_heap(heap.begin(), heap.end());
           if (heap.size() > k) {
             std::pop_heap(heap.begin(), heap.end());
             heap.pop_back();
           }
+        };
+        if (!params.allow.empty()) {
+          // The membership test first: only the matching codes are scored
+          // (gathered when they are few, else the run's contiguous scan).
+          s.sel.clear();
+          for (uint64_t i = 0; i < count; ++i) {
+            if (params.allow.Contains(ids[i])) s.sel.push_back(static_cast<uint32_t>(i));
+          }
+          if (s.sel.empty()) return;
+          s.adc.resize(count);
+          if (s.sel.size() * 4 < count) {
+            PqAdcGather(s.table.data(), codes, s.sel.data(), s.sel.size(), pq_.code_size(),
+                        s.adc.data());
+            for (size_t j = 0; j < s.sel.size(); ++j) offer(s.sel[j], s.adc[j]);
+          } else {
+            PqAdcScan(s.table.data(), codes, count, pq_.code_size(), s.adc.data());
+            for (uint32_t i : s.sel) offer(i, s.adc[i]);
+          }
+          scored += s.sel.size();
+          return;
         }
+        s.adc.resize(count);
+        PqAdcScan(s.table.data(), codes, count, pq_.code_size(), s.adc.data());
+        scored += count;
+        for (uint64_t i = 0; i < count; ++i) offer(i, s.adc[i]);
       });
     }
-    if (stats != nullptr) stats->distance_evals += scanned;
+    if (stats != nullptr) stats->distance_evals += scored;
     out->assign(heap.begin(), heap.end());
     std::sort(out->begin(), out->end());
     return absl::OkStatus();
@@ -339,6 +359,8 @@ class IvfHnswPqIndex final : public VectorIndex {
       uint32_t list, pos;
     };
     std::vector<Where> where;         // 4-bit: heap entries' places
+    std::vector<uint32_t> sel;        // allow: a run's matching positions
+    std::vector<uint32_t> block_mask; // allow, 4-bit: a run's blocks' matches
   };
 
   std::unique_ptr<InvertedList> NewList(uint64_t rows) const {
@@ -387,16 +409,41 @@ class IvfHnswPqIndex final : public VectorIndex {
       const Neighbor& probe = s.probes[p];
       const InvertedList& list = *lists_[probe.id];
       const uint32_t n = list.size.load(std::memory_order_acquire);
-      scanned += n;
       const uint64_t nblocks = (n + kPq4BlockSize - 1) / kPq4BlockSize;
       list.codes.ForEachRun(nblocks, [&](uint64_t first, const uint8_t* blocks, uint64_t count) {
         s.sums.resize(count * kPq4BlockSize);
         uint16_t* sums = s.sums.data();
-        Pq4ScanBlocks(s.lut.data(), blocks, count, m, sums);
         const uint64_t p0 = first * kPq4BlockSize;
         const uint64_t np = std::min<uint64_t>(count * kPq4BlockSize, n - p0);
         const uint32_t* ids = list.ids.Row(p0);
         const float* terms = list.terms.Row(p0);
+        const bool masked = !params.allow.empty();
+        if (masked) {
+          // The membership test first: blocks without a matching code are
+          // not scanned, and only matching codes are offered.
+          s.block_mask.assign(count, 0);
+          for (uint64_t i = 0; i < np; ++i) {
+            if (params.allow.Contains(ids[i])) s.block_mask[i >> 5] |= uint32_t{1} << (i & 31);
+          }
+          const size_t bb = Pq4BlockBytes(m);
+          for (uint64_t b = 0; b < count;) {
+            if (s.block_mask[b] == 0) {
+              ++b;
+              continue;
+            }
+            uint64_t e = b + 1;
+            while (e < count && s.block_mask[e] != 0) ++e;
+            Pq4ScanBlocks(s.lut.data(), blocks + b * bb, e - b, m, sums + b * kPq4BlockSize);
+            scanned += (e - b) * kPq4BlockSize;
+            b = e;
+          }
+        } else {
+          Pq4ScanBlocks(s.lut.data(), blocks, count, m, sums);
+          scanned += np;
+        }
+        auto skip = [&](uint64_t i) {
+          return masked && (s.block_mask[i >> 5] >> (i & 31) & 1) == 0;
+        };
         // Offers point i at `dist`; updates `top` (the worst kept once
         // `keep` are kept, else +inf).
         auto offer = [&](uint64_t i, float dist) {
@@ -419,6 +466,7 @@ class IvfHnswPqIndex final : public VectorIndex {
         if (l2) {
           const float c0 = probe.distance - 2 * bias, c1 = 2 * scale;
           for (uint64_t i = 0; i < np; ++i) {
+            if (skip(i)) continue;
             const float dist = c0 + terms[i] - c1 * static_cast<float>(sums[i]);
             if (dist < top) offer(i, dist);
           }
@@ -434,7 +482,7 @@ class IvfHnswPqIndex final : public VectorIndex {
         };
         int thr = threshold();
         for (uint64_t i = 0; i < np; ++i) {
-          if (static_cast<int>(sums[i]) <= thr) continue;
+          if (static_cast<int>(sums[i]) <= thr || skip(i)) continue;
           const float dist = c0 - scale * static_cast<float>(sums[i]);
           if (!(dist < top)) continue;
           offer(i, dist);

@@ -32,6 +32,20 @@ class IdFilter {
   virtual bool IsExcluded(InternalId id) const = 0;
 };
 
+// A read-only view of a dense bitset of ids (bit id & 63 of words[id / 64];
+// ids >= size are not in the set): the ids a filtered search may return.
+// `share` is the fraction of the index's ids in the set, a hint the index
+// uses to choose how to search (a test before each distance, or after).
+struct IdBitsView {
+  const uint64_t* words = nullptr;
+  uint64_t size = 0;
+  double share = 1.0;
+  bool empty() const { return words == nullptr; }
+  bool Contains(InternalId id) const {
+    return id < size && (words[id >> 6] >> (id & 63) & 1) != 0;
+  }
+};
+
 // Distances from one query, bound at construction. One per thread.
 class DistanceComputer {
  public:

@@ -72,6 +72,17 @@ struct IndexSearchParams {
   Routing routing = Routing::kAuto;
   // Ids never returned (deleted); may be null.
   const IdFilter* filter = nullptr;
+  // When not empty, only ids in this set are returned (a filter's matches),
+  // and `filter` still applies. The membership test runs before the
+  // distance: ivf_hnsw_pq scores only the matching codes of a list (it
+  // still scans the lists' ids); hnsw_pq walks the graph through matching
+  // nodes and, when allow.share < two_hop_share, through the matching
+  // neighbours of non-matching neighbours too (two hops, as ACORN-1 does:
+  // the matching subgraph stays connected at low shares), scoring matching
+  // nodes only. Either may then find fewer than k: callers widen ef /
+  // nprobe or fall back to an exact search.
+  IdBitsView allow;
+  double two_hop_share = 0.3;
 };
 
 class VectorIndex {

@@ -545,25 +545,75 @@ absl::StatusOr<uint64_t> Collection::Delete(absl::Span<const uint64_t> ids) {
 
 absl::StatusOr<uint64_t> Collection::DeleteByFilter(const Filter& filter) {
   ZOOM_RETURN_IF_ERROR(ValidateFilter(filter));
+  // The filter is evaluated without the write lock (a scan of the stored
+  // payloads can take seconds: writers must not wait for it), then each
+  // batch is deleted under the lock after a check that the evaluation still
+  // holds: the same segment, no payload edited in place since (edits_), and
+  // each point still at the internal id that matched (an upsert moves it,
+  // a delete removes it). When writes keep invalidating it, the third
+  // attempt evaluates under the lock, so the call always ends.
+  constexpr size_t kBatch = 65536;
+  constexpr int kOptimisticAttempts = 2;
+  uint64_t deleted = 0;
+  const auto failed = [&](const absl::Status& st) {
+    return absl::Status(st.code(),
+                        absl::StrCat(st.message(), " (", deleted,
+                                     " points passing the filter were deleted before it)"));
+  };
+  std::vector<uint64_t> ext;
+  std::vector<std::optional<InternalId>> now;
+  // Deletes those of found[first, first + n) still at the internal id that
+  // matched. Holds write_mu_.
+  const auto delete_batch = [&](const Segment& seg,
+                                const std::vector<std::pair<uint64_t, InternalId>>& found,
+                                size_t first, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_)
+      -> absl::Status {
+    ext.clear();
+    for (size_t i = 0; i < n; ++i) ext.push_back(found[first + i].first);
+    seg.ids.FindAll(ext, &now);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (now[i].has_value() && *now[i] == found[first + i].second) ext[kept++] = ext[i];
+    }
+    ext.resize(kept);
+    if (ext.empty()) return absl::OkStatus();
+    absl::StatusOr<uint64_t> d = DeleteLocked(ext);
+    if (!d.ok()) return failed(d.status());
+    deleted += *d;
+    return absl::OkStatus();
+  };
+  const auto evaluate = [&](const Segment& seg,
+                            std::vector<std::pair<uint64_t, InternalId>>* found) -> absl::Status {
+    MatchSet match;
+    bool scan = false;
+    if (absl::Status st = MatchFilter(seg, filter, &match, &scan); !st.ok()) return failed(st);
+    found->clear();
+    match.ForEach([&](InternalId id) { found->push_back({seg.ids.External(id), id}); });
+    return absl::OkStatus();
+  };
+  std::vector<std::pair<uint64_t, InternalId>> found;  // external, internal
+  for (int attempt = 0; attempt < kOptimisticAttempts; ++attempt) {
+    std::shared_ptr<Segment> seg = Current();
+    const uint64_t edits = edits_.load(std::memory_order_acquire);
+    ZOOM_RETURN_IF_ERROR(evaluate(*seg, &found));
+    bool stale = false;
+    for (size_t first = 0; first < found.size(); first += kBatch) {
+      absl::MutexLock w(&write_mu_);
+      if (dropped_) return DroppedError();
+      if (Current() != seg || edits_.load(std::memory_order_relaxed) != edits) {
+        stale = true;
+        break;
+      }
+      ZOOM_RETURN_IF_ERROR(delete_batch(*seg, found, first, std::min(kBatch, found.size() - first)));
+    }
+    if (!stale) return deleted;
+  }
   absl::MutexLock w(&write_mu_);
   if (dropped_) return DroppedError();
   std::shared_ptr<Segment> seg = Current();
-  MatchSet match;
-  bool scan = false;
-  ZOOM_RETURN_IF_ERROR(MatchFilter(*seg, filter, &match, &scan));
-  std::vector<uint64_t> ext;
-  match.ForEach([&](InternalId id) { ext.push_back(seg->ids.External(id)); });
-  constexpr size_t kBatch = 65536;
-  uint64_t deleted = 0;
-  for (size_t first = 0; first < ext.size(); first += kBatch) {
-    absl::StatusOr<uint64_t> n = DeleteLocked(
-        absl::MakeConstSpan(ext).subspan(first, std::min(kBatch, ext.size() - first)));
-    if (!n.ok()) {
-      return absl::Status(n.status().code(),
-                          absl::StrCat(n.status().message(), " (", deleted,
-                                       " points passing the filter were deleted before it)"));
-    }
-    deleted += *n;
+  ZOOM_RETURN_IF_ERROR(evaluate(*seg, &found));
+  for (size_t first = 0; first < found.size(); first += kBatch) {
+    ZOOM_RETURN_IF_ERROR(delete_batch(*seg, found, first, std::min(kBatch, found.size() - first)));
   }
   return deleted;
 }
@@ -680,6 +730,7 @@ absl::StatusOr<uint64_t> Collection::EditFields(
     for (size_t i = 0; i < writes.size(); ++i) writes[i].fields = encoded[i];
     if (writes.empty()) continue;
     ZOOM_RETURN_IF_ERROR(metadata_->CommitFields(id_, writes));
+    edits_.fetch_add(1, std::memory_order_release);
     std::vector<std::optional<InternalId>> at;
     seg->ids.FindAll(edited, &at);
     for (size_t i = 0; i < edited.size(); ++i) {

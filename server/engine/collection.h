@@ -178,10 +178,15 @@ class Collection {
   absl::Status Upsert(absl::Span<const PointRef> points);
   // Deletes the points that exist; returns how many did.
   absl::StatusOr<uint64_t> Delete(absl::Span<const uint64_t> ids);
-  // Deletes every live point that passes `filter` (evaluated under the
-  // write lock, so exactly those that pass it when the call runs), in
-  // batches of 65,536 points (each atomic: an error says how many were
-  // deleted before it). Returns how many were deleted.
+  // Deletes every live point that passes `filter`, in batches of 65,536
+  // points (each atomic: an error says how many were deleted before it).
+  // The filter is evaluated without the write lock (writers go on
+  // meanwhile); a batch deletes a point only if it is unchanged since it
+  // matched (not rewritten, its payload not edited, no compaction between),
+  // else the filter is evaluated again (the last time under the lock). So
+  // every deleted point passed the filter when it was deleted, and every
+  // point that passes throughout the call is deleted; one written during
+  // the call may or may not be. Returns how many were deleted.
   absl::StatusOr<uint64_t> DeleteByFilter(const Filter& filter);
   // One page of the live points passing `filter` (null: all), ascending
   // by id: at most `limit` with id >= `offset`, into *out (as Get's, within
@@ -389,6 +394,10 @@ class Collection {
   // Serialises writers (Upsert, Delete, a compaction's plan and switch,
   // index install) and guards the durable state.
   mutable absl::Mutex write_mu_;
+  // Payload edits in place (EditFields: the points keep their internal
+  // ids), counted so that DeleteByFilter can tell its evaluation is stale.
+  // Written under write_mu_.
+  std::atomic<uint64_t> edits_{0};
   CollectionManifest manifest_ ABSL_GUARDED_BY(write_mu_);
   // Replaced segments, held until no reader does (ReleaseRetired).
   std::vector<std::shared_ptr<Segment>> retired_ ABSL_GUARDED_BY(write_mu_);

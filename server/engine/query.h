@@ -66,19 +66,25 @@ struct SearchParams {
   // The planner's cost model (SearchEngine::FilteredSearch): exact over m
   // matches costs m reads; the filtered preview K' reads plus the codes it
   // scans (ivf_hnsw_pq: its first guess of lists, max(nprobe / sqrt(share),
-  // 1.5 K' nlist / m), and half a round more; hnsw_pq: about 2 K' N / m
-  // graph nodes), at most N - a read costs as much as
-  // filter_codes_per_read code distances. Measured by zoombench
-  // --benchmarks=filter here (an SSD read ~18 us in a batch, a code ~30 ns):
-  // on GloVe-100 200K exact wins at ~195 matches (3.5 ms vs 5.7-10 ms),
-  // loses at ~1,900 (37 ms vs 2-4.5 ms); on MNIST 10K the filtered preview
-  // wins already at ~95 matches. filter_exact_max caps the exact strategy.
+  // 1.5 K' nlist / m), and half a round more, each code costing a
+  // membership test, filter_test_cost of a code distance, and a distance
+  // for the matching share; hnsw_pq: about 2 K' N / m graph nodes), at
+  // most N - a read costs as much as filter_codes_per_read code distances.
+  // Measured by zoombench --benchmarks=filter here (an SSD read ~18 us in a
+  // batch, a code ~30 ns): on GloVe-100 200K (ivf_hnsw_pq) exact wins at
+  // ~20 matches (0.43 ms vs 0.87 ms), loses at ~195 (3.4 ms vs 0.9 ms).
+  // filter_exact_max caps the exact strategy.
   // The plain preview post-filtered was no faster than the filtered one at
   // the same knobs even at 50-60% shares, and less accurate: only
   // near-unfiltered queries (>= filter_broad_share) take it.
   uint32_t filter_exact_max = 100000;
   double filter_codes_per_read = 600;
+  double filter_test_cost = 0.15;
   double filter_broad_share = 0.8;
+  // hnsw_pq's filtered preview walks two hops (index::IndexSearchParams::
+  // allow) below this share of the index's points, else the plain walk
+  // admitting matches only.
+  double filter_two_hop_share = 0.3;
 };
 
 // What this server allows one query (zoomd's --max_k etc.).

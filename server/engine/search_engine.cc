@@ -384,6 +384,10 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
       scan = 1.5 * lists * n / nlist;
     }
     scan = std::min(n, scan);
+    if (idx != nullptr && idx->spec().kind == index::IndexKind::kIvfHnswPq) {
+      // The list scan tests every id and scores only the matching codes.
+      scan *= params.filter_test_cost + share;
+    }
     const double preview_cost = kp + scan / std::max(params.filter_codes_per_read, 1.0);
     if ((count <= params.k ||
          (static_cast<double>(count) <= preview_cost && count <= params.filter_exact_max)) &&
@@ -441,11 +445,21 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
     // until it finds K' of them.
     stats->filter_strategy = FilterStrategy::kFilteredPreview;
     p = params;
-    p.filter = params.match;
+    p.filter = nullptr;  // the matches are live ones
     p.rerank_candidates = static_cast<uint32_t>(kprime);
+    const double index_share =
+        static_cast<double>(count) / static_cast<double>(std::max<uint64_t>(1, idx->size()));
     const bool ivf = idx->spec().kind == index::IndexKind::kIvfHnswPq;
     const uint32_t nlist = std::max<uint32_t>(1, idx->spec().nlist);
-    if (!ivf) p.ef = std::max<uint32_t>(p.ef, static_cast<uint32_t>(kprime));
+    if (!ivf) {
+      // The two-hop walk (index_share < filter_two_hop_share) scores matching nodes
+      // only, a small part of what the plain walk scores to fill the same
+      // ef (about ef / share nodes), and ranks them less well at equal ef:
+      // it gets twice the candidate list.
+      const double twice = index_share < params.filter_two_hop_share ? 2.0 : 1.0;
+      p.ef = std::max<uint32_t>(p.ef, static_cast<uint32_t>(twice * static_cast<double>(kprime)));
+      p.ef = std::min(p.ef, std::max(params.ef, ctx.limits.max_ef));
+    }
     if (ivf && share < 1.0) {
       // A first guess: nprobe / sqrt(share) lists (the filtered top-k lie
       // farther out, in more lists: measured on GloVe, a guess of only the
@@ -457,7 +471,7 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
       p.nprobe = static_cast<uint32_t>(std::min<double>(nlist, std::max<double>(p.nprobe, guess)));
     }
     stats->candidates = 0;
-    ZOOM_RETURN_IF_ERROR(Preview(*idx, query, p, &s.candidates, stats));
+    ZOOM_RETURN_IF_ERROR(Preview(*idx, query, p, &s.candidates, stats, params.match, index_share));
     const uint32_t max_ef = std::max(params.ef, ctx.limits.max_ef);
     for (int round = 0; s.candidates.size() < need && round < 6; ++round) {
       if (ivf && p.nprobe >= nlist) break;
@@ -476,7 +490,8 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
         p.ef = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{p.ef} * 2, max_ef));
       }
       stats->candidates = 0;
-      ZOOM_RETURN_IF_ERROR(Preview(*idx, query, p, &s.candidates, stats));
+      ZOOM_RETURN_IF_ERROR(
+          Preview(*idx, query, p, &s.candidates, stats, params.match, index_share));
     }
   }
   p.filter = params.match;
@@ -496,12 +511,19 @@ absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
                                    const float* query,
                                    const SearchParams& params,
                                    std::vector<index::Neighbor>* candidates,
-                                   QueryStats* stats) const {
+                                   QueryStats* stats, const MatchSet* allow,
+                                   double allow_share) const {
   Stopwatch sw;
   index::IndexSearchParams ip;
   ip.ef = params.ef;
   ip.nprobe = params.nprobe;
   ip.filter = params.filter;
+  if (allow != nullptr) {
+    ip.allow.words = allow->words().data();
+    ip.allow.size = allow->size();
+    ip.allow.share = allow_share;
+    ip.two_hop_share = params.filter_two_hop_share;
+  }
   const size_t kprime =
       params.preview_only ? params.k : std::max(params.k, params.rerank_candidates);
   ZOOM_RETURN_IF_ERROR(idx.Search(query, kprime, ip, candidates, stats));

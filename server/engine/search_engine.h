@@ -123,11 +123,14 @@ class SearchEngine {
                                 QueryResult* result, const QueryContext& ctx) const;
   // The hits' full vectors when asked for and no fullview supplied them.
   absl::Status ReadHitVectors(const SearchParams& params, QueryResult* result) const;
-  // Search's two halves. Preview: the K' candidates (index must be set).
+  // Search's two halves. Preview: the K' candidates (index must be set);
+  // only ids of `allow` when it is not null (tested before scoring;
+  // allow_share: the share of the index's ids it holds).
   absl::Status Preview(const index::VectorIndex& idx, const float* query,
                        const SearchParams& params,
                        std::vector<index::Neighbor>* candidates,
-                       QueryStats* stats) const;
+                       QueryStats* stats, const MatchSet* allow = nullptr,
+                       double allow_share = 1.0) const;
   // The rest in two phases. FullviewStart: the deadline check, then the
   // fullview's reads submitted (storage::VectorStore::SubmitReadVectors;
   // cached vectors need none); or the answer at once (preview only,

@@ -964,5 +964,56 @@ TEST_F(FilteredCollectionTest, ConcurrentFilteredSearchesDuringWrites) {
   EXPECT_GE(searches.load(), 40);
 }
 
+// Delete by filter while a writer upserts and edits the payloads of other
+// points (the evaluation runs without the write lock, so these writes
+// invalidate it and it is redone): exactly the points that pass throughout
+// are deleted, none of those that never pass.
+TEST_F(FilteredCollectionTest, DeleteByFilterDuringWrites) {
+  OpenDb();
+  constexpr size_t kN = 3000;  // ids [0, kN) pass; [kN, 3 kN) never do
+  const std::vector<float> base = ClusteredVectors(3 * kN, 9);
+  auto c = Create("c", index::IndexKind::kHnswPq);
+  ASSERT_NE(c, nullptr);
+  ASSERT_OK(c->CreateFieldIndex("tag", FieldIndexType::kKeyword, false));
+  std::vector<PayloadFields> fields(3 * kN);
+  std::vector<PointRef> refs;
+  for (size_t i = 0; i < 2 * kN; ++i) {
+    fields[i]["tag"] = FieldValue::Of(std::string(i < kN ? "doomed" : "kept"));
+    refs.push_back({i, base.data() + i * kDim, "", &fields[i]});
+  }
+  ASSERT_OK(c->Upsert(refs));
+  for (size_t i = 2 * kN; i < 3 * kN; ++i) fields[i]["tag"] = FieldValue::Of(std::string("new"));
+  const Filter doomed = TagFilter("doomed");
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+      PayloadFields other;
+      other["tag"] = FieldValue::Of(absl::StrCat("kept", round));
+      for (size_t j = 0; !stop.load() || j < 10; ++j) {
+        const size_t i = kN + j % kN;  // an edit in place of a kept point
+        EXPECT_OK(c->SetPayload(std::vector<uint64_t>{i}, other, true).status());
+        const size_t n = 2 * kN + j % kN;  // a new point that never passes
+        EXPECT_OK(c->Upsert(std::vector<PointRef>{{n, base.data() + n * kDim, "", &fields[n]}}));
+      }
+    });
+    auto deleted = c->DeleteByFilter(doomed);
+    stop = true;
+    writer.join();
+    ASSERT_OK(deleted.status());
+    EXPECT_EQ(*deleted, kN);
+    auto left = c->Count(&doomed);
+    ASSERT_OK(left.status());
+    EXPECT_EQ(left->count, 0u);
+    std::vector<PointData> got;
+    std::vector<uint64_t> kept;
+    for (uint64_t i = kN; i < 2 * kN; ++i) kept.push_back(i);
+    ASSERT_OK(c->Get(kept, false, false, &got));
+    EXPECT_EQ(got.size(), kN) << "a point that never passed was deleted";
+    // The doomed ones back: each round deletes under a different mix of
+    // concurrent writes.
+    ASSERT_OK(c->Upsert(std::vector<PointRef>(refs.begin(), refs.begin() + kN)));
+  }
+}
+
 }  // namespace
 }  // namespace zoom::server
