@@ -50,6 +50,31 @@ class OracleComputer final : public DistanceComputer {
   const InternalId from_;
 };
 
+// The scored batch s.batch_ids/batch_dist[0, n) into the candidates (those
+// within the bound, or all while fewer than ef results) and, unless
+// excluded, the results (kept at ef); returns the new bound.
+float AdmitBatch(HnswScratch& s, size_t n, size_t ef, const IdFilter* filter, float bound) {
+  const ByDistanceGreater greater;
+  for (size_t i = 0; i < n; ++i) {
+    const float d = s.batch_dist[i];
+    if (s.results.size() < ef || d < bound) {
+      const Neighbor nb{d, s.batch_ids[i]};
+      s.candidates.push_back(nb);
+      std::push_heap(s.candidates.begin(), s.candidates.end(), greater);
+      if (filter == nullptr || !filter->IsExcluded(nb.id)) {
+        s.results.push_back(nb);
+        std::push_heap(s.results.begin(), s.results.end());
+        if (s.results.size() > ef) {
+          std::pop_heap(s.results.begin(), s.results.end());
+          s.results.pop_back();
+        }
+        bound = s.results.front().distance;
+      }
+    }
+  }
+  return bound;
+}
+
 }  // namespace
 
 // Level-0 lists of nodes [0, n), each: u16 header (count in bits 0-9, gap
@@ -345,23 +370,7 @@ void HnswGraph::SearchLevel(DistanceComputer& dc, Neighbor entry, size_t ef,
     }
     if (n == 0) continue;
     dc.Distances(s.batch_ids.data(), n, s.batch_dist.data());
-    for (size_t i = 0; i < n; ++i) {
-      const float d = s.batch_dist[i];
-      if (s.results.size() < ef || d < bound) {
-        const Neighbor nb{d, s.batch_ids[i]};
-        s.candidates.push_back(nb);
-        std::push_heap(s.candidates.begin(), s.candidates.end(), greater);
-        if (filter == nullptr || !filter->IsExcluded(nb.id)) {
-          s.results.push_back(nb);
-          std::push_heap(s.results.begin(), s.results.end());
-          if (s.results.size() > ef) {
-            std::pop_heap(s.results.begin(), s.results.end());
-            s.results.pop_back();
-          }
-          bound = s.results.front().distance;
-        }
-      }
-    }
+    bound = AdmitBatch(s, n, ef, filter, bound);
   }
 }
 
@@ -454,23 +463,7 @@ void HnswGraph::SearchTwoHop(DistanceComputer& dc, size_t ef, const IdBitsView& 
     }
     if (n == 0) continue;
     dc.Distances(s.batch_ids.data(), n, s.batch_dist.data());
-    for (size_t i = 0; i < n; ++i) {
-      const float d = s.batch_dist[i];
-      if (s.results.size() < ef || d < bound) {
-        const Neighbor nb{d, s.batch_ids[i]};
-        s.candidates.push_back(nb);
-        std::push_heap(s.candidates.begin(), s.candidates.end(), greater);
-        if (filter == nullptr || !filter->IsExcluded(nb.id)) {
-          s.results.push_back(nb);
-          std::push_heap(s.results.begin(), s.results.end());
-          if (s.results.size() > ef) {
-            std::pop_heap(s.results.begin(), s.results.end());
-            s.results.pop_back();
-          }
-          bound = s.results.front().distance;
-        }
-      }
-    }
+    bound = AdmitBatch(s, n, ef, filter, bound);
   }
   out->assign(s.results.begin(), s.results.end());
   std::sort(out->begin(), out->end());
