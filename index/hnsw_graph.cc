@@ -374,15 +374,21 @@ void HnswGraph::SearchLevel(DistanceComputer& dc, Neighbor entry, size_t ef,
   }
 }
 
+bool HnswGraph::DescendToLevel0(DistanceComputer& dc, QueryStats* stats, Neighbor* cur) const {
+  const uint64_t e = entry_.load(std::memory_order_acquire);
+  if (e == kNoEntry) return false;
+  const int top = static_cast<int>(e >> 32);
+  *cur = {dc.Distance(static_cast<InternalId>(e)), static_cast<InternalId>(e)};
+  for (int l = top; l > 0; --l) *cur = Greedy(dc, *cur, l, stats);
+  return true;
+}
+
 void HnswGraph::Search(DistanceComputer& dc, size_t ef, const IdFilter* filter,
                        HnswScratch& scratch, std::vector<Neighbor>* out,
                        QueryStats* stats) const {
   out->clear();
-  const uint64_t e = entry_.load(std::memory_order_acquire);
-  if (e == kNoEntry || ef == 0) return;
-  const int top = static_cast<int>(e >> 32);
-  Neighbor cur{dc.Distance(static_cast<InternalId>(e)), static_cast<InternalId>(e)};
-  for (int l = top; l > 0; --l) cur = Greedy(dc, cur, l, stats);
+  Neighbor cur;
+  if (ef == 0 || !DescendToLevel0(dc, stats, &cur)) return;
   scratch.Begin(size());
   SearchLevel(dc, cur, ef, 0, filter, scratch, stats);
   out->assign(scratch.results.begin(), scratch.results.end());
@@ -393,11 +399,8 @@ void HnswGraph::SearchTwoHop(DistanceComputer& dc, size_t ef, const IdBitsView& 
                              const IdFilter* filter, HnswScratch& s,
                              std::vector<Neighbor>* out, QueryStats* stats) const {
   out->clear();
-  const uint64_t e = entry_.load(std::memory_order_acquire);
-  if (e == kNoEntry || ef == 0) return;
-  const int top = static_cast<int>(e >> 32);
-  Neighbor cur{dc.Distance(static_cast<InternalId>(e)), static_cast<InternalId>(e)};
-  for (int l = top; l > 0; --l) cur = Greedy(dc, cur, l, stats);
+  Neighbor cur;
+  if (ef == 0 || !DescendToLevel0(dc, stats, &cur)) return;
   s.Begin(size());
   const ByDistanceGreater greater;
   auto admit = [&](InternalId id) {

@@ -159,6 +159,9 @@ class HnswGraph {
                    const IdFilter* filter, HnswScratch& s, QueryStats* stats) const;
   Neighbor Greedy(DistanceComputer& dc, Neighbor cur, int level,
                   QueryStats* stats) const;
+  // The greedy descent from the entry point through the upper levels into
+  // *cur (a level-0 node); false for an empty graph.
+  bool DescendToLevel0(DistanceComputer& dc, QueryStats* stats, Neighbor* cur) const;
   // The heuristic neighbour selection: keeps up to `max` of `cands`
   // (ascending), preferring diverse directions.
   void SelectNeighbors(std::vector<Neighbor>& cands, uint32_t max,
