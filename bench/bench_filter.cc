@@ -13,7 +13,7 @@
 // Each case runs --filter_queries queries against an exact filtered oracle
 // (brute force over the matching points in RAM). Systems, side by side in
 // one run: zoomd with its planner and with each strategy forced (exact,
-// filtered_preview, post_filter), evaluating each query's filter through
+// match_scan, filtered_preview, post_filter), evaluating each query's filter through
 // the payload indexes (counted in its time), the planner swept over nprobe
 // (or ef) x K', and each forced strategy swept the same way (each at its
 // own best knobs; exact has none);
@@ -494,6 +494,7 @@ absl::Status RunFilter(Reporter& rep) {
   const std::vector<std::pair<std::string, FilterStrategy>> strategies = {
       {"zoomd_planner", FilterStrategy::kNone},
       {"zoomd_exact", FilterStrategy::kExact},
+      {"zoomd_match_scan", FilterStrategy::kMatchScan},
       {"zoomd_filtered_preview", FilterStrategy::kFilteredPreview},
       {"zoomd_post_filter", FilterStrategy::kPostFilter}};
   // Per zoomd strategy and thread count: queries and seconds over the mix.

@@ -15,6 +15,7 @@ enum class FilterStrategy : uint8_t {
   kExact = 1,            // brute force over the matching points' full vectors
   kFilteredPreview = 2,  // the preview admits matching points only
   kPostFilter = 3,       // the plain preview, oversampled, then filtered
+  kMatchScan = 4,        // every matching point's code scored, no navigation
 };
 inline const char* FilterStrategyName(FilterStrategy s) {
   switch (s) {
@@ -22,6 +23,7 @@ inline const char* FilterStrategyName(FilterStrategy s) {
     case FilterStrategy::kExact: return "exact";
     case FilterStrategy::kFilteredPreview: return "filtered_preview";
     case FilterStrategy::kPostFilter: return "post_filter";
+    case FilterStrategy::kMatchScan: return "match_scan";
   }
   return "unknown";
 }

@@ -81,17 +81,7 @@ class HnswPqIndex final : public VectorIndex {
     out->clear();
     if (k == 0) return absl::OkStatus();
     Scratch& s = ThreadScratch();
-    s.q.assign(query, query + spec_.dim);
-    if (spec_.metric == Metric::kCosine) NormalizeL2(s.q.data(), spec_.dim);
-    s.qt.resize(pq_.padded_dim());
-    pq_.Transform(s.q.data(), s.qt.data());
-    s.table.resize(size_t{pq_.m()} * kPqCentroids);
-    const bool l2 = UsesL2(spec_.metric);
-    if (l2) {
-      pq_.L2Table(s.qt.data(), s.table.data());
-    } else {
-      pq_.IpTable(s.qt.data(), s.table.data());
-    }
+    const bool l2 = QueryTable(query, s);
     AdcComputer dc(s.table.data(), codes_, pq_.m(), l2);
     const size_t ef = std::max<size_t>(params.ef, k);
     if (params.allow.empty()) {
@@ -104,6 +94,37 @@ class HnswPqIndex final : public VectorIndex {
       graph_.Search(dc, ef, &only, s.graph, out, stats);
     }
     if (out->size() > k) out->resize(k);
+    return absl::OkStatus();
+  }
+
+  absl::Status SearchIds(const float* query, size_t k, const IdBitsView& ids,
+                         const IndexSearchParams& params, std::vector<Neighbor>* out,
+                         QueryStats* stats) const override {
+    out->clear();
+    if (k == 0 || ids.empty()) return absl::OkStatus();
+    Scratch& s = ThreadScratch();
+    const float sign = QueryTable(query, s) ? 1.0f : -1.0f;
+    BestK best(k, &s.heap);
+    // In batches whose codes are prefetched before they are scored.
+    constexpr size_t kBatch = 16;
+    InternalId batch[kBatch];
+    size_t nb = 0;
+    uint64_t scored = 0;
+    auto flush = [&] {
+      for (size_t i = 0; i < nb; ++i) {
+        best.Offer(sign * PqAdc(s.table.data(), codes_.Row(batch[i]), pq_.m()), batch[i]);
+      }
+      scored += nb;
+      nb = 0;
+    };
+    ForEachAllowedId(ids, size(), params.filter, [&](InternalId id) {
+      __builtin_prefetch(codes_.Row(id));
+      batch[nb++] = id;
+      if (nb == kBatch) flush();
+    });
+    flush();
+    if (stats != nullptr) stats->distance_evals += scored;
+    best.Take(out);
     return absl::OkStatus();
   }
 
@@ -147,8 +168,25 @@ class HnswPqIndex final : public VectorIndex {
  private:
   struct Scratch {
     std::vector<float> q, qt, table;
+    std::vector<Neighbor> heap;
     HnswScratch graph;
   };
+  // The query's ADC table into s.table (the query normalised for cosine,
+  // then rotated); true when it is an L2 table, false for inner products.
+  bool QueryTable(const float* query, Scratch& s) const {
+    s.q.assign(query, query + spec_.dim);
+    if (spec_.metric == Metric::kCosine) NormalizeL2(s.q.data(), spec_.dim);
+    s.qt.resize(pq_.padded_dim());
+    pq_.Transform(s.q.data(), s.qt.data());
+    s.table.resize(size_t{pq_.m()} * kPqCentroids);
+    const bool l2 = UsesL2(spec_.metric);
+    if (l2) {
+      pq_.L2Table(s.qt.data(), s.table.data());
+    } else {
+      pq_.IpTable(s.qt.data(), s.table.data());
+    }
+    return l2;
+  }
   static Scratch& ThreadScratch() {
     thread_local Scratch s;
     return s;

@@ -5,6 +5,7 @@
 #ifndef ZOOM_INDEX_INDEX_INTERNAL_H_
 #define ZOOM_INDEX_INDEX_INTERNAL_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <functional>
@@ -97,6 +98,45 @@ class LibraryThreadsGuard {
  private:
   int old_omp_;
   BlasSingleThreadScope blas_;
+};
+
+// Calls fn(id) for the ids set in `ids` below `n`, ascending, except those
+// `filter` (may be null) excludes: SearchIds' enumeration.
+template <typename Fn>
+void ForEachAllowedId(const IdBitsView& ids, uint64_t n, const IdFilter* filter, Fn&& fn) {
+  n = std::min(n, ids.size);
+  for (uint64_t w = 0; w * 64 < n; ++w) {
+    for (uint64_t bits = ids.words[w]; bits != 0; bits &= bits - 1) {
+      const uint64_t id = w * 64 + static_cast<uint64_t>(__builtin_ctzll(bits));
+      if (id >= n) return;
+      if (filter != nullptr && filter->IsExcluded(static_cast<InternalId>(id))) continue;
+      fn(static_cast<InternalId>(id));
+    }
+  }
+}
+
+// Keeps the k best (lowest distance) offered neighbours in a max-heap.
+class BestK {
+ public:
+  BestK(size_t k, std::vector<Neighbor>* heap) : k_(k), heap_(*heap) { heap_.clear(); }
+  void Offer(float distance, InternalId id) {
+    if (heap_.size() >= k_ && !(distance < heap_.front().distance)) return;
+    heap_.push_back({distance, id});
+    std::push_heap(heap_.begin(), heap_.end());
+    if (heap_.size() > k_) {
+      std::pop_heap(heap_.begin(), heap_.end());
+      heap_.pop_back();
+    }
+  }
+  // The kept ones, ascending, into *out.
+  void Take(std::vector<Neighbor>* out) const {
+    out->assign(heap_.begin(), heap_.end());
+    std::sort(out->begin(), out->end());
+  }
+
+ private:
+  size_t k_;
+  std::vector<Neighbor>& heap_;
 };
 
 void SaveSpec(BinaryWriter& w, const IndexSpec& spec);

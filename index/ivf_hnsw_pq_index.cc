@@ -155,6 +155,8 @@ class IvfHnswPqIndex final : public VectorIndex {
       terms[i] = InnerProduct(rhat.data(), rhat.data(), pd) +
                  2 * InnerProduct(ct.data(), rhat.data(), pd);
     });
+    if (first == 0 && bulk) list_of_.SetFirstChunk(std::max<size_t>(1, n));
+    list_of_.Grow(first + n);
     if (bulk) {
       std::vector<uint64_t> count(spec_.nlist, 0);
       for (uint32_t a : assign) ++count[a];
@@ -172,6 +174,7 @@ class IvfHnswPqIndex final : public VectorIndex {
       list.terms.Grow(pos + 1);
       *list.ids.Row(pos) = static_cast<uint32_t>(first + i);
       *list.terms.Row(pos) = terms[i];
+      *list_of_.Row(first + i) = assign[i];
       list.size.store(pos + 1, std::memory_order_release);
     }
     size_.store(first + n, std::memory_order_release);
@@ -189,8 +192,7 @@ class IvfHnswPqIndex final : public VectorIndex {
     out->clear();
     if (k == 0) return absl::OkStatus();
     Scratch& s = ThreadScratch();
-    s.q.assign(query, query + spec_.dim);
-    if (spec_.metric == Metric::kCosine) NormalizeL2(s.q.data(), spec_.dim);
+    QueryTable(query, s);
     // Route: the nprobe nearest centroids.
     const size_t nprobe = std::clamp<size_t>(params.nprobe, 1, spec_.nlist);
     CentroidComputer cdc(spec_.metric, s.q.data(), centroids_.data(), spec_.dim);
@@ -217,11 +219,6 @@ class IvfHnswPqIndex final : public VectorIndex {
       graph_.Search(cdc, ef, nullptr, s.graph, &s.probes, stats);
     }
     if (s.probes.size() > nprobe) s.probes.resize(nprobe);
-    // One inner-product table for all lists.
-    s.qt.resize(pq_.padded_dim());
-    pq_.Transform(s.q.data(), s.qt.data());
-    s.table.resize(size_t{pq_.m()} * pq_.ksub());
-    pq_.IpTable(s.qt.data(), s.table.data());
     if (pq4_) {
       FastScan(k, params, s, stats);
       out->assign(s.heap.begin(), s.heap.end());
@@ -281,9 +278,95 @@ class IvfHnswPqIndex final : public VectorIndex {
     return absl::OkStatus();
   }
 
+  absl::Status SearchIds(const float* query, size_t k, const IdBitsView& ids,
+                         const IndexSearchParams& params, std::vector<Neighbor>* out,
+                         QueryStats* stats) const override {
+    out->clear();
+    if (k == 0 || ids.empty()) return absl::OkStatus();
+    Scratch& s = ThreadScratch();
+    QueryTable(query, s);
+    // The allowed ids and their lists, grouped by list (each list's header
+    // and centroid term once, its codes in address order).
+    std::vector<Scratch::Item>& items = s.items;
+    items.clear();
+    ForEachAllowedId(ids, size(), params.filter, [&](InternalId id) {
+      items.push_back({id, *list_of_.Row(id), 0});
+    });
+    const size_t n = items.size();
+    const uint32_t nlist = spec_.nlist;
+    if (n * 8 < nlist) {
+      std::sort(items.begin(), items.end(), [](const Scratch::Item& a, const Scratch::Item& b) {
+        return a.list != b.list ? a.list < b.list : a.id < b.id;
+      });
+    } else {
+      // A counting sort by list (ids ascending within one: positions too).
+      s.list_start.assign(nlist + 1, 0);
+      for (const Scratch::Item& it : items) ++s.list_start[it.list + 1];
+      for (uint32_t l = 0; l < nlist; ++l) s.list_start[l + 1] += s.list_start[l];
+      s.sorted.resize(n);
+      for (const Scratch::Item& it : items) s.sorted[s.list_start[it.list]++] = it;
+      items.swap(s.sorted);
+    }
+    // Each one's position: ids ascend in a list, so a galloping search from
+    // the previous match's position (a few probes when matches are dense).
+    for (size_t b = 0; b < n;) {
+      const InvertedList& list = *lists_[items[b].list];
+      const uint32_t size = list.size.load(std::memory_order_acquire);
+      uint32_t from = 0;
+      size_t e = b;
+      for (; e < n && items[e].list == items[b].list; ++e) {
+        items[e].pos = FindPosition(list, size, from, items[e].id);
+        from = items[e].pos + 1;
+      }
+      b = e;
+    }
+    const bool l2 = UsesL2(spec_.metric);
+    const size_t m = pq_.code_size(), ksub = pq_.ksub();
+    s.code.resize(m);
+    BestK best(k, &s.heap);
+    uint64_t centroids = 0;
+    uint32_t current = ~uint32_t{0};
+    float term = 0;
+    // Codes and terms prefetched kAhead items before they are scored.
+    constexpr size_t kAhead = 8;
+    auto prefetch = [&](const Scratch::Item& it) {
+      const InvertedList& list = *lists_[it.list];
+      if (it.pos >= list.size.load(std::memory_order_relaxed)) return;
+      __builtin_prefetch(pq4_ ? list.codes.Row(it.pos / kPq4BlockSize) : list.codes.Row(it.pos));
+      if (l2) __builtin_prefetch(list.terms.Row(it.pos));
+    };
+    for (size_t i = 0; i < std::min(n, kAhead); ++i) prefetch(items[i]);
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) prefetch(items[i + kAhead]);
+      const Scratch::Item& it = items[i];
+      const InvertedList& list = *lists_[it.list];
+      if (it.pos >= list.size.load(std::memory_order_relaxed) || *list.ids.Row(it.pos) != it.id) {
+        continue;  // not in its list (cannot happen: the lists hold every id)
+      }
+      if (it.list != current) {
+        current = it.list;
+        term = MetricDistance(spec_.metric, s.q.data(),
+                              centroids_.data() + size_t{it.list} * spec_.dim, spec_.dim);
+        ++centroids;
+      }
+      float adc;
+      if (!pq4_) {
+        adc = PqAdc(s.table.data(), list.codes.Row(it.pos), m);
+      } else {
+        GetCode(list, it.pos, s.code.data());
+        adc = 0;
+        for (size_t j = 0; j < m; ++j) adc += s.table[j * ksub + s.code[j]];
+      }
+      best.Offer(l2 ? term + *list.terms.Row(it.pos) - 2 * adc : term - adc, it.id);
+    }
+    if (stats != nullptr) stats->distance_evals += n + centroids;
+    best.Take(out);
+    return absl::OkStatus();
+  }
+
   uint64_t ResidentBytes() const override {
     uint64_t bytes = centroids_.size() * sizeof(float) + pq_.ResidentBytes() +
-                     graph_.ResidentBytes();
+                     graph_.ResidentBytes() + list_of_.ResidentBytes();
     const bool l2 = UsesL2(spec_.metric);
     for (const auto& list : lists_) {
       bytes += sizeof(InvertedList) + list->codes.ResidentBytes() + list->ids.ResidentBytes() +
@@ -320,7 +403,12 @@ class IvfHnswPqIndex final : public VectorIndex {
     uint64_t total = 0;
     ZOOM_RETURN_IF_ERROR(r.Get(&total));
     uint64_t seen = 0;
-    for (auto& list : lists_) {
+    constexpr uint32_t kNowhere = ~uint32_t{0};
+    list_of_.SetFirstChunk(std::max<uint64_t>(1, total));
+    list_of_.Grow(total);
+    for (uint64_t i = 0; i < total; ++i) *list_of_.Row(i) = kNowhere;
+    for (uint32_t l = 0; l < lists_.size(); ++l) {
+      auto& list = lists_[l];
       uint32_t n = 0;
       ZOOM_RETURN_IF_ERROR(r.Get(&n));
       if (n > r.remaining() / (pq_.code_size() + 8)) return r.Corrupt("list size");
@@ -336,7 +424,11 @@ class IvfHnswPqIndex final : public VectorIndex {
         PutCode(*list, i, code.data());
         ZOOM_RETURN_IF_ERROR(r.Get(list->ids.Row(i)));
         ZOOM_RETURN_IF_ERROR(r.Get(list->terms.Row(i)));
-        if (*list->ids.Row(i) >= total) return r.Corrupt("list id out of range");
+        const uint32_t id = *list->ids.Row(i);
+        if (id >= total) return r.Corrupt("list id out of range");
+        if (*list_of_.Row(id) != kNowhere) return r.Corrupt("an id in two places of the lists");
+        if (i > 0 && id <= *list->ids.Row(i - 1)) return r.Corrupt("list ids not ascending");
+        *list_of_.Row(id) = l;
       }
       list->size.store(n, std::memory_order_release);
       seen += n;
@@ -361,7 +453,54 @@ class IvfHnswPqIndex final : public VectorIndex {
     std::vector<Where> where;         // 4-bit: heap entries' places
     std::vector<uint32_t> sel;        // allow: a run's matching positions
     std::vector<uint32_t> block_mask; // allow, 4-bit: a run's blocks' matches
+    struct Item {
+      InternalId id;
+      uint32_t list, pos;
+    };
+    std::vector<Item> items, sorted;  // SearchIds: the allowed ids, their places
+    std::vector<uint64_t> list_start; // SearchIds: the counting sort's
   };
+
+  // The position of `id` in `list` (its first `size` points), searched
+  // from `from` on: ids ascend in a list (appended in id order). `size` when
+  // it is not there.
+  static uint32_t FindPosition(const InvertedList& list, uint32_t size, uint32_t from,
+                               InternalId id) {
+    // The next few positions one by one (dense matches: the id is near),
+    // then a gallop: probes at +1, +3, +7, ... until one holds >= id.
+    constexpr uint32_t kLinear = 16;
+    for (const uint32_t end = std::min(size, from + kLinear); from < end; ++from) {
+      const InternalId at = *list.ids.Row(from);
+      if (at >= id) return at == id ? from : size;
+    }
+    uint64_t lo = from, probe = from, step = 1;
+    while (probe < size && *list.ids.Row(probe) < id) {
+      lo = probe + 1;
+      probe += step;
+      step *= 2;
+    }
+    uint64_t hi = std::min<uint64_t>(probe, size);  // ids below lo are < id
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (*list.ids.Row(mid) < id) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo < size && *list.ids.Row(lo) == id ? static_cast<uint32_t>(lo) : size;
+  }
+
+  // The query (unit length for cosine) into s.q, rotated into s.qt, and its
+  // inner-product table, one for all lists, into s.table.
+  void QueryTable(const float* query, Scratch& s) const {
+    s.q.assign(query, query + spec_.dim);
+    if (spec_.metric == Metric::kCosine) NormalizeL2(s.q.data(), spec_.dim);
+    s.qt.resize(pq_.padded_dim());
+    pq_.Transform(s.q.data(), s.qt.data());
+    s.table.resize(size_t{pq_.m()} * pq_.ksub());
+    pq_.IpTable(s.qt.data(), s.table.data());
+  }
 
   std::unique_ptr<InvertedList> NewList(uint64_t rows) const {
     return std::make_unique<InvertedList>(pq_.code_size(), pq4_, rows);
@@ -518,6 +657,10 @@ class IvfHnswPqIndex final : public VectorIndex {
   ProductQuantizer pq_;
   HnswGraph graph_;
   std::vector<std::unique_ptr<InvertedList>> lists_;
+  // Each point's list: SearchIds' way to its code (the position is found
+  // in the list's ascending ids). Rebuilt from the lists at load (not in
+  // the file).
+  ChunkedArray<uint32_t> list_of_;
   std::atomic<uint64_t> size_{0};
 };
 

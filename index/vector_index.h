@@ -105,8 +105,19 @@ class VectorIndex {
                               std::vector<Neighbor>* out,
                               QueryStats* stats) const = 0;
 
+  // The up to k best of the ids set in `ids` (those < size()) by the
+  // index's distance, ascending, into `out`: every such id's code is
+  // scored, nothing is navigated. The filter planner's match scan: a
+  // filter's few thousand matches cost that many code distances wherever
+  // they lie (ivf_hnsw_pq: plus one centroid distance per list they are
+  // in), with the ranking of a search that reached them all.
+  // `params.filter` still applies. Adds its work to `stats` when not null.
+  virtual absl::Status SearchIds(const float* query, size_t k, const IdBitsView& ids,
+                                 const IndexSearchParams& params, std::vector<Neighbor>* out,
+                                 QueryStats* stats) const = 0;
+
   // Exact bytes the preview keeps in RAM: codes, graph, centroids, ids,
-  // codebooks.
+  // codebooks (ivf_hnsw_pq: and each point's list, 4 bytes).
   virtual uint64_t ResidentBytes() const = 0;
 
   // Writes the index to `path` atomically (versioned, checksummed), through

@@ -7,8 +7,8 @@ for r in rows:
     key=r['case']
     if key not in cases: cases.append(key)
     by[key][(r['name'],r['threads'])]=r
-names=['zoomd_planner','zoomd_exact','zoomd_filtered_preview','zoomd_post_filter','hnswlib_M32','faiss_ivf_hnsw_pq_refine']
-short={'zoomd_planner':'planner','zoomd_exact':'exact','zoomd_filtered_preview':'filt_prev','zoomd_post_filter':'post_filt','hnswlib_M32':'hnswlib','faiss_ivf_hnsw_pq_refine':'faiss'}
+names=['zoomd_planner','zoomd_exact','zoomd_match_scan','zoomd_filtered_preview','zoomd_post_filter','hnswlib_M32','faiss_ivf_hnsw_pq_refine']
+short={'zoomd_planner':'planner','zoomd_exact':'exact','zoomd_match_scan':'match_scan','zoomd_filtered_preview':'filt_prev','zoomd_post_filter':'post_filt','hnswlib_M32':'hnswlib','faiss_ivf_hnsw_pq_refine':'faiss'}
 print("%-36s %8s | "%("case","share") + " | ".join("%-20s"%short[n] for n in names))
 for c in cases:
     d=by[c]

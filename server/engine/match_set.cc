@@ -4,6 +4,13 @@
 
 namespace zoom::server {
 
+void MatchSet::SetRange(uint64_t lo, uint64_t hi) {
+  hi = std::min(hi, size_);
+  while (lo < hi && lo % 64 != 0) Set(static_cast<InternalId>(lo++));
+  for (; lo + 64 <= hi; lo += 64) words_[lo >> 6] = ~uint64_t{0};
+  while (lo < hi) Set(static_cast<InternalId>(lo++));
+}
+
 void MatchSet::SetAll() {
   std::fill(words_.begin(), words_.end(), ~uint64_t{0});
   if (size_ % 64 != 0 && !words_.empty()) words_.back() = (uint64_t{1} << (size_ % 64)) - 1;

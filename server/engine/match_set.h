@@ -36,6 +36,13 @@ class MatchSet : public index::IdFilter {
     if (id < size_) words_[id >> 6] &= ~(uint64_t{1} << (id & 63));
   }
   void Assign(InternalId id, bool on) { on ? Set(id) : Clear(id); }
+  // Sets the ids [lo, hi) below size().
+  void SetRange(uint64_t lo, uint64_t hi);
+  // Clears the bits of the last word past size() (after words() were OR'ed
+  // into directly).
+  void ClearPastSize() {
+    if (size_ % 64 != 0 && !words_.empty()) words_.back() &= (uint64_t{1} << (size_ % 64)) - 1;
+  }
   void SetAll();
   void And(const MatchSet& o);
   void Or(const MatchSet& o);

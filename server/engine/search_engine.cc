@@ -388,13 +388,24 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
       // The list scan tests every id and scores only the matching codes.
       scan *= params.filter_test_cost + share;
     }
-    const double preview_cost = kp + scan / std::max(params.filter_codes_per_read, 1.0);
+    const double per_read = std::max(params.filter_codes_per_read, 1.0);
+    const double preview_cost = kp + scan / per_read;
+    // The match scan: each matching code gathered (ivf_hnsw_pq: and a
+    // centroid distance per list they are in).
+    double gathered = static_cast<double>(count) * params.filter_match_scan_cost;
+    if (idx != nullptr && idx->spec().kind == index::IndexKind::kIvfHnswPq) {
+      gathered += std::min<double>(static_cast<double>(count), idx->spec().nlist);
+    }
+    const double match_scan_cost = kp + gathered / per_read;
     if ((count <= params.k ||
-         (static_cast<double>(count) <= preview_cost && count <= params.filter_exact_max)) &&
+         (static_cast<double>(count) <= std::min(preview_cost, match_scan_cost) &&
+          count <= params.filter_exact_max)) &&
         !params.preview_only) {
       strategy = FilterStrategy::kExact;
     } else if (share >= params.filter_broad_share) {
       strategy = FilterStrategy::kPostFilter;
+    } else if (match_scan_cost <= preview_cost) {
+      strategy = FilterStrategy::kMatchScan;
     } else {
       strategy = FilterStrategy::kFilteredPreview;
     }
@@ -411,6 +422,17 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
   const size_t need = std::min<uint64_t>(kprime, count);
   SearchParams p = params;
   p.rerank_candidates = static_cast<uint32_t>(kprime);
+  if (strategy == FilterStrategy::kMatchScan) {
+    // Every matching code scored: the K' best of all the matches by the
+    // preview's distance (as many as match when fewer).
+    stats->filter_strategy = FilterStrategy::kMatchScan;
+    p.filter = nullptr;  // the matches are live ones
+    const double index_share =
+        static_cast<double>(count) / static_cast<double>(std::max<uint64_t>(1, idx->size()));
+    stats->candidates = 0;
+    ZOOM_RETURN_IF_ERROR(Preview(*idx, query, p, &s.candidates, stats, params.match, index_share,
+                                 /*match_scan=*/true));
+  }
   if (strategy == FilterStrategy::kPostFilter) {
     // The plain preview (liveness only), K' oversampled by 1 / share; the
     // matching candidates go on to the fullview.
@@ -512,7 +534,7 @@ absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
                                    const SearchParams& params,
                                    std::vector<index::Neighbor>* candidates,
                                    QueryStats* stats, const MatchSet* allow,
-                                   double allow_share) const {
+                                   double allow_share, bool match_scan) const {
   Stopwatch sw;
   index::IndexSearchParams ip;
   ip.ef = params.ef;
@@ -526,7 +548,11 @@ absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
   }
   const size_t kprime =
       params.preview_only ? params.k : std::max(params.k, params.rerank_candidates);
-  ZOOM_RETURN_IF_ERROR(idx.Search(query, kprime, ip, candidates, stats));
+  if (match_scan && allow != nullptr) {
+    ZOOM_RETURN_IF_ERROR(idx.SearchIds(query, kprime, ip.allow, ip, candidates, stats));
+  } else {
+    ZOOM_RETURN_IF_ERROR(idx.Search(query, kprime, ip, candidates, stats));
+  }
   stats->preview_us += sw.ElapsedMicros();
   stats->candidates += candidates->size();
   return absl::OkStatus();

@@ -125,12 +125,14 @@ class SearchEngine {
   absl::Status ReadHitVectors(const SearchParams& params, QueryResult* result) const;
   // Search's two halves. Preview: the K' candidates (index must be set);
   // only ids of `allow` when it is not null (tested before scoring;
-  // allow_share: the share of the index's ids it holds).
+  // allow_share: the share of the index's ids it holds); with match_scan,
+  // every id of `allow` is scored instead of a search (VectorIndex::
+  // SearchIds).
   absl::Status Preview(const index::VectorIndex& idx, const float* query,
                        const SearchParams& params,
                        std::vector<index::Neighbor>* candidates,
                        QueryStats* stats, const MatchSet* allow = nullptr,
-                       double allow_share = 1.0) const;
+                       double allow_share = 1.0, bool match_scan = false) const;
   // The rest in two phases. FullviewStart: the deadline check, then the
   // fullview's reads submitted (storage::VectorStore::SubmitReadVectors;
   // cached vectors need none); or the answer at once (preview only,

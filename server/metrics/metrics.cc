@@ -290,9 +290,9 @@ struct Metrics::Impl {
       auto& family = Register(prometheus::BuildCounter(), *registry,
                               "zoomd_filtered_searches_total",
                               "Filtered searches by the strategy that answered them "
-                              "(exact, filtered_preview, post_filter).");
-      for (FilterStrategy st : {FilterStrategy::kExact, FilterStrategy::kFilteredPreview,
-                                FilterStrategy::kPostFilter}) {
+                              "(exact, match_scan, filtered_preview, post_filter).");
+      for (FilterStrategy st : {FilterStrategy::kExact, FilterStrategy::kMatchScan,
+                                FilterStrategy::kFilteredPreview, FilterStrategy::kPostFilter}) {
         filter_strategy_total[static_cast<int>(st)] =
             &family.Add({{"strategy", FilterStrategyName(st)}});
       }
@@ -421,7 +421,7 @@ struct Metrics::Impl {
   Counter* ssd_read_errors_total = nullptr;
   Counter* candidates_total = nullptr;
   Counter* degraded_total = nullptr;
-  Counter* filter_strategy_total[4] = {nullptr, nullptr, nullptr, nullptr};
+  Counter* filter_strategy_total[5] = {nullptr, nullptr, nullptr, nullptr, nullptr};
   Counter* filter_scans_total = nullptr;
   Counter* filter_expansions_total = nullptr;
   Counter* cache_hits_total = nullptr;
@@ -536,8 +536,9 @@ void Metrics::RecordQuery(std::string_view collection,
   add(m.cache_misses_total, stats.cache_misses);
   if (stats.degraded) m.degraded_total->Increment();
   if (stats.filter_strategy != FilterStrategy::kNone) {
-    if (Counter* c = m.filter_strategy_total[static_cast<int>(stats.filter_strategy) & 3]) {
-      c->Increment();
+    const size_t st = static_cast<size_t>(stats.filter_strategy);
+    if (st < std::size(m.filter_strategy_total)) {
+      if (Counter* c = m.filter_strategy_total[st]) c->Increment();
     }
   }
   if (stats.filter_scan) m.filter_scans_total->Increment();

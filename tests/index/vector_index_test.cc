@@ -186,6 +186,93 @@ TEST(IndexAllowTest, OnlyMembersAndTheSameNeighbours) {
   }
 }
 
+// SearchIds scores every allowed id: the best k of them by the index's own
+// distance (ivf_hnsw_pq: the same as an allow search of every list), never
+// worse than the graph walk, excluded ids left out, ids past the index
+// ignored, and the same after a save and load (ivf_hnsw_pq rebuilds each
+// point's list from the lists), on an index that grew by Add.
+TEST(IndexSearchIdsTest, EveryAllowedIdScored) {
+  constexpr size_t kN = 3000, kD = 16, kQ = 20, kK = 10;
+  const std::vector<float> x = Clustered(kN, kD, 41);
+  const std::vector<float> queries = Clustered(kQ, kD, 42);
+  std::mt19937_64 rng(43);
+  struct Kind {
+    IndexKind kind;
+    uint32_t nbits;
+  };
+  for (const Kind& kind : {Kind{IndexKind::kIvfHnswPq, 8}, Kind{IndexKind::kIvfHnswPq, 4},
+                           Kind{IndexKind::kHnswPq, 8}}) {
+    IndexSpec spec = SmallSpec(kind.kind, kD, 8);
+    spec.pq.nbits = kind.nbits;
+    SCOPED_TRACE(absl::StrCat(IndexKindName(kind.kind), " ", kind.nbits, "-bit"));
+    // Built over 2,000, the rest added in batches (lists that grew, in
+    // several chunks).
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> idx, BuildIndex(spec, x.data(), 2000));
+    for (size_t i = 2000; i < kN; i += 100) ASSERT_OK(idx->Add(x.data() + i * kD, 100));
+    ASSERT_EQ(idx->size(), kN);
+    TempDir tmp;
+    ASSERT_OK(idx->Save(tmp.File("i.zidx")));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> loaded, LoadIndex(tmp.File("i.zidx")));
+    // 5% of the ids, and bits past the index's end (ignored).
+    constexpr size_t kBits = kN + 100;
+    std::vector<uint64_t> words((kBits + 63) / 64, 0);
+    size_t members = 0;
+    for (size_t i = 0; i < kBits; ++i) {
+      if (i >= kN || std::uniform_real_distribution<double>(0, 1)(rng) < 0.05) {
+        words[i >> 6] |= uint64_t{1} << (i & 63);
+        members += i < kN;
+      }
+    }
+    const IdBitsView view{words.data(), kBits, static_cast<double>(members) / kN};
+    // Excluded: every id divisible by 7.
+    class Sevens final : public IdFilter {
+     public:
+      bool IsExcluded(InternalId id) const override { return id % 7 == 0; }
+    } sevens;
+    for (size_t q = 0; q < kQ; ++q) {
+      const float* qv = queries.data() + q * kD;
+      IndexSearchParams params;
+      std::vector<Neighbor> all, top, again, walk;
+      ASSERT_OK(idx->SearchIds(qv, kN, view, params, &all, nullptr));
+      ASSERT_EQ(all.size(), members);
+      EXPECT_TRUE(std::is_sorted(all.begin(), all.end()));
+      for (const Neighbor& nb : all) ASSERT_TRUE(nb.id < kN && view.Contains(nb.id)) << nb.id;
+      ASSERT_OK(idx->SearchIds(qv, kK, view, params, &top, nullptr));
+      ASSERT_EQ(top.size(), kK);
+      for (size_t i = 0; i < kK; ++i) EXPECT_EQ(top[i].distance, all[i].distance);
+      ASSERT_OK(loaded->SearchIds(qv, kK, view, params, &again, nullptr));
+      ASSERT_EQ(again.size(), kK);
+      for (size_t i = 0; i < kK; ++i) EXPECT_EQ(again[i].id, top[i].id);
+      IndexSearchParams allow;
+      allow.allow = view;
+      allow.ef = 64;
+      allow.nprobe = spec.nlist;  // ivf_hnsw_pq: every list
+      ASSERT_OK(idx->Search(qv, kK, allow, &walk, nullptr));
+      ASSERT_EQ(walk.size(), kK);
+      const float tol = 1e-4f * (1 + std::abs(top.back().distance));
+      if (kind.kind == IndexKind::kIvfHnswPq) {
+        // The same codes and terms, scored alike (the 4-bit scan keeps its
+        // candidates by the byte table, then re-scores them with floats).
+        for (size_t i = 0; i < kK; ++i) EXPECT_NEAR(walk[i].distance, top[i].distance, tol);
+      } else {
+        // Exhaustive: no worse than the walk at every rank.
+        for (size_t i = 0; i < kK; ++i) EXPECT_LE(top[i].distance, walk[i].distance + tol);
+      }
+      IndexSearchParams excluding;
+      excluding.filter = &sevens;
+      std::vector<Neighbor> kept;
+      ASSERT_OK(idx->SearchIds(qv, kN, view, excluding, &kept, nullptr));
+      size_t want = 0;
+      for (const Neighbor& nb : all) want += nb.id % 7 != 0;
+      EXPECT_EQ(kept.size(), want);
+      for (const Neighbor& nb : kept) EXPECT_NE(nb.id % 7, 0u);
+    }
+    std::vector<Neighbor> none;
+    ASSERT_OK(idx->SearchIds(queries.data(), kK, IdBitsView{}, IndexSearchParams{}, &none, nullptr));
+    EXPECT_TRUE(none.empty());
+  }
+}
+
 TEST(IndexSpecTest, TooFewVectorsToTrain) {
   const auto x = Clustered(100, 8, 1);
   EXPECT_THAT(BuildIndex(SmallSpec(IndexKind::kHnswPq, 8, 4), x.data(), 100),

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/texmex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/engine/collection.h"
@@ -365,6 +367,48 @@ TEST(PayloadIndexTest, AgreesWithTheReferenceOnRandomFilters) {
   }
 }
 
+// A broad keyword (bitset containers, OR'ed in word by word) and a sparse
+// one (array containers), over more than three containers of 2^16 ids and
+// a size that is not a multiple of 64: every id as the stored values say,
+// dead ones left out.
+TEST(PayloadIndexTest, BroadAndSparseKeywordsAcrossContainers) {
+  constexpr uint32_t kN = 3 * 65536 + 1003;
+  IdTracker ids;
+  ids.Reserve(kN);
+  PayloadIndex index;
+  DeclareAll(&index);
+  auto tag_of = [](uint32_t i) {
+    return i % 977 == 0 ? "sparse" : i % 2 == 0 ? "even" : i >= kN - 70 ? "tail" : "odd";
+  };
+  for (uint32_t i = 0; i < kN; ++i) {
+    ids.Set(i, i);
+    PayloadFields f;
+    f["tag"] = FieldValue::Of(std::string(tag_of(i)));
+    index.Update(i, nullptr, &f);
+  }
+  for (uint32_t i = 0; i < kN; i += 5) ids.Kill(i);
+  ids.Publish(kN);
+  for (const std::vector<std::string>& tags :
+       std::vector<std::vector<std::string>>{{"even"}, {"sparse"}, {"tail"}, {"even", "tail"}}) {
+    SCOPED_TRACE(absl::StrJoin(tags, ","));
+    Filter f;
+    Condition c;
+    c.key = "tag";
+    c.type = Condition::Type::kMatchAny;
+    for (const std::string& t : tags) c.values.push_back(t);
+    f.must.push_back(c);
+    MatchSet got;
+    ASSERT_OK(index.Evaluate(f, ids, kN, &got));
+    uint64_t want = 0;
+    for (uint32_t i = 0; i < kN; ++i) {
+      const bool pass = i % 5 != 0 && std::count(tags.begin(), tags.end(), tag_of(i)) > 0;
+      want += pass;
+      ASSERT_EQ(got.Contains(i), pass) << "record " << i;
+    }
+    EXPECT_EQ(got.Count(), want);
+  }
+}
+
 // Integer ranges near the ends of int64 and past 2^53, where int64 ->
 // double rounds: the index agrees with the reference (which compares as
 // double).
@@ -496,10 +540,11 @@ class FilteredCollectionTest : public ::testing::Test {
     ASSERT_OK(db.status());
     db_ = std::move(db).value();
   }
-  std::shared_ptr<Collection> Create(const std::string& name, index::IndexKind kind) {
+  std::shared_ptr<Collection> Create(const std::string& name, index::IndexKind kind,
+                                     uint32_t dim = kDim) {
     CollectionConfig config;
     config.name = name;
-    config.dim = kDim;
+    config.dim = dim;
     config.metric = Metric::kL2;
     config.index.kind = kind;
     auto c = db_->CreateCollection(config);
@@ -524,7 +569,7 @@ std::vector<uint64_t> FilteredOracle(const std::map<uint64_t, std::pair<std::vec
   for (const auto& [id, p] : model) {
     if (!Matches(f, id, p.second)) continue;
     double s = 0;
-    for (uint32_t j = 0; j < kDim; ++j) s += double(q[j] - p.first[j]) * (q[j] - p.first[j]);
+    for (size_t j = 0; j < p.first.size(); ++j) s += double(q[j] - p.first[j]) * (q[j] - p.first[j]);
     d.emplace_back(s, id);
   }
   std::sort(d.begin(), d.end());
@@ -544,18 +589,26 @@ Filter TagFilter(const std::string& tag) {
 }
 
 // Recall@10 against the filtered oracle for every strategy (forced, and
-// the planner's choice) and both preview kinds, over filters from 50%
-// down to a handful of points; never fewer than min(k, matches) hits, and
-// every hit passes the filter.
+// the planner's choice) and both preview kinds, on real SIFT descriptors
+// (tests/data/sift-ngt-5k, 4,500 points) with filters from 50% down to a
+// handful of points; never fewer than min(k, matches) hits, and every hit
+// passes the filter.
 TEST_F(FilteredCollectionTest, EveryStrategyFindsTheFilteredNeighbours) {
   OpenDb();
-  constexpr size_t kN = 6000, kQ = 40, kK = 10;
+  constexpr size_t kQ = 40, kK = 10;
   std::mt19937 rng(11);
-  const std::vector<float> base = ClusteredVectors(kN, 1);
-  const std::vector<float> queries = ClusteredVectors(kQ, 2);
+  auto sift = LoadVecsAsFloat(::zoom::testing::TestDataPath("sift-ngt-5k/base.bvecs"));
+  ASSERT_OK(sift.status());
+  auto sift_queries =
+      LoadVecsAsFloat(::zoom::testing::TestDataPath("sift-ngt-5k/query.bvecs"), kQ);
+  ASSERT_OK(sift_queries.status());
+  const uint32_t kDim = sift->dim;  // 128 (shadows the synthetic tests' 16)
+  const size_t kN = sift->rows;
+  const std::vector<float>& base = sift->data;
+  const std::vector<float>& queries = sift_queries->data;
   for (index::IndexKind kind : {index::IndexKind::kHnswPq, index::IndexKind::kIvfHnswPq}) {
     SCOPED_TRACE(index::IndexKindName(kind));
-    auto c = Create(absl::StrCat("c", static_cast<int>(kind)), kind);
+    auto c = Create(absl::StrCat("c", static_cast<int>(kind)), kind, kDim);
     ASSERT_NE(c, nullptr);
     ASSERT_OK(c->CreateFieldIndex("tag", FieldIndexType::kKeyword, /*background=*/false));
     ASSERT_OK(c->CreateFieldIndex("price", FieldIndexType::kInteger, /*background=*/false));
@@ -589,7 +642,8 @@ TEST_F(FilteredCollectionTest, EveryStrategyFindsTheFilteredNeighbours) {
       ASSERT_OK(count.status());
       EXPECT_FALSE(count->scan);
       for (FilterStrategy s : {FilterStrategy::kNone, FilterStrategy::kExact,
-                               FilterStrategy::kFilteredPreview, FilterStrategy::kPostFilter}) {
+                               FilterStrategy::kMatchScan, FilterStrategy::kFilteredPreview,
+                               FilterStrategy::kPostFilter}) {
         SCOPED_TRACE(absl::StrCat("filter #", fi, " (", count->count, " matches), forced ",
                                   FilterStrategyName(s)));
         double recall = 0;
@@ -598,10 +652,11 @@ TEST_F(FilteredCollectionTest, EveryStrategyFindsTheFilteredNeighbours) {
           const std::vector<uint64_t> want = FilteredOracle(model, f, qv, kK);
           CollectionSearchParams p;
           p.engine.k = kK;
-          // Small knobs, so that the preview's ranking matters.
-          p.engine.rerank_candidates = 20;
-          p.engine.ef = 24;
-          p.engine.nprobe = 4;
+          // Modest knobs (unfiltered recall@10 ~0.95-0.99 here), so that the
+          // preview's ranking matters.
+          p.engine.rerank_candidates = 40;
+          p.engine.ef = 40;
+          p.engine.nprobe = 8;
           p.engine.force_strategy = s;
           p.filter = &f;
           QueryResult res;
@@ -616,9 +671,17 @@ TEST_F(FilteredCollectionTest, EveryStrategyFindsTheFilteredNeighbours) {
           recall += want.empty() ? 1.0 : double(hit) / want.size();
         }
         recall /= kQ;
-        // The planner and exact: the issue's floor; a forced strategy
-        // still finds k (widened, or exact as the last resort).
-        EXPECT_GE(recall, s == FilterStrategy::kNone || s == FilterStrategy::kExact ? 0.95 : 0.85);
+        // The planner, exact and the match scan (every matching code
+        // ranked): the issue's floor. A forced strategy still finds k
+        // (widened, or exact as the last resort); a forced post-filter at
+        // mid shares misses the matches its nprobe lists do not hold (why
+        // the planner takes it only for near-unfiltered queries).
+        const double floor = s == FilterStrategy::kNone || s == FilterStrategy::kExact ||
+                                     s == FilterStrategy::kMatchScan
+                                 ? 0.95
+                             : s == FilterStrategy::kPostFilter ? 0.8
+                                                                : 0.85;
+        EXPECT_GE(recall, floor);
       }
     }
   }
@@ -655,8 +718,8 @@ TEST_F(FilteredCollectionTest, NeverFewerThanKWhenKMatch) {
     const Filter f = RandomFilter(rng, 1, ids);
     auto count = c->Count(&f);
     ASSERT_OK(count.status());
-    for (FilterStrategy s : {FilterStrategy::kNone, FilterStrategy::kFilteredPreview,
-                             FilterStrategy::kPostFilter}) {
+    for (FilterStrategy s : {FilterStrategy::kNone, FilterStrategy::kMatchScan,
+                             FilterStrategy::kFilteredPreview, FilterStrategy::kPostFilter}) {
       CollectionSearchParams p;
       p.engine.k = 10;
       p.engine.force_strategy = s;
@@ -669,7 +732,7 @@ TEST_F(FilteredCollectionTest, NeverFewerThanKWhenKMatch) {
       ++tried;
     }
   }
-  EXPECT_EQ(tried, 450);
+  EXPECT_EQ(tried, 600);
 }
 
 // The Collection's counts follow every write; the index is rebuilt at
