@@ -69,8 +69,9 @@ struct SearchParams {
   // scans (ivf_hnsw_pq: its first guess of lists, max(nprobe / sqrt(share),
   // 1.5 K' nlist / m), and half a round more, each code costing a
   // membership test, filter_test_cost of a code distance, and a distance
-  // for the matching share; hnsw_pq: about 2 K' N / m graph nodes), at
-  // most N - a read costs as much as filter_codes_per_read code distances.
+  // for the matching share, at most N; hnsw_pq: 2 ef M / share graph nodes,
+  // ef the walk's list (2 K' for the two-hop walk), at most 4 N) - a read
+  // costs as much as filter_codes_per_read code distances.
   // Measured by zoombench --benchmarks=filter here (an SSD read ~18 us in a
   // batch, a code ~30 ns): on GloVe-100 200K (ivf_hnsw_pq) exact wins at
   // ~20 matches (0.43 ms vs 0.87 ms), loses at ~195 (3.4 ms vs 0.9 ms).

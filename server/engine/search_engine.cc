@@ -381,9 +381,16 @@ absl::Status SearchEngine::FilteredSearch(const index::VectorIndex* idx, const f
       const double nlist = std::max<uint32_t>(1, idx->spec().nlist);
       const double lists = std::max(params.nprobe / std::sqrt(std::max(share, 1e-6)),
                                     1.5 * kp * nlist / static_cast<double>(count));
-      scan = 1.5 * lists * n / nlist;
+      scan = std::min(n, 1.5 * lists * n / nlist);
+    } else if (idx != nullptr) {
+      // hnsw_pq: a walk with list size ef scores about 2 ef M nodes, and
+      // 1 / share times as many to admit ef matches (the two-hop walk's ef
+      // is 2 K'); measured on MNIST 10K: ~30,000 code distances at 6.9%,
+      // ~150,000 at 0.95%, more than the points (it revisits them).
+      const double two_hop = share < params.filter_two_hop_share ? 2.0 : 1.0;
+      const double ef = std::max<double>(params.ef, two_hop * kp);
+      scan = std::min(4 * n, 2 * ef * idx->spec().hnsw.M / std::max(share, 1e-6));
     }
-    scan = std::min(n, scan);
     if (idx != nullptr && idx->spec().kind == index::IndexKind::kIvfHnswPq) {
       // The list scan tests every id and scores only the matching codes.
       scan *= params.filter_test_cost + share;
