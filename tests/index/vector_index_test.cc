@@ -72,6 +72,20 @@ IndexSpec SmallSpec(IndexKind kind, uint32_t dim, uint32_t m) {
   return s;
 }
 
+// Every code layout a search must handle: ivf_hnsw_pq 8-bit and 4-bit,
+// hnsw_pq 8-bit (m = 8).
+struct KindBits {
+  IndexKind kind;
+  uint32_t nbits;
+};
+constexpr KindBits kEveryCode[] = {
+    {IndexKind::kIvfHnswPq, 8}, {IndexKind::kIvfHnswPq, 4}, {IndexKind::kHnswPq, 8}};
+IndexSpec SmallSpec(const KindBits& kind, uint32_t dim) {
+  IndexSpec s = SmallSpec(kind.kind, dim, 8);
+  s.pq.nbits = kind.nbits;
+  return s;
+}
+
 TEST(IndexSpecTest, BadSpecsAreClearErrors) {
   IndexSpec s = SmallSpec(IndexKind::kHnswPq, 16, 32);
   EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pq_m 32")));
@@ -121,14 +135,8 @@ TEST(IndexAllowTest, OnlyMembersAndTheSameNeighbours) {
   const std::vector<float> x = Clustered(kN, kD, 31);
   const std::vector<float> queries = Clustered(kQ, kD, 32);
   std::mt19937_64 rng(33);
-  struct Kind {
-    IndexKind kind;
-    uint32_t nbits;
-  };
-  for (const Kind& kind : {Kind{IndexKind::kIvfHnswPq, 8}, Kind{IndexKind::kIvfHnswPq, 4},
-                           Kind{IndexKind::kHnswPq, 8}}) {
-    IndexSpec spec = SmallSpec(kind.kind, kD, 8);
-    spec.pq.nbits = kind.nbits;
+  for (const KindBits& kind : kEveryCode) {
+    const IndexSpec spec = SmallSpec(kind, kD);
     SCOPED_TRACE(absl::StrCat(IndexKindName(kind.kind), " ", kind.nbits, "-bit"));
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> idx, BuildIndex(spec, x.data(), kN));
     for (double share : {0.6, 0.1, 0.02}) {
@@ -196,14 +204,8 @@ TEST(IndexSearchIdsTest, EveryAllowedIdScored) {
   const std::vector<float> x = Clustered(kN, kD, 41);
   const std::vector<float> queries = Clustered(kQ, kD, 42);
   std::mt19937_64 rng(43);
-  struct Kind {
-    IndexKind kind;
-    uint32_t nbits;
-  };
-  for (const Kind& kind : {Kind{IndexKind::kIvfHnswPq, 8}, Kind{IndexKind::kIvfHnswPq, 4},
-                           Kind{IndexKind::kHnswPq, 8}}) {
-    IndexSpec spec = SmallSpec(kind.kind, kD, 8);
-    spec.pq.nbits = kind.nbits;
+  for (const KindBits& kind : kEveryCode) {
+    const IndexSpec spec = SmallSpec(kind, kD);
     SCOPED_TRACE(absl::StrCat(IndexKindName(kind.kind), " ", kind.nbits, "-bit"));
     // Built over 2,000, the rest added in batches (lists that grew, in
     // several chunks).
