@@ -249,10 +249,14 @@ class IvfHnswPqIndex final : public VectorIndex {
         if (!params.allow.empty()) {
           // The membership test first: only the matching codes are scored
           // (gathered when they are few, else the run's contiguous scan).
-          s.sel.clear();
+          // (Branch-free: a broad filter's random bits would mispredict.)
+          s.sel.resize(count);
+          size_t matched = 0;
           for (uint64_t i = 0; i < count; ++i) {
-            if (params.allow.Contains(ids[i])) s.sel.push_back(static_cast<uint32_t>(i));
+            s.sel[matched] = static_cast<uint32_t>(i);
+            matched += params.allow.Contains(ids[i]) ? 1 : 0;
           }
+          s.sel.resize(matched);
           if (s.sel.empty()) return;
           s.adc.resize(count);
           if (s.sel.size() * 4 < count) {
@@ -562,7 +566,7 @@ class IvfHnswPqIndex final : public VectorIndex {
           // not scanned, and only matching codes are offered.
           s.block_mask.assign(count, 0);
           for (uint64_t i = 0; i < np; ++i) {
-            if (params.allow.Contains(ids[i])) s.block_mask[i >> 5] |= uint32_t{1} << (i & 31);
+            s.block_mask[i >> 5] |= uint32_t{params.allow.Contains(ids[i])} << (i & 31);
           }
           const size_t bb = Pq4BlockBytes(m);
           for (uint64_t b = 0; b < count;) {

@@ -21,4 +21,8 @@ for c in cases:
     print("%-36s %7.3f%% | "%(c[:36],100*any_r['share']) + " | ".join(cells))
 for l in open(sys.argv[1]):
     r=json.loads(l)
-    if r.get('record')=='filter_mix': print("mix %dt: planner %.1f QPS, best single %s %.1f QPS, ratio %.2fx"%(r['threads'],r['planner_qps'],r['best_single'],r['best_single_qps'],r['planner_over_best_single']))
+    if r.get('record')=='filter_mix':
+        line="mix %dt: planner %.1f QPS, best single %s %.1f QPS, ratio %.2fx"%(r['threads'],r['planner_qps'],r['best_single'],r['best_single_qps'],r['planner_over_best_single'])
+        if 'oracle_qps' in r:
+            line+="; oracle %.1f QPS (oracle / best single %.2fx, planner / oracle %.2fx)"%(r['oracle_qps'],r['oracle_over_best_single'],r['planner_over_oracle'])
+        print(line)
