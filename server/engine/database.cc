@@ -15,6 +15,7 @@
 #include "common/echo.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "index/distance_kernels.h"
 #include "storage/block_reader.h"
 
 namespace zoom::server {
@@ -442,5 +443,7 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
            " points)", existing ? ", replacing the previous one" : "");
   return c;
 }
+
+const char* Database::SimdLevel() { return index::SimdLevelName(index::ActiveSimdLevel()); }
 
 }  // namespace zoom::server

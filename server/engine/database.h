@@ -59,6 +59,10 @@ class Database {
   static absl::StatusOr<std::unique_ptr<Database>> Open(const DatabaseOptions& options);
   ~Database();
 
+  // The SIMD level the distance kernels run at in this process ("avx512",
+  // "avx2" or "scalar"): what GetServerInfo reports.
+  static const char* SimdLevel();
+
   // AlreadyExists for a taken name; InvalidArgument for a bad config.
   absl::StatusOr<std::shared_ptr<Collection>> CreateCollection(CollectionConfig config);
   // Removes the collection, its records and its files. NotFound if absent.

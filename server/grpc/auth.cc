@@ -120,8 +120,9 @@ absl::Status Authenticator::AuthorizeHeader(std::string_view authorization, Role
   }
   if (static_cast<int>(role) < static_cast<int>(needed)) {
     return absl::PermissionDeniedError(
-        "this API key may only read (Search, SearchBatch, Count, Scroll, Get, GetCollection, ListCollections, "
-        "ListSnapshots, ListModels, TopK, StreamTopK); this call needs an admin key");
+        "this API key may only read (Search, SearchBatch, Count, Scroll, Get, GetCollection, "
+        "ListCollections, ListSnapshots, GetServerInfo, ListModels, TopK, StreamTopK); this call "
+        "needs an admin key");
   }
   return absl::OkStatus();
 }

@@ -4,7 +4,7 @@
 //
 // The key file (--api_key_file) has one key per line, "ROLE KEY", ROLE
 // `admin` (every call) or `read` (the read class: Search, SearchBatch, Get,
-// GetCollection, ListCollections, ListSnapshots, ListModels, TopK,
+// GetCollection, ListCollections, ListSnapshots, GetServerInfo, ListModels, TopK,
 // StreamTopK); KEY is 16
 // to 256 printable ASCII characters without spaces; blank lines and lines
 // starting with '#' are ignored. A client sends its key as

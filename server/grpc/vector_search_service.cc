@@ -213,6 +213,17 @@ grpc::ServerUnaryReactor* VectorSearchService::DropCollection(
   });
 }
 
+grpc::ServerUnaryReactor* VectorSearchService::GetServerInfo(
+    grpc::CallbackServerContext* ctx, const v1::GetServerInfoRequest*,
+    v1::GetServerInfoResponse* resp) {
+  return Run(ctx, "GetServerInfo", WorkClass::kRead, 1, [this, resp](const std::atomic<bool>*) {
+    resp->set_version(version_);
+    resp->set_simd_level(Database::SimdLevel());
+    resp->set_started_unix_ms(started_unix_ms_);
+    return absl::OkStatus();
+  });
+}
+
 grpc::ServerUnaryReactor* VectorSearchService::ListCollections(
     grpc::CallbackServerContext* ctx, const v1::ListCollectionsRequest*,
     v1::ListCollectionsResponse* resp) {

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "server/engine/database.h"
 #include "server/grpc/auth.h"
 #include "server/grpc/worker_pool.h"
@@ -47,6 +49,12 @@ class VectorSearchService final
   VectorSearchService(Database* db, Metrics* metrics, WorkerPool* pool,
                       const ServiceLimits& limits, const Authenticator* auth = nullptr);
 
+  // What GetServerInfo answers (before the server starts).
+  void SetServerVersion(std::string version) { version_ = std::move(version); }
+
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
+                                          const v1::GetServerInfoRequest* req,
+                                          v1::GetServerInfoResponse* resp) override;
   grpc::ServerUnaryReactor* CreateCollection(grpc::CallbackServerContext* ctx,
                                              const v1::CreateCollectionRequest* req,
                                              v1::CreateCollectionResponse* resp) override;
@@ -162,6 +170,8 @@ class VectorSearchService final
   WorkerPool* pool_;
   ServiceLimits limits_;
   const Authenticator* auth_;
+  std::string version_;
+  int64_t started_unix_ms_ = absl::ToUnixMillis(absl::Now());
 };
 
 // Proto <-> engine.

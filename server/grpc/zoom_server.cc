@@ -118,6 +118,7 @@ absl::Status ZoomServer::Start() {
       backend.note.empty() ? backend.name : absl::StrCat(backend.name, " (", backend.note, ")");
   service_ = std::make_unique<VectorSearchService>(db_.get(), metrics_.get(), pool_.get(),
                                                    options_.limits, auth_.get());
+  service_->SetServerVersion(options_.version);
   builder.RegisterService(service_.get());
   DecoderOptions decoder_options;
   decoder_options.cache_dir = options_.database.data_dir + "/models";
