@@ -1014,6 +1014,14 @@ absl::StatusOr<Collection::FilterCount> Collection::Count(const Filter* filter) 
   return c;
 }
 
+std::string Collection::UnindexedField(const Filter& filter) const {
+  std::shared_ptr<Segment> seg = Current();
+  std::string unindexed;
+  bool building = false;
+  if (seg->payload.CanEvaluate(filter, &unindexed, &building)) return "";
+  return unindexed;
+}
+
 absl::Status Collection::Search(absl::Span<const float> query,
                                 const CollectionSearchParams& params,
                                 QueryResult* result) const {

@@ -238,6 +238,9 @@ class Collection {
     bool scan = false;
   };
   absl::StatusOr<FilterCount> Count(const Filter* filter) const;
+  // A field `filter` names that has no ready payload index now (the first
+  // found), "" if every one has: what a scan's warning names.
+  std::string UnindexedField(const Filter& filter) const;
 
   // Declares an in-RAM index of payload field `field` (it need not exist
   // yet: it fills as points arrive), built over the existing points in the

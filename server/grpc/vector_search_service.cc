@@ -155,11 +155,15 @@ void PointToProto(PointData p, v1::Point* out) {
   FieldsToProto(p.fields, out->mutable_fields());
 }
 
-// The stats' warning for a filter evaluated from the stored payloads.
-std::string ScanWarning(bool scan) {
-  return scan ? "the filter names a field without a ready payload index: it was evaluated from "
-                "the stored payloads of every point (a scan); CreateFieldIndex makes it fast"
-              : "";
+// The stats' warning for a filter evaluated from the stored payloads
+// (`filter`: the query's, to name the field).
+std::string ScanWarning(bool scan, const Collection& c, const Filter* filter) {
+  if (!scan) return "";
+  const std::string field = filter != nullptr ? c.UnindexedField(*filter) : "";
+  return absl::StrCat("the filter names a field without a ready payload index",
+                      field.empty() ? "" : absl::StrCat(" ('", field.substr(0, 64), "')"),
+                      ": it was evaluated from the stored payloads of every point (a scan); "
+                      "CreateFieldIndex makes it fast");
 }
 
 }  // namespace
@@ -539,7 +543,8 @@ bool SameShape(const v1::SearchRequest& a, const v1::SearchRequest& b) {
 
 }  // namespace
 
-void VectorSearchService::FillResponse(const Collection& c, QueryResult* result, bool degrade,
+void VectorSearchService::FillResponse(const Collection& c, const Filter* filter,
+                                       QueryResult* result, bool degrade,
                                        v1::SearchResponse* resp, uint64_t* budget) const {
   for (Hit& h : result->hits) {
     v1::Hit* out = resp->add_hits();
@@ -572,7 +577,7 @@ void VectorSearchService::FillResponse(const Collection& c, QueryResult* result,
     s->set_filter_expansions(stats.filter_expansions);
   }
   s->set_filter_scan(stats.filter_scan);
-  s->set_warning(ScanWarning(stats.filter_scan));
+  s->set_warning(ScanWarning(stats.filter_scan, c, filter));
   if (metrics_ != nullptr) metrics_->RecordQuery(c.name(), stats);
 }
 
@@ -589,7 +594,7 @@ absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection
   QueryResult result;
   ZOOM_RETURN_IF_ERROR(c.Search(absl::MakeConstSpan(req.vector().data(), req.vector_size()), p,
                                 &result));
-  FillResponse(c, &result, degrade, resp, budget);
+  FillResponse(c, &filter, &result, degrade, resp, budget);
   return absl::OkStatus();
 }
 
@@ -626,7 +631,7 @@ absl::Status VectorSearchService::DoSearchBatch(absl::Time deadline, const Colle
   std::vector<QueryResult> results;
   ZOOM_RETURN_IF_ERROR(c.SearchBatch(vectors, nq, p, &results));
   for (int i = 0; i < nq; ++i) {
-    FillResponse(c, &results[i], false, resp->add_results(), budget);
+    FillResponse(c, &filter, &results[i], false, resp->add_results(), budget);
   }
   return absl::OkStatus();
 }
@@ -713,7 +718,7 @@ grpc::ServerUnaryReactor* VectorSearchService::Count(grpc::CallbackServerContext
     ZOOM_ASSIGN_OR_RETURN(Collection::FilterCount n, c->Count(&filter));
     resp->set_count(n.count);
     resp->set_filter_scan(n.scan);
-    resp->set_warning(ScanWarning(n.scan));
+    resp->set_warning(ScanWarning(n.scan, *c, &filter));
     return absl::OkStatus();
   });
 }

@@ -157,9 +157,10 @@ class VectorSearchService final
   // The request's filter (empty without one); InvalidArgument /
   // ResourceExhausted for one that must not run.
   absl::Status FilterOf(const v1::SearchRequest& req, Filter* out) const;
-  // A query's answer into `resp` (the bytes taken from *budget).
-  void FillResponse(const Collection& c, QueryResult* result, bool degrade,
-                    v1::SearchResponse* resp, uint64_t* budget) const;
+  // A query's answer into `resp` (the bytes taken from *budget); `filter`
+  // (the query's) names the unindexed field in a scan's warning.
+  void FillResponse(const Collection& c, const Filter* filter, QueryResult* result,
+                    bool degrade, v1::SearchResponse* resp, uint64_t* budget) const;
   // The collection's params of one request (the budget is set by the
   // caller); the query itself is validated by the engine.
   CollectionSearchParams ParamsOf(const v1::SearchRequest& req, absl::Time deadline,
