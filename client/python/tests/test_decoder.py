@@ -1,0 +1,77 @@
+"""The Decoder: load a model, topk against brute force, stream_topk for a
+50-step loop (sync and asyncio)."""
+
+import numpy as np
+import pytest
+
+import zoomd
+from conftest import MODEL_D, MODEL_V
+
+
+def brute_topk(model, h, k):
+    z = h @ model["W"].T + model["b"]
+    return np.argsort(-z, axis=1)[:, :k]
+
+
+@pytest.fixture(scope="module")
+def model(server):
+    with zoomd.Client(server.target, timeout=300) as c:
+        info = c.load_model("tiny", "tiny", wait=True)
+        assert info.state == "serving" and info.vocab_size == MODEL_V and info.dim == MODEL_D
+    yield server.model
+
+
+def test_topk_matches_brute_force(client, model):
+    assert "tiny" in [m.name for m in client.list_models()]
+    h = np.random.default_rng(2).standard_normal((20, MODEL_D)).astype(np.float32)
+    want = brute_topk(model, h, 10)
+    r = client.topk("tiny", h, k=10, exact=True, return_words=True, return_probs=True)
+    assert r.ids.shape == (20, 10) and r.ids.dtype == np.uint32
+    np.testing.assert_array_equal(r.ids, want)
+    assert r.words[0] == [f"w{i}" for i in want[0]]
+    assert r.probs.shape == (20, 10) and np.all(r.tail_mass >= 0) and np.all(r.tail_mass <= 1)
+    g = client.topk("tiny", h, k=10, ef=200)
+    hits = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(g.ids, want)])
+    assert hits >= 0.9, hits
+    assert g.probs is None and g.words is None
+    with pytest.raises(zoomd.InvalidArgument):
+        client.topk("tiny", np.zeros((1, MODEL_D + 1)))  # the server checks the model's dim
+    with pytest.raises(zoomd.NotFound):
+        client.topk("nope", h)
+
+
+def greedy(step_fn, steps, rng):
+    h = rng.standard_normal(MODEL_D).astype(np.float32)
+    words = []
+    for _ in range(steps):
+        s = step_fn(h)
+        words.append(int(s.ids[0]))
+        h = 0.5 * h + rng.standard_normal(MODEL_D).astype(np.float32)
+    return words
+
+
+def test_stream_topk_50_steps(client, model):
+    rng = np.random.default_rng(9)
+    with client.stream_topk("tiny", k=5, ef=100, return_probs=True, return_words=True) as s:
+        words = greedy(s.step, 50, rng)
+        assert s.steps == 50
+    assert len(words) == 50
+    with client.stream_topk("tiny", k=5) as s:
+        step = s.step(np.ones(MODEL_D))
+        assert step.ids.shape == (5,) and step.probs is None
+    # The same contexts, one TopK call each: the same words.
+    rng = np.random.default_rng(9)
+    unary = greedy(lambda h: type("S", (), {"ids": client.topk("tiny", h[None, :], k=5,
+                                                                ef=100).ids[0]}), 50, rng)
+    assert unary == words
+
+
+@pytest.mark.asyncio
+async def test_async_stream_topk(server, model):
+    async with zoomd.AsyncClient(server.target, timeout=120) as a:
+        async with a.stream_topk("tiny", k=3, return_words=True) as s:
+            for i in range(50):
+                step = await s.step(np.full(MODEL_D, 0.01 * i, np.float32))
+                assert len(step.words) == 3
+        r = await a.topk("tiny", np.ones((2, MODEL_D)), k=3)
+        assert r.ids.shape == (2, 3)

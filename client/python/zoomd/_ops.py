@@ -1,0 +1,399 @@
+"""The calls of the zoomd API as data: each public method of Client and
+AsyncClient builds an Op (the RPC, the serialized request, how to read the
+answer, whether a retry is safe) here, and runs it its own way (blocking or
+asyncio). Requests are serialized here so that both clients send the same
+bytes."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import grpc
+import numpy as np
+
+from zoomd import _convert as cv
+from zoomd._proto import decoder_pb2, zoom_pb2
+from zoomd.errors import invalid
+from zoomd.models import IndexSpec, Record, SearchKnobs, SearchResult, TopKResult
+
+_VS = "/zoom.v1.VectorSearch/"
+_DEC = "/zoom.v1.Decoder/"
+HEALTH_CHECK = "/grpc.health.v1.Health/Check"
+
+# Response types of the unary methods (requests go out as bytes).
+UNARY: Dict[str, Any] = {
+    _VS + "GetServerInfo": zoom_pb2.GetServerInfoResponse,
+    _VS + "CreateCollection": zoom_pb2.CreateCollectionResponse,
+    _VS + "DropCollection": zoom_pb2.DropCollectionResponse,
+    _VS + "ListCollections": zoom_pb2.ListCollectionsResponse,
+    _VS + "GetCollection": zoom_pb2.GetCollectionResponse,
+    _VS + "Upsert": zoom_pb2.UpsertResponse,
+    _VS + "Delete": zoom_pb2.DeleteResponse,
+    _VS + "Get": zoom_pb2.GetResponse,
+    _VS + "SetPayload": zoom_pb2.SetPayloadResponse,
+    _VS + "DeletePayload": zoom_pb2.DeletePayloadResponse,
+    _VS + "Search": zoom_pb2.SearchResponse,
+    _VS + "SearchBatch": zoom_pb2.SearchBatchResponse,
+    _VS + "Count": zoom_pb2.CountResponse,
+    _VS + "Scroll": zoom_pb2.ScrollResponse,
+    _VS + "CreateFieldIndex": zoom_pb2.CreateFieldIndexResponse,
+    _VS + "DeleteFieldIndex": zoom_pb2.DeleteFieldIndexResponse,
+    _VS + "BuildIndex": zoom_pb2.BuildIndexResponse,
+    _VS + "Compact": zoom_pb2.CompactResponse,
+    _VS + "CreateSnapshot": zoom_pb2.CreateSnapshotResponse,
+    _VS + "ListSnapshots": zoom_pb2.ListSnapshotsResponse,
+    _VS + "DeleteSnapshot": zoom_pb2.DeleteSnapshotResponse,
+    _DEC + "LoadModel": decoder_pb2.LoadModelResponse,
+    _DEC + "UnloadModel": decoder_pb2.UnloadModelResponse,
+    _DEC + "ListModels": decoder_pb2.ListModelsResponse,
+    _DEC + "TopK": decoder_pb2.TopKResponse,
+}
+IMPORT = _VS + "Import"
+STREAM_TOPK = _DEC + "StreamTopK"
+
+#: The collection fields a request needs checked on the client: (dim, dtype).
+Shape = Tuple[int, str]
+
+
+@dataclass
+class Op:
+    """One unary call: method path, request bytes, reader of the response."""
+    method: str
+    request: bytes
+    read: Callable[[Any], Any]
+    idempotent: bool
+    collection: str = ""  # whose cached shape to forget when the server refuses
+
+    @property
+    def name(self) -> str:
+        return self.method.rsplit("/", 1)[-1]
+
+
+@dataclass
+class RetryPolicy:
+    """Retries of UNAVAILABLE (only): `attempts` in all, the n-th retry after
+    about initial_backoff * multiplier^n seconds (full jitter, at most
+    max_backoff), never past the call's deadline. Reads are retried; writes
+    only with retry_writes (an Upsert is idempotent by id, an Import batch is
+    too, but a retried Delete-by-filter may delete points written between)."""
+    attempts: int = 4
+    initial_backoff: float = 0.05
+    max_backoff: float = 2.0
+    multiplier: float = 2.0
+    retry_writes: bool = False
+
+    def delay(self, retry: int) -> float:
+        cap = min(self.max_backoff, self.initial_backoff * self.multiplier ** retry)
+        return random.uniform(cap / 2, cap)
+
+    def allows(self, op: Op, code: Optional[grpc.StatusCode], attempt: int) -> bool:
+        return (code == grpc.StatusCode.UNAVAILABLE and attempt + 1 < self.attempts and
+                (op.idempotent or self.retry_writes))
+
+
+def _ser(msg: Any) -> bytes:
+    return msg.SerializeToString()
+
+
+def _name(what: str, name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise invalid(f"{what}: expected a non-empty string; got {name!r}")
+    return name
+
+
+# ---- The server ------------------------------------------------------------------------
+
+def server_info() -> Op:
+    return Op(_VS + "GetServerInfo", b"", cv.server_info, True)
+
+
+# ---- Collections -----------------------------------------------------------------------
+
+def create_collection(name: str, dim: int, metric: str, dtype: str, index: Optional[IndexSpec],
+                      default_knobs: Union[None, SearchKnobs, Mapping[str, int]]) -> Op:
+    spec = cv.collection_spec(name, dim, metric, dtype, index, default_knobs)
+    return Op(_VS + "CreateCollection", _ser(zoom_pb2.CreateCollectionRequest(spec=spec)),
+              lambda r: cv.collection_info(r.info), False, name)
+
+
+def get_collection(name: str) -> Op:
+    return Op(_VS + "GetCollection",
+              _ser(zoom_pb2.GetCollectionRequest(name=_name("name", name))),
+              lambda r: cv.collection_info(r.info), True, name)
+
+
+def list_collections() -> Op:
+    return Op(_VS + "ListCollections", b"",
+              lambda r: [cv.collection_info(i) for i in r.collections], True)
+
+
+def drop_collection(name: str) -> Op:
+    return Op(_VS + "DropCollection",
+              _ser(zoom_pb2.DropCollectionRequest(name=_name("name", name))), lambda r: None,
+              False, name)
+
+
+def build_index(name: str, wait: bool) -> Op:
+    return Op(_VS + "BuildIndex",
+              _ser(zoom_pb2.BuildIndexRequest(collection=_name("name", name), wait=wait)),
+              lambda r: cv.collection_info(r.info), True, name)
+
+
+def compact(name: str) -> Op:
+    return Op(_VS + "Compact", _ser(zoom_pb2.CompactRequest(collection=_name("name", name))),
+              lambda r: cv.collection_info(r.info), True, name)
+
+
+def create_field_index(name: str, field: str, type: str, wait: bool) -> Op:
+    req = zoom_pb2.CreateFieldIndexRequest(collection=_name("name", name),
+                                           field=_name("field", field),
+                                           type=cv.field_type(type), wait=wait)
+    return Op(_VS + "CreateFieldIndex", _ser(req), lambda r: cv.collection_info(r.info), True,
+              name)
+
+
+def delete_field_index(name: str, field: str) -> Op:
+    req = zoom_pb2.DeleteFieldIndexRequest(collection=_name("name", name),
+                                           field=_name("field", field))
+    return Op(_VS + "DeleteFieldIndex", _ser(req), lambda r: cv.collection_info(r.info), True,
+              name)
+
+
+# ---- Points ------------------------------------------------------------------------------
+
+def upsert(name: str, shape: Shape, ids: Any, vectors: Any, payloads: Optional[Sequence[Any]],
+           raw_payloads: Optional[Sequence[Optional[bytes]]]) -> Op:
+    mat = cv.matrix_2d(vectors, shape[0], shape[1])
+    id_list = cv.ids_array(ids, mat.shape[0])
+    body = cv.points_message(name, id_list, mat, payloads, raw_payloads)
+    return Op(_VS + "Upsert", body, lambda r: r.upserted, False, name)
+
+
+def delete(name: str, ids: Any, filter: cv.FilterLike) -> Op:
+    if (ids is None) == (filter is None):
+        raise invalid("delete: pass exactly one of ids and filter")
+    req = zoom_pb2.DeleteRequest(collection=_name("name", name))
+    if ids is not None:
+        req.ids.extend(cv.ids_array(ids))
+    else:
+        req.filter.CopyFrom(cv.to_filter(filter))
+    return Op(_VS + "Delete", _ser(req), lambda r: r.deleted, False, name)
+
+
+def get(name: str, ids: Any, with_vectors: bool, with_payload: bool) -> Op:
+    req = zoom_pb2.GetRequest(collection=_name("name", name), ids=cv.ids_array(ids),
+                              with_vectors=with_vectors, with_payload=with_payload)
+    return Op(_VS + "Get", _ser(req),
+              lambda r: [cv.record_of(p, with_payload, with_vectors) for p in r.points], True,
+              name)
+
+
+def set_payload(name: str, ids: Any, payload: Mapping[str, Any], overwrite: bool) -> Op:
+    req = zoom_pb2.SetPayloadRequest(collection=_name("name", name), ids=cv.ids_array(ids),
+                                     overwrite=overwrite)
+    cv.fill_fields(payload, req.fields)
+    return Op(_VS + "SetPayload", _ser(req), lambda r: r.updated, False, name)
+
+
+def delete_payload(name: str, ids: Any, keys: Optional[Sequence[str]]) -> Op:
+    req = zoom_pb2.DeletePayloadRequest(collection=_name("name", name), ids=cv.ids_array(ids),
+                                        keys=list(keys or []))
+    return Op(_VS + "DeletePayload", _ser(req), lambda r: r.updated, False, name)
+
+
+def count(name: str, filter: cv.FilterLike) -> Op:
+    req = zoom_pb2.CountRequest(collection=_name("name", name))
+    f = cv.to_filter(filter)
+    if f is not None:
+        req.filter.CopyFrom(f)
+    return Op(_VS + "Count", _ser(req), lambda r: r.count, True, name)
+
+
+def scroll(name: str, filter: cv.FilterLike, offset: int, limit: int, with_payload: bool,
+           with_vectors: bool) -> Op:
+    req = zoom_pb2.ScrollRequest(collection=_name("name", name), offset=int(offset),
+                                 limit=int(limit), with_payload=with_payload,
+                                 with_vectors=with_vectors)
+    f = cv.to_filter(filter)
+    if f is not None:
+        req.filter.CopyFrom(f)
+
+    def read(r: zoom_pb2.ScrollResponse) -> Tuple[List[Record], Optional[int]]:
+        pts = [cv.record_of(p, with_payload, with_vectors) for p in r.points]
+        return pts, (r.next_offset if r.HasField("next_offset") else None)
+    return Op(_VS + "Scroll", _ser(req), read, True, name)
+
+
+# ---- Search ------------------------------------------------------------------------------
+
+def search(name: str, shape: Shape, vector: Any, k: int, ef: Optional[int],
+           nprobe: Optional[int], rerank: Optional[int], preview_only: bool, exact: bool,
+           with_payload: bool, with_vectors: bool, filter: cv.FilterLike,
+           allow_partial: bool) -> Op:
+    row = cv.vector_1d(vector, shape[0], shape[1])
+    head = cv.search_template(_name("name", name), k, ef, nprobe, rerank, preview_only, exact,
+                              with_payload, with_vectors, allow_partial, filter)
+    return Op(_VS + "Search", head + cv.packed_floats(2, row),
+              lambda r: cv.search_result(r, with_payload, with_vectors), True, name)
+
+
+def search_batch(name: str, shape: Shape, vectors: Any, k: int, ef: Optional[int],
+                 nprobe: Optional[int], rerank: Optional[int], preview_only: bool, exact: bool,
+                 with_payload: bool, with_vectors: bool, filter: cv.FilterLike,
+                 allow_partial: bool) -> Op:
+    mat = cv.matrix_2d(vectors, shape[0], shape[1])
+    head = cv.search_template("", k, ef, nprobe, rerank, preview_only, exact, with_payload,
+                              with_vectors, allow_partial, filter)
+    parts = [cv.field_bytes(1, _name("name", name).encode())]
+    for row in mat:
+        parts.append(cv.field_bytes(2, head + cv.packed_floats(2, row)))
+
+    def read(r: zoom_pb2.SearchBatchResponse) -> List[SearchResult]:
+        return [cv.search_result(x, with_payload, with_vectors) for x in r.results]
+    return Op(_VS + "SearchBatch", b"".join(parts), read, True, name)
+
+
+# ---- Snapshots -----------------------------------------------------------------------------
+
+def create_snapshot(name: str) -> Op:
+    return Op(_VS + "CreateSnapshot",
+              _ser(zoom_pb2.CreateSnapshotRequest(collection=_name("name", name))),
+              lambda r: r.snapshot, False, name)
+
+
+def list_snapshots(name: str) -> Op:
+    return Op(_VS + "ListSnapshots",
+              _ser(zoom_pb2.ListSnapshotsRequest(collection=_name("name", name))),
+              lambda r: list(r.snapshots), True, name)
+
+
+def delete_snapshot(name: str, snapshot: str) -> Op:
+    req = zoom_pb2.DeleteSnapshotRequest(collection=_name("name", name),
+                                         name=_name("snapshot", snapshot))
+    return Op(_VS + "DeleteSnapshot", _ser(req), lambda r: None, True, name)
+
+
+# ---- Decoder -------------------------------------------------------------------------------
+
+def load_model(name: str, dir: str, m: int, ef_construction: int, wait: bool) -> Op:
+    req = decoder_pb2.LoadModelRequest(name=_name("name", name), dir=_name("dir", str(dir)),
+                                       m=int(m), ef_construction=int(ef_construction), wait=wait)
+    return Op(_DEC + "LoadModel", _ser(req), lambda r: cv.model_info(r.info), False)
+
+
+def unload_model(name: str) -> Op:
+    return Op(_DEC + "UnloadModel",
+              _ser(decoder_pb2.UnloadModelRequest(name=_name("name", name))), lambda r: None,
+              True)
+
+
+def list_models() -> Op:
+    return Op(_DEC + "ListModels", b"", lambda r: [cv.model_info(m) for m in r.models], True)
+
+
+def topk_arrays(results: Sequence[decoder_pb2.TopKResult], return_words: bool,
+                return_probs: bool) -> TopKResult:
+    n = len(results)
+    k = min((len(r.ids) for r in results), default=0)
+    ids = np.empty((n, k), dtype=np.uint32)
+    logits = np.empty((n, k), dtype=np.float32)
+    probs = np.empty((n, k), dtype=np.float32) if return_probs else None
+    tail = np.empty(n, dtype=np.float32) if return_probs else None
+    micros = np.empty(n, dtype=np.uint64)
+    words: Optional[List[List[str]]] = [] if return_words else None
+    for i, r in enumerate(results):
+        ids[i] = np.asarray(r.ids[:k], dtype=np.uint32)
+        logits[i] = np.asarray(r.logits[:k], dtype=np.float32)
+        if probs is not None:
+            probs[i] = np.asarray(r.probs[:k], dtype=np.float32)
+            tail[i] = r.tail_mass
+        if words is not None:
+            words.append(list(r.words[:k]))
+        micros[i] = r.stats.micros
+    return TopKResult(ids=ids, logits=logits, probs=probs, tail_mass=tail, words=words,
+                      micros=micros)
+
+
+def topk(model: str, contexts: Any, k: int, ef: int, return_words: bool, return_probs: bool,
+         exact: bool, tail_samples: int) -> Op:
+    mat = cv.contexts_2d(contexts)
+    body = cv.topk_request(_name("model", model), mat, k, ef, return_words, return_probs, exact,
+                           tail_samples)
+    return Op(_DEC + "TopK", body,
+              lambda r: topk_arrays(r.results, return_words, return_probs), True)
+
+
+# ---- Import ------------------------------------------------------------------------------
+
+def default_batch(dim: int) -> int:
+    """Points per Import message: about 4 MiB of vectors, at most 10,000 (the
+    server's default --max_batch)."""
+    return max(1, min(10000, (4 << 20) // (4 * dim + 16)))
+
+
+def import_source(source: Any, ids: Any, payloads: Optional[Sequence[Any]],
+                  raw_payloads: Optional[Sequence[Optional[bytes]]], start_id: int,
+                  batch_size: int) -> Tuple[Optional[int], Any]:
+    """(total points if known, an iterator of (ids, vectors, payloads, raw)
+    batches) of an array, a .fvecs/.bvecs path or an iterator of batches
+    (arrays, or (ids, vectors) / (ids, vectors, payloads) tuples)."""
+    import os
+    from zoomd.io import read_vecs
+
+    if isinstance(source, (str, os.PathLike)):
+        source = read_vecs(source)
+    if isinstance(source, (np.ndarray, list)):
+        arr = source if isinstance(source, np.ndarray) else np.asarray(source)
+        if arr.ndim != 2:
+            raise invalid(f"vectors: expected a 2-d array (n, dim); got shape {tuple(arr.shape)}")
+        n = arr.shape[0]
+        id_list = cv.ids_array(ids, n) if ids is not None else None
+        if payloads is not None and len(payloads) != n:
+            raise invalid(f"payloads: {len(payloads)} payloads for {n} vectors")
+        if raw_payloads is not None and len(raw_payloads) != n:
+            raise invalid(f"raw_payloads: {len(raw_payloads)} for {n} vectors")
+        if id_list is None and start_id + n - 1 > (1 << 64) - 1:
+            raise invalid("start_id: the ids would pass 2^64-1")
+
+        def gen() -> Any:
+            for a, b in cv.split(n, batch_size):
+                bid = id_list[a:b] if id_list is not None else list(range(start_id + a,
+                                                                          start_id + b))
+                yield (bid, arr[a:b], payloads[a:b] if payloads is not None else None,
+                       raw_payloads[a:b] if raw_payloads is not None else None)
+        return n, gen()
+    if ids is not None or payloads is not None or raw_payloads is not None:
+        raise invalid("import_points: with an iterator of batches, pass ids and payloads in "
+                      "the batches ((ids, vectors) or (ids, vectors, payloads) tuples)")
+
+    def gen_iter() -> Any:
+        next_id = start_id
+        for i, batch in enumerate(source):
+            if isinstance(batch, tuple):
+                if len(batch) not in (2, 3):
+                    raise invalid(f"batch {i}: expected (ids, vectors) or (ids, vectors, "
+                                  f"payloads); got a tuple of {len(batch)}")
+                bid, vec = batch[0], batch[1]
+                pl = batch[2] if len(batch) == 3 else None
+            else:
+                vec, bid, pl = batch, None, None
+            arr = np.asarray(vec)
+            if arr.ndim != 2:
+                raise invalid(f"batch {i}: expected a 2-d array (n, dim); got shape "
+                              f"{tuple(arr.shape)}")
+            n = arr.shape[0]
+            if bid is None:
+                bid = list(range(next_id, next_id + n))
+                next_id += n
+            for a, b in cv.split(n, batch_size):
+                yield (bid[a:b], arr[a:b], pl[a:b] if pl is not None else None, None)
+    return None, gen_iter()
+
+
+def import_message(name: str, shape: Shape, batch: Any, first: bool) -> Tuple[int, bytes]:
+    bid, vec, pl, raw = batch
+    mat = cv.matrix_2d(vec, shape[0], shape[1])
+    id_list = cv.ids_array(bid, mat.shape[0])
+    return mat.shape[0], cv.points_message(name if first else "", id_list, mat, pl, raw)

@@ -1,0 +1,377 @@
+"""zoomd.AsyncClient: the asyncio client (grpc.aio), the same methods as
+zoomd.Client as coroutines. Create it inside the event loop that uses it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import grpc
+import grpc.aio
+
+from zoomd import _convert as cv
+from zoomd import _ops as ops
+from zoomd._channel import channel_args, metadata
+from zoomd._progress import Progress
+from zoomd._proto import decoder_pb2, zoom_pb2
+from zoomd.errors import DeadlineExceeded, ZoomError, from_rpc_error, invalid
+from zoomd.models import (CollectionInfo, ImportResult, IndexSpec, ModelInfo, Record,
+                          SearchKnobs, SearchResult, ServerInfo, TopKResult, TopKStep)
+
+__all__ = ["AsyncClient", "AsyncTopKStream"]
+
+_Deadline = Optional[float]
+
+
+class AsyncClient:
+    """The asyncio form of :class:`zoomd.Client`: the same constructor
+    arguments and methods, each a coroutine (``await client.search(...)``);
+    ``async with zoomd.AsyncClient(...) as client:`` closes it. Many
+    concurrent calls share its one channel."""
+
+    def __init__(self, target: str = "127.0.0.1:50051", api_key: Optional[str] = None,
+                 tls: Any = None, timeout: Optional[float] = None,
+                 retry: Optional[ops.RetryPolicy] = None,
+                 channel: Optional[grpc.aio.Channel] = None) -> None:
+        self._metadata = tuple(metadata(api_key))
+        if channel is None:
+            creds, options = channel_args(tls)
+            channel = (grpc.aio.secure_channel(target, creds, options=options)
+                       if creds is not None else grpc.aio.insecure_channel(target, options=options))
+        self._channel = channel
+        self.timeout = timeout
+        self.retry = retry if retry is not None else ops.RetryPolicy()
+        self._unary: Dict[str, Any] = {
+            m: channel.unary_unary(m, request_serializer=None,
+                                   response_deserializer=t.FromString)
+            for m, t in ops.UNARY.items()}
+        self._health = channel.unary_unary(ops.HEALTH_CHECK)
+        self._import = channel.stream_unary(
+            ops.IMPORT, response_deserializer=zoom_pb2.ImportResponse.FromString)
+        self._stream_topk = channel.stream_stream(
+            ops.STREAM_TOPK, response_deserializer=decoder_pb2.TopKResponse.FromString)
+        self._shapes: Dict[str, ops.Shape] = {}
+
+    # ---- Plumbing --------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Closes the channel."""
+        await self._channel.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def _deadline(self, timeout: _Deadline) -> Optional[float]:
+        t = self.timeout if timeout is None else timeout
+        return None if t is None else time.monotonic() + t
+
+    async def _run(self, op: ops.Op, timeout: _Deadline = None) -> Any:
+        deadline = self._deadline(timeout)
+        call = self._unary[op.method]
+        attempt = 0
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise DeadlineExceeded(f"the deadline passed before {op.name} was sent",
+                                       client_side=True, method=op.name)
+            try:
+                resp = await call(op.request, timeout=left, metadata=self._metadata)
+                return op.read(resp)
+            except grpc.RpcError as e:
+                code = e.code() if hasattr(e, "code") else None
+                if self.retry.allows(op, code, attempt):
+                    pause = self.retry.delay(attempt)
+                    if deadline is None or time.monotonic() + pause < deadline:
+                        attempt += 1
+                        await asyncio.sleep(pause)
+                        continue
+                if op.collection and code in (grpc.StatusCode.NOT_FOUND,
+                                              grpc.StatusCode.INVALID_ARGUMENT):
+                    self._shapes.pop(op.collection, None)
+                raise from_rpc_error(e, op.name) from None
+
+    async def _shape(self, name: str, timeout: _Deadline = None) -> ops.Shape:
+        shape = self._shapes.get(name)
+        if shape is None:
+            info = await self.get_collection(name, timeout=timeout)
+            shape = (info.dim, info.dtype)
+        return shape
+
+    async def _checked(self, name: str, build: Any, timeout: _Deadline) -> ops.Op:
+        try:
+            return build(await self._shape(name, timeout))
+        except ZoomError as e:
+            if not e.stale_shape or name not in self._shapes:
+                raise
+            self._shapes.pop(name, None)
+            return build(await self._shape(name, timeout))
+
+    # ---- The server --------------------------------------------------------------------
+
+    async def health(self, service: str = "", timeout: _Deadline = None) -> str:
+        """See Client.health."""
+        deadline = self._deadline(timeout)
+        try:
+            data = await self._health(
+                cv.health_request(service), metadata=self._metadata,
+                timeout=None if deadline is None else deadline - time.monotonic())
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, "Health.Check") from None
+        return cv.health_status(data)
+
+    async def server_info(self, timeout: _Deadline = None) -> ServerInfo:
+        """See Client.server_info."""
+        return await self._run(ops.server_info(), timeout)
+
+    async def server_version(self, timeout: _Deadline = None) -> str:
+        """See Client.server_version."""
+        return (await self.server_info(timeout)).version
+
+    # ---- Collections -------------------------------------------------------------------
+
+    async def create_collection(self, name: str, dim: int, metric: str = "cosine",
+                                dtype: str = "float32", index: Optional[IndexSpec] = None,
+                                default_knobs: Union[None, SearchKnobs, Mapping[str, int]] = None,
+                                timeout: _Deadline = None) -> CollectionInfo:
+        """See Client.create_collection."""
+        info = await self._run(
+            ops.create_collection(name, dim, metric, dtype, index, default_knobs), timeout)
+        self._shapes[name] = (info.dim, info.dtype)
+        return info
+
+    async def get_collection(self, name: str, timeout: _Deadline = None) -> CollectionInfo:
+        """See Client.get_collection."""
+        info = await self._run(ops.get_collection(name), timeout)
+        self._shapes[name] = (info.dim, info.dtype)
+        return info
+
+    async def list_collections(self, timeout: _Deadline = None) -> List[CollectionInfo]:
+        """See Client.list_collections."""
+        return await self._run(ops.list_collections(), timeout)
+
+    async def drop_collection(self, name: str, timeout: _Deadline = None) -> None:
+        """See Client.drop_collection."""
+        self._shapes.pop(name, None)
+        await self._run(ops.drop_collection(name), timeout)
+
+    async def build_index(self, name: str, wait: bool = True,
+                          timeout: _Deadline = None) -> CollectionInfo:
+        """See Client.build_index."""
+        return await self._run(ops.build_index(name, wait), timeout)
+
+    async def compact(self, name: str, timeout: _Deadline = None) -> CollectionInfo:
+        """See Client.compact."""
+        return await self._run(ops.compact(name), timeout)
+
+    async def create_field_index(self, name: str, field: str, type: str = "keyword",
+                                 wait: bool = True, timeout: _Deadline = None) -> CollectionInfo:
+        """See Client.create_field_index."""
+        return await self._run(ops.create_field_index(name, field, type, wait), timeout)
+
+    async def delete_field_index(self, name: str, field: str,
+                                 timeout: _Deadline = None) -> CollectionInfo:
+        """See Client.delete_field_index."""
+        return await self._run(ops.delete_field_index(name, field), timeout)
+
+    # ---- Points --------------------------------------------------------------------------
+
+    async def upsert(self, name: str, ids: Any, vectors: Any,
+                     payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
+                     raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
+                     timeout: _Deadline = None) -> int:
+        """See Client.upsert."""
+        op = await self._checked(
+            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads), timeout)
+        return await self._run(op, timeout)
+
+    async def delete(self, name: str, ids: Any = None, filter: cv.FilterLike = None,
+                     timeout: _Deadline = None) -> int:
+        """See Client.delete."""
+        return await self._run(ops.delete(name, ids, filter), timeout)
+
+    async def get(self, name: str, ids: Any, with_vectors: bool = False,
+                  with_payload: bool = True, timeout: _Deadline = None) -> List[Record]:
+        """See Client.get."""
+        return await self._run(ops.get(name, ids, with_vectors, with_payload), timeout)
+
+    async def set_payload(self, name: str, ids: Any, payload: Mapping[str, Any],
+                          overwrite: bool = False, timeout: _Deadline = None) -> int:
+        """See Client.set_payload."""
+        return await self._run(ops.set_payload(name, ids, payload, overwrite), timeout)
+
+    async def delete_payload(self, name: str, ids: Any, keys: Optional[Sequence[str]] = None,
+                             timeout: _Deadline = None) -> int:
+        """See Client.delete_payload."""
+        return await self._run(ops.delete_payload(name, ids, keys), timeout)
+
+    async def count(self, name: str, filter: cv.FilterLike = None,
+                    timeout: _Deadline = None) -> int:
+        """See Client.count."""
+        return await self._run(ops.count(name, filter), timeout)
+
+    async def scroll(self, name: str, filter: cv.FilterLike = None, offset: int = 0,
+                     limit: int = 100, with_payload: bool = True, with_vectors: bool = False,
+                     timeout: _Deadline = None) -> Tuple[List[Record], Optional[int]]:
+        """See Client.scroll."""
+        return await self._run(
+            ops.scroll(name, filter, offset, limit, with_payload, with_vectors), timeout)
+
+    async def import_points(self, name: str, vectors: Any, ids: Any = None,
+                            payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
+                            raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
+                            batch_size: Optional[int] = None, progress: bool = True,
+                            start_id: int = 0, timeout: _Deadline = None) -> ImportResult:
+        """See Client.import_points."""
+        shape = await self._shape(name, timeout)
+        bs = int(batch_size) if batch_size else ops.default_batch(shape[0])
+        total, batches = ops.import_source(vectors, ids, payloads, raw_payloads, start_id, bs)
+        bar = Progress(total, progress)
+        deadline = self._deadline(timeout)
+        call = self._import(metadata=self._metadata,
+                            timeout=None if deadline is None else deadline - time.monotonic())
+        try:
+            for i, batch in enumerate(batches):
+                try:
+                    n, body = ops.import_message(name, shape, batch, i == 0)
+                except BaseException:
+                    call.cancel()
+                    raise
+                await call.write(body)
+                bar.update(n)
+            await call.done_writing()
+            resp = await call
+        except grpc.RpcError as e:
+            bar.close()
+            raise from_rpc_error(e, "Import") from None
+        except BaseException:
+            bar.close()
+            raise
+        secs = bar.close(resp.imported)
+        return ImportResult(imported=resp.imported, seconds=secs)
+
+    # ---- Search ----------------------------------------------------------------------------
+
+    async def search(self, name: str, vector: Any, k: int = 10, ef: Optional[int] = None,
+                     nprobe: Optional[int] = None, rerank: Optional[int] = None,
+                     preview_only: bool = False, exact: bool = False,
+                     with_payload: bool = False, with_vectors: bool = False,
+                     filter: cv.FilterLike = None, timeout: _Deadline = None,
+                     allow_partial: bool = False) -> SearchResult:
+        """See Client.search."""
+        op = await self._checked(name, lambda s: ops.search(
+            name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
+            with_vectors, filter, allow_partial), timeout)
+        return await self._run(op, timeout)
+
+    async def search_batch(self, name: str, vectors: Any, k: int = 10,
+                           ef: Optional[int] = None, nprobe: Optional[int] = None,
+                           rerank: Optional[int] = None, preview_only: bool = False,
+                           exact: bool = False, with_payload: bool = False,
+                           with_vectors: bool = False, filter: cv.FilterLike = None,
+                           timeout: _Deadline = None,
+                           allow_partial: bool = False) -> List[SearchResult]:
+        """See Client.search_batch."""
+        op = await self._checked(name, lambda s: ops.search_batch(
+            name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
+            with_vectors, filter, allow_partial), timeout)
+        return await self._run(op, timeout)
+
+    # ---- Snapshots -------------------------------------------------------------------------
+
+    async def create_snapshot(self, name: str, timeout: _Deadline = None) -> Any:
+        """See Client.create_snapshot."""
+        return await self._run(ops.create_snapshot(name), timeout)
+
+    async def list_snapshots(self, name: str, timeout: _Deadline = None) -> List[Any]:
+        """See Client.list_snapshots."""
+        return await self._run(ops.list_snapshots(name), timeout)
+
+    async def delete_snapshot(self, name: str, snapshot: str, timeout: _Deadline = None) -> None:
+        """See Client.delete_snapshot."""
+        await self._run(ops.delete_snapshot(name, snapshot), timeout)
+
+    # ---- Decoder ---------------------------------------------------------------------------
+
+    async def load_model(self, name: str, dir: str, m: int = 0, ef_construction: int = 0,
+                         wait: bool = True, timeout: _Deadline = None) -> ModelInfo:
+        """See Client.load_model."""
+        return await self._run(ops.load_model(name, dir, m, ef_construction, wait), timeout)
+
+    async def list_models(self, timeout: _Deadline = None) -> List[ModelInfo]:
+        """See Client.list_models."""
+        return await self._run(ops.list_models(), timeout)
+
+    async def unload_model(self, name: str, timeout: _Deadline = None) -> None:
+        """See Client.unload_model."""
+        await self._run(ops.unload_model(name), timeout)
+
+    async def topk(self, model: str, contexts: Any, k: int = 10, ef: int = 0,
+                   return_words: bool = False, return_probs: bool = False, exact: bool = False,
+                   tail_samples: int = 0, timeout: _Deadline = None) -> TopKResult:
+        """See Client.topk."""
+        return await self._run(ops.topk(model, contexts, k, ef, return_words, return_probs,
+                                        exact, tail_samples), timeout)
+
+    def stream_topk(self, model: str, k: int = 10, ef: int = 0, return_words: bool = False,
+                    return_probs: bool = False, timeout: _Deadline = None) -> "AsyncTopKStream":
+        """``async with client.stream_topk("ptb") as s: step = await s.step(h)``."""
+        return AsyncTopKStream(self, model, k, ef, return_words, return_probs, timeout)
+
+
+class AsyncTopKStream:
+    """One StreamTopK call: ``await step(h)`` sends a context, returns its top k."""
+
+    def __init__(self, client: AsyncClient, model: str, k: int, ef: int, return_words: bool,
+                 return_probs: bool, timeout: _Deadline) -> None:
+        cv.topk_request(model, [], k, ef, return_words, return_probs, False, 0)  # checks
+        self._model, self._k, self._ef = model, k, ef
+        self._words, self._probs = return_words, return_probs
+        deadline = client._deadline(timeout)
+        self._call = client._stream_topk(
+            metadata=client._metadata,
+            timeout=None if deadline is None else deadline - time.monotonic())
+        self._closed = False
+        self.steps = 0
+
+    async def step(self, h: Any) -> TopKStep:
+        """The top k of one context h (1-d)."""
+        if self._closed:
+            raise invalid("stream_topk: the stream is closed")
+        row = cv.context_1d(h)
+        try:
+            await self._call.write(cv.topk_request(self._model, [row], self._k, self._ef,
+                                                   self._words, self._probs, False, 0))
+            resp = await self._call.read()
+        except grpc.RpcError as e:
+            self._closed = True
+            raise from_rpc_error(e, "StreamTopK") from None
+        if resp is grpc.aio.EOF:
+            self._closed = True
+            raise invalid("stream_topk: the server ended the stream")
+        self.steps += 1
+        r = ops.topk_arrays(resp.results, self._words, self._probs)
+        return TopKStep(ids=r.ids[0], logits=r.logits[0],
+                        probs=r.probs[0] if r.probs is not None else None,
+                        tail_mass=float(r.tail_mass[0]) if r.tail_mass is not None else None,
+                        words=r.words[0] if r.words is not None else None)
+
+    async def close(self) -> None:
+        """Ends the stream."""
+        if not self._closed:
+            self._closed = True
+            try:
+                await self._call.done_writing()
+                while await self._call.read() is not grpc.aio.EOF:
+                    pass
+            except grpc.RpcError:
+                pass
+
+    async def __aenter__(self) -> "AsyncTopKStream":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()

@@ -1,0 +1,430 @@
+"""zoomd.Client: the blocking client (one gRPC channel; safe to share between
+threads)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import grpc
+
+from zoomd import _convert as cv
+from zoomd import _ops as ops
+from zoomd._channel import channel_args, metadata
+from zoomd._progress import Progress
+from zoomd._proto import decoder_pb2
+from zoomd.errors import DeadlineExceeded, ZoomError, from_rpc_error, invalid
+from zoomd.models import (CollectionInfo, ImportResult, IndexSpec, ModelInfo, Record,
+                          SearchKnobs, SearchResult, ServerInfo, TopKResult, TopKStep)
+
+__all__ = ["Client", "TopKStream"]
+
+_Deadline = Optional[float]
+
+
+class Client:
+    """A blocking client of one zoomd server.
+
+    target: "host:port". api_key: sent as ``authorization: Bearer KEY`` (else
+    $ZOOM_API_KEY if set). tls: None (plaintext), True (the system's CA
+    roots), a CA file path, a :class:`zoomd.TLS` or grpc credentials.
+    timeout: the default deadline of each call in seconds (None: none; each
+    method's ``timeout`` overrides it). retry: a :class:`zoomd.RetryPolicy`
+    (UNAVAILABLE only; reads by default, writes only with retry_writes).
+    channel: an existing grpc.Channel to use instead of target/tls.
+
+    Use as a context manager or call close(). Vectors go in as numpy arrays
+    (float32, or uint8 for uint8 collections) or lists; the client checks
+    their shape, dimension and values before a request goes out, from the
+    collection's info (fetched once per collection, then cached).
+    """
+
+    def __init__(self, target: str = "127.0.0.1:50051", api_key: Optional[str] = None,
+                 tls: Any = None, timeout: Optional[float] = None,
+                 retry: Optional[ops.RetryPolicy] = None,
+                 channel: Optional[grpc.Channel] = None) -> None:
+        self._metadata = tuple(metadata(api_key))
+        if channel is None:
+            creds, options = channel_args(tls)
+            channel = (grpc.secure_channel(target, creds, options=options) if creds is not None
+                       else grpc.insecure_channel(target, options=options))
+        self._channel = channel
+        self.timeout = timeout
+        self.retry = retry if retry is not None else ops.RetryPolicy()
+        self._unary: Dict[str, Any] = {
+            m: channel.unary_unary(m, request_serializer=None,
+                                   response_deserializer=t.FromString)
+            for m, t in ops.UNARY.items()}
+        self._health = channel.unary_unary(ops.HEALTH_CHECK)
+        self._import = channel.stream_unary(
+            ops.IMPORT, response_deserializer=ops.zoom_pb2.ImportResponse.FromString)
+        self._stream_topk = channel.stream_stream(
+            ops.STREAM_TOPK, response_deserializer=decoder_pb2.TopKResponse.FromString)
+        self._shapes: Dict[str, ops.Shape] = {}
+        self._lock = threading.Lock()
+
+    # ---- Plumbing --------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes the channel (calls in flight are cancelled)."""
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _deadline(self, timeout: _Deadline) -> Optional[float]:
+        t = self.timeout if timeout is None else timeout
+        return None if t is None else time.monotonic() + t
+
+    def _run(self, op: ops.Op, timeout: _Deadline = None) -> Any:
+        deadline = self._deadline(timeout)
+        call = self._unary[op.method]
+        attempt = 0
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise DeadlineExceeded(f"the deadline passed before {op.name} was sent",
+                                       client_side=True, method=op.name)
+            try:
+                resp = call(op.request, timeout=left, metadata=self._metadata)
+                return op.read(resp)
+            except grpc.RpcError as e:
+                code = e.code() if hasattr(e, "code") else None
+                if self.retry.allows(op, code, attempt):
+                    pause = self.retry.delay(attempt)
+                    if deadline is None or time.monotonic() + pause < deadline:
+                        attempt += 1
+                        time.sleep(pause)
+                        continue
+                if op.collection and code in (grpc.StatusCode.NOT_FOUND,
+                                              grpc.StatusCode.INVALID_ARGUMENT):
+                    self._shapes.pop(op.collection, None)
+                raise from_rpc_error(e, op.name) from None
+
+    def _shape(self, name: str, timeout: _Deadline = None) -> ops.Shape:
+        shape = self._shapes.get(name)
+        if shape is None:
+            info = self.get_collection(name, timeout=timeout)
+            shape = (info.dim, info.dtype)
+        return shape
+
+    def _checked(self, name: str, build: Any, timeout: _Deadline) -> ops.Op:
+        """build(shape) with the cached shape; on a client-side shape error,
+        once more with the shape fetched afresh (the collection may have been
+        re-created with another dimension)."""
+        try:
+            return build(self._shape(name, timeout))
+        except ZoomError as e:
+            if not e.stale_shape or name not in self._shapes:
+                raise
+            self._shapes.pop(name, None)
+            return build(self._shape(name, timeout))
+
+    # ---- The server --------------------------------------------------------------------
+
+    def health(self, service: str = "", timeout: _Deadline = None) -> str:
+        """The gRPC health status: "SERVING", "NOT_SERVING" (e.g. still
+        recovering at start-up) or "SERVICE_UNKNOWN"."""
+        deadline = self._deadline(timeout)
+        try:
+            data = self._health(cv.health_request(service), metadata=self._metadata,
+                                timeout=None if deadline is None else deadline - time.monotonic())
+        except grpc.RpcError as e:
+            raise from_rpc_error(e, "Health.Check") from None
+        return cv.health_status(data)
+
+    def server_info(self, timeout: _Deadline = None) -> ServerInfo:
+        """The server's version, SIMD level and start time."""
+        return self._run(ops.server_info(), timeout)
+
+    def server_version(self, timeout: _Deadline = None) -> str:
+        """The server's version, e.g. "0.1.0"."""
+        return self.server_info(timeout).version
+
+    # ---- Collections -------------------------------------------------------------------
+
+    def create_collection(self, name: str, dim: int, metric: str = "cosine",
+                          dtype: str = "float32", index: Optional[IndexSpec] = None,
+                          default_knobs: Union[None, SearchKnobs, Mapping[str, int]] = None,
+                          timeout: _Deadline = None) -> CollectionInfo:
+        """Creates a collection. metric: "l2" (score: squared distance, lower
+        is better), "ip" or "cosine" (higher is better). dtype: "float32" or
+        "uint8". index: how the preview is built (IndexSpec; defaults: the
+        server's). default_knobs: the collection's search defaults
+        (SearchKnobs or {"ef":, "nprobe":, "rerank":}). AlreadyExists if taken."""
+        info = self._run(ops.create_collection(name, dim, metric, dtype, index, default_knobs),
+                         timeout)
+        self._shapes[name] = (info.dim, info.dtype)
+        return info
+
+    def get_collection(self, name: str, timeout: _Deadline = None) -> CollectionInfo:
+        """A collection's spec and state. NotFound if there is none."""
+        info = self._run(ops.get_collection(name), timeout)
+        self._shapes[name] = (info.dim, info.dtype)
+        return info
+
+    def list_collections(self, timeout: _Deadline = None) -> List[CollectionInfo]:
+        """Every collection's info."""
+        return self._run(ops.list_collections(), timeout)
+
+    def drop_collection(self, name: str, timeout: _Deadline = None) -> None:
+        """Deletes a collection and its files. NotFound if there is none."""
+        self._shapes.pop(name, None)
+        self._run(ops.drop_collection(name), timeout)
+
+    def build_index(self, name: str, wait: bool = True,
+                    timeout: _Deadline = None) -> CollectionInfo:
+        """Builds (or rebuilds) the collection's index from its points; with
+        wait, returns once it serves. A build already running counts as this one."""
+        return self._run(ops.build_index(name, wait), timeout)
+
+    def compact(self, name: str, timeout: _Deadline = None) -> CollectionInfo:
+        """Rewrites the collection without its deleted points (searches go on)."""
+        return self._run(ops.compact(name), timeout)
+
+    def create_field_index(self, name: str, field: str, type: str = "keyword",
+                           wait: bool = True, timeout: _Deadline = None) -> CollectionInfo:
+        """An in-RAM payload index on `field` (keyword, integer, float, bool or
+        geo), built over the existing points (wait: before returning) and kept
+        current by every write."""
+        return self._run(ops.create_field_index(name, field, type, wait), timeout)
+
+    def delete_field_index(self, name: str, field: str,
+                           timeout: _Deadline = None) -> CollectionInfo:
+        """Drops a payload index (filters on the field then scan the payloads)."""
+        return self._run(ops.delete_field_index(name, field), timeout)
+
+    # ---- Points --------------------------------------------------------------------------
+
+    def upsert(self, name: str, ids: Any, vectors: Any,
+               payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
+               raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
+               timeout: _Deadline = None) -> int:
+        """Inserts or replaces points: ids (n uint64), vectors (n, dim) as a
+        numpy array or lists, payloads (n dicts or None: the typed payload,
+        replaced), raw_payloads (n opaque bytes). Durable when it returns.
+        Returns the points written. Not retried unless retry.retry_writes."""
+        return self._run(self._checked(
+            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads), timeout),
+            timeout)
+
+    def delete(self, name: str, ids: Any = None, filter: cv.FilterLike = None,
+               timeout: _Deadline = None) -> int:
+        """Deletes the points with these ids, or every point passing `filter`
+        (exactly one of the two). Returns how many existed."""
+        return self._run(ops.delete(name, ids, filter), timeout)
+
+    def get(self, name: str, ids: Any, with_vectors: bool = False, with_payload: bool = True,
+            timeout: _Deadline = None) -> List[Record]:
+        """The points with these ids, in request order (missing ids left out);
+        vectors as float32 arrays when with_vectors."""
+        return self._run(ops.get(name, ids, with_vectors, with_payload), timeout)
+
+    def set_payload(self, name: str, ids: Any, payload: Mapping[str, Any],
+                    overwrite: bool = False, timeout: _Deadline = None) -> int:
+        """Sets these fields of the points' typed payloads (overwrite: replaces
+        all their fields); vectors untouched. Returns the points changed."""
+        return self._run(ops.set_payload(name, ids, payload, overwrite), timeout)
+
+    def delete_payload(self, name: str, ids: Any, keys: Optional[Sequence[str]] = None,
+                       timeout: _Deadline = None) -> int:
+        """Removes the named fields (every field without keys). Returns the points changed."""
+        return self._run(ops.delete_payload(name, ids, keys), timeout)
+
+    def count(self, name: str, filter: cv.FilterLike = None, timeout: _Deadline = None) -> int:
+        """The live points (passing `filter`), exact."""
+        return self._run(ops.count(name, filter), timeout)
+
+    def scroll(self, name: str, filter: cv.FilterLike = None, offset: int = 0,
+               limit: int = 100, with_payload: bool = True, with_vectors: bool = False,
+               timeout: _Deadline = None) -> Tuple[List[Record], Optional[int]]:
+        """A page of the points (passing `filter`) with id >= offset, ascending;
+        returns (points, next_offset), next_offset None on the last page."""
+        return self._run(ops.scroll(name, filter, offset, limit, with_payload, with_vectors),
+                         timeout)
+
+    def import_points(self, name: str, vectors: Any, ids: Any = None,
+                      payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
+                      raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
+                      batch_size: Optional[int] = None, progress: bool = True,
+                      start_id: int = 0, timeout: _Deadline = None) -> ImportResult:
+        """Bulk load through the client-streaming Import: `vectors` is an
+        (n, dim) array, a .fvecs/.bvecs path (memory-mapped), or an iterator
+        of batches (arrays, or (ids, vectors[, payloads]) tuples). ids default
+        to start_id + the row number. Each batch is durable before the next is
+        read (the server's flow control). progress: a tqdm bar (or a line a
+        second) and the rate at the end, on stderr. Not retried."""
+        shape = self._shape(name, timeout)
+        bs = int(batch_size) if batch_size else ops.default_batch(shape[0])
+        total, batches = ops.import_source(vectors, ids, payloads, raw_payloads, start_id, bs)
+        bar = Progress(total, progress)
+        failure: List[BaseException] = []
+
+        def messages() -> Iterator[bytes]:
+            try:
+                for i, batch in enumerate(batches):
+                    n, body = ops.import_message(name, shape, batch, i == 0)
+                    yield body
+                    bar.update(n)
+            except BaseException as e:
+                # Raised on gRPC's thread, which cancels the call (the server
+                # then keeps only the batches before); re-raised below as is.
+                failure.append(e)
+                raise
+
+        deadline = self._deadline(timeout)
+        try:
+            resp = self._import(messages(), metadata=self._metadata,
+                                timeout=None if deadline is None else deadline - time.monotonic())
+        except grpc.RpcError as e:
+            bar.close()
+            if failure:
+                raise failure[0] from None
+            raise from_rpc_error(e, "Import") from None
+        if failure:
+            bar.close()
+            raise failure[0]
+        secs = bar.close(resp.imported)
+        return ImportResult(imported=resp.imported, seconds=secs)
+
+    # ---- Search ----------------------------------------------------------------------------
+
+    def search(self, name: str, vector: Any, k: int = 10, ef: Optional[int] = None,
+               nprobe: Optional[int] = None, rerank: Optional[int] = None,
+               preview_only: bool = False, exact: bool = False, with_payload: bool = False,
+               with_vectors: bool = False, filter: cv.FilterLike = None,
+               timeout: _Deadline = None, allow_partial: bool = False) -> SearchResult:
+        """The k nearest points to `vector` (1-d, the collection's dim), best
+        first, as a list of ScoredPoint with ``.stats``. ef / nprobe / rerank
+        (K') override the collection's knobs; preview_only skips the SSD
+        re-rank; exact is brute force; filter: Qdrant's shape as a dict
+        ({"must": [{"key": "tag", "match": {"value": "a"}}]}) or a Filter
+        proto; allow_partial: under a tight deadline answer with the preview
+        ranking (stats.degraded) rather than DeadlineExceeded."""
+        op = self._checked(name, lambda s: ops.search(
+            name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
+            with_vectors, filter, allow_partial), timeout)
+        return self._run(op, timeout)
+
+    def search_batch(self, name: str, vectors: Any, k: int = 10, ef: Optional[int] = None,
+                     nprobe: Optional[int] = None, rerank: Optional[int] = None,
+                     preview_only: bool = False, exact: bool = False,
+                     with_payload: bool = False, with_vectors: bool = False,
+                     filter: cv.FilterLike = None, timeout: _Deadline = None,
+                     allow_partial: bool = False) -> List[SearchResult]:
+        """search() for each row of `vectors` (n, dim) in one call (the same
+        knobs and filter for all); a list of n results."""
+        op = self._checked(name, lambda s: ops.search_batch(
+            name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
+            with_vectors, filter, allow_partial), timeout)
+        return self._run(op, timeout)
+
+    # ---- Snapshots -------------------------------------------------------------------------
+
+    def create_snapshot(self, name: str, timeout: _Deadline = None) -> Any:
+        """A consistent snapshot of the collection on the server (SnapshotInfo proto)."""
+        return self._run(ops.create_snapshot(name), timeout)
+
+    def list_snapshots(self, name: str, timeout: _Deadline = None) -> List[Any]:
+        """The collection's snapshots, newest first (SnapshotInfo protos)."""
+        return self._run(ops.list_snapshots(name), timeout)
+
+    def delete_snapshot(self, name: str, snapshot: str, timeout: _Deadline = None) -> None:
+        """Deletes one snapshot of the collection."""
+        self._run(ops.delete_snapshot(name, snapshot), timeout)
+
+    # ---- Decoder ---------------------------------------------------------------------------
+
+    def load_model(self, name: str, dir: str, m: int = 0, ef_construction: int = 0,
+                   wait: bool = True, timeout: _Deadline = None) -> ModelInfo:
+        """Loads a language model's softmax (a directory on the server, under
+        its --models_dir) and builds or loads its FGD graph; wait: until it serves."""
+        return self._run(ops.load_model(name, dir, m, ef_construction, wait), timeout)
+
+    def list_models(self, timeout: _Deadline = None) -> List[ModelInfo]:
+        """The models loading or serving."""
+        return self._run(ops.list_models(), timeout)
+
+    def unload_model(self, name: str, timeout: _Deadline = None) -> None:
+        """Unloads a model."""
+        self._run(ops.unload_model(name), timeout)
+
+    def topk(self, model: str, contexts: Any, k: int = 10, ef: int = 0,
+             return_words: bool = False, return_probs: bool = False, exact: bool = False,
+             tail_samples: int = 0, timeout: _Deadline = None) -> TopKResult:
+        """The k largest logits for each context (an (n, d) array of hidden
+        states): ids and logits (n, k), with probs and tail_mass when
+        return_probs, words when return_words. exact: the full softmax."""
+        return self._run(ops.topk(model, contexts, k, ef, return_words, return_probs, exact,
+                                  tail_samples), timeout)
+
+    def stream_topk(self, model: str, k: int = 10, ef: int = 0, return_words: bool = False,
+                    return_probs: bool = False, timeout: _Deadline = None) -> "TopKStream":
+        """A decoding loop's stream: ``with client.stream_topk("ptb") as s:
+        step = s.step(h)``, one request and answer per step on one open call
+        (no per-call setup). timeout bounds the whole stream."""
+        return TopKStream(self, model, k, ef, return_words, return_probs, timeout)
+
+
+_END = object()
+
+
+class TopKStream:
+    """One StreamTopK call: step(h) sends a context and returns its top k."""
+
+    def __init__(self, client: Client, model: str, k: int, ef: int, return_words: bool,
+                 return_probs: bool, timeout: _Deadline) -> None:
+        cv.topk_request(model, [], k, ef, return_words, return_probs, False, 0)  # checks
+        self._model, self._k, self._ef = model, k, ef
+        self._words, self._probs = return_words, return_probs
+        self._queue: "queue.Queue[Any]" = queue.Queue()
+        deadline = client._deadline(timeout)
+        self._call = client._stream_topk(
+            iter(self._queue.get, _END), metadata=client._metadata,
+            timeout=None if deadline is None else deadline - time.monotonic())
+        self._closed = False
+        self.steps = 0
+
+    def step(self, h: Any) -> TopKStep:
+        """The top k of one context h (1-d, the model's dim)."""
+        if self._closed:
+            raise invalid("stream_topk: the stream is closed")
+        row = cv.context_1d(h)
+        self._queue.put(cv.topk_request(self._model, [row], self._k, self._ef, self._words,
+                                        self._probs, False, 0))
+        try:
+            resp = next(self._call)
+        except grpc.RpcError as e:
+            self._closed = True
+            raise from_rpc_error(e, "StreamTopK") from None
+        except StopIteration:
+            self._closed = True
+            raise invalid("stream_topk: the server ended the stream") from None
+        self.steps += 1
+        r = ops.topk_arrays(resp.results, self._words, self._probs)
+        return TopKStep(ids=r.ids[0], logits=r.logits[0],
+                        probs=r.probs[0] if r.probs is not None else None,
+                        tail_mass=float(r.tail_mass[0]) if r.tail_mass is not None else None,
+                        words=r.words[0] if r.words is not None else None)
+
+    def close(self) -> None:
+        """Ends the stream (the server sees the end of its requests)."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(_END)
+            try:
+                for _ in self._call:
+                    pass
+            except grpc.RpcError:
+                pass
+
+    def __enter__(self) -> "TopKStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,233 @@
+"""The values the zoomd client takes and returns (plain dataclasses)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+__all__ = [
+    "IndexSpec",
+    "SearchKnobs",
+    "FieldIndexInfo",
+    "CollectionInfo",
+    "QueryStats",
+    "ScoredPoint",
+    "Record",
+    "SearchResult",
+    "ImportResult",
+    "ModelInfo",
+    "TopKResult",
+    "TopKStep",
+    "ServerInfo",
+    "GeoPoint",
+    "Payload",
+]
+
+#: A point's typed payload: field name -> str, int, float, bool, None, a geo
+#: point ({"lat": .., "lon": ..}) or a list of those.
+Payload = Dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GeoPoint:
+    """A geo point for a payload (a {"lat": .., "lon": ..} dict works too)."""
+    lat: float
+    lon: float
+
+
+@dataclass
+class IndexSpec:
+    """How a collection's preview is built; zero fields take the server's defaults.
+
+    kind: "ivf_hnsw_pq" (the Zoom paper's layout: HNSW over k-means
+    centroids) or "hnsw_pq" (HNSW over all vectors, PQ distances).
+    m: HNSW links per node (16). ef_construction: 200. pq_m: PQ bytes per
+    vector (about dim / 2). pq_nbits: 8, or 4 (ivf_hnsw_pq: the SIMD fast
+    scan). nlist: clusters (about 4 sqrt(n)). opq: learn a rotation first.
+    compact_links: hnsw_pq's level-0 links bit-packed.
+    """
+    kind: str = "ivf_hnsw_pq"
+    m: int = 0
+    ef_construction: int = 0
+    pq_m: int = 0
+    pq_nbits: int = 0
+    nlist: int = 0
+    opq: bool = False
+    compact_links: bool = False
+
+
+@dataclass
+class SearchKnobs:
+    """Search knobs; zero takes the collection's (or the server's) default.
+
+    ef: the HNSW beam. nprobe: ivf_hnsw_pq lists scanned. rerank: K', the
+    candidates whose full vectors are read from the SSD and re-ranked.
+    """
+    ef: int = 0
+    nprobe: int = 0
+    rerank: int = 0
+
+
+@dataclass
+class FieldIndexInfo:
+    """A payload index: its field, type, whether it is built, its points and RAM."""
+    field: str
+    type: str
+    ready: bool
+    points: int
+    bytes: int
+
+
+@dataclass
+class CollectionInfo:
+    """A collection: its spec and state (GetCollection)."""
+    name: str
+    dim: int
+    metric: str
+    dtype: str
+    index: IndexSpec
+    default_knobs: SearchKnobs
+    points: int
+    deleted_points: int
+    stored_records: int
+    index_state: str
+    indexed_points: int
+    resident_bytes: int
+    disk_bytes: int
+    build_progress: float
+    index_error: str
+    compaction_error: str
+    field_indexes: List[FieldIndexInfo] = field(default_factory=list)
+
+
+@dataclass
+class QueryStats:
+    """How one query was answered (the server's QueryStats).
+
+    ssd_reads: full vectors read for the re-rank. candidates: K' actually
+    re-ranked. degraded: the preview's ranking (allow_partial under a
+    deadline). filter_strategy: "exact", "match_scan", "filtered_preview"
+    or "post_filter" (empty without a filter); filter_matches: the points
+    that pass it; filter_scan: the filter was evaluated from the stored
+    payloads (a field without a ready index; `warning` names it).
+    """
+    preview_us: int = 0
+    fullview_us: int = 0
+    rerank_us: int = 0
+    ssd_reads: int = 0
+    bytes_read: int = 0
+    candidates: int = 0
+    distance_evals: int = 0
+    cache_hits: int = 0
+    degraded: bool = False
+    exact: bool = False
+    filter_strategy: str = ""
+    filter_matches: int = 0
+    filter_expansions: int = 0
+    filter_scan: bool = False
+    warning: str = ""
+
+
+@dataclass
+class ScoredPoint:
+    """One search hit. score: squared L2 distance (lower is better) or inner
+    product / cosine similarity (higher is better), as the collection's metric.
+    payload: the typed payload (with_payload), raw_payload: the opaque bytes,
+    vector: a float32 array (with_vectors)."""
+    id: int
+    score: float
+    payload: Optional[Payload] = None
+    vector: Optional[np.ndarray] = None
+    raw_payload: bytes = b""
+
+
+@dataclass
+class Record:
+    """A stored point (get, scroll)."""
+    id: int
+    vector: Optional[np.ndarray] = None
+    payload: Optional[Payload] = None
+    raw_payload: bytes = b""
+
+
+class SearchResult(List[ScoredPoint]):
+    """The hits of one query, best first (a list), with the query's ``stats``."""
+
+    def __init__(self, hits: List[ScoredPoint], stats: QueryStats) -> None:
+        super().__init__(hits)
+        self.stats = stats
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The hits' ids as a uint64 array."""
+        return np.fromiter((h.id for h in self), dtype=np.uint64, count=len(self))
+
+    @property
+    def scores(self) -> np.ndarray:
+        """The hits' scores as a float32 array."""
+        return np.fromiter((h.score for h in self), dtype=np.float32, count=len(self))
+
+    def __repr__(self) -> str:
+        return f"SearchResult({list.__repr__(self)}, stats={self.stats!r})"
+
+
+@dataclass
+class ImportResult:
+    """What import_points did: points the server stored, seconds, the rate."""
+    imported: int
+    seconds: float
+
+    @property
+    def points_per_s(self) -> float:
+        return self.imported / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass
+class ModelInfo:
+    """A Decoder model (load_model, list_models)."""
+    name: str
+    dir: str
+    vocab_size: int
+    dim: int
+    graph_bytes: int
+    resident_bytes: int
+    state: str
+    progress: float
+    error: str
+    m: int
+    ef_construction: int
+    graph_from_cache: bool
+
+
+@dataclass
+class TopKResult:
+    """topk over n contexts: ids and logits (n, k); probs (n, k) and tail_mass
+    (n,) with return_probs (the softmax over the k returned, and the estimated
+    mass outside them; with exact=True over the whole vocabulary); words
+    (n lists of k) with return_words; micros: the server's time per context."""
+    ids: np.ndarray
+    logits: np.ndarray
+    probs: Optional[np.ndarray] = None
+    tail_mass: Optional[np.ndarray] = None
+    words: Optional[List[List[str]]] = None
+    micros: Optional[np.ndarray] = None
+
+
+@dataclass
+class TopKStep:
+    """One decoding step of stream_topk: the k best words of one context."""
+    ids: np.ndarray
+    logits: np.ndarray
+    probs: Optional[np.ndarray] = None
+    tail_mass: Optional[float] = None
+    words: Optional[List[str]] = None
+
+
+@dataclass
+class ServerInfo:
+    """The server's version, its SIMD level, when it started (unix ms)."""
+    version: str
+    simd_level: str
+    started_unix_ms: int
