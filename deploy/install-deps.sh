@@ -25,12 +25,13 @@ BUILD_PKGS=(
 # dashboard's queries against a real zoomd); the openssl CLI makes the TLS
 # tests' certificates; clang-14 and its runtimes build the libFuzzer targets;
 # the Python client (client/python) and its tests and examples use Debian's
-# grpcio, protobuf, numpy, pytest(-asyncio), tqdm and matplotlib.
+# grpcio, protobuf, numpy, pytest(-asyncio), tqdm and matplotlib (and pip and
+# venv: test_install.py installs the package without a package index).
 TEST_PKGS=(
   fio python3 python3-yaml python3-seccomp prometheus curl openssl
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   python3-grpcio python3-protobuf python3-numpy python3-pytest python3-pytest-asyncio
-  python3-tqdm python3-matplotlib
+  python3-tqdm python3-matplotlib python3-pip python3-venv
 )
 # Shared libraries of a built zoomd (the Docker runtime stage uses these).
 RUNTIME_PKGS=(

@@ -65,6 +65,7 @@ class Server:
             [_binary("ZOOMD_BINARY", "build/server/main/zoomd"), "--data_dir", str(root / "data"),
              "--grpc_address", "127.0.0.1:0", "--metrics_address", "127.0.0.1:0",
              "--port_file", str(port_file), "--models_dir", str(self.models), "--threads", "4",
+             "--snapshots_dir", str(root / "snapshots"),
              "--auto_build_points", "1000000000"],
             stdout=self.log, stderr=subprocess.STDOUT)
         # Bounded wait for the port file (written once serving).

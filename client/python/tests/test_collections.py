@@ -47,3 +47,15 @@ def test_build_compact_and_field_indexes(client, name, sift):
     assert fi["tag"].type == "keyword" and fi["tag"].ready
     info = client.delete_field_index(name, "tag")
     assert "tag" not in [f.field for f in info.field_indexes]
+
+
+def test_snapshots(client, name):
+    client.create_collection(name, dim=4, metric="l2")
+    client.upsert(name, [1, 2, 3], [[0, 0, 0, 1], [0, 0, 1, 0], [0, 1, 0, 0]])
+    snap = client.create_snapshot(name)
+    assert snap.collection == name and snap.points == 3 and len(snap.sha256) == 64
+    assert [s.name for s in client.list_snapshots(name)] == [snap.name]
+    client.delete_snapshot(name, snap.name)
+    assert client.list_snapshots(name) == []
+    with pytest.raises(zoomd.NotFound):
+        client.delete_snapshot(name, snap.name)

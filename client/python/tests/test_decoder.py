@@ -75,3 +75,14 @@ async def test_async_stream_topk(server, model):
                 assert len(step.words) == 3
         r = await a.topk("tiny", np.ones((2, MODEL_D)), k=3)
         assert r.ids.shape == (2, 3)
+
+
+def test_load_and_unload_another_model(client, model):
+    info = client.load_model("tiny_unload", "tiny", m=8, ef_construction=40, wait=True)
+    assert info.state == "serving" and info.m == 8 and info.graph_bytes > 0
+    client.unload_model("tiny_unload")
+    assert "tiny_unload" not in [m.name for m in client.list_models()]
+    with pytest.raises(zoomd.NotFound):
+        client.unload_model("tiny_unload")
+    with pytest.raises(zoomd.InvalidArgument):
+        client.load_model("bad", "../../etc")  # outside --models_dir
