@@ -45,10 +45,12 @@ def test_server_errors_map_to_exceptions(client, name):
         client.search(name, np.zeros(4), timeout=0)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _refusing_port():
+    """A port bound but not listening: connections are refused for as long as
+    the socket lives, and no other process can take the port meanwhile."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s, s.getsockname()[1]
 
 
 class Attempts(grpc.UnaryUnaryClientInterceptor):
@@ -62,8 +64,8 @@ class Attempts(grpc.UnaryUnaryClientInterceptor):
 
 def test_retries_only_reads_on_unavailable():
     counter = Attempts()
-    channel = grpc.intercept_channel(grpc.insecure_channel(f"127.0.0.1:{_free_port()}"),
-                                     counter)
+    sock, port = _refusing_port()
+    channel = grpc.intercept_channel(grpc.insecure_channel(f"127.0.0.1:{port}"), counter)
     policy = zoomd.RetryPolicy(attempts=3, initial_backoff=0.01, max_backoff=0.02)
     c = zoomd.Client(channel=channel, retry=policy, timeout=30)
     with pytest.raises(zoomd.Unavailable):
@@ -80,6 +82,7 @@ def test_retries_only_reads_on_unavailable():
         c.upsert("x", [1], np.zeros((1, 4)))
     assert counter.n == 3
     c.close()
+    sock.close()
 
 
 def test_api_keys(server, tmp_path):
