@@ -7,6 +7,7 @@ bytes."""
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -15,8 +16,8 @@ import numpy as np
 
 from zoomd import _convert as cv
 from zoomd._proto import decoder_pb2, zoom_pb2
-from zoomd.errors import invalid
-from zoomd.models import IndexSpec, Record, SearchKnobs, SearchResult, TopKResult
+from zoomd.errors import DeadlineExceeded, ZoomError, from_rpc_error, invalid
+from zoomd.models import IndexSpec, Record, SearchKnobs, SearchResult, TopKResult, TopKStep
 
 _VS = "/zoom.v1.VectorSearch/"
 _DEC = "/zoom.v1.Decoder/"
@@ -397,3 +398,86 @@ def import_message(name: str, shape: Shape, batch: Any, first: bool) -> Tuple[in
     mat = cv.matrix_2d(vec, shape[0], shape[1])
     id_list = cv.ids_array(bid, mat.shape[0])
     return mat.shape[0], cv.points_message(name if first else "", id_list, mat, pl, raw)
+
+
+# ---- What both clients share -------------------------------------------------------------
+
+class Base:
+    """The state and plumbing of Client and AsyncClient: a channel's
+    multi-callables (the sync and the grpc.aio channel have the same API),
+    the metadata, the default timeout, the retry policy and the cached
+    collection shapes."""
+
+    def __init__(self, channel: Any, md: Sequence[Tuple[str, str]], timeout: Optional[float],
+                 retry: Optional[RetryPolicy]) -> None:
+        self._channel = channel
+        self._metadata = tuple(md)
+        self.timeout = timeout
+        self.retry = retry if retry is not None else RetryPolicy()
+        self._unary: Dict[str, Any] = {
+            m: channel.unary_unary(m, request_serializer=None, response_deserializer=t.FromString)
+            for m, t in UNARY.items()}
+        self._health = channel.unary_unary(HEALTH_CHECK)
+        self._import = channel.stream_unary(
+            IMPORT, response_deserializer=zoom_pb2.ImportResponse.FromString)
+        self._stream_topk = channel.stream_stream(
+            STREAM_TOPK, response_deserializer=decoder_pb2.TopKResponse.FromString)
+        self._shapes: Dict[str, Shape] = {}
+
+    def _deadline(self, timeout: Optional[float]) -> Optional[float]:
+        t = self.timeout if timeout is None else timeout
+        return None if t is None else time.monotonic() + t
+
+    @staticmethod
+    def _left(op_name: str, deadline: Optional[float]) -> Optional[float]:
+        """Seconds to the deadline; DeadlineExceeded (nothing sent) once it passed."""
+        if deadline is None:
+            return None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineExceeded(f"the deadline passed before {op_name} was sent",
+                                   client_side=True, method=op_name)
+        return left
+
+    def _pause(self, op: Op, err: grpc.RpcError, attempt: int, deadline: Optional[float]) -> float:
+        """After a failed attempt: the pause before the next one, or the
+        failure raised as a ZoomError (forgetting the collection's cached shape
+        when the server did not know it or refused the input)."""
+        code = err.code() if hasattr(err, "code") else None
+        if self.retry.allows(op, code, attempt):
+            pause = self.retry.delay(attempt)
+            if deadline is None or time.monotonic() + pause < deadline:
+                return pause
+        if op.collection and code in (grpc.StatusCode.NOT_FOUND,
+                                      grpc.StatusCode.INVALID_ARGUMENT):
+            self._shapes.pop(op.collection, None)
+        raise from_rpc_error(err, op.name) from None
+
+    def _retry_shape(self, name: str, err: ZoomError) -> None:
+        """A client-side error from a cached shape: forget it (the caller
+        builds once more with the info re-read); any other: raise it."""
+        if not err.stale_shape or name not in self._shapes:
+            raise err
+        self._shapes.pop(name, None)
+
+
+class StepRequests:
+    """The fixed part of a StreamTopK stream: its checked arguments, each
+    step's request, and the reading of its answer (sync and asyncio streams)."""
+
+    def __init__(self, model: str, k: int, ef: int, return_words: bool,
+                 return_probs: bool) -> None:
+        cv.topk_request(model, [], k, ef, return_words, return_probs, False, 0)  # checks
+        self.model, self.k, self.ef = model, k, ef
+        self.words, self.probs = return_words, return_probs
+
+    def request(self, h: Any) -> bytes:
+        return cv.topk_request(self.model, [cv.context_1d(h)], self.k, self.ef, self.words,
+                               self.probs, False, 0)
+
+    def read(self, resp: decoder_pb2.TopKResponse) -> TopKStep:
+        r = topk_arrays(resp.results, self.words, self.probs)
+        return TopKStep(ids=r.ids[0], logits=r.logits[0],
+                        probs=r.probs[0] if r.probs is not None else None,
+                        tail_mass=float(r.tail_mass[0]) if r.tail_mass is not None else None,
+                        words=r.words[0] if r.words is not None else None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 import grpc.aio
@@ -14,8 +14,7 @@ from zoomd import _convert as cv
 from zoomd import _ops as ops
 from zoomd._channel import channel_args, metadata
 from zoomd._progress import Progress
-from zoomd._proto import decoder_pb2, zoom_pb2
-from zoomd.errors import DeadlineExceeded, ZoomError, from_rpc_error, invalid
+from zoomd.errors import ZoomError, from_rpc_error, invalid
 from zoomd.models import (CollectionInfo, ImportResult, IndexSpec, ModelInfo, Record,
                           SearchKnobs, SearchResult, ServerInfo, TopKResult, TopKStep)
 
@@ -24,7 +23,7 @@ __all__ = ["AsyncClient", "AsyncTopKStream"]
 _Deadline = Optional[float]
 
 
-class AsyncClient:
+class AsyncClient(ops.Base):
     """The asyncio form of :class:`zoomd.Client`: the same constructor
     arguments and methods, each a coroutine (``await client.search(...)``);
     ``async with zoomd.AsyncClient(...) as client:`` closes it. Many
@@ -34,24 +33,11 @@ class AsyncClient:
                  tls: Any = None, timeout: Optional[float] = None,
                  retry: Optional[ops.RetryPolicy] = None,
                  channel: Optional[grpc.aio.Channel] = None) -> None:
-        self._metadata = tuple(metadata(api_key))
         if channel is None:
             creds, options = channel_args(tls)
             channel = (grpc.aio.secure_channel(target, creds, options=options)
                        if creds is not None else grpc.aio.insecure_channel(target, options=options))
-        self._channel = channel
-        self.timeout = timeout
-        self.retry = retry if retry is not None else ops.RetryPolicy()
-        self._unary: Dict[str, Any] = {
-            m: channel.unary_unary(m, request_serializer=None,
-                                   response_deserializer=t.FromString)
-            for m, t in ops.UNARY.items()}
-        self._health = channel.unary_unary(ops.HEALTH_CHECK)
-        self._import = channel.stream_unary(
-            ops.IMPORT, response_deserializer=zoom_pb2.ImportResponse.FromString)
-        self._stream_topk = channel.stream_stream(
-            ops.STREAM_TOPK, response_deserializer=decoder_pb2.TopKResponse.FromString)
-        self._shapes: Dict[str, ops.Shape] = {}
+        super().__init__(channel, metadata(api_key), timeout, retry)
 
     # ---- Plumbing --------------------------------------------------------------------
 
@@ -65,34 +51,17 @@ class AsyncClient:
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    def _deadline(self, timeout: _Deadline) -> Optional[float]:
-        t = self.timeout if timeout is None else timeout
-        return None if t is None else time.monotonic() + t
-
     async def _run(self, op: ops.Op, timeout: _Deadline = None) -> Any:
         deadline = self._deadline(timeout)
         call = self._unary[op.method]
         attempt = 0
         while True:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise DeadlineExceeded(f"the deadline passed before {op.name} was sent",
-                                       client_side=True, method=op.name)
             try:
-                resp = await call(op.request, timeout=left, metadata=self._metadata)
-                return op.read(resp)
+                return op.read(await call(op.request, timeout=self._left(op.name, deadline),
+                                          metadata=self._metadata))
             except grpc.RpcError as e:
-                code = e.code() if hasattr(e, "code") else None
-                if self.retry.allows(op, code, attempt):
-                    pause = self.retry.delay(attempt)
-                    if deadline is None or time.monotonic() + pause < deadline:
-                        attempt += 1
-                        await asyncio.sleep(pause)
-                        continue
-                if op.collection and code in (grpc.StatusCode.NOT_FOUND,
-                                              grpc.StatusCode.INVALID_ARGUMENT):
-                    self._shapes.pop(op.collection, None)
-                raise from_rpc_error(e, op.name) from None
+                await asyncio.sleep(self._pause(op, e, attempt, deadline))
+                attempt += 1
 
     async def _shape(self, name: str, timeout: _Deadline = None) -> ops.Shape:
         shape = self._shapes.get(name)
@@ -105,9 +74,7 @@ class AsyncClient:
         try:
             return build(await self._shape(name, timeout))
         except ZoomError as e:
-            if not e.stale_shape or name not in self._shapes:
-                raise
-            self._shapes.pop(name, None)
+            self._retry_shape(name, e)
             return build(await self._shape(name, timeout))
 
     # ---- The server --------------------------------------------------------------------
@@ -327,9 +294,7 @@ class AsyncTopKStream:
 
     def __init__(self, client: AsyncClient, model: str, k: int, ef: int, return_words: bool,
                  return_probs: bool, timeout: _Deadline) -> None:
-        cv.topk_request(model, [], k, ef, return_words, return_probs, False, 0)  # checks
-        self._model, self._k, self._ef = model, k, ef
-        self._words, self._probs = return_words, return_probs
+        self._steps = ops.StepRequests(model, k, ef, return_words, return_probs)
         deadline = client._deadline(timeout)
         self._call = client._stream_topk(
             metadata=client._metadata,
@@ -341,10 +306,9 @@ class AsyncTopKStream:
         """The top k of one context h (1-d)."""
         if self._closed:
             raise invalid("stream_topk: the stream is closed")
-        row = cv.context_1d(h)
+        req = self._steps.request(h)
         try:
-            await self._call.write(cv.topk_request(self._model, [row], self._k, self._ef,
-                                                   self._words, self._probs, False, 0))
+            await self._call.write(req)
             resp = await self._call.read()
         except grpc.RpcError as e:
             self._closed = True
@@ -353,11 +317,7 @@ class AsyncTopKStream:
             self._closed = True
             raise invalid("stream_topk: the server ended the stream")
         self.steps += 1
-        r = ops.topk_arrays(resp.results, self._words, self._probs)
-        return TopKStep(ids=r.ids[0], logits=r.logits[0],
-                        probs=r.probs[0] if r.probs is not None else None,
-                        tail_mass=float(r.tail_mass[0]) if r.tail_mass is not None else None,
-                        words=r.words[0] if r.words is not None else None)
+        return self._steps.read(resp)
 
     async def close(self) -> None:
         """Ends the stream."""

@@ -4,9 +4,8 @@ threads)."""
 from __future__ import annotations
 
 import queue
-import threading
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -14,8 +13,7 @@ from zoomd import _convert as cv
 from zoomd import _ops as ops
 from zoomd._channel import channel_args, metadata
 from zoomd._progress import Progress
-from zoomd._proto import decoder_pb2
-from zoomd.errors import DeadlineExceeded, ZoomError, from_rpc_error, invalid
+from zoomd.errors import ZoomError, from_rpc_error, invalid
 from zoomd.models import (CollectionInfo, ImportResult, IndexSpec, ModelInfo, Record,
                           SearchKnobs, SearchResult, ServerInfo, TopKResult, TopKStep)
 
@@ -24,7 +22,7 @@ __all__ = ["Client", "TopKStream"]
 _Deadline = Optional[float]
 
 
-class Client:
+class Client(ops.Base):
     """A blocking client of one zoomd server.
 
     target: "host:port". api_key: sent as ``authorization: Bearer KEY`` (else
@@ -45,25 +43,11 @@ class Client:
                  tls: Any = None, timeout: Optional[float] = None,
                  retry: Optional[ops.RetryPolicy] = None,
                  channel: Optional[grpc.Channel] = None) -> None:
-        self._metadata = tuple(metadata(api_key))
         if channel is None:
             creds, options = channel_args(tls)
             channel = (grpc.secure_channel(target, creds, options=options) if creds is not None
                        else grpc.insecure_channel(target, options=options))
-        self._channel = channel
-        self.timeout = timeout
-        self.retry = retry if retry is not None else ops.RetryPolicy()
-        self._unary: Dict[str, Any] = {
-            m: channel.unary_unary(m, request_serializer=None,
-                                   response_deserializer=t.FromString)
-            for m, t in ops.UNARY.items()}
-        self._health = channel.unary_unary(ops.HEALTH_CHECK)
-        self._import = channel.stream_unary(
-            ops.IMPORT, response_deserializer=ops.zoom_pb2.ImportResponse.FromString)
-        self._stream_topk = channel.stream_stream(
-            ops.STREAM_TOPK, response_deserializer=decoder_pb2.TopKResponse.FromString)
-        self._shapes: Dict[str, ops.Shape] = {}
-        self._lock = threading.Lock()
+        super().__init__(channel, metadata(api_key), timeout, retry)
 
     # ---- Plumbing --------------------------------------------------------------------
 
@@ -77,34 +61,17 @@ class Client:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _deadline(self, timeout: _Deadline) -> Optional[float]:
-        t = self.timeout if timeout is None else timeout
-        return None if t is None else time.monotonic() + t
-
     def _run(self, op: ops.Op, timeout: _Deadline = None) -> Any:
         deadline = self._deadline(timeout)
         call = self._unary[op.method]
         attempt = 0
         while True:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                raise DeadlineExceeded(f"the deadline passed before {op.name} was sent",
-                                       client_side=True, method=op.name)
             try:
-                resp = call(op.request, timeout=left, metadata=self._metadata)
-                return op.read(resp)
+                return op.read(call(op.request, timeout=self._left(op.name, deadline),
+                                    metadata=self._metadata))
             except grpc.RpcError as e:
-                code = e.code() if hasattr(e, "code") else None
-                if self.retry.allows(op, code, attempt):
-                    pause = self.retry.delay(attempt)
-                    if deadline is None or time.monotonic() + pause < deadline:
-                        attempt += 1
-                        time.sleep(pause)
-                        continue
-                if op.collection and code in (grpc.StatusCode.NOT_FOUND,
-                                              grpc.StatusCode.INVALID_ARGUMENT):
-                    self._shapes.pop(op.collection, None)
-                raise from_rpc_error(e, op.name) from None
+                time.sleep(self._pause(op, e, attempt, deadline))
+                attempt += 1
 
     def _shape(self, name: str, timeout: _Deadline = None) -> ops.Shape:
         shape = self._shapes.get(name)
@@ -120,9 +87,7 @@ class Client:
         try:
             return build(self._shape(name, timeout))
         except ZoomError as e:
-            if not e.stale_shape or name not in self._shapes:
-                raise
-            self._shapes.pop(name, None)
+            self._retry_shape(name, e)
             return build(self._shape(name, timeout))
 
     # ---- The server --------------------------------------------------------------------
@@ -379,9 +344,7 @@ class TopKStream:
 
     def __init__(self, client: Client, model: str, k: int, ef: int, return_words: bool,
                  return_probs: bool, timeout: _Deadline) -> None:
-        cv.topk_request(model, [], k, ef, return_words, return_probs, False, 0)  # checks
-        self._model, self._k, self._ef = model, k, ef
-        self._words, self._probs = return_words, return_probs
+        self._steps = ops.StepRequests(model, k, ef, return_words, return_probs)
         self._queue: "queue.Queue[Any]" = queue.Queue()
         deadline = client._deadline(timeout)
         self._call = client._stream_topk(
@@ -394,9 +357,7 @@ class TopKStream:
         """The top k of one context h (1-d, the model's dim)."""
         if self._closed:
             raise invalid("stream_topk: the stream is closed")
-        row = cv.context_1d(h)
-        self._queue.put(cv.topk_request(self._model, [row], self._k, self._ef, self._words,
-                                        self._probs, False, 0))
+        self._queue.put(self._steps.request(h))
         try:
             resp = next(self._call)
         except grpc.RpcError as e:
@@ -406,11 +367,7 @@ class TopKStream:
             self._closed = True
             raise invalid("stream_topk: the server ended the stream") from None
         self.steps += 1
-        r = ops.topk_arrays(resp.results, self._words, self._probs)
-        return TopKStep(ids=r.ids[0], logits=r.logits[0],
-                        probs=r.probs[0] if r.probs is not None else None,
-                        tail_mass=float(r.tail_mass[0]) if r.tail_mass is not None else None,
-                        words=r.words[0] if r.words is not None else None)
+        return self._steps.read(resp)
 
     def close(self) -> None:
         """Ends the stream (the server sees the end of its requests)."""
