@@ -16,7 +16,8 @@
 // match_scan, filtered_preview, post_filter), evaluating each query's filter through
 // the payload indexes (counted in its time), the planner swept over nprobe
 // (or ef) x K', and each forced strategy swept the same way (each at its
-// own best knobs; exact has none);
+// own best knobs; exact has none), the chosen configurations then measured
+// in --filter_rounds interleaved rounds per thread count (the median);
 // hnswlib M32 post-filtered and
 // FAISS IVF-HNSW-PQ + refine with an IDSelectorBitmap (bench_baselines.h),
 // swept over their knobs on one thread, their best configuration (the
@@ -70,6 +71,9 @@ ABSL_FLAG(double, filter_budget_s, 3.0,
 ABSL_FLAG(double, filter_two_hop_share, 0.3,
           "filter: hnsw_pq's filtered preview walks two hops below this share (0: never)");
 ABSL_FLAG(bool, filter_baselines, true, "filter: also run hnswlib and FAISS filtered");
+ABSL_FLAG(int, filter_rounds, 5,
+          "filter: the chosen configurations are measured again in this many interleaved "
+          "rounds (each of --filter_budget_s / rounds), the median reported");
 ABSL_FLAG(std::string, filter_cases, "",
           "filter: only the cases whose name contains one of these comma-separated strings "
           "(e.g. \"price<,tag=t0\"; empty: all; the mix then covers those cases only)");
@@ -556,9 +560,17 @@ absl::Status RunFilter(Reporter& rep) {
         return absl::OkStatus();
       };
     };
-    for (const auto& [name, forced] : strategies) {
-      // Every strategy at its own best knobs of the sweep (one thread);
-      // exact's answer does not depend on them.
+    // Every strategy at its own best knobs of a one-thread sweep (exact's
+    // answer does not depend on them); then the chosen configurations
+    // measured again in --filter_rounds interleaved rounds on every
+    // --threads (the round's order rotated), each row the round of median
+    // QPS: the machine's drift hits every strategy alike, and the sweep's
+    // best-of-16 (a maximum of noisy runs) is not what is compared.
+    const int rounds = std::max(1, absl::GetFlag(FLAGS_filter_rounds));
+    std::vector<ZoomKnobs> chosen(strategies.size(), zoom_sweep[0]);
+    std::vector<size_t> swept(strategies.size(), 1);
+    for (size_t si = 0; si < strategies.size(); ++si) {
+      const auto& [name, forced] = strategies[si];
       std::vector<Row> sweep_rows;
       const bool sweep = forced != FilterStrategy::kExact;
       for (const ZoomKnobs& knobs : zoom_sweep) {
@@ -568,19 +580,34 @@ absl::Status RunFilter(Reporter& rep) {
         if (!sweep) break;
       }
       const Row* best_zoom = Best(sweep_rows);
-      ZoomKnobs chosen = zoom_sweep[0];
       for (const ZoomKnobs& k : zoom_sweep) {
-        if (k.Label() == best_zoom->params) chosen = k;
+        if (k.Label() == best_zoom->params) chosen[si] = k;
       }
-      for (int t : threads) {
-        Row row{name, chosen.Label(), t, {}};
-        if (t == 1) {
-          row = *best_zoom;
-        } else {
-          ZOOM_ASSIGN_OR_RETURN(row.o, RunCase(space, c, truth, nq, t, budget,
-                                               zoom_fn(forced, chosen)));
+      swept[si] = sweep_rows.size();
+    }
+    for (int t : threads) {
+      std::vector<std::vector<Outcome>> runs(strategies.size());
+      for (int r = 0; r < rounds; ++r) {
+        for (size_t j = 0; j < strategies.size(); ++j) {
+          const size_t si = (j + static_cast<size_t>(r)) % strategies.size();
+          ZOOM_ASSIGN_OR_RETURN(Outcome o,
+                                RunCase(space, c, truth, nq, t, budget / rounds,
+                                        zoom_fn(strategies[si].second, chosen[si])));
+          runs[si].push_back(std::move(o));
         }
-        if (sweep) row.params = absl::StrCat(chosen.Label(), " (best of ", sweep_rows.size(), ")");
+      }
+      for (size_t si = 0; si < strategies.size(); ++si) {
+        const auto& [name, forced] = strategies[si];
+        std::vector<Outcome>& v = runs[si];
+        std::sort(v.begin(), v.end(),
+                  [](const Outcome& x, const Outcome& y) { return x.qps < y.qps; });
+        Row row{name, chosen[si].Label(), t, v[v.size() / 2]};
+        const std::string of = swept[si] > 1 ? absl::StrCat(" (of ", swept[si], ")") : "";
+        const std::string spread =
+            rounds > 1 ? absl::StrCat(" [median of ", rounds, ": ", static_cast<int>(v.front().qps),
+                                      "..", static_cast<int>(v.back().qps), "]")
+                       : "";
+        row.params = absl::StrCat(chosen[si].Label(), of, spread);
         PrintRow(row, nq);
         JsonRow(rep, ds, c, share, row);
         // Over the mix, each case counts its nq queries (a run the budget
