@@ -1,5 +1,7 @@
 """import_points: arrays, .fvecs files and iterators, with progress."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -46,7 +48,12 @@ def test_a_bad_batch_fails_the_import_loudly(client, name):
     with pytest.raises(zoomd.InvalidArgument, match="NaN"):
         client.import_points(name, iter([good, bad, good]), progress=False)
     # Nothing from the bad batch on arrived; the good one before it is whole
-    # or absent (the cancel may reach the server before it is applied).
+    # or absent once the server is done with it (the cancel may reach the
+    # server before or while it applies that batch: an unfiltered Count can
+    # see a batch mid-apply, so wait, bounded, for it to settle).
+    deadline = time.monotonic() + 60
+    while client.count(name) not in (0, 100) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert client.count(name) in (0, 100)
 
 
