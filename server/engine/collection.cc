@@ -673,6 +673,7 @@ absl::StatusOr<uint64_t> Collection::DeleteLocked(absl::Span<const uint64_t> ids
   if (erased.empty()) return 0;
   ZOOM_RETURN_IF_ERROR(metadata_->Commit(seg->space, {}, erased, id_, no_fields));
   for (InternalId old : erased) seg->ids.Kill(old);
+  seg->ids.Publish(seg->ids.visible());  // the live count drops at once
   MaybeAutoMaintainLocked();
   return erased.size();
 }

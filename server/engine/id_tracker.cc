@@ -30,13 +30,14 @@ void IdTracker::Set(InternalId id, uint64_t ext) {
   const uint32_t off = id & (kBlockSize - 1);
   block->ext[off] = ext;
   block->dead[off / 64].fetch_and(~(uint64_t{1} << (off % 64)), std::memory_order_release);
-  absl::MutexLock m(&map_mu_);
-  auto [it, inserted] = by_external_.try_emplace(ext, id);
-  if (inserted) {
-    live_.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    it->second = id;
+  bool merge = false;
+  {
+    absl::MutexLock m(&map_mu_);
+    by_external_.Put(ext, id);
+    live_.store(by_external_.size(), std::memory_order_relaxed);
+    merge = by_external_.NeedsMerge();
   }
+  if (merge) MaybeMerge();
 }
 
 void IdTracker::Kill(InternalId id) {
@@ -44,11 +45,34 @@ void IdTracker::Kill(InternalId id) {
   const uint32_t off = id & (kBlockSize - 1);
   const uint64_t bit = uint64_t{1} << (off % 64);
   if (block->dead[off / 64].fetch_or(bit, std::memory_order_release) & bit) return;  // was dead
+  bool merge = false;
+  {
+    absl::MutexLock m(&map_mu_);
+    const uint64_t ext = block->ext[off];
+    if (by_external_.Find(ext) == std::optional<InternalId>(id)) {
+      by_external_.Erase(ext);
+      live_.store(by_external_.size(), std::memory_order_relaxed);
+      merge = by_external_.NeedsMerge();
+    }
+  }
+  if (merge) MaybeMerge();
+}
+
+void IdTracker::MaybeMerge() {
+  bool append = false;
+  ExternalIdMap::Base merged;
+  {
+    // Readers go on during the merge: only this thread (the writer) changes the map.
+    absl::ReaderMutexLock m(&map_mu_);
+    if (!by_external_.NeedsMerge()) return;
+    append = by_external_.CanAppend();
+    if (!append) merged = by_external_.MergedBase();
+  }
   absl::MutexLock m(&map_mu_);
-  auto it = by_external_.find(block->ext[off]);
-  if (it != by_external_.end() && it->second == id) {
-    by_external_.erase(it);
-    live_.fetch_sub(1, std::memory_order_relaxed);
+  if (append) {
+    by_external_.AppendDelta();  // O(delta)
+  } else {
+    by_external_.Install(std::move(merged));
   }
 }
 
@@ -86,19 +110,14 @@ uint64_t IdTracker::External(InternalId id) const {
 
 std::optional<InternalId> IdTracker::Find(uint64_t ext) const {
   absl::ReaderMutexLock m(&map_mu_);
-  auto it = by_external_.find(ext);
-  if (it == by_external_.end()) return std::nullopt;
-  return it->second;
+  return by_external_.Find(ext);
 }
 
 void IdTracker::FindAll(absl::Span<const uint64_t> ext,
                         std::vector<std::optional<InternalId>>* out) const {
-  out->assign(ext.size(), std::nullopt);
+  out->resize(ext.size());
   absl::ReaderMutexLock m(&map_mu_);
-  for (size_t i = 0; i < ext.size(); ++i) {
-    auto it = by_external_.find(ext[i]);
-    if (it != by_external_.end()) (*out)[i] = it->second;
-  }
+  for (size_t i = 0; i < ext.size(); ++i) (*out)[i] = by_external_.Find(ext[i]);
 }
 
 std::vector<std::pair<InternalId, uint64_t>> IdTracker::LiveRecords() const {
@@ -112,9 +131,14 @@ std::vector<std::pair<InternalId, uint64_t>> IdTracker::LiveRecords() const {
   return out;
 }
 
+uint64_t IdTracker::MapBytes() const {
+  absl::ReaderMutexLock m(&map_mu_);
+  return by_external_.Bytes();
+}
+
 uint64_t IdTracker::Bytes() const {
   const uint64_t blocks = (reserved_.load(std::memory_order_relaxed) + kBlockSize - 1) / kBlockSize;
-  return kMaxBlocks * sizeof(void*) + blocks * sizeof(Block) + live() * 16;
+  return kMaxBlocks * sizeof(void*) + blocks * sizeof(Block) + MapBytes();
 }
 
 absl::Status IdTracker::Load(
@@ -124,22 +148,40 @@ absl::Status IdTracker::Load(
     uint64_t* beyond) {
   Reserve(records);
   *beyond = 0;
+  // Every record's (external, internal) pair; the map is built sorted at
+  // the end (a scan in internal id order of an import of growing ids is
+  // sorted already).
+  std::vector<std::pair<uint64_t, InternalId>> pairs;
+  pairs.reserve(records);
+  bool sorted = true;
   ZOOM_RETURN_IF_ERROR(scan([&](InternalId id, uint64_t ext) {
     if (id >= records) {  // cannot happen with vectors written first; never serve it
       ++*beyond;
       return absl::OkStatus();
     }
-    const std::optional<InternalId> had = Find(ext);
-    if (!had.has_value()) {
-      Set(id, ext);
-    } else if (*had < id) {  // the newer record of the id wins
-      Set(id, ext);
-      Kill(*had);
-    } else if (*had != id) {
-      // An older record of an id seen already: stays dead (never set).
-    }
+    blocks_[id >> kBlockBits].load(std::memory_order_relaxed)->ext[id & (kBlockSize - 1)] = ext;
+    if (!pairs.empty() && pairs.back() >= std::make_pair(ext, id)) sorted = false;
+    pairs.emplace_back(ext, id);
     return absl::OkStatus();
   }));
+  if (!sorted) std::sort(pairs.begin(), pairs.end());
+  ExternalIdMap::BaseBuilder builder;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    // The newest record of an external id (the last of its run) is live;
+    // older ones stay dead. (A record listed twice counts once.)
+    if (i + 1 < pairs.size() && pairs[i + 1].first == pairs[i].first) continue;
+    const auto [ext, id] = pairs[i];
+    Block* block = blocks_[id >> kBlockBits].load(std::memory_order_relaxed);
+    const uint32_t off = id & (kBlockSize - 1);
+    block->dead[off / 64].fetch_and(~(uint64_t{1} << (off % 64)), std::memory_order_relaxed);
+    builder.Add(ext, id);
+  }
+  std::vector<std::pair<uint64_t, InternalId>>().swap(pairs);
+  {
+    absl::MutexLock m(&map_mu_);
+    by_external_.Reset(builder.Finish());
+    live_.store(by_external_.size(), std::memory_order_relaxed);
+  }
   Publish(records);
   return absl::OkStatus();
 }

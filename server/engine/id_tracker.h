@@ -8,13 +8,16 @@
 // The forward table is lock-free for readers: its blocks are allocated by
 // the single writer and never move, and a reader looks only at ids below
 // visible() (acquire), which the writer publishes (release) after filling
-// them. The reverse map is guarded by a reader/writer lock.
+// them. The reverse map (ExternalIdMap, id_map.h: sorted blocks plus a
+// hash delta, a few bytes per point) is guarded by a reader/writer lock.
 //
 // Writer protocol for a commit of new records [base, base + n):
 //   Reserve(base + n); Set(id, ext) for each (the map now names the new
 //   record); Kill(old) for each replaced record; Publish(base + n).
 // A search (IsLive) never sees a point twice: new records are invisible
-// until Publish, and replaced ones die before it.
+// until Publish, and replaced ones die before it. live() moves at Publish
+// too, so a reader never counts a batch half applied. A delete (Kill
+// alone) ends with Publish(visible()).
 #ifndef ZOOM_SERVER_ENGINE_ID_TRACKER_H_
 #define ZOOM_SERVER_ENGINE_ID_TRACKER_H_
 
@@ -26,11 +29,11 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/ids.h"
+#include "server/engine/id_map.h"
 
 namespace zoom::server {
 
@@ -42,7 +45,7 @@ class IdTracker {
   IdTracker(const IdTracker&) = delete;
   IdTracker& operator=(const IdTracker&) = delete;
 
-  // The one rebuild path: ids [0, records) addressable and dead, then
+  // The one rebuild path, on a new tracker: ids [0, records) addressable and dead, then
   // `scan` calls its argument for every (internal, external) record pair,
   // in any order; the newest record of an external id (the largest
   // internal id) is its live one. Records at or past `records` are
@@ -60,13 +63,17 @@ class IdTracker {
   void Set(InternalId id, uint64_t ext);
   // `id` dies; the map forgets ext only if it still names `id`.
   void Kill(InternalId id);
-  // Records below n are committed or dead: readers see them.
-  void Publish(uint64_t n) { visible_.store(n, std::memory_order_release); }
+  // Records below n are committed or dead: readers see them, and the live
+  // count as it is now.
+  void Publish(uint64_t n) {
+    published_live_.store(live_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    visible_.store(n, std::memory_order_release);
+  }
 
   // ---- Readers (any thread) ----
   uint64_t visible() const { return visible_.load(std::memory_order_acquire); }
-  // Points with a live record (the map's size).
-  uint64_t live() const { return live_.load(std::memory_order_relaxed); }
+  // Points with a live record (the map's size) as of the last Publish.
+  uint64_t live() const { return published_live_.load(std::memory_order_relaxed); }
   uint64_t dead() const {
     const uint64_t v = visible(), l = live();
     return v > l ? v - l : 0;
@@ -87,8 +94,11 @@ class IdTracker {
   void AndLive(uint64_t* words, uint64_t n) const;
   // The live (internal, external) pairs below visible(), in id order.
   std::vector<std::pair<InternalId, uint64_t>> LiveRecords() const;
-  // RAM held: the forward table's blocks and about 16 bytes per map entry.
+  // RAM held: the forward table (its block pointers, 8 bytes of external
+  // id and a tombstone bit per record) and the reverse map.
   uint64_t Bytes() const;
+  // The reverse map's part of Bytes().
+  uint64_t MapBytes() const;
 
  private:
   static constexpr uint32_t kBlockBits = 16;
@@ -102,9 +112,12 @@ class IdTracker {
   std::unique_ptr<std::atomic<Block*>[]> blocks_;
   std::atomic<uint64_t> reserved_{0};
   std::atomic<uint64_t> visible_{0};
-  std::atomic<uint64_t> live_{0};
+  std::atomic<uint64_t> live_{0};            // the writer's count
+  std::atomic<uint64_t> published_live_{0};  // live_ at the last Publish
+  // Merges the map's delta into its base when due (the writer, no lock held).
+  void MaybeMerge();
   mutable absl::Mutex map_mu_;
-  absl::flat_hash_map<uint64_t, InternalId> by_external_ ABSL_GUARDED_BY(map_mu_);
+  ExternalIdMap by_external_ ABSL_GUARDED_BY(map_mu_);
 };
 
 }  // namespace zoom::server

@@ -1,8 +1,11 @@
 // Tests of the collection's parts on their own: the key=value text, the
 // manifest (with its golden files), the id tracker and the maintenance task.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -13,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "server/engine/collection_config.h"
 #include "server/engine/collection_manifest.h"
+#include "server/engine/id_map.h"
 #include "server/engine/id_tracker.h"
 #include "server/engine/index_builder.h"
 #include "server/engine/key_value_text.h"
@@ -192,10 +196,13 @@ TEST(IdTrackerTest, CommitProtocolKeepsBothDirectionsInStep) {
   EXPECT_EQ(t.live(), 2u);
   EXPECT_EQ(t.dead(), 1u);
   EXPECT_EQ(t.Find(100), std::optional<InternalId>(2));
-  // Delete 200; killing twice changes nothing.
+  // Delete 200; killing twice changes nothing. The live count moves at the
+  // publish.
   t.Kill(1);
   t.Kill(1);
   EXPECT_EQ(t.Find(200), std::nullopt);
+  EXPECT_EQ(t.live(), 2u);
+  t.Publish(3);
   EXPECT_EQ(t.live(), 1u);
   std::vector<std::optional<InternalId>> found;
   t.FindAll(std::vector<uint64_t>{200, 100, 5}, &found);
@@ -237,6 +244,163 @@ TEST(IdTrackerTest, SpansBlocks) {
   EXPECT_EQ(t.live(), n);
   EXPECT_EQ(t.External(static_cast<InternalId>(n - 1)), (n - 1) * 3);
   EXPECT_EQ(t.Find((n - 1) * 3), std::optional<InternalId>(n - 1));
+}
+
+TEST(IdTrackerTest, LiveCountMovesOnlyAtPublish) {
+  // A reader's Count never sees a batch half applied (found under load by
+  // the Python client's import test: 14 of 100).
+  IdTracker t;
+  t.Reserve(100);
+  for (InternalId i = 0; i < 50; ++i) t.Set(i, i);
+  EXPECT_EQ(t.live(), 0u);
+  t.Publish(50);
+  EXPECT_EQ(t.live(), 50u);
+  for (InternalId i = 50; i < 100; ++i) t.Set(i, i - 50);  // replaces 0..49
+  for (InternalId i = 0; i < 50; ++i) t.Kill(i);
+  EXPECT_EQ(t.live(), 50u);
+  for (InternalId i = 50; i < 60; ++i) t.Kill(i);
+  EXPECT_EQ(t.live(), 50u);
+  t.Publish(100);
+  EXPECT_EQ(t.live(), 40u);
+  EXPECT_EQ(t.dead(), 60u);
+}
+
+TEST(IdTrackerTest, ManyReplacementsAcrossMergesMatchAReferenceMap) {
+  // Upserts of random ids over a growing tracker: the reverse map merges
+  // many times (appends and full merges) and always agrees with std::map.
+  IdTracker t;
+  std::map<uint64_t, InternalId> ref;
+  std::mt19937_64 rng(11);
+  InternalId next = 0;
+  for (int round = 0; round < 40; ++round) {
+    const uint32_t n = 2000;
+    t.Reserve(next + n);
+    for (uint32_t i = 0; i < n; ++i) {
+      // Early rounds import growing ids; later ones overwrite and delete.
+      const uint64_t ext = round < 10 ? next : rng() % (next + 1);
+      auto had = ref.find(ext);
+      t.Set(next, ext);
+      if (had != ref.end()) t.Kill(had->second);
+      ref[ext] = next++;
+      if (round >= 10 && rng() % 8 == 0) {
+        const uint64_t gone = rng() % next;
+        auto it = ref.find(gone);
+        if (it != ref.end()) {
+          t.Kill(it->second);
+          ref.erase(it);
+        }
+      }
+    }
+    t.Publish(next);
+    ASSERT_EQ(t.live(), ref.size()) << "round " << round;
+  }
+  for (uint64_t ext = 0; ext < next + 5; ++ext) {
+    auto it = ref.find(ext);
+    const std::optional<InternalId> want =
+        it == ref.end() ? std::nullopt : std::optional<InternalId>(it->second);
+    ASSERT_EQ(t.Find(ext), want) << ext;
+  }
+  std::vector<std::pair<InternalId, uint64_t>> want;
+  for (const auto& [ext, id] : ref) want.emplace_back(id, ext);
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(t.LiveRecords(), want);
+}
+
+// ---- ExternalIdMap -------------------------------------------------------------
+
+std::optional<InternalId> RefFind(const std::map<uint64_t, InternalId>& ref, uint64_t ext) {
+  auto it = ref.find(ext);
+  if (it == ref.end()) return std::nullopt;
+  return it->second;
+}
+
+TEST(ExternalIdMapTest, RandomOperationsAgreeWithAReferenceMap) {
+  for (const uint64_t key_space : {uint64_t{5000}, uint64_t{1} << 40, ~uint64_t{0}}) {
+    ExternalIdMap m;
+    std::map<uint64_t, InternalId> ref;
+    std::mt19937_64 rng(key_space);
+    std::vector<uint64_t> keys;
+    for (int step = 0; step < 60000; ++step) {
+      const uint64_t r = rng();
+      uint64_t ext;
+      if (!keys.empty() && r % 3 == 0) {
+        ext = keys[rng() % keys.size()];
+      } else {
+        ext = key_space == ~uint64_t{0} ? rng() : rng() % key_space;
+        keys.push_back(ext);
+      }
+      if (r % 5 == 0) {
+        m.Erase(ext);
+        ref.erase(ext);
+      } else {
+        const InternalId id = static_cast<InternalId>(rng() % 1000000);
+        m.Put(ext, id);
+        ref[ext] = id;
+      }
+      if (m.NeedsMerge()) {
+        if (m.CanAppend()) {
+          m.AppendDelta();
+        } else {
+          m.Install(m.MergedBase());
+        }
+      }
+      ASSERT_EQ(m.size(), ref.size());
+      if (step % 97 == 0) {
+        ASSERT_EQ(m.Find(ext), RefFind(ref, ext));
+      }
+    }
+    for (uint64_t ext : keys) {
+      ASSERT_EQ(m.Find(ext), RefFind(ref, ext)) << ext;
+    }
+    for (int i = 0; i < 1000; ++i) {
+      const uint64_t ext = rng();
+      ASSERT_EQ(m.Find(ext), RefFind(ref, ext));
+    }
+    std::vector<std::pair<uint64_t, InternalId>> all;
+    m.ForEach([&](uint64_t ext, InternalId id) { all.emplace_back(ext, id); });
+    const std::vector<std::pair<uint64_t, InternalId>> want(ref.begin(), ref.end());
+    EXPECT_EQ(all, want);
+  }
+}
+
+TEST(ExternalIdMapTest, BytesPerEntryByBlockKind) {
+  const uint64_t n = 640000;
+  auto build = [&](auto key_of, auto id_of) {
+    ExternalIdMap::BaseBuilder b;
+    for (uint64_t i = 0; i < n; ++i) b.Add(key_of(i), static_cast<InternalId>(id_of(i)));
+    ExternalIdMap m;
+    m.Reset(b.Finish());
+    return m;
+  };
+  // Per block of 64: a 16-byte header and at most 8 bytes of bucket table.
+  // An import of ids 0, 1, 2, ...: runs, the header and table alone.
+  ExternalIdMap runs = build([](uint64_t i) { return i + 7; }, [](uint64_t i) { return i; });
+  EXPECT_EQ(runs.Find(7 + 1234), std::optional<InternalId>(1234));
+  EXPECT_EQ(runs.Find(6), std::nullopt);
+  EXPECT_EQ(runs.Find(7 + n), std::nullopt);
+  EXPECT_LE(runs.Bytes(), n * 3 / 8 + 64);
+  // Sparse ids within 2^32 of each other, ids scattered: 8 bytes each + header.
+  ExternalIdMap narrow = build([](uint64_t i) { return i * 1000; },
+                               [](uint64_t i) { return (i * 7919) % 1000003; });
+  EXPECT_EQ(narrow.Find(5000), std::optional<InternalId>((5 * 7919) % 1000003));
+  EXPECT_EQ(narrow.Find(5001), std::nullopt);
+  EXPECT_LE(narrow.Bytes(), n * 8 + n * 3 / 8 + 64);
+  // Random 64-bit ids: 12 bytes each + header.
+  ExternalIdMap wide = build([](uint64_t i) { return i << 40; }, [](uint64_t i) { return i; });
+  EXPECT_EQ(wide.Find(uint64_t{99} << 40), std::optional<InternalId>(99));
+  EXPECT_EQ(wide.Find((uint64_t{99} << 40) + 1), std::nullopt);
+  EXPECT_LE(wide.Bytes(), n * 12 + n * 3 / 8 + 64);
+  // The delta: one overwrite and one erase leave the base as it was.
+  runs.Put(7 + 10, 999999);
+  runs.Erase(7 + 11);
+  EXPECT_EQ(runs.Find(7 + 10), std::optional<InternalId>(999999));
+  EXPECT_EQ(runs.Find(7 + 11), std::nullopt);
+  EXPECT_EQ(runs.size(), n - 1);
+  runs.Install(runs.MergedBase());
+  EXPECT_EQ(runs.Find(7 + 10), std::optional<InternalId>(999999));
+  EXPECT_EQ(runs.Find(7 + 11), std::nullopt);
+  EXPECT_EQ(runs.Find(7 + 12), std::optional<InternalId>(12));
+  EXPECT_EQ(runs.size(), n - 1);
 }
 
 // ---- MaintenanceTask ---------------------------------------------------------
