@@ -452,7 +452,7 @@ absl::Status RunFilter(Reporter& rep) {
   const double budget = absl::GetFlag(FLAGS_filter_budget_s);
   std::printf("filter: %s, %zu points, %zu queries per case, index %s, SIMD %s, load %.1f\n",
               ds.name.c_str(), n, nq, zb.params.c_str(),
-              index::SimdLevelName(index::ActiveSimdLevel()), LoadAverage1m());
+              index::KernelChoices(), LoadAverage1m());
   Stopwatch sw;
   const Space space = Prepare(ds, nq);
   const Attributes attrs = MakeAttributes(space, n);

@@ -181,7 +181,7 @@ absl::StatusOr<Built*> GetBuilt(bool report_build, Reporter* rep) {
   if (idx == nullptr) {
     std::printf("building %s over %zu vectors (SIMD: %s) ...\n", b->key.c_str(),
                 static_cast<size_t>(ds.base.rows),
-                index::SimdLevelName(index::ActiveSimdLevel()));
+                index::KernelChoices());
     std::fflush(stdout);
     sw.Reset();
     ZOOM_ASSIGN_OR_RETURN(idx, index::BuildIndex(spec, ds.base.data.data(), ds.base.rows));

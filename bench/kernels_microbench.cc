@@ -268,6 +268,9 @@ int main(int argc, char** argv) {
   zoom::index::RegisterGatherExperiment();
   benchmark::AddCustomContext("simd_detected",
                               zoom::index::SimdLevelName(detected));
+  // What the library's default table runs (at AVX-512, calibrated per
+  // kernel family); the rows above time each level's own kernels.
+  benchmark::AddCustomContext("kernels_default", zoom::index::KernelChoices());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   zoom::index::SetSimdLevelForTesting(detected);

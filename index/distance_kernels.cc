@@ -30,13 +30,20 @@
 //   (~0.8 cycles per lookup: a one-accumulator loop is bound by the add
 //   latency, not by the loads). The AVX2 level therefore uses the
 //   four-accumulator scalar loop with 8-byte code loads; the AVX-512 level
-//   uses 16-wide gathers (untested on hardware here: this CPU has no
-//   AVX-512). Scans prefetch codes ahead; gathered scans prefetch the rows
-//   of ids a few positions ahead.
+//   has 16-wide gathers, which on the first AVX-512 machine measured (a
+//   virtualised Xeon) ran 10-25x slower than the scalar loop: the default
+//   table at that level is calibrated per kernel family at the first call
+//   (below, "Per-kernel calibration"). Scans prefetch codes ahead; gathered
+//   scans prefetch the rows of ids a few positions ahead.
 #include "index/distance_kernels.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -944,11 +951,127 @@ SimdLevel Detect() {
   return SimdLevel::kScalar;
 }
 
+// ---------------------------------------------------------------------------
+// Per-kernel calibration at the AVX-512 level
+// ---------------------------------------------------------------------------
+// An AVX-512 CPU does not make every 512-bit kernel faster: on the first
+// AVX-512 machine measured here (a virtualised Intel Xeon, 2026-12) the
+// 16-wide gathers of ADC ran 10-25x slower than AVX2's scalar lookups, the
+// PQ tables 2-3x and the inner-product batch 1.9x (zoom_kernels_bench).
+// So the default table at this level takes, per kernel family, the AVX-512
+// kernel unless it is over kSlowerMargin slower than the AVX2 one on a
+// short cache-resident run at the first kernel call (a few ms, once);
+// KernelChoices() says what was chosen. SetSimdLevelForTesting(kAvx512)
+// and ZOOM_KERNEL_CALIBRATION=0 use the pure AVX-512 table.
+
+#if ZOOM_KERNELS_X86
+constexpr double kSlowerMargin = 1.25;
+
+// The best of 5 trials of `reps` calls, in seconds.
+template <typename Fn>
+double BestTime(int reps, Fn&& fn) {
+  double best = 1e30;
+  for (int trial = 0; trial < 5; ++trial) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) fn();
+    const double t =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    best = std::min(best, t);
+  }
+  return best;
+}
+
+struct Calibrated {
+  KernelTable table;
+  char choices[160];
+};
+
+Calibrated Calibrate() {
+  Calibrated c{kAvx512Kernels, {}};
+  const KernelTable& wide = kAvx512Kernels;
+  const KernelTable& narrow = kAvx2Kernels;
+  // Fixed inputs, cache-resident: the shapes of a 128-d preview and re-rank.
+  constexpr size_t kD = 128, kRows = 64, kM = 32, kDsub = 4, kCodes = 512;
+  static float q[kD], x[kRows * kD], centroids[kM * kPqCentroids * kDsub];
+  static float table[kM * kPqCentroids], out[kCodes];
+  static uint8_t codes[kCodes * kM];
+  static uint32_t ids[kCodes];
+  uint32_t h = 12345;
+  auto next = [&] { return h = h * 1664525u + 1013904223u; };
+  for (float& v : q) v = static_cast<float>(next() >> 8) * 0x1p-24f;
+  for (float& v : x) v = static_cast<float>(next() >> 8) * 0x1p-24f;
+  for (float& v : centroids) v = static_cast<float>(next() >> 8) * 0x1p-24f;
+  for (uint8_t& v : codes) v = static_cast<uint8_t>(next() >> 24);
+  for (size_t i = 0; i < kCodes; ++i) ids[i] = (next() >> 8) % kCodes;
+  std::string narrowed;
+  auto pick = [&](const char* name, auto&& run_wide, auto&& run_narrow,
+                  auto&& use_narrow) {
+    run_wide();  // warm up both (page in, caches)
+    run_narrow();
+    const double tw = BestTime(4, run_wide), tn = BestTime(4, run_narrow);
+    if (tw > kSlowerMargin * tn) {
+      use_narrow();
+      if (!narrowed.empty()) narrowed += ", ";
+      narrowed += name;
+    }
+  };
+  pick(
+      "l2_batch", [&] { wide.l2_sqr_batch(q, x, kRows, kD, out); },
+      [&] { narrow.l2_sqr_batch(q, x, kRows, kD, out); },
+      [&] { c.table.l2_sqr_batch = narrow.l2_sqr_batch; });
+  pick(
+      "ip_batch", [&] { wide.inner_product_batch(q, x, kRows, kD, out); },
+      [&] { narrow.inner_product_batch(q, x, kRows, kD, out); },
+      [&] { c.table.inner_product_batch = narrow.inner_product_batch; });
+  pick(
+      "pq_tables", [&] { wide.pq_l2_table(q, centroids, kM, kDsub, table); },
+      [&] { narrow.pq_l2_table(q, centroids, kM, kDsub, table); },
+      [&] {
+        c.table.pq_l2_table = narrow.pq_l2_table;
+        c.table.pq_ip_table = narrow.pq_ip_table;
+      });
+  pick(
+      "pq_adc", [&] { wide.pq_adc_scan(table, codes, kCodes, kM, out); },
+      [&] { narrow.pq_adc_scan(table, codes, kCodes, kM, out); },
+      [&] {
+        c.table.pq_adc = narrow.pq_adc;
+        c.table.pq_adc_scan = narrow.pq_adc_scan;
+        c.table.pq_adc_gather = narrow.pq_adc_gather;
+      });
+  const std::string text =
+      narrowed.empty() ? std::string("avx512")
+                       : "avx512 (avx2 for " + narrowed + ": faster here)";
+  std::snprintf(c.choices, sizeof(c.choices), "%s", text.c_str());
+  return c;
+}
+
+bool CalibrationEnabled() {
+  const char* env = std::getenv("ZOOM_KERNEL_CALIBRATION");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
+const Calibrated& CalibratedAvx512() {
+  static const Calibrated c = Calibrate();
+  return c;
+}
+#endif
+
+// The default table: the detected level's, calibrated at AVX-512.
+const KernelTable* DefaultKernels() {
+#if ZOOM_KERNELS_X86
+  if (DetectedSimdLevel() == SimdLevel::kAvx512 && CalibrationEnabled()) {
+    return &CalibratedAvx512().table;
+  }
+#endif
+  return KernelsFor(DetectedSimdLevel());
+}
+
 // nullptr until the first kernel call (or SetSimdLevelForTesting).
 std::atomic<const KernelTable*> g_kernels{nullptr};
 
 [[gnu::noinline, gnu::cold]] const KernelTable* ResolveKernels() {
-  const KernelTable* detected = KernelsFor(DetectedSimdLevel());
+  const KernelTable* detected = DefaultKernels();
   const KernelTable* expected = nullptr;
   // A concurrent SetSimdLevelForTesting wins over the default.
   if (g_kernels.compare_exchange_strong(expected, detected,
@@ -973,6 +1096,17 @@ SimdLevel DetectedSimdLevel() {
 
 SimdLevel ActiveSimdLevel() { return Kernels().level; }
 
+const char* KernelChoices() {
+  const KernelTable* k = &Kernels();
+#if ZOOM_KERNELS_X86
+  if (DetectedSimdLevel() == SimdLevel::kAvx512 && CalibrationEnabled() &&
+      k == &CalibratedAvx512().table) {
+    return CalibratedAvx512().choices;
+  }
+#endif
+  return SimdLevelName(k->level);
+}
+
 const char* SimdLevelName(SimdLevel level) {
   switch (level) {
     case SimdLevel::kScalar:
@@ -990,6 +1124,10 @@ void SetSimdLevelForTesting(SimdLevel level) {
   const SimdLevel use =
       static_cast<int>(level) < static_cast<int>(cap) ? level : cap;
   g_kernels.store(KernelsFor(use), std::memory_order_release);
+}
+
+void UseDefaultKernelsForTesting() {
+  g_kernels.store(DefaultKernels(), std::memory_order_release);
 }
 
 float L2Sqr(const float* a, const float* b, size_t d) {

@@ -4,8 +4,9 @@
 // product, PQ distance tables and PQ code scans (asymmetric distance
 // computation, ADC). Debian's FAISS is built without AVX2, so these are our
 // own, dispatched at run time to AVX-512F, AVX2+FMA or scalar code (the
-// first call picks the best level the CPU has; SetSimdLevelForTesting forces
-// a lower one). Every kernel is checked against the scalar reference in
+// first call picks the best level the CPU has, and at AVX-512 times each
+// kernel family against its AVX2 version once: KernelChoices();
+// SetSimdLevelForTesting forces a level's own table). Every kernel is checked against the scalar reference in
 // tests/index/distance_kernels_test.cc.
 //
 // All functions are thread-safe and allocate nothing. Pointers need no
@@ -30,10 +31,19 @@ enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 SimdLevel ActiveSimdLevel();
 // The best level this CPU supports.
 SimdLevel DetectedSimdLevel();
+// The kernels in use, for logs and benchmark headers: the level's name, and
+// at AVX-512 the kernel families that use AVX2 code instead because their
+// AVX-512 version ran over 1.25x slower on this CPU at the first call
+// (e.g. "avx512 (avx2 for pq_tables, pq_adc: faster here)"; see
+// distance_kernels.cc). ZOOM_KERNEL_CALIBRATION=0 in the environment keeps
+// every AVX-512 kernel.
+const char* KernelChoices();
 const char* SimdLevelName(SimdLevel level);
 // Uses `level` (capped at DetectedSimdLevel()) from now on. Tests only; not
 // thread-safe against concurrent kernel calls.
 void SetSimdLevelForTesting(SimdLevel level);
+// Back to the default table (as at the first call, calibration included).
+void UseDefaultKernelsForTesting();
 
 // Squared Euclidean distance of a[0, d) and b[0, d).
 float L2Sqr(const float* a, const float* b, size_t d);

@@ -446,4 +446,6 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
 
 const char* Database::SimdLevel() { return index::SimdLevelName(index::ActiveSimdLevel()); }
 
+const char* Database::KernelChoices() { return index::KernelChoices(); }
+
 }  // namespace zoom::server

@@ -62,6 +62,8 @@ class Database {
   // The SIMD level the distance kernels run at in this process ("avx512",
   // "avx2" or "scalar"): what GetServerInfo reports.
   static const char* SimdLevel();
+  // What the kernels run, per family (index::KernelChoices): for the log.
+  static const char* KernelChoices();
 
   // AlreadyExists for a taken name; InvalidArgument for a bad config.
   absl::StatusOr<std::shared_ptr<Collection>> CreateCollection(CollectionConfig config);

@@ -161,6 +161,7 @@ absl::Status ZoomServer::Start() {
                                             : absl::StrCat(options_.metrics_address, " (port ",
                                                            metrics_->port(), ")"),
            ", data dir ", options_.database.data_dir, ", io backend ", backend_note,
+           ", kernels ", server::Database::KernelChoices(),
            ", sync ", options_.database.sync_always ? "always" : "batch", ", ",
            options_.threads, " workers, ", db_->ListCollections().size(),
            " collections loaded in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");

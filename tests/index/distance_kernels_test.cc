@@ -515,6 +515,45 @@ TEST(SimdLevelTest, SetSimdLevelForTestingCapsAtDetected) {
   EXPECT_EQ(L2Sqr(a, b, 3), 5.0f);
 }
 
+TEST(SimdLevelTest, TheDefaultTableAgreesWithTheScalarReference) {
+  // At AVX-512 the default table mixes AVX-512 and AVX2 kernels by a
+  // calibration at the first call; whatever it chose must compute the same.
+  UseDefaultKernelsForTesting();
+  EXPECT_EQ(ActiveSimdLevel(), DetectedSimdLevel());
+  EXPECT_EQ(std::string(KernelChoices()).rfind(SimdLevelName(DetectedSimdLevel()), 0), 0u)
+      << KernelChoices();
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const size_t m = 32, dsub = 4, d = m * dsub, n = 100;
+  std::vector<float> q(d), centroids(m * kPqCentroids * dsub), x(n * d);
+  for (auto& v : q) v = u(rng);
+  for (auto& v : centroids) v = u(rng);
+  for (auto& v : x) v = u(rng);
+  std::vector<uint8_t> codes(n * m);
+  for (auto& c : codes) c = static_cast<uint8_t>(rng());
+  std::vector<uint32_t> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<uint32_t>((i * 37) % n);
+  std::vector<float> table(m * kPqCentroids), ref_table(m * kPqCentroids);
+  std::vector<float> scan(n), gathered(n), batch(n), ref_scan(n), ref_batch(n);
+  PqL2Table(q.data(), centroids.data(), m, dsub, table.data());
+  PqAdcScan(table.data(), codes.data(), n, m, scan.data());
+  PqAdcGather(table.data(), codes.data(), ids.data(), n, m, gathered.data());
+  InnerProductBatch(q.data(), x.data(), n, d, batch.data());
+  const float one = PqAdc(table.data(), codes.data(), m);
+  SetSimdLevelForTesting(SimdLevel::kScalar);
+  PqL2Table(q.data(), centroids.data(), m, dsub, ref_table.data());
+  PqAdcScan(ref_table.data(), codes.data(), n, m, ref_scan.data());
+  InnerProductBatch(q.data(), x.data(), n, d, ref_batch.data());
+  UseDefaultKernelsForTesting();
+  for (size_t i = 0; i < table.size(); ++i) EXPECT_NEAR(table[i], ref_table[i], 1e-4) << i;
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(scan[i], ref_scan[i], 1e-3) << i;
+    EXPECT_NEAR(gathered[i], ref_scan[ids[i]], 1e-3) << i;
+    EXPECT_NEAR(batch[i], ref_batch[i], 1e-3) << i;
+  }
+  EXPECT_NEAR(one, ref_scan[0], 1e-3);
+}
+
 TEST(SimdLevelTest, Names) {
   EXPECT_STREQ(SimdLevelName(SimdLevel::kScalar), "scalar");
   EXPECT_STREQ(SimdLevelName(SimdLevel::kAvx2), "avx2");
