@@ -18,12 +18,14 @@
 #include "bench/bench_dataset.h"
 #include "bench/bench_session.h"
 #include "bench/bench_util.h"
+#include "server/engine/database.h"
 
 ABSL_FLAG(std::string, benchmarks, "io",
           "Comma-separated workloads to run (see --helpfull for each one's flags)");
 ABSL_FLAG(std::string, json, "", "Also write results as JSON lines to this file");
 
 int main(int argc, char** argv) {
+  zoom::server::Database::EnsureBlasCore(argv);  // before any thread: may re-exec
   std::vector<std::string> names;
   for (const auto& [name, fn] : zoom::bench::Workloads()) names.push_back(name);
   absl::SetProgramUsageMessage(

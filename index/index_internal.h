@@ -162,6 +162,9 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> LoadHnswPq(
     const IndexSpec& spec, BinaryReader& r, const LoadIndexOptions& options);
 absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(
     const IndexSpec& spec, const float* x, size_t n, absl::Span<const uint32_t> train_rows);
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
+    const IndexSpec& spec, uint64_t n, const IdFilter* exclude, const RowReader& read,
+    const StreamingBuildOptions& options);
 absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIvfHnswPq(const IndexSpec& spec,
                                                            BinaryReader& r);
 

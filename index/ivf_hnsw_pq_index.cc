@@ -30,6 +30,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/vector_limits.h"
 #include "index/chunked_array.h"
 #include "index/index_internal.h"
 
@@ -124,15 +125,10 @@ class IvfHnswPqIndex final : public VectorIndex {
   // Assigns, encodes and appends n prepared vectors as ids size()...
   // `bulk` (the build, before the index is shared): empty lists are sized
   // exactly for what they receive.
-  absl::Status AddPrepared(const float* x, size_t n, bool bulk = false) {
-    const uint64_t first = size();
-    if (first + n > kMaxInternalIds) {
-      return absl::ResourceExhaustedError("too many vectors for one index");
-    }
+  // Each row's list, code and |r^|^2 + 2<c, r^> term, for rows x[0, n)
+  // (prepared), into assign[0, n), codes[0, n * code_size), terms[0, n).
+  void Encode(const float* x, size_t n, uint32_t* assign, uint8_t* codes, float* terms) const {
     const size_t d = spec_.dim, pd = pq_.padded_dim(), m = pq_.code_size();
-    std::vector<uint32_t> assign(n);
-    std::vector<uint8_t> codes(n * m);
-    std::vector<float> terms(n);
     ParallelFor(n, spec_.build_threads, [&](size_t i, int) {
       thread_local std::vector<float> dist, r, rt, rhat, ct;
       const float* xi = x + i * d;
@@ -147,7 +143,7 @@ class IvfHnswPqIndex final : public VectorIndex {
       rt.resize(pd);
       rhat.resize(pd);
       pq_.Transform(r.data(), rt.data());
-      uint8_t* code = codes.data() + i * m;
+      uint8_t* code = codes + i * m;
       pq_.EncodeTransformed(rt.data(), code);
       pq_.DecodeTransformed(code, rhat.data());
       ct.resize(pd);
@@ -155,11 +151,36 @@ class IvfHnswPqIndex final : public VectorIndex {
       terms[i] = InnerProduct(rhat.data(), rhat.data(), pd) +
                  2 * InnerProduct(ct.data(), rhat.data(), pd);
     });
+  }
+
+  size_t code_size() const { return pq_.code_size(); }
+
+  absl::Status AddPrepared(const float* x, size_t n, bool bulk = false) {
+    if (size() + n > kMaxInternalIds) {
+      return absl::ResourceExhaustedError("too many vectors for one index");
+    }
+    const size_t m = pq_.code_size();
+    std::vector<uint32_t> assign(n);
+    std::vector<uint8_t> codes(n * m);
+    std::vector<float> terms(n);
+    Encode(x, n, assign.data(), codes.data(), terms.data());
+    return AddEncoded(assign.data(), codes.data(), terms.data(), n, bulk);
+  }
+
+  // Appends n encoded rows (Encode's output) as ids size() ...; `bulk`
+  // (into an empty index) sizes every list exactly.
+  absl::Status AddEncoded(const uint32_t* assign, const uint8_t* codes, const float* terms,
+                          size_t n, bool bulk) {
+    const uint64_t first = size();
+    if (first + n > kMaxInternalIds) {
+      return absl::ResourceExhaustedError("too many vectors for one index");
+    }
+    const size_t m = pq_.code_size();
     if (first == 0 && bulk) list_of_.SetFirstChunk(std::max<size_t>(1, n));
     list_of_.Grow(first + n);
     if (bulk) {
       std::vector<uint64_t> count(spec_.nlist, 0);
-      for (uint32_t a : assign) ++count[a];
+      for (size_t i = 0; i < n; ++i) ++count[assign[i]];
       for (uint32_t l = 0; l < spec_.nlist; ++l) {
         if (lists_[l]->size.load() == 0 && count[l] > 0) {
           lists_[l] = NewList(count[l]);
@@ -169,7 +190,7 @@ class IvfHnswPqIndex final : public VectorIndex {
     for (size_t i = 0; i < n; ++i) {
       InvertedList& list = *lists_[assign[i]];
       const uint32_t pos = list.size.load(std::memory_order_relaxed);
-      PutCode(list, pos, codes.data() + i * m);
+      PutCode(list, pos, codes + i * m);
       list.ids.Grow(pos + 1);
       list.terms.Grow(pos + 1);
       *list.ids.Row(pos) = static_cast<uint32_t>(first + i);
@@ -691,26 +712,16 @@ std::vector<float> Sample(const float* x, size_t n, size_t d, size_t max, uint64
   return out;
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(
-    const IndexSpec& in_spec, const float* x, size_t n, absl::Span<const uint32_t> train_rows) {
-  IndexSpec spec = in_spec;
-  const size_t n_train = train_rows.empty() ? n : train_rows.size();
-  if (spec.nlist == 0) spec.nlist = AutoNlist(n_train);
-  if (n_train < std::max<size_t>(spec.nlist, kPqCentroids)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ivf_hnsw_pq with nlist ", spec.nlist, " needs at least max(nlist, 256) = ",
-        std::max<size_t>(spec.nlist, kPqCentroids), " points to train, got ", n_train));
-  }
+// Trains an empty index: k-means on up to max(max_kmeans_points, nlist) of
+// the rows of x (n * d, prepared; only `rows` when not empty), the PQ on the
+// residuals of up to pq.max_train_points. spec.nlist must be set.
+absl::StatusOr<std::unique_ptr<IvfHnswPqIndex>> TrainIvfHnswPq(
+    const IndexSpec& spec, const float* x, size_t n, absl::Span<const uint32_t> rows) {
   const size_t d = spec.dim;
-  std::vector<float> prepared = PrepareVectors(spec.metric, x, n, d);
-  ZeroUntrainedBadRows(spec.metric, prepared, n, d, train_rows);
   std::vector<float> centroids;
   try {
     const std::vector<float> sample =
-        Sample(prepared.data(), n, d, std::max<size_t>(spec.max_kmeans_points, spec.nlist),
-               spec.pq.seed, train_rows);
+        Sample(x, n, d, std::max<size_t>(spec.max_kmeans_points, spec.nlist), spec.pq.seed, rows);
     faiss::ClusteringParameters cp;
     cp.niter = 20;
     cp.seed = static_cast<int>(spec.pq.seed);
@@ -732,8 +743,8 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(
     return absl::InternalError("k-means returned an unexpected number of centroids");
   }
   // Residuals of a sample train the PQ.
-  const std::vector<float> sample = Sample(prepared.data(), n, d, spec.pq.max_train_points,
-                                           spec.pq.seed + 1, train_rows);
+  const std::vector<float> sample =
+      Sample(x, n, d, spec.pq.max_train_points, spec.pq.seed + 1, rows);
   const size_t ns = sample.size() / d;
   std::vector<float> residuals(sample.size());
   ParallelFor(ns, spec.build_threads, [&](size_t i, int) {
@@ -748,7 +759,111 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(
                         ProductQuantizer::Train(residuals.data(), ns, spec.dim, spec.pq));
   auto index = std::make_unique<IvfHnswPqIndex>(spec, std::move(centroids), std::move(pq));
   index->BuildGraph();
+  return index;
+}
+
+absl::Status CheckTrainSize(const IndexSpec& spec, size_t n_train) {
+  if (n_train < std::max<size_t>(spec.nlist, kPqCentroids)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ivf_hnsw_pq with nlist ", spec.nlist, " needs at least max(nlist, 256) = ",
+        std::max<size_t>(spec.nlist, kPqCentroids), " points to train, got ", n_train));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPq(
+    const IndexSpec& in_spec, const float* x, size_t n, absl::Span<const uint32_t> train_rows) {
+  IndexSpec spec = in_spec;
+  const size_t n_train = train_rows.empty() ? n : train_rows.size();
+  if (spec.nlist == 0) spec.nlist = AutoNlist(n_train);
+  ZOOM_RETURN_IF_ERROR(CheckTrainSize(spec, n_train));
+  const size_t d = spec.dim;
+  std::vector<float> prepared = PrepareVectors(spec.metric, x, n, d);
+  ZeroUntrainedBadRows(spec.metric, prepared, n, d, train_rows);
+  ZOOM_ASSIGN_OR_RETURN(std::unique_ptr<IvfHnswPqIndex> index,
+                        TrainIvfHnswPq(spec, prepared.data(), n, train_rows));
   ZOOM_RETURN_IF_ERROR(index->AddPrepared(prepared.data(), n, /*bulk=*/true));
+  return std::unique_ptr<VectorIndex>(std::move(index));
+}
+
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
+    const IndexSpec& in_spec, uint64_t n, const IdFilter* exclude, const RowReader& read,
+    const StreamingBuildOptions& options) {
+  IndexSpec spec = in_spec;
+  const size_t d = spec.dim;
+  auto excluded = [&](uint64_t i) {
+    return exclude != nullptr && exclude->IsExcluded(static_cast<InternalId>(i));
+  };
+  uint64_t live = 0;
+  for (uint64_t i = 0; i < n; ++i) live += !excluded(i);
+  if (spec.nlist == 0) spec.nlist = AutoNlist(live);
+  ZOOM_RETURN_IF_ERROR(CheckTrainSize(spec, live));
+  // A uniform sample of the live rows, in id order (selection sampling).
+  const uint64_t want = std::min<uint64_t>(
+      live, std::max<uint64_t>({spec.max_kmeans_points, spec.nlist, spec.pq.max_train_points}));
+  std::vector<InternalId> picked;
+  picked.reserve(want);
+  {
+    std::mt19937_64 rng(spec.pq.seed + 2);
+    uint64_t seen = 0;
+    for (uint64_t i = 0; i < n && picked.size() < want; ++i) {
+      if (excluded(i)) continue;
+      const uint64_t left = live - seen++;
+      if (rng() % left < want - picked.size()) picked.push_back(static_cast<InternalId>(i));
+    }
+  }
+  const size_t chunk = std::max<size_t>(1, options.chunk_rows);
+  auto read_rows = [&](absl::Span<const InternalId> ids, float* out) -> absl::Status {
+    ZOOM_RETURN_IF_ERROR(read(ids, out));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      float* row = out + i * d;
+      if (!VectorMagnitudeOk(spec.metric, row, d)) {
+        if (excluded(ids[i])) {
+          std::fill(row, row + d, 0.0f);  // a dead placeholder
+          continue;
+        }
+        absl::Status why = CheckVectorMagnitude(spec.metric, row, d);
+        return absl::InvalidArgumentError(
+            absl::StrCat("training vector ", ids[i], ": ", why.message()));
+      }
+      if (spec.metric == Metric::kCosine) NormalizeL2(row, d);
+    }
+    return absl::OkStatus();
+  };
+  std::unique_ptr<IvfHnswPqIndex> index;
+  {
+    std::vector<float> sample(picked.size() * d);
+    for (size_t first = 0; first < picked.size(); first += chunk) {
+      const size_t m = std::min(chunk, picked.size() - first);
+      ZOOM_RETURN_IF_ERROR(read_rows(absl::MakeConstSpan(picked.data() + first, m),
+                                     sample.data() + first * d));
+    }
+    std::vector<InternalId>().swap(picked);
+    ZOOM_ASSIGN_OR_RETURN(index, TrainIvfHnswPq(spec, sample.data(), sample.size() / d, {}));
+  }
+  if (options.progress) options.progress(0.1);
+  // Encode every row a chunk at a time into staging arrays (the final
+  // index's bytes), then lay them out in exactly sized lists.
+  const size_t m = index->code_size();
+  std::vector<uint32_t> assign(n);
+  std::vector<uint8_t> codes(n * m);
+  std::vector<float> terms(n);
+  std::vector<float> rows(std::min<uint64_t>(chunk, n) * d);
+  std::vector<InternalId> ids;
+  for (uint64_t first = 0; first < n; first += chunk) {
+    const size_t count = static_cast<size_t>(std::min<uint64_t>(chunk, n - first));
+    ids.resize(count);
+    for (size_t i = 0; i < count; ++i) ids[i] = static_cast<InternalId>(first + i);
+    ZOOM_RETURN_IF_ERROR(read_rows(ids, rows.data()));
+    index->Encode(rows.data(), count, assign.data() + first, codes.data() + first * m,
+                  terms.data() + first);
+    if (options.progress) options.progress(0.1 + 0.85 * double(first + count) / double(n));
+  }
+  std::vector<float>().swap(rows);
+  ZOOM_RETURN_IF_ERROR(index->AddEncoded(assign.data(), codes.data(), terms.data(), n,
+                                         /*bulk=*/true));
   return std::unique_ptr<VectorIndex>(std::move(index));
 }
 

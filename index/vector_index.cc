@@ -192,6 +192,20 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
   return internal::BuildIvfHnswPq(spec, vectors, n, rows);
 }
 
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndexStreaming(
+    const IndexSpec& spec, uint64_t n, const IdFilter* exclude, const RowReader& read,
+    const StreamingBuildOptions& options) {
+  ZOOM_RETURN_IF_ERROR(spec.Validate());
+  if (n > (uint64_t{1} << 32) - 1) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot index ", n, " vectors (max 2^32-1)"));
+  }
+  if (spec.kind != IndexKind::kIvfHnswPq) {
+    return absl::UnimplementedError("a streaming build is for ivf_hnsw_pq only");
+  }
+  internal::LibraryThreadsGuard threads(1);  // as BuildIndex
+  return internal::BuildIvfHnswPqStreaming(spec, n, exclude, read, options);
+}
+
 namespace internal {
 
 void ZeroUntrainedBadRows(Metric metric, std::vector<float>& prepared, size_t n, size_t d,

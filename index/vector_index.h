@@ -20,6 +20,7 @@
 #define ZOOM_INDEX_VECTOR_INDEX_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/file_system.h"
 #include "common/metric.h"
 #include "common/query_stats.h"
@@ -140,6 +142,25 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
 absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
                                                         const float* vectors, size_t n,
                                                         const IdFilter* exclude);
+// A streaming build's reads: the rows `ids` (ascending) into out
+// (ids.size() * dim floats, as stored: the build prepares them).
+using RowReader = std::function<absl::Status(absl::Span<const InternalId> ids, float* out)>;
+struct StreamingBuildOptions {
+  size_t chunk_rows = 65536;                // rows read and encoded at a time
+  std::function<void(double)> progress;     // 0.1 after training .. 0.95; may be empty
+};
+// BuildIndex(spec, vectors, n, exclude) without the vectors in RAM, for
+// ivf_hnsw_pq (Unimplemented for other kinds): trains on a uniform sample
+// of the live rows (max(max_kmeans_points, nlist, pq.max_train_points) of
+// them, read by id), then reads and encodes rows [0, n) chunk_rows at a
+// time, staging their codes, and lays them out in exactly sized lists. RAM
+// at the peak: the final index about twice (staged + laid out), the sample
+// and one chunk. The sample differs from BuildIndex's, so the two builds
+// are equally good, not equal. The same errors as BuildIndex; a live row
+// that breaks the magnitude rule is InvalidArgument when it is read.
+absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndexStreaming(
+    const IndexSpec& spec, uint64_t n, const IdFilter* exclude, const RowReader& read,
+    const StreamingBuildOptions& options = {});
 // Reads an index written by Save(). DataLoss for a corrupt file,
 // FailedPrecondition for a newer major version.
 absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(const std::string& path);

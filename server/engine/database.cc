@@ -15,6 +15,7 @@
 #include "common/echo.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "index/blas_core.h"
 #include "index/distance_kernels.h"
 #include "storage/block_reader.h"
 
@@ -447,5 +448,9 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
 const char* Database::SimdLevel() { return index::SimdLevelName(index::ActiveSimdLevel()); }
 
 const char* Database::KernelChoices() { return index::KernelChoices(); }
+
+void Database::EnsureBlasCore(char** argv) { index::EnsureBlasCore(argv); }
+
+const char* Database::BlasCore() { return index::BlasCoreName(); }
 
 }  // namespace zoom::server

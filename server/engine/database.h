@@ -64,6 +64,10 @@ class Database {
   static const char* SimdLevel();
   // What the kernels run, per family (index::KernelChoices): for the log.
   static const char* KernelChoices();
+  // OpenBLAS's kernels: index/blas_core.h. EnsureBlasCore first thing in a
+  // binary's main (it may re-execute the program); BlasCore for the log.
+  static void EnsureBlasCore(char** argv);
+  static const char* BlasCore();
 
   // AlreadyExists for a taken name; InvalidArgument for a bad config.
   absl::StatusOr<std::shared_ptr<Collection>> CreateCollection(CollectionConfig config);

@@ -21,10 +21,10 @@ absl::Status AsBuildStatus(const absl::Status& st) {
 // FailedPrecondition naming the first live point among rows [0, n) that
 // breaks the magnitude rule.
 absl::Status CheckTrainable(const CollectionConfig& config, const Segment& segment,
-                            const float* vectors, uint64_t n) {
+                            const float* vectors, uint64_t n, const InternalId* ids = nullptr) {
   const size_t d = config.dim;
   for (uint64_t i = 0; i < n; ++i) {
-    const InternalId id = static_cast<InternalId>(i);
+    const InternalId id = ids != nullptr ? ids[i] : static_cast<InternalId>(i);
     if (segment.IsExcluded(id)) continue;
     const float* v = vectors + i * d;
     if (VectorMagnitudeOk(config.metric, v, d)) continue;
@@ -59,6 +59,25 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     const CollectionConfig& config, int threads, const Segment& segment, uint64_t n,
     std::atomic<double>* progress) {
   const size_t d = config.dim;
+  if (config.index.kind == index::IndexKind::kIvfHnswPq) {
+    // Streaming: the vectors are read a chunk at a time, never all in RAM.
+    index::StreamingBuildOptions options;
+    options.progress = [progress](double p) { *progress = p; };
+    index::RowReader read = [&](absl::Span<const InternalId> ids, float* out) {
+      ZOOM_RETURN_IF_ERROR(segment.engine->store().ReadVectors(ids, out));
+      return CheckTrainable(config, segment, out, ids.size(), ids.data());
+    };
+    try {
+      auto idx = index::BuildIndexStreaming(config.BuildSpec(threads), n, &segment, read, options);
+      if (!idx.ok()) return AsBuildStatus(idx.status());
+      return std::move(*idx);
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("out of memory building the index over ", n, " points"));
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("index build failed: ", e.what()));
+    }
+  }
   std::vector<float> vectors;
   try {
     vectors.resize(n * d);

@@ -37,8 +37,12 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildIndexOver(
     const CollectionConfig& config, int threads, const Segment& segment, const float* vectors,
     uint64_t n);
 
-// Reads records [0, n) of `segment` (progress 0 -> 0.1 into *progress) and
-// builds over them (BuildIndexOver).
+// Builds over records [0, n) of `segment`. ivf_hnsw_pq streams them
+// (index::BuildIndexStreaming: a training sample, then chunks of 65,536;
+// RAM about twice the final index plus the sample and a chunk; progress
+// 0.1 after training, then with the chunks); hnsw_pq reads them all
+// (progress 0 -> 0.1) and builds over them (BuildIndexOver). The same
+// checks and errors either way.
 absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     const CollectionConfig& config, int threads, const Segment& segment, uint64_t n,
     std::atomic<double>* progress);

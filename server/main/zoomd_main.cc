@@ -12,6 +12,7 @@
 #include <cerrno>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,6 +134,8 @@ int Main(int argc, char** argv) {
       "zoomd: the Zoom vector search server (gRPC zoom.v1.VectorSearch).\n"
       "  zoomd --data_dir DIR [--grpc_address HOST:PORT] [--metrics_address HOST:PORT]");
   absl::ParseCommandLine(argc, argv);
+  ZOOM_LOG(INFO, "OpenBLAS core ", server::Database::BlasCore(),
+           std::getenv("OPENBLAS_CORETYPE") != nullptr ? " (OPENBLAS_CORETYPE)" : "");
 
   // SIGTERM/SIGINT go through a handler that writes to a pipe, read by this
   // thread once serving. Not sigwait with the signals blocked: threads that
@@ -237,4 +240,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace zoom
 
-int main(int argc, char** argv) { return zoom::Main(argc, argv); }
+int main(int argc, char** argv) {
+  zoom::server::Database::EnsureBlasCore(argv);  // before any thread: may re-exec
+  return zoom::Main(argc, argv);
+}

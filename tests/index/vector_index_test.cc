@@ -19,6 +19,7 @@
 #include "common/texmex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "index/blas_core.h"
 #include "index/distance_kernels.h"
 #include "index/hnsw_graph.h"
 #include "tests/testing/status_matchers.h"
@@ -273,6 +274,116 @@ TEST(IndexSearchIdsTest, EveryAllowedIdScored) {
     ASSERT_OK(idx->SearchIds(queries.data(), kK, IdBitsView{}, IndexSearchParams{}, &none, nullptr));
     EXPECT_TRUE(none.empty());
   }
+}
+
+TEST(StreamingBuildTest, ChunkedReadsAndTheRecallOfTheInRamBuild) {
+  // issue 16: the build reads rows by id, a chunk at a time, and never
+  // holds the base; its recall is that of BuildIndex's (a different sample
+  // trains it). Dead rows (every 9th, one of them not even finite) are
+  // indexed as placeholders and excluded; a bad live row is refused.
+  constexpr size_t kN = 5000, kD = 16, kQ = 30, kK = 10, kChunk = 700;
+  std::vector<float> x = Clustered(kN, kD, 51);
+  const std::vector<float> queries = Clustered(kQ, kD, 52);
+  x[9 * 3 * kD] = std::numeric_limits<float>::infinity();  // id 27: dead
+  class Ninths final : public IdFilter {
+   public:
+    bool IsExcluded(InternalId id) const override { return id % 9 == 0; }
+  } dead;
+  for (const uint32_t nbits : {8u, 4u}) {
+    IndexSpec spec = SmallSpec(IndexKind::kIvfHnswPq, kD, 8);
+    spec.pq.nbits = nbits;
+    SCOPED_TRACE(absl::StrCat(nbits, "-bit"));
+    size_t largest = 0, rows_read = 0;
+    bool ascending = true;
+    RowReader read = [&](absl::Span<const InternalId> ids, float* out) {
+      largest = std::max(largest, ids.size());
+      rows_read += ids.size();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (i > 0 && ids[i] <= ids[i - 1]) ascending = false;
+        std::copy(x.data() + ids[i] * kD, x.data() + (ids[i] + 1) * kD, out + i * kD);
+      }
+      return absl::OkStatus();
+    };
+    StreamingBuildOptions options;
+    options.chunk_rows = kChunk;
+    std::vector<double> progress;
+    options.progress = [&](double p) { progress.push_back(p); };
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> streamed,
+                         BuildIndexStreaming(spec, kN, &dead, read, options));
+    EXPECT_LE(largest, kChunk);
+    EXPECT_TRUE(ascending);
+    // Every row once, plus the training sample (all live rows here: fewer
+    // than max_kmeans_points).
+    EXPECT_EQ(rows_read, kN + (kN - (kN + 8) / 9));
+    EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
+    ASSERT_FALSE(progress.empty());
+    EXPECT_LE(progress.back(), 1.0);
+    ASSERT_EQ(streamed->size(), kN);
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> in_ram,
+                         BuildIndex(spec, x.data(), kN, &dead));
+    double recall_streamed = 0, recall_in_ram = 0;
+    for (size_t q = 0; q < kQ; ++q) {
+      const float* qv = queries.data() + q * kD;
+      std::vector<Neighbor> all(kN);
+      for (size_t i = 0; i < kN; ++i) {
+        all[i] = {i % 9 == 0 ? std::numeric_limits<float>::max()
+                             : L2SquaredReference(qv, x.data() + i * kD, kD),
+                  static_cast<InternalId>(i)};
+      }
+      std::partial_sort(all.begin(), all.begin() + kK, all.end());
+      IndexSearchParams params;
+      params.nprobe = 8;
+      params.ef = 64;
+      params.filter = &dead;
+      for (auto* idx : {streamed.get(), in_ram.get()}) {
+        std::vector<Neighbor> got;
+        ASSERT_OK(idx->Search(qv, 50, params, &got, nullptr));
+        size_t hit = 0;
+        for (size_t i = 0; i < kK; ++i) {
+          for (const Neighbor& g : got) {
+            ASSERT_NE(g.id % 9, 0u) << "a dead row was returned";
+            hit += g.id == all[i].id;
+          }
+        }
+        (idx == streamed.get() ? recall_streamed : recall_in_ram) += double(hit) / kK / kQ;
+      }
+    }
+    EXPECT_GE(recall_streamed, 0.9);
+    EXPECT_GE(recall_streamed, recall_in_ram - 0.05);
+  }
+  // A live row that breaks the magnitude rule, read in the second chunk.
+  std::vector<float> bad = x;
+  bad[1000 * kD] = std::numeric_limits<float>::quiet_NaN();
+  RowReader read_bad = [&](absl::Span<const InternalId> ids, float* out) {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::copy(bad.data() + ids[i] * kD, bad.data() + (ids[i] + 1) * kD, out + i * kD);
+    }
+    return absl::OkStatus();
+  };
+  StreamingBuildOptions options;
+  options.chunk_rows = kChunk;
+  EXPECT_THAT(BuildIndexStreaming(SmallSpec(IndexKind::kIvfHnswPq, kD, 8), kN, &dead, read_bad,
+                                  options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("vector 1000")));
+  // A reader's error is the build's.
+  RowReader failing = [](absl::Span<const InternalId>, float*) {
+    return absl::DataLossError("disk on fire");
+  };
+  EXPECT_THAT(BuildIndexStreaming(SmallSpec(IndexKind::kIvfHnswPq, kD, 8), kN, nullptr, failing),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(BuildIndexStreaming(SmallSpec(IndexKind::kHnswPq, kD, 8), kN, nullptr, read_bad),
+              StatusIs(absl::StatusCode::kUnimplemented));
+}
+
+TEST(BlasCoreTest, NamesItsCoreAndLeavesAChosenCoreAlone) {
+  EXPECT_STRNE(BlasCoreName(), "");
+  // A core this CPU should have is one OpenBLAS does not already beat.
+  const char* want = PreferredBlasCoreType();
+  if (want != nullptr) EXPECT_STRNE(want, BlasCoreName());
+  // OPENBLAS_CORETYPE set (by the user, or by our own restart): nothing to do.
+  setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+  EXPECT_EQ(PreferredBlasCoreType(), nullptr);
+  unsetenv("OPENBLAS_CORETYPE");
 }
 
 TEST(IndexSpecTest, TooFewVectorsToTrain) {
