@@ -1,5 +1,7 @@
 #include "server/engine/collection.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -19,6 +21,15 @@ namespace zoom::server {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Returns the heap's free memory to the system: after a build or a
+// compaction, glibc keeps the staging buffers' pages (at 1M points the
+// server's RSS stayed ~130 MB above what it serves from).
+void ReleaseFreedMemory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 
 }  // namespace
 
@@ -1109,6 +1120,7 @@ absl::Status Collection::RunBuild() {
     }
   }
   built = absl::StatusOr<std::unique_ptr<index::VectorIndex>>();
+  ReleaseFreedMemory();  // the build's staging and the old index (when no search holds it)
   build_progress_ = 1.0;
   // A build overtaken by a compaction is not a failure: the compaction made
   // the index of the segment now serving (or none).
@@ -1274,6 +1286,7 @@ absl::Status Collection::CompactOnce() {
   ZOOM_LOG(INFO, "collection ", config_.name, ": compacted ", plan.old->ids.visible(), " -> ",
            Current()->ids.visible(), " records in ", absl::SixDigits(sw.ElapsedMicros() / 1e6),
            " s (", added, " added and ", removed, " removed during it, applied at the switch)");
+  ReleaseFreedMemory();
   return absl::OkStatus();
 }
 

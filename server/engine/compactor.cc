@@ -1,7 +1,7 @@
 #include "server/engine/compactor.h"
 
 #include <algorithm>
-#include <cstring>
+#include <atomic>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -9,18 +9,6 @@
 #include "server/engine/index_builder.h"
 
 namespace zoom::server {
-namespace {
-
-// Raw records (the file's dtype) -> floats, as ReadVectors would give.
-void Decode(storage::DType dtype, const uint8_t* raw, size_t values, float* out) {
-  if (dtype == storage::DType::kFloat32) {
-    std::memcpy(out, raw, values * sizeof(float));
-  } else {
-    for (size_t i = 0; i < values; ++i) out[i] = static_cast<float>(raw[i]);
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
     const std::string& dir, const CompactionPlan& plan, const CollectionConfig& config,
@@ -29,7 +17,6 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
   const std::string path = (std::filesystem::path(dir) / plan.vectors_file).string();
   const storage::VectorStore& src = plan.old->engine->store();
   const size_t rb = src.record_bytes();
-  const size_t d = config.dim;
   const uint64_t n = plan.live_ids.size();
   {
     // Written with batched syncs (one at the end), then opened as a segment.
@@ -37,8 +24,6 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
     wopts.sync_on_append = false;
     ZOOM_ASSIGN_OR_RETURN(auto writer,
                           storage::VectorStore::Create(path, config.dim, config.dtype, wopts));
-    std::vector<float> all;
-    if (plan.rebuild_index) all.resize(n * d);
     std::vector<uint8_t> raw;
     std::vector<std::string> payloads;
     std::vector<storage::RecordWrite> writes;
@@ -48,7 +33,6 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
       absl::Span<const InternalId> chunk(plan.live_ids.data() + first, m);
       raw.resize(m * rb);
       ZOOM_RETURN_IF_ERROR(src.ReadRaw(chunk, raw.data()));
-      if (plan.rebuild_index) Decode(config.dtype, raw.data(), m * d, all.data() + first * d);
       ZOOM_RETURN_IF_ERROR(writer->Append(raw.data(), m));
       // A record deleted since the plan has no payload any more: it is
       // copied as is and killed by CatchUp.
@@ -68,9 +52,11 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
     if (plan.rebuild_index) {
       // Saved as the new segment's snapshot; CatchUp's records are
       // replayed after it.
+      // Built from the new file, as a collection's build is (ivf_hnsw_pq
+      // streams it: the live vectors are never all in RAM).
+      std::atomic<double> progress{0};
       ZOOM_ASSIGN_OR_RETURN(auto idx,
-                            BuildIndexOver(config, options.build_threads, *fresh, all.data(), n));
-      all = std::vector<float>();
+                            BuildSegmentIndex(config, options.build_threads, *fresh, n, &progress));
       ZOOM_RETURN_IF_ERROR(fresh->engine->SetIndex(std::move(idx)));
       ZOOM_RETURN_IF_ERROR(fresh->engine->index()->Save(
           (std::filesystem::path(dir) / plan.snapshot_file).string(), options.store.file_system));

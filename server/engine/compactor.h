@@ -8,10 +8,12 @@
 //                                     space and file names, announced in
 //                                     the manifest as pending
 //   2. Copy      (no lock)            each live record read once (raw
-//                                     bytes: appended to the new file and
-//                                     decoded for the index), its payload
-//                                     committed in the new space; the index
-//                                     rebuilt and saved when there was one
+//                                     bytes appended to the new file), its
+//                                     payload committed in the new space;
+//                                     the index rebuilt from the new file
+//                                     (BuildSegmentIndex: ivf_hnsw_pq
+//                                     streams it) and saved when there
+//                                     was one
 //   3. CatchUp   (write lock)         records deleted or overwritten since
 //                                     die in the new segment, records added
 //                                     since are appended to it

@@ -37,14 +37,12 @@ absl::Status CheckTrainable(const CollectionConfig& config, const Segment& segme
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildIndexOver(
-    const CollectionConfig& config, int threads, const Segment& segment, const float* vectors,
-    uint64_t n) {
+// Runs a build: its "bad input" becomes FailedPrecondition (AsBuildStatus),
+// allocation failure and exceptions a Status.
+absl::StatusOr<std::unique_ptr<index::VectorIndex>> GuardedBuild(
+    uint64_t n, const std::function<absl::StatusOr<std::unique_ptr<index::VectorIndex>>()>& build) {
   try {
-    ZOOM_RETURN_IF_ERROR(CheckTrainable(config, segment, vectors, n));
-    auto idx = index::BuildIndex(config.BuildSpec(threads), vectors, n, &segment);
+    auto idx = build();
     if (!idx.ok()) return AsBuildStatus(idx.status());
     return std::move(*idx);
   } catch (const std::bad_alloc&) {
@@ -53,6 +51,17 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildIndexOver(
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("index build failed: ", e.what()));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildIndexOver(
+    const CollectionConfig& config, int threads, const Segment& segment, const float* vectors,
+    uint64_t n) {
+  return GuardedBuild(n, [&]() -> absl::StatusOr<std::unique_ptr<index::VectorIndex>> {
+    ZOOM_RETURN_IF_ERROR(CheckTrainable(config, segment, vectors, n));
+    return index::BuildIndex(config.BuildSpec(threads), vectors, n, &segment);
+  });
 }
 
 absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
@@ -67,16 +76,9 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
       ZOOM_RETURN_IF_ERROR(segment.engine->store().ReadVectors(ids, out));
       return CheckTrainable(config, segment, out, ids.size(), ids.data());
     };
-    try {
-      auto idx = index::BuildIndexStreaming(config.BuildSpec(threads), n, &segment, read, options);
-      if (!idx.ok()) return AsBuildStatus(idx.status());
-      return std::move(*idx);
-    } catch (const std::bad_alloc&) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("out of memory building the index over ", n, " points"));
-    } catch (const std::exception& e) {
-      return absl::InternalError(absl::StrCat("index build failed: ", e.what()));
-    }
+    return GuardedBuild(n, [&] {
+      return index::BuildIndexStreaming(config.BuildSpec(threads), n, &segment, read, options);
+    });
   }
   std::vector<float> vectors;
   try {

@@ -379,7 +379,9 @@ TEST(BlasCoreTest, NamesItsCoreAndLeavesAChosenCoreAlone) {
   EXPECT_STRNE(BlasCoreName(), "");
   // A core this CPU should have is one OpenBLAS does not already beat.
   const char* want = PreferredBlasCoreType();
-  if (want != nullptr) EXPECT_STRNE(want, BlasCoreName());
+  if (want != nullptr) {
+    EXPECT_STRNE(want, BlasCoreName());
+  }
   // OPENBLAS_CORETYPE set (by the user, or by our own restart): nothing to do.
   setenv("OPENBLAS_CORETYPE", "Haswell", 1);
   EXPECT_EQ(PreferredBlasCoreType(), nullptr);
