@@ -296,6 +296,10 @@ void PrintInfo(const v1::CollectionInfo& info) {
   }
   absl::PrintF("index state:    %s\n", state);
   absl::PrintF("indexed points: %d\n", info.indexed_points());
+  if (info.trained_points() > 0) {
+    absl::PrintF("trained on:     %d points (%d automatic retrains)\n", info.trained_points(),
+                 info.auto_retrains());
+  }
   absl::PrintF("resident:       %s\n", HumanBytes(info.resident_bytes()));
   absl::PrintF("disk:           %s\n", HumanBytes(info.disk_bytes()));
   for (const v1::FieldIndexInfo& f : info.field_indexes()) {

@@ -121,8 +121,10 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
                         c->OpenSegment(manifest.space, manifest.vectors, /*create=*/false));
   const std::string snapshot = manifest.snapshot;
   const uint64_t snapshot_count = manifest.snapshot_count;
+  const uint64_t trained_points = manifest.trained_points;
   manifest.snapshot.clear();
   manifest.snapshot_count = 0;
+  manifest.trained_points = 0;
   if (!snapshot.empty()) {
     Stopwatch sw;
     index::LoadIndexOptions load_options;  // the config decides the link layout
@@ -135,6 +137,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
     if (st.ok()) {
       manifest.snapshot = snapshot;
       manifest.snapshot_count = snapshot_count;
+      manifest.trained_points = trained_points;
       c->index_state_ = IndexState::kReady;
       ZOOM_LOG(INFO, "collection ", config.name, ": index snapshot ", snapshot, " loaded, ",
                visible - std::min(visible, manifest.snapshot_count), " points replayed, ",
@@ -149,6 +152,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
   }
   ZOOM_RETURN_IF_ERROR(c->FillPayloadIndex(seg.get(), manifest.field_indexes));
   c->manifest_ = std::move(manifest);
+  c->trained_points_ = c->TrainedPointsLocked();
   {
     absl::MutexLock m(&c->segment_mu_);
     c->segment_ = std::move(seg);
@@ -398,7 +402,9 @@ absl::Status Collection::SaveManifestLocked() {
   std::shared_ptr<Segment> seg = Current();
   manifest_.space = seg->space;
   manifest_.vectors = seg->vectors_file;
-  return metadata_->PutState(id_, manifest_.Encode());
+  ZOOM_RETURN_IF_ERROR(metadata_->PutState(id_, manifest_.Encode()));
+  trained_points_ = TrainedPointsLocked();
+  return absl::OkStatus();
 }
 
 absl::Status Collection::SaveSnapshotLocked() {
@@ -799,7 +805,29 @@ void Collection::MaybeAutoMaintainLocked() {
     absl::Status st = StartBuild();
     ZOOM_LOG(INFO, "collection ", config_.name, ": ", live, " points, automatic index build: ",
              st.ok() ? absl::string_view("started") : st.message());
+    return;
   }
+  // Retraining: an index trained on far fewer points than the collection
+  // now holds has too few lists and a PQ fitted to old data; it is rebuilt
+  // in the background while it keeps serving (SetIndex swaps at the end).
+  const uint64_t trained = TrainedPointsLocked();
+  if (options_.auto_retrain_growth > 0 && trained > 0 && !compacting_.load() &&
+      static_cast<double>(live) >= options_.auto_retrain_growth * static_cast<double>(trained) &&
+      seg->engine->index() != nullptr && !build_.running() && MaintenanceDue()) {
+    absl::Status st = StartBuild();
+    if (st.ok()) ++auto_retrains_;
+    ZOOM_LOG(INFO, "collection ", config_.name, ": ", live, " points, ",
+             absl::SixDigits(static_cast<double>(live) / static_cast<double>(trained)),
+             "x the ", trained, " its index was trained on, automatic retrain: ",
+             st.ok() ? absl::string_view("started") : st.message());
+  }
+}
+
+uint64_t Collection::TrainedPointsLocked() const {
+  if (manifest_.trained_points != 0) return manifest_.trained_points;
+  // A manifest of a zoomd before trained_points: the index covers
+  // snapshot_count records, so it trained on at most that many.
+  return manifest_.snapshot.empty() ? 0 : manifest_.snapshot_count;
 }
 
 // ---- Reads -------------------------------------------------------------------
@@ -1107,6 +1135,10 @@ absl::Status Collection::RunBuild() {
   Stopwatch sw;
   std::shared_ptr<Segment> seg = Current();
   const uint64_t n = seg->engine->size();
+  // The live points among [0, n) the build trains on (the live count now:
+  // writes after this moment are added to the new index, not trained on).
+  const uint64_t trained = seg->ids.live();
+  const bool replaces = seg->engine->index() != nullptr;
   auto built = BuildSegmentIndex(config_, options_.build_threads, *seg, n, &build_progress_);
   absl::Status st = built.status();
   build_progress_ = 0.9;
@@ -1116,7 +1148,10 @@ absl::Status Collection::RunBuild() {
       st = absl::AbortedError("the collection was compacted during the build; build again");
     } else {
       st = seg->engine->SetIndex(std::move(*built));
-      if (st.ok()) st = SaveSnapshotLocked();
+      if (st.ok()) {
+        manifest_.trained_points = trained;
+        st = SaveSnapshotLocked();
+      }
     }
   }
   built = absl::StatusOr<std::unique_ptr<index::VectorIndex>>();
@@ -1130,8 +1165,9 @@ absl::Status Collection::RunBuild() {
                  : overtaken                              ? IndexState::kNone
                                                           : IndexState::kFailed;
   if (st.ok()) {
-    ZOOM_LOG(INFO, "collection ", config_.name, ": index build over ", n, " points done in ",
-             absl::SixDigits(sw.ElapsedMicros() / 1e6), " s");
+    ZOOM_LOG(INFO, "collection ", config_.name, ": index build over ", n, " points (",
+             trained, " live) done in ", absl::SixDigits(sw.ElapsedMicros() / 1e6), " s",
+             replaces ? "; the previous index is freed by the last search holding it" : "");
   } else {
     ZOOM_LOG(WARNING, "collection ", config_.name, ": index build over ", n, " points failed: ",
              st.message());
@@ -1268,6 +1304,7 @@ absl::Status Collection::CompactOnce() {
   manifest_.pending_space = 0;
   manifest_.snapshot = plan.rebuild_index ? plan.snapshot_file : "";
   manifest_.snapshot_count = plan.rebuild_index ? plan.live_ids.size() : 0;
+  manifest_.trained_points = plan.rebuild_index ? plan.live_ids.size() : 0;
   manifest_.retired_spaces.push_back(plan.old->space);
   if (absl::Status st = SaveManifestLocked(); !st.ok()) {
     // The stored manifest still names the old files: go back to them.
@@ -1313,6 +1350,8 @@ CollectionInfo Collection::Info() const {
   info.index_state = index_state_.load();
   const std::shared_ptr<const index::VectorIndex> idx = seg->engine->index();
   info.indexed_points = idx ? idx->size() : 0;
+  info.auto_retrains = auto_retrains_.load();
+  if (idx != nullptr) info.trained_points = trained_points_.load();
   // Every index still alive counts (a replaced one a search holds too).
   info.field_indexes = seg->payload.Info();
   info.resident_bytes = seg->engine->IndexBytes() + seg->engine->CacheBytes() + seg->ids.Bytes() +

@@ -77,6 +77,12 @@ struct CollectionOptions {
   // An unindexed collection starts a build by itself once it holds this
   // many live points (0: never).
   uint64_t auto_build_min_points = 20000;
+  // An indexed collection rebuilds (retrains) its index in the background
+  // once it holds this many times the live points the index was trained
+  // on (0: never). Searches use the old index until the new one replaces
+  // it; the old one is freed by the last search holding it. At 4, the
+  // builds of a growing collection sum to at most 4/3 of the last one.
+  double auto_retrain_growth = 4.0;
   // Compact() by itself once dead records are at least this share of the
   // vector file and at least `auto_compact_min_dead` (ratio 0: never).
   double auto_compact_dead_ratio = 0.5;
@@ -97,6 +103,10 @@ struct CollectionInfo {
   uint64_t stored_records = 0;
   IndexState index_state = IndexState::kNone;
   uint64_t indexed_points = 0;
+  // The live points the current index was trained on (0: no index), and
+  // the automatic retrains this process started (auto_retrain_growth).
+  uint64_t trained_points = 0;
+  uint64_t auto_retrains = 0;
   uint64_t resident_bytes = 0;  // preview + id maps + cache
   uint64_t disk_bytes = 0;      // vector file + index snapshot
   double build_progress = 0;
@@ -381,6 +391,7 @@ class Collection {
   void NoteMaintenance(bool compaction, const absl::Status& st);
   bool MaintenanceDue() const;
   void MaybeAutoMaintainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  uint64_t TrainedPointsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status DroppedError() const;
 
   std::string dir_;
@@ -416,6 +427,10 @@ class Collection {
   MaintenanceTask build_;
   std::atomic<IndexState> index_state_{IndexState::kNone};
   std::atomic<double> build_progress_{0};
+  std::atomic<uint64_t> auto_retrains_{0};
+  // TrainedPointsLocked() as of the last manifest saved (read by Info
+  // without the write lock).
+  std::atomic<uint64_t> trained_points_{0};
 
   // Payload index builds (CreateFieldIndex); stopping_ ends them early.
   absl::Mutex field_build_mu_;

@@ -38,6 +38,7 @@ std::string CollectionManifest::Encode() const {
       absl::StrCat("version=", kVersion, "\nspace=", space, "\nvectors=", vectors,
                    "\nsnapshot=", snapshot, "\nsnapshot_count=", snapshot_count, "\nseq=", seq,
                    "\n");
+  if (trained_points != 0) absl::StrAppend(&out, "trained_points=", trained_points, "\n");
   if (pending_space != 0) absl::StrAppend(&out, "pending_space=", pending_space, "\n");
   if (!retired_spaces.empty()) {
     absl::StrAppend(&out, "retired_spaces=", absl::StrJoin(retired_spaces, ","), "\n");
@@ -63,6 +64,7 @@ absl::StatusOr<CollectionManifest> CollectionManifest::Decode(std::string_view t
   ZOOM_RETURN_IF_ERROR(kv.Number("seq", &m.seq));
   ZOOM_RETURN_IF_ERROR(kv.Number("pending_space", &m.pending_space));
   ZOOM_RETURN_IF_ERROR(kv.Number("snapshot_count", &m.snapshot_count));
+  ZOOM_RETURN_IF_ERROR(kv.Number("trained_points", &m.trained_points));
   ZOOM_RETURN_IF_ERROR(kv.NumberList("retired_spaces", &m.retired_spaces));
   ZOOM_RETURN_IF_ERROR(DecodeFieldIndexes(kv.String("field_indexes"), &m.field_indexes));
   m.vectors = kv.String("vectors", m.vectors);

@@ -10,6 +10,10 @@
 //   vectors         the vector file (the log of stored vectors)
 //   snapshot        the index snapshot ("" when none), covering records
 //   snapshot_count  [0, snapshot_count) of the vector file
+//   trained_points  the live points the current index was trained on (its
+//                   k-means and PQ); written only when known (not 0). A
+//                   manifest without it (older zoomd) means "at most
+//                   snapshot_count" (what the automatic retrain assumes)
 //   seq             the next file number (names are never reused)
 //   pending_space   a compaction's space being written (its records are
 //                   garbage if the compaction did not switch)
@@ -41,6 +45,7 @@ struct CollectionManifest {
   std::string vectors = "vectors-1.zvec";
   std::string snapshot;
   uint64_t snapshot_count = 0;
+  uint64_t trained_points = 0;
   uint32_t seq = 2;
   uint32_t pending_space = 0;
   std::vector<uint32_t> retired_spaces;

@@ -44,7 +44,7 @@ constexpr auto GetLe = GetLittleEndian;
 absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::string& path) const {
   // 1. The point of the snapshot, under the write lock (briefly).
   std::shared_ptr<Segment> gen;
-  uint64_t records = 0, snapshot_count = 0;
+  uint64_t records = 0, snapshot_count = 0, trained_points = 0;
   std::vector<std::pair<InternalId, uint64_t>> live;
   std::unique_ptr<storage::MetadataSnapshot> meta;
   std::string index_link;
@@ -70,6 +70,7 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
         return absl::InternalError(absl::StrCat("cannot link the index snapshot: ", ec.message()));
       }
       snapshot_count = std::min<uint64_t>(manifest_.snapshot_count, records);
+      trained_points = manifest_.trained_points;
     }
   }
   auto unlink = [&] {
@@ -102,6 +103,9 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
                                   "\nrecord_bytes=", store.record_bytes(),
                                   "\nsnapshot_count=", index_link.empty() ? 0 : snapshot_count,
                                   "\nindex=", index_link.empty() ? 0 : 1,
+                                  trained_points > 0
+                                      ? absl::StrCat("\ntrained_points=", trained_points)
+                                      : std::string(),
                                   field_points > 0 ? absl::StrCat("\nfields_points=", field_points)
                                                    : std::string(),
                                   field_indexes.empty()
@@ -387,6 +391,11 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
   restored.vectors = vectors_file;
   restored.snapshot = index_file;
   restored.snapshot_count = index != nullptr ? snapshot_count : 0;
+  // What the index was trained on (a key older zoomds neither write nor
+  // read: then the automatic retrain assumes snapshot_count).
+  if (index != nullptr && manifest.Has("trained_points")) {
+    ZOOM_RETURN_IF_ERROR(manifest.Number("trained_points", &restored.trained_points));
+  }
   restored.seq = 3;
   // Declared payload indexes (a key older zoomds ignore); filled at Open.
   ZOOM_RETURN_IF_ERROR(DecodeFieldIndexes(manifest.String("field_indexes"),

@@ -125,6 +125,8 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
   out.set_stored_records(info.stored_records);
   out.set_index_state(static_cast<v1::IndexState>(static_cast<int>(info.index_state) + 1));
   out.set_indexed_points(info.indexed_points);
+  out.set_trained_points(info.trained_points);
+  out.set_auto_retrains(info.auto_retrains);
   out.set_resident_bytes(info.resident_bytes);
   out.set_disk_bytes(info.disk_bytes);
   out.set_build_progress(info.build_progress);

@@ -53,6 +53,9 @@ ABSL_FLAG(uint32_t, max_batch, 10000, "Most points per upsert message / queries 
 ABSL_FLAG(uint32_t, max_dim, 4096, "Largest vector dimension of a collection.");
 ABSL_FLAG(uint64_t, auto_build_points, 20000,
           "An unindexed collection builds its index by itself at this many points (0: never).");
+ABSL_FLAG(double, auto_retrain_growth, 4.0,
+          "An indexed collection retrains its index in the background once it holds this many "
+          "times the points the index was trained on (0: never).");
 ABSL_FLAG(std::string, demo_collection, "",
           "If set and absent: create this collection from --demo_vectors and build its index.");
 ABSL_FLAG(std::string, demo_vectors, "tests/data/sift-ngt-5k/base.bvecs",
@@ -161,6 +164,13 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.database.sync_always = sync == "always";
+  const double growth = absl::GetFlag(FLAGS_auto_retrain_growth);
+  if (!(growth == 0 || (growth > 1 && growth <= 1e6))) {  // (NaN fails both)
+    std::fprintf(stderr,
+                 "zoomd: --auto_retrain_growth must be 0 (never) or above 1 (e.g. 4), got %g\n",
+                 growth);
+    return 2;
+  }
   options.wal_sync_interval = absl::Milliseconds(absl::GetFlag(FLAGS_wal_sync_ms));
   auto backend = storage::ParseIoBackend(absl::GetFlag(FLAGS_io_backend));
   if (!backend.ok()) {
@@ -172,6 +182,7 @@ int Main(int argc, char** argv) {
   options.database.collection.engine.cache_bytes =
       static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_cache_bytes)));
   options.database.collection.auto_build_min_points = absl::GetFlag(FLAGS_auto_build_points);
+  options.database.collection.auto_retrain_growth = absl::GetFlag(FLAGS_auto_retrain_growth);
   options.database.collection.build_threads = absl::GetFlag(FLAGS_build_threads);
   options.database.max_dim = absl::GetFlag(FLAGS_max_dim);
   options.grpc_address = absl::GetFlag(FLAGS_grpc_address);

@@ -2507,6 +2507,9 @@ TEST_F(CollectionTest, SnapshotRestoresToTheSameAnswers) {
   ASSERT_OK_AND_ASSIGN(auto dst, db_->RestoreSnapshot(file.first, "dst", false));
   EXPECT_EQ(dst->Info().points, model.size());
   EXPECT_EQ(dst->Info().index_state, IndexState::kReady);
+  // What the index was trained on travels with it.
+  EXPECT_EQ(c->Info().trained_points, 1200u);
+  EXPECT_EQ(dst->Info().trained_points, 1200u);
   ExpectGetMatchesModel(*dst, model);
   const auto queries = ClusteredVectors(30, kDim, 403);
   auto same = [&](const Collection& a, const Collection& b) {
@@ -2741,6 +2744,175 @@ TEST_F(CollectionTest, RebuildsUnderSearchesDoNotAccumulateIndexes) {
   EXPECT_TRUE(held_weak.expired());
   EXPECT_LE(c->engine()->IndexBytes(), one_index + one_index / 4);
   EXPECT_LE(c->Info().resident_bytes, resident + one_index / 4);
+}
+
+// Retraining as a collection grows: an index trained on N live points is
+// rebuilt in the background once the collection holds auto_retrain_growth
+// (here 4) times N. The data drifts (later points come from a shifted
+// distribution the first index never trained on), searches from two
+// threads never fail while each retrain runs, the switch frees the old
+// index, recall at fixed knobs is at least the old index's, and what the
+// index was trained on survives a restart (no retrain at reopen).
+TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
+  constexpr uint32_t kDim = 16;
+  options_.collection.auto_build_min_points = 400;
+  options_.collection.auto_retrain_growth = 4.0;
+  OpenDb();
+  auto c = Create("grows", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  Model model;
+  // Point i: a clustered vector, shifted by +3 on every axis for i >= 400.
+  constexpr size_t kMax = 6400;
+  std::vector<float> all = ClusteredVectors(kMax, kDim, 501);
+  for (size_t i = 400; i < kMax; ++i) {
+    for (uint32_t j = 0; j < kDim; ++j) all[i * kDim + j] += 3.0f;
+  }
+  auto upsert = [&](size_t first, size_t n) {
+    UpsertRange(*c, first, n,
+                std::vector<float>(all.begin() + first * kDim, all.begin() + (first + n) * kDim),
+                &model, 100);
+  };
+  // Queries from both distributions, low knobs (so the preview's quality
+  // shows through the re-rank) at equal work: a quarter of the lists, so
+  // the same share of the codes is scanned whatever nlist the index chose
+  // (a retrain on more points picks more lists).
+  std::vector<float> queries = ClusteredVectors(60, kDim, 502);
+  for (size_t q = 30; q < 60; ++q) {
+    for (uint32_t j = 0; j < kDim; ++j) queries[q * kDim + j] += 3.0f;
+  }
+  uint32_t nprobe = 0;
+  auto recall = [&] {
+    nprobe = std::max<uint32_t>(1, c->engine()->index()->spec().nlist / 4);
+    double sum = 0;
+    for (size_t q = 0; q < 60; ++q) {
+      CollectionSearchParams p;
+      p.engine.k = 10;
+      p.engine.nprobe = nprobe;
+      p.engine.rerank_candidates = 12;
+      QueryResult r;
+      EXPECT_OK(c->Search(absl::MakeConstSpan(queries.data() + q * kDim, kDim), p, &r));
+      EXPECT_FALSE(r.stats.exact);
+      sum += RecallOf(r.hits, Oracle(model, Metric::kL2, queries.data() + q * kDim, 10));
+    }
+    return sum / 60;
+  };
+  // While `build` runs, two threads search; every search succeeds with k
+  // hits (each thread searches at least once).
+  auto searched_through = [&](const std::function<void()>& build) {
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> searches{0}, failures{0};
+    std::vector<std::thread> searchers;
+    for (int t = 0; t < 2; ++t) {
+      searchers.emplace_back([&, t] {
+        size_t q = t;
+        do {
+          CollectionSearchParams p;
+          p.engine.k = 10;
+          std::vector<Hit> hits;
+          absl::Status st = SearchInto(*c, queries.data() + q * kDim, kDim, p, &hits);
+          if (!st.ok() || hits.size() != 10) failures.fetch_add(1);
+          searches.fetch_add(1);
+          q = (q + 1) % 60;
+        } while (!stop.load());
+      });
+    }
+    build();
+    stop = true;
+    for (auto& t : searchers) t.join();
+    EXPECT_GE(searches.load(), 2u);
+    EXPECT_EQ(failures.load(), 0u) << "of " << searches.load() << " searches";
+  };
+
+  // A point far from every query (never in an oracle's top 10): recall is
+  // measured before it is written and after, over the same top 10s.
+  auto upsert_far = [&](size_t id) {
+    std::vector<float> v(kDim, 1000.0f + float(id));
+    UpsertRange(*c, id, 1, v, &model);
+  };
+
+  upsert(0, 400);  // the first automatic build, on 400 points
+  ASSERT_OK(c->WaitForBuild());
+  CollectionInfo info = c->Info();
+  ASSERT_EQ(info.index_state, IndexState::kReady);
+  EXPECT_EQ(info.trained_points, 400u);
+  EXPECT_EQ(info.auto_retrains, 0u);
+
+  upsert(400, 1199);  // 1,599 points: under 4x, no retrain
+  ASSERT_OK(c->WaitForBuild());
+  info = c->Info();
+  EXPECT_EQ(info.trained_points, 400u);
+  EXPECT_EQ(info.indexed_points, 1599u);
+  EXPECT_EQ(info.auto_retrains, 0u);
+  const double recall_400 = recall();
+  const uint32_t nprobe_400 = nprobe;
+  std::weak_ptr<const index::VectorIndex> old_index = c->engine()->index();
+  searched_through([&] {
+    upsert_far(1599);  // the 1,600th point: 4x, the retrain starts
+    ASSERT_OK(c->WaitForBuild());
+  });
+  info = c->Info();
+  EXPECT_EQ(info.index_state, IndexState::kReady);
+  EXPECT_EQ(info.trained_points, 1600u);
+  EXPECT_EQ(info.indexed_points, 1600u);
+  EXPECT_EQ(info.auto_retrains, 1u);
+  EXPECT_THAT(info.index_error, IsEmpty());
+  // Only the serving index is alive: the switch freed the old one.
+  EXPECT_TRUE(old_index.expired()) << "the replaced index outlived its last search";
+  EXPECT_EQ(c->engine()->IndexBytes(), c->engine()->index()->ResidentBytes());
+  const double recall_1600 = recall();
+  std::printf("[ recall@10, K' 12, a quarter of the lists, 1,600 points ] trained on 400: "
+              "%.4f (nprobe %u), retrained on 1,600: %.4f (nprobe %u)\n",
+              recall_400, nprobe_400, recall_1600, nprobe);
+  EXPECT_GE(recall_1600, recall_400);
+
+  // Once more at 6,400 (4 x 1,600), with writes during the retrain: they
+  // are in the new index at the switch.
+  upsert(1600, 4799);  // 6,399
+  ASSERT_OK(c->WaitForBuild());
+  EXPECT_EQ(c->Info().auto_retrains, 1u);
+  const uint64_t resident_before = c->Info().resident_bytes;
+  const double recall_old = recall();
+  const uint32_t nprobe_old = nprobe;
+  old_index = c->engine()->index();
+  searched_through([&] {
+    upsert_far(6399);  // the retrain starts
+    for (size_t id = kMax; id < kMax + 50; ++id) upsert_far(id);
+    ASSERT_OK(c->WaitForBuild());
+  });
+  info = c->Info();
+  // (It trains on the live points when it starts: 6,400 plus those of the
+  // 50 writes that came before.)
+  EXPECT_GE(info.trained_points, 6400u);
+  EXPECT_LE(info.trained_points, 6450u);
+  EXPECT_EQ(info.indexed_points, 6450u);
+  EXPECT_EQ(info.auto_retrains, 2u);
+  EXPECT_TRUE(old_index.expired()) << "the replaced index outlived its last search";
+  EXPECT_EQ(c->engine()->IndexBytes(), c->engine()->index()->ResidentBytes());
+  // Resident bytes after the switch: one index (more lists now), not two.
+  std::printf("[ resident bytes ] before the retrain %llu, after %llu\n",
+              static_cast<unsigned long long>(resident_before),
+              static_cast<unsigned long long>(info.resident_bytes));
+  EXPECT_LE(info.resident_bytes, resident_before + resident_before / 4);
+  const double recall_new = recall();
+  std::printf("[ recall@10, K' 12, a quarter of the lists, 6,400 points ] trained on 1,600: "
+              "%.4f (nprobe %u), retrained on 6,400: %.4f (nprobe %u)\n",
+              recall_old, nprobe_old, recall_new, nprobe);
+  EXPECT_GE(recall_new, recall_old);
+  const uint64_t trained = info.trained_points;
+
+  // A restart keeps what the index was trained on: no retrain at reopen,
+  // nor at the next write.
+  c.reset();
+  ReopenDb();
+  c = Get("grows");
+  ASSERT_NE(c, nullptr);
+  info = c->Info();
+  EXPECT_EQ(info.trained_points, trained);
+  EXPECT_EQ(info.auto_retrains, 0u);
+  upsert_far(kMax + 50);
+  ASSERT_OK(c->WaitForBuild());
+  EXPECT_EQ(c->Info().auto_retrains, 0u);
+  EXPECT_EQ(c->Info().trained_points, trained);
 }
 
 // A segment replaced by compaction is retired, not destroyed by its last

@@ -123,6 +123,19 @@ TEST(CollectionManifestTest, GoldenFilesOfVersion1) {
     EXPECT_THAT(CollectionManifest::Decode("version=1\nfield_indexes=:61\n", 1).status(),
                 StatusIs(absl::StatusCode::kDataLoss));
   }
+  {
+    // The points the index was trained on (what the automatic retrain
+    // compares the live count with); absent in the older files above (0).
+    const std::string text = ReadFile(TestDataPath("golden/collection_manifest_v1_trained.txt"));
+    ASSERT_FALSE(text.empty());
+    ASSERT_OK_AND_ASSIGN(auto m, CollectionManifest::Decode(text, 1));
+    EXPECT_EQ(m.snapshot_count, 90000u);
+    EXPECT_EQ(m.trained_points, 20000u);
+    EXPECT_EQ(m.Encode(), text);
+    ASSERT_OK_AND_ASSIGN(auto old, CollectionManifest::Decode(
+                                       ReadFile(TestDataPath("golden/collection_manifest_v1.txt")), 1));
+    EXPECT_EQ(old.trained_points, 0u);
+  }
 }
 
 TEST(CollectionManifestTest, RoundTripsAndDefaults) {
@@ -131,6 +144,7 @@ TEST(CollectionManifestTest, RoundTripsAndDefaults) {
   m.vectors = "vectors-5.zvec";
   m.snapshot = "index-6.zidx";
   m.snapshot_count = 77;
+  m.trained_points = 70;
   m.seq = 8;
   m.retired_spaces = {1, 2};
   ASSERT_OK_AND_ASSIGN(auto back, CollectionManifest::Decode(m.Encode(), 99));

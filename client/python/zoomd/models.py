@@ -100,6 +100,8 @@ class CollectionInfo:
     index_error: str
     compaction_error: str
     field_indexes: List[FieldIndexInfo] = field(default_factory=list)
+    trained_points: int = 0
+    auto_retrains: int = 0
 
 
 @dataclass

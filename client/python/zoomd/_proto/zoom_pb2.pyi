@@ -44,7 +44,8 @@ class BuildIndexResponse(_message.Message):
     def __init__(self, info: _Optional[_Union[CollectionInfo, _Mapping]] = ...) -> None: ...
 
 class CollectionInfo(_message.Message):
-    __slots__ = ["build_progress", "compaction_error", "deleted_points", "disk_bytes", "field_indexes", "index_error", "index_state", "indexed_points", "maintenance_failures", "maintenance_retry_unix_ms", "points", "resident_bytes", "spec", "stored_records"]
+    __slots__ = ["auto_retrains", "build_progress", "compaction_error", "deleted_points", "disk_bytes", "field_indexes", "index_error", "index_state", "indexed_points", "maintenance_failures", "maintenance_retry_unix_ms", "points", "resident_bytes", "spec", "stored_records", "trained_points"]
+    AUTO_RETRAINS_FIELD_NUMBER: _ClassVar[int]
     BUILD_PROGRESS_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_ERROR_FIELD_NUMBER: _ClassVar[int]
     DELETED_POINTS_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +60,8 @@ class CollectionInfo(_message.Message):
     RESIDENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STORED_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    TRAINED_POINTS_FIELD_NUMBER: _ClassVar[int]
+    auto_retrains: int
     build_progress: float
     compaction_error: str
     deleted_points: int
@@ -73,7 +76,8 @@ class CollectionInfo(_message.Message):
     resident_bytes: int
     spec: CollectionSpec
     stored_records: int
-    def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., points: _Optional[int] = ..., deleted_points: _Optional[int] = ..., stored_records: _Optional[int] = ..., index_state: _Optional[_Union[IndexState, str]] = ..., indexed_points: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., build_progress: _Optional[float] = ..., index_error: _Optional[str] = ..., compaction_error: _Optional[str] = ..., maintenance_failures: _Optional[int] = ..., maintenance_retry_unix_ms: _Optional[int] = ..., field_indexes: _Optional[_Iterable[_Union[FieldIndexInfo, _Mapping]]] = ...) -> None: ...
+    trained_points: int
+    def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., points: _Optional[int] = ..., deleted_points: _Optional[int] = ..., stored_records: _Optional[int] = ..., index_state: _Optional[_Union[IndexState, str]] = ..., indexed_points: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., build_progress: _Optional[float] = ..., index_error: _Optional[str] = ..., compaction_error: _Optional[str] = ..., maintenance_failures: _Optional[int] = ..., maintenance_retry_unix_ms: _Optional[int] = ..., field_indexes: _Optional[_Iterable[_Union[FieldIndexInfo, _Mapping]]] = ..., trained_points: _Optional[int] = ..., auto_retrains: _Optional[int] = ...) -> None: ...
 
 class CollectionSpec(_message.Message):
     __slots__ = ["default_knobs", "dim", "dtype", "index", "metric", "name"]
