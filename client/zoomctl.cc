@@ -297,8 +297,12 @@ void PrintInfo(const v1::CollectionInfo& info) {
   absl::PrintF("index state:    %s\n", state);
   absl::PrintF("indexed points: %d\n", info.indexed_points());
   if (info.trained_points() > 0) {
-    absl::PrintF("trained on:     %d points (%d automatic retrains)\n", info.trained_points(),
-                 info.auto_retrains());
+    absl::PrintF("trained on:     %d points (%d automatic retrains, %d of them for drift)\n",
+                 info.trained_points(), info.auto_retrains(), info.drift_retrains());
+  }
+  if (info.code_error_ratio() > 0) {
+    absl::PrintF("code error:     %.3fx the first points' after the build\n",
+                 info.code_error_ratio());
   }
   absl::PrintF("resident:       %s\n", HumanBytes(info.resident_bytes()));
   absl::PrintF("disk:           %s\n", HumanBytes(info.disk_bytes()));

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
 #include "common/vector_limits.h"
 #include "index/chunked_array.h"
@@ -127,7 +128,9 @@ class IvfHnswPqIndex final : public VectorIndex {
   // exactly for what they receive.
   // Each row's list, code and |r^|^2 + 2<c, r^> term, for rows x[0, n)
   // (prepared), into assign[0, n), codes[0, n * code_size), terms[0, n).
-  void Encode(const float* x, size_t n, uint32_t* assign, uint8_t* codes, float* terms) const {
+  // `errors`, when not null, gets each row's ||x - (c + r^)||^2.
+  void Encode(const float* x, size_t n, uint32_t* assign, uint8_t* codes, float* terms,
+              float* errors = nullptr) const {
     const size_t d = spec_.dim, pd = pq_.padded_dim(), m = pq_.code_size();
     ParallelFor(n, spec_.build_threads, [&](size_t i, int) {
       thread_local std::vector<float> dist, r, rt, rhat, ct;
@@ -146,6 +149,13 @@ class IvfHnswPqIndex final : public VectorIndex {
       uint8_t* code = codes + i * m;
       pq_.EncodeTransformed(rt.data(), code);
       pq_.DecodeTransformed(code, rhat.data());
+      if (errors != nullptr) {
+        // The transform is a rotation (and zero padding): the error in its
+        // space is the error in the original one.
+        float e = 0;
+        for (size_t j = 0; j < pd; ++j) e += (rt[j] - rhat[j]) * (rt[j] - rhat[j]);
+        errors[i] = e;
+      }
       ct.resize(pd);
       pq_.Transform(ci, ct.data());  // the centroid in the quantiser's space
       terms[i] = InnerProduct(rhat.data(), rhat.data(), pd) +
@@ -163,8 +173,16 @@ class IvfHnswPqIndex final : public VectorIndex {
     std::vector<uint32_t> assign(n);
     std::vector<uint8_t> codes(n * m);
     std::vector<float> terms(n);
-    Encode(x, n, assign.data(), codes.data(), terms.data());
-    return AddEncoded(assign.data(), codes.data(), terms.data(), n, bulk);
+    std::vector<float> errors(bulk ? 0 : n);
+    Encode(x, n, assign.data(), codes.data(), terms.data(), bulk ? nullptr : errors.data());
+    ZOOM_RETURN_IF_ERROR(AddEncoded(assign.data(), codes.data(), terms.data(), n, bulk));
+    for (float e : errors) CountCodeError(e);
+    return absl::OkStatus();
+  }
+
+  CodeErrorStats CodeError() const override {
+    absl::MutexLock l(&error_mu_);
+    return error_stats_;
   }
 
   // Appends n encoded rows (Encode's output) as ids size() ...; `bulk`
@@ -676,6 +694,19 @@ class IvfHnswPqIndex final : public VectorIndex {
     return s;
   }
 
+  // The writer's running window of code errors (CodeErrorStats).
+  void CountCodeError(float e) {
+    window_sum_ += e;
+    if (++window_count_ < CodeErrorStats::kCodeErrorWindow) return;
+    const double mean = window_sum_ / static_cast<double>(window_count_);
+    window_sum_ = 0;
+    window_count_ = 0;
+    absl::MutexLock l(&error_mu_);
+    if (error_stats_.windows == 0) error_stats_.first_window_mean = mean;
+    error_stats_.latest_window_mean = mean;
+    ++error_stats_.windows;
+  }
+
   IndexSpec spec_;  // spec_.nlist is the actual number of clusters
   bool pq4_ = false;  // 4-bit codes in blocks (spec_.pq.nbits == 4)
   std::vector<float> centroids_;    // nlist * dim (original space)
@@ -687,6 +718,10 @@ class IvfHnswPqIndex final : public VectorIndex {
   // the file).
   ChunkedArray<uint32_t> list_of_;
   std::atomic<uint64_t> size_{0};
+  double window_sum_ = 0;  // the writer's
+  uint64_t window_count_ = 0;
+  mutable absl::Mutex error_mu_;
+  CodeErrorStats error_stats_ ABSL_GUARDED_BY(error_mu_);
 };
 
 // Up to `max` rows of x (n * d), picked at random; only rows of `rows`

@@ -87,6 +87,20 @@ struct IndexSearchParams {
   double two_hop_share = 0.3;
 };
 
+// How well the codes fit the vectors added since the index was built or
+// loaded: the mean reconstruction error ||x - decode(code(x))||^2 of the
+// first and of the latest complete window of kCodeErrorWindow additions
+// (the distance is the index's own, over prepared vectors: cosine ones
+// normalised). A distribution drifting away from what the index was trained
+// on shows as latest >> first. All zero for a kind that does not track it
+// (hnsw_pq) and before a window completes.
+struct CodeErrorStats {
+  static constexpr uint64_t kCodeErrorWindow = 1024;
+  double first_window_mean = 0;
+  double latest_window_mean = 0;
+  uint64_t windows = 0;  // complete windows since the build or the load
+};
+
 class VectorIndex {
  public:
   virtual ~VectorIndex() = default;
@@ -117,6 +131,9 @@ class VectorIndex {
   virtual absl::Status SearchIds(const float* query, size_t k, const IdBitsView& ids,
                                  const IndexSearchParams& params, std::vector<Neighbor>* out,
                                  QueryStats* stats) const = 0;
+
+  // See CodeErrorStats. Thread-safe (Add updates it).
+  virtual CodeErrorStats CodeError() const { return {}; }
 
   // Exact bytes the preview keeps in RAM: codes, graph, centroids, ids,
   // codebooks (ivf_hnsw_pq: and each point's list, 4 bytes).

@@ -122,9 +122,11 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
   const std::string snapshot = manifest.snapshot;
   const uint64_t snapshot_count = manifest.snapshot_count;
   const uint64_t trained_points = manifest.trained_points;
+  const double code_error = manifest.code_error;
   manifest.snapshot.clear();
   manifest.snapshot_count = 0;
   manifest.trained_points = 0;
+  manifest.code_error = 0;
   if (!snapshot.empty()) {
     Stopwatch sw;
     index::LoadIndexOptions load_options;  // the config decides the link layout
@@ -138,6 +140,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
       manifest.snapshot = snapshot;
       manifest.snapshot_count = snapshot_count;
       manifest.trained_points = trained_points;
+      manifest.code_error = code_error;
       c->index_state_ = IndexState::kReady;
       ZOOM_LOG(INFO, "collection ", config.name, ": index snapshot ", snapshot, " loaded, ",
                visible - std::min(visible, manifest.snapshot_count), " points replayed, ",
@@ -153,6 +156,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
   ZOOM_RETURN_IF_ERROR(c->FillPayloadIndex(seg.get(), manifest.field_indexes));
   c->manifest_ = std::move(manifest);
   c->trained_points_ = c->TrainedPointsLocked();
+  c->code_error_base_ = c->manifest_.code_error;
   {
     absl::MutexLock m(&c->segment_mu_);
     c->segment_ = std::move(seg);
@@ -404,6 +408,7 @@ absl::Status Collection::SaveManifestLocked() {
   manifest_.vectors = seg->vectors_file;
   ZOOM_RETURN_IF_ERROR(metadata_->PutState(id_, manifest_.Encode()));
   trained_points_ = TrainedPointsLocked();
+  code_error_base_ = manifest_.code_error;
   return absl::OkStatus();
 }
 
@@ -820,6 +825,35 @@ void Collection::MaybeAutoMaintainLocked() {
              absl::SixDigits(static_cast<double>(live) / static_cast<double>(trained)),
              "x the ", trained, " its index was trained on, automatic retrain: ",
              st.ok() ? absl::string_view("started") : st.message());
+    return;
+  }
+  // Drift: the codes fit the latest points much worse than the first ones
+  // added after the build (the baseline, kept in the manifest so that a
+  // restart does not take a drifted window for it).
+  const std::shared_ptr<const index::VectorIndex> idx = seg->engine->index();
+  if (options_.auto_retrain_drift <= 0 || idx == nullptr) return;
+  const index::CodeErrorStats e = idx->CodeError();
+  if (e.windows == 0) return;
+  if (manifest_.code_error == 0 && e.first_window_mean > 0) {
+    manifest_.code_error = e.first_window_mean;
+    if (absl::Status st = SaveManifestLocked(); !st.ok()) {
+      ZOOM_LOG(WARNING, "collection ", config_.name, ": saving the code error baseline: ",
+               st.message());
+    }
+  }
+  const double base = manifest_.code_error;
+  if (base > 0 && e.latest_window_mean >= options_.auto_retrain_drift * base &&
+      !compacting_.load() && !build_.running() && MaintenanceDue()) {
+    absl::Status st = StartBuild();
+    if (st.ok()) {
+      ++auto_retrains_;
+      ++drift_retrains_;
+    }
+    ZOOM_LOG(INFO, "collection ", config_.name, ": the codes fit the latest ",
+             index::CodeErrorStats::kCodeErrorWindow, " points ",
+             absl::SixDigits(e.latest_window_mean / base),
+             "x worse than the first after the build (", live,
+             " points), automatic retrain: ", st.ok() ? absl::string_view("started") : st.message());
   }
 }
 
@@ -1150,6 +1184,7 @@ absl::Status Collection::RunBuild() {
       st = seg->engine->SetIndex(std::move(*built));
       if (st.ok()) {
         manifest_.trained_points = trained;
+        manifest_.code_error = 0;  // the new index's first window sets it
         st = SaveSnapshotLocked();
       }
     }
@@ -1305,6 +1340,7 @@ absl::Status Collection::CompactOnce() {
   manifest_.snapshot = plan.rebuild_index ? plan.snapshot_file : "";
   manifest_.snapshot_count = plan.rebuild_index ? plan.live_ids.size() : 0;
   manifest_.trained_points = plan.rebuild_index ? plan.live_ids.size() : 0;
+  manifest_.code_error = 0;
   manifest_.retired_spaces.push_back(plan.old->space);
   if (absl::Status st = SaveManifestLocked(); !st.ok()) {
     // The stored manifest still names the old files: go back to them.
@@ -1351,7 +1387,14 @@ CollectionInfo Collection::Info() const {
   const std::shared_ptr<const index::VectorIndex> idx = seg->engine->index();
   info.indexed_points = idx ? idx->size() : 0;
   info.auto_retrains = auto_retrains_.load();
-  if (idx != nullptr) info.trained_points = trained_points_.load();
+  info.drift_retrains = drift_retrains_.load();
+  if (idx != nullptr) {
+    info.trained_points = trained_points_.load();
+    const index::CodeErrorStats e = idx->CodeError();
+    const double base = code_error_base_.load();
+    info.code_error_baseline = base;
+    if (e.windows > 0 && base > 0) info.code_error_ratio = e.latest_window_mean / base;
+  }
   // Every index still alive counts (a replaced one a search holds too).
   info.field_indexes = seg->payload.Info();
   info.resident_bytes = seg->engine->IndexBytes() + seg->engine->CacheBytes() + seg->ids.Bytes() +

@@ -83,6 +83,11 @@ struct CollectionOptions {
   // it; the old one is freed by the last search holding it. At 4, the
   // builds of a growing collection sum to at most 4/3 of the last one.
   double auto_retrain_growth = 4.0;
+  // ... and once the codes fit the latest points this many times worse
+  // than the first added after the build (the mean code error of windows
+  // of 1,024 additions, index::CodeErrorStats; ivf_hnsw_pq only): the
+  // distribution drifted away from what the index was trained on. 0: never.
+  double auto_retrain_drift = 2.0;
   // Compact() by itself once dead records are at least this share of the
   // vector file and at least `auto_compact_min_dead` (ratio 0: never).
   double auto_compact_dead_ratio = 0.5;
@@ -104,9 +109,16 @@ struct CollectionInfo {
   IndexState index_state = IndexState::kNone;
   uint64_t indexed_points = 0;
   // The live points the current index was trained on (0: no index), and
-  // the automatic retrains this process started (auto_retrain_growth).
+  // the automatic retrains this process started (auto_retrain_growth and
+  // auto_retrain_drift; those for drift also in drift_retrains).
   uint64_t trained_points = 0;
   uint64_t auto_retrains = 0;
+  uint64_t drift_retrains = 0;
+  // The drift retrain's baseline (the mean code error of the first window
+  // after the build, kept across restarts) and the latest window's over it
+  // (0: not known yet, or the index kind does not track it).
+  double code_error_baseline = 0;
+  double code_error_ratio = 0;
   uint64_t resident_bytes = 0;  // preview + id maps + cache
   uint64_t disk_bytes = 0;      // vector file + index snapshot
   double build_progress = 0;
@@ -428,6 +440,9 @@ class Collection {
   std::atomic<IndexState> index_state_{IndexState::kNone};
   std::atomic<double> build_progress_{0};
   std::atomic<uint64_t> auto_retrains_{0};
+  std::atomic<uint64_t> drift_retrains_{0};
+  // manifest_.code_error as of the last manifest saved (for Info).
+  std::atomic<double> code_error_base_{0};
   // TrainedPointsLocked() as of the last manifest saved (read by Info
   // without the write lock).
   std::atomic<uint64_t> trained_points_{0};

@@ -1,5 +1,7 @@
 #include "server/engine/collection_manifest.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
@@ -39,6 +41,7 @@ std::string CollectionManifest::Encode() const {
                    "\nsnapshot=", snapshot, "\nsnapshot_count=", snapshot_count, "\nseq=", seq,
                    "\n");
   if (trained_points != 0) absl::StrAppend(&out, "trained_points=", trained_points, "\n");
+  if (code_error > 0) absl::StrAppend(&out, "code_error=", code_error, "\n");
   if (pending_space != 0) absl::StrAppend(&out, "pending_space=", pending_space, "\n");
   if (!retired_spaces.empty()) {
     absl::StrAppend(&out, "retired_spaces=", absl::StrJoin(retired_spaces, ","), "\n");
@@ -65,6 +68,11 @@ absl::StatusOr<CollectionManifest> CollectionManifest::Decode(std::string_view t
   ZOOM_RETURN_IF_ERROR(kv.Number("pending_space", &m.pending_space));
   ZOOM_RETURN_IF_ERROR(kv.Number("snapshot_count", &m.snapshot_count));
   ZOOM_RETURN_IF_ERROR(kv.Number("trained_points", &m.trained_points));
+  ZOOM_RETURN_IF_ERROR(kv.Number("code_error", &m.code_error));
+  if (!std::isfinite(m.code_error) || m.code_error < 0) {
+    return absl::DataLossError(absl::StrCat("collection state: code_error ", m.code_error,
+                                            " is not a finite non-negative number"));
+  }
   ZOOM_RETURN_IF_ERROR(kv.NumberList("retired_spaces", &m.retired_spaces));
   ZOOM_RETURN_IF_ERROR(DecodeFieldIndexes(kv.String("field_indexes"), &m.field_indexes));
   m.vectors = kv.String("vectors", m.vectors);

@@ -14,6 +14,10 @@
 //                   k-means and PQ); written only when known (not 0). A
 //                   manifest without it (older zoomd) means "at most
 //                   snapshot_count" (what the automatic retrain assumes)
+//   code_error      the drift retrain's baseline: the mean code error of
+//                   the first window of points added after the current
+//                   index was built (index::CodeErrorStats); written only
+//                   when known (not 0)
 //   seq             the next file number (names are never reused)
 //   pending_space   a compaction's space being written (its records are
 //                   garbage if the compaction did not switch)
@@ -46,6 +50,7 @@ struct CollectionManifest {
   std::string snapshot;
   uint64_t snapshot_count = 0;
   uint64_t trained_points = 0;
+  double code_error = 0;
   uint32_t seq = 2;
   uint32_t pending_space = 0;
   std::vector<uint32_t> retired_spaces;

@@ -127,6 +127,8 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
   out.set_indexed_points(info.indexed_points);
   out.set_trained_points(info.trained_points);
   out.set_auto_retrains(info.auto_retrains);
+  out.set_code_error_ratio(info.code_error_ratio);
+  out.set_drift_retrains(info.drift_retrains);
   out.set_resident_bytes(info.resident_bytes);
   out.set_disk_bytes(info.disk_bytes);
   out.set_build_progress(info.build_progress);

@@ -56,6 +56,10 @@ ABSL_FLAG(uint64_t, auto_build_points, 20000,
 ABSL_FLAG(double, auto_retrain_growth, 4.0,
           "An indexed collection retrains its index in the background once it holds this many "
           "times the points the index was trained on (0: never).");
+ABSL_FLAG(double, auto_retrain_drift, 2.0,
+          "An ivf_hnsw_pq index retrains in the background once its codes fit the latest 1,024 "
+          "points this many times worse (mean squared error) than the first added after its "
+          "build (0: never).");
 ABSL_FLAG(std::string, demo_collection, "",
           "If set and absent: create this collection from --demo_vectors and build its index.");
 ABSL_FLAG(std::string, demo_vectors, "tests/data/sift-ngt-5k/base.bvecs",
@@ -171,6 +175,13 @@ int Main(int argc, char** argv) {
                  growth);
     return 2;
   }
+  const double drift = absl::GetFlag(FLAGS_auto_retrain_drift);
+  if (!(drift == 0 || (drift > 1 && drift <= 1e6))) {
+    std::fprintf(stderr,
+                 "zoomd: --auto_retrain_drift must be 0 (never) or above 1 (e.g. 2), got %g\n",
+                 drift);
+    return 2;
+  }
   options.wal_sync_interval = absl::Milliseconds(absl::GetFlag(FLAGS_wal_sync_ms));
   auto backend = storage::ParseIoBackend(absl::GetFlag(FLAGS_io_backend));
   if (!backend.ok()) {
@@ -183,6 +194,7 @@ int Main(int argc, char** argv) {
       static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_cache_bytes)));
   options.database.collection.auto_build_min_points = absl::GetFlag(FLAGS_auto_build_points);
   options.database.collection.auto_retrain_growth = absl::GetFlag(FLAGS_auto_retrain_growth);
+  options.database.collection.auto_retrain_drift = drift;
   options.database.collection.build_threads = absl::GetFlag(FLAGS_build_threads);
   options.database.max_dim = absl::GetFlag(FLAGS_max_dim);
   options.grpc_address = absl::GetFlag(FLAGS_grpc_address);

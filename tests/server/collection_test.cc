@@ -2757,6 +2757,7 @@ TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
   constexpr uint32_t kDim = 16;
   options_.collection.auto_build_min_points = 400;
   options_.collection.auto_retrain_growth = 4.0;
+  options_.collection.auto_retrain_drift = 0;  // growth alone (drift: the next test)
   OpenDb();
   auto c = Create("grows", kDim, Metric::kL2);
   ASSERT_NE(c, nullptr);
@@ -2913,6 +2914,119 @@ TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
   ASSERT_OK(c->WaitForBuild());
   EXPECT_EQ(c->Info().auto_retrains, 0u);
   EXPECT_EQ(c->Info().trained_points, trained);
+}
+
+// A collection whose new points come from elsewhere than those its index
+// was trained on retrains once the codes fit the latest window of them
+// twice as badly as the first window after the build, long before it has
+// grown 4x; points from the trained distribution never trigger it, and the
+// baseline survives a restart.
+TEST_F(CollectionTest, DriftRetrainsBeforeGrowthWould) {
+  constexpr uint32_t kDim = 16;
+  constexpr size_t kWindow = index::CodeErrorStats::kCodeErrorWindow;
+  options_.collection.auto_build_min_points = 1000;
+  options_.collection.auto_retrain_growth = 0;  // drift alone
+  options_.collection.auto_retrain_drift = 2.0;
+  OpenDb();
+  auto c = Create("drifts", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  Model model;
+  // Points [0, 1000 + 2 windows): one distribution; then points shifted by
+  // +4 on every axis (away from every trained centroid).
+  const size_t kSame = 1000 + 2 * kWindow;
+  const size_t kMax = kSame + 3 * kWindow;
+  std::vector<float> all = ClusteredVectors(kMax, kDim, 601);
+  for (size_t i = kSame; i < kMax; ++i) {
+    for (uint32_t j = 0; j < kDim; ++j) all[i * kDim + j] += 4.0f;
+  }
+  auto upsert = [&](size_t first, size_t n) {
+    UpsertRange(*c, first, n,
+                std::vector<float>(all.begin() + first * kDim, all.begin() + (first + n) * kDim),
+                &model, 64);
+  };
+  // Queries near the shifted points; recall at a quarter of the lists.
+  std::vector<float> queries = ClusteredVectors(40, kDim, 602);
+  for (float& x : queries) x += 4.0f;
+  auto recall = [&] {
+    const uint32_t nprobe = std::max<uint32_t>(1, c->engine()->index()->spec().nlist / 4);
+    double sum = 0;
+    for (size_t q = 0; q < 40; ++q) {
+      CollectionSearchParams p;
+      p.engine.k = 10;
+      p.engine.nprobe = nprobe;
+      p.engine.rerank_candidates = 12;
+      QueryResult r;
+      EXPECT_OK(c->Search(absl::MakeConstSpan(queries.data() + q * kDim, kDim), p, &r));
+      sum += RecallOf(r.hits, Oracle(model, Metric::kL2, queries.data() + q * kDim, 10));
+    }
+    return sum / 40;
+  };
+
+  upsert(0, 1000);
+  ASSERT_OK(c->WaitForBuild());
+  CollectionInfo info = c->Info();
+  ASSERT_EQ(info.index_state, IndexState::kReady);
+  EXPECT_EQ(info.trained_points, 1000u);
+  EXPECT_EQ(info.code_error_ratio, 0.0);  // no window yet
+  // Two windows from the trained distribution: the first is the baseline,
+  // the second fits about as well. No retrain.
+  upsert(1000, kWindow);
+  ASSERT_OK(c->WaitForBuild());
+  EXPECT_EQ(c->Info().code_error_ratio, 1.0);
+  upsert(1000 + kWindow, kWindow);
+  ASSERT_OK(c->WaitForBuild());
+  info = c->Info();
+  std::printf("[ code error, latest window / first ] same distribution: %.3f\n",
+              info.code_error_ratio);
+  EXPECT_GT(info.code_error_ratio, 0.5);
+  EXPECT_LT(info.code_error_ratio, 1.5);
+  EXPECT_EQ(info.auto_retrains, 0u);
+  EXPECT_EQ(info.trained_points, 1000u);
+
+  // The shifted points, all but the last batch of a window: still the old
+  // index (the window is not complete).
+  upsert(kSame, kWindow - 64);
+  ASSERT_OK(c->WaitForBuild());
+  EXPECT_EQ(c->Info().auto_retrains, 0u);
+  const double recall_old = recall();
+  std::weak_ptr<const index::VectorIndex> old_index = c->engine()->index();
+  upsert(kSame + kWindow - 64, 64);  // the window completes: the retrain starts
+  ASSERT_OK(c->WaitForBuild());
+  info = c->Info();
+  EXPECT_EQ(info.auto_retrains, 1u);
+  EXPECT_EQ(info.drift_retrains, 1u);
+  EXPECT_EQ(info.trained_points, kSame + kWindow);  // < 4 x 1,000: drift, not growth
+  EXPECT_EQ(info.indexed_points, kSame + kWindow);
+  EXPECT_EQ(info.code_error_ratio, 0.0);  // the new index has no window yet
+  EXPECT_TRUE(old_index.expired());
+  const double recall_new = recall();
+  std::printf("[ recall@10 near the shifted points, K' 12, a quarter of the lists ] "
+              "index trained before the drift: %.4f, retrained: %.4f\n",
+              recall_old, recall_new);
+  EXPECT_GE(recall_new, recall_old);
+
+  // The new index's first window (both distributions now) is its baseline;
+  // it is kept in the manifest: after a restart (which replays that window
+  // into the loaded index) the next windows are judged against it, and
+  // nothing retrains.
+  upsert(kSame + kWindow, kWindow);
+  ASSERT_OK(c->WaitForBuild());
+  info = c->Info();
+  EXPECT_EQ(info.code_error_ratio, 1.0);
+  const double baseline = info.code_error_baseline;
+  EXPECT_GT(baseline, 0.0);
+  c.reset();
+  ReopenDb();
+  c = Get("drifts");
+  ASSERT_NE(c, nullptr);
+  EXPECT_NEAR(c->Info().code_error_baseline, baseline, baseline * 1e-5);
+  upsert(kSame + 2 * kWindow, kWindow);
+  ASSERT_OK(c->WaitForBuild());
+  info = c->Info();
+  EXPECT_NEAR(info.code_error_baseline, baseline, baseline * 1e-5);
+  EXPECT_GT(info.code_error_ratio, 0.5);
+  EXPECT_LT(info.code_error_ratio, 1.5);
+  EXPECT_EQ(info.auto_retrains, 0u);
 }
 
 // A segment replaced by compaction is retired, not destroyed by its last

@@ -131,10 +131,20 @@ TEST(CollectionManifestTest, GoldenFilesOfVersion1) {
     ASSERT_OK_AND_ASSIGN(auto m, CollectionManifest::Decode(text, 1));
     EXPECT_EQ(m.snapshot_count, 90000u);
     EXPECT_EQ(m.trained_points, 20000u);
+    EXPECT_EQ(m.code_error, 0.125);
     EXPECT_EQ(m.Encode(), text);
     ASSERT_OK_AND_ASSIGN(auto old, CollectionManifest::Decode(
                                        ReadFile(TestDataPath("golden/collection_manifest_v1.txt")), 1));
     EXPECT_EQ(old.trained_points, 0u);
+    EXPECT_EQ(old.code_error, 0.0);
+    // A baseline that is no error at all is refused, not believed.
+    for (const char* bad : {"nan", "-1", "inf"}) {
+      EXPECT_EQ(CollectionManifest::Decode(absl::StrCat("version=1\ncode_error=", bad, "\n"), 1)
+                    .status()
+                    .code(),
+                absl::StatusCode::kDataLoss)
+          << bad;
+    }
   }
 }
 
@@ -145,6 +155,7 @@ TEST(CollectionManifestTest, RoundTripsAndDefaults) {
   m.snapshot = "index-6.zidx";
   m.snapshot_count = 77;
   m.trained_points = 70;
+  m.code_error = 0.25;
   m.seq = 8;
   m.retired_spaces = {1, 2};
   ASSERT_OK_AND_ASSIGN(auto back, CollectionManifest::Decode(m.Encode(), 99));

@@ -364,7 +364,8 @@ def collection_info(i: zoom_pb2.CollectionInfo) -> CollectionInfo:
                                       type=_FIELD_TYPE_NAMES.get(f.type, str(f.type)),
                                       ready=f.ready, points=f.points, bytes=f.bytes)
                        for f in i.field_indexes],
-        trained_points=i.trained_points, auto_retrains=i.auto_retrains)
+        trained_points=i.trained_points, auto_retrains=i.auto_retrains,
+        code_error_ratio=i.code_error_ratio, drift_retrains=i.drift_retrains)
 
 
 def collection_spec(name: str, dim: int, metric: str, dtype: str, index: Optional[IndexSpec],

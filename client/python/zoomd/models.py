@@ -102,6 +102,8 @@ class CollectionInfo:
     field_indexes: List[FieldIndexInfo] = field(default_factory=list)
     trained_points: int = 0
     auto_retrains: int = 0
+    code_error_ratio: float = 0.0
+    drift_retrains: int = 0
 
 
 @dataclass

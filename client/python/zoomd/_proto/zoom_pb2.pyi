@@ -44,12 +44,14 @@ class BuildIndexResponse(_message.Message):
     def __init__(self, info: _Optional[_Union[CollectionInfo, _Mapping]] = ...) -> None: ...
 
 class CollectionInfo(_message.Message):
-    __slots__ = ["auto_retrains", "build_progress", "compaction_error", "deleted_points", "disk_bytes", "field_indexes", "index_error", "index_state", "indexed_points", "maintenance_failures", "maintenance_retry_unix_ms", "points", "resident_bytes", "spec", "stored_records", "trained_points"]
+    __slots__ = ["auto_retrains", "build_progress", "code_error_ratio", "compaction_error", "deleted_points", "disk_bytes", "drift_retrains", "field_indexes", "index_error", "index_state", "indexed_points", "maintenance_failures", "maintenance_retry_unix_ms", "points", "resident_bytes", "spec", "stored_records", "trained_points"]
     AUTO_RETRAINS_FIELD_NUMBER: _ClassVar[int]
     BUILD_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    CODE_ERROR_RATIO_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_ERROR_FIELD_NUMBER: _ClassVar[int]
     DELETED_POINTS_FIELD_NUMBER: _ClassVar[int]
     DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DRIFT_RETRAINS_FIELD_NUMBER: _ClassVar[int]
     FIELD_INDEXES_FIELD_NUMBER: _ClassVar[int]
     INDEXED_POINTS_FIELD_NUMBER: _ClassVar[int]
     INDEX_ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -63,9 +65,11 @@ class CollectionInfo(_message.Message):
     TRAINED_POINTS_FIELD_NUMBER: _ClassVar[int]
     auto_retrains: int
     build_progress: float
+    code_error_ratio: float
     compaction_error: str
     deleted_points: int
     disk_bytes: int
+    drift_retrains: int
     field_indexes: _containers.RepeatedCompositeFieldContainer[FieldIndexInfo]
     index_error: str
     index_state: IndexState
@@ -77,7 +81,7 @@ class CollectionInfo(_message.Message):
     spec: CollectionSpec
     stored_records: int
     trained_points: int
-    def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., points: _Optional[int] = ..., deleted_points: _Optional[int] = ..., stored_records: _Optional[int] = ..., index_state: _Optional[_Union[IndexState, str]] = ..., indexed_points: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., build_progress: _Optional[float] = ..., index_error: _Optional[str] = ..., compaction_error: _Optional[str] = ..., maintenance_failures: _Optional[int] = ..., maintenance_retry_unix_ms: _Optional[int] = ..., field_indexes: _Optional[_Iterable[_Union[FieldIndexInfo, _Mapping]]] = ..., trained_points: _Optional[int] = ..., auto_retrains: _Optional[int] = ...) -> None: ...
+    def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., points: _Optional[int] = ..., deleted_points: _Optional[int] = ..., stored_records: _Optional[int] = ..., index_state: _Optional[_Union[IndexState, str]] = ..., indexed_points: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., build_progress: _Optional[float] = ..., index_error: _Optional[str] = ..., compaction_error: _Optional[str] = ..., maintenance_failures: _Optional[int] = ..., maintenance_retry_unix_ms: _Optional[int] = ..., field_indexes: _Optional[_Iterable[_Union[FieldIndexInfo, _Mapping]]] = ..., trained_points: _Optional[int] = ..., auto_retrains: _Optional[int] = ..., code_error_ratio: _Optional[float] = ..., drift_retrains: _Optional[int] = ...) -> None: ...
 
 class CollectionSpec(_message.Message):
     __slots__ = ["default_knobs", "dim", "dtype", "index", "metric", "name"]
