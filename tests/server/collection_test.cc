@@ -2924,16 +2924,17 @@ TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
 TEST_F(CollectionTest, DriftRetrainsBeforeGrowthWould) {
   constexpr uint32_t kDim = 16;
   constexpr size_t kWindow = index::CodeErrorStats::kCodeErrorWindow;
-  options_.collection.auto_build_min_points = 1000;
+  options_.collection.auto_build_min_points = 2000;
   options_.collection.auto_retrain_growth = 0;  // drift alone
   options_.collection.auto_retrain_drift = 2.0;
   OpenDb();
   auto c = Create("drifts", kDim, Metric::kL2);
   ASSERT_NE(c, nullptr);
   Model model;
-  // Points [0, 1000 + 2 windows): one distribution; then points shifted by
+  // Points [0, 2000 + 2 windows): one distribution; then points shifted by
   // +4 on every axis (away from every trained centroid).
-  const size_t kSame = 1000 + 2 * kWindow;
+  constexpr size_t kBuilt = 2000;
+  const size_t kSame = kBuilt + 2 * kWindow;
   const size_t kMax = kSame + 3 * kWindow;
   std::vector<float> all = ClusteredVectors(kMax, kDim, 601);
   for (size_t i = kSame; i < kMax; ++i) {
@@ -2962,18 +2963,18 @@ TEST_F(CollectionTest, DriftRetrainsBeforeGrowthWould) {
     return sum / 40;
   };
 
-  upsert(0, 1000);
+  upsert(0, kBuilt);
   ASSERT_OK(c->WaitForBuild());
   CollectionInfo info = c->Info();
   ASSERT_EQ(info.index_state, IndexState::kReady);
-  EXPECT_EQ(info.trained_points, 1000u);
+  EXPECT_EQ(info.trained_points, kBuilt);
   EXPECT_EQ(info.code_error_ratio, 0.0);  // no window yet
   // Two windows from the trained distribution: the first is the baseline,
   // the second fits about as well. No retrain.
-  upsert(1000, kWindow);
+  upsert(kBuilt, kWindow);
   ASSERT_OK(c->WaitForBuild());
   EXPECT_EQ(c->Info().code_error_ratio, 1.0);
-  upsert(1000 + kWindow, kWindow);
+  upsert(kBuilt + kWindow, kWindow);
   ASSERT_OK(c->WaitForBuild());
   info = c->Info();
   std::printf("[ code error, latest window / first ] same distribution: %.3f\n",
@@ -2981,7 +2982,7 @@ TEST_F(CollectionTest, DriftRetrainsBeforeGrowthWould) {
   EXPECT_GT(info.code_error_ratio, 0.5);
   EXPECT_LT(info.code_error_ratio, 1.5);
   EXPECT_EQ(info.auto_retrains, 0u);
-  EXPECT_EQ(info.trained_points, 1000u);
+  EXPECT_EQ(info.trained_points, kBuilt);
 
   // The shifted points, all but the last batch of a window: still the old
   // index (the window is not complete).
@@ -2995,7 +2996,8 @@ TEST_F(CollectionTest, DriftRetrainsBeforeGrowthWould) {
   info = c->Info();
   EXPECT_EQ(info.auto_retrains, 1u);
   EXPECT_EQ(info.drift_retrains, 1u);
-  EXPECT_EQ(info.trained_points, kSame + kWindow);  // < 4 x 1,000: drift, not growth
+  EXPECT_EQ(info.trained_points, kSame + kWindow);
+  EXPECT_LT(info.trained_points, 4 * kBuilt);  // drift: growth at 4x would not have yet
   EXPECT_EQ(info.indexed_points, kSame + kWindow);
   EXPECT_EQ(info.code_error_ratio, 0.0);  // the new index has no window yet
   EXPECT_TRUE(old_index.expired());
