@@ -812,49 +812,48 @@ void Collection::MaybeAutoMaintainLocked() {
              st.ok() ? absl::string_view("started") : st.message());
     return;
   }
-  // Retraining: an index trained on far fewer points than the collection
-  // now holds has too few lists and a PQ fitted to old data; it is rebuilt
-  // in the background while it keeps serving (SetIndex swaps at the end).
-  const uint64_t trained = TrainedPointsLocked();
-  if (options_.auto_retrain_growth > 0 && trained > 0 && !compacting_.load() &&
-      static_cast<double>(live) >= options_.auto_retrain_growth * static_cast<double>(trained) &&
-      seg->engine->index() != nullptr && !build_.running() && MaintenanceDue()) {
-    absl::Status st = StartBuild();
-    if (st.ok()) ++auto_retrains_;
-    ZOOM_LOG(INFO, "collection ", config_.name, ": ", live, " points, ",
-             absl::SixDigits(static_cast<double>(live) / static_cast<double>(trained)),
-             "x the ", trained, " its index was trained on, automatic retrain: ",
-             st.ok() ? absl::string_view("started") : st.message());
-    return;
-  }
-  // Drift: the codes fit the latest points much worse than the first ones
-  // added after the build (the baseline, kept in the manifest so that a
-  // restart does not take a drifted window for it).
+  // Retraining, in the background while the old index keeps serving
+  // (SetIndex swaps at the end), for one of two reasons:
+  // - growth: an index trained on far fewer points than the collection now
+  //   holds has too few lists and a PQ fitted to old data;
+  // - drift: the codes fit the latest points much worse than the first ones
+  //   added after the build (the baseline, kept in the manifest so that a
+  //   restart does not take a drifted window for it).
   const std::shared_ptr<const index::VectorIndex> idx = seg->engine->index();
-  if (options_.auto_retrain_drift <= 0 || idx == nullptr) return;
-  const index::CodeErrorStats e = idx->CodeError();
-  if (e.windows == 0) return;
-  if (manifest_.code_error == 0 && e.first_window_mean > 0) {
-    manifest_.code_error = e.first_window_mean;
-    if (absl::Status st = SaveManifestLocked(); !st.ok()) {
-      ZOOM_LOG(WARNING, "collection ", config_.name, ": saving the code error baseline: ",
-               st.message());
+  if (idx == nullptr || compacting_.load() || build_.running()) return;
+  std::string why;
+  bool drift = false;
+  const uint64_t trained = TrainedPointsLocked();
+  if (options_.auto_retrain_growth > 0 && trained > 0 &&
+      static_cast<double>(live) >= options_.auto_retrain_growth * static_cast<double>(trained)) {
+    why = absl::StrCat(live, " points, ",
+                       absl::SixDigits(static_cast<double>(live) / static_cast<double>(trained)),
+                       "x the ", trained, " its index was trained on");
+  } else if (options_.auto_retrain_drift > 0) {
+    const index::CodeErrorStats e = idx->CodeError();
+    if (e.windows > 0 && manifest_.code_error == 0 && e.first_window_mean > 0) {
+      manifest_.code_error = e.first_window_mean;
+      if (absl::Status st = SaveManifestLocked(); !st.ok()) {
+        ZOOM_LOG(WARNING, "collection ", config_.name, ": saving the code error baseline: ",
+                 st.message());
+      }
+    }
+    const double base = manifest_.code_error;
+    if (e.windows > 0 && base > 0 && e.latest_window_mean >= options_.auto_retrain_drift * base) {
+      drift = true;
+      why = absl::StrCat("the codes fit the latest ", index::CodeErrorStats::kCodeErrorWindow,
+                         " points ", absl::SixDigits(e.latest_window_mean / base),
+                         "x worse than the first after the build (", live, " points)");
     }
   }
-  const double base = manifest_.code_error;
-  if (base > 0 && e.latest_window_mean >= options_.auto_retrain_drift * base &&
-      !compacting_.load() && !build_.running() && MaintenanceDue()) {
-    absl::Status st = StartBuild();
-    if (st.ok()) {
-      ++auto_retrains_;
-      ++drift_retrains_;
-    }
-    ZOOM_LOG(INFO, "collection ", config_.name, ": the codes fit the latest ",
-             index::CodeErrorStats::kCodeErrorWindow, " points ",
-             absl::SixDigits(e.latest_window_mean / base),
-             "x worse than the first after the build (", live,
-             " points), automatic retrain: ", st.ok() ? absl::string_view("started") : st.message());
+  if (why.empty() || !MaintenanceDue()) return;
+  absl::Status st = StartBuild();
+  if (st.ok()) {
+    ++auto_retrains_;
+    if (drift) ++drift_retrains_;
   }
+  ZOOM_LOG(INFO, "collection ", config_.name, ": ", why, ", automatic retrain: ",
+           st.ok() ? absl::string_view("started") : st.message());
 }
 
 uint64_t Collection::TrainedPointsLocked() const {

@@ -353,6 +353,29 @@ class CollectionTest : public ::testing::Test {
     return st;
   }
 
+  // Mean recall@10 (L2) of `queries` at K' 12 and a quarter of the index's
+  // lists: equal work whatever nlist a build chose (a retrain on more
+  // points picks more lists). The nprobe used goes to *nprobe if not null.
+  static double RecallAtAQuarterOfTheLists(Collection& c, const std::vector<float>& queries,
+                                           const Model& model, uint32_t* nprobe = nullptr) {
+    const uint32_t d = c.config().dim;
+    const size_t nq = queries.size() / d;
+    const uint32_t np = std::max<uint32_t>(1, c.engine()->index()->spec().nlist / 4);
+    if (nprobe != nullptr) *nprobe = np;
+    double sum = 0;
+    for (size_t q = 0; q < nq; ++q) {
+      CollectionSearchParams p;
+      p.engine.k = 10;
+      p.engine.nprobe = np;
+      p.engine.rerank_candidates = 12;
+      QueryResult r;
+      EXPECT_OK(c.Search(absl::MakeConstSpan(queries.data() + q * d, d), p, &r));
+      EXPECT_FALSE(r.stats.exact);
+      sum += RecallOf(r.hits, Oracle(model, Metric::kL2, queries.data() + q * d, 10));
+    }
+    return sum / static_cast<double>(nq);
+  }
+
   // Upserts n points ExtId(first) .. ExtId(first + n - 1) from `vectors`
   // (n * dim) with payloads "p<i>", in batches.
   static void UpsertRange(Collection& c, size_t first, size_t n,
@@ -2782,21 +2805,7 @@ TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
     for (uint32_t j = 0; j < kDim; ++j) queries[q * kDim + j] += 3.0f;
   }
   uint32_t nprobe = 0;
-  auto recall = [&] {
-    nprobe = std::max<uint32_t>(1, c->engine()->index()->spec().nlist / 4);
-    double sum = 0;
-    for (size_t q = 0; q < 60; ++q) {
-      CollectionSearchParams p;
-      p.engine.k = 10;
-      p.engine.nprobe = nprobe;
-      p.engine.rerank_candidates = 12;
-      QueryResult r;
-      EXPECT_OK(c->Search(absl::MakeConstSpan(queries.data() + q * kDim, kDim), p, &r));
-      EXPECT_FALSE(r.stats.exact);
-      sum += RecallOf(r.hits, Oracle(model, Metric::kL2, queries.data() + q * kDim, 10));
-    }
-    return sum / 60;
-  };
+  auto recall = [&] { return RecallAtAQuarterOfTheLists(*c, queries, model, &nprobe); };
   // While `build` runs, two threads search; every search succeeds with k
   // hits (each thread searches at least once).
   auto searched_through = [&](const std::function<void()>& build) {
@@ -2948,20 +2957,7 @@ TEST_F(CollectionTest, DriftRetrainsBeforeGrowthWould) {
   // Queries near the shifted points; recall at a quarter of the lists.
   std::vector<float> queries = ClusteredVectors(40, kDim, 602);
   for (float& x : queries) x += 4.0f;
-  auto recall = [&] {
-    const uint32_t nprobe = std::max<uint32_t>(1, c->engine()->index()->spec().nlist / 4);
-    double sum = 0;
-    for (size_t q = 0; q < 40; ++q) {
-      CollectionSearchParams p;
-      p.engine.k = 10;
-      p.engine.nprobe = nprobe;
-      p.engine.rerank_candidates = 12;
-      QueryResult r;
-      EXPECT_OK(c->Search(absl::MakeConstSpan(queries.data() + q * kDim, kDim), p, &r));
-      sum += RecallOf(r.hits, Oracle(model, Metric::kL2, queries.data() + q * kDim, 10));
-    }
-    return sum / 40;
-  };
+  auto recall = [&] { return RecallAtAQuarterOfTheLists(*c, queries, model); };
 
   upsert(0, kBuilt);
   ASSERT_OK(c->WaitForBuild());
