@@ -9,6 +9,12 @@ BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
+# Under CI=true the RelWithDebInfo builds keep line tables only (-g1): GCC
+# and clang generate the same code with or without -g, and the compiles
+# take ~30% less (collection.cc 17.3 s -> 12.5 s, filter_test.cc 24.5 s ->
+# 16.0 s here), which keeps the clean-clone run within its budget. Locally
+# the full -g stays, for the debugger.
+CI_OPT_ARGS := $(if $(CI),-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG",)
 
 .PHONY: deps configure build run test test-asan fuzz bench-io clean
 
@@ -33,7 +39,7 @@ deps:
 
 configure: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
-	  -DZOOM_BUILD_TESTS=ON -DZOOM_BUILD_BENCHMARKS=ON $(CMAKE_ARGS) >/dev/null
+	  -DZOOM_BUILD_TESTS=ON -DZOOM_BUILD_BENCHMARKS=ON $(CI_OPT_ARGS) $(CMAKE_ARGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
@@ -72,7 +78,7 @@ fuzz: deps
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZOOM_FUZZ=ON -DZOOM_BUILD_TESTS=OFF \
 	  -DZOOM_BUILD_BENCHMARKS=OFF -DOpenMP_CXX_FLAGS=-fopenmp=libgomp -DOpenMP_C_FLAGS=-fopenmp=libgomp \
 	  -DOpenMP_CXX_LIB_NAMES=gomp -DOpenMP_C_LIB_NAMES=gomp -DOpenMP_gomp_LIBRARY=$(GOMP) \
-	  $(CMAKE_ARGS) >/dev/null
+	  $(CI_OPT_ARGS) $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_all
 	@bash tests/fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(JOBS)
 
