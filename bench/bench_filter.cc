@@ -298,6 +298,9 @@ Truth Oracle(const Space& s, const Case& c, size_t n, size_t nq) {
 struct Outcome {
   size_t queries = 0;
   double recall = 0, qps = 0, p50_us = 0, p99_us = 0, reads = 0;
+  // Means of the engine's stage times and preview work (zoomd only): what
+  // the planner's cost model (query.h) is fitted to.
+  double preview_us = 0, fullview_us = 0, rerank_us = 0, distance_evals = 0;
   uint64_t short_answers = 0, violations = 0;
   std::map<std::string, int> strategies;
 };
@@ -359,6 +362,10 @@ absl::StatusOr<Outcome> RunCase(const Space& s, const Case& c, const Truth& t, s
     o.recall += want == 0 ? 1.0 : static_cast<double>(std::min(good, want)) / want;
     if (hits < want) ++o.short_answers;
     o.reads += static_cast<double>(stats[q].reads);
+    o.preview_us += stats[q].preview_us;
+    o.fullview_us += stats[q].fullview_us;
+    o.rerank_us += stats[q].rerank_us;
+    o.distance_evals += static_cast<double>(stats[q].distance_evals);
     if (stats[q].filter_strategy != FilterStrategy::kNone) {
       ++o.strategies[FilterStrategyName(stats[q].filter_strategy)];
     }
@@ -366,6 +373,10 @@ absl::StatusOr<Outcome> RunCase(const Space& s, const Case& c, const Truth& t, s
   if (o.queries == 0) return o;
   o.recall /= o.queries;
   o.reads /= o.queries;
+  o.preview_us /= o.queries;
+  o.fullview_us /= o.queries;
+  o.rerank_us /= o.queries;
+  o.distance_evals /= o.queries;
   o.qps = o.queries / std::max(elapsed, 1e-9);
   std::sort(lat.begin(), lat.end());
   o.p50_us = Percentile(lat, 50);
@@ -387,9 +398,14 @@ struct Row {
 
 void PrintRow(const Row& r, size_t nq) {
   std::printf("  %-28s %-22s %2dt  recall@10 %.4f  QPS %9.1f  p50 %8.0f us  p99 %8.0f us  "
-              "reads/q %7.1f  short %llu%s%s%s\n",
+              "reads/q %7.1f  short %llu%s%s%s%s\n",
               r.system.c_str(), r.params.c_str(), r.threads, r.o.recall, r.o.qps, r.o.p50_us,
               r.o.p99_us, r.o.reads, static_cast<unsigned long long>(r.o.short_answers),
+              r.o.preview_us + r.o.fullview_us > 0
+                  ? absl::StrFormat("  preview %.0f us (%.0f codes) fullview %.0f us",
+                                    r.o.preview_us, r.o.distance_evals, r.o.fullview_us)
+                        .c_str()
+                  : "",
               r.o.violations > 0 ? absl::StrCat("  VIOLATIONS ", r.o.violations).c_str() : "",
               r.o.queries < nq ? absl::StrCat("  (budget: ", r.o.queries, " queries)").c_str() : "",
               r.o.strategies.empty() ? "" : absl::StrCat("  [", Strategies(r.o), "]").c_str());
@@ -411,6 +427,10 @@ void JsonRow(Reporter& rep, const Dataset& ds, const Case& c, double share, cons
                 {"p50_us", r.o.p50_us},
                 {"p99_us", r.o.p99_us},
                 {"reads_per_query", r.o.reads},
+                {"preview_us", r.o.preview_us},
+                {"fullview_us", r.o.fullview_us},
+                {"rerank_us", r.o.rerank_us},
+                {"distance_evals", r.o.distance_evals},
                 {"queries", static_cast<int64_t>(r.o.queries)},
                 {"short_answers", static_cast<int64_t>(r.o.short_answers)},
                 {"violations", static_cast<int64_t>(r.o.violations)},

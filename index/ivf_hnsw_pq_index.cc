@@ -19,6 +19,7 @@
 #include <faiss/impl/FaissException.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -34,6 +35,17 @@
 #include "common/vector_limits.h"
 #include "index/chunked_array.h"
 #include "index/index_internal.h"
+
+namespace zoom::index {
+namespace {
+// SetPlacePositionBitsForTesting's cap (32: none).
+std::atomic<int> g_place_position_bits{32};
+}  // namespace
+
+void SetPlacePositionBitsForTesting(int bits) {
+  g_place_position_bits.store(bits <= 0 || bits > 32 ? 32 : bits, std::memory_order_relaxed);
+}
+}  // namespace zoom::index
 
 namespace zoom::index::internal {
 namespace {
@@ -213,7 +225,7 @@ class IvfHnswPqIndex final : public VectorIndex {
       list.terms.Grow(pos + 1);
       *list.ids.Row(pos) = static_cast<uint32_t>(first + i);
       *list.terms.Row(pos) = terms[i];
-      *list_of_.Row(first + i) = assign[i];
+      *list_of_.Row(first + i) = Place(assign[i], pos);
       list.size.store(pos + 1, std::memory_order_release);
     }
     size_.store(first + n, std::memory_order_release);
@@ -332,10 +344,23 @@ class IvfHnswPqIndex final : public VectorIndex {
     // and centroid term once, its codes in address order).
     std::vector<Scratch::Item>& items = s.items;
     items.clear();
-    ForEachAllowedId(ids, size(), params.filter, [&](InternalId id) {
-      items.push_back({id, *list_of_.Row(id), 0});
-    });
+    ForEachAllowedId(ids, size(), params.filter,
+                     [&](InternalId id) { items.push_back({id, 0, 0}); });
     const size_t n = items.size();
+    // Each one's place (list and position): list_of_ is read in id order,
+    // a line apart or more when matches are sparse, so it is prefetched.
+    const uint32_t pos_bits = PosBits();
+    const uint32_t unknown = UnknownPos();
+    constexpr size_t kPlaceAhead = 16;
+    for (size_t i = 0; i < std::min(n, kPlaceAhead); ++i) {
+      __builtin_prefetch(list_of_.Row(items[i].id));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kPlaceAhead < n) __builtin_prefetch(list_of_.Row(items[i + kPlaceAhead].id));
+      const uint32_t place = *list_of_.Row(items[i].id);
+      items[i].list = static_cast<uint32_t>(uint64_t{place} >> pos_bits);
+      items[i].pos = place & unknown;
+    }
     const uint32_t nlist = spec_.nlist;
     if (n * 8 < nlist) {
       std::sort(items.begin(), items.end(), [](const Scratch::Item& a, const Scratch::Item& b) {
@@ -350,18 +375,17 @@ class IvfHnswPqIndex final : public VectorIndex {
       for (const Scratch::Item& it : items) s.sorted[s.list_start[it.list]++] = it;
       items.swap(s.sorted);
     }
-    // Each one's position: ids ascend in a list, so a galloping search from
-    // the previous match's position (a few probes when matches are dense).
-    for (size_t b = 0; b < n;) {
-      const InvertedList& list = *lists_[items[b].list];
+    // A position too large for the place's bits (a list longer than
+    // 2^pos_bits) is searched for in the list's ascending ids, from the
+    // previous match's position on.
+    for (size_t i = 0; i < n; ++i) {
+      if (items[i].pos != unknown) continue;
+      const InvertedList& list = *lists_[items[i].list];
       const uint32_t size = list.size.load(std::memory_order_acquire);
-      uint32_t from = 0;
-      size_t e = b;
-      for (; e < n && items[e].list == items[b].list; ++e) {
-        items[e].pos = FindPosition(list, size, from, items[e].id);
-        from = items[e].pos + 1;
-      }
-      b = e;
+      const bool after = i > 0 && items[i - 1].list == items[i].list && items[i - 1].pos < size;
+      const uint32_t from = after ? items[i - 1].pos + 1 : 0;
+      const uint32_t pos = FindPosition(list, size, from, items[i].id);
+      items[i].pos = pos == size ? ~uint32_t{0} : pos;  // not there: skipped below
     }
     const bool l2 = UsesL2(spec_.metric);
     const size_t m = pq_.code_size(), ksub = pq_.ksub();
@@ -376,6 +400,7 @@ class IvfHnswPqIndex final : public VectorIndex {
       const InvertedList& list = *lists_[it.list];
       if (it.pos >= list.size.load(std::memory_order_relaxed)) return;
       __builtin_prefetch(pq4_ ? list.codes.Row(it.pos / kPq4BlockSize) : list.codes.Row(it.pos));
+      __builtin_prefetch(list.ids.Row(it.pos));
       if (l2) __builtin_prefetch(list.terms.Row(it.pos));
     };
     for (size_t i = 0; i < std::min(n, kAhead); ++i) prefetch(items[i]);
@@ -446,10 +471,9 @@ class IvfHnswPqIndex final : public VectorIndex {
     uint64_t total = 0;
     ZOOM_RETURN_IF_ERROR(r.Get(&total));
     uint64_t seen = 0;
-    constexpr uint32_t kNowhere = ~uint32_t{0};
     list_of_.SetFirstChunk(std::max<uint64_t>(1, total));
     list_of_.Grow(total);
-    for (uint64_t i = 0; i < total; ++i) *list_of_.Row(i) = kNowhere;
+    std::vector<bool> placed(total, false);
     for (uint32_t l = 0; l < lists_.size(); ++l) {
       auto& list = lists_[l];
       uint32_t n = 0;
@@ -469,9 +493,10 @@ class IvfHnswPqIndex final : public VectorIndex {
         ZOOM_RETURN_IF_ERROR(r.Get(list->terms.Row(i)));
         const uint32_t id = *list->ids.Row(i);
         if (id >= total) return r.Corrupt("list id out of range");
-        if (*list_of_.Row(id) != kNowhere) return r.Corrupt("an id in two places of the lists");
+        if (placed[id]) return r.Corrupt("an id in two places of the lists");
         if (i > 0 && id <= *list->ids.Row(i - 1)) return r.Corrupt("list ids not ascending");
-        *list_of_.Row(id) = l;
+        placed[id] = true;
+        *list_of_.Row(id) = Place(l, i);
       }
       list->size.store(n, std::memory_order_release);
       seen += n;
@@ -503,6 +528,24 @@ class IvfHnswPqIndex final : public VectorIndex {
     std::vector<Item> items, sorted;  // SearchIds: the allowed ids, their places
     std::vector<uint64_t> list_start; // SearchIds: the counting sort's
   };
+
+  // list_of_ holds each point's place: its list in the high bits (as many
+  // as nlist needs) and its position in that list in the low PosBits()
+  // ones, UnknownPos() when the position does not fit (then SearchIds
+  // searches the list's ids for it). Positions never change: lists are
+  // appended to only.
+  uint32_t PosBits() const {
+    const uint32_t fits =
+        32 - static_cast<uint32_t>(std::bit_width(std::max<uint32_t>(spec_.nlist, 1) - 1));
+    return std::min(fits, place_bits_cap_);
+  }
+  uint32_t UnknownPos() const {
+    return static_cast<uint32_t>((uint64_t{1} << PosBits()) - 1);
+  }
+  uint32_t Place(uint32_t list, uint64_t pos) const {
+    return static_cast<uint32_t>((uint64_t{list} << PosBits()) |
+                                 std::min<uint64_t>(pos, UnknownPos()));
+  }
 
   // The position of `id` in `list` (its first `size` points), searched
   // from `from` on: ids ascend in a list (appended in id order). `size` when
@@ -713,10 +756,12 @@ class IvfHnswPqIndex final : public VectorIndex {
   ProductQuantizer pq_;
   HnswGraph graph_;
   std::vector<std::unique_ptr<InvertedList>> lists_;
-  // Each point's list: SearchIds' way to its code (the position is found
-  // in the list's ascending ids). Rebuilt from the lists at load (not in
-  // the file).
+  // Each point's place, Place(list, position): SearchIds' way to its code.
+  // Rebuilt from the lists at load (not in the file).
   ChunkedArray<uint32_t> list_of_;
+  // PosBits()'s cap: 32 but in tests (SetPlacePositionBitsForTesting).
+  const uint32_t place_bits_cap_ =
+      static_cast<uint32_t>(g_place_position_bits.load(std::memory_order_relaxed));
   std::atomic<uint64_t> size_{0};
   double window_sum_ = 0;  // the writer's
   uint64_t window_count_ = 0;

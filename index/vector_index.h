@@ -198,6 +198,12 @@ inline constexpr char kIndexMagic[] = "ZOOMIDX";
 inline constexpr uint16_t kIndexMajorVersion = 1;
 inline constexpr uint16_t kIndexMinorVersion = 1;
 
+// Tests: ivf_hnsw_pq indexes built or loaded after this call keep at most
+// `bits` bits of each point's position in its list (0: as many as fit), so
+// that SearchIds' search for positions that do not fit runs on small data.
+// Set it before an index is made and reset it after the index is gone.
+void SetPlacePositionBitsForTesting(int bits);
+
 }  // namespace zoom::index
 
 #endif  // ZOOM_INDEX_VECTOR_INDEX_H_

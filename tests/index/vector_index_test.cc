@@ -276,6 +276,57 @@ TEST(IndexSearchIdsTest, EveryAllowedIdScored) {
   }
 }
 
+// ivf_hnsw_pq keeps each point's list position with its list number in
+// 32 bits; positions that do not fit (lists longer than the bits left) are
+// searched for. An index built with 3 bits (positions 0-6 kept: most are
+// searched), and loaded again with 3, answers as the same file loaded with
+// every bit.
+TEST(IndexSearchIdsTest, PositionsThatDoNotFitAreSearchedFor) {
+  constexpr size_t kN = 3000, kD = 16, kQ = 10, kK = 10;
+  const std::vector<float> x = Clustered(kN, kD, 51);
+  const std::vector<float> queries = Clustered(kQ, kD, 52);
+  for (uint32_t nbits : {8u, 4u}) {
+    const IndexSpec spec = SmallSpec({IndexKind::kIvfHnswPq, nbits}, kD);
+    SCOPED_TRACE(absl::StrCat(nbits, "-bit"));
+    TempDir tmp;
+    SetPlacePositionBitsForTesting(3);
+    absl::StatusOr<std::unique_ptr<VectorIndex>> few = BuildIndex(spec, x.data(), 2000);
+    absl::Status st = few.status();
+    if (st.ok()) st = (*few)->Add(x.data() + 2000 * kD, kN - 2000);
+    if (st.ok()) st = (*few)->Save(tmp.File("i.zidx"));
+    absl::StatusOr<std::unique_ptr<VectorIndex>> few_loaded =
+        st.ok() ? LoadIndex(tmp.File("i.zidx")) : st;
+    SetPlacePositionBitsForTesting(0);
+    ASSERT_OK(few_loaded.status());
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> full, LoadIndex(tmp.File("i.zidx")));
+    // Every third id, and the dense run 1000-1199 (many matches a list).
+    std::vector<uint64_t> words((kN + 63) / 64, 0);
+    size_t members = 0;
+    for (size_t i = 0; i < kN; ++i) {
+      if (i % 3 == 0 || (i >= 1000 && i < 1200)) {
+        words[i >> 6] |= uint64_t{1} << (i & 63);
+        ++members;
+      }
+    }
+    const IdBitsView view{words.data(), kN, static_cast<double>(members) / kN};
+    for (size_t q = 0; q < kQ; ++q) {
+      const float* qv = queries.data() + q * kD;
+      for (const VectorIndex* idx : {few->get(), few_loaded->get()}) {
+        for (size_t k : {kK, members}) {
+          std::vector<Neighbor> want, got;
+          ASSERT_OK(full->SearchIds(qv, k, view, IndexSearchParams{}, &want, nullptr));
+          ASSERT_OK(idx->SearchIds(qv, k, view, IndexSearchParams{}, &got, nullptr));
+          ASSERT_EQ(got.size(), want.size());
+          for (size_t i = 0; i < got.size(); ++i) {
+            EXPECT_EQ(got[i].id, want[i].id) << i;
+            EXPECT_EQ(got[i].distance, want[i].distance) << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(StreamingBuildTest, ChunkedReadsAndTheRecallOfTheInRamBuild) {
   // issue 16: the build reads rows by id, a chunk at a time, and never
   // holds the base; its recall is that of BuildIndex's (a different sample
