@@ -69,6 +69,8 @@ function(zoom_cc_test name)
   # about half the time of -O2 -g (collection_test.cc: 45 s -> 22 s), which is
   # most of the CI run on two cores. Sanitizer reports keep file:line.
   target_compile_options(${name} PRIVATE $<$<CONFIG:RelWithDebInfo>:-O1 -g1>)
+  # Collected for the zoom_tests target (tests/CMakeLists.txt).
+  set_property(GLOBAL APPEND PROPERTY ZOOM_TEST_TARGETS ${name})
   gtest_discover_tests(${name}
     DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}"
