@@ -29,6 +29,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "index/distance_kernels.h"
@@ -56,6 +57,8 @@ ABSL_FLAG(int32_t, nlist, 0, "ivf_hnsw_pq clusters; 0 = automatic");
 ABSL_FLAG(std::string, ef, "", "Preview ef values (default: a grid per kind)");
 ABSL_FLAG(std::string, nprobe, "", "ivf_hnsw_pq nprobe values (default: a grid)");
 ABSL_FLAG(std::string, rerank, "", "rerank_candidates (K') values (default: 20,50,100,200)");
+ABSL_FLAG(std::string, rerank_stop_sd, "0",
+          "sweep: SearchParams::rerank_stop_sd values (0 = read all K'; e.g. 0,2)");
 ABSL_FLAG(bool, rebuild, false, "Rebuild the cached index and store");
 ABSL_FLAG(bool, sweep_fio, true, "Measure the store file's fio QD128 ceiling in sweep");
 ABSL_FLAG(int32_t, links_rounds, 7,
@@ -245,7 +248,9 @@ absl::StatusOr<ConfigResult> RunConfig(Built& b, const server::SearchParams& p, 
       ",m=", engine.index()->spec().pq.m, NbitsSuffix(engine.index()->spec()),
       ",ef=", p.ef, ivf ? absl::StrCat(",nprobe=", p.nprobe) : std::string(),
       p.preview_only ? std::string(",preview_only")
-                     : absl::StrCat(",rerank=", p.rerank_candidates));
+                     : absl::StrCat(",rerank=", p.rerank_candidates),
+      p.preview_only || p.rerank_stop_sd == 0 ? std::string()
+                                              : absl::StrCat(",stop_sd=", p.rerank_stop_sd));
   r.threads = threads;
   r.k = k;
   r.run = run;
@@ -334,6 +339,15 @@ absl::Status RunSweep(Reporter& rep) {
                                                    : std::vector<int>{1}));
   ZOOM_ASSIGN_OR_RETURN(auto reranks,
                         ListFlag(absl::GetFlag(FLAGS_rerank), {20, 50, 100, 200}));
+  std::vector<double> stop_sds;
+  for (absl::string_view v : absl::StrSplit(absl::GetFlag(FLAGS_rerank_stop_sd), ',')) {
+    double x = 0;
+    if (!absl::SimpleAtod(v, &x) || !(x >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rerank_stop_sd: '", v, "' is not a number >= 0"));
+    }
+    stop_sds.push_back(x);
+  }
   const size_t k = static_cast<size_t>(absl::GetFlag(FLAGS_k));
   const double ceiling_iops = FioCeilingIops(b->store_path);
   if (ceiling_iops > 0) {
@@ -354,10 +368,13 @@ absl::Status RunSweep(Reporter& rep) {
         mine.push_back(pr);
         p.preview_only = false;
         for (int rr : reranks) {
-          p.rerank_candidates = static_cast<uint32_t>(rr);
-          ZOOM_ASSIGN_OR_RETURN(ConfigResult r, RunConfig(*b, p, t, k));
-          Report(rep, table, r);
-          mine.push_back(r);
+          for (double sd : stop_sds) {
+            p.rerank_candidates = static_cast<uint32_t>(rr);
+            p.rerank_stop_sd = sd;
+            ZOOM_ASSIGN_OR_RETURN(ConfigResult r, RunConfig(*b, p, t, k));
+            Report(rep, table, r);
+            mine.push_back(r);
+          }
         }
       }
     }

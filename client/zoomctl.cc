@@ -110,6 +110,9 @@ ABSL_FLAG(uint32_t, nprobe, 0,
           "search: IVF clusters probed; create: default nprobe");
 ABSL_FLAG(uint32_t, rerank, 0,
           "search: candidates re-ranked from the SSD; create: default");
+ABSL_FLAG(double, rerank_stop_sd, 0,
+          "search: the re-rank that stops early (0: read all K'; 2 is a good start; "
+          "the README's fullview section)");
 ABSL_FLAG(bool, preview_only, false, "search: rank by PQ codes only");
 ABSL_FLAG(bool, exact, false, "search: brute force over every stored vector");
 ABSL_FLAG(bool, allow_partial, false,
@@ -689,6 +692,8 @@ int RunSearch(Invocation& inv) {
   request.mutable_knobs()->set_ef(absl::GetFlag(FLAGS_ef));
   request.mutable_knobs()->set_nprobe(absl::GetFlag(FLAGS_nprobe));
   request.mutable_knobs()->set_rerank_candidates(absl::GetFlag(FLAGS_rerank));
+  request.mutable_knobs()->set_rerank_stop_sd(
+      static_cast<float>(absl::GetFlag(FLAGS_rerank_stop_sd)));
   request.set_preview_only(absl::GetFlag(FLAGS_preview_only));
   request.set_exact(absl::GetFlag(FLAGS_exact));
   request.set_allow_partial(absl::GetFlag(FLAGS_allow_partial));
@@ -734,11 +739,11 @@ int RunSearch(Invocation& inv) {
 
   const v1::QueryStats& stats = response->stats();
   std::string line = absl::StrFormat(
-      "stats: preview %dus, fullview %dus, rerank %dus, ssd_reads %d, "
+      "stats: preview %dus, fullview %dus, rerank %dus, ssd_reads %d (%d rounds), "
       "bytes_read %d, candidates %d, distance_evals %d, cache_hits %d, "
       "round trip %.3fms",
       stats.preview_us(), stats.fullview_us(), stats.rerank_us(),
-      stats.ssd_reads(), stats.bytes_read(), stats.candidates(),
+      stats.ssd_reads(), stats.fullview_rounds(), stats.bytes_read(), stats.candidates(),
       stats.distance_evals(), stats.cache_hits(),
       absl::ToDoubleMilliseconds(latency));
   if (stats.exact()) absl::StrAppend(&line, ", exact");

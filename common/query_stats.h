@@ -37,6 +37,9 @@ struct QueryStats {
   uint64_t reads = 0;       // read requests sent to the device
   uint64_t bytes_read = 0;  // bytes those requests transferred
   uint64_t read_errors = 0;
+  // Batches of reads the fullview waited for: 1, or more when the re-rank
+  // stops early (SearchParams::rerank_stop_sd) and reads in rounds.
+  uint32_t fullview_rounds = 0;
   // Work of the preview.
   uint64_t candidates = 0;      // ids handed from preview to fullview
   uint64_t distance_evals = 0;  // distances computed in the preview
@@ -67,6 +70,7 @@ struct QueryStats {
     reads += other.reads;
     bytes_read += other.bytes_read;
     read_errors += other.read_errors;
+    fullview_rounds += other.fullview_rounds;
     candidates += other.candidates;
     distance_evals += other.distance_evals;
     hops += other.hops;

@@ -28,6 +28,12 @@ absl::Status ValidateQuery(Metric metric, uint32_t dim, absl::Span<const float> 
                                                    " is above this server's limit of ",
                                                    limits.max_rerank));
   }
+  // NaN fails both comparisons.
+  if (!(params.rerank_stop_sd >= 0 && params.rerank_stop_sd <= 100)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rerank_stop_sd ", params.rerank_stop_sd,
+        " is not in [0, 100] (0: read every candidate; 2 is a good start)"));
+  }
   if (query.empty()) return absl::InvalidArgumentError("the query vector is empty");
   if (query.size() != dim) {
     return absl::InvalidArgumentError(absl::StrCat("query has ", query.size(),

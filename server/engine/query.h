@@ -42,6 +42,20 @@ struct SearchParams {
   uint32_t nprobe = 16;
   // K': candidates re-ranked with full vectors; raised to k when smaller.
   uint32_t rerank_candidates = 100;
+  // The re-rank that stops early (0: off, every one of the K' candidates
+  // read in one batch). When > 0 the fullview reads the k best candidates
+  // by the preview's distance first, then in rounds every unread candidate
+  // whose preview distance minus (mean + rerank_stop_sd x sd) of the
+  // errors seen so far in this query (preview distance - exact distance,
+  // over the candidates read) is below the current k-th exact distance,
+  // until none is. Reads become adaptive per query (QueryStats::reads,
+  // fullview_rounds); a candidate is skipped only on the estimate, so
+  // recall may drop a little below reading all K'. Measured by zoombench
+  // --benchmarks=bound (loadtest/results/2026-12-03-glove-rerank-bound.txt):
+  // on GloVe with 100-byte codes, 2.0 read 11.1 of 20 candidates at recall
+  // 0.968 (all 20: 0.969); with 50-byte codes the errors are ~5x larger
+  // and it saves little.
+  double rerank_stop_sd = 0;
   // Return the preview's ranking without reading full vectors.
   bool preview_only = false;
   // Brute force over every stored vector (also what runs without an index).

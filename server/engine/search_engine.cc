@@ -34,6 +34,11 @@ struct Scratch {
   std::vector<float> vectors;
   std::vector<float> miss_vectors;
   std::vector<Scored> scored;
+  // The re-rank that stops early: which candidates were read, the next
+  // round's positions, and the exact distances seen.
+  std::vector<char> read;
+  std::vector<uint32_t> round_pos;
+  std::vector<float> kth;
 };
 Scratch& ThreadScratch() {
   thread_local Scratch s;
@@ -605,12 +610,17 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
   s.ids.resize(n);
   for (size_t i = 0; i < n; ++i) s.ids[i] = candidates[i].id;
   s.vectors.resize(n * d);
+  // The re-rank that stops early reads the k best by the preview first.
+  const size_t first = params.rerank_stop_sd > 0 ? std::min<size_t>(n, params.k) : n;
+  fv->submitted = first;
+  ++stats->fullview_rounds;
   if (cache_ == nullptr) {
-    fv->pending = store_->SubmitReadVectors(s.ids, s.vectors.data(), stats);
+    fv->pending = store_->SubmitReadVectors(absl::MakeConstSpan(s.ids.data(), first),
+                                            s.vectors.data(), stats);
   } else {
     s.misses.clear();
     s.miss_pos.clear();
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < first; ++i) {
       if (!cache_->Lookup(s.ids[i], s.vectors.data() + i * d)) {
         s.misses.push_back(s.ids[i]);
         s.miss_pos.push_back(static_cast<uint32_t>(i));
@@ -618,7 +628,7 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
     }
     s.miss_vectors.resize(s.misses.size() * d);
     fv->pending = store_->SubmitReadVectors(s.misses, s.miss_vectors.data(), stats);
-    stats->cache_hits += n - s.misses.size();
+    stats->cache_hits += first - s.misses.size();
     stats->cache_misses += s.misses.size();
   }
   return absl::OkStatus();
@@ -655,11 +665,17 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
   // 3. exact re-rank.
   Stopwatch sw;
   const size_t n = candidates.size();
+  const size_t first = fv->submitted;
   s.query.assign(query, query + d);
   if (metric_ == Metric::kCosine) NormalizeL2(s.query.data(), d);
-  s.scored.resize(n);
-  for (size_t i = 0; i < n; ++i) {
+  s.scored.resize(first);
+  for (size_t i = 0; i < first; ++i) {
     s.scored[i] = {s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
+  }
+  if (first < n) {
+    stats->rerank_us += sw.ElapsedMicros();
+    ZOOM_RETURN_IF_ERROR(FullviewRounds(params, candidates, stats, first));
+    sw.Reset();
   }
   TakeBest(metric_, &s.scored, params.k, &result->hits);
   if (params.with_vectors) {
@@ -673,6 +689,88 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
   }
   stats->rerank_us += sw.ElapsedMicros();
   return absl::OkStatus();
+}
+
+absl::Status SearchEngine::FullviewRounds(const SearchParams& params,
+                                          const std::vector<index::Neighbor>& candidates,
+                                          QueryStats* stats, size_t first) const {
+  // s.scored holds the exact scores of candidates [0, first), in order.
+  Scratch& s = ThreadScratch();
+  const size_t n = candidates.size();
+  const size_t d = store_->dim();
+  const size_t k = std::max<size_t>(1, params.k);
+  // The index's distance of an exact score (vector_index.h's convention).
+  const auto distance = [this](float score) -> double {
+    switch (metric_) {
+      case Metric::kL2: return score;
+      case Metric::kCosine: return 2.0 - 2.0 * static_cast<double>(score);
+      default: return -static_cast<double>(score);
+    }
+  };
+  s.read.assign(n, 0);
+  double sum = 0, sum_sq = 0;
+  size_t seen = 0;
+  const auto observe = [&](size_t pos, float score) {
+    s.read[pos] = 1;
+    const double e = static_cast<double>(candidates[pos].distance) - distance(score);
+    sum += e;
+    sum_sq += e * e;
+    ++seen;
+  };
+  for (size_t i = 0; i < first; ++i) observe(i, s.scored[i].score);
+  for (;;) {
+    // The k-th best exact distance so far (infinite while fewer than k
+    // are read: then every candidate is still in play).
+    double tau = std::numeric_limits<double>::infinity();
+    if (s.scored.size() >= k) {
+      s.kth.resize(s.scored.size());
+      for (size_t i = 0; i < s.scored.size(); ++i) {
+        s.kth[i] = static_cast<float>(distance(s.scored[i].score));
+      }
+      std::nth_element(s.kth.begin(), s.kth.begin() + (k - 1), s.kth.end());
+      tau = s.kth[k - 1];
+    }
+    const double mean = sum / static_cast<double>(seen);
+    const double var = std::max(0.0, sum_sq / static_cast<double>(seen) - mean * mean);
+    const double margin = mean + params.rerank_stop_sd * std::sqrt(var);
+    s.round_pos.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (!s.read[i] && static_cast<double>(candidates[i].distance) - margin < tau) {
+        s.round_pos.push_back(static_cast<uint32_t>(i));
+      }
+    }
+    if (s.round_pos.empty()) return absl::OkStatus();
+    // One more batch: into the candidates' own slots of s.vectors.
+    Stopwatch io;
+    ++stats->fullview_rounds;
+    s.misses.clear();
+    s.miss_pos.clear();
+    for (uint32_t pos : s.round_pos) {
+      if (cache_ == nullptr || !cache_->Lookup(s.ids[pos], s.vectors.data() + size_t{pos} * d)) {
+        s.misses.push_back(s.ids[pos]);
+        s.miss_pos.push_back(pos);
+      }
+    }
+    if (cache_ != nullptr) {
+      stats->cache_hits += s.round_pos.size() - s.misses.size();
+      stats->cache_misses += s.misses.size();
+    }
+    s.miss_vectors.resize(s.misses.size() * d);
+    ZOOM_RETURN_IF_ERROR(store_->SubmitReadVectors(s.misses, s.miss_vectors.data(), stats)->Wait());
+    for (size_t j = 0; j < s.misses.size(); ++j) {
+      const float* v = s.miss_vectors.data() + j * d;
+      std::memcpy(s.vectors.data() + size_t{s.miss_pos[j]} * d, v, d * sizeof(float));
+      if (cache_ != nullptr) cache_->Insert(s.misses[j], v);
+    }
+    stats->fullview_us += io.ElapsedMicros();
+    Stopwatch sw;
+    for (uint32_t pos : s.round_pos) {
+      const float score = Score(s.query.data(), s.vectors.data() + size_t{pos} * d);
+      s.scored.push_back({s.ids[pos], score});
+      observe(pos, score);
+    }
+    stats->rerank_us += sw.ElapsedMicros();
+  }
 }
 
 absl::Status SearchEngine::SearchBatch(absl::Span<const float> queries, size_t nq,

@@ -142,6 +142,7 @@ class SearchEngine {
   // from this engine's store (the next query's preview may run).
   struct Fullview {
     bool answered = false;
+    size_t submitted = 0;  // candidates [0, submitted) in the first batch
     std::unique_ptr<storage::VectorStore::PendingVectors> pending;
     Stopwatch timer;
   };
@@ -151,6 +152,12 @@ class SearchEngine {
   absl::Status FullviewEnd(const float* query, const SearchParams& params,
                            const std::vector<index::Neighbor>& candidates, QueryResult* result,
                            Fullview* fv, double overlapped_us) const;
+  // The rounds of the re-rank that stops early (SearchParams::
+  // rerank_stop_sd), after the first batch of fv->submitted candidates is
+  // scored into the thread's scratch.
+  absl::Status FullviewRounds(const SearchParams& params,
+                              const std::vector<index::Neighbor>& candidates,
+                              QueryStats* stats, size_t first) const;
 
   const Metric metric_;
   std::unique_ptr<storage::VectorStore> store_;

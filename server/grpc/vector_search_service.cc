@@ -199,6 +199,11 @@ grpc::ServerUnaryReactor* VectorSearchService::CreateCollection(
     v1::CreateCollectionResponse* resp) {
   return Run(ctx, "CreateCollection", WorkClass::kAdmin, 1, [this, req, resp](const std::atomic<bool>*) {
     ZOOM_ASSIGN_OR_RETURN(CollectionConfig config, FromProto(req->spec()));
+    if (req->spec().default_knobs().rerank_stop_sd() != 0) {
+      return absl::InvalidArgumentError(
+          "default_knobs.rerank_stop_sd: not a collection default (yet); set it per request "
+          "in SearchRequest.knobs");
+    }
     ZOOM_RETURN_IF_ERROR(CheckRange("default ef", config.default_ef, limits_.max_ef));
     ZOOM_RETURN_IF_ERROR(CheckRange("default nprobe", config.default_nprobe, limits_.max_nprobe));
     ZOOM_RETURN_IF_ERROR(
@@ -511,6 +516,7 @@ CollectionSearchParams VectorSearchService::ParamsOf(const v1::SearchRequest& re
   p.engine.ef = req.knobs().ef();
   p.engine.nprobe = req.knobs().nprobe();
   p.engine.rerank_candidates = req.knobs().rerank_candidates();
+  p.engine.rerank_stop_sd = req.knobs().rerank_stop_sd();  // validated by the engine
   p.engine.preview_only = req.preview_only() || degrade;
   p.engine.exact = req.exact();
   p.engine.with_vectors = req.with_vectors();
@@ -538,6 +544,7 @@ bool SameShape(const v1::SearchRequest& a, const v1::SearchRequest& b) {
   return a.k() == b.k() && a.knobs().ef() == b.knobs().ef() &&
          a.knobs().nprobe() == b.knobs().nprobe() &&
          a.knobs().rerank_candidates() == b.knobs().rerank_candidates() &&
+         a.knobs().rerank_stop_sd() == b.knobs().rerank_stop_sd() &&
          a.preview_only() == b.preview_only() && a.exact() == b.exact() &&
          a.with_payload() == b.with_payload() && a.with_vectors() == b.with_vectors() &&
          a.allow_partial() == b.allow_partial() && a.vector_size() == b.vector_size() &&
@@ -569,6 +576,7 @@ void VectorSearchService::FillResponse(const Collection& c, const Filter* filter
   s->set_fullview_us(static_cast<uint64_t>(stats.fullview_us));
   s->set_rerank_us(static_cast<uint64_t>(stats.rerank_us));
   s->set_ssd_reads(static_cast<uint32_t>(stats.reads));
+  s->set_fullview_rounds(stats.fullview_rounds);
   s->set_bytes_read(stats.bytes_read);
   s->set_candidates(static_cast<uint32_t>(stats.candidates));
   s->set_distance_evals(static_cast<uint32_t>(stats.distance_evals));

@@ -614,6 +614,19 @@ TEST(ServerTest, BadInputGetsTheRightStatus) {
   v1::SearchRequest knobs = Query("ok", v4, 4, 5);
   knobs.mutable_knobs()->set_ef(501);
   EXPECT_THAT(c.Search(knobs).status(), StatusIs(StatusCode::kInvalidArgument));
+  for (const float sd : {-1.0f, 101.0f, NAN, INFINITY}) {
+    v1::SearchRequest stop = Query("ok", v4, 4, 5);
+    stop.mutable_knobs()->set_rerank_stop_sd(sd);
+    EXPECT_THAT(c.Search(stop).status(),
+                StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("rerank_stop_sd")));
+  }
+  v1::CollectionSpec stop_default;
+  stop_default.set_name("stop_default");
+  stop_default.set_dim(4);
+  stop_default.set_metric(v1::L2);
+  stop_default.mutable_default_knobs()->set_rerank_stop_sd(2);
+  EXPECT_THAT(c.CreateCollection(stop_default).status(),
+              StatusIs(StatusCode::kInvalidArgument, ::testing::HasSubstr("rerank_stop_sd")));
   v1::SearchBatchRequest empty_batch;
   empty_batch.set_collection("ok");
   EXPECT_THAT(c.SearchBatch(empty_batch).status(), StatusIs(StatusCode::kInvalidArgument));

@@ -88,6 +88,8 @@ def test_bad_arguments(counted, name):
     cases = [
         (lambda: c.search(name, np.zeros(8), k=0), "k: expected a positive integer"),
         (lambda: c.search(name, np.zeros(8), ef=-1), "ef: expected a non-negative"),
+        (lambda: c.search(name, np.zeros(8), rerank_stop_sd=-1), "rerank_stop_sd: expected"),
+        (lambda: c.search(name, np.zeros(8), rerank_stop_sd=float("nan")), "rerank_stop_sd"),
         (lambda: c.search(name, np.zeros(8), filter={"must": [{"nokey": 1}]}), "filter"),
         (lambda: c.search(name, np.zeros(8), filter="tag=a"), "filter: expected a dict"),
         (lambda: c.search_batch(name, np.zeros(8)), "2-d array"),

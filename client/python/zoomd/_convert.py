@@ -266,7 +266,8 @@ def knobs_proto(ef: Optional[int], nprobe: Optional[int], rerank: Optional[int],
 
 def search_template(collection: str, k: int, ef: Optional[int], nprobe: Optional[int],
                     rerank: Optional[int], preview_only: bool, exact: bool, with_payload: bool,
-                    with_vectors: bool, allow_partial: bool, filter: FilterLike) -> bytes:
+                    with_vectors: bool, allow_partial: bool, filter: FilterLike,
+                    rerank_stop_sd: Optional[float] = None) -> bytes:
     """A SearchRequest without its vector, serialized (the vector is appended
     per query: protobuf merges concatenated fields)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -277,6 +278,13 @@ def search_template(collection: str, k: int, ef: Optional[int], nprobe: Optional
                                  exact=exact, with_payload=with_payload,
                                  with_vectors=with_vectors, allow_partial=allow_partial)
     knobs_proto(ef, nprobe, rerank, req.knobs)
+    if rerank_stop_sd is not None:
+        if isinstance(rerank_stop_sd, bool) or not isinstance(
+                rerank_stop_sd, (int, float, np.integer, np.floating)) or \
+                not 0 <= float(rerank_stop_sd) <= 100:
+            raise invalid(f"rerank_stop_sd: expected a number in [0, 100]; got "
+                          f"{rerank_stop_sd!r}")
+        req.knobs.rerank_stop_sd = float(rerank_stop_sd)
     flt = to_filter(filter)
     if flt is not None:
         req.filter.CopyFrom(flt)
@@ -322,7 +330,8 @@ def stats_of(s: zoom_pb2.QueryStats) -> QueryStats:
         ssd_reads=s.ssd_reads, bytes_read=s.bytes_read, candidates=s.candidates,
         distance_evals=s.distance_evals, cache_hits=s.cache_hits, degraded=s.degraded,
         exact=s.exact, filter_strategy=s.filter_strategy, filter_matches=s.filter_matches,
-        filter_expansions=s.filter_expansions, filter_scan=s.filter_scan, warning=s.warning)
+        filter_expansions=s.filter_expansions, filter_scan=s.filter_scan, warning=s.warning,
+        fullview_rounds=s.fullview_rounds)
 
 
 def search_result(resp: zoom_pb2.SearchResponse, with_payload: bool,

@@ -227,11 +227,12 @@ class AsyncClient(ops.Base):
                      preview_only: bool = False, exact: bool = False,
                      with_payload: bool = False, with_vectors: bool = False,
                      filter: cv.FilterLike = None, timeout: _Deadline = None,
-                     allow_partial: bool = False) -> SearchResult:
+                     allow_partial: bool = False,
+                     rerank_stop_sd: Optional[float] = None) -> SearchResult:
         """See Client.search."""
         op = await self._checked(name, lambda s: ops.search(
             name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd), timeout)
         return await self._run(op, timeout)
 
     async def search_batch(self, name: str, vectors: Any, k: int = 10,
@@ -240,11 +241,12 @@ class AsyncClient(ops.Base):
                            exact: bool = False, with_payload: bool = False,
                            with_vectors: bool = False, filter: cv.FilterLike = None,
                            timeout: _Deadline = None,
-                           allow_partial: bool = False) -> List[SearchResult]:
+                           allow_partial: bool = False,
+                           rerank_stop_sd: Optional[float] = None) -> List[SearchResult]:
         """See Client.search_batch."""
         op = await self._checked(name, lambda s: ops.search_batch(
             name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd), timeout)
         return await self._run(op, timeout)
 
     # ---- Snapshots -------------------------------------------------------------------------

@@ -263,17 +263,20 @@ class Client(ops.Base):
                nprobe: Optional[int] = None, rerank: Optional[int] = None,
                preview_only: bool = False, exact: bool = False, with_payload: bool = False,
                with_vectors: bool = False, filter: cv.FilterLike = None,
-               timeout: _Deadline = None, allow_partial: bool = False) -> SearchResult:
+               timeout: _Deadline = None, allow_partial: bool = False,
+               rerank_stop_sd: Optional[float] = None) -> SearchResult:
         """The k nearest points to `vector` (1-d, the collection's dim), best
         first, as a list of ScoredPoint with ``.stats``. ef / nprobe / rerank
         (K') override the collection's knobs; preview_only skips the SSD
         re-rank; exact is brute force; filter: Qdrant's shape as a dict
         ({"must": [{"key": "tag", "match": {"value": "a"}}]}) or a Filter
         proto; allow_partial: under a tight deadline answer with the preview
-        ranking (stats.degraded) rather than DeadlineExceeded."""
+        ranking (stats.degraded) rather than DeadlineExceeded;
+        rerank_stop_sd: the re-rank that stops early (0 or None: read all K';
+        2 is a good start; stats.ssd_reads and fullview_rounds show it)."""
         op = self._checked(name, lambda s: ops.search(
             name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd), timeout)
         return self._run(op, timeout)
 
     def search_batch(self, name: str, vectors: Any, k: int = 10, ef: Optional[int] = None,
@@ -281,12 +284,13 @@ class Client(ops.Base):
                      preview_only: bool = False, exact: bool = False,
                      with_payload: bool = False, with_vectors: bool = False,
                      filter: cv.FilterLike = None, timeout: _Deadline = None,
-                     allow_partial: bool = False) -> List[SearchResult]:
+                     allow_partial: bool = False,
+                     rerank_stop_sd: Optional[float] = None) -> List[SearchResult]:
         """search() for each row of `vectors` (n, dim) in one call (the same
         knobs and filter for all); a list of n results."""
         op = self._checked(name, lambda s: ops.search_batch(
             name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd), timeout)
         return self._run(op, timeout)
 
     # ---- Snapshots -------------------------------------------------------------------------

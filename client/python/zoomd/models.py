@@ -116,6 +116,8 @@ class QueryStats:
     or "post_filter" (empty without a filter); filter_matches: the points
     that pass it; filter_scan: the filter was evaluated from the stored
     payloads (a field without a ready index; `warning` names it).
+    fullview_rounds: batches of reads the re-rank waited for (1; more with
+    rerank_stop_sd; 0 without a fullview).
     """
     preview_us: int = 0
     fullview_us: int = 0
@@ -132,6 +134,7 @@ class QueryStats:
     filter_expansions: int = 0
     filter_scan: bool = False
     warning: str = ""
+    fullview_rounds: int = 0
 
 
 @dataclass

@@ -507,7 +507,7 @@ class Point(_message.Message):
     def __init__(self, id: _Optional[int] = ..., vector: _Optional[_Iterable[float]] = ..., payload: _Optional[bytes] = ..., fields: _Optional[_Mapping[str, Value]] = ...) -> None: ...
 
 class QueryStats(_message.Message):
-    __slots__ = ["bytes_read", "cache_hits", "candidates", "degraded", "distance_evals", "exact", "filter_expansions", "filter_matches", "filter_scan", "filter_strategy", "fullview_us", "preview_us", "rerank_us", "ssd_reads", "warning"]
+    __slots__ = ["bytes_read", "cache_hits", "candidates", "degraded", "distance_evals", "exact", "filter_expansions", "filter_matches", "filter_scan", "filter_strategy", "fullview_rounds", "fullview_us", "preview_us", "rerank_us", "ssd_reads", "warning"]
     BYTES_READ_FIELD_NUMBER: _ClassVar[int]
     CACHE_HITS_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
@@ -518,6 +518,7 @@ class QueryStats(_message.Message):
     FILTER_MATCHES_FIELD_NUMBER: _ClassVar[int]
     FILTER_SCAN_FIELD_NUMBER: _ClassVar[int]
     FILTER_STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    FULLVIEW_ROUNDS_FIELD_NUMBER: _ClassVar[int]
     FULLVIEW_US_FIELD_NUMBER: _ClassVar[int]
     PREVIEW_US_FIELD_NUMBER: _ClassVar[int]
     RERANK_US_FIELD_NUMBER: _ClassVar[int]
@@ -533,12 +534,13 @@ class QueryStats(_message.Message):
     filter_matches: int
     filter_scan: bool
     filter_strategy: str
+    fullview_rounds: int
     fullview_us: int
     preview_us: int
     rerank_us: int
     ssd_reads: int
     warning: str
-    def __init__(self, preview_us: _Optional[int] = ..., fullview_us: _Optional[int] = ..., rerank_us: _Optional[int] = ..., ssd_reads: _Optional[int] = ..., bytes_read: _Optional[int] = ..., candidates: _Optional[int] = ..., distance_evals: _Optional[int] = ..., cache_hits: _Optional[int] = ..., degraded: bool = ..., exact: bool = ..., filter_strategy: _Optional[str] = ..., filter_matches: _Optional[int] = ..., filter_expansions: _Optional[int] = ..., filter_scan: bool = ..., warning: _Optional[str] = ...) -> None: ...
+    def __init__(self, preview_us: _Optional[int] = ..., fullview_us: _Optional[int] = ..., rerank_us: _Optional[int] = ..., ssd_reads: _Optional[int] = ..., bytes_read: _Optional[int] = ..., candidates: _Optional[int] = ..., distance_evals: _Optional[int] = ..., cache_hits: _Optional[int] = ..., degraded: bool = ..., exact: bool = ..., filter_strategy: _Optional[str] = ..., filter_matches: _Optional[int] = ..., filter_expansions: _Optional[int] = ..., filter_scan: bool = ..., warning: _Optional[str] = ..., fullview_rounds: _Optional[int] = ...) -> None: ...
 
 class Range(_message.Message):
     __slots__ = ["gt", "gte", "lt", "lte"]
@@ -611,14 +613,16 @@ class SearchBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[SearchResponse, _Mapping]]] = ...) -> None: ...
 
 class SearchKnobs(_message.Message):
-    __slots__ = ["ef", "nprobe", "rerank_candidates"]
+    __slots__ = ["ef", "nprobe", "rerank_candidates", "rerank_stop_sd"]
     EF_FIELD_NUMBER: _ClassVar[int]
     NPROBE_FIELD_NUMBER: _ClassVar[int]
     RERANK_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    RERANK_STOP_SD_FIELD_NUMBER: _ClassVar[int]
     ef: int
     nprobe: int
     rerank_candidates: int
-    def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ...) -> None: ...
+    rerank_stop_sd: float
+    def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., rerank_stop_sd: _Optional[float] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ["allow_partial", "collection", "exact", "filter", "k", "knobs", "preview_only", "vector", "with_payload", "with_vectors"]

@@ -1,0 +1,227 @@
+// zoombench --benchmarks=bound: how far the preview's distance is from the
+// exact one, and how many of the K' fullview reads a re-rank that stops
+// early would need (issue 19, section 1). An analysis, not a timing: for
+// each query the preview's K' candidates are scored exactly from the base
+// in RAM, and re-rank policies are replayed on those numbers (reads,
+// rounds of reads, recall@k against the ground truth).
+//
+// A staged policy reads the first `first` candidates (preview order), then
+// in rounds every unread candidate whose preview distance minus a margin
+// is below the current k-th exact distance, until none is; the margin
+// comes from the errors seen (preview - exact).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "bench/bench_dataset.h"
+#include "bench/bench_util.h"
+#include "bench/bench_zoom.h"
+#include "common/metric.h"
+#include "common/status_macros.h"
+#include "index/distance_kernels.h"
+#include "index/vector_index.h"
+
+ABSL_FLAG(std::string, bound_rerank, "20,50", "bound: K' values");
+ABSL_FLAG(int32_t, bound_nprobe, 64, "bound: ivf_hnsw_pq nprobe");
+ABSL_FLAG(int32_t, bound_ef, 128, "bound: preview ef");
+
+namespace zoom::bench {
+namespace {
+
+struct QueryData {
+  std::vector<float> est;    // preview distance, preview order
+  std::vector<float> exact;  // exact distance of the same candidates
+  std::vector<int64_t> ids;
+};
+
+// The index's distance convention (vector_index.h): squared L2 (for cosine
+// on unit vectors), or minus the inner product.
+double IndexDistance(const Dataset& ds, size_t q, size_t id) {
+  const double s = TrueScore(ds, q, id);
+  switch (ds.metric) {
+    case Metric::kL2:
+      return s;
+    case Metric::kCosine:
+      return 2.0 - 2.0 * s;
+    default:
+      return -s;
+  }
+}
+
+double Quantile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i =
+      std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
+  return v[i];
+}
+
+struct PolicyResult {
+  double reads = 0, rounds = 0, recall = 0;
+};
+
+// margin(q, i): the margin for candidate i of query q given the errors of
+// the candidates read so far.
+template <typename Margin>
+PolicyResult Replay(const Dataset& ds, const std::vector<QueryData>& data,
+                    size_t k, size_t first, const Margin& margin) {
+  PolicyResult r;
+  for (size_t q = 0; q < data.size(); ++q) {
+    const QueryData& x = data[q];
+    const size_t n = x.est.size();
+    std::vector<char> read(n, 0);
+    std::vector<double> errs;
+    size_t nread = 0;
+    int rounds = 0;
+    auto kth = [&] {
+      std::vector<float> got;
+      for (size_t i = 0; i < n; ++i)
+        if (read[i]) got.push_back(x.exact[i]);
+      if (got.size() < k) return std::numeric_limits<float>::infinity();
+      std::nth_element(got.begin(), got.begin() + (k - 1), got.end());
+      return got[k - 1];
+    };
+    std::vector<size_t> batch;
+    for (size_t i = 0; i < std::min(first, n); ++i) batch.push_back(i);
+    while (!batch.empty()) {
+      ++rounds;
+      for (size_t i : batch) {
+        read[i] = 1;
+        ++nread;
+        errs.push_back(static_cast<double>(x.est[i]) - x.exact[i]);
+      }
+      batch.clear();
+      const float tau = kth();
+      for (size_t i = 0; i < n; ++i) {
+        if (!read[i] && x.est[i] - margin(errs, x.est[i]) < tau)
+          batch.push_back(i);
+      }
+    }
+    // The k best read, by exact distance.
+    std::vector<std::pair<float, int64_t>> best;
+    for (size_t i = 0; i < n; ++i)
+      if (read[i]) best.push_back({x.exact[i], x.ids[i]});
+    std::sort(best.begin(), best.end());
+    std::vector<int64_t> out(k, -1);
+    for (size_t i = 0; i < k && i < best.size(); ++i) out[i] = best[i].second;
+    r.reads += nread;
+    r.rounds += rounds;
+    r.recall += RecallAtK(ds, q, out.data(), k, k);
+  }
+  const double nq = std::max<size_t>(1, data.size());
+  r.reads /= nq;
+  r.rounds /= nq;
+  r.recall /= nq;
+  return r;
+}
+
+absl::Status RunBound(Reporter& rep) {
+  ZOOM_ASSIGN_OR_RETURN(ZoomBuilt zb, GetZoomBuilt());
+  const Dataset& ds = *zb.ds;
+  const index::VectorIndex& idx = *zb.engine->index();
+  const size_t k = static_cast<size_t>(absl::GetFlag(FLAGS_k));
+  const size_t d = ds.dim();
+  ZOOM_ASSIGN_OR_RETURN(std::vector<int> kps,
+                        ParseIntList(absl::GetFlag(FLAGS_bound_rerank)));
+  for (int kp_int : kps) {
+    const size_t kp = static_cast<size_t>(kp_int);
+    std::vector<QueryData> data(ds.queries.rows);
+    std::vector<double> all_err, all_rel;
+    for (size_t q = 0; q < ds.queries.rows; ++q) {
+      std::vector<float> query(ds.queries.row(q), ds.queries.row(q) + d);
+      if (ds.metric == Metric::kCosine) NormalizeL2(query.data(), d);
+      index::IndexSearchParams ip;
+      ip.ef = absl::GetFlag(FLAGS_bound_ef);
+      ip.nprobe = absl::GetFlag(FLAGS_bound_nprobe);
+      std::vector<index::Neighbor> cand;
+      QueryStats st;
+      ZOOM_RETURN_IF_ERROR(idx.Search(query.data(), kp, ip, &cand, &st));
+      QueryData& x = data[q];
+      for (const index::Neighbor& nb : cand) {
+        x.est.push_back(nb.distance);
+        x.exact.push_back(static_cast<float>(IndexDistance(ds, q, nb.id)));
+        x.ids.push_back(nb.id);
+        const double e = static_cast<double>(x.est.back()) - x.exact.back();
+        all_err.push_back(e);
+        all_rel.push_back(
+            e / std::max(1e-9, std::abs(static_cast<double>(x.exact.back()))));
+      }
+    }
+    double mean = 0, sq = 0;
+    for (double e : all_err) mean += e;
+    mean /= std::max<size_t>(1, all_err.size());
+    for (double e : all_err) sq += (e - mean) * (e - mean);
+    const double sd = std::sqrt(sq / std::max<size_t>(1, all_err.size()));
+    std::vector<double> abs_err;
+    for (double e : all_err) abs_err.push_back(std::abs(e - mean));
+    std::printf("\n== bound, %s, K'=%zu, nprobe=%d ef=%d, %zu queries\n",
+                zb.params.c_str(), kp, absl::GetFlag(FLAGS_bound_nprobe),
+                absl::GetFlag(FLAGS_bound_ef),
+                static_cast<size_t>(ds.queries.rows));
+    std::printf(
+        "error preview - exact: mean %.5f sd %.5f; quantiles 1%% %.5f 50%% "
+        "%.5f 99%% "
+        "%.5f; |e - mean| 99%% %.5f 99.9%% %.5f; relative sd-ish 99%% %.4f\n",
+        mean, sd, Quantile(all_err, 0.01), Quantile(all_err, 0.5),
+        Quantile(all_err, 0.99), Quantile(abs_err, 0.99),
+        Quantile(abs_err, 0.999), Quantile(all_rel, 0.99));
+    std::printf("%-34s %8s %8s %8s\n", "policy", "reads", "rounds", "recall");
+    auto row = [&](const std::string& name, const PolicyResult& r) {
+      std::printf("%-34s %8.2f %8.2f %8.4f\n", name.c_str(), r.reads, r.rounds,
+                  r.recall);
+      rep.JsonLine({{"name", std::string("bound")},
+                    {"policy", name},
+                    {"params", zb.params},
+                    {"dataset", ds.name},
+                    {"rerank", static_cast<int64_t>(kp)},
+                    {"reads_per_query", r.reads},
+                    {"rounds", r.rounds},
+                    {"recall_at_10", r.recall}});
+    };
+    row("all K'",
+        Replay(ds, data, k, kp,
+               [](const std::vector<double>&, float) { return 0.0; }));
+    for (size_t first : {k / 2, k, k + k / 2}) {
+      for (double c : {0.0, 1.0, 2.0, 3.0, 4.0}) {
+        // Global: c standard deviations of the error (over every query),
+        // plus its mean.
+        row(absl::StrCat("global first=", first, " c=", c),
+            Replay(ds, data, k, first, [&](const std::vector<double>&, float) {
+              return mean + c * sd;
+            }));
+      }
+      for (double c : {1.0, 1.5, 2.0, 3.0}) {
+        // Per query: c times the largest |error| of the candidates read.
+        row(absl::StrCat("query-max first=", first, " c=", c),
+            Replay(ds, data, k, first,
+                   [&](const std::vector<double>& errs, float) {
+                     double m = 0;
+                     for (double e : errs) m = std::max(m, std::abs(e));
+                     return c * m;
+                   }));
+        // Per query: mean + c sd of the errors read.
+        row(absl::StrCat("query-sd first=", first, " c=", c),
+            Replay(ds, data, k, first,
+                   [&](const std::vector<double>& errs, float) {
+                     double mu = 0, s2 = 0;
+                     for (double e : errs) mu += e;
+                     mu /= std::max<size_t>(1, errs.size());
+                     for (double e : errs) s2 += (e - mu) * (e - mu);
+                     return mu + c * std::sqrt(
+                                         s2 / std::max<size_t>(1, errs.size()));
+                   }));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+const RegisterWorkload kBound("bound", RunBound);
+
+}  // namespace
+}  // namespace zoom::bench
