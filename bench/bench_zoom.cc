@@ -21,6 +21,9 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <numeric>
+#include <random>
+#include <atomic>
 #include <set>
 #include <string>
 #include <thread>
@@ -59,6 +62,10 @@ ABSL_FLAG(std::string, nprobe, "", "ivf_hnsw_pq nprobe values (default: a grid)"
 ABSL_FLAG(std::string, rerank, "", "rerank_candidates (K') values (default: 20,50,100,200)");
 ABSL_FLAG(std::string, rerank_stop_sd, "0",
           "sweep: SearchParams::rerank_stop_sd values (0 = read all K'; e.g. 0,2)");
+ABSL_FLAG(std::string, cache_mib, "0,4,16,64",
+          "cache: DRAM cache sizes (MiB) of hot full vectors to compare");
+ABSL_FLAG(double, cache_zipf, 1.0, "cache: Zipf exponent of the query stream");
+ABSL_FLAG(int64_t, cache_stream, 20000, "cache: queries in the timed stream");
 ABSL_FLAG(bool, rebuild, false, "Rebuild the cached index and store");
 ABSL_FLAG(bool, sweep_fio, true, "Measure the store file's fio QD128 ceiling in sweep");
 ABSL_FLAG(int32_t, links_rounds, 7,
@@ -591,12 +598,152 @@ absl::Status RunPipeline(Reporter& rep) {
   return absl::OkStatus();
 }
 
+
+// cache: the DRAM cache of hot full vectors (EngineOptions::cache_bytes,
+// CollectionSpec.cache_bytes) under a skewed workload. A stream of
+// --cache_stream queries drawn from the query file with Zipf(--cache_zipf)
+// popularity (a random rank per query, fixed seed; the same stream for
+// every size) runs on --threads[0] threads against an engine over the same
+// store and index with each --cache_mib; a warm-up stream of the same
+// length (another seed, the same popularity) fills the cache first. Prints
+// the hit rate, reads per query, reads saved per MiB against no cache,
+// QPS, p50/p99 and recall@10, at --nprobe[0] and --rerank[0].
+absl::Status RunCache(Reporter& rep) {
+  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(false, nullptr));
+  const Dataset& ds = b->ds;
+  ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
+  std::vector<int> mibs;
+  for (absl::string_view v : absl::StrSplit(absl::GetFlag(FLAGS_cache_mib), ',')) {
+    int x = 0;
+    if (!absl::SimpleAtoi(v, &x) || x < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cache_mib: '", v, "' is not a number of MiB >= 0"));
+    }
+    mibs.push_back(x);
+  }
+  ZOOM_ASSIGN_OR_RETURN(auto nprobes, ListFlag(absl::GetFlag(FLAGS_nprobe), {64}));
+  ZOOM_ASSIGN_OR_RETURN(auto reranks, ListFlag(absl::GetFlag(FLAGS_rerank), {20}));
+  ZOOM_ASSIGN_OR_RETURN(auto efs, ListFlag(absl::GetFlag(FLAGS_ef), {0}));
+  const int t = threads[0];
+  const size_t nq = ds.queries.rows;
+  const size_t len = static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_cache_stream)));
+  const double s = absl::GetFlag(FLAGS_cache_zipf);
+  const size_t k = static_cast<size_t>(absl::GetFlag(FLAGS_k));
+  // Zipf over ranks 1..nq, ranks assigned to queries by a fixed shuffle.
+  std::vector<double> cdf(nq);
+  double sum = 0;
+  for (size_t r = 0; r < nq; ++r) cdf[r] = (sum += std::pow(static_cast<double>(r + 1), -s));
+  std::vector<size_t> query_of_rank(nq);
+  std::iota(query_of_rank.begin(), query_of_rank.end(), 0);
+  std::mt19937_64 shuffle_rng(7);
+  std::shuffle(query_of_rank.begin(), query_of_rank.end(), shuffle_rng);
+  const auto stream = [&](uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0, sum);
+    std::vector<size_t> out(len);
+    for (size_t& q : out) {
+      const size_t r = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
+      q = query_of_rank[std::min(r, nq - 1)];
+    }
+    return out;
+  };
+  const std::vector<size_t> warm = stream(1), timed = stream(2);
+  std::set<size_t> distinct(timed.begin(), timed.end());
+  server::SearchParams p;
+  p.k = static_cast<uint32_t>(k);
+  p.nprobe = static_cast<uint32_t>(nprobes[0]);
+  p.ef = static_cast<uint32_t>(efs[0] > 0 ? efs[0] : 2 * nprobes[0]);
+  p.rerank_candidates = static_cast<uint32_t>(reranks[0]);
+  std::printf("== cache: %zu queries drawn Zipf(%.2f) from %zu (%zu distinct), %d threads, "
+              "%s nprobe=%u ef=%u K'=%u\n",
+              len, s, nq, distinct.size(), t, b->key.c_str(), p.nprobe, p.ef,
+              p.rerank_candidates);
+  std::printf("%10s %10s %10s %10s %14s %10s %10s %10s %10s\n", "cache_MiB", "hit_rate",
+              "reads/q", "saved/q", "saved/q/MiB", "QPS", "p50_us", "p99_us", "recall@10");
+  double base_reads = -1;
+  for (int mib : mibs) {
+    ZOOM_ASSIGN_OR_RETURN(auto store, storage::VectorStore::Open(b->store_path));
+    ZOOM_ASSIGN_OR_RETURN(auto idx, index::LoadIndex(b->index_path));
+    server::EngineOptions opt;
+    opt.cache_bytes = uint64_t(mib) << 20;
+    server::SearchEngine engine(ds.metric, std::move(store), std::move(idx), opt);
+    std::vector<double> lat(len);
+    std::vector<std::vector<int64_t>> ids(len, std::vector<int64_t>(k, -1));
+    QueryStats total;
+    std::mutex mu;
+    absl::Status first_error;
+    const auto run = [&](const std::vector<size_t>& qs, bool timed_pass) {
+      std::atomic<size_t> next{0};
+      auto work = [&] {
+        server::QueryResult r;
+        QueryStats mine;
+        for (size_t i; (i = next.fetch_add(1)) < qs.size();) {
+          Stopwatch sw;
+          absl::Status st =
+              engine.Search(absl::MakeConstSpan(ds.queries.row(qs[i]), ds.dim()), p, &r);
+          if (!st.ok()) {
+            std::lock_guard<std::mutex> l(mu);
+            first_error = st;
+            return;
+          }
+          if (!timed_pass) continue;
+          lat[i] = sw.ElapsedMicros();
+          mine.Merge(r.stats);
+          for (size_t j = 0; j < k && j < r.hits.size(); ++j) ids[i][j] = r.hits[j].id;
+        }
+        std::lock_guard<std::mutex> l(mu);
+        total.Merge(mine);
+      };
+      std::vector<std::thread> pool;
+      for (int j = 1; j < t; ++j) pool.emplace_back(work);
+      work();
+      for (auto& th : pool) th.join();
+    };
+    run(warm, false);
+    Stopwatch wall;
+    run(timed, true);
+    const double secs = wall.ElapsedSeconds();
+    ZOOM_RETURN_IF_ERROR(first_error);
+    double recall = 0;
+    for (size_t i = 0; i < len; ++i) recall += RecallAtK(ds, timed[i], ids[i].data(), k, k);
+    recall /= static_cast<double>(len);
+    std::sort(lat.begin(), lat.end());
+    const double reads = static_cast<double>(total.reads) / static_cast<double>(len);
+    const double looked = static_cast<double>(total.cache_hits + total.cache_misses);
+    const double hit_rate = looked > 0 ? static_cast<double>(total.cache_hits) / looked : 0;
+    if (base_reads < 0) base_reads = reads;
+    const double saved = base_reads - reads;
+    const double per_mib = mib > 0 ? saved / mib : 0;
+    const double qps = static_cast<double>(len) / secs;
+    std::printf("%10d %10.4f %10.2f %10.2f %14.4f %10.0f %10.1f %10.1f %10.4f\n", mib,
+                hit_rate, reads, saved, per_mib, qps, Percentile(lat, 50), Percentile(lat, 99),
+                recall);
+    rep.JsonLine({{"name", std::string("zoomd_cache")},
+                  {"dataset", ds.name},
+                  {"params", b->key},
+                  {"zipf", s},
+                  {"threads", int64_t{t}},
+                  {"cache_mib", int64_t{mib}},
+                  {"cache_resident_bytes", static_cast<int64_t>(engine.CacheBytes())},
+                  {"hit_rate", hit_rate},
+                  {"reads_per_query", reads},
+                  {"reads_saved_per_query", saved},
+                  {"reads_saved_per_query_per_mib", per_mib},
+                  {"qps", qps},
+                  {"p50_us", Percentile(lat, 50)},
+                  {"p99_us", Percentile(lat, 99)},
+                  {"recall_at_10", recall}});
+  }
+  return absl::OkStatus();
+}
+
 const RegisterWorkload kBuild("build", RunBuild);
 const RegisterWorkload kPipeline("pipeline", RunPipeline);
 const RegisterWorkload kLinks("links", RunLinks);
 const RegisterWorkload kSearch("search", RunSearch);
 const RegisterWorkload kRecall("recall", RunSearch);
 const RegisterWorkload kSweep("sweep", RunSweep);
+const RegisterWorkload kCache("cache", RunCache);
 
 }  // namespace
 

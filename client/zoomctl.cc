@@ -110,6 +110,9 @@ ABSL_FLAG(uint32_t, nprobe, 0,
           "search: IVF clusters probed; create: default nprobe");
 ABSL_FLAG(uint32_t, rerank, 0,
           "search: candidates re-ranked from the SSD; create: default");
+ABSL_FLAG(uint64_t, cache_bytes, 0,
+          "create: the collection's DRAM cache of hot full vectors in bytes (0: the "
+          "server's --cache_bytes)");
 ABSL_FLAG(double, rerank_stop_sd, 0,
           "search: the re-rank that stops early (0: read all K'; 2 is a good start; "
           "the README's fullview section)");
@@ -279,6 +282,8 @@ void PrintInfo(const v1::CollectionInfo& info) {
       index.opq() ? "true" : "false", index.compact_links() ? "true" : "false");
   absl::PrintF("default knobs:  ef=%d nprobe=%d rerank_candidates=%d\n",
                knobs.ef(), knobs.nprobe(), knobs.rerank_candidates());
+  absl::PrintF("cache_bytes:    %d%s\n", spec.cache_bytes(),
+               spec.cache_bytes() == 0 ? " (the server's --cache_bytes)" : "");
   absl::PrintF("points:         %d\n", info.points());
   absl::PrintF("deleted points: %d\n", info.deleted_points());
   absl::PrintF("stored records: %d\n", info.stored_records());
@@ -426,6 +431,7 @@ int RunCreate(Invocation& inv) {
   knobs->set_ef(absl::GetFlag(FLAGS_ef));
   knobs->set_nprobe(absl::GetFlag(FLAGS_nprobe));
   knobs->set_rerank_candidates(absl::GetFlag(FLAGS_rerank));
+  spec.set_cache_bytes(absl::GetFlag(FLAGS_cache_bytes));
 
   return PrintInfoResult(inv.Connect()->CreateCollection(spec), inv.json);
 }

@@ -49,7 +49,13 @@ absl::StatusOr<std::shared_ptr<Segment>> Collection::OpenSegment(uint32_t space,
                                                                  const std::string& vectors_file,
                                                                  bool create) const {
   return Segment::Open(dir_, vectors_file, space, create, config_, options_.store,
-                       options_.engine, *metadata_);
+                       EngineOptionsFor(), *metadata_);
+}
+
+EngineOptions Collection::EngineOptionsFor() const {
+  EngineOptions e = options_.engine;
+  if (config_.cache_bytes > 0) e.cache_bytes = std::min(config_.cache_bytes, options_.max_cache_bytes);
+  return e;
 }
 
 absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(
@@ -1309,7 +1315,7 @@ absl::Status Collection::CompactOnce() {
     return why;
   };
   // 2. The copy, without the lock (writes go on).
-  CompactorOptions copts{options_.store, options_.engine, options_.build_threads};
+  CompactorOptions copts{options_.store, EngineOptionsFor(), options_.build_threads};
   auto fresh_or =
       CopyLiveRecords(dir_, plan, config_, copts, metadata_, dropping_, DroppedError());
   absl::MutexLock w(&write_mu_);

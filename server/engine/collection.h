@@ -70,7 +70,13 @@ enum class IndexState { kNone = 0, kBuilding = 1, kReady = 2, kFailed = 3 };
 const char* IndexStateName(IndexState state);
 
 struct CollectionOptions {
+  // engine.cache_bytes is the default DRAM cache of a collection whose
+  // config leaves cache_bytes 0.
   EngineOptions engine;
+  // The largest CollectionConfig::cache_bytes (creation and restore reject
+  // more; a stored config above it, after the limit was lowered, gets the
+  // limit).
+  uint64_t max_cache_bytes = uint64_t{1} << 30;
   // store.file_system is what every file of the collection is written
   // through (vector files, index snapshots, snapshot archives).
   storage::VectorStoreOptions store;
@@ -338,6 +344,8 @@ class Collection {
  private:
   Collection() = default;
   std::shared_ptr<Segment> Current() const;
+  // options_.engine with this collection's own cache budget.
+  EngineOptions EngineOptionsFor() const;
   absl::StatusOr<std::shared_ptr<Segment>> OpenSegment(uint32_t space,
                                                        const std::string& vectors_file,
                                                        bool create) const;

@@ -47,12 +47,17 @@ void CollectionConfig::ApplyDefaults() {
   if (default_rerank == 0) default_rerank = 100;
 }
 
-absl::Status CollectionConfig::Validate(uint32_t max_dim) const {
+absl::Status CollectionConfig::Validate(uint32_t max_dim, uint64_t max_cache_bytes) const {
   ZOOM_RETURN_IF_ERROR(ValidateCollectionName(name));
   if (dim == 0) return absl::InvalidArgumentError("dim must be at least 1");
   if (dim > max_dim) {
     return absl::InvalidArgumentError(
         absl::StrCat("dim ", dim, " is above this server's limit of ", max_dim, " (--max_dim)"));
+  }
+  if (cache_bytes > max_cache_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("cache_bytes ", cache_bytes,
+                                                   " is above this server's limit of ",
+                                                   max_cache_bytes, " (--max_cache_bytes)"));
   }
   if (metric == Metric::kCosine && dtype == storage::DType::kUint8) {
     // Cosine vectors are stored normalised, which uint8 cannot hold.
@@ -87,7 +92,8 @@ std::string CollectionConfig::Encode() const {
       "\npq_nbits=", index.pq.nbits, "\nopq=", index.pq.opq ? 1 : 0,
       "\nnlist=", index.nlist,
       "\ncompact_links=", index.hnsw.compact_links ? 1 : 0, "\nef=", default_ef,
-      "\nnprobe=", default_nprobe, "\nrerank=", default_rerank, "\n");
+      "\nnprobe=", default_nprobe, "\nrerank=", default_rerank,
+      "\ncache_bytes=", cache_bytes, "\n");
 }
 
 absl::StatusOr<CollectionConfig> CollectionConfig::Decode(std::string_view text) {
@@ -118,6 +124,7 @@ absl::StatusOr<CollectionConfig> CollectionConfig::Decode(std::string_view text)
   ZOOM_RETURN_IF_ERROR(kv.Number("ef", &c.default_ef));
   ZOOM_RETURN_IF_ERROR(kv.Number("nprobe", &c.default_nprobe));
   ZOOM_RETURN_IF_ERROR(kv.Number("rerank", &c.default_rerank));
+  ZOOM_RETURN_IF_ERROR(kv.Number("cache_bytes", &c.cache_bytes));  // absent before it existed
   c.index.metric = c.metric;
   c.index.dim = c.dim;
   return c;

@@ -34,11 +34,14 @@ struct CollectionConfig {
   uint32_t default_ef = 64;
   uint32_t default_nprobe = 16;
   uint32_t default_rerank = 100;
+  // DRAM cache of hot full vectors (0: the server's default,
+  // CollectionOptions::engine.cache_bytes).
+  uint64_t cache_bytes = 0;
 
   // Fills zero index fields with defaults (pq.m about dim / 2, ...).
   void ApplyDefaults();
   // InvalidArgument naming the field to fix.
-  absl::Status Validate(uint32_t max_dim) const;
+  absl::Status Validate(uint32_t max_dim, uint64_t max_cache_bytes) const;
   // A versioned "key=value" text; Decode reads any earlier version.
   // FailedPrecondition for a newer version, DataLoss for a malformed text.
   std::string Encode() const;

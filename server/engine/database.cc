@@ -133,7 +133,7 @@ std::string Database::CollectionDir(uint32_t id) const {
 
 absl::StatusOr<std::shared_ptr<Collection>> Database::CreateCollection(CollectionConfig config) {
   config.ApplyDefaults();
-  ZOOM_RETURN_IF_ERROR(config.Validate(options_.max_dim));
+  ZOOM_RETURN_IF_ERROR(config.Validate(options_.max_dim, options_.collection.max_cache_bytes));
   absl::MutexLock lock(&mu_);
   if (collections_.contains(config.name)) {
     return absl::AlreadyExistsError(absl::StrCat("collection '", config.name,
@@ -368,7 +368,7 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
   }
   CollectionConfig config = std::move(*decoded);
   config.name = target;
-  ZOOM_RETURN_IF_ERROR(config.Validate(options_.max_dim));
+  ZOOM_RETURN_IF_ERROR(config.Validate(options_.max_dim, options_.collection.max_cache_bytes));
   std::shared_ptr<Collection> existing;
   {
     absl::MutexLock lock(&mu_);

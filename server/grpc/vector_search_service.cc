@@ -97,6 +97,7 @@ absl::StatusOr<CollectionConfig> FromProto(const v1::CollectionSpec& spec) {
   c.default_ef = spec.default_knobs().ef();
   c.default_nprobe = spec.default_knobs().nprobe();
   c.default_rerank = spec.default_knobs().rerank_candidates();
+  c.cache_bytes = spec.cache_bytes();
   return c;
 }
 
@@ -120,6 +121,7 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
   spec->mutable_default_knobs()->set_ef(c.default_ef);
   spec->mutable_default_knobs()->set_nprobe(c.default_nprobe);
   spec->mutable_default_knobs()->set_rerank_candidates(c.default_rerank);
+  spec->set_cache_bytes(c.cache_bytes);
   out.set_points(info.points);
   out.set_deleted_points(info.deleted_records);
   out.set_stored_records(info.stored_records);

@@ -46,7 +46,11 @@ ABSL_FLAG(uint64_t, max_queued_writes, 1024,
           "Queued write units (about 100 points each) beyond which writes are RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, max_queued_admin, 64, "Queued admin requests beyond which they are refused.");
 ABSL_FLAG(int, build_threads, 2, "Threads of an index build.");
-ABSL_FLAG(int64_t, cache_bytes, 0, "DRAM cache of hot full vectors per collection (0: off).");
+ABSL_FLAG(int64_t, cache_bytes, 0,
+          "DRAM cache of hot full vectors per collection (0: off), for collections that do "
+          "not set their own (CollectionSpec.cache_bytes).");
+ABSL_FLAG(int64_t, max_cache_bytes, int64_t{1} << 30,
+          "The largest CollectionSpec.cache_bytes a collection may ask for.");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "Largest gRPC message accepted.");
 ABSL_FLAG(uint32_t, max_k, 1000, "Largest k of a search.");
 ABSL_FLAG(uint32_t, max_batch, 10000, "Most points per upsert message / queries per batch.");
@@ -192,6 +196,8 @@ int Main(int argc, char** argv) {
   options.database.collection.store.reader.direct_io = absl::GetFlag(FLAGS_direct_io);
   options.database.collection.engine.cache_bytes =
       static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_cache_bytes)));
+  options.database.collection.max_cache_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_cache_bytes)));
   options.database.collection.auto_build_min_points = absl::GetFlag(FLAGS_auto_build_points);
   options.database.collection.auto_retrain_growth = absl::GetFlag(FLAGS_auto_retrain_growth);
   options.database.collection.auto_retrain_drift = drift;

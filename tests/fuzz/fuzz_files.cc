@@ -90,7 +90,7 @@ void FuzzTexmex(const uint8_t* data, size_t size) {
 void FuzzConfig(const uint8_t* data, size_t size) {
   auto c = server::CollectionConfig::Decode({reinterpret_cast<const char*>(data), size});
   if (!c.ok()) return;
-  (void)c->Validate(4096);
+  (void)c->Validate(4096, uint64_t{1} << 30);
   (void)server::CollectionConfig::Decode(c->Encode());
 }
 

@@ -227,7 +227,7 @@ void FuzzRequest(const uint8_t* data, size_t size) {
       auto config = server::FromProto(r.spec());
       if (!config.ok()) return;
       config->ApplyDefaults();
-      (void)config->Validate(4096);  // the create path's checks, without the disk
+      (void)config->Validate(4096, uint64_t{1} << 30);  // the create path's checks, without the disk
       break;
     }
     case 5: {

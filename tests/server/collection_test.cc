@@ -549,6 +549,44 @@ TEST_F(CollectionTest, UpsertThenGetReturnsVectorsAndPayloads) {
   EXPECT_EQ(info.index_state, IndexState::kNone);
 }
 
+// A collection's own DRAM cache budget (CollectionConfig::cache_bytes):
+// allocated with its engine and counted in its resident bytes, kept across
+// a restart, capped by the server's limit (rejected at creation, clamped
+// for a stored config once the limit is lowered).
+TEST_F(CollectionTest, ACollectionHasItsOwnCacheBudget) {
+  OpenDb();
+  CollectionConfig config;
+  config.name = "cached";
+  config.dim = 8;
+  config.cache_bytes = 1 << 20;
+  ASSERT_OK(db_->CreateCollection(config).status());
+  auto plain = Create("plain", 8, Metric::kL2);
+  ASSERT_NE(plain, nullptr);
+  const uint64_t plain_bytes = plain->Info().resident_bytes;
+  auto cached = Get("cached");
+  ASSERT_NE(cached, nullptr);
+  EXPECT_GT(cached->Info().resident_bytes, plain_bytes + (900 << 10));
+  EXPECT_LE(cached->Info().resident_bytes, plain_bytes + (1 << 20));
+  config.name = "huge";
+  config.cache_bytes = options_.collection.max_cache_bytes + 1;
+  EXPECT_THAT(db_->CreateCollection(config).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_cache_bytes")));
+  cached.reset();
+  plain.reset();
+  ReopenDb();
+  cached = Get("cached");
+  ASSERT_NE(cached, nullptr);
+  EXPECT_EQ(cached->config().cache_bytes, uint64_t{1} << 20);
+  EXPECT_GT(cached->Info().resident_bytes, plain_bytes + (900 << 10));
+  cached.reset();
+  options_.collection.max_cache_bytes = 256 << 10;
+  ReopenDb();
+  cached = Get("cached");
+  ASSERT_NE(cached, nullptr);
+  EXPECT_EQ(cached->config().cache_bytes, uint64_t{1} << 20);  // as stored
+  EXPECT_LE(cached->Info().resident_bytes, plain_bytes + (256 << 10));
+}
+
 TEST_F(CollectionTest, CosineVectorsComeBackNormalised) {
   OpenDb();
   auto c = Create("cos", 8, Metric::kCosine);

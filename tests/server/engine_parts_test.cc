@@ -198,6 +198,31 @@ TEST(CollectionConfigTest, MinIndexPointsAndBuildSpec) {
   EXPECT_EQ(spec.build_threads, 3);
 }
 
+TEST(CollectionConfigTest, CacheBytesRoundTripsAndOlderConfigsReadZero) {
+  CollectionConfig c;
+  c.name = "c";
+  c.dim = 8;
+  c.ApplyDefaults();
+  c.cache_bytes = 123456789;
+  ASSERT_OK_AND_ASSIGN(CollectionConfig back, CollectionConfig::Decode(c.Encode()));
+  EXPECT_EQ(back.cache_bytes, 123456789u);
+  EXPECT_EQ(back.Encode(), c.Encode());
+  // A config written before the field existed (the fuzz corpus' golden).
+  ASSERT_OK_AND_ASSIGN(CollectionConfig old, CollectionConfig::Decode(
+                                                 "version=1\nname=golden\ndim=8\nmetric=l2\n"
+                                                 "dtype=float32\nindex_kind=ivf_hnsw_pq\n"
+                                                 "hnsw_m=16\nef_construction=200\npq_m=4\n"
+                                                 "pq_nbits=8\nopq=0\nnlist=16\n"
+                                                 "compact_links=0\nef=64\nnprobe=16\n"
+                                                 "rerank=100\n"));
+  EXPECT_EQ(old.cache_bytes, 0u);
+  EXPECT_OK(old.Validate(4096, 0));
+  EXPECT_OK(c.Validate(4096, 123456789));
+  EXPECT_THAT(c.Validate(4096, 123456788),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("cache_bytes 123456789 is above this server's limit")));
+}
+
 // ---- IdTracker ---------------------------------------------------------------
 
 TEST(IdTrackerTest, CommitProtocolKeepsBothDirectionsInStep) {

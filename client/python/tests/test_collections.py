@@ -33,6 +33,18 @@ def test_create_get_list_drop(client, name):
         client.get_collection(name)
 
 
+def test_a_collection_sets_its_own_cache(client, name):
+    info = client.create_collection(name, dim=8, metric="l2", cache_bytes=1 << 20)
+    assert info.cache_bytes == 1 << 20
+    assert info.resident_bytes > 900 << 10  # allocated with the collection
+    assert client.get_collection(name).cache_bytes == 1 << 20
+    with pytest.raises(zoomd.InvalidArgument, match="--max_cache_bytes"):
+        client.create_collection(name + "_huge", dim=8, metric="l2", cache_bytes=1 << 50)
+    with pytest.raises(zoomd.InvalidArgument, match="cache_bytes: expected"):
+        client.create_collection(name + "_neg", dim=8, metric="l2", cache_bytes=-1)
+    client.drop_collection(name)
+
+
 def test_build_compact_and_field_indexes(client, name, sift):
     client.create_collection(name, dim=128, metric="l2", dtype="uint8")
     client.import_points(name, sift["base"][:2000], progress=False)

@@ -374,12 +374,13 @@ def collection_info(i: zoom_pb2.CollectionInfo) -> CollectionInfo:
                                       ready=f.ready, points=f.points, bytes=f.bytes)
                        for f in i.field_indexes],
         trained_points=i.trained_points, auto_retrains=i.auto_retrains,
-        code_error_ratio=i.code_error_ratio, drift_retrains=i.drift_retrains)
+        code_error_ratio=i.code_error_ratio, drift_retrains=i.drift_retrains,
+        cache_bytes=s.cache_bytes)
 
 
 def collection_spec(name: str, dim: int, metric: str, dtype: str, index: Optional[IndexSpec],
-                    default_knobs: Union[None, SearchKnobs, Mapping[str, int]]
-                    ) -> zoom_pb2.CollectionSpec:
+                    default_knobs: Union[None, SearchKnobs, Mapping[str, int]],
+                    cache_bytes: Optional[int] = None) -> zoom_pb2.CollectionSpec:
     if not isinstance(name, str) or not name:
         raise invalid("name: a collection name is 1..64 characters of [A-Za-z0-9_-]")
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
@@ -398,6 +399,11 @@ def collection_spec(name: str, dim: int, metric: str, dtype: str, index: Optiona
     if default_knobs is not None:
         k = default_knobs if isinstance(default_knobs, SearchKnobs) else SearchKnobs(**default_knobs)
         knobs_proto(k.ef, k.nprobe, k.rerank, spec.default_knobs)
+    if cache_bytes is not None:
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (int, np.integer)) or \
+                not 0 <= cache_bytes < 2**64:
+            raise invalid(f"cache_bytes: expected a non-negative integer; got {cache_bytes!r}")
+        spec.cache_bytes = int(cache_bytes)
     return spec
 
 

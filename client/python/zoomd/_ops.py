@@ -113,8 +113,9 @@ def server_info() -> Op:
 # ---- Collections -----------------------------------------------------------------------
 
 def create_collection(name: str, dim: int, metric: str, dtype: str, index: Optional[IndexSpec],
-                      default_knobs: Union[None, SearchKnobs, Mapping[str, int]]) -> Op:
-    spec = cv.collection_spec(name, dim, metric, dtype, index, default_knobs)
+                      default_knobs: Union[None, SearchKnobs, Mapping[str, int]],
+                      cache_bytes: Optional[int] = None) -> Op:
+    spec = cv.collection_spec(name, dim, metric, dtype, index, default_knobs, cache_bytes)
     return Op(_VS + "CreateCollection", _ser(zoom_pb2.CreateCollectionRequest(spec=spec)),
               lambda r: cv.collection_info(r.info), False, name)
 

@@ -103,10 +103,12 @@ class AsyncClient(ops.Base):
     async def create_collection(self, name: str, dim: int, metric: str = "cosine",
                                 dtype: str = "float32", index: Optional[IndexSpec] = None,
                                 default_knobs: Union[None, SearchKnobs, Mapping[str, int]] = None,
-                                timeout: _Deadline = None) -> CollectionInfo:
+                                timeout: _Deadline = None,
+                                cache_bytes: Optional[int] = None) -> CollectionInfo:
         """See Client.create_collection."""
         info = await self._run(
-            ops.create_collection(name, dim, metric, dtype, index, default_knobs), timeout)
+            ops.create_collection(name, dim, metric, dtype, index, default_knobs, cache_bytes),
+            timeout)
         self._shapes[name] = (info.dim, info.dtype)
         return info
 

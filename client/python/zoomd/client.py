@@ -116,14 +116,17 @@ class Client(ops.Base):
     def create_collection(self, name: str, dim: int, metric: str = "cosine",
                           dtype: str = "float32", index: Optional[IndexSpec] = None,
                           default_knobs: Union[None, SearchKnobs, Mapping[str, int]] = None,
-                          timeout: _Deadline = None) -> CollectionInfo:
+                          timeout: _Deadline = None,
+                          cache_bytes: Optional[int] = None) -> CollectionInfo:
         """Creates a collection. metric: "l2" (score: squared distance, lower
         is better), "ip" or "cosine" (higher is better). dtype: "float32" or
         "uint8". index: how the preview is built (IndexSpec; defaults: the
         server's). default_knobs: the collection's search defaults
-        (SearchKnobs or {"ef":, "nprobe":, "rerank":}). AlreadyExists if taken."""
-        info = self._run(ops.create_collection(name, dim, metric, dtype, index, default_knobs),
-                         timeout)
+        (SearchKnobs or {"ef":, "nprobe":, "rerank":}). cache_bytes: the
+        collection's DRAM cache of hot full vectors (None/0: the server's
+        --cache_bytes; at most its --max_cache_bytes). AlreadyExists if taken."""
+        info = self._run(ops.create_collection(name, dim, metric, dtype, index, default_knobs,
+                                               cache_bytes), timeout)
         self._shapes[name] = (info.dim, info.dtype)
         return info
 

@@ -104,6 +104,7 @@ class CollectionInfo:
     auto_retrains: int = 0
     code_error_ratio: float = 0.0
     drift_retrains: int = 0
+    cache_bytes: int = 0  # the collection's own DRAM cache budget (0: the server's)
 
 
 @dataclass

@@ -84,20 +84,22 @@ class CollectionInfo(_message.Message):
     def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., points: _Optional[int] = ..., deleted_points: _Optional[int] = ..., stored_records: _Optional[int] = ..., index_state: _Optional[_Union[IndexState, str]] = ..., indexed_points: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., build_progress: _Optional[float] = ..., index_error: _Optional[str] = ..., compaction_error: _Optional[str] = ..., maintenance_failures: _Optional[int] = ..., maintenance_retry_unix_ms: _Optional[int] = ..., field_indexes: _Optional[_Iterable[_Union[FieldIndexInfo, _Mapping]]] = ..., trained_points: _Optional[int] = ..., auto_retrains: _Optional[int] = ..., code_error_ratio: _Optional[float] = ..., drift_retrains: _Optional[int] = ...) -> None: ...
 
 class CollectionSpec(_message.Message):
-    __slots__ = ["default_knobs", "dim", "dtype", "index", "metric", "name"]
+    __slots__ = ["cache_bytes", "default_knobs", "dim", "dtype", "index", "metric", "name"]
+    CACHE_BYTES_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_KNOBS_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     METRIC_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    cache_bytes: int
     default_knobs: SearchKnobs
     dim: int
     dtype: DType
     index: IndexSpec
     metric: Metric
     name: str
-    def __init__(self, name: _Optional[str] = ..., dim: _Optional[int] = ..., metric: _Optional[_Union[Metric, str]] = ..., dtype: _Optional[_Union[DType, str]] = ..., index: _Optional[_Union[IndexSpec, _Mapping]] = ..., default_knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., dim: _Optional[int] = ..., metric: _Optional[_Union[Metric, str]] = ..., dtype: _Optional[_Union[DType, str]] = ..., index: _Optional[_Union[IndexSpec, _Mapping]] = ..., default_knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ..., cache_bytes: _Optional[int] = ...) -> None: ...
 
 class CompactRequest(_message.Message):
     __slots__ = ["collection"]
