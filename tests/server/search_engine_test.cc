@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/status_macros.h"
 #include "common/texmex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -439,17 +440,26 @@ TEST(SearchEngineTest, BatchSearchMatchesSingleSearches) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("query #0: k must be")));
 }
 
+// An L2 engine over the 4,500 SIFT vectors (ivf_hnsw_pq) with a 4 MiB DRAM
+// cache: room for ~7K vectors of 512 bytes, all of them.
+absl::StatusOr<std::unique_ptr<SearchEngine>> CachedEngine(const TempDir& tmp) {
+  const Data& d = SiftData();
+  ZOOM_ASSIGN_OR_RETURN(auto store, storage::VectorStore::Create(tmp.File("v.zvec"), 128,
+                                                                 storage::DType::kFloat32));
+  ZOOM_RETURN_IF_ERROR(store->Append(d.base.data.data(), 4500));
+  ZOOM_ASSIGN_OR_RETURN(auto idx,
+                        index::BuildIndex(Spec(index::IndexKind::kIvfHnswPq, Metric::kL2),
+                                          d.base.data.data(), 4500));
+  EngineOptions opt;
+  opt.cache_bytes = 4 << 20;
+  return std::make_unique<SearchEngine>(Metric::kL2, std::move(store), std::move(idx), opt);
+}
+
 TEST(SearchEngineTest, DramCacheServesRepeatedQueriesWithSameResults) {
   TempDir tmp;
-  const auto spec = Spec(index::IndexKind::kIvfHnswPq, Metric::kL2);
   const Data& d = SiftData();
-  ASSERT_OK_AND_ASSIGN(auto store, storage::VectorStore::Create(tmp.File("v.zvec"), 128,
-                                                                storage::DType::kFloat32));
-  ASSERT_OK(store->Append(d.base.data.data(), 4500));
-  ASSERT_OK_AND_ASSIGN(auto idx, index::BuildIndex(spec, d.base.data.data(), 4500));
-  EngineOptions opt;
-  opt.cache_bytes = 4 << 20;  // room for ~7K vectors of 512 bytes
-  SearchEngine cached(Metric::kL2, std::move(store), std::move(idx), opt);
+  ASSERT_OK_AND_ASSIGN(auto engine, CachedEngine(tmp));
+  const SearchEngine& cached = *engine;
   EXPECT_GT(cached.CacheBytes(), 0u);
   SearchParams p;
   p.k = 10;
@@ -550,13 +560,8 @@ TEST(SearchEngineTest, RerankThatStopsEarlyGivesTheSameAnswerThroughTheCache) {
   TempDir tmp;
   const auto spec = Spec(index::IndexKind::kIvfHnswPq, Metric::kL2);
   const Data& d = SiftData();
-  ASSERT_OK_AND_ASSIGN(auto store, storage::VectorStore::Create(tmp.File("v.zvec"), 128,
-                                                                storage::DType::kFloat32));
-  ASSERT_OK(store->Append(d.base.data.data(), 4500));
-  ASSERT_OK_AND_ASSIGN(auto idx, index::BuildIndex(spec, d.base.data.data(), 4500));
-  EngineOptions opt;
-  opt.cache_bytes = 4 << 20;
-  SearchEngine cached(Metric::kL2, std::move(store), std::move(idx), opt);
+  ASSERT_OK_AND_ASSIGN(auto engine, CachedEngine(tmp));
+  const SearchEngine& cached = *engine;
   TempDir tmp2;
   EngineFixture plain(tmp2, Metric::kL2, &spec);
   SearchParams p;
