@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -60,6 +61,36 @@ void Offer(Metric metric, const Scored& h, size_t k, std::vector<Scored>* heap) 
     std::pop_heap(heap->begin(), heap->end(), worse);
     heap->back() = h;
     std::push_heap(heap->begin(), heap->end(), worse);
+  }
+}
+
+// The DRAM cache's part of reading the candidates at `positions` into their
+// slots of s.vectors: the hits are copied in, the misses listed in
+// s.misses / s.miss_pos for one read into s.miss_vectors (sized here).
+// Without a cache every position is a miss (and not counted as one).
+void LookupCached(VectorCache* cache, size_t d, absl::Span<const uint32_t> positions, Scratch& s,
+                  QueryStats* stats) {
+  s.misses.clear();
+  s.miss_pos.clear();
+  for (uint32_t pos : positions) {
+    if (cache == nullptr || !cache->Lookup(s.ids[pos], s.vectors.data() + size_t{pos} * d)) {
+      s.misses.push_back(s.ids[pos]);
+      s.miss_pos.push_back(pos);
+    }
+  }
+  s.miss_vectors.resize(s.misses.size() * d);
+  if (cache != nullptr) {
+    stats->cache_hits += positions.size() - s.misses.size();
+    stats->cache_misses += s.misses.size();
+  }
+}
+
+// After the misses' read: each copied to its slot, and cached.
+void StoreMisses(VectorCache* cache, size_t d, Scratch& s) {
+  for (size_t j = 0; j < s.misses.size(); ++j) {
+    const float* v = s.miss_vectors.data() + j * d;
+    std::memcpy(s.vectors.data() + size_t{s.miss_pos[j]} * d, v, d * sizeof(float));
+    if (cache != nullptr) cache->Insert(s.misses[j], v);
   }
 }
 
@@ -618,18 +649,10 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
     fv->pending = store_->SubmitReadVectors(absl::MakeConstSpan(s.ids.data(), first),
                                             s.vectors.data(), stats);
   } else {
-    s.misses.clear();
-    s.miss_pos.clear();
-    for (size_t i = 0; i < first; ++i) {
-      if (!cache_->Lookup(s.ids[i], s.vectors.data() + i * d)) {
-        s.misses.push_back(s.ids[i]);
-        s.miss_pos.push_back(static_cast<uint32_t>(i));
-      }
-    }
-    s.miss_vectors.resize(s.misses.size() * d);
+    s.round_pos.resize(first);
+    std::iota(s.round_pos.begin(), s.round_pos.end(), 0u);
+    LookupCached(cache_.get(), d, s.round_pos, s, stats);
     fv->pending = store_->SubmitReadVectors(s.misses, s.miss_vectors.data(), stats);
-    stats->cache_hits += first - s.misses.size();
-    stats->cache_misses += s.misses.size();
   }
   return absl::OkStatus();
 }
@@ -644,13 +667,7 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
   Scratch& s = ThreadScratch();
   ZOOM_RETURN_IF_ERROR(fv->pending->Wait());
   fv->pending.reset();
-  if (cache_ != nullptr) {
-    for (size_t j = 0; j < s.misses.size(); ++j) {
-      const float* v = s.miss_vectors.data() + j * d;
-      std::memcpy(s.vectors.data() + size_t{s.miss_pos[j]} * d, v, d * sizeof(float));
-      cache_->Insert(s.misses[j], v);
-    }
-  }
+  if (cache_ != nullptr) StoreMisses(cache_.get(), d, s);
   const double fullview_us = std::max(0.0, fv->timer.ElapsedMicros() - overlapped_us);
   stats->fullview_us += fullview_us;
   if (overlapped_us == 0) {
@@ -743,25 +760,9 @@ absl::Status SearchEngine::FullviewRounds(const SearchParams& params,
     // One more batch: into the candidates' own slots of s.vectors.
     Stopwatch io;
     ++stats->fullview_rounds;
-    s.misses.clear();
-    s.miss_pos.clear();
-    for (uint32_t pos : s.round_pos) {
-      if (cache_ == nullptr || !cache_->Lookup(s.ids[pos], s.vectors.data() + size_t{pos} * d)) {
-        s.misses.push_back(s.ids[pos]);
-        s.miss_pos.push_back(pos);
-      }
-    }
-    if (cache_ != nullptr) {
-      stats->cache_hits += s.round_pos.size() - s.misses.size();
-      stats->cache_misses += s.misses.size();
-    }
-    s.miss_vectors.resize(s.misses.size() * d);
+    LookupCached(cache_.get(), d, s.round_pos, s, stats);
     ZOOM_RETURN_IF_ERROR(store_->SubmitReadVectors(s.misses, s.miss_vectors.data(), stats)->Wait());
-    for (size_t j = 0; j < s.misses.size(); ++j) {
-      const float* v = s.miss_vectors.data() + j * d;
-      std::memcpy(s.vectors.data() + size_t{s.miss_pos[j]} * d, v, d * sizeof(float));
-      if (cache_ != nullptr) cache_->Insert(s.misses[j], v);
-    }
+    StoreMisses(cache_.get(), d, s);
     stats->fullview_us += io.ElapsedMicros();
     Stopwatch sw;
     for (uint32_t pos : s.round_pos) {
