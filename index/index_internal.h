@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "common/binary_io.h"
 #include "common/metric.h"
 #include "index/distance_kernels.h"
@@ -55,6 +56,14 @@ inline std::vector<float> PrepareVectors(Metric metric, const float* x,
   }
   return out;
 }
+
+// k centroids (k × d, row-major) of the n rows of x by k-means (FAISS's
+// Lloyd iterations from seeded random starts; `spherical` normalises the
+// centroids). Every row of x is used: the caller samples. InvalidArgument
+// for k = 0, d = 0 or n < k; FAISS's failures as Internal (its exceptions
+// are caught in ivf_hnsw_pq_index.cc, the file that calls FAISS).
+absl::StatusOr<std::vector<float>> KMeans(const float* x, size_t n, size_t d, size_t k,
+                                          int iterations, uint64_t seed, bool spherical);
 
 // Runs fn(i) for i in [0, n) on `threads` threads (dynamic scheduling).
 inline void ParallelFor(size_t n, int threads,

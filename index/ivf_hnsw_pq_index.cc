@@ -769,6 +769,41 @@ class IvfHnswPqIndex final : public VectorIndex {
   CodeErrorStats error_stats_ ABSL_GUARDED_BY(error_mu_);
 };
 
+}  // namespace
+
+absl::StatusOr<std::vector<float>> KMeans(const float* x, size_t n, size_t d, size_t k,
+                                          int iterations, uint64_t seed, bool spherical) {
+  if (k == 0 || n < k || d == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("k-means of ", n, " points into ", k, " centroids of dimension ", d));
+  }
+  std::vector<float> centroids;
+  try {
+    faiss::ClusteringParameters cp;
+    cp.niter = iterations;
+    cp.seed = static_cast<int>(seed);
+    cp.spherical = spherical;
+    cp.max_points_per_centroid = 1 << 30;  // the caller sampled already
+    cp.min_points_per_centroid = 1;
+    faiss::Clustering clus(static_cast<int>(d), static_cast<int>(k), cp);
+    faiss::IndexFlatL2 assigner(static_cast<faiss::Index::idx_t>(d));
+    clus.train(static_cast<faiss::Index::idx_t>(n), x, assigner);
+    centroids = clus.centroids;
+  } catch (const faiss::FaissException& e) {
+    return absl::InternalError(absl::StrCat("FAISS k-means failed: ", e.what()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("out of memory during k-means");
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("k-means failed: ", e.what()));
+  }
+  if (centroids.size() != k * d) {
+    return absl::InternalError("k-means returned an unexpected number of centroids");
+  }
+  return centroids;
+}
+
+namespace {
+
 // Up to `max` rows of x (n * d), picked at random; only rows of `rows`
 // when it is not empty.
 std::vector<float> Sample(const float* x, size_t n, size_t d, size_t max, uint64_t seed,
@@ -798,30 +833,12 @@ std::vector<float> Sample(const float* x, size_t n, size_t d, size_t max, uint64
 absl::StatusOr<std::unique_ptr<IvfHnswPqIndex>> TrainIvfHnswPq(
     const IndexSpec& spec, const float* x, size_t n, absl::Span<const uint32_t> rows) {
   const size_t d = spec.dim;
-  std::vector<float> centroids;
-  try {
-    const std::vector<float> sample =
-        Sample(x, n, d, std::max<size_t>(spec.max_kmeans_points, spec.nlist), spec.pq.seed, rows);
-    faiss::ClusteringParameters cp;
-    cp.niter = 20;
-    cp.seed = static_cast<int>(spec.pq.seed);
-    cp.spherical = spec.metric == Metric::kCosine;
-    cp.max_points_per_centroid = 1 << 30;  // we sampled already
-    cp.min_points_per_centroid = 1;
-    faiss::Clustering clus(static_cast<int>(d), static_cast<int>(spec.nlist), cp);
-    faiss::IndexFlatL2 assigner(static_cast<faiss::Index::idx_t>(d));
-    clus.train(static_cast<faiss::Index::idx_t>(sample.size() / d), sample.data(), assigner);
-    centroids = clus.centroids;
-  } catch (const faiss::FaissException& e) {
-    return absl::InternalError(absl::StrCat("FAISS k-means failed: ", e.what()));
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError("out of memory during k-means");
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("k-means failed: ", e.what()));
-  }
-  if (centroids.size() != spec.nlist * d) {
-    return absl::InternalError("k-means returned an unexpected number of centroids");
-  }
+  const std::vector<float> kmeans_sample =
+      Sample(x, n, d, std::max<size_t>(spec.max_kmeans_points, spec.nlist), spec.pq.seed, rows);
+  ZOOM_ASSIGN_OR_RETURN(std::vector<float> centroids,
+                        internal::KMeans(kmeans_sample.data(), kmeans_sample.size() / d, d,
+                                         spec.nlist, 20, spec.pq.seed,
+                                         spec.metric == Metric::kCosine));
   // Residuals of a sample train the PQ.
   const std::vector<float> sample =
       Sample(x, n, d, spec.pq.max_train_points, spec.pq.seed + 1, rows);
