@@ -12,7 +12,10 @@
 // id counts when its exact log-probability is within --fgd_tolerance of the
 // k-th reference), true-word coverage, top-k-renormalised perplexity, the
 // tail-mass estimate's error; (2) latency per context at batch 1, 8, 64, 256
-// and the speedup over the full softmax; (3) a sweep over M and ef with the
+// and the speedup over the full softmax, with and without the tail
+// estimate; (2b) the tail-mass estimators side by side (none, the cluster
+// summaries, 64/256/1024 sampled words): cost and error against the exact
+// tail; (3) a sweep over M and ef with the
 // Pareto front of precision@1 vs speedup; (4) scaling to larger vocabularies
 // made from the real W (each new row: a random convex mix a·w_r1 + (1−a)·w_r2
 // of two real rows, a ~ U(0,1), plus Gaussian noise of --fgd_noise times the
@@ -38,6 +41,7 @@
 #include "client/zoom_client.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
+#include "index/distance_kernels.h"
 #include "index/fgd_index.h"
 #include "bench/bench_dataset.h"
 #include "bench/bench_util.h"
@@ -50,13 +54,14 @@ ABSL_FLAG(int32_t, fgd_contexts, 5000, "fgd: contexts evaluated (at most the fil
 ABSL_FLAG(double, fgd_tolerance, 1e-4, "fgd: log-probability tolerance of a near-tie");
 ABSL_FLAG(std::string, fgd_m, "8,16,32", "fgd: HNSW M values of the sweep");
 ABSL_FLAG(std::string, fgd_ef, "16,32,64,128,256", "fgd: ef values of the sweep");
+ABSL_FLAG(std::string, fgd_tail_ef, "16,32,64", "fgd: ef values of the tail-estimator table");
 ABSL_FLAG(int32_t, fgd_ef_main, 64, "fgd: ef of the quality and latency sections");
 ABSL_FLAG(std::string, fgd_scaling, "10000,50000,200000,1000000",
           "fgd: vocabulary sizes of the scaling section (the first is the real model)");
 ABSL_FLAG(int32_t, fgd_scaling_efc, 100, "fgd: ef_construction of the scaling graphs");
 ABSL_FLAG(double, fgd_noise, 0.1, "fgd: relative noise of the synthesised rows");
 ABSL_FLAG(bool, fgd_grpc, true, "fgd: also measure through gRPC");
-ABSL_FLAG(std::string, fgd_sections, "quality,latency,sweep,scaling,grpc",
+ABSL_FLAG(std::string, fgd_sections, "quality,latency,tail,sweep,scaling,grpc",
           "fgd: the sections to run");
 ABSL_FLAG(int32_t, fgd_scaling_contexts, 500, "fgd: contexts timed per scaling step");
 
@@ -252,6 +257,18 @@ absl::Status RunFgd(Reporter& rep) {
   };
   // Same threads for both: one (BLAS included).
   openblas_set_num_threads(1);
+  // Which OpenBLAS kernel the baseline runs (Debian's build picks it per CPU
+  // at load; OPENBLAS_CORETYPE in the environment forces one).
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("OpenBLAS %s, core %s%s%s; zoomd kernels %s\n", openblas_get_config(),
+              openblas_get_corename(),
+              forced ? ", forced by OPENBLAS_CORETYPE=" : " (its own choice)",
+              forced ? forced : "", index::KernelChoices());
+  rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("machine")},
+                {"openblas_core", std::string(openblas_get_corename())},
+                {"openblas_config", std::string(openblas_get_config())},
+                {"openblas_coretype_forced", std::string(forced ? forced : "")},
+                {"kernels", std::string(index::KernelChoices())}});
 
   // ---- (1) quality and (2) latency with the default graph -----------------
   index::FgdOptions opts;
@@ -290,24 +307,67 @@ absl::Status RunFgd(Reporter& rep) {
                   {"true_in_top10", q.coverage}, {"ppl_top10", q.ppl},
                   {"not_covered", q.uncovered}, {"tail_mae", q.tail_mae}});
   }
-  std::printf("(the exact top-10 holds the true word for %.4f of contexts; the tail estimate uses "
-              "%u sampled words)\n",
-              qf.coverage_exact, fgd.tail_samples);
+  std::printf("(the exact top-10 holds the true word for %.4f of contexts; the tail estimate: "
+              "the model's %u cluster summaries)\n",
+              qf.coverage_exact, idx->tail_clusters());
   }
 
   if (want("latency")) {
-  std::printf("\n(2) latency per context, k = 10, ef = %u (exact: sgemv at batch 1, sgemm above)\n",
+  std::printf("\n(2) latency per context, k = 10, ef = %u (exact: sgemv at batch 1, sgemm above); "
+              "FGD with the default tail estimate (clusters) and without one\n",
               fgd.ef);
-  Table lt({"batch", "FGD us", "softmax us", "speedup"});
+  Table lt({"batch", "FGD us", "no-tail us", "softmax us", "speedup", "no-tail speedup"});
+  index::FgdSearchParams bare = fgd;
+  bare.tail = index::FgdTail::kNone;
   for (size_t batch : {1, 8, 64, 256}) {
     ZOOM_ASSIGN_OR_RETURN(double f, TimePerContext(*idx, ev.H.data(), ev.n, batch, fgd));
+    ZOOM_ASSIGN_OR_RETURN(double f0, TimePerContext(*idx, ev.H.data(), ev.n, batch, bare));
     const double e = FullSoftmaxUs(ev.model.W, ev.model.b, V, d, ev.H.data(), ev.n, batch, 10);
-    lt.Row({std::to_string(batch), Fmt(f, 1), Fmt(e, 1), Fmt(e / f, 2)});
+    lt.Row({std::to_string(batch), Fmt(f, 1), Fmt(f0, 1), Fmt(e, 1), Fmt(e / f, 2),
+            Fmt(e / f0, 2)});
     rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("latency")},
-                  {"batch", static_cast<int64_t>(batch)}, {"fgd_us", f}, {"softmax_us", e},
-                  {"speedup", e / f}});
+                  {"batch", static_cast<int64_t>(batch)}, {"fgd_us", f}, {"fgd_no_tail_us", f0},
+                  {"softmax_us", e}, {"speedup", e / f}, {"speedup_no_tail", e / f0}});
   }
 
+  }
+
+  // ---- (2b) the tail-mass estimators side by side ---------------------------
+  if (want("tail")) {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<int> tail_efs, ParseIntList(absl::GetFlag(FLAGS_fgd_tail_ef)));
+  // The baseline timed again here; the ratios use the faster of the two
+  // timings (the machine's noise counts against FGD, not for it).
+  const double softmax_us =
+      std::min(exact_us, FullSoftmaxUs(ev.model.W, ev.model.b, V, d, ev.H.data(), ev.n, 1, 10));
+  std::printf("\n(2b) tail-mass estimators, batch 1, k = 10, against the exact tail "
+              "(full softmax %.1f us per context, the faster of two timings; the model has %u "
+              "tail clusters)\n",
+              softmax_us, idx->tail_clusters());
+  Table tt({"ef", "estimate", "us", "speedup", "tail MAE", "P@1", "P@5"});
+  for (int tail_ef : tail_efs) {
+  struct Est { const char* name; index::FgdTail tail; uint32_t samples; };
+  for (const Est& est : {Est{"none", index::FgdTail::kNone, 0},
+                         Est{"clusters", index::FgdTail::kClusters, 0},
+                         Est{"sample 64", index::FgdTail::kSample, 64},
+                         Est{"sample 256", index::FgdTail::kSample, 256},
+                         Est{"sample 1024", index::FgdTail::kSample, 1024}}) {
+    index::FgdSearchParams p = fgd;
+    p.ef = static_cast<uint32_t>(tail_ef);
+    p.tail = est.tail;
+    p.tail_samples = est.samples;
+    std::vector<index::FgdResult> res;
+    ZOOM_ASSIGN_OR_RETURN(double us, TimePerContext(*idx, ev.H.data(), ev.n, 1, p, &res));
+    const Quality q = Score(ev, res, tol);
+    // "none" reports 0 for the tail: its error is the tail itself.
+    tt.Row({std::to_string(tail_ef), est.name, Fmt(us, 1), Fmt(softmax_us / us, 2),
+            Fmt(q.tail_mae, 4), Fmt(q.p_at[0], 4), Fmt(q.p_at[1], 4)});
+    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("tail")},
+                  {"estimate", std::string(est.name)}, {"ef", static_cast<int64_t>(tail_ef)},
+                  {"us", us}, {"softmax_us", softmax_us}, {"speedup", softmax_us / us},
+                  {"tail_mae", q.tail_mae},
+                  {"p_at_1", q.p_at[0]}, {"p_at_5", q.p_at[1]}});
+  }
+  }
   }
 
   // ---- (3) sweep over M and ef --------------------------------------------
@@ -326,7 +386,7 @@ absl::Status RunFgd(Reporter& rep) {
     for (int ef : efs) {
       index::FgdSearchParams p = fgd;
       p.ef = ef;
-      p.tail_samples = 0;
+      p.tail = index::FgdTail::kNone;
       std::vector<index::FgdResult> res;
       ZOOM_ASSIGN_OR_RETURN(double us, TimePerContext(*g, ev.H.data(), ev.n, 1, p, &res));
       const Quality q = Score(ev, res, tol);
@@ -398,7 +458,7 @@ absl::Status RunFgd(Reporter& rep) {
     ZOOM_ASSIGN_OR_RETURN(auto g, index::FgdIndex::Build(W.data(), b.data(), v, d, o));
     const double build_s = bw.ElapsedMicros() / 1e6;
     index::FgdSearchParams pe = fgd;
-    pe.tail_samples = 0;
+    pe.tail = index::FgdTail::kNone;
     pe.exact = true;
     std::vector<index::FgdResult> re;
     ZOOM_ASSIGN_OR_RETURN(double e_mode, TimePerContext(*g, ev.H.data(), n_scale, 1, pe, &re));
@@ -407,7 +467,7 @@ absl::Status RunFgd(Reporter& rep) {
     // ef doubles from 64 until precision@10 reaches 0.99 (or 1024).
     for (uint32_t ef = 64; ef <= 1024; ef *= 2) {
       index::FgdSearchParams p = fgd;
-      p.tail_samples = 0;
+      p.tail = index::FgdTail::kNone;
       p.ef = ef;
       std::vector<index::FgdResult> rf;
       ZOOM_ASSIGN_OR_RETURN(double f, TimePerContext(*g, ev.H.data(), n_scale, 1, p, &rf));

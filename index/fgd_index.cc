@@ -22,10 +22,37 @@ namespace {
 
 constexpr char kFgdMagic[] = "ZOOMFGD";
 constexpr uint16_t kFgdMajorVersion = 1;
-constexpr uint16_t kFgdMinorVersion = 0;
+constexpr uint16_t kFgdMinorVersion = 1;  // 1.1: the tail's cluster summaries
 constexpr uint32_t kMaxDim = 65536;
 // BLAS takes int sizes: the vocabulary must fit one.
 constexpr uint64_t kMaxVocab = INT_MAX;
+// The tail summaries: at most 256 clusters (a word's cluster is one byte),
+// of about 39 rows or more (FAISS's advice for k-means), trained on up to
+// 64 rows a cluster.
+constexpr size_t kTailMaxClusters = 256;
+constexpr size_t kTailMinClusterRows = 39;
+constexpr size_t kTailTrainRowsPerCluster = 64;
+// exp(logit - m) of a word outside the top k is normally <= 1; a
+// distance-derived logit (or a cluster's estimate) of a context near the
+// magnitude rule's bound loses all precision (|q|^2 dwarfs the logit), so
+// the exponent is capped to keep the estimate finite (NaN counts as the
+// cap).
+constexpr double kMaxExponent = 80;
+inline double CappedExp(double x) { return std::exp(x < kMaxExponent ? x : kMaxExponent); }
+inline float CappedExp(float x) {
+  return std::exp(x < static_cast<float>(kMaxExponent) ? x : static_cast<float>(kMaxExponent));
+}
+
+// log Φ(x), Φ the standard normal CDF: erfc down to x = −8 (Φ(−8) ≈ 6e-16,
+// far from float's underflow), below it the asymptotic series
+// Φ(x) ≈ φ(x)/|x| · (1 − 1/x² + 3/x⁴ − 15/x⁶) (relative error < 1e-6 there).
+float LogNormalCdf(float x) {
+  if (x > -8) return std::log(0.5f * std::erfc(-x * 0.70710678f));
+  const float x2 = x * x;
+  return -0.5f * x2 - std::log(-x) - 0.91893853f +  // ½ log(2π)
+         std::log1p(-1 / x2 + 3 / (x2 * x2) - 15 / (x2 * x2 * x2));
+}
+
 // Logits buffered per exact-mode sgemm (floats): bounds the batch's RAM.
 constexpr size_t kMaxLogitBuffer = size_t{1} << 22;
 
@@ -196,6 +223,7 @@ absl::StatusOr<std::unique_ptr<FgdIndex>> FgdIndex::Build(const float* W, const 
   if (options.cancel != nullptr && options.cancel->load()) {
     return absl::CancelledError("the FGD graph build was cancelled");
   }
+  ZOOM_RETURN_IF_ERROR(index->BuildTailSummaries(options.build_threads));
   index->options_.cancel = nullptr;
   index->options_.progress = nullptr;
   return index;
@@ -203,7 +231,109 @@ absl::StatusOr<std::unique_ptr<FgdIndex>> FgdIndex::Build(const float* W, const 
 
 uint64_t FgdIndex::GraphBytes() const { return graph_ ? graph_->ResidentBytes() : 0; }
 
-uint64_t FgdIndex::ResidentBytes() const { return GraphBytes() + data_.capacity() * sizeof(float); }
+uint64_t FgdIndex::ResidentBytes() const {
+  return GraphBytes() + data_.capacity() * sizeof(float) +
+         (tail_rows_.capacity() + tail_stats_.capacity()) * sizeof(float) +
+         tail_size_.capacity() * sizeof(uint32_t);
+}
+
+absl::Status FgdIndex::BuildTailSummaries(int threads) {
+  const size_t V = vocab_, d = dim_, width = d + 2, dd = d + 1;
+  const size_t C = std::clamp<size_t>(V / kTailMinClusterRows, 1, kTailMaxClusters);
+  // k-means over the rows [w_i ; b_i] (a seeded sample of them).
+  std::vector<uint32_t> pick(V);
+  std::iota(pick.begin(), pick.end(), 0u);
+  if (V > C * kTailTrainRowsPerCluster) {
+    std::mt19937_64 rng(options_.hnsw.seed ^ 0x7a11u);
+    std::shuffle(pick.begin(), pick.end(), rng);
+    pick.resize(C * kTailTrainRowsPerCluster);
+  }
+  std::vector<float> sample(pick.size() * dd);
+  for (size_t i = 0; i < pick.size(); ++i) {
+    std::memcpy(sample.data() + i * dd, data_.data() + size_t{pick[i]} * width, dd * sizeof(float));
+  }
+  ZOOM_ASSIGN_OR_RETURN(std::vector<float> centroids,
+                        internal::KMeans(sample.data(), pick.size(), dd, C, 20,
+                                         options_.hnsw.seed + 1, /*spherical=*/false));
+  // Every word to its nearest centroid.
+  std::vector<uint8_t> word_cluster(V);
+  internal::ParallelFor(V, std::max(threads, 1), [&](size_t i, int) {
+    thread_local std::vector<float> dist;
+    dist.resize(C);
+    L2SqrBatch(data_.data() + i * width, centroids.data(), C, dd, dist.data());
+    word_cluster[i] =
+        static_cast<uint8_t>(std::min_element(dist.begin(), dist.end()) - dist.begin());
+  });
+  // Means, then variances (two passes, in double).
+  std::vector<double> mean(C * dd, 0.0), var(C * dd, 0.0);
+  std::vector<uint32_t> size(C, 0);
+  for (size_t i = 0; i < V; ++i) {
+    const size_t c = word_cluster[i];
+    ++size[c];
+    const float* x = data_.data() + i * width;
+    for (size_t j = 0; j < dd; ++j) mean[c * dd + j] += x[j];
+  }
+  for (size_t c = 0; c < C; ++c) {
+    for (size_t j = 0; j < dd && size[c] > 0; ++j) mean[c * dd + j] /= size[c];
+  }
+  for (size_t i = 0; i < V; ++i) {
+    const size_t c = word_cluster[i];
+    const float* x = data_.data() + i * width;
+    for (size_t j = 0; j < dd; ++j) {
+      const double e = x[j] - mean[c * dd + j];
+      var[c * dd + j] += e * e;
+    }
+  }
+  tail_clusters_ = static_cast<uint32_t>(C);
+  tail_rows_.assign(C * d, 0.0f);
+  tail_stats_.assign(C * 3, 0.0f);
+  for (size_t c = 0; c < C; ++c) {
+    if (size[c] == 0) continue;
+    double w_var = 0;
+    for (size_t j = 0; j < d; ++j) {
+      tail_rows_[c * d + j] = static_cast<float>(mean[c * dd + j]);
+      w_var += var[c * dd + j];
+    }
+    tail_stats_[c * 3] = static_cast<float>(mean[c * dd + d]);
+    tail_stats_[c * 3 + 1] = static_cast<float>(var[c * dd + d] / size[c]);
+    tail_stats_[c * 3 + 2] = static_cast<float>(w_var / size[c] / d);
+  }
+  tail_size_ = std::move(size);
+  return absl::OkStatus();
+}
+
+double FgdIndex::ClusterTail(const float* h, float m, float tau) const {
+  const size_t d = dim_, C = tail_clusters_;
+  const float cut = tau - m;
+  float hh = 0;
+  for (size_t j = 0; j < d; ++j) hh += h[j] * h[j];
+  double t = 0;
+  for (size_t c = 0; c < C; ++c) {
+    const uint32_t n = tail_size_[c];
+    if (n == 0) continue;
+    const float* st = tail_stats_.data() + c * 3;
+    // The cluster's logits relative to m: mean mz, variance s2.
+    const float mz = InnerProduct(h, tail_rows_.data() + c * d, d) + st[0] - m;
+    const float s2 = st[1] + st[2] * hh;
+    // log E[exp(z)] without the truncation bounds the term: below
+    // exp(-30) of the best word's (whose term is 1) it changes nothing a
+    // float tail_mass can show.
+    const float base = mz + s2 / 2;
+    if (base < -30.0f) continue;
+    float log_term;
+    if (s2 > 0) {
+      // E[exp(z) · 1(z < cut)] for z ~ N(mz, s2); Φ(x) rounds to 1 above
+      // x = 5.5 (1 − 2e-8).
+      const float x = (cut - mz - s2) / std::sqrt(s2);
+      log_term = x > 5.5f ? base : base + LogNormalCdf(x);
+    } else {
+      if (!(mz < cut)) continue;
+      log_term = mz;
+    }
+    t += n * CappedExp(log_term);
+  }
+  return t;
+}
 
 float FgdIndex::Logit(uint32_t i, const float* h) const {
   const float* row = data_.data() + size_t{i} * (size_t{dim_} + 2);
@@ -314,20 +444,28 @@ void FgdIndex::Finish(const float* h, const FgdSearchParams& params, FgdResult* 
 
   // The tail: the words the graph search scored beyond the k (their logits
   // follow from the distances already computed) count exactly; the rest is
-  // estimated from S words drawn uniformly (with replacement) among them.
+  // estimated from the cluster summaries, or from S words drawn uniformly
+  // (with replacement) among them.
   r->tail_mass = 0;
-  if (params.tail_samples == 0) return;
-  s.sorted.assign(r->ids.begin(), r->ids.end());
-  double head_sum = 0;
-  // exp(logit - m) of a word outside the top k is normally <= 1; a
-  // distance-derived logit of a context near the magnitude rule's bound
-  // loses all precision (|q|^2 dwarfs the logit), so the exponent is capped
-  // to keep the estimate finite.
-  constexpr double kMaxExponent = 80;
-  for (size_t i = 0; i < n_head; ++i) {
-    s.sorted.push_back(head[i].id);
-    head_sum += std::exp(std::min(double{head_logit[i]} - m, kMaxExponent));
+  if (params.tail == FgdTail::kNone ||
+      (params.tail == FgdTail::kSample && params.tail_samples == 0)) {
+    return;
   }
+  double head_sum = 0;
+  for (size_t i = 0; i < n_head; ++i) head_sum += CappedExp(double{head_logit[i]} - m);
+  if (params.tail == FgdTail::kClusters) {
+    // The words not counted are (nearly all) those below the lowest logit
+    // counted: each cluster's Gaussian is truncated there.
+    float tau = r->logits[k - 1];
+    for (size_t i = 0; i < n_head; ++i) tau = std::min(tau, head_logit[i]);
+    // Every word counted (k + the head cover |V|): nothing is left.
+    const double rest = k + n_head >= vocab_ ? 0.0 : ClusterTail(h, m, tau);
+    const double tail_sum = head_sum + rest;
+    r->tail_mass = static_cast<float>(tail_sum / (top_sum + tail_sum));
+    return;
+  }
+  s.sorted.assign(r->ids.begin(), r->ids.end());
+  for (size_t i = 0; i < n_head; ++i) s.sorted.push_back(head[i].id);
   std::sort(s.sorted.begin(), s.sorted.end());
   s.sorted.erase(std::unique(s.sorted.begin(), s.sorted.end()), s.sorted.end());
   const size_t rest = vocab_ - s.sorted.size();
@@ -341,7 +479,7 @@ void FgdIndex::Finish(const float* h, const FgdSearchParams& params, FgdResult* 
         ++next;
         continue;
       }
-      rest_sum += std::exp(std::min(double{Logit(i, h)} - m, kMaxExponent));
+      rest_sum += CappedExp(double{Logit(i, h)} - m);
     }
   } else {
     uint64_t state = params.seed != 0 ? params.seed : HashContext(h, dim_);
@@ -353,7 +491,7 @@ void FgdIndex::Finish(const float* h, const FgdSearchParams& params, FgdResult* 
       x ^= x >> 31;
       const uint32_t id = static_cast<uint32_t>(x % vocab_);
       if (std::binary_search(s.sorted.begin(), s.sorted.end(), id)) continue;
-      rest_sum += std::exp(std::min(double{Logit(id, h)} - m, kMaxExponent));
+      rest_sum += CappedExp(double{Logit(id, h)} - m);
       ++drawn;
     }
     rest_sum *= static_cast<double>(rest) / static_cast<double>(samples);
@@ -413,9 +551,12 @@ absl::Status FgdIndex::SearchExact(const float* contexts, size_t n, const FgdSea
   return absl::OkStatus();
 }
 
-// File body after the binary_io header, version 1.0:
+// File body after the binary_io header, version 1.1:
 //   u32 V | u32 d | f32 U² | u32 M | u32 ef_construction | u64 seed |
-//   u64 V·(d+2), f32 rows[V·(d+2)] | HNSW graph (HnswGraph::Save)
+//   u64 V·(d+2), f32 rows[V·(d+2)] | HNSW graph (HnswGraph::Save) |
+//   1.1: u32 C | u64 C·d, f32 tail rows μ_c(w) |
+//        u64 3C, f32 [μ_c(b), σ²_c(b), σ̄²_c(w)] |
+//        u64 C, u32 cluster sizes (adding up to V)
 absl::Status FgdIndex::Save(const std::string& path, FileSystem* fs) const {
   BinaryWriter w(kFgdMagic, kFgdMajorVersion, kFgdMinorVersion);
   w.Put<uint32_t>(vocab_);
@@ -426,6 +567,10 @@ absl::Status FgdIndex::Save(const std::string& path, FileSystem* fs) const {
   w.Put<uint64_t>(options_.hnsw.seed);
   w.PutVector(data_);
   graph_->Save(w);
+  w.Put<uint32_t>(tail_clusters_);
+  w.PutVector(tail_rows_);
+  w.PutVector(tail_stats_);
+  w.PutVector(tail_size_);
   return w.Commit(path, fs);
 }
 
@@ -462,8 +607,37 @@ absl::StatusOr<std::unique_ptr<FgdIndex>> FgdIndex::Load(const std::string& path
   if (index->graph_->size() != index->vocab_) {
     return r.Corrupt("graph size differs from the vocabulary");
   }
-  // A later minor version may append fields; 1.0 has none.
-  if (r.minor() == 0 && r.remaining() != 0) return r.Corrupt("trailing bytes");
+  if (r.minor() == 0) {
+    // 1.0 has no tail summaries: make them (deterministic for the file).
+    if (r.remaining() != 0) return r.Corrupt("trailing bytes");
+    ZOOM_RETURN_IF_ERROR(index->BuildTailSummaries(o.build_threads));
+    return index;
+  }
+  const uint32_t V = index->vocab_;
+  const size_t d = index->dim_;
+  ZOOM_RETURN_IF_ERROR(r.Get(&index->tail_clusters_));
+  const uint32_t C = index->tail_clusters_;
+  if (C < 1 || C > kTailMaxClusters || C > V) return r.Corrupt("tail cluster count");
+  ZOOM_RETURN_IF_ERROR(r.GetVector(&index->tail_rows_, size_t{C} * d));
+  ZOOM_RETURN_IF_ERROR(r.GetVector(&index->tail_stats_, size_t{C} * 3));
+  ZOOM_RETURN_IF_ERROR(r.GetVector(&index->tail_size_, C));
+  if (index->tail_rows_.size() != size_t{C} * d || index->tail_stats_.size() != size_t{C} * 3 ||
+      index->tail_size_.size() != C) {
+    return r.Corrupt("tail summary sizes");
+  }
+  for (float v : index->tail_rows_) {
+    if (!std::isfinite(v)) return r.Corrupt("tail summary mean");
+  }
+  for (size_t j = 0; j < index->tail_stats_.size(); ++j) {
+    const float v = index->tail_stats_[j];
+    // [μ_c(b), σ²_c(b), σ̄²_c(w)]: variances are never negative.
+    if (!std::isfinite(v) || (j % 3 != 0 && v < 0)) return r.Corrupt("tail summary statistics");
+  }
+  uint64_t words = 0;
+  for (uint32_t n : index->tail_size_) words += n;
+  if (words != V) return r.Corrupt("tail cluster sizes do not add up to the vocabulary");
+  // A later minor version may append fields; 1.1 has no more.
+  if (r.minor() == 1 && r.remaining() != 0) return r.Corrupt("trailing bytes");
   return index;
 }
 

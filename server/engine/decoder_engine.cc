@@ -518,6 +518,20 @@ absl::Status DecoderEngine::TopK(const TopKRequest& req, const CallContext& call
   p.ef = req.ef == 0 ? std::max<uint32_t>(64, req.k) : req.ef;
   p.exact = req.exact;
   p.tail_samples = req.tail_samples == 0 ? 256 : req.tail_samples;
+  switch (req.tail) {
+    case TopKRequest::Tail::kDefault:
+      p.tail = req.tail_samples > 0 ? index::FgdTail::kSample : index::FgdTail::kClusters;
+      break;
+    case TopKRequest::Tail::kClusters:
+      p.tail = index::FgdTail::kClusters;
+      break;
+    case TopKRequest::Tail::kSample:
+      p.tail = index::FgdTail::kSample;
+      break;
+    case TopKRequest::Tail::kNone:
+      p.tail = index::FgdTail::kNone;
+      break;
+  }
   // In chunks (the exact mode's GEMM keeps a chunk's batching), with the
   // deadline and the cancellation checked before each.
   constexpr size_t kChunk = 64;

@@ -115,7 +115,9 @@ struct TopKRequest {
   uint32_t k = 0;             // 1..min(limits.max_k, |V|)
   uint32_t ef = 0;            // 0: max(64, k)
   bool exact = false;         // full softmax
-  uint32_t tail_samples = 0;  // 0: 256
+  uint32_t tail_samples = 0;  // kSample: words sampled (0: 256)
+  // kDefault: kClusters, or kSample when tail_samples > 0.
+  enum class Tail { kDefault, kClusters, kSample, kNone } tail = Tail::kDefault;
   bool with_probs = false;
   bool with_words = false;
 };

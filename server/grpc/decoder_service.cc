@@ -123,6 +123,24 @@ absl::Status DecoderService::Decode(const v1::TopKRequest& req, const CallContex
   request.ef = req.ef();
   request.exact = req.exact();
   request.tail_samples = req.tail_samples();
+  switch (req.tail()) {
+    case v1::TAIL_ESTIMATE_DEFAULT:
+      request.tail = TopKRequest::Tail::kDefault;
+      break;
+    case v1::TAIL_ESTIMATE_CLUSTERS:
+      request.tail = TopKRequest::Tail::kClusters;
+      break;
+    case v1::TAIL_ESTIMATE_SAMPLE:
+      request.tail = TopKRequest::Tail::kSample;
+      break;
+    case v1::TAIL_ESTIMATE_NONE:
+      request.tail = TopKRequest::Tail::kNone;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("tail ", static_cast<int>(req.tail()),
+                       " is not a TailEstimate (0 default, 1 clusters, 2 sample, 3 none)"));
+  }
   request.with_probs = req.return_probs();
   request.with_words = req.return_words();
   std::vector<TopKAnswer> answers;

@@ -1,8 +1,8 @@
 // FgdIndex (Fast Graph Decoder) on generated softmax layers: the
 // inner-product-preserving transform, the exact (OpenBLAS) mode against a
 // double-precision brute force, the graph mode's precision and tail-mass
-// estimate, file round trip / corruption / a golden file of format 1.0, bad
-// input, and concurrent searches.
+// estimates, file round trip / corruption / golden files of formats 1.0 and
+// 1.1, bad input, and concurrent searches.
 #include "index/fgd_index.h"
 
 #include <fcntl.h>
@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -22,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "index/distance_kernels.h"
@@ -370,10 +373,51 @@ TEST_F(FgdIndexTest, GraphModePrecisionAndProbabilities) {
   }
 }
 
+TEST_F(FgdIndexTest, TailMassClusterEstimate) {
+  FgdSearchParams p;  // the default estimate: FgdTail::kClusters
+  p.k = 10;
+  p.ef = 128;
+  ASSERT_EQ(p.tail, FgdTail::kClusters);
+  EXPECT_EQ(index_->tail_clusters(), kVocab / 39);
+  std::vector<FgdResult> out;
+  ASSERT_OK(index_->Search(contexts_->data(), kContexts, p, &out));
+  double abs_err = 0, max_err = 0, mean_tail = 0, signed_err = 0;
+  for (size_t c = 0; c < kContexts; ++c) {
+    const auto z = BruteLogits(*layer_, Context(c));
+    const double tail = BruteTail(z, out[c].ids);
+    abs_err += std::abs(out[c].tail_mass - tail);
+    signed_err += out[c].tail_mass - tail;
+    max_err = std::max(max_err, std::abs(out[c].tail_mass - tail));
+    mean_tail += tail;
+  }
+  abs_err /= kContexts;
+  signed_err /= kContexts;
+  mean_tail /= kContexts;
+  std::printf(
+      "[ measured ] tail mass, clusters (C=%u): mean exact tail %.4f, mean |error| %.4f, "
+      "mean signed error %+.4f, max |error| %.4f\n",
+      index_->tail_clusters(), mean_tail, abs_err, signed_err, max_err);
+  EXPECT_LT(abs_err, 0.02);
+  EXPECT_LT(max_err, 0.15);
+  // Deterministic, and it adds no word distances; kNone: the same words,
+  // no tail.
+  std::vector<FgdResult> again, none;
+  ASSERT_OK(index_->Search(contexts_->data(), 20, p, &again));
+  p.tail = FgdTail::kNone;
+  ASSERT_OK(index_->Search(contexts_->data(), 20, p, &none));
+  for (size_t c = 0; c < 20; ++c) {
+    EXPECT_EQ(again[c].tail_mass, out[c].tail_mass);
+    EXPECT_EQ(none[c].tail_mass, 0.0f);
+    EXPECT_EQ(none[c].ids, out[c].ids);
+    EXPECT_EQ(none[c].distance_evals, out[c].distance_evals);
+  }
+}
+
 TEST_F(FgdIndexTest, TailMassEstimate) {
   FgdSearchParams p;
   p.k = 10;
   p.ef = 128;
+  p.tail = FgdTail::kSample;
   p.tail_samples = 256;
   std::vector<FgdResult> out;
   ASSERT_OK(index_->Search(contexts_->data(), kContexts, p, &out));
@@ -485,6 +529,28 @@ TEST_F(FgdIndexTest, CorruptFilesAreClearErrors) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing.zfgd")));
 }
 
+// A file whose checksum is right but whose tail summaries are not (cluster
+// sizes that do not add up to the vocabulary): DataLoss.
+TEST_F(FgdIndexTest, CorruptTailSummariesAreDataLoss) {
+  TempDir tmp;
+  const std::string path = tmp.File("layer.zfgd");
+  ASSERT_OK(index_->Save(path));
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 8u);
+  // The body ends with the clusters' u32 sizes, then the CRC-32C.
+  const uint32_t huge = 0xfffffff0u;
+  std::memcpy(bytes.data() + bytes.size() - 8, &huge, 4);
+  const uint32_t crc = Crc32c(bytes.data(), bytes.size() - 4);
+  std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), bytes.size());
+  EXPECT_THAT(FgdIndex::Load(path),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("tail cluster sizes")));
+}
+
 TEST_F(FgdIndexTest, BadInputIsInvalidArgument) {
   const Layer& l = *layer_;
   FgdOptions o;
@@ -547,6 +613,7 @@ TEST_F(FgdIndexTest, ConcurrentFgdSearches) {
   modes[1].exact = true;  // sgemm batch (and sgemv below)
   modes[2].k = 25;
   modes[2].ef = 32;
+  modes[2].tail = FgdTail::kSample;
   modes[2].tail_samples = 64;
   std::vector<std::vector<FgdResult>> serial(modes.size()), serial_single(modes.size());
   for (size_t m = 0; m < modes.size(); ++m) {
@@ -682,15 +749,16 @@ TEST(FgdBuildTest, TinyVocabularies) {
   EXPECT_EQ(out[0].tail_mass, 0.0f);
 }
 
-// tests/data/golden/fgd_v1_0.zfgd was written by format 1.0 (run with
-// ZOOM_WRITE_GOLDEN=1 to write it, only for a new format version): every
-// later version must load it, hold the same transformed rows, and answer
-// as a brute force over the same generated layer.
-TEST(FgdGoldenTest, ReadsGoldenFileOfFormat1_0) {
-  const bool write = std::getenv("ZOOM_WRITE_GOLDEN") != nullptr;
+// The golden files: tests/data/golden/fgd_v1_0.zfgd was written by format
+// 1.0 (no tail summaries: Load makes them), fgd_v1_1.zfgd by 1.1 (run with
+// ZOOM_WRITE_GOLDEN=1 to write the newest one, only for a new format
+// version). Every later version must load them, hold the same transformed
+// rows, and answer as a brute force over the same generated layer, with a
+// tail estimate near the exact tail.
+void CheckGoldenFgd(const std::string& name, bool write) {
   const Layer l = MakeLayer(200, 8, 2024, /*big_every=*/100, /*big_scale=*/2);
   const auto h = MakeContexts(50, 8, 2025);
-  const std::string path = TestDataPath("golden/fgd_v1_0.zfgd");
+  const std::string path = TestDataPath("golden/" + name);
   if (write) {
     FgdOptions o;
     o.hnsw.M = 8;
@@ -700,6 +768,7 @@ TEST(FgdGoldenTest, ReadsGoldenFileOfFormat1_0) {
     ASSERT_OK(built->Save(path));
   }
   ASSERT_OK_AND_ASSIGN(auto index, FgdIndex::Load(path));
+  EXPECT_EQ(index->tail_clusters(), 200u / 39);
   EXPECT_EQ(index->vocab_size(), 200u);
   EXPECT_EQ(index->dim(), 8u);
   EXPECT_EQ(index->options().hnsw.M, 8u);
@@ -710,7 +779,7 @@ TEST(FgdGoldenTest, ReadsGoldenFileOfFormat1_0) {
     for (uint32_t j = 0; j < 8; ++j) ASSERT_EQ(rows[i * 10 + j], l.W[i * 8 + j]);
     ASSERT_EQ(rows[i * 10 + 8], l.b[i]);
   }
-  double precision = 0;
+  double precision = 0, tail_err = 0;
   for (bool exact : {false, true}) {
     SCOPED_TRACE(exact);
     FgdSearchParams p;
@@ -726,6 +795,7 @@ TEST(FgdGoldenTest, ReadsGoldenFileOfFormat1_0) {
         EXPECT_NEAR(out[c].tail_mass, BruteTail(z, out[c].ids), 1e-5);
       } else {
         precision += PrecisionAt(out[c].ids, BruteTopK(z, 5));
+        tail_err += std::abs(out[c].tail_mass - BruteTail(z, out[c].ids));
       }
       for (size_t i = 0; i < 5; ++i) {
         EXPECT_NEAR(out[c].logits[i], z[out[c].ids[i]], 1e-5 * (1 + std::abs(z[out[c].ids[i]])));
@@ -733,6 +803,27 @@ TEST(FgdGoldenTest, ReadsGoldenFileOfFormat1_0) {
     }
   }
   EXPECT_GE(precision / 50, 0.98);
+  std::printf("[ measured ] %s: tail mass mean |error| %.4f (clusters)\n", name.c_str(),
+              tail_err / 50);
+  // 5 clusters of a 200-word layer with skewed norms are coarse; the bound
+  // catches summaries that are missing or misread.
+  EXPECT_LT(tail_err / 50, 0.1);
+}
+
+TEST(FgdGoldenTest, ReadsGoldenFileOfFormat1_0) {
+  CheckGoldenFgd("fgd_v1_0.zfgd", /*write=*/false);
+  // The summaries a 1.0 file's Load makes are the same at every load.
+  ASSERT_OK_AND_ASSIGN(auto a, FgdIndex::Load(TestDataPath("golden/fgd_v1_0.zfgd")));
+  ASSERT_OK_AND_ASSIGN(auto b, FgdIndex::Load(TestDataPath("golden/fgd_v1_0.zfgd")));
+  const auto h = MakeContexts(20, 8, 2026);
+  std::vector<FgdResult> ra, rb;
+  ASSERT_OK(a->Search(h.data(), 20, FgdSearchParams(), &ra));
+  ASSERT_OK(b->Search(h.data(), 20, FgdSearchParams(), &rb));
+  for (size_t c = 0; c < 20; ++c) EXPECT_EQ(ra[c].tail_mass, rb[c].tail_mass);
+}
+
+TEST(FgdGoldenTest, ReadsGoldenFileOfFormat1_1) {
+  CheckGoldenFgd("fgd_v1_1.zfgd", std::getenv("ZOOM_WRITE_GOLDEN") != nullptr);
 }
 
 }  // namespace

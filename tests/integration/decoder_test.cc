@@ -257,6 +257,52 @@ TEST_F(DecoderServiceTest, HugeContextsAreRefusedAndLargeOnesStayFinite) {
   }
 }
 
+// TopKRequest.tail picks the estimate: the default is the clusters' (or
+// the sample when tail_samples > 0, as before the field existed), NONE
+// gives 0, SAMPLE over every word is the exact tail; an unknown value is
+// refused with the values that exist.
+TEST_F(DecoderServiceTest, TailEstimatesThroughTheService) {
+  ASSERT_OK(Load("lm", model_dir_).status());
+  const std::vector<float> h = Contexts(20, 21);
+  auto run = [&](v1::TailEstimate tail, uint32_t samples) {
+    v1::TopKRequest req = Request("lm", h, 10);
+    req.set_return_probs(true);
+    req.set_ef(64);
+    req.set_tail(tail);
+    req.set_tail_samples(samples);
+    return TopK(req);
+  };
+  ASSERT_OK_AND_ASSIGN(v1::TopKResponse def, run(v1::TAIL_ESTIMATE_DEFAULT, 0));
+  ASSERT_OK_AND_ASSIGN(v1::TopKResponse clusters, run(v1::TAIL_ESTIMATE_CLUSTERS, 0));
+  ASSERT_OK_AND_ASSIGN(v1::TopKResponse none, run(v1::TAIL_ESTIMATE_NONE, 0));
+  ASSERT_OK_AND_ASSIGN(v1::TopKResponse all, run(v1::TAIL_ESTIMATE_SAMPLE, kV));
+  ASSERT_OK_AND_ASSIGN(v1::TopKResponse old_style, run(v1::TAIL_ESTIMATE_DEFAULT, kV));
+  double err = 0;
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(def.results(i).tail_mass(), clusters.results(i).tail_mass());
+    EXPECT_EQ(none.results(i).tail_mass(), 0.0f);
+    EXPECT_EQ(old_style.results(i).tail_mass(), all.results(i).tail_mass());
+    // The exact tail outside the returned ids, from the brute-force logits.
+    std::vector<double> z(kV);
+    double m = -1e300;
+    for (uint32_t w = 0; w < kV; ++w) {
+      z[w] = layer_.b[w];
+      for (uint32_t j = 0; j < kD; ++j) z[w] += double{layer_.W[w * kD + j]} * h[i * kD + j];
+      m = std::max(m, z[w]);
+    }
+    double total = 0, inside = 0;
+    for (double v : z) total += std::exp(v - m);
+    for (uint32_t id : all.results(i).ids()) inside += std::exp(z[id] - m);
+    const double tail = 1.0 - inside / total;
+    EXPECT_NEAR(all.results(i).tail_mass(), tail, 1e-4);
+    err += std::abs(clusters.results(i).tail_mass() - tail);
+  }
+  EXPECT_LT(err / 20, 0.05);
+  EXPECT_THAT(run(static_cast<v1::TailEstimate>(7), 0).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("not a TailEstimate")));
+}
+
 TEST_F(DecoderServiceTest, Float16WeightsAreAccepted) {
   const std::string dir = tmp_.File("half");
   WriteModel(dir, layer_);

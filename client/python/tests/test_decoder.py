@@ -40,6 +40,30 @@ def test_topk_matches_brute_force(client, model):
         client.topk("nope", h)
 
 
+def exact_tail(model, h, ids):
+    z = h @ model["W"].T + model["b"]
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return 1.0 - np.take_along_axis(p, ids.astype(np.int64), axis=1).sum(axis=1)
+
+
+def test_topk_tail_estimates(client, model):
+    h = np.random.default_rng(4).standard_normal((20, MODEL_D)).astype(np.float32)
+    clusters = client.topk("tiny", h, k=10, ef=64, return_probs=True)
+    assert np.all(clusters.tail_mass > 0) and np.all(clusters.tail_mass < 1)
+    assert np.mean(np.abs(clusters.tail_mass - exact_tail(model, h, clusters.ids))) < 0.05
+    named = client.topk("tiny", h, k=10, ef=64, return_probs=True, tail="clusters")
+    np.testing.assert_array_equal(named.tail_mass, clusters.tail_mass)
+    none = client.topk("tiny", h, k=10, ef=64, return_probs=True, tail="none")
+    assert np.all(none.tail_mass == 0)
+    np.testing.assert_array_equal(none.ids, clusters.ids)
+    every = client.topk("tiny", h, k=10, ef=64, return_probs=True, tail="sample",
+                        tail_samples=MODEL_V)
+    np.testing.assert_allclose(every.tail_mass, exact_tail(model, h, every.ids), atol=1e-4)
+    with pytest.raises(zoomd.InvalidArgument, match="tail"):
+        client.topk("tiny", h, tail="bogus")
+
+
 def greedy(step_fn, steps, rng):
     h = rng.standard_normal(MODEL_D).astype(np.float32)
     words = []

@@ -441,14 +441,20 @@ def context_1d(h: Any, what: str = "context") -> np.ndarray:
     return arr
 
 
+_TAILS = {None: 0, "clusters": 1, "sample": 2, "none": 3}
+
+
 def topk_request(model: str, contexts: Iterable[np.ndarray], k: int, ef: int, return_words: bool,
-                 return_probs: bool, exact: bool, tail_samples: int) -> bytes:
+                 return_probs: bool, exact: bool, tail_samples: int,
+                 tail: Optional[str] = None) -> bytes:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise invalid(f"k: expected a positive integer; got {k!r}")
+    if tail not in _TAILS:
+        raise invalid(f"tail: expected 'clusters', 'sample', 'none' or None; got {tail!r}")
     head = decoder_pb2.TopKRequest(model=model, k=int(k), ef=int(ef or 0),
                                    return_words=return_words, return_probs=return_probs,
-                                   exact=exact,
-                                   tail_samples=int(tail_samples or 0)).SerializeToString()
+                                   exact=exact, tail_samples=int(tail_samples or 0),
+                                   tail=_TAILS[tail]).SerializeToString()
     parts = [head]
     for row in contexts:
         ctx = packed_floats(1, row)

@@ -320,10 +320,10 @@ def topk_arrays(results: Sequence[decoder_pb2.TopKResult], return_words: bool,
 
 
 def topk(model: str, contexts: Any, k: int, ef: int, return_words: bool, return_probs: bool,
-         exact: bool, tail_samples: int) -> Op:
+         exact: bool, tail_samples: int, tail: Optional[str] = None) -> Op:
     mat = cv.contexts_2d(contexts)
     body = cv.topk_request(_name("model", model), mat, k, ef, return_words, return_probs, exact,
-                           tail_samples)
+                           tail_samples, tail)
     return Op(_DEC + "TopK", body,
               lambda r: topk_arrays(r.results, return_words, return_probs), True)
 

@@ -282,10 +282,11 @@ class AsyncClient(ops.Base):
 
     async def topk(self, model: str, contexts: Any, k: int = 10, ef: int = 0,
                    return_words: bool = False, return_probs: bool = False, exact: bool = False,
-                   tail_samples: int = 0, timeout: _Deadline = None) -> TopKResult:
+                   tail_samples: int = 0, tail: Optional[str] = None,
+                   timeout: _Deadline = None) -> TopKResult:
         """See Client.topk."""
         return await self._run(ops.topk(model, contexts, k, ef, return_words, return_probs,
-                                        exact, tail_samples), timeout)
+                                        exact, tail_samples, tail), timeout)
 
     def stream_topk(self, model: str, k: int = 10, ef: int = 0, return_words: bool = False,
                     return_probs: bool = False, timeout: _Deadline = None) -> "AsyncTopKStream":

@@ -328,12 +328,16 @@ class Client(ops.Base):
 
     def topk(self, model: str, contexts: Any, k: int = 10, ef: int = 0,
              return_words: bool = False, return_probs: bool = False, exact: bool = False,
-             tail_samples: int = 0, timeout: _Deadline = None) -> TopKResult:
+             tail_samples: int = 0, tail: Optional[str] = None,
+             timeout: _Deadline = None) -> TopKResult:
         """The k largest logits for each context (an (n, d) array of hidden
         states): ids and logits (n, k), with probs and tail_mass when
-        return_probs, words when return_words. exact: the full softmax."""
+        return_probs, words when return_words. exact: the full softmax.
+        tail: how tail_mass is estimated: "clusters" (the default), "sample"
+        (tail_samples words drawn uniformly; also the default when
+        tail_samples > 0) or "none" (tail_mass 0, the fastest)."""
         return self._run(ops.topk(model, contexts, k, ef, return_words, return_probs, exact,
-                                  tail_samples), timeout)
+                                  tail_samples, tail), timeout)
 
     def stream_topk(self, model: str, k: int = 10, ef: int = 0, return_words: bool = False,
                     return_probs: bool = False, timeout: _Deadline = None) -> "TopKStream":

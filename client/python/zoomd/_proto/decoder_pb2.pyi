@@ -9,6 +9,10 @@ LOADING: ModelState
 MODEL_FAILED: ModelState
 MODEL_STATE_UNSPECIFIED: ModelState
 SERVING: ModelState
+TAIL_ESTIMATE_CLUSTERS: TailEstimate
+TAIL_ESTIMATE_DEFAULT: TailEstimate
+TAIL_ESTIMATE_NONE: TailEstimate
+TAIL_ESTIMATE_SAMPLE: TailEstimate
 
 class Context(_message.Message):
     __slots__ = ["h"]
@@ -83,7 +87,7 @@ class ModelInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., dir: _Optional[str] = ..., vocab_size: _Optional[int] = ..., dim: _Optional[int] = ..., graph_bytes: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., state: _Optional[_Union[ModelState, str]] = ..., progress: _Optional[float] = ..., error: _Optional[str] = ..., m: _Optional[int] = ..., ef_construction: _Optional[int] = ..., graph_from_cache: bool = ...) -> None: ...
 
 class TopKRequest(_message.Message):
-    __slots__ = ["contexts", "ef", "exact", "k", "model", "return_probs", "return_words", "tail_samples"]
+    __slots__ = ["contexts", "ef", "exact", "k", "model", "return_probs", "return_words", "tail", "tail_samples"]
     CONTEXTS_FIELD_NUMBER: _ClassVar[int]
     EF_FIELD_NUMBER: _ClassVar[int]
     EXACT_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +95,7 @@ class TopKRequest(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     RETURN_PROBS_FIELD_NUMBER: _ClassVar[int]
     RETURN_WORDS_FIELD_NUMBER: _ClassVar[int]
+    TAIL_FIELD_NUMBER: _ClassVar[int]
     TAIL_SAMPLES_FIELD_NUMBER: _ClassVar[int]
     contexts: _containers.RepeatedCompositeFieldContainer[Context]
     ef: int
@@ -99,8 +104,9 @@ class TopKRequest(_message.Message):
     model: str
     return_probs: bool
     return_words: bool
+    tail: TailEstimate
     tail_samples: int
-    def __init__(self, model: _Optional[str] = ..., contexts: _Optional[_Iterable[_Union[Context, _Mapping]]] = ..., k: _Optional[int] = ..., ef: _Optional[int] = ..., return_words: bool = ..., return_probs: bool = ..., exact: bool = ..., tail_samples: _Optional[int] = ...) -> None: ...
+    def __init__(self, model: _Optional[str] = ..., contexts: _Optional[_Iterable[_Union[Context, _Mapping]]] = ..., k: _Optional[int] = ..., ef: _Optional[int] = ..., return_words: bool = ..., return_probs: bool = ..., exact: bool = ..., tail_samples: _Optional[int] = ..., tail: _Optional[_Union[TailEstimate, str]] = ...) -> None: ...
 
 class TopKResponse(_message.Message):
     __slots__ = ["results"]
@@ -135,4 +141,7 @@ class UnloadModelResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class TailEstimate(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
