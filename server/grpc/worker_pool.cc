@@ -24,6 +24,7 @@ WorkerPoolOptions WorkerPoolOptions::ForServer(int threads) {
   o.limits[static_cast<int>(WorkClass::kRead)] = {std::max(1, o.threads - 1), 8192};
   o.limits[static_cast<int>(WorkClass::kWrite)] = {std::max(1, o.threads / 2), 1024};
   o.limits[static_cast<int>(WorkClass::kAdmin)] = {std::max(1, o.threads / 4), 64};
+  o.max_inline = 1;
   return o;
 }
 
@@ -85,6 +86,34 @@ absl::Status WorkerPool::TrySubmit(WorkClass cls, uint64_t units, absl::Time dea
   c.queue.push_back({units, std::move(task)});
   c.queued_units += units;
   return absl::OkStatus();
+}
+
+bool WorkerPool::TryBeginInline(WorkClass cls) {
+  const int i = static_cast<int>(cls);
+  absl::MutexLock lock(&mu_);
+  ClassState& c = classes_[i];
+  if (stopping_ || inline_running_ >= options_.max_inline || !c.queue.empty() ||
+      c.running >= options_.limits[i].max_running) {
+    return false;
+  }
+  ++inline_running_;
+  ++inline_runs_;
+  ++c.running;
+  return true;
+}
+
+void WorkerPool::EndInline(WorkClass cls, uint64_t units, absl::Duration elapsed) {
+  absl::MutexLock lock(&mu_);
+  ClassState& c = classes_[static_cast<int>(cls)];
+  --inline_running_;
+  --c.running;
+  const double us = absl::ToDoubleMicroseconds(elapsed) / static_cast<double>(std::max<uint64_t>(units, 1));
+  c.unit_us = 0.9 * c.unit_us + 0.1 * us;
+}
+
+uint64_t WorkerPool::inline_runs() const {
+  absl::MutexLock lock(&mu_);
+  return inline_runs_;
 }
 
 size_t WorkerPool::queued() const {

@@ -74,6 +74,7 @@ absl::Status ZoomServer::Start() {
   if (options_.max_queued_writes > 0) pool_options.limits[1].max_queued_units = options_.max_queued_writes;
   if (options_.max_queued_admin > 0) pool_options.limits[2].max_queued_units = options_.max_queued_admin;
   pool_options.initial_unit_time = options_.initial_unit_time;
+  pool_options.max_inline = std::max(0, options_.max_inline_reads);
   pool_ = std::make_unique<WorkerPool>(pool_options);
   options_.limits.max_response_bytes =
       std::min<uint64_t>(options_.limits.max_response_bytes,

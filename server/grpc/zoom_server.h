@@ -52,6 +52,9 @@ struct ServerOptions {
   uint64_t max_queued_writes = 0;
   uint64_t max_queued_admin = 0;
   absl::Duration initial_unit_time = absl::Microseconds(500);
+  // Preview-only searches an idle server may run at once on gRPC's threads
+  // instead of a worker (WorkerPool::TryBeginInline; 0: never).
+  int max_inline_reads = 1;
   int max_message_bytes = 64 << 20;       // larger requests: RESOURCE_EXHAUSTED
   ServiceLimits limits;
   DecoderLimits decoder_limits;

@@ -42,6 +42,9 @@ ABSL_FLAG(int, wal_sync_ms, 100, "WAL sync interval for --sync=batch.");
 ABSL_FLAG(int, threads, 8, "Request worker threads.");
 ABSL_FLAG(uint64_t, max_queued_reads, 8192,
           "Queued read units (a query each) beyond which requests are RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int32_t, inline_reads, 1,
+          "Preview-only searches an idle server answers at once on gRPC's threads instead of a "
+          "worker (saves the hand-off's latency; 0: never).");
 ABSL_FLAG(uint64_t, max_queued_writes, 1024,
           "Queued write units (about 100 points each) beyond which writes are RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, max_queued_admin, 64, "Queued admin requests beyond which they are refused.");
@@ -207,6 +210,7 @@ int Main(int argc, char** argv) {
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.threads = absl::GetFlag(FLAGS_threads);
   options.max_queued_reads = absl::GetFlag(FLAGS_max_queued_reads);
+  options.max_inline_reads = absl::GetFlag(FLAGS_inline_reads);
   options.max_queued_writes = absl::GetFlag(FLAGS_max_queued_writes);
   options.max_queued_admin = absl::GetFlag(FLAGS_max_queued_admin);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);

@@ -1269,6 +1269,72 @@ void FillCollection(client::ZoomClient& c, const std::string& name, size_t n, si
   if (build) ASSERT_OK(c.BuildIndex(name, true).status());
 }
 
+// Inline runs (issue 19 §3): the caller's thread may run a request when
+// nothing of its class is queued, the class is under its cap (an inline
+// run counts against it) and the inline slot is free.
+TEST(WorkerPoolTest, InlineRunsOnlyWhenNothingWaitsAndCountAgainstTheCap) {
+  server::WorkerPoolOptions o;
+  o.threads = 1;
+  o.max_inline = 1;
+  o.limits[static_cast<int>(server::WorkClass::kRead)].max_running = 1;
+  server::WorkerPool pool(o);
+  ASSERT_TRUE(pool.TryBeginInline(server::WorkClass::kRead));
+  EXPECT_FALSE(pool.TryBeginInline(server::WorkClass::kRead));  // the slot is taken
+  // The inline run holds the reads' one place: a queued read waits for it.
+  std::atomic<bool> ran{false};
+  ASSERT_OK(pool.TrySubmit(server::WorkClass::kRead, 1, absl::InfiniteFuture(),
+                           [&] { ran = true; }));
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_FALSE(ran.load());
+  pool.EndInline(server::WorkClass::kRead, 1, absl::Microseconds(50));
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  while (!ran.load() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(ran.load());
+  // Another class is not held by the reads' inline run; a pool without
+  // inline runs never grants one.
+  ASSERT_TRUE(pool.TryBeginInline(server::WorkClass::kAdmin));
+  pool.EndInline(server::WorkClass::kAdmin, 1, absl::Microseconds(50));
+  EXPECT_EQ(pool.inline_runs(), 2u);
+  server::WorkerPool plain(2);
+  EXPECT_FALSE(plain.TryBeginInline(server::WorkClass::kRead));
+}
+
+// An idle server answers a preview-only Search on gRPC's thread; one that
+// reads the SSD (the fullview) or scans (exact) goes to the pool. Both
+// paths rank the same.
+TEST(ServerTest, AnIdleServerAnswersPreviewOnlySearchesInline) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  constexpr size_t kDim = 8;
+  FillCollection(*s.client, "i", 300, kDim, /*build=*/true);
+  const std::vector<float> q = RandomVectors(1, kDim, 3);
+  const uint64_t before = s.server->pool()->inline_runs();
+  v1::SearchRequest preview = Query("i", q.data(), kDim, 5);
+  preview.set_preview_only(true);
+  ASSERT_OK_AND_ASSIGN(v1::SearchResponse inline_answer, s.client->Search(preview));
+  EXPECT_EQ(inline_answer.hits_size(), 5);
+  EXPECT_EQ(s.server->pool()->inline_runs(), before + 1);
+  for (bool exact : {false, true}) {
+    v1::SearchRequest full = Query("i", q.data(), kDim, 5);
+    full.set_exact(exact);
+    ASSERT_OK_AND_ASSIGN(v1::SearchResponse r, s.client->Search(full));
+    EXPECT_EQ(r.hits_size(), 5);
+  }
+  EXPECT_EQ(s.server->pool()->inline_runs(), before + 1);
+  // The same preview through the pool (its queue held by nothing, but the
+  // inline slot taken) ranks the same.
+  ASSERT_TRUE(s.server->pool()->TryBeginInline(server::WorkClass::kRead));
+  ASSERT_OK_AND_ASSIGN(v1::SearchResponse pooled, s.client->Search(preview));
+  s.server->pool()->EndInline(server::WorkClass::kRead, 1, absl::Microseconds(1));
+  ASSERT_EQ(pooled.hits_size(), inline_answer.hits_size());
+  for (int i = 0; i < pooled.hits_size(); ++i) {
+    EXPECT_EQ(pooled.hits(i).id(), inline_answer.hits(i).id());
+  }
+  // A deadline already past is DEADLINE_EXCEEDED inline too.
+  EXPECT_THAT(s.client->Search(preview, absl::Milliseconds(-1)).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+}
+
 // Issue 14 #8: reads queue in a bounded queue (beyond: RESOURCE_EXHAUSTED at
 // once), a request whose deadline the queue ahead would outlast is refused
 // at once, and allow_partial then gets the preview, degraded.
