@@ -1157,7 +1157,9 @@ TEST(ServerTest, EveryListedServiceIsDescribableOverReflectionV1AndV1alpha) {
             ++it;
             continue;
           }
-          if (pool.FindFileByName(it->name()) == nullptr) ASSERT_NE(pool.BuildFile(*it), nullptr);
+          if (pool.FindFileByName(it->name()) == nullptr) {
+            ASSERT_NE(pool.BuildFile(*it), nullptr);
+          }
           it = pending.erase(it);
           progress = true;
         }
@@ -1266,7 +1268,9 @@ void FillCollection(client::ZoomClient& c, const std::string& name, size_t n, si
     }
     ASSERT_OK(c.Upsert(u).status());
   }
-  if (build) ASSERT_OK(c.BuildIndex(name, true).status());
+  if (build) {
+    ASSERT_OK(c.BuildIndex(name, true).status());
+  }
 }
 
 // Inline runs (issue 19 §3): the caller's thread may run a request when
