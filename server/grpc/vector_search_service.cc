@@ -664,49 +664,41 @@ grpc::ServerUnaryReactor* VectorSearchService::Search(grpc::CallbackServerContex
   if (absl::Status st = AuthorizeCall(auth_, *ctx, Role::kRead); !st.ok()) {
     return FinishNow(st, [this](const absl::Status& s, double t) { Record("Search", s, t); });
   }
-  // Load shedding with allow_partial: when the reads queued ahead would
-  // outlast the deadline, the preview (RAM only, about a millisecond) runs
-  // right here on gRPC's thread and the answer comes back `degraded`,
-  // instead of being refused. Not with payloads or vectors (those read
-  // RocksDB and the SSD).
-  // (Not with a filter either: its evaluation may scan the payloads, and its
-  // exact strategy reads the SSD.)
-  if (req->allow_partial() && !req->exact() && !req->with_payload() && !req->with_vectors() &&
-      !req->has_filter() &&
-      deadline != absl::InfiniteFuture() &&
-      pool_->EstimatedWait(WorkClass::kRead) > deadline - absl::Now()) {
+  // Two kinds of search are answered right here, on gRPC's thread. Both
+  // stay in RAM: no payloads or vectors (RocksDB, the SSD), no filter (its
+  // evaluation may scan the payloads, its exact strategy reads the SSD), no
+  // exact scan, and the collection has an index.
+  //  - Load shedding with allow_partial: when the reads queued ahead would
+  //    outlast the deadline, the preview runs here and the answer comes
+  //    back `degraded`, instead of being refused.
+  //  - An idle server and a preview-only search (WorkerPool::TryBeginInline:
+  //    nothing queued, one inline run at a time): tens of µs, less than the
+  //    hand-off to a worker and back costs (~300 µs at p50 on a 2-core VM).
+  //    A search that reads the SSD stays on the workers: measured inline,
+  //    50-read searches lost throughput at 2-4 callers (a gRPC thread waits
+  //    on the disk), README "grpc".
+  const bool ram_only =
+      !req->exact() && !req->with_payload() && !req->with_vectors() && !req->has_filter();
+  const bool shed = ram_only && req->allow_partial() && deadline != absl::InfiniteFuture() &&
+                    pool_->EstimatedWait(WorkClass::kRead) > deadline - absl::Now();
+  if (shed || (ram_only && req->preview_only())) {
     auto c = db_->GetCollection(req->collection());
-    if (c.ok() && (*c)->engine()->index() != nullptr) {
+    auto here = [&](bool degrade) {
       return RunUnaryInline(
           ctx, [this](const absl::Status& st, double s) { Record("Search", st, s); },
-          [&](const std::atomic<bool>* cancelled) {
-            uint64_t budget = limits_.max_response_bytes;
-            return DoSearch(deadline, **c, *req, cancelled, resp, &budget, /*degrade=*/true);
-          });
-    }
-  }
-  // An idle server answers a preview-only search right here on gRPC's
-  // thread (WorkerPool::TryBeginInline: nothing queued, one inline run at a
-  // time): RAM only, tens of µs, less than the hand-off to a worker and back
-  // costs (~300 µs at p50 on a 2-core VM). Not a search that reads the SSD
-  // or RocksDB (the fullview, vectors, payloads), scans (exact, a filter,
-  // no index yet): measured inline, 50-read searches lost throughput at 2-4
-  // callers (a gRPC thread waits on the disk), README "grpc".
-  if (req->preview_only() && !req->exact() && !req->has_filter() && !req->with_payload() &&
-      !req->with_vectors()) {
-    auto c = db_->GetCollection(req->collection());
-    if (c.ok() && (*c)->engine()->index() != nullptr &&
-        pool_->TryBeginInline(WorkClass::kRead)) {
-      const absl::Time start = absl::Now();
-      grpc::ServerUnaryReactor* call = RunUnaryInline(
-          ctx, [this](const absl::Status& st, double s) { Record("Search", st, s); },
           [&](const std::atomic<bool>* cancelled) -> absl::Status {
-            ZOOM_RETURN_IF_ERROR(QueuedCallStatus(ctx, false));
+            if (!degrade) ZOOM_RETURN_IF_ERROR(QueuedCallStatus(ctx, false));
             uint64_t budget = limits_.max_response_bytes;
-            return DoSearch(deadline, **c, *req, cancelled, resp, &budget, false);
+            return DoSearch(deadline, **c, *req, cancelled, resp, &budget, degrade);
           });
-      pool_->EndInline(WorkClass::kRead, 1, absl::Now() - start);
-      return call;
+    };
+    if (c.ok() && (*c)->engine()->index() != nullptr) {
+      if (shed) return here(/*degrade=*/true);
+      if (pool_->TryBeginInline(WorkClass::kRead)) {
+        grpc::ServerUnaryReactor* call = here(/*degrade=*/false);
+        pool_->EndInline(WorkClass::kRead);
+        return call;
+      }
     }
   }
   return Run(ctx, "Search", WorkClass::kRead, 1,

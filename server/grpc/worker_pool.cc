@@ -102,13 +102,10 @@ bool WorkerPool::TryBeginInline(WorkClass cls) {
   return true;
 }
 
-void WorkerPool::EndInline(WorkClass cls, uint64_t units, absl::Duration elapsed) {
+void WorkerPool::EndInline(WorkClass cls) {
   absl::MutexLock lock(&mu_);
-  ClassState& c = classes_[static_cast<int>(cls)];
   --inline_running_;
-  --c.running;
-  const double us = absl::ToDoubleMicroseconds(elapsed) / static_cast<double>(std::max<uint64_t>(units, 1));
-  c.unit_us = 0.9 * c.unit_us + 0.1 * us;
+  --classes_[static_cast<int>(cls)].running;
 }
 
 uint64_t WorkerPool::inline_runs() const {

@@ -86,10 +86,12 @@ class WorkerPool {
   // comment); a refused task is dropped and not run.
   absl::Status TrySubmit(WorkClass cls, uint64_t units, absl::Time deadline,
                          std::function<void()> task);
-  // True when the caller may run `units` of `cls` work on its own thread
-  // now (see the file comment); it must then call EndInline once done.
+  // True when the caller may run `cls` work on its own thread now (see the
+  // file comment); it must then call EndInline once done. Inline runs do
+  // not feed the class's time per unit: they are short by choice, and the
+  // estimate is for the work that queues.
   bool TryBeginInline(WorkClass cls);
-  void EndInline(WorkClass cls, uint64_t units, absl::Duration elapsed);
+  void EndInline(WorkClass cls);
   // Inline runs so far (metrics, tests).
   uint64_t inline_runs() const;
   // How long work of `cls` queued now would wait before it starts (the

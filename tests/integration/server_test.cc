@@ -1290,14 +1290,14 @@ TEST(WorkerPoolTest, InlineRunsOnlyWhenNothingWaitsAndCountAgainstTheCap) {
                            [&] { ran = true; }));
   absl::SleepFor(absl::Milliseconds(20));
   EXPECT_FALSE(ran.load());
-  pool.EndInline(server::WorkClass::kRead, 1, absl::Microseconds(50));
+  pool.EndInline(server::WorkClass::kRead);
   const absl::Time end = absl::Now() + absl::Seconds(60);
   while (!ran.load() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_TRUE(ran.load());
   // Another class is not held by the reads' inline run; a pool without
   // inline runs never grants one.
   ASSERT_TRUE(pool.TryBeginInline(server::WorkClass::kAdmin));
-  pool.EndInline(server::WorkClass::kAdmin, 1, absl::Microseconds(50));
+  pool.EndInline(server::WorkClass::kAdmin);
   EXPECT_EQ(pool.inline_runs(), 2u);
   server::WorkerPool plain(2);
   EXPECT_FALSE(plain.TryBeginInline(server::WorkClass::kRead));
@@ -1329,7 +1329,7 @@ TEST(ServerTest, AnIdleServerAnswersPreviewOnlySearchesInline) {
   // inline slot taken) ranks the same.
   ASSERT_TRUE(s.server->pool()->TryBeginInline(server::WorkClass::kRead));
   ASSERT_OK_AND_ASSIGN(v1::SearchResponse pooled, s.client->Search(preview));
-  s.server->pool()->EndInline(server::WorkClass::kRead, 1, absl::Microseconds(1));
+  s.server->pool()->EndInline(server::WorkClass::kRead);
   ASSERT_EQ(pooled.hits_size(), inline_answer.hits_size());
   for (int i = 0; i < pooled.hits_size(); ++i) {
     EXPECT_EQ(pooled.hits(i).id(), inline_answer.hits(i).id());
