@@ -237,9 +237,9 @@ uint64_t FgdIndex::ResidentBytes() const {
          tail_size_.capacity() * sizeof(uint32_t);
 }
 
-absl::Status FgdIndex::BuildTailSummaries(int threads) {
+absl::Status FgdIndex::AssignTailClusters(size_t C, int threads,
+                                          std::vector<uint8_t>* word_cluster) const {
   const size_t V = vocab_, d = dim_, width = d + 2, dd = d + 1;
-  const size_t C = std::clamp<size_t>(V / kTailMinClusterRows, 1, kTailMaxClusters);
   // k-means over the rows [w_i ; b_i] (a seeded sample of them).
   std::vector<uint32_t> pick(V);
   std::iota(pick.begin(), pick.end(), 0u);
@@ -256,14 +256,33 @@ absl::Status FgdIndex::BuildTailSummaries(int threads) {
                         internal::KMeans(sample.data(), pick.size(), dd, C, 20,
                                          options_.hnsw.seed + 1, /*spherical=*/false));
   // Every word to its nearest centroid.
-  std::vector<uint8_t> word_cluster(V);
+  word_cluster->resize(V);
   internal::ParallelFor(V, std::max(threads, 1), [&](size_t i, int) {
     thread_local std::vector<float> dist;
     dist.resize(C);
     L2SqrBatch(data_.data() + i * width, centroids.data(), C, dd, dist.data());
-    word_cluster[i] =
+    (*word_cluster)[i] =
         static_cast<uint8_t>(std::min_element(dist.begin(), dist.end()) - dist.begin());
   });
+  return absl::OkStatus();
+}
+
+absl::Status FgdIndex::BuildTailSummaries(int threads) {
+  const size_t V = vocab_, d = dim_, width = d + 2, dd = d + 1;
+  // Rows so large that a distance between two of them could overflow float
+  // (beyond zoomd's magnitude rule; a file's rows are only known finite)
+  // make one cluster: k-means would compare infinities.
+  double max_sq = 0;
+  for (size_t i = 0; i < V; ++i) {
+    const float* x = data_.data() + i * width;
+    double sq = 0;
+    for (size_t j = 0; j < dd; ++j) sq += double{x[j]} * x[j];
+    max_sq = std::max(max_sq, sq);
+  }
+  const size_t C =
+      max_sq > 1e37 ? 1 : std::clamp<size_t>(V / kTailMinClusterRows, 1, kTailMaxClusters);
+  std::vector<uint8_t> word_cluster(V, 0);
+  if (C > 1) ZOOM_RETURN_IF_ERROR(AssignTailClusters(C, threads, &word_cluster));
   // Means, then variances (two passes, in double).
   std::vector<double> mean(C * dd, 0.0), var(C * dd, 0.0);
   std::vector<uint32_t> size(C, 0);

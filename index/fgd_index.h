@@ -145,6 +145,9 @@ class FgdIndex {
   float Logit(uint32_t i, const float* h) const;
   // k-means of the rows and the per-cluster summaries (tail_*), from data_.
   absl::Status BuildTailSummaries(int threads);
+  // Each word's cluster among C (≥ 2), by k-means of the rows.
+  absl::Status AssignTailClusters(size_t C, int threads,
+                                  std::vector<uint8_t>* word_cluster) const;
   // T_rest of kClusters: the words below logit tau (the lowest the caller
   // summed exactly), relative to the best logit m.
   double ClusterTail(const float* h, float m, float tau) const;

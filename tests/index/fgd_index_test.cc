@@ -723,6 +723,32 @@ TEST(FgdBuildTest, PrecisionFallsWithNormSkew) {
   EXPECT_GT(measured[0], measured[1]);
 }
 
+// Rows so large that two of them could be further apart than float holds
+// (norm 1e19: beyond the server's magnitude rule, but finite, as a file's
+// rows may be): one tail cluster, no k-means over infinities, a finite tail.
+TEST(FgdBuildTest, HugeRowsGetOneTailCluster) {
+  Layer l = MakeLayer(400, 8, 11);
+  for (uint32_t i = 0; i < 400; ++i) {
+    double sq = double{l.b[i]} * l.b[i];
+    for (uint32_t j = 0; j < 8; ++j) sq += double{l.W[i * 8 + j]} * l.W[i * 8 + j];
+    const float scale = static_cast<float>(1e19 / std::sqrt(sq));
+    for (uint32_t j = 0; j < 8; ++j) l.W[i * 8 + j] *= scale;
+    l.b[i] *= scale;
+  }
+  ASSERT_OK_AND_ASSIGN(auto index, FgdIndex::Build(l.W.data(), l.b.data(), 400, 8, FgdOptions()));
+  EXPECT_EQ(index->tail_clusters(), 1u);
+  const auto h = MakeContexts(5, 8, 12);
+  FgdSearchParams p;
+  p.k = 5;
+  std::vector<FgdResult> out;
+  ASSERT_OK(index->Search(h.data(), 5, p, &out));
+  for (const FgdResult& r : out) {
+    EXPECT_TRUE(std::isfinite(r.tail_mass));
+    EXPECT_GE(r.tail_mass, 0.0f);
+    EXPECT_LE(r.tail_mass, 1.0f);
+  }
+}
+
 // A one-word vocabulary, and k = V in graph mode.
 TEST(FgdBuildTest, TinyVocabularies) {
   const Layer one = MakeLayer(1, 4, 7);
