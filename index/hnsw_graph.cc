@@ -316,8 +316,8 @@ uint64_t HnswGraph::ResidentBytes() const {
          slot_->ResidentBytes() + (packed_ != nullptr ? packed_->Bytes() : 0);
 }
 
-Neighbor HnswGraph::Greedy(DistanceComputer& dc, Neighbor cur, int level,
-                           QueryStats* stats) const {
+Neighbor HnswGraph::Greedy(DistanceComputer& dc, Neighbor cur, int level, QueryStats* stats,
+                           InternalId hidden) const {
   InternalId ids[512];  // MaxLinks(0) <= 512
   float dist[512];
   bool changed = true;
@@ -330,7 +330,7 @@ Neighbor HnswGraph::Greedy(DistanceComputer& dc, Neighbor cur, int level,
       ++stats->hops;
     }
     for (uint32_t i = 0; i < cnt; ++i) {
-      if (dist[i] < cur.distance) {
+      if (dist[i] < cur.distance && ids[i] != hidden) {
         cur = {dist[i], ids[i]};
         changed = true;
       }
@@ -374,22 +374,25 @@ void HnswGraph::SearchLevel(DistanceComputer& dc, Neighbor entry, size_t ef,
   }
 }
 
-bool HnswGraph::DescendToLevel0(DistanceComputer& dc, QueryStats* stats, Neighbor* cur) const {
+bool HnswGraph::DescendToLevel0(DistanceComputer& dc, QueryStats* stats, Neighbor* cur,
+                                InternalId hidden) const {
   const uint64_t e = entry_.load(std::memory_order_acquire);
   if (e == kNoEntry) return false;
   const int top = static_cast<int>(e >> 32);
   *cur = {dc.Distance(static_cast<InternalId>(e)), static_cast<InternalId>(e)};
-  for (int l = top; l > 0; --l) *cur = Greedy(dc, *cur, l, stats);
+  for (int l = top; l > 0; --l) *cur = Greedy(dc, *cur, l, stats, hidden);
   return true;
 }
 
 void HnswGraph::Search(DistanceComputer& dc, size_t ef, const IdFilter* filter,
                        HnswScratch& scratch, std::vector<Neighbor>* out,
-                       QueryStats* stats) const {
+                       QueryStats* stats, InternalId hidden) const {
   out->clear();
   Neighbor cur;
-  if (ef == 0 || !DescendToLevel0(dc, stats, &cur)) return;
+  if (ef == 0 || !DescendToLevel0(dc, stats, &cur, hidden)) return;
   scratch.Begin(size());
+  // Marked visited: never scored or expanded from here on.
+  if (hidden < size() && hidden != cur.id) scratch.Visit(hidden);
   SearchLevel(dc, cur, ef, 0, filter, scratch, stats);
   out->assign(scratch.results.begin(), scratch.results.end());
   std::sort(out->begin(), out->end());

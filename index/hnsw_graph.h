@@ -99,10 +99,13 @@ class HnswGraph {
   void Insert(InternalId id, const BuildOracle& oracle, HnswScratch& scratch);
 
   // The up to `ef` nearest inserted nodes to the query of `dc`, ascending,
-  // written to `out` (resized). Excluded ids are traversed, not returned.
+  // written to `out` (resized). Excluded ids are traversed, not returned;
+  // `hidden` is neither (as if absent: IndexSearchParams::hidden), unless
+  // it is where the descent must start or end (the entry point, or a
+  // level-0 start with nowhere else to go).
   void Search(DistanceComputer& dc, size_t ef, const IdFilter* filter,
               HnswScratch& scratch, std::vector<Neighbor>* out,
-              QueryStats* stats) const;
+              QueryStats* stats, InternalId hidden = kInvalidInternalId) const;
   // As above, returning only nodes in `allow` (and not excluded), for a
   // selective filter: level 0 is walked through matching nodes and the
   // matching neighbours of non-matching neighbours (two hops, after
@@ -157,11 +160,13 @@ class HnswGraph {
   // (max-heap) with up to ef entries.
   void SearchLevel(DistanceComputer& dc, Neighbor entry, size_t ef, int level,
                    const IdFilter* filter, HnswScratch& s, QueryStats* stats) const;
-  Neighbor Greedy(DistanceComputer& dc, Neighbor cur, int level,
-                  QueryStats* stats) const;
+  // `hidden`: never moved to (see Search).
+  Neighbor Greedy(DistanceComputer& dc, Neighbor cur, int level, QueryStats* stats,
+                  InternalId hidden = kInvalidInternalId) const;
   // The greedy descent from the entry point through the upper levels into
   // *cur (a level-0 node); false for an empty graph.
-  bool DescendToLevel0(DistanceComputer& dc, QueryStats* stats, Neighbor* cur) const;
+  bool DescendToLevel0(DistanceComputer& dc, QueryStats* stats, Neighbor* cur,
+                       InternalId hidden = kInvalidInternalId) const;
   // The heuristic neighbour selection: keeps up to `max` of `cands`
   // (ascending), preferring diverse directions.
   void SelectNeighbors(std::vector<Neighbor>& cands, uint32_t max,

@@ -85,7 +85,7 @@ class HnswPqIndex final : public VectorIndex {
     AdcComputer dc(s.table.data(), codes_, pq_.m(), l2);
     const size_t ef = std::max<size_t>(params.ef, k);
     if (params.allow.empty()) {
-      graph_.Search(dc, ef, params.filter, s.graph, out, stats);
+      graph_.Search(dc, ef, params.filter, s.graph, out, stats, params.hidden);
     } else if (params.allow.share < params.two_hop_share) {
       graph_.SearchTwoHop(dc, ef, params.allow, params.filter, s.graph, out, stats);
     } else {

@@ -85,6 +85,13 @@ struct IndexSearchParams {
   // nprobe or fall back to an exact search.
   IdBitsView allow;
   double two_hop_share = 0.3;
+  // hnsw_pq: a node searched as if it were not in the graph (never scored,
+  // walked through or returned; the upper levels' descent skips it too), so
+  // that a stored point stands in for a query the index has not seen (the
+  // calibration, server/engine/calibration.h). Only the plain walk (no
+  // `allow`) honours it; other kinds ignore it (`filter` keeps it out of
+  // their results).
+  InternalId hidden = kInvalidInternalId;
 };
 
 // How well the codes fit the vectors added since the index was built or

@@ -195,6 +195,45 @@ TEST(IndexAllowTest, OnlyMembersAndTheSameNeighbours) {
   }
 }
 
+// hnsw_pq's hidden node: a stored point searched as if it were not in the
+// graph is never returned, costs no distance of its own, and the walk finds
+// its neighbours without its links (a hidden id past the graph, or on
+// ivf_hnsw_pq, changes nothing).
+TEST(IndexHiddenTest, AStoredPointSearchedAsIfAbsent) {
+  constexpr size_t kN = 3000, kD = 16, kK = 10;
+  const std::vector<float> x = Clustered(kN, kD, 41);
+  for (const KindBits& kind : kEveryCode) {
+    SCOPED_TRACE(absl::StrCat(IndexKindName(kind.kind), " ", kind.nbits, "-bit"));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> idx,
+                         BuildIndex(SmallSpec(kind, kD), x.data(), kN));
+    const bool hnsw = kind.kind == IndexKind::kHnswPq;
+    size_t self_found = 0;
+    for (InternalId id = 0; id < kN; id += 97) {
+      const float* q = x.data() + size_t{id} * kD;
+      IndexSearchParams p;
+      p.ef = 32;
+      p.nprobe = 8;
+      std::vector<Neighbor> plain, hidden, past;
+      ASSERT_OK(idx->Search(q, kK, p, &plain, nullptr));
+      p.hidden = static_cast<InternalId>(kN + 5);
+      ASSERT_OK(idx->Search(q, kK, p, &past, nullptr));
+      ASSERT_EQ(past.size(), plain.size());
+      for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(past[i].id, plain[i].id);
+      p.hidden = id;
+      ASSERT_OK(idx->Search(q, kK, p, &hidden, nullptr));
+      ASSERT_EQ(hidden.size(), kK);
+      for (const Neighbor& nb : plain) self_found += nb.id == id;
+      if (!hnsw) {
+        ASSERT_EQ(hidden.size(), plain.size());
+        for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(hidden[i].id, plain[i].id);
+        continue;
+      }
+      for (const Neighbor& nb : hidden) EXPECT_NE(nb.id, id);
+    }
+    EXPECT_GT(self_found, 0u);  // the point itself is its own best match
+  }
+}
+
 // SearchIds scores every allowed id: the best k of them by the index's own
 // distance (ivf_hnsw_pq: the same as an allow search of every list), never
 // worse than the graph walk, excluded ids left out, ids past the index
