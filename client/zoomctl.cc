@@ -116,6 +116,10 @@ ABSL_FLAG(uint64_t, cache_bytes, 0,
 ABSL_FLAG(double, rerank_stop_sd, 0,
           "search: the re-rank that stops early (0: read all K'; 2 is a good start; "
           "the README's fullview section)");
+ABSL_FLAG(double, target_recall, 0,
+          "search: the recall@10 to aim at (the knobs left 0 are the cheapest that reached it "
+          "in the index's calibration: zoomctl info shows the curve); create: the collection's "
+          "default target (0: the server's)");
 ABSL_FLAG(bool, preview_only, false, "search: rank by PQ codes only");
 ABSL_FLAG(bool, exact, false, "search: brute force over every stored vector");
 ABSL_FLAG(bool, allow_partial, false,
@@ -264,6 +268,48 @@ std::string EnumName(Enum value, const std::string& (*name_of)(Enum)) {
   return name;
 }
 
+// The calibration's Pareto front (no cheaper point has as high a recall
+// lower bound), cheapest first; '*' marks what the default target picks
+// (the full grid: --json).
+void PrintCalibration(const v1::CollectionInfo& info) {
+  if (!info.calibration_error().empty()) {
+    absl::PrintF("calibration:    FAILED: %s\n", info.calibration_error());
+  }
+  if (!info.has_calibration() || info.calibration().points().empty()) return;
+  const v1::Calibration& cal = info.calibration();
+  absl::PrintF("calibration:    recall@%d of %d stored points as queries, over %d indexed, %s%s\n",
+               cal.k(), cal.queries(), cal.indexed_points(),
+               absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(cal.created_unix_ms()),
+                                absl::UTCTimeZone()),
+               info.calibration_current() ? "" : " (an earlier index's; the current one is "
+                                                 "measured in the background)");
+  std::vector<const v1::CalibrationPoint*> points;
+  for (const v1::CalibrationPoint& p : cal.points()) points.push_back(&p);
+  std::sort(points.begin(), points.end(), [](const auto* a, const auto* b) {
+    return a->mean_us() < b->mean_us() ||
+           (a->mean_us() == b->mean_us() && a->recall_lower() > b->recall_lower());
+  });
+  // What the default target picks: the cheapest whose lower bound reaches it.
+  const double target = info.default_target_recall();
+  const v1::CalibrationPoint* pick = nullptr;
+  for (const auto* p : points) {
+    if (target > 0 && p->recall_lower() + 1e-12 >= target) {
+      pick = p;
+      break;
+    }
+  }
+  absl::PrintF("  %8s %8s %9s %7s %6s %6s %7s\n", "recall", "lower", "mean_us", "reads", "ef",
+               "nprobe", "rerank");
+  double best = -1;
+  for (const auto* p : points) {
+    if (p->recall_lower() <= best) continue;
+    best = p->recall_lower();
+    absl::PrintF("%s %8.4f %8.4f %9.1f %7.1f %6d %6d %7d\n", p == pick ? "*" : " ", p->recall(),
+                 p->recall_lower(), p->mean_us(), p->ssd_reads(), p->ef(), p->nprobe(),
+                 p->rerank_candidates());
+  }
+}
+
 void PrintInfo(const v1::CollectionInfo& info) {
   const v1::CollectionSpec& spec = info.spec();
   const v1::IndexSpec& index = spec.index();
@@ -282,6 +328,10 @@ void PrintInfo(const v1::CollectionInfo& info) {
       index.opq() ? "true" : "false", index.compact_links() ? "true" : "false");
   absl::PrintF("default knobs:  ef=%d nprobe=%d rerank_candidates=%d\n",
                knobs.ef(), knobs.nprobe(), knobs.rerank_candidates());
+  if (info.default_target_recall() > 0) {
+    absl::PrintF("default target: recall@10 %.3g%s\n", info.default_target_recall(),
+                 knobs.target_recall() > 0 ? "" : " (the server's)");
+  }
   absl::PrintF("cache_bytes:    %d%s\n", spec.cache_bytes(),
                spec.cache_bytes() == 0 ? " (the server's --cache_bytes)" : "");
   absl::PrintF("points:         %d\n", info.points());
@@ -319,6 +369,7 @@ void PrintInfo(const v1::CollectionInfo& info) {
                  absl::AsciiStrToLower(v1::FieldIndexType_Name(f.type())),
                  f.ready() ? "" : " BUILDING", f.points(), HumanBytes(f.bytes()));
   }
+  PrintCalibration(info);
 }
 
 int PrintInfoResult(const absl::StatusOr<v1::CollectionInfo>& info, bool json) {
@@ -431,6 +482,7 @@ int RunCreate(Invocation& inv) {
   knobs->set_ef(absl::GetFlag(FLAGS_ef));
   knobs->set_nprobe(absl::GetFlag(FLAGS_nprobe));
   knobs->set_rerank_candidates(absl::GetFlag(FLAGS_rerank));
+  knobs->set_target_recall(static_cast<float>(absl::GetFlag(FLAGS_target_recall)));
   spec.set_cache_bytes(absl::GetFlag(FLAGS_cache_bytes));
 
   return PrintInfoResult(inv.Connect()->CreateCollection(spec), inv.json);
@@ -700,6 +752,8 @@ int RunSearch(Invocation& inv) {
   request.mutable_knobs()->set_rerank_candidates(absl::GetFlag(FLAGS_rerank));
   request.mutable_knobs()->set_rerank_stop_sd(
       static_cast<float>(absl::GetFlag(FLAGS_rerank_stop_sd)));
+  request.mutable_knobs()->set_target_recall(
+      static_cast<float>(absl::GetFlag(FLAGS_target_recall)));
   request.set_preview_only(absl::GetFlag(FLAGS_preview_only));
   request.set_exact(absl::GetFlag(FLAGS_exact));
   request.set_allow_partial(absl::GetFlag(FLAGS_allow_partial));
@@ -755,6 +809,19 @@ int RunSearch(Invocation& inv) {
   if (stats.exact()) absl::StrAppend(&line, ", exact");
   if (stats.degraded()) absl::StrAppend(&line, ", DEGRADED (preview only)");
   absl::PrintF("%s\n", line);
+  if (stats.has_knobs()) {
+    std::string knobs_line =
+        absl::StrFormat("knobs: ef %d, nprobe %d, rerank_candidates %d", stats.knobs().ef(),
+                        stats.knobs().nprobe(), stats.knobs().rerank_candidates());
+    if (stats.target_recall() > 0) {
+      absl::StrAppendFormat(&knobs_line, " for target recall %.3g", stats.target_recall());
+      if (stats.calibrated_recall() > 0) {
+        absl::StrAppendFormat(&knobs_line, " (%.4f in calibration%s)", stats.calibrated_recall(),
+                              stats.target_reached() ? "" : ": NOT reached");
+      }
+    }
+    absl::PrintF("%s\n", knobs_line);
+  }
   if (!stats.filter_strategy().empty()) {
     absl::PrintF("filter: %d matching points, strategy %s, %d expansions%s\n",
                  stats.filter_matches(), stats.filter_strategy(), stats.filter_expansions(),

@@ -60,6 +60,21 @@ struct QueryStats {
   uint64_t filter_matches = 0;
   uint32_t filter_expansions = 0;
   bool filter_scan = false;
+  // Recall as a knob (server/engine/calibration.h): the recall@10 the
+  // knobs were chosen for (0: none), the recall those knobs reached in the
+  // index's calibration, and whether any calibrated knobs reached the
+  // target (false: the highest-recall ones ran, or no calibration existed:
+  // knobs_calibrated false). calibrated_recall is 0 unless the calibration
+  // chose every knob.
+  float target_recall = 0;
+  float calibrated_recall = 0;
+  bool target_reached = false;
+  bool knobs_calibrated = false;
+  // The knobs the search started with (the request's, the calibration's or
+  // the defaults; a filtered search may widen them), set by the Collection.
+  uint32_t knob_ef = 0;
+  uint32_t knob_nprobe = 0;
+  uint32_t knob_rerank = 0;
 
   // Adds `other` to this (counters and times; `degraded` and `exact` are
   // or-ed).

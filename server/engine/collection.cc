@@ -159,6 +159,17 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
           st.code(), absl::StrCat("index snapshot ", snapshot, " unusable: ", st.message())));
     }
   }
+  if (!manifest.calibration.empty()) {
+    absl::StatusOr<Calibration> cal = Calibration::Decode(manifest.calibration);
+    if (cal.ok()) {
+      c->SetCalibration(std::make_shared<const Calibration>(*std::move(cal)),
+                        manifest.calibration_epoch == manifest.index_epoch);
+    } else {
+      ZOOM_LOG(WARNING, "collection ", config.name, ": stored calibration dropped (",
+               cal.status().message(), "); it is measured again");
+      manifest.calibration.clear();
+    }
+  }
   ZOOM_RETURN_IF_ERROR(c->FillPayloadIndex(seg.get(), manifest.field_indexes));
   c->manifest_ = std::move(manifest);
   c->trained_points_ = c->TrainedPointsLocked();
@@ -370,6 +381,8 @@ void Collection::JoinFieldBuilds() {
 
 Collection::~Collection() {
   JoinFieldBuilds();
+  closing_ = true;  // a calibration (its own or a build's) stops
+  calibrate_.Join();
   build_.Join();
   absl::MutexLock w(&write_mu_);
   std::shared_ptr<Segment> seg = Current();
@@ -983,14 +996,73 @@ absl::Status Collection::Get(absl::Span<const uint64_t> ids, bool with_vectors,
   return absl::OkStatus();
 }
 
-SearchParams Collection::EngineParams(const Segment& seg,
-                                      const CollectionSearchParams& params) const {
-  SearchParams p = params.engine;
+absl::Status Collection::EngineParams(const Segment& seg, const CollectionSearchParams& params,
+                                      SearchParams* out, QueryStats* stats) const {
+  SearchParams& p = *out;
+  p = params.engine;
+  p.filter = &seg;
+  const double asked = params.target_recall;
+  if (!(asked >= 0 && asked <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target_recall ", asked, " must be in (0, 1] (0: the collection's default)"));
+  }
+  // The target: the request's; else (for the knobs it leaves 0) the
+  // collection's default.
+  const double target = asked > 0 ? asked : DefaultTarget();
+  std::shared_ptr<const Calibration> cal;
+  if (target > 0 && !p.exact && (p.ef == 0 || p.nprobe == 0 || p.rerank_candidates == 0)) {
+    cal = CurrentCalibration();
+  }
+  if (cal != nullptr && seg.engine->index() != nullptr) {
+    const Calibration::Choice choice = cal->Choose(target);
+    const CalibrationPoint& c = choice.point;
+    const bool all = p.ef == 0 && p.nprobe == 0 && p.rerank_candidates == 0;
+    uint32_t rerank = c.rerank_candidates;
+    if (p.k > cal->k) {
+      rerank = static_cast<uint32_t>(std::min<uint64_t>(
+          params.context.limits.max_rerank, (uint64_t{rerank} * p.k + cal->k - 1) / cal->k));
+    }
+    if (p.rerank_candidates == 0) p.rerank_candidates = rerank;
+    if (p.nprobe == 0) p.nprobe = c.nprobe != 0 ? c.nprobe : config_.default_nprobe;
+    if (p.ef == 0) {
+      p.ef = c.ef;
+      if (config_.index.kind == index::IndexKind::kHnswPq) {
+        p.ef = std::min(params.context.limits.max_ef, std::max(p.ef, p.rerank_candidates));
+      }
+    }
+    stats->target_recall = static_cast<float>(target);
+    stats->target_reached = choice.reached;
+    stats->knobs_calibrated = true;
+    // The curve's recall holds for its own knobs only.
+    if (all) stats->calibrated_recall = static_cast<float>(c.recall);
+  } else if (asked > 0) {
+    stats->target_recall = static_cast<float>(asked);
+  }
   if (p.ef == 0) p.ef = config_.default_ef;
   if (p.nprobe == 0) p.nprobe = config_.default_nprobe;
   if (p.rerank_candidates == 0) p.rerank_candidates = config_.default_rerank;
-  p.filter = &seg;
-  return p;
+  stats->knob_ef = p.ef;
+  stats->knob_nprobe = p.nprobe;
+  stats->knob_rerank = p.rerank_candidates;
+  return absl::OkStatus();
+}
+
+double Collection::DefaultTarget() const {
+  if (config_.default_target_recall > 0) return config_.default_target_recall;
+  // Knobs of its own (not the built-in ones) say what the collection wants.
+  return config_.DefaultKnobsGiven() ? 0 : options_.default_target_recall;
+}
+
+std::shared_ptr<const Calibration> Collection::CurrentCalibration() const {
+  absl::MutexLock l(&calibration_mu_);
+  return calibration_;
+}
+
+void Collection::SetCalibration(std::shared_ptr<const Calibration> calibration, bool current) {
+  absl::MutexLock l(&calibration_mu_);
+  calibration_ = std::move(calibration);
+  calibration_current_ = current;
+  if (current) calibration_error_.clear();
 }
 
 absl::Status Collection::JoinHits(const Segment& seg, const CollectionSearchParams& params,
@@ -1101,17 +1173,33 @@ std::string Collection::UnindexedField(const Filter& filter) const {
   return unindexed;
 }
 
+namespace {
+// The knob choice (EngineParams) into a query's stats.
+void KeepChoice(const QueryStats& chosen, QueryStats* stats) {
+  stats->target_recall = chosen.target_recall;
+  stats->calibrated_recall = chosen.calibrated_recall;
+  stats->target_reached = chosen.target_reached;
+  stats->knobs_calibrated = chosen.knobs_calibrated;
+  stats->knob_ef = chosen.knob_ef;
+  stats->knob_nprobe = chosen.knob_nprobe;
+  stats->knob_rerank = chosen.knob_rerank;
+}
+}  // namespace
+
 absl::Status Collection::Search(absl::Span<const float> query,
                                 const CollectionSearchParams& params,
                                 QueryResult* result) const {
   result->hits.clear();
   std::shared_ptr<Segment> seg = Current();
-  SearchParams engine = EngineParams(*seg, params);
+  SearchParams engine;
+  QueryStats chosen;
+  ZOOM_RETURN_IF_ERROR(EngineParams(*seg, params, &engine, &chosen));
   MatchSet match;
   bool scan = false;
   ZOOM_RETURN_IF_ERROR(PrepareFilter(*seg, params, &match, &engine, &scan));
   ZOOM_RETURN_IF_ERROR(seg->engine->Search(query, engine, result, params.context));
   result->stats.filter_scan = scan;
+  KeepChoice(chosen, &result->stats);
   uint64_t budget = params.max_answer_bytes;
   return JoinHits(*seg, params, &budget, result);
 }
@@ -1120,13 +1208,18 @@ absl::Status Collection::SearchBatch(absl::Span<const float> queries, size_t nq,
                                      const CollectionSearchParams& params,
                                      std::vector<QueryResult>* results) const {
   std::shared_ptr<Segment> seg = Current();
-  SearchParams engine = EngineParams(*seg, params);
+  SearchParams engine;
+  QueryStats chosen;
+  ZOOM_RETURN_IF_ERROR(EngineParams(*seg, params, &engine, &chosen));
   MatchSet match;
   bool scan = false;
   ZOOM_RETURN_IF_ERROR(PrepareFilter(*seg, params, &match, &engine, &scan));
   ZOOM_RETURN_IF_ERROR(seg->engine->SearchBatch(queries, nq, engine,
                                                 /*threads=*/1, results, params.context));
-  for (QueryResult& r : *results) r.stats.filter_scan = scan;
+  for (QueryResult& r : *results) {
+    r.stats.filter_scan = scan;
+    KeepChoice(chosen, &r.stats);
+  }
   uint64_t budget = params.max_answer_bytes;
   for (size_t q = 0; q < nq; ++q) {
     if (absl::Status st = JoinHits(*seg, params, &budget, &(*results)[q]); !st.ok()) {
@@ -1190,9 +1283,15 @@ absl::Status Collection::RunBuild() {
       if (st.ok()) {
         manifest_.trained_points = trained;
         manifest_.code_error = 0;  // the new index's first window sets it
+        ++manifest_.index_epoch;   // the earlier curve serves until it is measured
+        SetCalibration(CurrentCalibration(), /*current=*/false);
         st = SaveSnapshotLocked();
       }
     }
+  }
+  if (st.ok() && options_.calibration_queries > 0) {
+    build_progress_ = 0.95;
+    (void)RunCalibration();  // logged; a failure leaves the default knobs
   }
   built = absl::StatusOr<std::unique_ptr<index::VectorIndex>>();
   ReleaseFreedMemory();  // the build's staging and the old index (when no search holds it)
@@ -1346,6 +1445,7 @@ absl::Status Collection::CompactOnce() {
   manifest_.snapshot_count = plan.rebuild_index ? plan.live_ids.size() : 0;
   manifest_.trained_points = plan.rebuild_index ? plan.live_ids.size() : 0;
   manifest_.code_error = 0;
+  if (plan.rebuild_index) ++manifest_.index_epoch;
   manifest_.retired_spaces.push_back(plan.old->space);
   if (absl::Status st = SaveManifestLocked(); !st.ok()) {
     // The stored manifest still names the old files: go back to them.
@@ -1356,6 +1456,7 @@ absl::Status Collection::CompactOnce() {
     manifest_ = before;
     return undo(st);
   }
+  if (plan.rebuild_index) SetCalibration(CurrentCalibration(), /*current=*/false);
   retired_.push_back(std::move(fresh));  // released once no reader holds it
   std::error_code ec;
   fs::remove(fs::path(dir_) / plan.old->vectors_file, ec);  // open readers keep reading it
@@ -1377,6 +1478,86 @@ bool Collection::NeedsCompaction() const {
   const uint64_t dead = stored - std::min(stored, live);
   return dead >= options_.auto_compact_min_dead &&
          static_cast<double>(dead) >= options_.auto_compact_dead_ratio * static_cast<double>(stored);
+}
+
+// ---- Calibration ---------------------------------------------------------------
+
+absl::Status Collection::RunCalibration() {
+  std::shared_ptr<Segment> seg;
+  uint64_t epoch = 0;
+  {
+    absl::MutexLock w(&write_mu_);
+    if (dropped_) return DroppedError();
+    seg = Current();
+    epoch = manifest_.index_epoch;
+    calibration_tried_epoch_ = epoch;
+  }
+  Stopwatch sw;
+  CalibrationOptions options;
+  options.queries = options_.calibration_queries;
+  options.cancelled = &closing_;
+  absl::StatusOr<Calibration> cal =
+      server::Calibrate(*seg->engine, config_.index.kind, *seg, options);
+  absl::Status st = cal.status();
+  if (st.ok()) {
+    absl::MutexLock w(&write_mu_);
+    if (dropped_ || Current() != seg || manifest_.index_epoch != epoch) {
+      st = absl::AbortedError("the index was replaced during its calibration");
+    } else {
+      const CollectionManifest before = manifest_;
+      manifest_.calibration = cal->Encode();
+      manifest_.calibration_epoch = epoch;
+      st = SaveManifestLocked();
+      if (st.ok()) {
+        SetCalibration(std::make_shared<const Calibration>(*cal), /*current=*/true);
+      } else {
+        manifest_ = before;
+      }
+    }
+  }
+  if (!st.ok()) {
+    // Overtaken (a new index is measured next) or stopped by the close:
+    // not a failure of the curve.
+    if (absl::IsAborted(st) || absl::IsCancelled(st)) {
+      ZOOM_LOG(INFO, "collection ", config_.name, ": calibration not kept: ", st.message());
+      return st;
+    }
+    ZOOM_LOG(WARNING, "collection ", config_.name, ": calibration failed: ", st.message());
+    absl::MutexLock l(&calibration_mu_);
+    calibration_error_ = std::string(st.message());
+    return st;
+  }
+  const double target = options_.default_target_recall > 0 ? options_.default_target_recall : 0.95;
+  const Calibration::Choice c = cal->Choose(target);
+  ZOOM_LOG(INFO, "collection ", config_.name, ": calibrated over ", cal->queries, " queries, ",
+           cal->points.size(), " knob settings, in ", absl::SixDigits(sw.ElapsedMicros() / 1e6),
+           " s; recall@", cal->k, " ", target, (c.reached ? "" : " not reached; best"), ": ef ",
+           c.point.ef, " nprobe ", c.point.nprobe, " K' ", c.point.rerank_candidates, " (recall ",
+           absl::SixDigits(c.point.recall), ", ", absl::SixDigits(c.point.mean_us), " us)");
+  return absl::OkStatus();
+}
+
+absl::Status Collection::CalibrateNow() {
+  if (Current()->engine->index() == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("collection '", config_.name, "' has no index to calibrate"));
+  }
+  return RunCalibration();
+}
+
+bool Collection::MaybeStartCalibration() {
+  if (options_.calibration_queries == 0 || dropped_ || closing_ || compacting_.load() ||
+      build_.running() || calibrate_.running()) {
+    return false;
+  }
+  {
+    absl::MutexLock w(&write_mu_);
+    if (Current()->engine->index() == nullptr) return false;
+    if (calibration_tried_epoch_ == manifest_.index_epoch) return false;
+    absl::MutexLock l(&calibration_mu_);
+    if (calibration_current_) return false;
+  }
+  return calibrate_.TryStart([this] { return RunCalibration(); });
 }
 
 // ---- Info --------------------------------------------------------------------
@@ -1415,6 +1596,13 @@ CollectionInfo Collection::Info() const {
   }
   info.build_progress = build_.running() ? build_progress_.load() : 0;
   info.index_error = std::string(build_.last_status().message());
+  {
+    absl::MutexLock l(&calibration_mu_);
+    info.calibration = calibration_;
+    info.calibration_current = calibration_current_;
+    info.calibration_error = calibration_error_;
+  }
+  info.default_target_recall = DefaultTarget();
   absl::MutexLock b(&maintenance_mu_);
   info.compaction_error = std::string(compaction_status_.message());
   info.maintenance_failures = maintenance_failures_;

@@ -52,6 +52,7 @@
 #include "common/metric.h"
 #include "common/query_stats.h"
 #include "index/vector_index.h"
+#include "server/engine/calibration.h"
 #include "server/engine/collection_config.h"
 #include "server/engine/collection_manifest.h"
 #include "server/engine/index_builder.h"
@@ -105,6 +106,15 @@ struct CollectionOptions {
   // (a failure never takes the process down; the collection keeps serving).
   absl::Duration maintenance_retry_base = absl::Seconds(10);
   absl::Duration maintenance_retry_max = absl::Minutes(15);
+  // Recall as a knob (calibration.h): every new index is calibrated with
+  // this many stored points as queries, at the end of its build (a
+  // compaction's or a loaded one without a current curve: by the next
+  // MaybeStartCalibration). 0: never (searches use the default knobs).
+  uint32_t calibration_queries = 500;
+  // The recall@10 a search aims at when neither it nor its collection
+  // names a target or knobs (CollectionConfig::default_target_recall).
+  // 0: none (the collection's default knobs).
+  double default_target_recall = 0.95;
 };
 
 struct CollectionInfo {
@@ -136,6 +146,16 @@ struct CollectionInfo {
   absl::Time maintenance_retry_at = absl::InfinitePast();
   // The payload indexes (their bytes are in resident_bytes).
   std::vector<FieldIndexInfo> field_indexes;
+  // The recall curve the knobs of a target are chosen from (null: none
+  // yet); current: measured on the serving index (else on an earlier one,
+  // until the serving one is measured); error: why the last measurement
+  // failed ("" when it did not).
+  std::shared_ptr<const Calibration> calibration;
+  bool calibration_current = false;
+  std::string calibration_error;
+  // The target a search gets from this collection when it names none
+  // (its own default_target_recall, else the server's; 0: none).
+  double default_target_recall = 0;
 };
 
 // One point of an Upsert: `vector` holds dim floats; `fields` (may be
@@ -168,6 +188,15 @@ struct CollectionSearchParams {
   // The answer's payload and vector bytes at most (ResourceExhausted beyond,
   // found before it is all in memory).
   uint64_t max_answer_bytes = UINT64_MAX;
+  // The recall@10 to aim at, in (0, 1] (0: the collection's default, see
+  // CollectionConfig::default_target_recall; InvalidArgument outside
+  // [0, 1]). The knobs the request leaves 0 are then the cheapest that
+  // reached it in the index's calibration (the highest-recall ones when
+  // none did: stats.target_reached false), K' scaled by k / 10 when k > 10
+  // and ef raised to K' for hnsw_pq. The knobs the request sets are kept.
+  // Without a calibration (none measured yet) the default knobs run.
+  // stats.target_recall / calibrated_recall say what was chosen.
+  double target_recall = 0;
 };
 
 class Collection {
@@ -306,6 +335,18 @@ class Collection {
   // Info().
   absl::Status Compact();
 
+  // Recall as a knob. Measures the serving index's recall curve
+  // (calibration.h) in the background when it has no current one and no
+  // measurement of this index failed already; false when it does not start
+  // (nothing to do, off, or one runs). Database::RunMaintenance calls it;
+  // a build calibrates by itself.
+  bool MaybeStartCalibration();
+  // Measures it on the caller's thread; FailedPrecondition without an
+  // index, Aborted when the index was replaced meanwhile.
+  absl::Status CalibrateNow();
+  // Blocks until no background calibration runs; its status.
+  absl::Status WaitForCalibration() { return calibrate_.Wait(); }
+
   // Writes a consistent snapshot archive to `path` while the collection
   // takes writes: the write lock is held only to fix the point (the
   // committed record count, the live records and a RocksDB snapshot for
@@ -378,9 +419,19 @@ class Collection {
   // (ResourceExhausted beyond).
   absl::Status JoinHits(const Segment& seg, const CollectionSearchParams& params,
                         uint64_t* budget, QueryResult* result) const;
-  // The engine's params of a search: the collection's defaults for knobs
-  // left 0, and the segment's liveness filter.
-  SearchParams EngineParams(const Segment& seg, const CollectionSearchParams& params) const;
+  // The engine's params of a search: for knobs left 0 the calibrated ones
+  // of the target, else the collection's defaults (see
+  // CollectionSearchParams::target_recall), and the segment's liveness
+  // filter; the choice into *stats. InvalidArgument for a bad target.
+  absl::Status EngineParams(const Segment& seg, const CollectionSearchParams& params,
+                            SearchParams* out, QueryStats* stats) const;
+  // The target of a search that names none (CollectionInfo's
+  // default_target_recall).
+  double DefaultTarget() const;
+  std::shared_ptr<const Calibration> CurrentCalibration() const;
+  // Installs a curve (current: measured on the serving index).
+  void SetCalibration(std::shared_ptr<const Calibration> calibration, bool current);
+  absl::Status RunCalibration();
   // The ids of `seg` that pass `filter` (live only), from the payload
   // indexes or (*scan) from the stored payloads.
   // A scan stops at ctx's deadline or cancellation (ctx may be null).
@@ -445,6 +496,16 @@ class Collection {
   // job).
   absl::Mutex build_start_mu_;
   MaintenanceTask build_;
+  // The calibration of a loaded or compacted index (a build's own runs in
+  // the build); closing_ stops a running one (the destructor).
+  MaintenanceTask calibrate_;
+  std::atomic<bool> closing_{false};
+  mutable absl::Mutex calibration_mu_;
+  std::shared_ptr<const Calibration> calibration_ ABSL_GUARDED_BY(calibration_mu_);
+  bool calibration_current_ ABSL_GUARDED_BY(calibration_mu_) = false;
+  std::string calibration_error_ ABSL_GUARDED_BY(calibration_mu_);
+  // The index epoch a measurement last started on (UINT64_MAX: none).
+  uint64_t calibration_tried_epoch_ ABSL_GUARDED_BY(write_mu_) = UINT64_MAX;
   std::atomic<IndexState> index_state_{IndexState::kNone};
   std::atomic<double> build_progress_{0};
   std::atomic<uint64_t> auto_retrains_{0};

@@ -75,6 +75,10 @@ absl::Status CollectionConfig::Validate(uint32_t max_dim, uint64_t max_cache_byt
     return absl::InvalidArgumentError(
         absl::StrCat("ef_construction ", index.hnsw.ef_construction, " must be 1..4096"));
   }
+  if (!(default_target_recall >= 0 && default_target_recall <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "default target_recall ", default_target_recall, " must be in (0, 1], or 0 for the server's"));
+  }
   if (index.nlist > (1u << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("nlist ", index.nlist, " must be <= 2^20"));
   }
@@ -83,7 +87,7 @@ absl::Status CollectionConfig::Validate(uint32_t max_dim, uint64_t max_cache_byt
 }
 
 std::string CollectionConfig::Encode() const {
-  return absl::StrCat(
+  std::string out = absl::StrCat(
       "version=", kConfigVersion, "\nname=", name, "\ndim=", dim,
       "\nmetric=", MetricName(metric), "\ndtype=", storage::DTypeName(dtype),
       "\nindex_kind=", index::IndexKindName(index.kind),
@@ -94,6 +98,9 @@ std::string CollectionConfig::Encode() const {
       "\ncompact_links=", index.hnsw.compact_links ? 1 : 0, "\nef=", default_ef,
       "\nnprobe=", default_nprobe, "\nrerank=", default_rerank,
       "\ncache_bytes=", cache_bytes, "\n");
+  // Written only when set (configs read alike by a zoomd before it).
+  if (default_target_recall > 0) absl::StrAppend(&out, "target_recall=", default_target_recall, "\n");
+  return out;
 }
 
 absl::StatusOr<CollectionConfig> CollectionConfig::Decode(std::string_view text) {
@@ -125,6 +132,10 @@ absl::StatusOr<CollectionConfig> CollectionConfig::Decode(std::string_view text)
   ZOOM_RETURN_IF_ERROR(kv.Number("nprobe", &c.default_nprobe));
   ZOOM_RETURN_IF_ERROR(kv.Number("rerank", &c.default_rerank));
   ZOOM_RETURN_IF_ERROR(kv.Number("cache_bytes", &c.cache_bytes));  // absent before it existed
+  ZOOM_RETURN_IF_ERROR(kv.Number("target_recall", &c.default_target_recall));  // likewise
+  if (!(c.default_target_recall >= 0 && c.default_target_recall <= 1)) {
+    return absl::DataLossError("collection config: target_recall is not in [0, 1]");
+  }
   c.index.metric = c.metric;
   c.index.dim = c.dim;
   return c;

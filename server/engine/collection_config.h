@@ -34,6 +34,15 @@ struct CollectionConfig {
   uint32_t default_ef = 64;
   uint32_t default_nprobe = 16;
   uint32_t default_rerank = 100;
+  // The recall@10 a search aims at when it names neither knobs nor a
+  // target (0: the server's, CollectionOptions::default_target_recall): the
+  // knobs are then the cheapest the index's calibration found reaching it
+  // (calibration.h). Beats the default knobs above. Without it, default
+  // knobs other than the built-in 64 / 16 / 100 beat the server's target.
+  double default_target_recall = 0;
+  bool DefaultKnobsGiven() const {
+    return default_ef != 64 || default_nprobe != 16 || default_rerank != 100;
+  }
   // DRAM cache of hot full vectors (0: the server's default,
   // CollectionOptions::engine.cache_bytes).
   uint64_t cache_bytes = 0;

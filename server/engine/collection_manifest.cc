@@ -42,6 +42,11 @@ std::string CollectionManifest::Encode() const {
                    "\n");
   if (trained_points != 0) absl::StrAppend(&out, "trained_points=", trained_points, "\n");
   if (code_error > 0) absl::StrAppend(&out, "code_error=", code_error, "\n");
+  if (index_epoch != 0) absl::StrAppend(&out, "index_epoch=", index_epoch, "\n");
+  if (!calibration.empty()) {
+    absl::StrAppend(&out, "calibration=", calibration, "\ncalibration_epoch=", calibration_epoch,
+                    "\n");
+  }
   if (pending_space != 0) absl::StrAppend(&out, "pending_space=", pending_space, "\n");
   if (!retired_spaces.empty()) {
     absl::StrAppend(&out, "retired_spaces=", absl::StrJoin(retired_spaces, ","), "\n");
@@ -72,6 +77,11 @@ absl::StatusOr<CollectionManifest> CollectionManifest::Decode(std::string_view t
   if (!std::isfinite(m.code_error) || m.code_error < 0) {
     return absl::DataLossError(absl::StrCat("collection state: code_error ", m.code_error,
                                             " is not a finite non-negative number"));
+  }
+  ZOOM_RETURN_IF_ERROR(kv.Number("index_epoch", &m.index_epoch));
+  m.calibration = kv.String("calibration");
+  if (!m.calibration.empty() && !kv.Number("calibration_epoch", &m.calibration_epoch).ok()) {
+    m.calibration.clear();  // measured again
   }
   ZOOM_RETURN_IF_ERROR(kv.NumberList("retired_spaces", &m.retired_spaces));
   ZOOM_RETURN_IF_ERROR(DecodeFieldIndexes(kv.String("field_indexes"), &m.field_indexes));

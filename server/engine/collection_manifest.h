@@ -18,6 +18,14 @@
 //                   the first window of points added after the current
 //                   index was built (index::CodeErrorStats); written only
 //                   when known (not 0)
+//   index_epoch     counts the indexes this collection has made (a build
+//                   or a compaction's rebuild installs epoch + 1); written
+//                   only when not 0
+//   calibration     the recall curve (calibration.h, Calibration::Encode)
+//                   measured on index epoch calibration_epoch; an older
+//                   epoch's curve is kept (knobs from it beat none) until
+//                   the current index is measured. A curve that does not
+//                   decode is dropped (measured again), not an error
 //   seq             the next file number (names are never reused)
 //   pending_space   a compaction's space being written (its records are
 //                   garbage if the compaction did not switch)
@@ -51,6 +59,9 @@ struct CollectionManifest {
   uint64_t snapshot_count = 0;
   uint64_t trained_points = 0;
   double code_error = 0;
+  uint64_t index_epoch = 0;
+  std::string calibration;  // "" when none
+  uint64_t calibration_epoch = 0;
   uint32_t seq = 2;
   uint32_t pending_space = 0;
   std::vector<uint32_t> retired_spaces;

@@ -45,6 +45,7 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
   // 1. The point of the snapshot, under the write lock (briefly).
   std::shared_ptr<Segment> gen;
   uint64_t records = 0, snapshot_count = 0, trained_points = 0;
+  std::string calibration;  // the index's recall curve, when measured on it
   std::vector<std::pair<InternalId, uint64_t>> live;
   std::unique_ptr<storage::MetadataSnapshot> meta;
   std::string index_link;
@@ -71,6 +72,9 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
       }
       snapshot_count = std::min<uint64_t>(manifest_.snapshot_count, records);
       trained_points = manifest_.trained_points;
+      if (manifest_.calibration_epoch == manifest_.index_epoch) {
+        calibration = manifest_.calibration;
+      }
     }
   }
   auto unlink = [&] {
@@ -108,6 +112,9 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
                                       : std::string(),
                                   field_points > 0 ? absl::StrCat("\nfields_points=", field_points)
                                                    : std::string(),
+                                  calibration.empty()
+                                      ? std::string()
+                                      : absl::StrCat("\ncalibration=", calibration),
                                   field_indexes.empty()
                                       ? std::string()
                                       : absl::StrCat("\nfield_indexes=",
@@ -395,6 +402,16 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
   // read: then the automatic retrain assumes snapshot_count).
   if (index != nullptr && manifest.Has("trained_points")) {
     ZOOM_RETURN_IF_ERROR(manifest.Number("trained_points", &restored.trained_points));
+  }
+  // The index's recall curve (calibration.h; a key older zoomds neither
+  // write nor read: then it is measured after the restore). One that does
+  // not decode is dropped the same way.
+  if (index != nullptr && manifest.Has("calibration")) {
+    const std::string text = manifest.String("calibration");
+    if (Calibration::Decode(text).ok()) {
+      restored.index_epoch = restored.calibration_epoch = 1;
+      restored.calibration = text;
+    }
   }
   restored.seq = 3;
   // Declared payload indexes (a key older zoomds ignore); filled at Open.

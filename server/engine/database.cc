@@ -216,6 +216,9 @@ int Database::RunMaintenance() {
   int compacted = 0;
   for (const auto& c : ListCollections()) {
     c->ReleaseRetired();
+    // An index without a current recall curve (loaded from an older zoomd,
+    // or made by a compaction) is measured in the background.
+    c->MaybeStartCalibration();
     if (!c->NeedsCompaction()) continue;
     const CollectionInfo before = c->Info();
     absl::Status st = c->Compact();

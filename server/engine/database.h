@@ -105,8 +105,9 @@ class Database {
   IoBackendInfo IoBackendInUse() const;
 
   absl::Status SyncWal() { return metadata_->SyncWal(); }
-  // Releases retired segments no reader holds (Collection::ReleaseRetired)
-  // and compacts the collections whose dead records passed the thresholds
+  // Releases retired segments no reader holds (Collection::ReleaseRetired),
+  // starts the calibration of indexes without a current recall curve
+  // (Collection::MaybeStartCalibration, in the background) and compacts the collections whose dead records passed the thresholds
   // (Collection::NeedsCompaction), one after another. Returns how many it
   // compacted.
   int RunMaintenance();

@@ -65,6 +65,10 @@ struct SearchParams {
   bool with_vectors = false;
   // Ids never returned (deleted); may be null.
   const index::IdFilter* filter = nullptr;
+  // A stored point searched as if the index had never seen it
+  // (index::IndexSearchParams::hidden; the calibration's queries). Not a
+  // client knob.
+  InternalId hidden = kInvalidInternalId;
 
   // A filter's matching ids (live ones only; see PayloadIndex::Evaluate),
   // or null. When set it replaces `filter`, and the planner picks how to

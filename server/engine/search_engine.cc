@@ -583,6 +583,7 @@ absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
   ip.ef = params.ef;
   ip.nprobe = params.nprobe;
   ip.filter = params.filter;
+  ip.hidden = params.hidden;
   if (allow != nullptr) {
     ip.allow.words = allow->words().data();
     ip.allow.size = allow->size();

@@ -97,6 +97,7 @@ absl::StatusOr<CollectionConfig> FromProto(const v1::CollectionSpec& spec) {
   c.default_ef = spec.default_knobs().ef();
   c.default_nprobe = spec.default_knobs().nprobe();
   c.default_rerank = spec.default_knobs().rerank_candidates();
+  c.default_target_recall = spec.default_knobs().target_recall();
   c.cache_bytes = spec.cache_bytes();
   return c;
 }
@@ -121,6 +122,7 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
   spec->mutable_default_knobs()->set_ef(c.default_ef);
   spec->mutable_default_knobs()->set_nprobe(c.default_nprobe);
   spec->mutable_default_knobs()->set_rerank_candidates(c.default_rerank);
+  spec->mutable_default_knobs()->set_target_recall(static_cast<float>(c.default_target_recall));
   spec->set_cache_bytes(c.cache_bytes);
   out.set_points(info.points);
   out.set_deleted_points(info.deleted_records);
@@ -148,6 +150,27 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
     fi->set_points(f.points);
     fi->set_bytes(f.bytes);
   }
+  if (info.calibration != nullptr) {
+    const Calibration& cal = *info.calibration;
+    v1::Calibration* pc = out.mutable_calibration();
+    pc->set_k(cal.k);
+    pc->set_queries(cal.queries);
+    pc->set_indexed_points(cal.indexed_points);
+    pc->set_created_unix_ms(cal.created_unix_ms);
+    for (const CalibrationPoint& p : cal.points) {
+      v1::CalibrationPoint* pp = pc->add_points();
+      pp->set_ef(p.ef);
+      pp->set_nprobe(p.nprobe);
+      pp->set_rerank_candidates(p.rerank_candidates);
+      pp->set_recall(p.recall);
+      pp->set_recall_lower(p.recall_lower);
+      pp->set_mean_us(p.mean_us);
+      pp->set_ssd_reads(p.ssd_reads);
+    }
+  }
+  out.set_calibration_current(info.calibration_current);
+  out.set_calibration_error(info.calibration_error);
+  out.set_default_target_recall(static_cast<float>(info.default_target_recall));
   return out;
 }
 
@@ -519,6 +542,7 @@ CollectionSearchParams VectorSearchService::ParamsOf(const v1::SearchRequest& re
   p.engine.nprobe = req.knobs().nprobe();
   p.engine.rerank_candidates = req.knobs().rerank_candidates();
   p.engine.rerank_stop_sd = req.knobs().rerank_stop_sd();  // validated by the engine
+  p.target_recall = req.knobs().target_recall();           // validated by the collection
   p.engine.preview_only = req.preview_only() || degrade;
   p.engine.exact = req.exact();
   p.engine.with_vectors = req.with_vectors();
@@ -547,6 +571,7 @@ bool SameShape(const v1::SearchRequest& a, const v1::SearchRequest& b) {
          a.knobs().nprobe() == b.knobs().nprobe() &&
          a.knobs().rerank_candidates() == b.knobs().rerank_candidates() &&
          a.knobs().rerank_stop_sd() == b.knobs().rerank_stop_sd() &&
+         a.knobs().target_recall() == b.knobs().target_recall() &&
          a.preview_only() == b.preview_only() && a.exact() == b.exact() &&
          a.with_payload() == b.with_payload() && a.with_vectors() == b.with_vectors() &&
          a.allow_partial() == b.allow_partial() && a.vector_size() == b.vector_size() &&
@@ -591,7 +616,25 @@ void VectorSearchService::FillResponse(const Collection& c, const Filter* filter
     s->set_filter_expansions(stats.filter_expansions);
   }
   s->set_filter_scan(stats.filter_scan);
-  s->set_warning(ScanWarning(stats.filter_scan, c, filter));
+  s->set_target_recall(stats.target_recall);
+  s->set_calibrated_recall(stats.calibrated_recall);
+  s->set_target_reached(stats.target_reached);
+  if (stats.knob_ef != 0) {
+    s->mutable_knobs()->set_ef(stats.knob_ef);
+    s->mutable_knobs()->set_nprobe(stats.knob_nprobe);
+    s->mutable_knobs()->set_rerank_candidates(stats.knob_rerank);
+  }
+  std::string warning = ScanWarning(stats.filter_scan, c, filter);
+  if (stats.target_recall > 0 && !stats.target_reached && !stats.exact) {
+    absl::StrAppend(
+        &warning, warning.empty() ? "" : "; ",
+        stats.knobs_calibrated
+            ? absl::StrCat("no calibrated knobs reached recall ", stats.target_recall,
+                           "; the highest-recall ones ran (see GetCollection's calibration)")
+            : absl::StrCat("target_recall ", stats.target_recall,
+                           ": the index has no calibration yet; the default knobs ran"));
+  }
+  s->set_warning(std::move(warning));
   if (metrics_ != nullptr) metrics_->RecordQuery(c.name(), stats);
 }
 

@@ -70,6 +70,14 @@ ABSL_FLAG(double, auto_retrain_drift, 2.0,
           "An ivf_hnsw_pq index retrains in the background once its codes fit the latest 1,024 "
           "points this many times worse (mean squared error) than the first added after its "
           "build (0: never).");
+ABSL_FLAG(double, default_target_recall, 0.95,
+          "The recall@10 a search aims at when it names no knobs and no target_recall and its "
+          "collection keeps the built-in default knobs: the cheapest knobs that reached it in "
+          "the index's calibration run (0: the default knobs).");
+ABSL_FLAG(uint32_t, calibration_queries, 500,
+          "Each new index measures its recall curve with up to this many stored points as "
+          "queries (at most max(200, points / 100); 0: never, target_recall then runs the "
+          "default knobs).");
 ABSL_FLAG(std::string, demo_collection, "",
           "If set and absent: create this collection from --demo_vectors and build its index.");
 ABSL_FLAG(std::string, demo_vectors, "tests/data/sift-ngt-5k/base.bvecs",
@@ -198,6 +206,18 @@ int Main(int argc, char** argv) {
                  drift);
     return 2;
   }
+  const double target = absl::GetFlag(FLAGS_default_target_recall);
+  if (!(target >= 0 && target <= 1)) {
+    std::fprintf(stderr, "zoomd: --default_target_recall must be in [0, 1] (0: off), got %g\n",
+                 target);
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_calibration_queries) > 100000) {
+    std::fprintf(stderr, "zoomd: --calibration_queries must be at most 100000\n");
+    return 2;
+  }
+  options.database.collection.default_target_recall = target;
+  options.database.collection.calibration_queries = absl::GetFlag(FLAGS_calibration_queries);
   options.wal_sync_interval = absl::Milliseconds(absl::GetFlag(FLAGS_wal_sync_ms));
   auto backend = storage::ParseIoBackend(absl::GetFlag(FLAGS_io_backend));
   if (!backend.ok()) {

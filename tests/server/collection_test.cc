@@ -3470,5 +3470,189 @@ TEST_F(CollectionTest, UpsertRefusesBadFieldsWhole) {
   EXPECT_EQ(c->Info().points, 0u);  // all or nothing
 }
 
+// ---- Recall as a knob (calibration.h) ----------------------------------------
+
+// A search's stats with `target` (0: none) and the knobs given (0: none).
+QueryStats StatsOf(const Collection& c, const float* q, double target, uint32_t k = 10,
+                   uint32_t nprobe = 0) {
+  CollectionSearchParams p;
+  p.engine.k = k;
+  p.engine.ef = 0;
+  p.engine.nprobe = nprobe;
+  p.engine.rerank_candidates = 0;
+  p.target_recall = target;
+  QueryResult r;
+  EXPECT_OK(c.Search(absl::MakeConstSpan(q, c.config().dim), p, &r));
+  return r.stats;
+}
+
+TEST_F(CollectionTest, ABuildCalibratesAndATargetPicksTheCheapestKnobsReachingIt) {
+  constexpr uint32_t kDim = 16;
+  OpenDb();
+  auto c = Create("cal", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  Model model;
+  const auto base = ClusteredVectors(3000, kDim, 41);
+  UpsertRange(*c, 0, 3000, base, &model);
+  // Without an index there is nothing to calibrate: the default knobs.
+  const auto queries = ClusteredVectors(5, kDim, 42);
+  QueryStats none = StatsOf(*c, queries.data(), 0.9);
+  EXPECT_FALSE(none.knobs_calibrated);
+  EXPECT_FLOAT_EQ(none.target_recall, 0.9f);
+  EXPECT_THAT(c->CalibrateNow(), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->WaitForBuild());
+  CollectionInfo info = c->Info();
+  ASSERT_NE(info.calibration, nullptr);
+  EXPECT_TRUE(info.calibration_current);
+  EXPECT_EQ(info.calibration_error, "");
+  EXPECT_EQ(info.calibration->queries, 200u);  // max(200, 3000 / 100)
+  EXPECT_EQ(info.calibration->indexed_points, 3000u);
+  EXPECT_DOUBLE_EQ(info.default_target_recall, 0.95);  // the server's
+  const Calibration cal = *info.calibration;
+
+  // A request's target: the chosen point's knobs, and its recall.
+  for (double target : {0.5, 0.9, 0.95, 0.99, 1.0}) {
+    SCOPED_TRACE(target);
+    const Calibration::Choice want = cal.Choose(target);
+    QueryStats s = StatsOf(*c, queries.data(), target);
+    EXPECT_TRUE(s.knobs_calibrated);
+    EXPECT_FLOAT_EQ(s.target_recall, static_cast<float>(target));
+    EXPECT_EQ(s.target_reached, want.reached);
+    EXPECT_EQ(s.knob_ef, want.point.ef);
+    EXPECT_EQ(s.knob_nprobe, want.point.nprobe);
+    EXPECT_EQ(s.knob_rerank, want.point.rerank_candidates);
+    EXPECT_FLOAT_EQ(s.calibrated_recall, static_cast<float>(want.point.recall));
+  }
+  // No target, no knobs: the server's default target.
+  const Calibration::Choice def = cal.Choose(0.95);
+  QueryStats s = StatsOf(*c, queries.data(), 0);
+  EXPECT_FLOAT_EQ(s.target_recall, 0.95f);
+  EXPECT_EQ(s.knob_nprobe, def.point.nprobe);
+  // A knob the request sets is kept; the curve's recall no longer applies.
+  s = StatsOf(*c, queries.data(), 0.95, 10, /*nprobe=*/7);
+  EXPECT_EQ(s.knob_nprobe, 7u);
+  EXPECT_EQ(s.knob_rerank, def.point.rerank_candidates);
+  EXPECT_EQ(s.calibrated_recall, 0.0f);
+  // k above the curve's 10: K' grows with it.
+  s = StatsOf(*c, queries.data(), 0.95, 25);
+  EXPECT_EQ(s.knob_rerank, (def.point.rerank_candidates * 25 + 9) / 10);
+  // Exact searches take no knobs.
+  CollectionSearchParams exact;
+  exact.engine.k = 10;
+  exact.engine.exact = true;
+  exact.target_recall = 0.99;
+  QueryResult r;
+  ASSERT_OK(c->Search(absl::MakeConstSpan(queries.data(), kDim), exact, &r));
+  EXPECT_FALSE(r.stats.knobs_calibrated);
+  // Targets outside (0, 1].
+  for (double bad : {-0.1, 1.5, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    CollectionSearchParams p;
+    p.engine.k = 10;
+    p.target_recall = bad;
+    EXPECT_THAT(c->Search(absl::MakeConstSpan(queries.data(), kDim), p, &r),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target_recall")));
+  }
+
+  // The curve survives a restart with its index.
+  c.reset();
+  ReopenDb();
+  c = Get("cal");
+  ASSERT_NE(c, nullptr);
+  info = c->Info();
+  ASSERT_NE(info.calibration, nullptr);
+  EXPECT_TRUE(info.calibration_current);
+  EXPECT_EQ(info.calibration->Encode(), cal.Encode());
+  EXPECT_FALSE(c->MaybeStartCalibration());  // nothing to measure
+
+  // A compaction makes a new index: the old curve serves until the new one
+  // is measured (in the background, by maintenance).
+  std::vector<uint64_t> del;
+  for (size_t i = 0; i < 3000; i += 3) del.push_back(ExtId(i));
+  ASSERT_OK(Delete(*c, del, &model, nullptr));
+  ASSERT_OK(c->Compact());
+  info = c->Info();
+  ASSERT_NE(info.calibration, nullptr);
+  EXPECT_FALSE(info.calibration_current);
+  EXPECT_TRUE(StatsOf(*c, queries.data(), 0.95).knobs_calibrated);
+  EXPECT_TRUE(c->MaybeStartCalibration());
+  ASSERT_OK(c->WaitForCalibration());
+  info = c->Info();
+  EXPECT_TRUE(info.calibration_current);
+  EXPECT_EQ(info.calibration->indexed_points, 2000u);
+  EXPECT_FALSE(c->MaybeStartCalibration());
+  // ... and is what a restart finds.
+  const std::string measured = info.calibration->Encode();
+  c.reset();
+  ReopenDb();
+  c = Get("cal");
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->Info().calibration_current);
+  EXPECT_EQ(c->Info().calibration->Encode(), measured);
+}
+
+TEST_F(CollectionTest, TheCollectionsTargetOrKnobsBeatTheServersTarget) {
+  constexpr uint32_t kDim = 16;
+  OpenDb();
+  const auto base = ClusteredVectors(1500, kDim, 43);
+  const auto q = ClusteredVectors(1, kDim, 44);
+  // Knobs of its own (not the built-in 64 / 16 / 100): no target applies
+  // unless the request names one.
+  CollectionConfig config;
+  config.name = "knobs";
+  config.dim = kDim;
+  config.default_nprobe = 32;
+  ASSERT_OK_AND_ASSIGN(auto c, db_->CreateCollection(config));
+  Model model;
+  UpsertRange(*c, 0, 1500, base, &model);
+  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->WaitForBuild());
+  EXPECT_EQ(c->Info().default_target_recall, 0.0);
+  QueryStats s = StatsOf(*c, q.data(), 0);
+  EXPECT_FALSE(s.knobs_calibrated);
+  EXPECT_EQ(s.target_recall, 0.0f);
+  EXPECT_EQ(s.knob_nprobe, 32u);
+  EXPECT_EQ(s.knob_rerank, 100u);
+  EXPECT_TRUE(StatsOf(*c, q.data(), 0.9).knobs_calibrated);
+  // A target of its own beats its knobs.
+  config.name = "target";
+  config.default_target_recall = 0.9;
+  ASSERT_OK_AND_ASSIGN(auto t, db_->CreateCollection(config));
+  UpsertRange(*t, 0, 1500, base, &model);
+  ASSERT_OK(t->StartBuild());
+  ASSERT_OK(t->WaitForBuild());
+  EXPECT_DOUBLE_EQ(t->Info().default_target_recall, 0.9);
+  s = StatsOf(*t, q.data(), 0);
+  EXPECT_TRUE(s.knobs_calibrated);
+  EXPECT_FLOAT_EQ(s.target_recall, 0.9f);
+  EXPECT_EQ(s.knob_nprobe, t->Info().calibration->Choose(0.9).point.nprobe);
+  // A target outside [0, 1] is refused at creation.
+  config.name = "bad";
+  config.default_target_recall = 1.01;
+  EXPECT_THAT(db_->CreateCollection(config).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("target_recall")));
+}
+
+TEST_F(CollectionTest, WithoutCalibrationATargetRunsTheDefaultKnobs) {
+  options_.collection.calibration_queries = 0;
+  constexpr uint32_t kDim = 8;
+  OpenDb();
+  auto c = Create("off", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  Model model;
+  UpsertRange(*c, 0, 1000, ClusteredVectors(1000, kDim, 45), &model);
+  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->WaitForBuild());
+  EXPECT_EQ(c->Info().calibration, nullptr);
+  EXPECT_FALSE(c->MaybeStartCalibration());
+  const auto q = ClusteredVectors(1, kDim, 46);
+  QueryStats s = StatsOf(*c, q.data(), 0.95);
+  EXPECT_FALSE(s.knobs_calibrated);
+  EXPECT_FALSE(s.target_reached);
+  EXPECT_EQ(s.knob_nprobe, 16u);
+  EXPECT_EQ(s.knob_rerank, 100u);
+}
+
 }  // namespace
 }  // namespace zoom::server

@@ -78,3 +78,44 @@ def test_rerank_that_stops_early_reads_less(server, client, name, sift):
         assert [int(h["id"]) for h in json.loads(out)["hits"]] == stop[row].ids.tolist()
     with pytest.raises(zoomd.InvalidArgument, match="rerank_stop_sd"):
         client.search(name, queries[0], k=10, rerank_stop_sd=101)
+
+
+def test_target_recall_picks_calibrated_knobs(server, client, name, sift):
+    """Recall as a knob: a build calibrates the index; a search with
+    target_recall runs the cheapest calibrated knobs that reached it (the
+    stats say which, and what they reached), reaches about that recall on
+    the set's own held-back queries, and a bad target is refused before it
+    is sent. A collection's own default target shows in its info."""
+    client.create_collection(name, dim=128, metric="l2", dtype="uint8")
+    client.import_points(name, SIFT / "base.bvecs", progress=False)
+    info = client.build_index(name)
+    cal = info.calibration
+    assert cal is not None and info.calibration_current
+    assert cal.k == 10 and cal.queries > 0 and cal.points
+    assert info.default_target_recall == pytest.approx(0.95)  # the server's
+    queries, gt = sift["query"][:QUERIES], sift["gt"][:QUERIES]
+    for target in (0.9, 0.99):
+        want = cal.choose(target)
+        assert want is not None
+        results = client.search_batch(name, queries, k=10, target_recall=target)
+        s = results[0].stats
+        assert s.target_recall == pytest.approx(target) and s.target_reached
+        assert (s.knobs.nprobe, s.knobs.rerank) == (want.nprobe, want.rerank)
+        assert s.calibrated_recall == pytest.approx(want.recall, abs=1e-6)
+        one = client.search(name, queries[0], k=10, target_recall=target)
+        assert one.ids.tolist() == results[0].ids.tolist()
+        # 40 queries: a sampling error of a few points around the target.
+        assert recall_at_10([r.ids.tolist() for r in results], gt) >= target - 0.05
+    # A knob given beats the target's choice for that knob.
+    s = client.search(name, queries[0], k=10, nprobe=7, target_recall=0.9).stats
+    assert s.knobs.nprobe == 7 and s.calibrated_recall == 0
+    for bad in (1.5, -0.1, "high", True):
+        with pytest.raises(zoomd.InvalidArgument, match="target_recall"):
+            client.search(name, queries[0], k=10, target_recall=bad)
+    other = name + "-t"
+    info = client.create_collection(other, dim=128, metric="l2", dtype="uint8",
+                                    default_knobs=zoomd.SearchKnobs(target_recall=0.9))
+    assert info.default_knobs.target_recall == pytest.approx(0.9)
+    assert info.default_target_recall == pytest.approx(0.9)
+    assert info.calibration is None  # no index yet
+    client.drop_collection(other)

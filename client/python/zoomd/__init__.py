@@ -22,9 +22,10 @@ from zoomd.errors import (Aborted, AlreadyExists, Cancelled, DataLoss, DeadlineE
                           PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable,
                           Unimplemented, Unknown, ZoomError)
 from zoomd.io import read_bvecs, read_fvecs, read_ivecs, read_vecs
-from zoomd.models import (CollectionInfo, FieldIndexInfo, GeoPoint, ImportResult, IndexSpec,
-                          ModelInfo, QueryStats, Record, ScoredPoint, SearchKnobs, SearchResult,
-                          ServerInfo, TopKResult, TopKStep)
+from zoomd.models import (Calibration, CalibrationPoint, CollectionInfo, FieldIndexInfo,
+                          GeoPoint, ImportResult, IndexSpec, ModelInfo, QueryStats, Record,
+                          ScoredPoint, SearchKnobs, SearchResult, ServerInfo, TopKResult,
+                          TopKStep)
 
 __version__ = "0.1.0"
 
@@ -34,7 +35,8 @@ __all__ = [
     "FailedPrecondition", "Internal", "InvalidArgument", "NotFound", "OutOfRange",
     "PermissionDenied", "ResourceExhausted", "Unauthenticated", "Unavailable", "Unimplemented",
     "Unknown",
-    "CollectionInfo", "FieldIndexInfo", "GeoPoint", "ImportResult", "IndexSpec", "ModelInfo",
+    "Calibration", "CalibrationPoint", "CollectionInfo", "FieldIndexInfo", "GeoPoint",
+    "ImportResult", "IndexSpec", "ModelInfo",
     "QueryStats", "Record", "ScoredPoint", "SearchKnobs", "SearchResult", "ServerInfo",
     "TopKResult", "TopKStep",
     "read_vecs", "read_fvecs", "read_bvecs", "read_ivecs",

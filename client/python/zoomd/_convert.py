@@ -13,9 +13,9 @@ from google.protobuf import json_format
 
 from zoomd._proto import decoder_pb2, zoom_pb2
 from zoomd.errors import invalid
-from zoomd.models import (CollectionInfo, FieldIndexInfo, GeoPoint, IndexSpec, ModelInfo,
-                          Payload, QueryStats, Record, ScoredPoint, SearchKnobs, SearchResult,
-                          ServerInfo)
+from zoomd.models import (Calibration, CalibrationPoint, CollectionInfo, FieldIndexInfo,
+                          GeoPoint, IndexSpec, ModelInfo, Payload, QueryStats, Record,
+                          ScoredPoint, SearchKnobs, SearchResult, ServerInfo)
 
 FilterLike = Union[None, Mapping[str, Any], zoom_pb2.Filter]
 
@@ -264,10 +264,19 @@ def knobs_proto(ef: Optional[int], nprobe: Optional[int], rerank: Optional[int],
         setattr(out, field_name, int(value))
 
 
+def target_recall_of(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0 <= float(value) <= 1:
+        raise invalid(f"target_recall: expected a number in (0, 1] (0: the default); got "
+                      f"{value!r}")
+    return float(value)
+
+
 def search_template(collection: str, k: int, ef: Optional[int], nprobe: Optional[int],
                     rerank: Optional[int], preview_only: bool, exact: bool, with_payload: bool,
                     with_vectors: bool, allow_partial: bool, filter: FilterLike,
-                    rerank_stop_sd: Optional[float] = None) -> bytes:
+                    rerank_stop_sd: Optional[float] = None,
+                    target_recall: Optional[float] = None) -> bytes:
     """A SearchRequest without its vector, serialized (the vector is appended
     per query: protobuf merges concatenated fields)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -285,6 +294,8 @@ def search_template(collection: str, k: int, ef: Optional[int], nprobe: Optional
             raise invalid(f"rerank_stop_sd: expected a number in [0, 100]; got "
                           f"{rerank_stop_sd!r}")
         req.knobs.rerank_stop_sd = float(rerank_stop_sd)
+    if target_recall is not None:
+        req.knobs.target_recall = target_recall_of(target_recall)
     flt = to_filter(filter)
     if flt is not None:
         req.filter.CopyFrom(flt)
@@ -331,7 +342,10 @@ def stats_of(s: zoom_pb2.QueryStats) -> QueryStats:
         distance_evals=s.distance_evals, cache_hits=s.cache_hits, degraded=s.degraded,
         exact=s.exact, filter_strategy=s.filter_strategy, filter_matches=s.filter_matches,
         filter_expansions=s.filter_expansions, filter_scan=s.filter_scan, warning=s.warning,
-        fullview_rounds=s.fullview_rounds)
+        fullview_rounds=s.fullview_rounds, target_recall=s.target_recall,
+        calibrated_recall=s.calibrated_recall, target_reached=s.target_reached,
+        knobs=SearchKnobs(ef=s.knobs.ef, nprobe=s.knobs.nprobe,
+                          rerank=s.knobs.rerank_candidates) if s.HasField("knobs") else None)
 
 
 def search_result(resp: zoom_pb2.SearchResponse, with_payload: bool,
@@ -363,7 +377,8 @@ def collection_info(i: zoom_pb2.CollectionInfo) -> CollectionInfo:
                         pq_nbits=s.index.pq_nbits, nlist=s.index.nlist, opq=s.index.opq,
                         compact_links=s.index.compact_links),
         default_knobs=SearchKnobs(ef=s.default_knobs.ef, nprobe=s.default_knobs.nprobe,
-                                  rerank=s.default_knobs.rerank_candidates),
+                                  rerank=s.default_knobs.rerank_candidates,
+                                  target_recall=s.default_knobs.target_recall),
         points=i.points, deleted_points=i.deleted_points, stored_records=i.stored_records,
         index_state=zoom_pb2.IndexState.Name(i.index_state).lower(),
         indexed_points=i.indexed_points, resident_bytes=i.resident_bytes,
@@ -375,7 +390,17 @@ def collection_info(i: zoom_pb2.CollectionInfo) -> CollectionInfo:
                        for f in i.field_indexes],
         trained_points=i.trained_points, auto_retrains=i.auto_retrains,
         code_error_ratio=i.code_error_ratio, drift_retrains=i.drift_retrains,
-        cache_bytes=s.cache_bytes)
+        cache_bytes=s.cache_bytes,
+        calibration=Calibration(
+            k=i.calibration.k, queries=i.calibration.queries,
+            indexed_points=i.calibration.indexed_points,
+            created_unix_ms=i.calibration.created_unix_ms,
+            points=[CalibrationPoint(ef=p.ef, nprobe=p.nprobe, rerank=p.rerank_candidates,
+                                     recall=p.recall, recall_lower=p.recall_lower,
+                                     mean_us=p.mean_us, ssd_reads=p.ssd_reads)
+                    for p in i.calibration.points]) if i.HasField("calibration") else None,
+        calibration_current=i.calibration_current, calibration_error=i.calibration_error,
+        default_target_recall=i.default_target_recall)
 
 
 def collection_spec(name: str, dim: int, metric: str, dtype: str, index: Optional[IndexSpec],
@@ -399,6 +424,8 @@ def collection_spec(name: str, dim: int, metric: str, dtype: str, index: Optiona
     if default_knobs is not None:
         k = default_knobs if isinstance(default_knobs, SearchKnobs) else SearchKnobs(**default_knobs)
         knobs_proto(k.ef, k.nprobe, k.rerank, spec.default_knobs)
+        if k.target_recall:
+            spec.default_knobs.target_recall = target_recall_of(k.target_recall)
     if cache_bytes is not None:
         if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, (int, np.integer)) or \
                 not 0 <= cache_bytes < 2**64:

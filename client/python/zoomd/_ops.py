@@ -233,11 +233,12 @@ def scroll(name: str, filter: cv.FilterLike, offset: int, limit: int, with_paylo
 def search(name: str, shape: Shape, vector: Any, k: int, ef: Optional[int],
            nprobe: Optional[int], rerank: Optional[int], preview_only: bool, exact: bool,
            with_payload: bool, with_vectors: bool, filter: cv.FilterLike,
-           allow_partial: bool, rerank_stop_sd: Optional[float] = None) -> Op:
+           allow_partial: bool, rerank_stop_sd: Optional[float] = None,
+           target_recall: Optional[float] = None) -> Op:
     row = cv.vector_1d(vector, shape[0], shape[1])
     head = cv.search_template(_name("name", name), k, ef, nprobe, rerank, preview_only, exact,
                               with_payload, with_vectors, allow_partial, filter,
-                              rerank_stop_sd)
+                              rerank_stop_sd, target_recall)
     return Op(_VS + "Search", head + cv.packed_floats(2, row),
               lambda r: cv.search_result(r, with_payload, with_vectors), True, name)
 
@@ -245,10 +246,12 @@ def search(name: str, shape: Shape, vector: Any, k: int, ef: Optional[int],
 def search_batch(name: str, shape: Shape, vectors: Any, k: int, ef: Optional[int],
                  nprobe: Optional[int], rerank: Optional[int], preview_only: bool, exact: bool,
                  with_payload: bool, with_vectors: bool, filter: cv.FilterLike,
-                 allow_partial: bool, rerank_stop_sd: Optional[float] = None) -> Op:
+                 allow_partial: bool, rerank_stop_sd: Optional[float] = None,
+                 target_recall: Optional[float] = None) -> Op:
     mat = cv.matrix_2d(vectors, shape[0], shape[1])
     head = cv.search_template("", k, ef, nprobe, rerank, preview_only, exact, with_payload,
-                              with_vectors, allow_partial, filter, rerank_stop_sd)
+                              with_vectors, allow_partial, filter, rerank_stop_sd,
+                              target_recall)
     parts = [cv.field_bytes(1, _name("name", name).encode())]
     for row in mat:
         parts.append(cv.field_bytes(2, head + cv.packed_floats(2, row)))

@@ -230,11 +230,12 @@ class AsyncClient(ops.Base):
                      with_payload: bool = False, with_vectors: bool = False,
                      filter: cv.FilterLike = None, timeout: _Deadline = None,
                      allow_partial: bool = False,
-                     rerank_stop_sd: Optional[float] = None) -> SearchResult:
+                     rerank_stop_sd: Optional[float] = None,
+                     target_recall: Optional[float] = None) -> SearchResult:
         """See Client.search."""
         op = await self._checked(name, lambda s: ops.search(
             name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial, rerank_stop_sd), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall), timeout)
         return await self._run(op, timeout)
 
     async def search_batch(self, name: str, vectors: Any, k: int = 10,
@@ -244,11 +245,12 @@ class AsyncClient(ops.Base):
                            with_vectors: bool = False, filter: cv.FilterLike = None,
                            timeout: _Deadline = None,
                            allow_partial: bool = False,
-                           rerank_stop_sd: Optional[float] = None) -> List[SearchResult]:
+                           rerank_stop_sd: Optional[float] = None,
+                           target_recall: Optional[float] = None) -> List[SearchResult]:
         """See Client.search_batch."""
         op = await self._checked(name, lambda s: ops.search_batch(
             name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial, rerank_stop_sd), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall), timeout)
         return await self._run(op, timeout)
 
     # ---- Snapshots -------------------------------------------------------------------------

@@ -267,7 +267,8 @@ class Client(ops.Base):
                preview_only: bool = False, exact: bool = False, with_payload: bool = False,
                with_vectors: bool = False, filter: cv.FilterLike = None,
                timeout: _Deadline = None, allow_partial: bool = False,
-               rerank_stop_sd: Optional[float] = None) -> SearchResult:
+               rerank_stop_sd: Optional[float] = None,
+               target_recall: Optional[float] = None) -> SearchResult:
         """The k nearest points to `vector` (1-d, the collection's dim), best
         first, as a list of ScoredPoint with ``.stats``. ef / nprobe / rerank
         (K') override the collection's knobs; preview_only skips the SSD
@@ -276,10 +277,13 @@ class Client(ops.Base):
         proto; allow_partial: under a tight deadline answer with the preview
         ranking (stats.degraded) rather than DeadlineExceeded;
         rerank_stop_sd: the re-rank that stops early (0 or None: read all K';
-        2 is a good start; stats.ssd_reads and fullview_rounds show it)."""
+        2 is a good start; stats.ssd_reads and fullview_rounds show it);
+        target_recall: the recall@10 to aim at, in (0, 1]: the knobs left None
+        are the cheapest that reached it when the index was calibrated
+        (get_collection(name).calibration; stats.knobs says what ran)."""
         op = self._checked(name, lambda s: ops.search(
             name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial, rerank_stop_sd), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall), timeout)
         return self._run(op, timeout)
 
     def search_batch(self, name: str, vectors: Any, k: int = 10, ef: Optional[int] = None,
@@ -288,12 +292,13 @@ class Client(ops.Base):
                      with_payload: bool = False, with_vectors: bool = False,
                      filter: cv.FilterLike = None, timeout: _Deadline = None,
                      allow_partial: bool = False,
-                     rerank_stop_sd: Optional[float] = None) -> List[SearchResult]:
+                     rerank_stop_sd: Optional[float] = None,
+                     target_recall: Optional[float] = None) -> List[SearchResult]:
         """search() for each row of `vectors` (n, dim) in one call (the same
         knobs and filter for all); a list of n results."""
         op = self._checked(name, lambda s: ops.search_batch(
             name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial, rerank_stop_sd), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall), timeout)
         return self._run(op, timeout)
 
     # ---- Snapshots -------------------------------------------------------------------------

@@ -11,6 +11,8 @@ __all__ = [
     "IndexSpec",
     "SearchKnobs",
     "FieldIndexInfo",
+    "Calibration",
+    "CalibrationPoint",
     "CollectionInfo",
     "QueryStats",
     "ScoredPoint",
@@ -64,10 +66,46 @@ class SearchKnobs:
 
     ef: the HNSW beam. nprobe: ivf_hnsw_pq lists scanned. rerank: K', the
     candidates whose full vectors are read from the SSD and re-ranked.
+    target_recall: the recall@10 to aim at (the knobs left 0 are the
+    cheapest that reached it in the index's calibration; 0: the default).
     """
     ef: int = 0
     nprobe: int = 0
     rerank: int = 0
+    target_recall: float = 0.0
+
+
+@dataclass
+class CalibrationPoint:
+    """One knob setting of a calibration: its mean recall@k over the
+    calibration queries, the one-sided 95% lower bound a target is compared
+    with, and its cost (one search, one thread) when measured."""
+    ef: int
+    nprobe: int
+    rerank: int
+    recall: float
+    recall_lower: float
+    mean_us: float
+    ssd_reads: float
+
+
+@dataclass
+class Calibration:
+    """The recall curve of a collection's index (GetCollection): `queries`
+    stored points searched as queries (the point itself excluded) against
+    their exact k nearest neighbours, over a grid of knobs."""
+    k: int
+    queries: int
+    indexed_points: int
+    created_unix_ms: int
+    points: List[CalibrationPoint] = field(default_factory=list)
+
+    def choose(self, target_recall: float) -> Optional[CalibrationPoint]:
+        """What the server picks for `target_recall`: the cheapest point whose
+        lower bound reaches it (None when none does: the server then runs the
+        highest-recall point)."""
+        ok = [p for p in self.points if p.recall_lower + 1e-12 >= target_recall]
+        return min(ok, key=lambda p: p.mean_us) if ok else None
 
 
 @dataclass
@@ -105,6 +143,14 @@ class CollectionInfo:
     code_error_ratio: float = 0.0
     drift_retrains: int = 0
     cache_bytes: int = 0  # the collection's own DRAM cache budget (0: the server's)
+    # Recall as a knob: the index's recall curve (None before the first
+    # calibration), whether it was measured on the index serving now, why
+    # the last measurement failed, and the target a search that names no
+    # knobs aims at (0: none).
+    calibration: Optional[Calibration] = None
+    calibration_current: bool = False
+    calibration_error: str = ""
+    default_target_recall: float = 0.0
 
 
 @dataclass
@@ -136,6 +182,14 @@ class QueryStats:
     filter_scan: bool = False
     warning: str = ""
     fullview_rounds: int = 0
+    # target_recall: the recall the knobs were chosen for (0: none);
+    # calibrated_recall: what those knobs reached in the calibration (0 when
+    # the request set knobs itself or no calibration exists); knobs: the
+    # knobs the search started with.
+    target_recall: float = 0.0
+    calibrated_recall: float = 0.0
+    target_reached: bool = False
+    knobs: Optional[SearchKnobs] = None
 
 
 @dataclass

@@ -43,12 +43,48 @@ class BuildIndexResponse(_message.Message):
     info: CollectionInfo
     def __init__(self, info: _Optional[_Union[CollectionInfo, _Mapping]] = ...) -> None: ...
 
+class Calibration(_message.Message):
+    __slots__ = ["created_unix_ms", "indexed_points", "k", "points", "queries"]
+    CREATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    INDEXED_POINTS_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    created_unix_ms: int
+    indexed_points: int
+    k: int
+    points: _containers.RepeatedCompositeFieldContainer[CalibrationPoint]
+    queries: int
+    def __init__(self, k: _Optional[int] = ..., queries: _Optional[int] = ..., indexed_points: _Optional[int] = ..., created_unix_ms: _Optional[int] = ..., points: _Optional[_Iterable[_Union[CalibrationPoint, _Mapping]]] = ...) -> None: ...
+
+class CalibrationPoint(_message.Message):
+    __slots__ = ["ef", "mean_us", "nprobe", "recall", "recall_lower", "rerank_candidates", "ssd_reads"]
+    EF_FIELD_NUMBER: _ClassVar[int]
+    MEAN_US_FIELD_NUMBER: _ClassVar[int]
+    NPROBE_FIELD_NUMBER: _ClassVar[int]
+    RECALL_FIELD_NUMBER: _ClassVar[int]
+    RECALL_LOWER_FIELD_NUMBER: _ClassVar[int]
+    RERANK_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    SSD_READS_FIELD_NUMBER: _ClassVar[int]
+    ef: int
+    mean_us: float
+    nprobe: int
+    recall: float
+    recall_lower: float
+    rerank_candidates: int
+    ssd_reads: float
+    def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., recall: _Optional[float] = ..., recall_lower: _Optional[float] = ..., mean_us: _Optional[float] = ..., ssd_reads: _Optional[float] = ...) -> None: ...
+
 class CollectionInfo(_message.Message):
-    __slots__ = ["auto_retrains", "build_progress", "code_error_ratio", "compaction_error", "deleted_points", "disk_bytes", "drift_retrains", "field_indexes", "index_error", "index_state", "indexed_points", "maintenance_failures", "maintenance_retry_unix_ms", "points", "resident_bytes", "spec", "stored_records", "trained_points"]
+    __slots__ = ["auto_retrains", "build_progress", "calibration", "calibration_current", "calibration_error", "code_error_ratio", "compaction_error", "default_target_recall", "deleted_points", "disk_bytes", "drift_retrains", "field_indexes", "index_error", "index_state", "indexed_points", "maintenance_failures", "maintenance_retry_unix_ms", "points", "resident_bytes", "spec", "stored_records", "trained_points"]
     AUTO_RETRAINS_FIELD_NUMBER: _ClassVar[int]
     BUILD_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    CALIBRATION_CURRENT_FIELD_NUMBER: _ClassVar[int]
+    CALIBRATION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CALIBRATION_FIELD_NUMBER: _ClassVar[int]
     CODE_ERROR_RATIO_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_TARGET_RECALL_FIELD_NUMBER: _ClassVar[int]
     DELETED_POINTS_FIELD_NUMBER: _ClassVar[int]
     DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
     DRIFT_RETRAINS_FIELD_NUMBER: _ClassVar[int]
@@ -65,8 +101,12 @@ class CollectionInfo(_message.Message):
     TRAINED_POINTS_FIELD_NUMBER: _ClassVar[int]
     auto_retrains: int
     build_progress: float
+    calibration: Calibration
+    calibration_current: bool
+    calibration_error: str
     code_error_ratio: float
     compaction_error: str
+    default_target_recall: float
     deleted_points: int
     disk_bytes: int
     drift_retrains: int
@@ -81,7 +121,7 @@ class CollectionInfo(_message.Message):
     spec: CollectionSpec
     stored_records: int
     trained_points: int
-    def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., points: _Optional[int] = ..., deleted_points: _Optional[int] = ..., stored_records: _Optional[int] = ..., index_state: _Optional[_Union[IndexState, str]] = ..., indexed_points: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., build_progress: _Optional[float] = ..., index_error: _Optional[str] = ..., compaction_error: _Optional[str] = ..., maintenance_failures: _Optional[int] = ..., maintenance_retry_unix_ms: _Optional[int] = ..., field_indexes: _Optional[_Iterable[_Union[FieldIndexInfo, _Mapping]]] = ..., trained_points: _Optional[int] = ..., auto_retrains: _Optional[int] = ..., code_error_ratio: _Optional[float] = ..., drift_retrains: _Optional[int] = ...) -> None: ...
+    def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., points: _Optional[int] = ..., deleted_points: _Optional[int] = ..., stored_records: _Optional[int] = ..., index_state: _Optional[_Union[IndexState, str]] = ..., indexed_points: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., build_progress: _Optional[float] = ..., index_error: _Optional[str] = ..., compaction_error: _Optional[str] = ..., maintenance_failures: _Optional[int] = ..., maintenance_retry_unix_ms: _Optional[int] = ..., field_indexes: _Optional[_Iterable[_Union[FieldIndexInfo, _Mapping]]] = ..., trained_points: _Optional[int] = ..., auto_retrains: _Optional[int] = ..., code_error_ratio: _Optional[float] = ..., drift_retrains: _Optional[int] = ..., calibration: _Optional[_Union[Calibration, _Mapping]] = ..., calibration_current: bool = ..., calibration_error: _Optional[str] = ..., default_target_recall: _Optional[float] = ...) -> None: ...
 
 class CollectionSpec(_message.Message):
     __slots__ = ["cache_bytes", "default_knobs", "dim", "dtype", "index", "metric", "name"]
@@ -509,9 +549,10 @@ class Point(_message.Message):
     def __init__(self, id: _Optional[int] = ..., vector: _Optional[_Iterable[float]] = ..., payload: _Optional[bytes] = ..., fields: _Optional[_Mapping[str, Value]] = ...) -> None: ...
 
 class QueryStats(_message.Message):
-    __slots__ = ["bytes_read", "cache_hits", "candidates", "degraded", "distance_evals", "exact", "filter_expansions", "filter_matches", "filter_scan", "filter_strategy", "fullview_rounds", "fullview_us", "preview_us", "rerank_us", "ssd_reads", "warning"]
+    __slots__ = ["bytes_read", "cache_hits", "calibrated_recall", "candidates", "degraded", "distance_evals", "exact", "filter_expansions", "filter_matches", "filter_scan", "filter_strategy", "fullview_rounds", "fullview_us", "knobs", "preview_us", "rerank_us", "ssd_reads", "target_reached", "target_recall", "warning"]
     BYTES_READ_FIELD_NUMBER: _ClassVar[int]
     CACHE_HITS_FIELD_NUMBER: _ClassVar[int]
+    CALIBRATED_RECALL_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     DISTANCE_EVALS_FIELD_NUMBER: _ClassVar[int]
@@ -522,12 +563,16 @@ class QueryStats(_message.Message):
     FILTER_STRATEGY_FIELD_NUMBER: _ClassVar[int]
     FULLVIEW_ROUNDS_FIELD_NUMBER: _ClassVar[int]
     FULLVIEW_US_FIELD_NUMBER: _ClassVar[int]
+    KNOBS_FIELD_NUMBER: _ClassVar[int]
     PREVIEW_US_FIELD_NUMBER: _ClassVar[int]
     RERANK_US_FIELD_NUMBER: _ClassVar[int]
     SSD_READS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_REACHED_FIELD_NUMBER: _ClassVar[int]
+    TARGET_RECALL_FIELD_NUMBER: _ClassVar[int]
     WARNING_FIELD_NUMBER: _ClassVar[int]
     bytes_read: int
     cache_hits: int
+    calibrated_recall: float
     candidates: int
     degraded: bool
     distance_evals: int
@@ -538,11 +583,14 @@ class QueryStats(_message.Message):
     filter_strategy: str
     fullview_rounds: int
     fullview_us: int
+    knobs: SearchKnobs
     preview_us: int
     rerank_us: int
     ssd_reads: int
+    target_reached: bool
+    target_recall: float
     warning: str
-    def __init__(self, preview_us: _Optional[int] = ..., fullview_us: _Optional[int] = ..., rerank_us: _Optional[int] = ..., ssd_reads: _Optional[int] = ..., bytes_read: _Optional[int] = ..., candidates: _Optional[int] = ..., distance_evals: _Optional[int] = ..., cache_hits: _Optional[int] = ..., degraded: bool = ..., exact: bool = ..., filter_strategy: _Optional[str] = ..., filter_matches: _Optional[int] = ..., filter_expansions: _Optional[int] = ..., filter_scan: bool = ..., warning: _Optional[str] = ..., fullview_rounds: _Optional[int] = ...) -> None: ...
+    def __init__(self, preview_us: _Optional[int] = ..., fullview_us: _Optional[int] = ..., rerank_us: _Optional[int] = ..., ssd_reads: _Optional[int] = ..., bytes_read: _Optional[int] = ..., candidates: _Optional[int] = ..., distance_evals: _Optional[int] = ..., cache_hits: _Optional[int] = ..., degraded: bool = ..., exact: bool = ..., filter_strategy: _Optional[str] = ..., filter_matches: _Optional[int] = ..., filter_expansions: _Optional[int] = ..., filter_scan: bool = ..., warning: _Optional[str] = ..., fullview_rounds: _Optional[int] = ..., target_recall: _Optional[float] = ..., calibrated_recall: _Optional[float] = ..., target_reached: bool = ..., knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ...) -> None: ...
 
 class Range(_message.Message):
     __slots__ = ["gt", "gte", "lt", "lte"]
@@ -615,16 +663,18 @@ class SearchBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[SearchResponse, _Mapping]]] = ...) -> None: ...
 
 class SearchKnobs(_message.Message):
-    __slots__ = ["ef", "nprobe", "rerank_candidates", "rerank_stop_sd"]
+    __slots__ = ["ef", "nprobe", "rerank_candidates", "rerank_stop_sd", "target_recall"]
     EF_FIELD_NUMBER: _ClassVar[int]
     NPROBE_FIELD_NUMBER: _ClassVar[int]
     RERANK_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     RERANK_STOP_SD_FIELD_NUMBER: _ClassVar[int]
+    TARGET_RECALL_FIELD_NUMBER: _ClassVar[int]
     ef: int
     nprobe: int
     rerank_candidates: int
     rerank_stop_sd: float
-    def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., rerank_stop_sd: _Optional[float] = ...) -> None: ...
+    target_recall: float
+    def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., rerank_stop_sd: _Optional[float] = ..., target_recall: _Optional[float] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
     __slots__ = ["allow_partial", "collection", "exact", "filter", "k", "knobs", "preview_only", "vector", "with_payload", "with_vectors"]

@@ -1,0 +1,330 @@
+#include "server/engine/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "index/distance_kernels.h"
+
+namespace zoom::server {
+namespace {
+
+// One-sided 95% normal quantile.
+constexpr double kZ95 = 1.645;
+
+// The collection's liveness, less the query point itself.
+class AllButOne : public index::IdFilter {
+ public:
+  AllButOne(const index::IdFilter& live, InternalId self) : live_(live), self_(self) {}
+  bool IsExcluded(InternalId id) const override { return id == self_ || live_.IsExcluded(id); }
+
+ private:
+  const index::IdFilter& live_;
+  InternalId self_;
+};
+
+absl::Status CheckCancelled(const CalibrationOptions& options) {
+  if (options.cancelled != nullptr && options.cancelled->load(std::memory_order_relaxed)) {
+    return absl::CancelledError("calibration stopped");
+  }
+  return absl::OkStatus();
+}
+
+// Up to `want` distinct live ids of [0, n), drawn at random (a bounded
+// number of draws: a collection that is mostly dead gives fewer), sorted.
+std::vector<InternalId> SampleLive(const index::IdFilter& live, uint64_t n, uint32_t want,
+                                   uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  absl::flat_hash_set<InternalId> seen;
+  std::vector<InternalId> out;
+  const uint64_t draws = uint64_t{want} * 64 + 1024;
+  for (uint64_t i = 0; i < draws && out.size() < want; ++i) {
+    const auto id = static_cast<InternalId>(rng() % n);
+    if (live.IsExcluded(id) || !seen.insert(id).second) continue;
+    out.push_back(id);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The exact k nearest live neighbours of each query (rows of `queries`,
+// prepared as stored), each query's own id excluded: one pass over the
+// vector file. Distances: squared L2, or the negated inner product.
+absl::Status ExactNeighbours(const SearchEngine& engine, const index::IdFilter& live,
+                             const std::vector<InternalId>& self, const std::vector<float>& queries,
+                             uint32_t k, const CalibrationOptions& options,
+                             std::vector<std::vector<InternalId>>* out) {
+  const size_t d = engine.dim();
+  const size_t nq = self.size();
+  const uint64_t n = engine.size();
+  const bool l2 = engine.metric() == Metric::kL2;
+  using Scored = std::pair<float, InternalId>;  // max-heap: worst on top
+  std::vector<std::vector<Scored>> heaps(nq);
+  constexpr uint64_t kChunk = 4096;
+  std::vector<InternalId> ids;
+  std::vector<float> x, dist(kChunk);
+  std::vector<uint8_t> excluded(kChunk);
+  for (uint64_t first = 0; first < n; first += kChunk) {
+    ZOOM_RETURN_IF_ERROR(CheckCancelled(options));
+    const uint64_t m = std::min(kChunk, n - first);
+    ids.resize(m);
+    for (uint64_t i = 0; i < m; ++i) {
+      ids[i] = static_cast<InternalId>(first + i);
+      excluded[i] = live.IsExcluded(ids[i]);
+    }
+    x.resize(m * d);
+    ZOOM_RETURN_IF_ERROR(engine.store().ReadVectors(ids, x.data()));
+    for (size_t q = 0; q < nq; ++q) {
+      const float* qv = queries.data() + q * d;
+      if (l2) {
+        index::L2SqrBatch(qv, x.data(), m, d, dist.data());
+      } else {
+        index::InnerProductBatch(qv, x.data(), m, d, dist.data());
+      }
+      std::vector<Scored>& heap = heaps[q];
+      for (uint64_t i = 0; i < m; ++i) {
+        if (excluded[i] || ids[i] == self[q]) continue;
+        const float s = l2 ? dist[i] : -dist[i];
+        if (std::isnan(s)) continue;
+        if (heap.size() < k) {
+          heap.emplace_back(s, ids[i]);
+          std::push_heap(heap.begin(), heap.end());
+        } else if (Scored{s, ids[i]} < heap.front()) {
+          std::pop_heap(heap.begin(), heap.end());
+          heap.back() = {s, ids[i]};
+          std::push_heap(heap.begin(), heap.end());
+        }
+      }
+    }
+  }
+  out->assign(nq, {});
+  for (size_t q = 0; q < nq; ++q) {
+    for (const Scored& s : heaps[q]) (*out)[q].push_back(s.second);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Calibration::Choice Calibration::Choose(double target_recall) const {
+  Choice best;
+  bool found = false;
+  for (const CalibrationPoint& p : points) {
+    if (p.recall_lower + 1e-12 < target_recall) continue;
+    if (!found || p.mean_us < best.point.mean_us) best.point = p;
+    found = true;
+  }
+  if (found) {
+    best.reached = true;
+    return best;
+  }
+  // The highest recall; the cheaper of equals.
+  for (const CalibrationPoint& p : points) {
+    if (!found || p.recall_lower > best.point.recall_lower ||
+        (p.recall_lower == best.point.recall_lower && p.mean_us < best.point.mean_us)) {
+      best.point = p;
+    }
+    found = true;
+  }
+  return best;
+}
+
+std::string Calibration::Encode() const {
+  std::string out =
+      absl::StrCat(kVersion, " ", k, " ", queries, " ", indexed_points, " ", created_unix_ms);
+  for (const CalibrationPoint& p : points) {
+    absl::StrAppend(&out, ";", p.ef, " ", p.nprobe, " ", p.rerank_candidates, " ", p.recall, " ",
+                    p.recall_lower, " ", p.mean_us, " ", p.ssd_reads);
+  }
+  return out;
+}
+
+absl::StatusOr<Calibration> Calibration::Decode(std::string_view in) {
+  const absl::string_view text(in.data(), in.size());
+  const auto bad = [&](absl::string_view why) {
+    return absl::DataLossError(absl::StrCat("malformed calibration (", why, ")"));
+  };
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ';');
+  std::vector<absl::string_view> head = absl::StrSplit(parts[0], ' ');
+  uint32_t version = 0;
+  if (head.empty() || !absl::SimpleAtoi(head[0], &version)) return bad("no version");
+  if (version > kVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("calibration version ", version, " is newer than this zoomd reads (",
+                     kVersion, ")"));
+  }
+  Calibration c;
+  if (head.size() != 5 || !absl::SimpleAtoi(head[1], &c.k) ||
+      !absl::SimpleAtoi(head[2], &c.queries) || !absl::SimpleAtoi(head[3], &c.indexed_points) ||
+      !absl::SimpleAtoi(head[4], &c.created_unix_ms) || c.k == 0) {
+    return bad("header");
+  }
+  for (size_t i = 1; i < parts.size(); ++i) {
+    std::vector<absl::string_view> f = absl::StrSplit(parts[i], ' ');
+    CalibrationPoint p;
+    if (f.size() != 7 || !absl::SimpleAtoi(f[0], &p.ef) || !absl::SimpleAtoi(f[1], &p.nprobe) ||
+        !absl::SimpleAtoi(f[2], &p.rerank_candidates) || !absl::SimpleAtod(f[3], &p.recall) ||
+        !absl::SimpleAtod(f[4], &p.recall_lower) || !absl::SimpleAtod(f[5], &p.mean_us) ||
+        !absl::SimpleAtod(f[6], &p.ssd_reads) || p.ef == 0 || p.rerank_candidates == 0 ||
+        !(p.recall >= 0 && p.recall <= 1) || !(p.recall_lower <= p.recall) ||
+        !(p.mean_us >= 0) || !(p.ssd_reads >= 0) || !std::isfinite(p.mean_us) ||
+        !std::isfinite(p.ssd_reads) || !std::isfinite(p.recall_lower)) {
+      return bad(absl::StrCat("point ", i));
+    }
+    c.points.push_back(p);
+  }
+  if (c.points.empty()) return bad("no points");
+  return c;
+}
+
+absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKind kind,
+                                      const index::IdFilter& live,
+                                      const CalibrationOptions& options) {
+  if (engine.index() == nullptr) {
+    return absl::FailedPreconditionError("no index to calibrate");
+  }
+  const uint32_t k = std::max<uint32_t>(options.k, 1);
+  std::vector<uint32_t> rerank;
+  for (uint32_t r : options.rerank) {
+    if (r >= k) rerank.push_back(r);
+  }
+  std::sort(rerank.begin(), rerank.end());
+  if (rerank.empty()) rerank.push_back(k);
+  const bool ivf = kind == index::IndexKind::kIvfHnswPq;
+  std::vector<uint32_t> primary = ivf ? options.nprobe : options.ef;
+  std::sort(primary.begin(), primary.end());
+  if (primary.empty()) return absl::InvalidArgumentError("an empty calibration grid");
+
+  const uint64_t n = engine.size();
+  const auto want = static_cast<uint32_t>(
+      std::min<uint64_t>(options.queries, std::max<uint64_t>(200, n / 100)));
+  const std::vector<InternalId> self =
+      n == 0 ? std::vector<InternalId>() : SampleLive(live, n, want, options.seed);
+  if (self.size() < 2) {
+    return absl::FailedPreconditionError("too few live points to calibrate");
+  }
+  const size_t nq = self.size();
+  const size_t d = engine.dim();
+  if (options.sample_out != nullptr) *options.sample_out = self;
+  std::vector<float> queries(nq * d);
+  ZOOM_RETURN_IF_ERROR(engine.store().ReadVectors(self, queries.data()));
+  std::vector<std::vector<InternalId>> truth;
+  ZOOM_RETURN_IF_ERROR(ExactNeighbours(engine, live, self, queries, k, options, &truth));
+
+  Calibration cal;
+  cal.k = k;
+  cal.queries = static_cast<uint32_t>(nq);
+  cal.indexed_points = engine.index()->size();
+  cal.created_unix_ms = absl::ToUnixMillis(absl::Now());
+
+  // The fullview's cost at each K' (the smallest primary knob's preview).
+  std::vector<double> fullview_us(rerank.size()), reads(rerank.size());
+  QueryResult result;
+  // A first pass warms what the measured ones would otherwise pay for
+  // first (the index's pages, the reader's buffers); not counted.
+  for (size_t q = 0; q < std::min<size_t>(nq, 32); ++q) {
+    ZOOM_RETURN_IF_ERROR(CheckCancelled(options));
+    SearchParams p;
+    p.k = k;
+    p.rerank_candidates = rerank.back();
+    p.nprobe = ivf ? primary[0] : 16;
+    p.ef = ivf ? std::max<uint32_t>(64, 2 * primary[0]) : std::max(primary[0], rerank.back());
+    AllButOne filter(live, self[q]);
+    p.filter = &filter;
+    p.hidden = self[q];
+    ZOOM_RETURN_IF_ERROR(
+        engine.Search(absl::MakeConstSpan(queries.data() + q * d, d), p, &result));
+  }
+  for (size_t r = 0; r < rerank.size(); ++r) {
+    SearchParams p;
+    p.k = k;
+    p.rerank_candidates = rerank[r];
+    p.nprobe = ivf ? primary[0] : 16;
+    p.ef = ivf ? std::max<uint32_t>(64, 2 * primary[0]) : std::max(primary[0], rerank[r]);
+    double us = 0, rd = 0;
+    for (size_t q = 0; q < nq; ++q) {
+      ZOOM_RETURN_IF_ERROR(CheckCancelled(options));
+      AllButOne filter(live, self[q]);
+      p.filter = &filter;
+      p.hidden = self[q];
+      ZOOM_RETURN_IF_ERROR(engine.Search(
+          absl::MakeConstSpan(queries.data() + q * d, d), p, &result));
+      us += result.stats.fullview_us + result.stats.rerank_us;
+      rd += static_cast<double>(result.stats.reads);
+    }
+    fullview_us[r] = us / static_cast<double>(nq);
+    reads[r] = rd / static_cast<double>(nq);
+  }
+
+  // Recall at every (primary, K') from one preview per primary value.
+  std::vector<double> sum(rerank.size()), sum2(rerank.size());
+  for (uint32_t value : primary) {
+    SearchParams p;
+    p.preview_only = true;
+    const uint32_t list = ivf ? rerank.back() : std::min(value, rerank.back());
+    if (list < rerank.front()) continue;  // hnsw_pq: ef below every K'
+    p.k = list;
+    p.rerank_candidates = list;
+    p.nprobe = ivf ? value : 16;
+    p.ef = ivf ? std::max<uint32_t>(64, 2 * value) : value;
+    std::fill(sum.begin(), sum.end(), 0.0);
+    std::fill(sum2.begin(), sum2.end(), 0.0);
+    double preview_us = 0;
+    std::vector<uint32_t> found(rerank.size());
+    for (size_t q = 0; q < nq; ++q) {
+      ZOOM_RETURN_IF_ERROR(CheckCancelled(options));
+      AllButOne filter(live, self[q]);
+      p.filter = &filter;
+      p.hidden = self[q];
+      ZOOM_RETURN_IF_ERROR(engine.Search(
+          absl::MakeConstSpan(queries.data() + q * d, d), p, &result));
+      preview_us += result.stats.preview_us;
+      std::fill(found.begin(), found.end(), 0);
+      for (InternalId t : truth[q]) {
+        for (size_t pos = 0; pos < result.hits.size(); ++pos) {
+          if (result.hits[pos].id != t) continue;
+          for (size_t r = 0; r < rerank.size(); ++r) found[r] += pos < rerank[r];
+          break;
+        }
+      }
+      const double denom = static_cast<double>(std::max<size_t>(truth[q].size(), 1));
+      for (size_t r = 0; r < rerank.size(); ++r) {
+        const double rq = truth[q].empty() ? 1.0 : found[r] / denom;
+        sum[r] += rq;
+        sum2[r] += rq * rq;
+      }
+    }
+    preview_us /= static_cast<double>(nq);
+    double best_lower = 0;
+    for (size_t r = 0; r < rerank.size(); ++r) {
+      if (rerank[r] > list) break;
+      CalibrationPoint pt;
+      pt.ef = p.ef;
+      pt.nprobe = ivf ? value : 0;
+      pt.rerank_candidates = rerank[r];
+      const double m = sum[r] / static_cast<double>(nq);
+      const double var =
+          std::max(0.0, (sum2[r] - static_cast<double>(nq) * m * m) / static_cast<double>(nq - 1));
+      pt.recall = m;
+      pt.recall_lower = std::max(0.0, m - kZ95 * std::sqrt(var / static_cast<double>(nq)));
+      pt.mean_us = preview_us + fullview_us[r];
+      pt.ssd_reads = reads[r];
+      best_lower = std::max(best_lower, pt.recall_lower);
+      cal.points.push_back(pt);
+    }
+    // Nothing above is worth measuring: every target up to 0.999 is met.
+    if (best_lower >= 0.999) break;
+  }
+  if (cal.points.empty()) return absl::InternalError("the calibration grid measured nothing");
+  return cal;
+}
+
+}  // namespace zoom::server

@@ -1,0 +1,119 @@
+// File: server/engine/calibration.h
+//
+// Recall as a knob: what each setting of the knobs buys on a collection's
+// own data, measured once per index, so that a request can say
+// `target_recall: 0.95` and get the cheapest knobs that reached it.
+//
+// Calibrate() runs `queries` stored points (sampled among the live ones) as
+// queries against the engine's current index:
+//   - their exact k nearest neighbours (the point itself excluded) by one
+//     pass over the vector file (all queries per chunk);
+//   - for each value of the primary knob (ivf_hnsw_pq: nprobe, with
+//     ef = max(64, 2 nprobe); hnsw_pq: ef), one preview-only search asking
+//     for the largest K' of the grid. The preview's ranking of the top K'
+//     does not depend on K' (ivf: the lists scanned are fixed by nprobe;
+//     hnsw: by ef, with K' <= ef), and an exact re-rank of K' candidates
+//     returns every true neighbour among them, so recall@k at every smaller
+//     K' is counted from the one list, without reads;
+//   - the fullview's cost at each K' from real searches (the smallest
+//     primary knob): mean fullview + re-rank time and SSD reads.
+// A point's cost is its measured preview time plus that K''s fullview time.
+// The query point itself is excluded from every search and every exact
+// answer, and hnsw_pq's walk does not pass through it
+// (SearchParams::hidden): it is in the index, a real query is not. (Walking
+// through it made the curve optimistic by 0.005-0.02 on MNIST, since its
+// links lead straight to its neighbours; ivf_hnsw_pq's lists have no such
+// shortcut.)
+//
+// Choose(target) takes the cheapest point whose recall's one-sided 95%
+// lower bound (mean - 1.645 sd / sqrt(queries)) reaches the target; when
+// none does, the point of the highest recall (reached = false).
+//
+// The curve is kept with the index it was measured on (the collection's
+// manifest: Encode/Decode) and measured again for every new index.
+#ifndef ZOOM_SERVER_ENGINE_CALIBRATION_H_
+#define ZOOM_SERVER_ENGINE_CALIBRATION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/ids.h"
+#include "index/search_types.h"
+#include "index/vector_index.h"
+#include "server/engine/search_engine.h"
+
+namespace zoom::server {
+
+struct CalibrationPoint {
+  uint32_t ef = 0;
+  uint32_t nprobe = 0;  // 0 for hnsw_pq
+  uint32_t rerank_candidates = 0;
+  double recall = 0;        // mean recall@k over the calibration queries
+  double recall_lower = 0;  // its one-sided 95% lower bound
+  double mean_us = 0;       // preview + fullview + re-rank, one thread
+  double ssd_reads = 0;     // mean reads of the fullview (cache hits excepted)
+  bool operator==(const CalibrationPoint&) const = default;
+};
+
+struct Calibration {
+  static constexpr uint32_t kVersion = 1;
+  uint32_t k = 10;
+  uint32_t queries = 0;
+  uint64_t indexed_points = 0;  // the index's size when measured
+  int64_t created_unix_ms = 0;
+  std::vector<CalibrationPoint> points;  // primary knob, then K', ascending
+
+  struct Choice {
+    CalibrationPoint point;
+    bool reached = false;
+  };
+  // See the file comment. `points` must not be empty.
+  Choice Choose(double target_recall) const;
+
+  // One line of text: "1 k queries indexed_points created_unix_ms" then
+  // ";ef nprobe K' recall recall_lower mean_us ssd_reads" per point.
+  std::string Encode() const;
+  // DataLoss for a malformed text; FailedPrecondition for a newer version.
+  static absl::StatusOr<Calibration> Decode(std::string_view text);
+  bool operator==(const Calibration&) const = default;
+};
+
+struct CalibrationOptions {
+  // At most this many queries, and at most max(200, live points / 100):
+  // a small collection's curve costs little, a large one's lower bounds
+  // sit within ~0.005 of the mean (the sampling error of 500 queries).
+  uint32_t queries = 500;
+  uint32_t k = 10;
+  uint64_t seed = 0x5eed;
+  // The grids (ascending). Values of the primary knob whose preview could
+  // not list the largest K' (hnsw_pq: ef < K') pair with K' <= ef only.
+  // Fine steps: a target is met by the first point past it, so the grid's
+  // spacing is what a pick overpays at most. Each primary value costs one
+  // preview-only pass, each K' one pass with reads.
+  std::vector<uint32_t> nprobe = {4,  6,  8,  12, 16,  20,  24,  32,  40,  48,
+                                  56, 64, 80, 96, 112, 128, 160, 192, 224, 256};
+  std::vector<uint32_t> ef = {16,  20,  24,  32,  40,  48,  64,  80,  96,
+                              128, 160, 192, 256, 320, 384, 512};
+  std::vector<uint32_t> rerank = {10, 12, 15, 18, 20, 25, 30, 40, 50, 60, 80, 100, 120, 160};
+  // Stops the run early (Cancelled) when it turns true; may be null.
+  const std::atomic<bool>* cancelled = nullptr;
+  // When not null: the ids the queries were (tests).
+  std::vector<InternalId>* sample_out = nullptr;
+};
+
+// Measures the curve of `engine`'s current index (FailedPrecondition
+// without one, or with fewer than k + 1 live points). `live`: the ids a
+// search may return (the collection's liveness). Searches run on the
+// caller's thread, through SearchEngine::Search, alongside any others.
+absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKind kind,
+                                      const index::IdFilter& live,
+                                      const CalibrationOptions& options = {});
+
+}  // namespace zoom::server
+
+#endif  // ZOOM_SERVER_ENGINE_CALIBRATION_H_

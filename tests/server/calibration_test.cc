@@ -1,0 +1,259 @@
+// Recall as a knob (server/engine/calibration.h): the curve's text codec
+// (golden, malformed input), the choice of knobs for a target, and the
+// measurement itself: the recall it reports for each knob setting is what
+// real searches (preview, fullview reads, exact re-rank) at those knobs get
+// on the same queries, against the brute-force oracle.
+#include "server/engine/calibration.h"
+
+#include <atomic>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/oracle.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/test_env.h"
+
+namespace zoom::server {
+namespace {
+
+using ::zoom::testing::RecallOf;
+using ::zoom::testing::StatusIs;
+using ::zoom::testing::TempDir;
+
+// ---- The codec ------------------------------------------------------------------
+
+TEST(CalibrationCodecTest, RoundTrips) {
+  Calibration c;
+  c.k = 10;
+  c.queries = 200;
+  c.indexed_points = 199800;
+  c.created_unix_ms = 1796356800123;
+  c.points.push_back({64, 12, 15, 0.963, 0.9541, 183.953, 14.4});
+  c.points.push_back({512, 0, 160, 1.0, 1.0, 2048.5, 160});
+  absl::StatusOr<Calibration> back = Calibration::Decode(c.Encode());
+  ASSERT_OK(back.status());
+  EXPECT_EQ(*back, c);
+}
+
+// The text as a zoomd of version 1 writes it into a collection's manifest:
+// read the same forever.
+TEST(CalibrationCodecTest, GoldenVersion1) {
+  absl::StatusOr<Calibration> c = Calibration::Decode(
+      "1 10 200 4500 1796356800123;64 12 15 0.963 0.9541 183.953 14.4;"
+      "128 64 160 1 1 2048.5 160");
+  ASSERT_OK(c.status());
+  EXPECT_EQ(c->k, 10u);
+  EXPECT_EQ(c->queries, 200u);
+  EXPECT_EQ(c->indexed_points, 4500u);
+  EXPECT_EQ(c->created_unix_ms, 1796356800123);
+  ASSERT_EQ(c->points.size(), 2u);
+  EXPECT_EQ(c->points[0], (CalibrationPoint{64, 12, 15, 0.963, 0.9541, 183.953, 14.4}));
+  EXPECT_EQ(c->points[1], (CalibrationPoint{128, 64, 160, 1.0, 1.0, 2048.5, 160}));
+}
+
+TEST(CalibrationCodecTest, MalformedTextIsDataLoss) {
+  for (const char* text : {
+           "",
+           "x",
+           "1 10 200 4500",                                  // short header
+           "1 10 200 4500 0",                                // no points
+           "1 0 200 4500 0;64 12 15 0.9 0.9 1 1",            // k 0
+           "1 10 200 4500 0;64 12 15 0.9 0.9 1",             // six fields
+           "1 10 200 4500 0;64 12 15 1.5 0.9 1 1",           // recall above 1
+           "1 10 200 4500 0;64 12 15 nan 0.9 1 1",           // NaN
+           "1 10 200 4500 0;64 12 15 0.8 0.9 1 1",           // lower bound above the mean
+           "1 10 200 4500 0;0 12 15 0.9 0.9 1 1",            // ef 0
+           "1 10 200 4500 0;64 12 0 0.9 0.9 1 1",            // K' 0
+           "1 10 200 4500 0;64 12 15 0.9 0.9 -1 1",          // negative time
+           "1 10 200 4500 0;64 12 15 0.9 0.9 1 1;",          // trailing empty point
+           "1 10 200 4500 0;64 12 15 0.9 0.9 1 inf",         // infinite reads
+           "1 10 200 4500 0;64 12 15 0.9 0.9 nan 1",         // NaN time
+           "1 10 200 4500 0;64 99999999999 15 0.9 0.9 1 1",  // beyond uint32
+       }) {
+    EXPECT_THAT(Calibration::Decode(text).status(), StatusIs(absl::StatusCode::kDataLoss))
+        << text;
+  }
+  EXPECT_THAT(Calibration::Decode("2 10 200 4500 0;64 12 15 0.9 0.9 1 1").status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+// ---- The choice ----------------------------------------------------------------
+
+TEST(CalibrationChooseTest, CheapestPointWhoseLowerBoundReachesTheTarget) {
+  Calibration c;
+  c.points = {
+      {64, 4, 10, 0.80, 0.78, 100, 10},   {64, 8, 10, 0.91, 0.90, 150, 10},
+      {64, 8, 20, 0.95, 0.94, 250, 20},   {64, 16, 10, 0.955, 0.951, 200, 10},
+      {64, 32, 40, 0.99, 0.985, 600, 40}, {64, 64, 40, 0.995, 0.992, 900, 40},
+  };
+  Calibration::Choice a = c.Choose(0.95);
+  EXPECT_TRUE(a.reached);
+  EXPECT_EQ(a.point.nprobe, 16u);  // 0.951 >= 0.95 at 200 us; 0.94 is below
+  EXPECT_EQ(c.Choose(0.90).point.nprobe, 8u);
+  EXPECT_EQ(c.Choose(0.5).point.nprobe, 4u);
+  // Unreachable: the highest recall, flagged.
+  Calibration::Choice b = c.Choose(0.999);
+  EXPECT_FALSE(b.reached);
+  EXPECT_EQ(b.point.nprobe, 64u);
+  EXPECT_TRUE(c.Choose(0.992).reached);
+}
+
+// ---- The measurement -------------------------------------------------------------
+
+// Every 7th id dead (the collection's liveness), else live.
+class EverySeventhDead : public index::IdFilter {
+ public:
+  bool IsExcluded(InternalId id) const override { return id % 7 == 3; }
+};
+
+// The liveness, less the query point itself.
+class AllBut : public index::IdFilter {
+ public:
+  AllBut(const index::IdFilter& live, InternalId self) : live_(live), self_(self) {}
+  bool IsExcluded(InternalId id) const override { return id == self_ || live_.IsExcluded(id); }
+
+ private:
+  const index::IdFilter& live_;
+  InternalId self_;
+};
+
+constexpr uint32_t kDim = 32;
+constexpr size_t kPoints = 3000;
+
+// Gaussian clusters of floats: distances without ties (the oracle and a
+// re-rank must not break ties differently).
+std::vector<float> Clustered(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> centres(16 * kDim);
+  for (float& c : centres) c = 3 * g(rng);
+  std::vector<float> out(n * kDim);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t c = rng() % 16;
+    for (uint32_t j = 0; j < kDim; ++j) out[i * kDim + j] = centres[c * kDim + j] + g(rng);
+  }
+  return out;
+}
+
+std::unique_ptr<SearchEngine> MakeEngine(const TempDir& dir, index::IndexKind kind) {
+  auto store = storage::VectorStore::Create(dir.File("v.zvec"), kDim, storage::DType::kFloat32);
+  EXPECT_OK(store.status());
+  auto engine = std::make_unique<SearchEngine>(Metric::kL2, std::move(store).value(), nullptr);
+  const std::vector<float> x = Clustered(kPoints, 5);
+  EXPECT_OK(engine->Add(x.data(), kPoints));
+  index::IndexSpec spec;
+  spec.kind = kind;
+  spec.metric = Metric::kL2;
+  spec.dim = kDim;
+  spec.pq.m = 8;
+  spec.hnsw.M = 12;
+  spec.hnsw.ef_construction = 80;
+  spec.nlist = 32;
+  spec.build_threads = 1;
+  auto idx = index::BuildIndex(spec, x.data(), kPoints);
+  EXPECT_OK(idx.status());
+  if (idx.ok()) EXPECT_OK(engine->SetIndex(std::move(idx).value()));
+  return engine;
+}
+
+class CalibrateTest : public ::testing::TestWithParam<index::IndexKind> {};
+
+TEST_P(CalibrateTest, ReportsTheRecallOfRealSearchesAtEachPoint) {
+  TempDir dir;
+  const index::IndexKind kind = GetParam();
+  std::unique_ptr<SearchEngine> engine = MakeEngine(dir, kind);
+  const EverySeventhDead live;
+  std::vector<InternalId> sample;
+  CalibrationOptions options;
+  options.queries = 40;
+  options.nprobe = {1, 2, 4, 32};
+  options.ef = {10, 20, 80};
+  options.rerank = {10, 20, 40};
+  options.sample_out = &sample;
+  absl::StatusOr<Calibration> cal = Calibrate(*engine, kind, live, options);
+  ASSERT_OK(cal.status());
+  EXPECT_EQ(cal->k, 10u);
+  EXPECT_EQ(cal->queries, 40u);
+  EXPECT_EQ(cal->indexed_points, kPoints);
+  ASSERT_EQ(sample.size(), 40u);
+  for (InternalId id : sample) EXPECT_FALSE(live.IsExcluded(id)) << id;
+  ASSERT_FALSE(cal->points.empty());
+
+  const bool ivf = kind == index::IndexKind::kIvfHnswPq;
+  std::vector<float> q(kDim);
+  for (const CalibrationPoint& p : cal->points) {
+    SCOPED_TRACE(::testing::Message() << "ef " << p.ef << " nprobe " << p.nprobe << " K' "
+                                    << p.rerank_candidates);
+    if (ivf) {
+      EXPECT_EQ(p.ef, std::max<uint32_t>(64, 2 * p.nprobe));
+    } else {
+      EXPECT_EQ(p.nprobe, 0u);
+      EXPECT_LE(p.rerank_candidates, p.ef);  // an ef's list holds K' <= ef only
+    }
+    EXPECT_LE(p.recall_lower, p.recall);
+    EXPECT_GT(p.mean_us, 0);
+    EXPECT_GT(p.ssd_reads, 0);  // no cache: every candidate's block is read
+    double sum = 0;
+    for (InternalId self : sample) {
+      ASSERT_OK(engine->store().ReadVectors({&self, 1}, q.data()));
+      const AllBut filter(live, self);
+      SearchParams sp;
+      sp.k = 10;
+      sp.ef = p.ef;
+      sp.nprobe = ivf ? p.nprobe : 16;
+      sp.rerank_candidates = p.rerank_candidates;
+      sp.filter = &filter;
+      sp.hidden = self;
+      QueryResult got, exact;
+      ASSERT_OK(engine->Search(q, sp, &got));
+      ASSERT_OK(engine->ExactSearch(q, sp, &exact));
+      ASSERT_EQ(exact.hits.size(), 10u);
+      for (const Hit& h : got.hits) ASSERT_FALSE(filter.IsExcluded(h.id)) << h.id;
+      sum += RecallOf(got.hits, exact.hits, 10);
+    }
+    EXPECT_NEAR(p.recall, sum / sample.size(), 1e-9);
+  }
+  // The whole index scanned with the largest K' finds nearly everything.
+  EXPECT_GE(cal->Choose(1.0).point.recall, 0.9);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, CalibrateTest,
+                         ::testing::Values(index::IndexKind::kIvfHnswPq, index::IndexKind::kHnswPq),
+                         [](const ::testing::TestParamInfo<index::IndexKind>& info) {
+                           return std::string(index::IndexKindName(info.param));
+                         });
+
+TEST(CalibrateErrorsTest, NoIndexNoPointsAndCancellation) {
+  TempDir dir;
+  const EverySeventhDead live;
+  {
+    auto store =
+        storage::VectorStore::Create(dir.File("e.zvec"), kDim, storage::DType::kFloat32);
+    ASSERT_OK(store.status());
+    SearchEngine empty(Metric::kL2, std::move(store).value(), nullptr);
+    EXPECT_THAT(Calibrate(empty, index::IndexKind::kIvfHnswPq, live).status(),
+                StatusIs(absl::StatusCode::kFailedPrecondition));
+  }
+  std::unique_ptr<SearchEngine> engine = MakeEngine(dir, index::IndexKind::kIvfHnswPq);
+  // Every point dead: nothing to sample.
+  class AllDead : public index::IdFilter {
+   public:
+    bool IsExcluded(InternalId) const override { return true; }
+  } dead;
+  EXPECT_THAT(Calibrate(*engine, index::IndexKind::kIvfHnswPq, dead).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  // Asked to stop before it starts: stops at the first check.
+  std::atomic<bool> stop{true};
+  CalibrationOptions options;
+  options.cancelled = &stop;
+  EXPECT_THAT(Calibrate(*engine, index::IndexKind::kIvfHnswPq, live, options).status(),
+              StatusIs(absl::StatusCode::kCancelled));
+}
+
+}  // namespace
+}  // namespace zoom::server
