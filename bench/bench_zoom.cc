@@ -756,6 +756,12 @@ absl::StatusOr<ZoomBuilt> GetZoomBuilt() {
   return out;
 }
 
+absl::StatusOr<ConfigResult> RunZoomConfig(const server::SearchParams& p, int threads,
+                                           size_t k) {
+  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(/*report_build=*/false, nullptr));
+  return RunConfig(*b, p, threads, k);
+}
+
 std::vector<ConfigResult>& SessionResults() {
   static auto* results = new std::vector<ConfigResult>();
   return *results;

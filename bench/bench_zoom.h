@@ -24,6 +24,11 @@ struct ZoomBuilt {
 // (valid until another dataset or index is asked for).
 absl::StatusOr<ZoomBuilt> GetZoomBuilt();
 
+// The queries of --dataset through that engine at knobs `p` (k, preview
+// only etc. as set), on `threads` threads: recall against the ground
+// truth, QPS, latency (the sweep's row, named "zoomd").
+absl::StatusOr<ConfigResult> RunZoomConfig(const server::SearchParams& p, int threads, size_t k);
+
 }  // namespace zoom::bench
 
 #endif  // ZOOM_BENCH_ZOOM_H_
