@@ -228,35 +228,33 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
   // The fullview's cost at each K' (the smallest primary knob's preview).
   std::vector<double> fullview_us(rerank.size()), reads(rerank.size());
   QueryResult result;
+  // Query q as a query the index has not seen, into `result`.
+  const auto search = [&](size_t q, SearchParams p) -> absl::Status {
+    ZOOM_RETURN_IF_ERROR(CheckCancelled(options));
+    const AllButOne filter(live, self[q]);
+    p.filter = &filter;
+    p.hidden = self[q];
+    return engine.Search(absl::MakeConstSpan(queries.data() + q * d, d), p, &result);
+  };
+  // The knobs of primary value `value` with K' `kprime`.
+  const auto knobs = [&](uint32_t value, uint32_t kprime) {
+    SearchParams p;
+    p.k = k;
+    p.rerank_candidates = kprime;
+    p.nprobe = ivf ? value : 16;
+    p.ef = ivf ? std::max<uint32_t>(64, 2 * value) : std::max(value, kprime);
+    return p;
+  };
   // A first pass warms what the measured ones would otherwise pay for
   // first (the index's pages, the reader's buffers); not counted.
   for (size_t q = 0; q < std::min<size_t>(nq, 32); ++q) {
-    ZOOM_RETURN_IF_ERROR(CheckCancelled(options));
-    SearchParams p;
-    p.k = k;
-    p.rerank_candidates = rerank.back();
-    p.nprobe = ivf ? primary[0] : 16;
-    p.ef = ivf ? std::max<uint32_t>(64, 2 * primary[0]) : std::max(primary[0], rerank.back());
-    AllButOne filter(live, self[q]);
-    p.filter = &filter;
-    p.hidden = self[q];
-    ZOOM_RETURN_IF_ERROR(
-        engine.Search(absl::MakeConstSpan(queries.data() + q * d, d), p, &result));
+    ZOOM_RETURN_IF_ERROR(search(q, knobs(primary[0], rerank.back())));
   }
   for (size_t r = 0; r < rerank.size(); ++r) {
-    SearchParams p;
-    p.k = k;
-    p.rerank_candidates = rerank[r];
-    p.nprobe = ivf ? primary[0] : 16;
-    p.ef = ivf ? std::max<uint32_t>(64, 2 * primary[0]) : std::max(primary[0], rerank[r]);
+    const SearchParams p = knobs(primary[0], rerank[r]);
     double us = 0, rd = 0;
     for (size_t q = 0; q < nq; ++q) {
-      ZOOM_RETURN_IF_ERROR(CheckCancelled(options));
-      AllButOne filter(live, self[q]);
-      p.filter = &filter;
-      p.hidden = self[q];
-      ZOOM_RETURN_IF_ERROR(engine.Search(
-          absl::MakeConstSpan(queries.data() + q * d, d), p, &result));
+      ZOOM_RETURN_IF_ERROR(search(q, p));
       us += result.stats.fullview_us + result.stats.rerank_us;
       rd += static_cast<double>(result.stats.reads);
     }
@@ -267,25 +265,18 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
   // Recall at every (primary, K') from one preview per primary value.
   std::vector<double> sum(rerank.size()), sum2(rerank.size());
   for (uint32_t value : primary) {
-    SearchParams p;
-    p.preview_only = true;
+    // hnsw_pq: an ef's list holds K' <= ef only.
     const uint32_t list = ivf ? rerank.back() : std::min(value, rerank.back());
-    if (list < rerank.front()) continue;  // hnsw_pq: ef below every K'
+    if (list < rerank.front()) continue;
+    SearchParams p = knobs(value, list);
+    p.preview_only = true;
     p.k = list;
-    p.rerank_candidates = list;
-    p.nprobe = ivf ? value : 16;
-    p.ef = ivf ? std::max<uint32_t>(64, 2 * value) : value;
     std::fill(sum.begin(), sum.end(), 0.0);
     std::fill(sum2.begin(), sum2.end(), 0.0);
     double preview_us = 0;
     std::vector<uint32_t> found(rerank.size());
     for (size_t q = 0; q < nq; ++q) {
-      ZOOM_RETURN_IF_ERROR(CheckCancelled(options));
-      AllButOne filter(live, self[q]);
-      p.filter = &filter;
-      p.hidden = self[q];
-      ZOOM_RETURN_IF_ERROR(engine.Search(
-          absl::MakeConstSpan(queries.data() + q * d, d), p, &result));
+      ZOOM_RETURN_IF_ERROR(search(q, p));
       preview_us += result.stats.preview_us;
       std::fill(found.begin(), found.end(), 0);
       for (InternalId t : truth[q]) {
