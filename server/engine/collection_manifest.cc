@@ -80,8 +80,9 @@ absl::StatusOr<CollectionManifest> CollectionManifest::Decode(std::string_view t
   }
   ZOOM_RETURN_IF_ERROR(kv.Number("index_epoch", &m.index_epoch));
   m.calibration = kv.String("calibration");
-  if (!m.calibration.empty() && !kv.Number("calibration_epoch", &m.calibration_epoch).ok()) {
-    m.calibration.clear();  // measured again
+  if (!m.calibration.empty() && (!kv.Has("calibration_epoch") ||
+                                 !kv.Number("calibration_epoch", &m.calibration_epoch).ok())) {
+    m.calibration.clear();  // without its epoch: measured again
   }
   ZOOM_RETURN_IF_ERROR(kv.NumberList("retired_spaces", &m.retired_spaces));
   ZOOM_RETURN_IF_ERROR(DecodeFieldIndexes(kv.String("field_indexes"), &m.field_indexes));

@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/engine/calibration.h"
 #include "server/engine/collection_config.h"
 #include "server/engine/collection_manifest.h"
 #include "server/engine/id_map.h"
@@ -137,6 +139,8 @@ TEST(CollectionManifestTest, GoldenFilesOfVersion1) {
                                        ReadFile(TestDataPath("golden/collection_manifest_v1.txt")), 1));
     EXPECT_EQ(old.trained_points, 0u);
     EXPECT_EQ(old.code_error, 0.0);
+    EXPECT_EQ(old.index_epoch, 0u);
+    EXPECT_EQ(old.calibration, "");
     // A baseline that is no error at all is refused, not believed.
     for (const char* bad : {"nan", "-1", "inf"}) {
       EXPECT_EQ(CollectionManifest::Decode(absl::StrCat("version=1\ncode_error=", bad, "\n"), 1)
@@ -146,6 +150,46 @@ TEST(CollectionManifestTest, GoldenFilesOfVersion1) {
           << bad;
     }
   }
+}
+
+// The index epoch and the recall curve (calibration.h) measured on an
+// earlier epoch (2 of 3: stale, measured again after the open).
+TEST(CollectionManifestTest, GoldenFileWithACalibration) {
+  const std::string text =
+      ReadFile(TestDataPath("golden/collection_manifest_v1_calibration.txt"));
+  ASSERT_FALSE(text.empty());
+  ASSERT_OK_AND_ASSIGN(auto m, CollectionManifest::Decode(text, 1));
+  EXPECT_EQ(m.index_epoch, 3u);
+  EXPECT_EQ(m.calibration_epoch, 2u);
+  ASSERT_OK_AND_ASSIGN(Calibration cal, Calibration::Decode(m.calibration));
+  EXPECT_EQ(cal.queries, 500u);
+  ASSERT_EQ(cal.points.size(), 2u);
+  EXPECT_EQ(cal.points[1].rerank_candidates, 160u);
+  EXPECT_EQ(m.Encode(), text);
+  // A curve without its epoch is dropped (measured again), not an error.
+  ASSERT_OK_AND_ASSIGN(
+      auto no_epoch,
+      CollectionManifest::Decode("version=1\ncalibration=1 10 500 9 0;64 12 15 0.9 0.9 1 1\n", 1));
+  EXPECT_EQ(no_epoch.calibration, "");
+}
+
+// The collection's default target (a key written only when set).
+TEST(CollectionConfigTest, TargetRecallKey) {
+  CollectionConfig c;
+  c.name = "t";
+  c.dim = 4;
+  c.ApplyDefaults();
+  EXPECT_EQ(c.Encode().find("target_recall"), std::string::npos);
+  c.default_target_recall = 0.9;
+  ASSERT_OK_AND_ASSIGN(CollectionConfig back, CollectionConfig::Decode(c.Encode()));
+  EXPECT_DOUBLE_EQ(back.default_target_recall, 0.9);
+  for (const char* bad : {"1.5", "-0.1", "nan"}) {
+    std::string text = c.Encode();
+    text.replace(text.find("target_recall=0.9"), 17, absl::StrCat("target_recall=", bad));
+    EXPECT_EQ(CollectionConfig::Decode(text).status().code(), absl::StatusCode::kDataLoss) << bad;
+  }
+  c.default_target_recall = 1.01;
+  EXPECT_THAT(c.Validate(4096, 0), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(CollectionManifestTest, RoundTripsAndDefaults) {
