@@ -379,8 +379,12 @@ bool HnswGraph::DescendToLevel0(DistanceComputer& dc, QueryStats* stats, Neighbo
   const uint64_t e = entry_.load(std::memory_order_acquire);
   if (e == kNoEntry) return false;
   const int top = static_cast<int>(e >> 32);
-  *cur = {dc.Distance(static_cast<InternalId>(e)), static_cast<InternalId>(e)};
+  const auto entry = static_cast<InternalId>(e);
+  // A hidden entry point is only where the descent starts: any neighbour
+  // is better.
+  *cur = {entry == hidden ? kInf : dc.Distance(entry), entry};
   for (int l = top; l > 0; --l) *cur = Greedy(dc, *cur, l, stats, hidden);
+  if (cur->id == hidden) cur->distance = dc.Distance(hidden);
   return true;
 }
 
@@ -390,9 +394,10 @@ void HnswGraph::Search(DistanceComputer& dc, size_t ef, const IdFilter* filter,
   out->clear();
   Neighbor cur;
   if (ef == 0 || !DescendToLevel0(dc, stats, &cur, hidden)) return;
-  scratch.Begin(size());
+  const uint64_t n = size();  // once: a writer may grow it meanwhile
+  scratch.Begin(n);
   // Marked visited: never scored or expanded from here on.
-  if (hidden < size() && hidden != cur.id) scratch.Visit(hidden);
+  if (hidden < n && hidden != cur.id) scratch.Visit(hidden);
   SearchLevel(dc, cur, ef, 0, filter, scratch, stats);
   out->assign(scratch.results.begin(), scratch.results.end());
   std::sort(out->begin(), out->end());

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
@@ -140,9 +141,11 @@ Calibration::Choice Calibration::Choose(double target_recall) const {
 std::string Calibration::Encode() const {
   std::string out =
       absl::StrCat(kVersion, " ", k, " ", queries, " ", indexed_points, " ", created_unix_ms);
+  // Doubles to 17 digits: a bound decoded back picks what it picked before.
   for (const CalibrationPoint& p : points) {
-    absl::StrAppend(&out, ";", p.ef, " ", p.nprobe, " ", p.rerank_candidates, " ", p.recall, " ",
-                    p.recall_lower, " ", p.mean_us, " ", p.ssd_reads);
+    absl::StrAppend(&out, ";", p.ef, " ", p.nprobe, " ", p.rerank_candidates,
+                    absl::StrFormat(" %.17g %.17g %.17g %.17g", p.recall, p.recall_lower,
+                                    p.mean_us, p.ssd_reads));
   }
   return out;
 }
@@ -262,28 +265,44 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
     reads[r] = rd / static_cast<double>(nq);
   }
 
-  // Recall at every (primary, K') from one preview per primary value.
-  std::vector<double> sum(rerank.size()), sum2(rerank.size());
+  // Recall at every (primary, K') from one preview per primary value. Not
+  // for ivf_hnsw_pq's 4-bit fast scan: it re-scores the best 2 K' by its
+  // rough distances, so a longer list holds better candidates than a
+  // search at a smaller K' would; there, one preview per (primary, K').
+  const bool one_list = !(ivf && engine.index()->spec().pq.nbits == 4);
+  std::vector<double> sum(rerank.size()), sum2(rerank.size()), preview_us(rerank.size());
+  std::vector<uint32_t> found(rerank.size());
   for (uint32_t value : primary) {
     // hnsw_pq: an ef's list holds K' <= ef only.
     const uint32_t list = ivf ? rerank.back() : std::min(value, rerank.back());
     if (list < rerank.front()) continue;
-    SearchParams p = knobs(value, list);
-    p.preview_only = true;
-    p.k = list;
     std::fill(sum.begin(), sum.end(), 0.0);
     std::fill(sum2.begin(), sum2.end(), 0.0);
-    double preview_us = 0;
-    std::vector<uint32_t> found(rerank.size());
-    for (size_t q = 0; q < nq; ++q) {
+    std::fill(preview_us.begin(), preview_us.end(), 0.0);
+    // Preview-only searches listing `len` candidates; counts the true
+    // neighbours among the first rerank[r] into found[r] for r in [r0, r1).
+    const auto count = [&](size_t q, uint32_t len, size_t r0, size_t r1) -> absl::Status {
+      SearchParams p = knobs(value, len);
+      p.preview_only = true;
+      p.k = len;
       ZOOM_RETURN_IF_ERROR(search(q, p));
-      preview_us += result.stats.preview_us;
-      std::fill(found.begin(), found.end(), 0);
+      for (size_t r = r0; r < r1; ++r) preview_us[r] += result.stats.preview_us;
       for (InternalId t : truth[q]) {
         for (size_t pos = 0; pos < result.hits.size(); ++pos) {
           if (result.hits[pos].id != t) continue;
-          for (size_t r = 0; r < rerank.size(); ++r) found[r] += pos < rerank[r];
+          for (size_t r = r0; r < r1; ++r) found[r] += pos < rerank[r];
           break;
+        }
+      }
+      return absl::OkStatus();
+    };
+    for (size_t q = 0; q < nq; ++q) {
+      std::fill(found.begin(), found.end(), 0);
+      if (one_list) {
+        ZOOM_RETURN_IF_ERROR(count(q, list, 0, rerank.size()));
+      } else {
+        for (size_t r = 0; r < rerank.size(); ++r) {
+          ZOOM_RETURN_IF_ERROR(count(q, rerank[r], r, r + 1));
         }
       }
       const double denom = static_cast<double>(std::max<size_t>(truth[q].size(), 1));
@@ -293,12 +312,12 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
         sum2[r] += rq * rq;
       }
     }
-    preview_us /= static_cast<double>(nq);
+    for (double& us : preview_us) us /= static_cast<double>(nq);
     double best_lower = 0;
     for (size_t r = 0; r < rerank.size(); ++r) {
       if (rerank[r] > list) break;
       CalibrationPoint pt;
-      pt.ef = p.ef;
+      pt.ef = knobs(value, list).ef;
       pt.nprobe = ivf ? value : 0;
       pt.rerank_candidates = rerank[r];
       const double m = sum[r] / static_cast<double>(nq);
@@ -306,7 +325,7 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
           std::max(0.0, (sum2[r] - static_cast<double>(nq) * m * m) / static_cast<double>(nq - 1));
       pt.recall = m;
       pt.recall_lower = std::max(0.0, m - kZ95 * std::sqrt(var / static_cast<double>(nq)));
-      pt.mean_us = preview_us + fullview_us[r];
+      pt.mean_us = preview_us[r] + fullview_us[r];
       pt.ssd_reads = reads[r];
       best_lower = std::max(best_lower, pt.recall_lower);
       cal.points.push_back(pt);

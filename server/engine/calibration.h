@@ -14,7 +14,10 @@
 //     does not depend on K' (ivf: the lists scanned are fixed by nprobe;
 //     hnsw: by ef, with K' <= ef), and an exact re-rank of K' candidates
 //     returns every true neighbour among them, so recall@k at every smaller
-//     K' is counted from the one list, without reads;
+//     K' is counted from the one list, without reads. (Not for 4-bit
+//     ivf_hnsw_pq: its fast scan re-scores the best 2 K' of its rough
+//     distances, so a longer list is better than a smaller K''s; there one
+//     preview-only search per (nprobe, K') runs);
 //   - the fullview's cost at each K' from real searches (the smallest
 //     primary knob): mean fullview + re-rank time and SSD reads.
 // A point's cost is its measured preview time plus that K''s fullview time.

@@ -1023,18 +1023,23 @@ absl::Status Collection::EngineParams(const Segment& seg, const CollectionSearch
           params.context.limits.max_rerank, (uint64_t{rerank} * p.k + cal->k - 1) / cal->k));
     }
     if (p.rerank_candidates == 0) p.rerank_candidates = rerank;
-    if (p.nprobe == 0) p.nprobe = c.nprobe != 0 ? c.nprobe : config_.default_nprobe;
+    if (p.nprobe == 0) {
+      p.nprobe = c.nprobe != 0 ? std::min(c.nprobe, params.context.limits.max_nprobe)
+                               : config_.default_nprobe;
+    }
     if (p.ef == 0) {
       p.ef = c.ef;
-      if (config_.index.kind == index::IndexKind::kHnswPq) {
-        p.ef = std::min(params.context.limits.max_ef, std::max(p.ef, p.rerank_candidates));
-      }
+      if (config_.index.kind == index::IndexKind::kHnswPq) p.ef = std::max(p.ef, p.rerank_candidates);
+      p.ef = std::min(p.ef, params.context.limits.max_ef);
     }
+    // Knobs cut by this server's limits are not the curve's any more.
+    const bool cut = p.ef < c.ef || (c.nprobe != 0 && p.nprobe < c.nprobe);
     stats->target_recall = static_cast<float>(target);
     stats->target_reached = choice.reached;
     stats->knobs_calibrated = true;
     // The curve's recall holds for its own knobs only.
-    if (all) stats->calibrated_recall = static_cast<float>(c.recall);
+    if (all && !cut) stats->calibrated_recall = static_cast<float>(c.recall);
+    if (cut) stats->target_reached = false;
   } else if (asked > 0) {
     stats->target_recall = static_cast<float>(asked);
   }
@@ -1283,9 +1288,13 @@ absl::Status Collection::RunBuild() {
       if (st.ok()) {
         manifest_.trained_points = trained;
         manifest_.code_error = 0;  // the new index's first window sets it
-        ++manifest_.index_epoch;   // the earlier curve serves until it is measured
-        SetCalibration(CurrentCalibration(), /*current=*/false);
+        ++manifest_.index_epoch;  // the earlier curve serves until it is measured
         st = SaveSnapshotLocked();
+        if (st.ok()) {
+          SetCalibration(CurrentCalibration(), /*current=*/false);
+        } else {
+          --manifest_.index_epoch;  // the stored manifest still names the old index
+        }
       }
     }
   }
@@ -1543,6 +1552,11 @@ absl::Status Collection::CalibrateNow() {
         absl::StrCat("collection '", config_.name, "' has no index to calibrate"));
   }
   return RunCalibration();
+}
+
+void Collection::StopCalibration() {
+  closing_ = true;
+  calibrate_.Join();
 }
 
 bool Collection::MaybeStartCalibration() {

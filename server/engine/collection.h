@@ -346,6 +346,10 @@ class Collection {
   absl::Status CalibrateNow();
   // Blocks until no background calibration runs; its status.
   absl::Status WaitForCalibration() { return calibrate_.Wait(); }
+  // Stops a running calibration (its own or a build's: the build then ends
+  // without a new curve) and waits for the background one; none starts
+  // after. Before a drop or the database's close.
+  void StopCalibration();
 
   // Writes a consistent snapshot archive to `path` while the collection
   // takes writes: the write lock is held only to fix the point (the

@@ -122,7 +122,10 @@ Database::~Database() {
   absl::MutexLock lock(&mu_);
   // Every build ends before the metadata store goes, whoever still holds a
   // collection (a waiting call's callback).
-  for (const auto& [name, c] : collections_) c->WaitForBuild().IgnoreError();
+  for (const auto& [name, c] : collections_) {
+    c->StopCalibration();  // a curve is not worth the wait (measured again at open)
+    c->WaitForBuild().IgnoreError();
+  }
   collections_.clear();  // joins builds, saves snapshots
   metadata_.reset();
 }
@@ -193,6 +196,7 @@ absl::Status Database::DropCollection(const std::string& name) {
   for (uint32_t space : c->record_spaces()) {
     if (space != c->id()) metadata_->DropRecords(space).IgnoreError();
   }
+  c->StopCalibration();
   c->WaitForBuild().IgnoreError();
   std::error_code ec;
   fs::remove_all(c->dir(), ec);
