@@ -237,6 +237,7 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
     const AllButOne filter(live, self[q]);
     p.filter = &filter;
     p.hidden = self[q];
+    p.maintenance = true;
     return engine.Search(absl::MakeConstSpan(queries.data() + q * d, d), p, &result);
   };
   // The knobs of primary value `value` with K' `kprime`.

@@ -69,6 +69,12 @@ struct SearchParams {
   // (index::IndexSearchParams::hidden; the calibration's queries). Not a
   // client knob.
   InternalId hidden = kInvalidInternalId;
+  // A maintenance search (the calibration's): the fullview neither looks in
+  // nor fills the DRAM cache (its reads are the cost it measures, and its
+  // sample must not evict the clients' hot vectors), and its time does not
+  // move the fullview's moving average (allow_partial's estimate). Not a
+  // client knob.
+  bool maintenance = false;
 
   // A filter's matching ids (live ones only; see PayloadIndex::Evaluate),
   // or null. When set it replaces `filter`, and the planner picks how to

@@ -646,13 +646,14 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
   const size_t first = params.rerank_stop_sd > 0 ? std::min<size_t>(n, params.k) : n;
   fv->submitted = first;
   ++stats->fullview_rounds;
-  if (cache_ == nullptr) {
+  VectorCache* cache = params.maintenance ? nullptr : cache_.get();
+  if (cache == nullptr) {
     fv->pending = store_->SubmitReadVectors(absl::MakeConstSpan(s.ids.data(), first),
                                             s.vectors.data(), stats);
   } else {
     s.round_pos.resize(first);
     std::iota(s.round_pos.begin(), s.round_pos.end(), 0u);
-    LookupCached(cache_.get(), d, s.round_pos, s, stats);
+    LookupCached(cache, d, s.round_pos, s, stats);
     fv->pending = store_->SubmitReadVectors(s.misses, s.miss_vectors.data(), stats);
   }
   return absl::OkStatus();
@@ -668,10 +669,10 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
   Scratch& s = ThreadScratch();
   ZOOM_RETURN_IF_ERROR(fv->pending->Wait());
   fv->pending.reset();
-  if (cache_ != nullptr) StoreMisses(cache_.get(), d, s);
+  if (cache_ != nullptr && !params.maintenance) StoreMisses(cache_.get(), d, s);
   const double fullview_us = std::max(0.0, fv->timer.ElapsedMicros() - overlapped_us);
   stats->fullview_us += fullview_us;
-  if (overlapped_us == 0) {
+  if (overlapped_us == 0 && !params.maintenance) {
     // Exponential moving average of plain fullviews (an overlapped one's
     // reads partly finish during the other work, so it would understate
     // what a lone query waits); races between threads only blur it.
@@ -725,6 +726,7 @@ absl::Status SearchEngine::FullviewRounds(const SearchParams& params,
       default: return -static_cast<double>(score);
     }
   };
+  VectorCache* cache = params.maintenance ? nullptr : cache_.get();
   s.read.assign(n, 0);
   double sum = 0, sum_sq = 0;
   size_t seen = 0;
@@ -761,9 +763,9 @@ absl::Status SearchEngine::FullviewRounds(const SearchParams& params,
     // One more batch: into the candidates' own slots of s.vectors.
     Stopwatch io;
     ++stats->fullview_rounds;
-    LookupCached(cache_.get(), d, s.round_pos, s, stats);
+    LookupCached(cache, d, s.round_pos, s, stats);
     ZOOM_RETURN_IF_ERROR(store_->SubmitReadVectors(s.misses, s.miss_vectors.data(), stats)->Wait());
-    StoreMisses(cache_.get(), d, s);
+    StoreMisses(cache, d, s);
     stats->fullview_us += io.ElapsedMicros();
     Stopwatch sw;
     for (uint32_t pos : s.round_pos) {

@@ -142,10 +142,12 @@ std::vector<float> Clustered(size_t n, uint32_t seed) {
 }
 
 std::unique_ptr<SearchEngine> MakeEngine(const TempDir& dir, index::IndexKind kind,
-                                         uint32_t nbits = 8) {
+                                         uint32_t nbits = 8, uint64_t cache_bytes = 0) {
   auto store = storage::VectorStore::Create(dir.File("v.zvec"), kDim, storage::DType::kFloat32);
   EXPECT_OK(store.status());
-  auto engine = std::make_unique<SearchEngine>(Metric::kL2, std::move(store).value(), nullptr);
+  EngineOptions eo;
+  eo.cache_bytes = cache_bytes;
+  auto engine = std::make_unique<SearchEngine>(Metric::kL2, std::move(store).value(), nullptr, eo);
   const std::vector<float> x = Clustered(kPoints, 5);
   EXPECT_OK(engine->Add(x.data(), kPoints));
   index::IndexSpec spec;
@@ -160,7 +162,9 @@ std::unique_ptr<SearchEngine> MakeEngine(const TempDir& dir, index::IndexKind ki
   spec.build_threads = 1;
   auto idx = index::BuildIndex(spec, x.data(), kPoints);
   EXPECT_OK(idx.status());
-  if (idx.ok()) EXPECT_OK(engine->SetIndex(std::move(idx).value()));
+  if (idx.ok()) {
+    EXPECT_OK(engine->SetIndex(std::move(idx).value()));
+  }
   return engine;
 }
 
@@ -239,6 +243,56 @@ INSTANTIATE_TEST_SUITE_P(Kinds, CalibrateTest,
                            return absl::StrCat(index::IndexKindName(info.param.kind), "_",
                                                info.param.nbits, "bit");
                          });
+
+// The calibration's searches bypass the DRAM cache: their cost is the
+// SSD's, and a client's first search after a build finds the cache as
+// cold as the calibration found it (its sample evicted nothing).
+TEST(CalibrateTest, NeitherUsesNorFillsTheCache) {
+  TempDir dir;
+  std::unique_ptr<SearchEngine> engine =
+      MakeEngine(dir, index::IndexKind::kIvfHnswPq, 8, /*cache_bytes=*/uint64_t{1} << 22);
+  const EverySeventhDead live;
+  std::vector<InternalId> sample;
+  CalibrationOptions options;
+  options.queries = 20;
+  options.nprobe = {4, 8};
+  options.rerank = {10, 20};
+  options.sample_out = &sample;
+  absl::StatusOr<Calibration> cal = Calibrate(*engine, index::IndexKind::kIvfHnswPq, live,
+                                              options);
+  ASSERT_OK(cal.status());
+  // The same reads and recall as on the same engine without a cache.
+  TempDir dir2;
+  std::unique_ptr<SearchEngine> uncached = MakeEngine(dir2, index::IndexKind::kIvfHnswPq, 8);
+  std::vector<InternalId> sample2;
+  options.sample_out = &sample2;
+  absl::StatusOr<Calibration> cal2 = Calibrate(*uncached, index::IndexKind::kIvfHnswPq, live,
+                                               options);
+  ASSERT_OK(cal2.status());
+  ASSERT_EQ(sample, sample2);
+  ASSERT_EQ(cal->points.size(), cal2->points.size());
+  for (size_t i = 0; i < cal->points.size(); ++i) {
+    EXPECT_EQ(cal->points[i].ssd_reads, cal2->points[i].ssd_reads) << i;
+    EXPECT_EQ(cal->points[i].recall, cal2->points[i].recall) << i;
+  }
+  // The same query as the calibration's first, with the same knobs: all
+  // misses (a cache the calibration had filled would hit on every one).
+  std::vector<float> q(kDim);
+  ASSERT_OK(engine->store().ReadVectors({&sample[0], 1}, q.data()));
+  const AllBut filter(live, sample[0]);
+  SearchParams sp;
+  sp.nprobe = 8;
+  sp.ef = 64;
+  sp.rerank_candidates = 20;
+  sp.filter = &filter;
+  sp.hidden = sample[0];
+  QueryResult first, second;
+  ASSERT_OK(engine->Search(q, sp, &first));
+  EXPECT_EQ(first.stats.cache_hits, 0u);
+  EXPECT_EQ(first.stats.cache_misses, 20u);
+  ASSERT_OK(engine->Search(q, sp, &second));  // a client's search does fill it
+  EXPECT_EQ(second.stats.cache_hits, 20u);
+}
 
 TEST(CalibrateErrorsTest, NoIndexNoPointsAndCancellation) {
   TempDir dir;
