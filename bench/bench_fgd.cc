@@ -15,7 +15,9 @@
 // and the speedup over the full softmax, with and without the tail
 // estimate; (2b) the tail-mass estimators side by side (none, the cluster
 // summaries, 64/256/1024 sampled words): cost and error against the exact
-// tail; (3) a sweep over M and ef with the
+// tail; (2c) the server's calibrated default ef (CalibrateDefaultEf on the
+// first half of the contexts) measured on the held-out second half; (3) a
+// sweep over M and ef with the
 // Pareto front of precision@1 vs speedup; (4) scaling to larger vocabularies
 // made from the real W (each new row: a random convex mix a·w_r1 + (1−a)·w_r2
 // of two real rows, a ~ U(0,1), plus Gaussian noise of --fgd_noise times the
@@ -61,7 +63,7 @@ ABSL_FLAG(std::string, fgd_scaling, "10000,50000,200000,1000000",
 ABSL_FLAG(int32_t, fgd_scaling_efc, 100, "fgd: ef_construction of the scaling graphs");
 ABSL_FLAG(double, fgd_noise, 0.1, "fgd: relative noise of the synthesised rows");
 ABSL_FLAG(bool, fgd_grpc, true, "fgd: also measure through gRPC");
-ABSL_FLAG(std::string, fgd_sections, "quality,latency,tail,sweep,scaling,grpc",
+ABSL_FLAG(std::string, fgd_sections, "quality,latency,tail,default,sweep,scaling,grpc",
           "fgd: the sections to run");
 ABSL_FLAG(int32_t, fgd_scaling_contexts, 500, "fgd: contexts timed per scaling step");
 
@@ -368,6 +370,55 @@ absl::Status RunFgd(Reporter& rep) {
                   {"p_at_1", q.p_at[0]}, {"p_at_5", q.p_at[1]}});
   }
   }
+  }
+
+  // ---- (2c) the calibrated default ef, on held-out contexts ------------------
+  if (want("default")) {
+    // What LoadModel does with the model directory's H.f32, here on its
+    // first half only; the second half is never seen by the calibration.
+    const size_t half = ev.n / 2;
+    Stopwatch cal_sw;
+    ZOOM_ASSIGN_OR_RETURN(server::FgdCalibration cal,
+                          server::CalibrateDefaultEf(*idx, ev.H.data(), half));
+    const double cal_s = cal_sw.ElapsedMicros() / 1e6;
+    Eval held;
+    held.model = ev.model;  // copies W (10 MB at PTB): the bench's own
+    held.n = ev.n - half;
+    held.H.assign(ev.H.begin() + half * d, ev.H.end());
+    held.ref_ids.assign(ev.ref_ids.begin() + half * 101, ev.ref_ids.end());
+    held.ref_logp.assign(ev.ref_logp.begin() + half * 101, ev.ref_logp.end());
+    held.log_z.assign(ev.log_z.begin() + half, ev.log_z.end());
+    const double softmax_us =
+        std::min(exact_us,
+                 FullSoftmaxUs(ev.model.W, ev.model.b, V, d, held.H.data(), held.n, 1, 10));
+    std::printf("\n(2c) the calibrated default ef: CalibrateDefaultEf on %u of the first %zu "
+                "contexts picked ef %u (P@1 %.4f, P@5 %.4f there) in %.2f s; measured on the "
+                "other %zu, batch 1, clusters tail (full softmax %.1f us, the faster of two "
+                "timings)\n",
+                cal.contexts, half, cal.ef, cal.p1, cal.p5, cal_s, held.n, softmax_us);
+    Table dt({"k", "ef", "us", "speedup", "P@1", "P@5", "tail MAE"});
+    for (uint32_t k : {1u, 5u, 10u}) {
+      index::FgdSearchParams p = fgd;
+      p.k = k;
+      p.ef = server::DefaultEfFor(cal.ef, k);
+      p.tail = index::FgdTail::kClusters;
+      std::vector<index::FgdResult> res;
+      ZOOM_ASSIGN_OR_RETURN(double us, TimePerContext(*idx, held.H.data(), held.n, 1, p, &res));
+      const Quality q = Score(held, res, tol);
+      // Score's P@5 needs 5 ids: blank at k 1.
+      dt.Row({std::to_string(k), std::to_string(p.ef), Fmt(us, 1), Fmt(softmax_us / us, 2),
+              Fmt(q.p_at[0], 4), k >= 5 ? Fmt(q.p_at[1], 4) : std::string("-"),
+              Fmt(q.tail_mae, 4)});
+      rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("default")},
+                    {"k", static_cast<int64_t>(k)}, {"default_ef", static_cast<int64_t>(cal.ef)},
+                    {"ef", static_cast<int64_t>(p.ef)},
+                    {"calibration_contexts", static_cast<int64_t>(cal.contexts)},
+                    {"calibration_p1", cal.p1}, {"calibration_p5", cal.p5},
+                    {"calibration_s", cal_s}, {"held_out_contexts", static_cast<int64_t>(held.n)},
+                    {"us", us}, {"softmax_us", softmax_us}, {"speedup", softmax_us / us},
+                    {"p_at_1", q.p_at[0]}, {"p_at_5", k >= 5 ? q.p_at[1] : NAN},
+                    {"tail_mae", q.tail_mae}});
+    }
   }
 
   // ---- (3) sweep over M and ef --------------------------------------------

@@ -27,7 +27,8 @@ void DecoderClient::Prepare(grpc::ClientContext* context, absl::Duration timeout
 
 absl::StatusOr<v1::ModelInfo> DecoderClient::LoadModel(const std::string& name,
                                                        const std::string& dir, bool wait,
-                                                       uint32_t m, uint32_t ef_construction) {
+                                                       uint32_t m, uint32_t ef_construction,
+                                                       uint32_t default_ef) {
   grpc::ClientContext context;
   Prepare(&context, options_.timeout);
   v1::LoadModelRequest request;
@@ -36,6 +37,7 @@ absl::StatusOr<v1::ModelInfo> DecoderClient::LoadModel(const std::string& name,
   request.set_wait(wait);
   request.set_m(m);
   request.set_ef_construction(ef_construction);
+  request.set_default_ef(default_ef);
   v1::LoadModelResponse response;
   absl::Status status = FromGrpc(stub_->LoadModel(&context, request, &response));
   if (!status.ok()) return status;

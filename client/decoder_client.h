@@ -33,10 +33,12 @@ class DecoderClient {
 
   // Loads model directory `dir` (a name under the server's --models_dir)
   // as `name`; with `wait`, answers once it serves (or failed). m and
-  // ef_construction 0: the server's defaults.
+  // ef_construction 0: the server's defaults; default_ef 0: calibrated from
+  // the directory's H.f32 (else built-in).
   absl::StatusOr<v1::ModelInfo> LoadModel(const std::string& name, const std::string& dir,
                                           bool wait, uint32_t m = 0,
-                                          uint32_t ef_construction = 0);
+                                          uint32_t ef_construction = 0,
+                                          uint32_t default_ef = 0);
   absl::Status UnloadModel(const std::string& name);
   absl::StatusOr<std::vector<v1::ModelInfo>> ListModels();
 

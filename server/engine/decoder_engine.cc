@@ -87,7 +87,82 @@ std::string Fingerprint(const ConfinedDir& root, const std::string& dir,
   return buf;
 }
 
+// Contexts read from H.f32 for the calibration: at most this many bytes (the
+// file's first rows).
+constexpr uint64_t kMaxCalibrationBytes = 16 << 20;
+
 }  // namespace
+
+absl::StatusOr<FgdCalibration> CalibrateDefaultEf(const index::FgdIndex& index,
+                                                  const float* contexts, size_t n,
+                                                  const std::atomic<bool>* cancel,
+                                                  uint32_t max_contexts) {
+  const uint32_t d = index.dim();
+  constexpr uint32_t kK = 5;
+  if (index.vocab_size() < kK) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the model has ", index.vocab_size(), " words; calibrating needs ", kK));
+  }
+  const size_t q = std::min<size_t>(n, std::max<uint32_t>(1, max_contexts));
+  if (q == 0) return absl::InvalidArgumentError("no contexts to calibrate on");
+  std::vector<float> h(q * d);
+  for (size_t i = 0; i < q; ++i) {
+    const size_t src = i * n / q;  // evenly spaced
+    if (absl::Status st = CheckVectorMagnitude(Metric::kL2, contexts + src * d, d); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("context #", src, ": ", st.message()));
+    }
+    std::copy_n(contexts + src * d, d, h.begin() + i * d);
+  }
+  constexpr size_t kChunk = 64;
+  auto run = [&](const index::FgdSearchParams& p, std::vector<index::FgdResult>* out) {
+    out->clear();
+    std::vector<index::FgdResult> part;
+    for (size_t first = 0; first < q; first += kChunk) {
+      ZOOM_RETURN_IF_ERROR(CheckCancel(cancel));
+      ZOOM_RETURN_IF_ERROR(
+          index.Search(h.data() + first * d, std::min(kChunk, q - first), p, &part));
+      for (auto& r : part) out->push_back(std::move(r));
+    }
+    return absl::OkStatus();
+  };
+  index::FgdSearchParams p;
+  p.k = kK;
+  p.tail = index::FgdTail::kNone;
+  p.exact = true;
+  std::vector<index::FgdResult> exact, graph;
+  ZOOM_RETURN_IF_ERROR(run(p, &exact));
+  constexpr float kTolerance = 1e-4f;
+  p.exact = false;
+  FgdCalibration out;
+  out.contexts = static_cast<uint32_t>(q);
+  for (uint32_t ef : kDefaultEfGrid) {
+    p.ef = ef;
+    ZOOM_RETURN_IF_ERROR(run(p, &graph));
+    double p1 = 0, p5 = 0;
+    for (size_t i = 0; i < q; ++i) {
+      const std::vector<float>& z = exact[i].logits;
+      const index::FgdResult& g = graph[i];
+      // The graph's logits are w·h + b recomputed for the ids it returns.
+      if (!g.logits.empty() && g.logits[0] >= z[0] - kTolerance) p1 += 1;
+      for (size_t t = 0; t < g.logits.size() && t < kK; ++t) {
+        if (g.logits[t] >= z[kK - 1] - kTolerance) p5 += 1.0 / kK;
+      }
+    }
+    out.p1 = p1 / static_cast<double>(q);
+    out.p5 = p5 / static_cast<double>(q);
+    if (out.p1 >= kDefaultEfP1 && out.p5 >= kDefaultEfP5) {
+      out.ef = ef;
+      break;
+    }
+  }
+  return out;
+}
+
+uint32_t DefaultEfFor(uint32_t default_ef, uint32_t k) {
+  if (default_ef == 0) return std::max<uint32_t>(64, k);
+  const uint64_t ef = k <= 5 ? default_ef : uint64_t{default_ef} * k / 5;
+  return static_cast<uint32_t>(std::max<uint64_t>(k, std::min<uint64_t>(ef, UINT32_MAX)));
+}
 
 float HalfToFloat(uint16_t h) {
   const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
@@ -234,9 +309,15 @@ DecoderEngine::~DecoderEngine() {
 }
 
 absl::StatusOr<std::shared_ptr<LoadedModel>> DecoderEngine::Load(
-    const std::string& name, const std::string& dir, const index::FgdOptions& options) {
+    const std::string& name, const std::string& dir, const index::FgdOptions& options,
+    uint32_t default_ef) {
   ZOOM_RETURN_IF_ERROR(ValidateModelName(name));
   ZOOM_RETURN_IF_ERROR(options.hnsw.Validate());
+  if (default_ef > options_.limits.max_ef) {
+    return absl::InvalidArgumentError(absl::StrCat("default_ef ", default_ef,
+                                                   " is above this server's max ef of ",
+                                                   options_.limits.max_ef));
+  }
   if (dir.empty()) return absl::InvalidArgumentError("the model directory is required");
   ZOOM_RETURN_IF_ERROR(ConfinedDir::ValidateName(dir, "model directory"));
   if (root_ == nullptr) {
@@ -251,6 +332,10 @@ absl::StatusOr<std::shared_ptr<LoadedModel>> DecoderEngine::Load(
   model->dir = dir;
   model->options = options;
   model->options.build_threads = options_.build_threads;
+  if (default_ef != 0) {
+    model->default_ef = default_ef;
+    model->default_ef_source = LoadedModel::EfSource::kRequest;
+  }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the server is shutting down");
   uint32_t active = 0;
@@ -360,11 +445,72 @@ void DecoderEngine::LoadMain(const std::shared_ptr<LoadedModel>& model) {
       if (!st.ok()) ZOOM_LOG(WARNING, "model ", model->name, ": graph cache not written: ", st.message());
     }
   }
+  model->progress = 0.95;
+  if (model->default_ef_source != LoadedModel::EfSource::kRequest) CalibrateModel(model.get());
+  if (absl::Status st = CheckCancel(&model->cancel); !st.ok()) return Finish(model, st);
   model->progress = 1.0;
   ZOOM_LOG(INFO, "model ", model->name, ": V ", model->vocab, ", d ", model->dim, ", graph ",
-           model->graph_from_cache ? "loaded from cache" : "built", " in ",
-           static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
+           model->graph_from_cache ? "loaded from cache" : "built", ", default ef ",
+           model->default_ef == 0 ? std::string("built-in") : absl::StrCat(model->default_ef),
+           ", in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
   Finish(model, absl::OkStatus());
+}
+
+void DecoderEngine::CalibrateModel(LoadedModel* model) const {
+  const std::string file = model->dir + "/H.f32";
+  auto fail = [&](std::string why) {
+    model->default_ef = 0;
+    model->default_ef_source = LoadedModel::EfSource::kBuiltin;
+    model->calibration_error = std::move(why);
+  };
+  auto f = root_->OpenFile(file);
+  if (!f.ok()) {
+    if (absl::IsNotFound(f.status())) {
+      return fail(absl::StrCat("no ", file, " (contexts to calibrate the default ef on)"));
+    }
+    ZOOM_LOG(WARNING, "model ", model->name, ": ", f.status().message());
+    return fail(std::string(f.status().message()));
+  }
+  const uint64_t row = uint64_t{model->dim} * 4;
+  if (f->size() == 0 || f->size() % row != 0) {
+    std::string why = absl::StrCat(file, " has ", f->size(), " bytes, not a positive multiple of ",
+                                   row, " (d = ", model->dim, " float32 per context)");
+    ZOOM_LOG(WARNING, "model ", model->name, ": ", why);
+    return fail(std::move(why));
+  }
+  const uint64_t rows = std::min(f->size(), kMaxCalibrationBytes / row * row) / row;
+  if (rows == 0) {
+    return fail(absl::StrCat("one context of d = ", model->dim, " is above the ",
+                             kMaxCalibrationBytes >> 20, " MiB read for calibration"));
+  }
+  std::vector<float> h(rows * model->dim);
+  if (absl::Status st = f->ReadAll(h.data(), rows * row); !st.ok()) {
+    ZOOM_LOG(WARNING, "model ", model->name, ": ", st.message());
+    return fail(std::string(st.message()));
+  }
+  Stopwatch sw;
+  auto cal = CalibrateDefaultEf(*model->index, h.data(), rows, &model->cancel);
+  if (!cal.ok()) {
+    if (absl::IsCancelled(cal.status())) return;
+    std::string why = absl::StrCat(file, ": ", cal.status().message());
+    ZOOM_LOG(WARNING, "model ", model->name, ": ", why);
+    return fail(std::move(why));
+  }
+  model->calibration = *cal;
+  if (cal->ef == 0) {
+    std::string why = absl::StrCat("no ef up to ", std::end(kDefaultEfGrid)[-1],
+                                   " reached P@1 ", kDefaultEfP1, " and P@5 ", kDefaultEfP5,
+                                   " on ", cal->contexts, " contexts of ", file, " (at ",
+                                   std::end(kDefaultEfGrid)[-1], ": ", cal->p1, ", ", cal->p5,
+                                   "); set ef per request or default_ef at load");
+    ZOOM_LOG(WARNING, "model ", model->name, ": ", why);
+    return fail(std::move(why));
+  }
+  model->default_ef = cal->ef;
+  model->default_ef_source = LoadedModel::EfSource::kCalibrated;
+  ZOOM_LOG(INFO, "model ", model->name, ": default ef ", cal->ef, " (P@1 ", cal->p1, ", P@5 ",
+           cal->p5, " on ", cal->contexts, " contexts of ", file, ", ",
+           static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms)");
 }
 
 void DecoderEngine::Finish(const std::shared_ptr<LoadedModel>& model, const absl::Status& st) {
@@ -515,7 +661,9 @@ absl::Status DecoderEngine::TopK(const TopKRequest& req, const CallContext& call
   }
   index::FgdSearchParams p;
   p.k = req.k;
-  p.ef = req.ef == 0 ? std::max<uint32_t>(64, req.k) : req.ef;
+  p.ef = req.ef != 0 ? req.ef
+                     : std::min(std::max(limits.max_ef, req.k),
+                                DefaultEfFor(model->default_ef, req.k));
   p.exact = req.exact;
   p.tail_samples = req.tail_samples == 0 ? 256 : req.tail_samples;
   switch (req.tail) {
@@ -566,6 +714,7 @@ absl::Status DecoderEngine::TopK(const TopKRequest& req, const CallContext& call
     a.tail_mass = r.tail_mass;
     a.micros = static_cast<uint64_t>(us / static_cast<double>(n));
     a.distance_evals = r.distance_evals;
+    a.ef = p.exact ? 0 : std::max(p.ef, req.k);
     evals += r.distance_evals;
   }
   if (stats != nullptr) {

@@ -15,6 +15,9 @@
 //   W.f32       V × d float32, row-major (or W.f16: float16, widened here)
 //   b.f32       V float32
 //   vocab.txt   V lines, line i = the word of id i
+//   H.f32       optional: N × d float32 contexts like the ones the model will
+//               decode (e.g. the LM's hidden states on held-out text); the
+//               model's default ef is calibrated on them (CalibrateDefaultEf)
 // Sizes are checked against meta.json before anything is allocated; a
 // mismatch is InvalidArgument naming the file, the expected and the actual
 // size. A model whose estimated memory would pass the budget is refused
@@ -84,6 +87,35 @@ uint64_t EstimateModelBytes(uint64_t vocab, uint64_t dim, uint64_t vocab_file_by
 // IEEE 754 binary16 -> float.
 float HalfToFloat(uint16_t h);
 
+// The default ef of a model, measured on contexts (CalibrateDefaultEf).
+struct FgdCalibration {
+  uint32_t ef = 0;        // 0: no ef of the grid reached the targets
+  uint32_t contexts = 0;  // contexts measured
+  double p1 = 0, p5 = 0;  // mean precision@1 and @5 at ef (ef 0: at the largest tried)
+};
+// The targets of the default ef: P@1 ≥ 0.99 and P@5 ≥ 0.98 (issue 19's).
+inline constexpr double kDefaultEfP1 = 0.99, kDefaultEfP5 = 0.98;
+// The ef grid CalibrateDefaultEf tries, ascending.
+inline constexpr uint32_t kDefaultEfGrid[] = {10,  12,  16,  20,  24,  32,  40, 48,
+                                              64,  96,  128, 192, 256, 384, 512};
+// Measures the graph's precision@1 and @5 against the exact softmax on up to
+// `max_contexts` of the n contexts (n × index.dim() floats; evenly spaced)
+// at the grid's ef values, smallest first, and returns the first that
+// reaches both targets. An id counts as correct when its exact logit is at
+// least the k-th exact logit − 1e-4 (near-ties are not misses).
+// InvalidArgument naming the context for one that is not finite or past the
+// magnitude limit (common/vector_limits.h); Cancelled when *cancel turns
+// true (may be null). Work: one exact pass (sgemm) and ≤ 15 graph passes
+// over the sample, one thread.
+absl::StatusOr<FgdCalibration> CalibrateDefaultEf(const index::FgdIndex& index,
+                                                  const float* contexts, size_t n,
+                                                  const std::atomic<bool>* cancel = nullptr,
+                                                  uint32_t max_contexts = 500);
+// The ef a TopK with ef 0 runs at for k words, given the model's default ef
+// (0: the built-in max(64, k)): default_ef for k ≤ 5, default_ef · k / 5
+// above (the graph's list grows with the words asked for), never below k.
+uint32_t DefaultEfFor(uint32_t default_ef, uint32_t k);
+
 enum class ModelState { kLoading = 1, kServing = 2, kFailed = 3 };
 
 struct LoadedModel {
@@ -99,6 +131,13 @@ struct LoadedModel {
   uint64_t reserved_bytes = 0;  // of the memory budget (engine's mutex)
   std::vector<std::string> words;
   std::unique_ptr<index::FgdIndex> index;  // set before state turns kServing
+  // The default ef (DefaultEfFor), set before state turns kServing (the
+  // requested one at Load): from the request, calibrated on the directory's
+  // H.f32, or 0 (built-in; calibration_error says why).
+  uint32_t default_ef = 0;
+  enum class EfSource { kBuiltin, kRequest, kCalibrated } default_ef_source = EfSource::kBuiltin;
+  FgdCalibration calibration;     // when H.f32 was measured
+  std::string calibration_error;  // why no calibrated default (none asked for)
 };
 
 // What one TopK call may ask for (the server's limits).
@@ -113,7 +152,7 @@ struct TopKRequest {
   std::string model;
   std::vector<absl::Span<const float>> contexts;
   uint32_t k = 0;             // 1..min(limits.max_k, |V|)
-  uint32_t ef = 0;            // 0: max(64, k)
+  uint32_t ef = 0;            // 0: the model's (DefaultEfFor)
   bool exact = false;         // full softmax
   uint32_t tail_samples = 0;  // kSample: words sampled (0: 256)
   // kDefault: kClusters, or kSample when tail_samples > 0.
@@ -138,6 +177,7 @@ struct TopKAnswer {
   float tail_mass = 0;
   uint64_t micros = 0;  // the step's time per context
   uint64_t distance_evals = 0;
+  uint32_t ef = 0;  // the graph's ef (0: exact)
 };
 
 struct TopKStats {
@@ -170,10 +210,14 @@ class DecoderEngine {
   // one is replaced); InvalidArgument for a bad name, dir or options;
   // FailedPrecondition without a models_dir; ResourceExhausted past
   // max_models. The files are read and checked in the background; Wait()
-  // or GetServing() see the result.
+  // or GetServing() see the result. default_ef: the model's (≤
+  // limits.max_ef); 0 calibrates it from the directory's H.f32 when there
+  // is one (a bad H.f32 is a warning in calibration_error, not a failed
+  // load), else leaves the built-in.
   absl::StatusOr<std::shared_ptr<LoadedModel>> Load(const std::string& name,
                                                     const std::string& dir,
-                                                    const index::FgdOptions& options);
+                                                    const index::FgdOptions& options,
+                                                    uint32_t default_ef = 0);
   // Blocks until the model is no longer loading; its error (with the
   // load's own code) if it failed or was cancelled.
   absl::Status Wait(const std::shared_ptr<LoadedModel>& model) const;
@@ -198,6 +242,8 @@ class DecoderEngine {
  private:
   void LoaderMain();
   void LoadMain(const std::shared_ptr<LoadedModel>& model);
+  // Sets the model's default ef from its directory's H.f32 (LoadMain).
+  void CalibrateModel(LoadedModel* model) const;
   void Finish(const std::shared_ptr<LoadedModel>& model, const absl::Status& st);
   static absl::Status StatusOf(const LoadedModel& model);
 

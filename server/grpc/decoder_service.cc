@@ -31,6 +31,15 @@ v1::ModelInfo ToProto(const LoadedModel& m) {
     info.set_graph_bytes(m.index->GraphBytes());
     info.set_resident_bytes(m.index->ResidentBytes());
     info.set_graph_from_cache(m.graph_from_cache);
+    info.set_default_ef(m.default_ef);
+    info.set_default_ef_source(m.default_ef_source == LoadedModel::EfSource::kRequest ? "request"
+                               : m.default_ef_source == LoadedModel::EfSource::kCalibrated
+                                   ? "calibrated"
+                                   : "builtin");
+    info.set_calibration_contexts(m.calibration.contexts);
+    info.set_calibration_p1(m.calibration.p1);
+    info.set_calibration_p5(m.calibration.p5);
+    info.set_calibration_error(m.calibration_error);
   }
   if (state == ModelState::kFailed) info.set_error(m.error);
   return info;
@@ -78,7 +87,7 @@ grpc::ServerUnaryReactor* DecoderService::LoadModel(grpc::CallbackServerContext*
         index::FgdOptions options;
         if (request.m() != 0) options.hnsw.M = request.m();
         if (request.ef_construction() != 0) options.hnsw.ef_construction = request.ef_construction();
-        auto model = engine_->Load(request.name(), request.dir(), options);
+        auto model = engine_->Load(request.name(), request.dir(), options, request.default_ef());
         if (!model.ok()) return reply->Complete(model.status());
         std::shared_ptr<LoadedModel> m = *model;
         if (!request.wait()) {
@@ -155,6 +164,7 @@ absl::Status DecoderService::Decode(const v1::TopKRequest& req, const CallContex
     out->set_tail_mass(a.tail_mass);
     out->mutable_stats()->set_micros(a.micros);
     out->mutable_stats()->set_distance_evals(a.distance_evals);
+    out->mutable_stats()->set_ef(a.ef);
   }
   if (metrics_ != nullptr) {
     metrics_->RecordDecode(stats.contexts, stats.distance_evals, stats.exact, stats.seconds);

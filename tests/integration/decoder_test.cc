@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -332,6 +333,127 @@ TEST_F(DecoderServiceTest, Float16WeightsAreAccepted) {
   ASSERT_OK_AND_ASSIGN(v1::TopKResponse resp, TopK(req));
   for (int i = 0; i < 5; ++i) {
     EXPECT_EQ(resp.results(i).ids(0), BruteTopK(rounded, h.data() + i * kD, 1)[0]);
+  }
+}
+
+// A model directory with H.f32 gets its default ef measured at load: the
+// smallest grid ef whose P@1 and P@5 on those contexts reach the targets,
+// and a TopK with ef 0 runs at it (k ≤ 5; scaled by k/5 above).
+TEST_F(DecoderServiceTest, DefaultEfIsCalibratedOnTheModelDirectorysContexts) {
+  const std::string dir = tmp_.File("calibrated");
+  WriteModel(dir, layer_);
+  constexpr uint32_t kN = 300;
+  const std::vector<float> h = Contexts(kN, 21);
+  WriteFile(dir + "/H.f32", h.data(), h.size() * 4);
+  ASSERT_OK_AND_ASSIGN(v1::ModelInfo info, Load("cal", dir));
+  EXPECT_EQ(info.default_ef_source(), "calibrated") << info.calibration_error();
+  EXPECT_EQ(info.calibration_error(), "");
+  EXPECT_EQ(info.calibration_contexts(), kN);
+  EXPECT_GE(info.calibration_p1(), server::kDefaultEfP1);
+  EXPECT_GE(info.calibration_p5(), server::kDefaultEfP5);
+  EXPECT_THAT(std::vector<uint32_t>(std::begin(server::kDefaultEfGrid),
+                                    std::end(server::kDefaultEfGrid)),
+              ::testing::Contains(info.default_ef()));
+  // The same contexts through TopK at ef 0: the ef that ran is the default,
+  // and the precision is the calibration's (brute force in double here, a
+  // near-tie within 1e-4 allowed to fall either way: one context of slack).
+  v1::TopKRequest req = Request("cal", h, 5);
+  ASSERT_OK_AND_ASSIGN(v1::TopKResponse resp, TopK(req));
+  ASSERT_EQ(resp.results_size(), static_cast<int>(kN));
+  double p1 = 0, p5 = 0;
+  for (uint32_t i = 0; i < kN; ++i) {
+    const auto& r = resp.results(i);
+    EXPECT_EQ(r.stats().ef(), info.default_ef());
+    const std::vector<uint32_t> truth = BruteTopK(layer_, h.data() + i * kD, 5);
+    p1 += r.ids(0) == truth[0];
+    for (uint32_t id : r.ids()) p5 += std::count(truth.begin(), truth.end(), id) / 5.0;
+  }
+  EXPECT_NEAR(p1 / kN, info.calibration_p1(), 1.0 / kN + 1e-9);
+  EXPECT_NEAR(p5 / kN, info.calibration_p5(), 1.0 / kN + 1e-9);
+  req.set_k(20);
+  req.mutable_contexts()->DeleteSubrange(1, kN - 1);
+  ASSERT_OK_AND_ASSIGN(resp, TopK(req));
+  EXPECT_EQ(resp.results(0).stats().ef(), std::max(20u, info.default_ef() * 20 / 5));
+  req.set_ef(40);  // the request's own ef wins
+  ASSERT_OK_AND_ASSIGN(resp, TopK(req));
+  EXPECT_EQ(resp.results(0).stats().ef(), 40u);
+  req.set_exact(true);
+  ASSERT_OK_AND_ASSIGN(resp, TopK(req));
+  EXPECT_EQ(resp.results(0).stats().ef(), 0u);
+}
+
+// Without H.f32 the built-in max(64, k) stays and says why; a default asked
+// for at load wins over a calibration; a bad H.f32 (wrong size, non-finite
+// or huge values, a FIFO, a symlink out of the models directory) is a
+// warning, never a failed or hung load.
+TEST_F(DecoderServiceTest, DefaultEfFromTheRequestOrBuiltInAndBadContextFiles) {
+  ASSERT_OK_AND_ASSIGN(v1::ModelInfo plain, Load("plain", model_dir_));
+  EXPECT_EQ(plain.default_ef(), 0u);
+  EXPECT_EQ(plain.default_ef_source(), "builtin");
+  EXPECT_THAT(plain.calibration_error(), ::testing::HasSubstr("H.f32"));
+  const std::vector<float> h = Contexts(4, 3);
+  {
+    v1::TopKRequest req = Request("plain", h, 10);
+    ASSERT_OK_AND_ASSIGN(v1::TopKResponse resp, TopK(req));
+    EXPECT_EQ(resp.results(0).stats().ef(), 64u);
+    req.set_k(100);
+    ASSERT_OK_AND_ASSIGN(resp, TopK(req));
+    EXPECT_EQ(resp.results(0).stats().ef(), 100u);
+  }
+  const std::string rel_dir =
+      std::filesystem::path(model_dir_).lexically_relative(tmp_.path()).string();
+  const std::string with_h = tmp_.File("with_h");
+  WriteModel(with_h, layer_);
+  WriteFile(with_h + "/H.f32", h.data(), h.size() * 4);
+  ASSERT_OK_AND_ASSIGN(v1::ModelInfo asked,
+                       decoder_->LoadModel("asked", "with_h", true, 0, 0, /*default_ef=*/24));
+  EXPECT_EQ(asked.default_ef(), 24u);
+  EXPECT_EQ(asked.default_ef_source(), "request");
+  EXPECT_EQ(asked.calibration_contexts(), 0u);  // not measured
+  {
+    ASSERT_OK_AND_ASSIGN(v1::TopKResponse resp, TopK(Request("asked", h, 3)));
+    EXPECT_EQ(resp.results(0).stats().ef(), 24u);
+  }
+  EXPECT_THAT(decoder_->LoadModel("over", rel_dir, true, 0, 0, 10001).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("default_ef")));
+
+  TempDir outside;
+  WriteFile(outside.File("H.f32"), h.data(), h.size() * 4);
+  std::vector<float> huge = h;
+  huge[kD + 3] = 1e30f;
+  std::vector<float> nan = h;
+  nan[2 * kD] = NAN;
+  struct Case {
+    const char* name;
+    std::function<void(const std::string&)> write;
+    const char* says;
+  } cases[] = {
+      {"short", [&](const std::string& f) { WriteFile(f, h.data(), kD * 4 - 4); },
+       "not a positive multiple of 64"},
+      {"empty", [&](const std::string& f) { WriteFile(f, h.data(), 0); }, "multiple"},
+      {"huge", [&](const std::string& f) { WriteFile(f, huge.data(), huge.size() * 4); },
+       "context #1"},
+      {"nan", [&](const std::string& f) { WriteFile(f, nan.data(), nan.size() * 4); },
+       "context #2"},
+      {"fifo", [](const std::string& f) { ASSERT_EQ(mkfifo(f.c_str(), 0600), 0); },
+       "not a regular file"},
+      {"symlink",
+       [&](const std::string& f) { std::filesystem::create_symlink(outside.File("H.f32"), f); },
+       ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = tmp_.File(c.name);
+    WriteModel(dir, layer_);
+    c.write(dir + "/H.f32");
+    ASSERT_OK_AND_ASSIGN(v1::ModelInfo info, Load(c.name, dir));
+    EXPECT_EQ(info.state(), v1::SERVING);
+    EXPECT_EQ(info.default_ef(), 0u);
+    EXPECT_EQ(info.default_ef_source(), "builtin");
+    EXPECT_NE(info.calibration_error(), "");
+    EXPECT_THAT(info.calibration_error(), ::testing::HasSubstr(c.says));
+    EXPECT_THAT(info.calibration_error(), ::testing::Not(::testing::HasSubstr(outside.path())));
+    ASSERT_OK(TopK(Request(c.name, h, 5)).status());
   }
 }
 

@@ -110,3 +110,25 @@ def test_load_and_unload_another_model(client, model):
         client.unload_model("tiny_unload")
     with pytest.raises(zoomd.InvalidArgument):
         client.load_model("bad", "../../etc")  # outside --models_dir
+
+
+def test_default_ef_calibrated_or_asked_for(client, model):
+    # The tiny model directory has H.f32 (64 contexts): its default ef was
+    # measured at load. Its random 32-d rows are hard for the graph (at ef
+    # 512 one context of 64 may still miss its top word, and the graph is
+    # built on 2 threads, so runs differ): either outcome is checked for
+    # what it reports.
+    info = next(m for m in client.list_models() if m.name == "tiny")
+    assert info.calibration_contexts == 64
+    if info.default_ef_source == "calibrated":
+        assert info.calibration_error == "" and info.default_ef >= 10
+        assert info.calibration_p1 >= 0.99 and info.calibration_p5 >= 0.98
+    else:
+        assert info.default_ef_source == "builtin" and info.default_ef == 0
+        assert "no ef up to 512 reached" in info.calibration_error
+    asked = client.load_model("tiny_ef", "tiny", wait=True, default_ef=24)
+    assert asked.default_ef == 24 and asked.default_ef_source == "request"
+    client.unload_model("tiny_ef")
+    for bad in (-1, 2**32, 1.5, True):
+        with pytest.raises(zoomd.InvalidArgument, match="default_ef"):
+            client.load_model("tiny_ef", "tiny", default_ef=bad)

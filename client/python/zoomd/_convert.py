@@ -443,7 +443,11 @@ def model_info(m: decoder_pb2.ModelInfo) -> ModelInfo:
                      graph_bytes=m.graph_bytes, resident_bytes=m.resident_bytes,
                      state=decoder_pb2.ModelState.Name(m.state).lower(), progress=m.progress,
                      error=m.error, m=m.m, ef_construction=m.ef_construction,
-                     graph_from_cache=m.graph_from_cache)
+                     graph_from_cache=m.graph_from_cache, default_ef=m.default_ef,
+                     default_ef_source=m.default_ef_source or "builtin",
+                     calibration_contexts=m.calibration_contexts,
+                     calibration_p1=m.calibration_p1, calibration_p5=m.calibration_p5,
+                     calibration_error=m.calibration_error)
 
 
 def server_info(r: zoom_pb2.GetServerInfoResponse) -> ServerInfo:

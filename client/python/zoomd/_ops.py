@@ -104,6 +104,12 @@ def _name(what: str, name: Any) -> str:
     return name
 
 
+def _uint32(what: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < 2**32:
+        raise invalid(f"{what}: expected an integer in [0, 2^32); got {v!r}")
+    return int(v)
+
+
 # ---- The server ------------------------------------------------------------------------
 
 def server_info() -> Op:
@@ -283,9 +289,12 @@ def delete_snapshot(name: str, snapshot: str) -> Op:
 
 # ---- Decoder -------------------------------------------------------------------------------
 
-def load_model(name: str, dir: str, m: int, ef_construction: int, wait: bool) -> Op:
+def load_model(name: str, dir: str, m: int, ef_construction: int, wait: bool,
+               default_ef: int = 0) -> Op:
     req = decoder_pb2.LoadModelRequest(name=_name("name", name), dir=_name("dir", str(dir)),
-                                       m=int(m), ef_construction=int(ef_construction), wait=wait)
+                                       m=_uint32("m", m),
+                                       ef_construction=_uint32("ef_construction", ef_construction),
+                                       wait=wait, default_ef=_uint32("default_ef", default_ef))
     return Op(_DEC + "LoadModel", _ser(req), lambda r: cv.model_info(r.info), False)
 
 

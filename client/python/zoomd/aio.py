@@ -270,9 +270,11 @@ class AsyncClient(ops.Base):
     # ---- Decoder ---------------------------------------------------------------------------
 
     async def load_model(self, name: str, dir: str, m: int = 0, ef_construction: int = 0,
-                         wait: bool = True, timeout: _Deadline = None) -> ModelInfo:
+                         wait: bool = True, timeout: _Deadline = None,
+                         default_ef: int = 0) -> ModelInfo:
         """See Client.load_model."""
-        return await self._run(ops.load_model(name, dir, m, ef_construction, wait), timeout)
+        return await self._run(ops.load_model(name, dir, m, ef_construction, wait, default_ef),
+                               timeout)
 
     async def list_models(self, timeout: _Deadline = None) -> List[ModelInfo]:
         """See Client.list_models."""

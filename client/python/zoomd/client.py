@@ -318,10 +318,14 @@ class Client(ops.Base):
     # ---- Decoder ---------------------------------------------------------------------------
 
     def load_model(self, name: str, dir: str, m: int = 0, ef_construction: int = 0,
-                   wait: bool = True, timeout: _Deadline = None) -> ModelInfo:
+                   wait: bool = True, timeout: _Deadline = None,
+                   default_ef: int = 0) -> ModelInfo:
         """Loads a language model's softmax (a directory on the server, under
-        its --models_dir) and builds or loads its FGD graph; wait: until it serves."""
-        return self._run(ops.load_model(name, dir, m, ef_construction, wait), timeout)
+        its --models_dir) and builds or loads its FGD graph; wait: until it serves.
+        default_ef: the ef of topk(ef=0); 0 calibrates it on the directory's
+        H.f32 contexts when it has them (ModelInfo.default_ef_source)."""
+        return self._run(ops.load_model(name, dir, m, ef_construction, wait, default_ef),
+                         timeout)
 
     def list_models(self, timeout: _Deadline = None) -> List[ModelInfo]:
         """The models loading or serving."""

@@ -261,6 +261,17 @@ class ModelInfo:
     m: int
     ef_construction: int
     graph_from_cache: bool
+    # The ef a topk with ef=0 runs at for k <= 5 (above: default_ef * k / 5);
+    # 0: the built-in max(64, k). default_ef_source: "request", "calibrated"
+    # (on the model directory's H.f32 contexts: calibration_contexts of them,
+    # mean P@1/P@5 calibration_p1/_p5 at default_ef) or "builtin"
+    # (calibration_error says why).
+    default_ef: int = 0
+    default_ef_source: str = "builtin"
+    calibration_contexts: int = 0
+    calibration_p1: float = 0.0
+    calibration_p5: float = 0.0
+    calibration_error: str = ""
 
 
 @dataclass

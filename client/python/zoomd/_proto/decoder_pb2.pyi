@@ -21,12 +21,14 @@ class Context(_message.Message):
     def __init__(self, h: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class DecodeStats(_message.Message):
-    __slots__ = ["distance_evals", "micros"]
+    __slots__ = ["distance_evals", "ef", "micros"]
     DISTANCE_EVALS_FIELD_NUMBER: _ClassVar[int]
+    EF_FIELD_NUMBER: _ClassVar[int]
     MICROS_FIELD_NUMBER: _ClassVar[int]
     distance_evals: int
+    ef: int
     micros: int
-    def __init__(self, micros: _Optional[int] = ..., distance_evals: _Optional[int] = ...) -> None: ...
+    def __init__(self, micros: _Optional[int] = ..., distance_evals: _Optional[int] = ..., ef: _Optional[int] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = []
@@ -39,18 +41,20 @@ class ListModelsResponse(_message.Message):
     def __init__(self, models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ...) -> None: ...
 
 class LoadModelRequest(_message.Message):
-    __slots__ = ["dir", "ef_construction", "m", "name", "wait"]
+    __slots__ = ["default_ef", "dir", "ef_construction", "m", "name", "wait"]
+    DEFAULT_EF_FIELD_NUMBER: _ClassVar[int]
     DIR_FIELD_NUMBER: _ClassVar[int]
     EF_CONSTRUCTION_FIELD_NUMBER: _ClassVar[int]
     M_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
+    default_ef: int
     dir: str
     ef_construction: int
     m: int
     name: str
     wait: bool
-    def __init__(self, name: _Optional[str] = ..., dir: _Optional[str] = ..., m: _Optional[int] = ..., ef_construction: _Optional[int] = ..., wait: bool = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., dir: _Optional[str] = ..., m: _Optional[int] = ..., ef_construction: _Optional[int] = ..., wait: bool = ..., default_ef: _Optional[int] = ...) -> None: ...
 
 class LoadModelResponse(_message.Message):
     __slots__ = ["info"]
@@ -59,7 +63,13 @@ class LoadModelResponse(_message.Message):
     def __init__(self, info: _Optional[_Union[ModelInfo, _Mapping]] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ["dim", "dir", "ef_construction", "error", "graph_bytes", "graph_from_cache", "m", "name", "progress", "resident_bytes", "state", "vocab_size"]
+    __slots__ = ["calibration_contexts", "calibration_error", "calibration_p1", "calibration_p5", "default_ef", "default_ef_source", "dim", "dir", "ef_construction", "error", "graph_bytes", "graph_from_cache", "m", "name", "progress", "resident_bytes", "state", "vocab_size"]
+    CALIBRATION_CONTEXTS_FIELD_NUMBER: _ClassVar[int]
+    CALIBRATION_ERROR_FIELD_NUMBER: _ClassVar[int]
+    CALIBRATION_P1_FIELD_NUMBER: _ClassVar[int]
+    CALIBRATION_P5_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_EF_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_EF_SOURCE_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
     DIR_FIELD_NUMBER: _ClassVar[int]
     EF_CONSTRUCTION_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +82,12 @@ class ModelInfo(_message.Message):
     RESIDENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    calibration_contexts: int
+    calibration_error: str
+    calibration_p1: float
+    calibration_p5: float
+    default_ef: int
+    default_ef_source: str
     dim: int
     dir: str
     ef_construction: int
@@ -84,7 +100,7 @@ class ModelInfo(_message.Message):
     resident_bytes: int
     state: ModelState
     vocab_size: int
-    def __init__(self, name: _Optional[str] = ..., dir: _Optional[str] = ..., vocab_size: _Optional[int] = ..., dim: _Optional[int] = ..., graph_bytes: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., state: _Optional[_Union[ModelState, str]] = ..., progress: _Optional[float] = ..., error: _Optional[str] = ..., m: _Optional[int] = ..., ef_construction: _Optional[int] = ..., graph_from_cache: bool = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., dir: _Optional[str] = ..., vocab_size: _Optional[int] = ..., dim: _Optional[int] = ..., graph_bytes: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., state: _Optional[_Union[ModelState, str]] = ..., progress: _Optional[float] = ..., error: _Optional[str] = ..., m: _Optional[int] = ..., ef_construction: _Optional[int] = ..., graph_from_cache: bool = ..., default_ef: _Optional[int] = ..., default_ef_source: _Optional[str] = ..., calibration_contexts: _Optional[int] = ..., calibration_p1: _Optional[float] = ..., calibration_p5: _Optional[float] = ..., calibration_error: _Optional[str] = ...) -> None: ...
 
 class TopKRequest(_message.Message):
     __slots__ = ["contexts", "ef", "exact", "k", "model", "return_probs", "return_words", "tail", "tail_samples"]
