@@ -52,6 +52,10 @@ ABSL_FLAG(int32_t, pq_nbits, 8,
           "Bits per PQ sub-quantiser: 8, or 4 (ivf_hnsw_pq's fast scan; pq_m 0 then means "
           "dim for float, dim / 4 for uint8: the same code bytes as 8-bit's default)");
 ABSL_FLAG(bool, opq, false, "Learn an OPQ rotation before PQ");
+ABSL_FLAG(std::string, quantizer, "pq",
+          "pq | rabitq (ivf_hnsw_pq, dim <= 1024: pq_m and pq_nbits are then dim and 4); sweep "
+          "takes a list (pq,rabitq: each code's index swept in turn, in one run, its rows "
+          "named zoomd / zoomd_rabitq)");
 ABSL_FLAG(int32_t, hnsw_m, 16, "HNSW M (graph over vectors or centroids)");
 ABSL_FLAG(bool, compact_links, false,
           "hnsw_pq: keep the graph's level-0 links bit-packed");
@@ -94,9 +98,16 @@ absl::StatusOr<index::IndexSpec> SpecFromFlags(const Dataset& ds) {
   ZOOM_ASSIGN_OR_RETURN(spec.kind, index::ParseIndexKind(absl::GetFlag(FLAGS_index_kind)));
   spec.metric = ds.metric;
   spec.dim = static_cast<uint32_t>(ds.dim());
+  // The first of a list (sweep sets the flag to each in turn).
+  const std::vector<std::string> codes =
+      absl::StrSplit(absl::GetFlag(FLAGS_quantizer), ',');
+  ZOOM_ASSIGN_OR_RETURN(spec.pq.code, index::ParseCodeKind(codes.front()));
   int m = absl::GetFlag(FLAGS_pq_m);
-  const int nbits = absl::GetFlag(FLAGS_pq_nbits);
-  if (m <= 0) {
+  int nbits = absl::GetFlag(FLAGS_pq_nbits);
+  if (spec.pq.code == index::CodeKind::kRabitq) {
+    m = static_cast<int>(spec.dim);
+    nbits = 4;
+  } else if (m <= 0) {
     m = std::max<int>(1, ds.is_uint8 ? spec.dim / 8 : spec.dim / 2);
     if (nbits == 4) m = std::min<int>(2 * m, 256);
   }
@@ -114,6 +125,7 @@ absl::StatusOr<index::IndexSpec> SpecFromFlags(const Dataset& ds) {
 
 // "m=50" style PQ label suffix: "" for 8-bit codes, "x4" for 4-bit.
 std::string NbitsSuffix(const index::IndexSpec& s) {
+  if (s.pq.code == index::CodeKind::kRabitq) return "rq4";
   return s.pq.nbits == 8 ? std::string() : absl::StrCat("x", s.pq.nbits);
 }
 
@@ -248,6 +260,7 @@ absl::StatusOr<ConfigResult> RunConfig(Built& b, const server::SearchParams& p, 
   ZOOM_ASSIGN_OR_RETURN(RunResult run, RunQueries(ds, k, threads, fn));
   ConfigResult r;
   r.name = p.preview_only ? "zoomd_preview_only" : "zoomd";
+  if (engine.index()->spec().pq.code == index::CodeKind::kRabitq) r.name += "_rabitq";
   r.dataset = ds.name;
   const bool ivf = engine.index()->spec().kind == index::IndexKind::kIvfHnswPq;
   r.params = absl::StrCat(
@@ -334,7 +347,25 @@ double FioCeilingIops(const std::string& path) {
   return -1;
 }
 
+absl::Status RunSweepOne(Reporter& rep);
+
+// --quantizer pq,rabitq: each code's index swept in turn (one run, the same
+// grid), the flag restored after.
 absl::Status RunSweep(Reporter& rep) {
+  const std::string all = absl::GetFlag(FLAGS_quantizer);
+  const std::vector<std::string> codes = absl::StrSplit(all, ',');
+  absl::Status st;
+  for (const std::string& code : codes) {
+    absl::SetFlag(&FLAGS_quantizer, code);
+    if (codes.size() > 1) std::printf("-- sweep, quantizer %s\n", code.c_str());
+    st = RunSweepOne(rep);
+    if (!st.ok()) break;
+  }
+  absl::SetFlag(&FLAGS_quantizer, all);
+  return st;
+}
+
+absl::Status RunSweepOne(Reporter& rep) {
   ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(false, nullptr));
   ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
   const bool ivf = b->engine->index()->spec().kind == index::IndexKind::kIvfHnswPq;

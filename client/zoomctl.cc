@@ -76,6 +76,9 @@ ABSL_FLAG(uint32_t, pq_m, 0, "create: PQ bytes per vector (0: about dim/2)");
 ABSL_FLAG(uint32_t, pq_nbits, 0, "create: bits per PQ sub-code: 8, or 4 (ivf_hnsw_pq's fast scan)");
 ABSL_FLAG(uint32_t, nlist, 0, "create: ivf_hnsw_pq clusters (0: ~4*sqrt(n))");
 ABSL_FLAG(bool, opq, false, "create: learn an OPQ rotation before PQ");
+ABSL_FLAG(std::string, quantizer, "",
+          "create: pq (default) or rabitq (ivf_hnsw_pq, dim <= 1024: one 4-bit level a "
+          "dimension with a scale per vector; a smaller error than PQ at the same bytes)");
 ABSL_FLAG(bool, compact_links, false,
           "create: hnsw_pq only: keep the graph's level-0 links bit-packed "
           "(~1/3 the memory)");
@@ -156,8 +159,8 @@ constexpr char kUsage[] =
 Commands:
   create NAME --dim D --metric l2|ip|cosine [--dtype float32|uint8]
          [--index_kind hnsw_pq|ivf_hnsw_pq] [--hnsw_m M] [--ef_construction N]
-         [--pq_m M] [--pq_nbits 8|4] [--nlist N] [--opq] [--compact_links]
-         [--ef N] [--nprobe N] [--rerank N]   (the collection's search defaults)
+         [--pq_m M] [--pq_nbits 8|4] [--quantizer pq|rabitq] [--nlist N] [--opq]
+         [--compact_links] [--ef N] [--nprobe N] [--rerank N]   (the collection's search defaults)
   list
   info NAME
   drop NAME
@@ -321,10 +324,11 @@ void PrintInfo(const v1::CollectionInfo& info) {
   absl::PrintF("dtype:          %s\n",
                EnumName<v1::DType>(spec.dtype(), v1::DType_Name));
   absl::PrintF(
-      "index:          %s m=%d ef_construction=%d pq_m=%d pq_nbits=%d "
+      "index:          %s m=%d ef_construction=%d quantizer=%s pq_m=%d pq_nbits=%d "
       "nlist=%d opq=%s compact_links=%s\n",
       EnumName<v1::IndexKind>(index.kind(), v1::IndexKind_Name), index.m(),
-      index.ef_construction(), index.pq_m(), index.pq_nbits(), index.nlist(),
+      index.ef_construction(), index.quantizer() == v1::QUANTIZER_RABITQ ? "rabitq" : "pq",
+      index.pq_m(), index.pq_nbits(), index.nlist(),
       index.opq() ? "true" : "false", index.compact_links() ? "true" : "false");
   absl::PrintF("default knobs:  ef=%d nprobe=%d rerank_candidates=%d\n",
                knobs.ef(), knobs.nprobe(), knobs.rerank_candidates());
@@ -474,6 +478,15 @@ int RunCreate(Invocation& inv) {
   index->set_ef_construction(absl::GetFlag(FLAGS_ef_construction));
   index->set_pq_m(absl::GetFlag(FLAGS_pq_m));
   index->set_pq_nbits(absl::GetFlag(FLAGS_pq_nbits));
+  const std::string quantizer = absl::AsciiStrToLower(absl::GetFlag(FLAGS_quantizer));
+  if (quantizer == "rabitq") {
+    index->set_quantizer(v1::QUANTIZER_RABITQ);
+  } else if (quantizer == "pq") {
+    index->set_quantizer(v1::QUANTIZER_PQ);
+  } else if (!quantizer.empty()) {
+    return UsageError(
+        absl::StrCat("bad --quantizer '", quantizer, "': expected pq or rabitq"));
+  }
   index->set_nlist(absl::GetFlag(FLAGS_nlist));
   index->set_opq(absl::GetFlag(FLAGS_opq));
   index->set_compact_links(absl::GetFlag(FLAGS_compact_links));

@@ -1204,7 +1204,8 @@ void Pq4QuantizeTable(const float* table, size_t m, uint8_t* lut, float* bias,
     b += lo;
     range = hi - lo > range ? hi - lo : range;
   }
-  const float s = range > 0 ? range / 255.0f : 1.0f;
+  const float top = static_cast<float>(Pq4LutMax(m));
+  const float s = range > 0 ? range / top : 1.0f;
   const float inv = 1.0f / s;
   for (size_t j = 0; j < m; ++j) {
     const float* t = table + j * kPq4Centroids;
@@ -1212,7 +1213,7 @@ void Pq4QuantizeTable(const float* table, size_t m, uint8_t* lut, float* bias,
     for (size_t c = 1; c < kPq4Centroids; ++c) lo = t[c] < lo ? t[c] : lo;
     for (size_t c = 0; c < kPq4Centroids; ++c) {
       const float v = (t[c] - lo) * inv + 0.5f;
-      lut[j * kPq4Centroids + c] = static_cast<uint8_t>(v >= 255.0f ? 255.0f : v);
+      lut[j * kPq4Centroids + c] = static_cast<uint8_t>(v >= top ? top : v);
     }
   }
   if (m % 2 != 0) std::memset(lut + m * kPq4Centroids, 0, kPq4Centroids);

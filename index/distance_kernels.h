@@ -101,13 +101,20 @@ void Pq4GetCode(const uint8_t* block, size_t m, size_t slot, uint8_t* code);
 // Quantises a float table (m * 16 floats, sub-quantiser-major) to bytes:
 // lut (Pq4PaddedM(m) * 16 bytes) = round((table - min_j) / scale) with one
 // scale for all j, so that sum_j table[j][c_j] ~= bias + scale * sum_j
-// lut[j][c_j] (error at most m * scale / 2). Sums of up to 256
-// sub-quantisers fit the uint16 results of Pq4ScanBlocks.
+// lut[j][c_j] (error at most m * scale / 2). Entries are at most
+// Pq4LutMax(m) (255 up to m = 257, then 65535 / m), so that every sum fits
+// the uint16 results of Pq4ScanBlocks: more sub-quantisers get a coarser
+// table (m = 784: 83 levels), not an overflow.
 void Pq4QuantizeTable(const float* table, size_t m, uint8_t* lut, float* bias,
                       float* scale);
+inline constexpr size_t kPq4MaxM = 1024;
+inline constexpr uint32_t Pq4LutMax(size_t m) {
+  return m <= 257 ? 255u : static_cast<uint32_t>(65535 / m);
+}
 // out[b * 32 + s] = sum_j lut[j * 16 + code_j(block b, slot s)] for
 // b < nblocks, s < 32. `blocks` is nblocks * Pq4BlockBytes(m) bytes;
-// REQUIRES m <= 256.
+// REQUIRES m <= kPq4MaxM and every lut entry <= Pq4LutMax(m) (the sums
+// wrap otherwise).
 void Pq4ScanBlocks(const uint8_t* lut, const uint8_t* blocks, size_t nblocks,
                    size_t m, uint16_t* out);
 // The scalar reference of Pq4ScanBlocks (tests and benchmarks).

@@ -148,10 +148,18 @@ class BestK {
   std::vector<Neighbor>& heap_;
 };
 
+// The index file's major version for `spec`: 1 (format 1.1) for pq codes,
+// which a zoomd from before format 2 still reads; 2 (format 2.0: the spec
+// gains a u32 code kind after nlist, and each list entry of ivf_hnsw_pq a
+// float factor after its term) for the rabitq code, which such a zoomd
+// then refuses as a newer major version instead of misreading it.
+uint16_t IndexFileMajor(const IndexSpec& spec);
+// A writer of the version above.
+BinaryWriter IndexFileWriter(const IndexSpec& spec);
 void SaveSpec(BinaryWriter& w, const IndexSpec& spec);
 absl::Status LoadSpec(BinaryReader& r, IndexSpec* spec);
-// Format 1.1 appends, after the body: u8 flags (bit 0: compact HNSW links).
-// A 1.0 file has no tail (flags 0).
+// Format 1.1 (and 2.0) appends, after the body: u8 flags (bit 0: compact
+// HNSW links). A 1.0 file has no tail (flags 0).
 void SaveSpecTail(BinaryWriter& w, const IndexSpec& spec);
 absl::Status LoadSpecTail(BinaryReader& r, IndexSpec* spec);
 

@@ -98,14 +98,16 @@ struct InvertedList {
   InvertedList(size_t m, bool pq4, uint64_t rows)
       : codes(pq4 ? Pq4BlockBytes(m) : m, pq4 ? BlockRows(rows) : rows),
         ids(1, pq4 ? BlockRows(rows) * kPq4BlockSize : rows),
-        terms(1, pq4 ? BlockRows(rows) * kPq4BlockSize : rows) {}
+        terms(1, pq4 ? BlockRows(rows) * kPq4BlockSize : rows),
+        factors(1, pq4 ? BlockRows(rows) * kPq4BlockSize : rows) {}
   static uint64_t BlockRows(uint64_t rows) {
     return std::max<uint64_t>(1, (rows + kPq4BlockSize - 1) / kPq4BlockSize);
   }
   std::atomic<uint32_t> size{0};
   ChunkedArray<uint8_t> codes;
   ChunkedArray<uint32_t> ids;
-  ChunkedArray<float> terms;  // |r^|^2 + 2<c, r^> (L2 only)
+  ChunkedArray<float> terms;  // |r^|^2 + 2<c, r^> (L2 only; rabitq: |r|^2 + 2<c, r^>)
+  ChunkedArray<float> factors;  // rabitq: each code's factor (product_quantizer.h)
 };
 
 class IvfHnswPqIndex final : public VectorIndex {
@@ -113,6 +115,7 @@ class IvfHnswPqIndex final : public VectorIndex {
   IvfHnswPqIndex(const IndexSpec& spec, std::vector<float> centroids, ProductQuantizer pq)
       : spec_(spec),
         pq4_(pq.nbits() == 4),
+        rabitq_(pq.code() == CodeKind::kRabitq),
         centroids_(std::move(centroids)),
         pq_(std::move(pq)),
         graph_(spec.hnsw) {
@@ -139,10 +142,13 @@ class IvfHnswPqIndex final : public VectorIndex {
   // `bulk` (the build, before the index is shared): empty lists are sized
   // exactly for what they receive.
   // Each row's list, code and |r^|^2 + 2<c, r^> term, for rows x[0, n)
-  // (prepared), into assign[0, n), codes[0, n * code_size), terms[0, n).
+  // (prepared), into assign[0, n), codes[0, n * code_size), terms[0, n);
+  // for the rabitq code the term is |r|^2 + 2<c, r^> (the exact norm: the
+  // estimate then errs by the inner product's error only) and factors[0, n)
+  // gets each code's factor (may be null otherwise).
   // `errors`, when not null, gets each row's ||x - (c + r^)||^2.
   void Encode(const float* x, size_t n, uint32_t* assign, uint8_t* codes, float* terms,
-              float* errors = nullptr) const {
+              float* factors, float* errors = nullptr) const {
     const size_t d = spec_.dim, pd = pq_.padded_dim(), m = pq_.code_size();
     ParallelFor(n, spec_.build_threads, [&](size_t i, int) {
       thread_local std::vector<float> dist, r, rt, rhat, ct;
@@ -159,8 +165,12 @@ class IvfHnswPqIndex final : public VectorIndex {
       rhat.resize(pd);
       pq_.Transform(r.data(), rt.data());
       uint8_t* code = codes + i * m;
-      pq_.EncodeTransformed(rt.data(), code);
+      const float factor = pq_.EncodeTransformed(rt.data(), code);
       pq_.DecodeTransformed(code, rhat.data());
+      if (rabitq_) {
+        for (size_t j = 0; j < pd; ++j) rhat[j] *= factor;
+        factors[i] = factor;
+      }
       if (errors != nullptr) {
         // The transform is a rotation (and zero padding): the error in its
         // space is the error in the original one.
@@ -170,7 +180,8 @@ class IvfHnswPqIndex final : public VectorIndex {
       }
       ct.resize(pd);
       pq_.Transform(ci, ct.data());  // the centroid in the quantiser's space
-      terms[i] = InnerProduct(rhat.data(), rhat.data(), pd) +
+      terms[i] = (rabitq_ ? InnerProduct(rt.data(), rt.data(), pd)
+                          : InnerProduct(rhat.data(), rhat.data(), pd)) +
                  2 * InnerProduct(ct.data(), rhat.data(), pd);
     });
   }
@@ -185,9 +196,12 @@ class IvfHnswPqIndex final : public VectorIndex {
     std::vector<uint32_t> assign(n);
     std::vector<uint8_t> codes(n * m);
     std::vector<float> terms(n);
+    std::vector<float> factors(rabitq_ ? n : 0);
     std::vector<float> errors(bulk ? 0 : n);
-    Encode(x, n, assign.data(), codes.data(), terms.data(), bulk ? nullptr : errors.data());
-    ZOOM_RETURN_IF_ERROR(AddEncoded(assign.data(), codes.data(), terms.data(), n, bulk));
+    Encode(x, n, assign.data(), codes.data(), terms.data(), factors.data(),
+           bulk ? nullptr : errors.data());
+    ZOOM_RETURN_IF_ERROR(
+        AddEncoded(assign.data(), codes.data(), terms.data(), factors.data(), n, bulk));
     for (float e : errors) CountCodeError(e);
     return absl::OkStatus();
   }
@@ -200,7 +214,7 @@ class IvfHnswPqIndex final : public VectorIndex {
   // Appends n encoded rows (Encode's output) as ids size() ...; `bulk`
   // (into an empty index) sizes every list exactly.
   absl::Status AddEncoded(const uint32_t* assign, const uint8_t* codes, const float* terms,
-                          size_t n, bool bulk) {
+                          const float* factors, size_t n, bool bulk) {
     const uint64_t first = size();
     if (first + n > kMaxInternalIds) {
       return absl::ResourceExhaustedError("too many vectors for one index");
@@ -225,6 +239,10 @@ class IvfHnswPqIndex final : public VectorIndex {
       list.terms.Grow(pos + 1);
       *list.ids.Row(pos) = static_cast<uint32_t>(first + i);
       *list.terms.Row(pos) = terms[i];
+      if (rabitq_) {
+        list.factors.Grow(pos + 1);
+        *list.factors.Row(pos) = factors[i];
+      }
       *list_of_.Row(first + i) = Place(assign[i], pos);
       list.size.store(pos + 1, std::memory_order_release);
     }
@@ -402,6 +420,7 @@ class IvfHnswPqIndex final : public VectorIndex {
       __builtin_prefetch(pq4_ ? list.codes.Row(it.pos / kPq4BlockSize) : list.codes.Row(it.pos));
       __builtin_prefetch(list.ids.Row(it.pos));
       if (l2) __builtin_prefetch(list.terms.Row(it.pos));
+      if (rabitq_) __builtin_prefetch(list.factors.Row(it.pos));
     };
     for (size_t i = 0; i < std::min(n, kAhead); ++i) prefetch(items[i]);
     for (size_t i = 0; i < n; ++i) {
@@ -424,6 +443,7 @@ class IvfHnswPqIndex final : public VectorIndex {
         GetCode(list, it.pos, s.code.data());
         adc = 0;
         for (size_t j = 0; j < m; ++j) adc += s.table[j * ksub + s.code[j]];
+        if (rabitq_) adc *= *list.factors.Row(it.pos);
       }
       best.Offer(l2 ? term + *list.terms.Row(it.pos) - 2 * adc : term - adc, it.id);
     }
@@ -438,13 +458,14 @@ class IvfHnswPqIndex final : public VectorIndex {
     const bool l2 = UsesL2(spec_.metric);
     for (const auto& list : lists_) {
       bytes += sizeof(InvertedList) + list->codes.ResidentBytes() + list->ids.ResidentBytes() +
-               (l2 ? list->terms.ResidentBytes() : 0);
+               (l2 ? list->terms.ResidentBytes() : 0) +
+               (rabitq_ ? list->factors.ResidentBytes() : 0);
     }
     return bytes;
   }
 
   absl::Status Save(const std::string& path, FileSystem* fs = nullptr) const override {
-    BinaryWriter w(kIndexMagic, kIndexMajorVersion, kIndexMinorVersion);
+    BinaryWriter w = IndexFileWriter(spec_);
     SaveSpec(w, spec_);
     pq_.Save(w);
     w.PutVector(centroids_);
@@ -459,6 +480,7 @@ class IvfHnswPqIndex final : public VectorIndex {
         w.PutBytes(code.data(), code.size());
         w.Put<uint32_t>(*list->ids.Row(i));
         w.Put<float>(*list->terms.Row(i));
+        if (rabitq_) w.Put<float>(*list->factors.Row(i));
       }
     }
     SaveSpecTail(w, spec_);
@@ -482,6 +504,7 @@ class IvfHnswPqIndex final : public VectorIndex {
       if (n > 0) list = NewList(n);
       list->ids.Grow(n);
       list->terms.Grow(n);
+      if (rabitq_) list->factors.Grow(n);
       std::vector<uint8_t> code(pq_.code_size());
       for (uint32_t i = 0; i < n; ++i) {
         ZOOM_RETURN_IF_ERROR(r.GetBytes(code.data(), code.size()));
@@ -491,6 +514,13 @@ class IvfHnswPqIndex final : public VectorIndex {
         PutCode(*list, i, code.data());
         ZOOM_RETURN_IF_ERROR(r.Get(list->ids.Row(i)));
         ZOOM_RETURN_IF_ERROR(r.Get(list->terms.Row(i)));
+        if (rabitq_) {
+          ZOOM_RETURN_IF_ERROR(r.Get(list->factors.Row(i)));
+          const float f = *list->factors.Row(i);
+          if (!(f >= 0 && f < std::numeric_limits<float>::max())) {
+            return r.Corrupt("rabitq factor not finite and >= 0");
+          }
+        }
         const uint32_t id = *list->ids.Row(i);
         if (id >= total) return r.Corrupt("list id out of range");
         if (placed[id]) return r.Corrupt("an id in two places of the lists");
@@ -642,6 +672,7 @@ class IvfHnswPqIndex final : public VectorIndex {
         const uint64_t np = std::min<uint64_t>(count * kPq4BlockSize, n - p0);
         const uint32_t* ids = list.ids.Row(p0);
         const float* terms = list.terms.Row(p0);
+        const float* factors = rabitq_ ? list.factors.Row(p0) : nullptr;
         const bool masked = !params.allow.empty();
         if (masked) {
           // The membership test first: blocks without a matching code are
@@ -688,6 +719,19 @@ class IvfHnswPqIndex final : public VectorIndex {
           std::push_heap(heap.begin(), heap.end());
           if (heap.size() >= keep) top = heap.front().distance;
         };
+        if (rabitq_) {
+          // A factor per code: dist = c + term - 2 f (bias + scale sum) (L2),
+          // -<q, c> - f (bias + scale sum) (inner product).
+          const float two = l2 ? 2.0f : 1.0f;
+          for (uint64_t i = 0; i < np; ++i) {
+            if (skip(i)) continue;
+            const float adc = bias + scale * static_cast<float>(sums[i]);
+            const float dist =
+                probe.distance + (l2 ? terms[i] : 0.0f) - two * factors[i] * adc;
+            if (dist < top) offer(i, dist);
+          }
+          return;
+        }
         if (l2) {
           const float c0 = probe.distance - 2 * bias, c1 = 2 * scale;
           for (uint64_t i = 0; i < np; ++i) {
@@ -725,6 +769,7 @@ class IvfHnswPqIndex final : public VectorIndex {
       GetCode(list, w.pos, s.code.data());
       float adc = 0;
       for (size_t j = 0; j < m; ++j) adc += s.table[j * kPq4Centroids + s.code[j]];
+      if (rabitq_) adc *= *list.factors.Row(w.pos);
       h.distance = l2 ? probe.distance + *list.terms.Row(w.pos) - 2 * adc
                       : probe.distance - adc;
       h.id = *list.ids.Row(w.pos);
@@ -752,6 +797,7 @@ class IvfHnswPqIndex final : public VectorIndex {
 
   IndexSpec spec_;  // spec_.nlist is the actual number of clusters
   bool pq4_ = false;  // 4-bit codes in blocks (spec_.pq.nbits == 4)
+  bool rabitq_ = false;  // the rabitq code: a factor per point (factors)
   std::vector<float> centroids_;    // nlist * dim (original space)
   ProductQuantizer pq_;
   HnswGraph graph_;
@@ -947,6 +993,7 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
   std::vector<uint32_t> assign(n);
   std::vector<uint8_t> codes(n * m);
   std::vector<float> terms(n);
+  std::vector<float> factors(spec.pq.code == CodeKind::kRabitq ? n : 0);
   std::vector<float> rows(std::min<uint64_t>(chunk, n) * d);
   std::vector<InternalId> ids;
   for (uint64_t first = 0; first < n; first += chunk) {
@@ -955,19 +1002,19 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
     for (size_t i = 0; i < count; ++i) ids[i] = static_cast<InternalId>(first + i);
     ZOOM_RETURN_IF_ERROR(read_rows(ids, rows.data()));
     index->Encode(rows.data(), count, assign.data() + first, codes.data() + first * m,
-                  terms.data() + first);
+                  terms.data() + first, factors.empty() ? nullptr : factors.data() + first);
     if (options.progress) options.progress(0.1 + 0.85 * double(first + count) / double(n));
   }
   std::vector<float>().swap(rows);
-  ZOOM_RETURN_IF_ERROR(index->AddEncoded(assign.data(), codes.data(), terms.data(), n,
-                                         /*bulk=*/true));
+  ZOOM_RETURN_IF_ERROR(index->AddEncoded(assign.data(), codes.data(), terms.data(),
+                                         factors.data(), n, /*bulk=*/true));
   return std::unique_ptr<VectorIndex>(std::move(index));
 }
 
 absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIvfHnswPq(const IndexSpec& spec,
                                                            BinaryReader& r) {
   ProductQuantizer pq;
-  ZOOM_RETURN_IF_ERROR(pq.Load(r));
+  ZOOM_RETURN_IF_ERROR(pq.Load(r, spec.pq.code));
   std::vector<float> centroids;
   ZOOM_RETURN_IF_ERROR(r.GetVector(&centroids));
   if (pq.dim() != spec.dim || pq.m() != spec.pq.m || pq.nbits() != spec.pq.nbits ||

@@ -5,19 +5,76 @@
 #include <faiss/impl/ProductQuantizer.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/orthonormal.h"
 #include "common/status_macros.h"
 #include "index/distance_kernels.h"
 #include "index/index_internal.h"
 
 namespace zoom::index {
+namespace {
+
+// A random orthonormal d x d matrix (row-major): Gaussian rows from the
+// seed, orthonormalised in double.
+std::vector<float> RandomRotation(uint32_t d, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x52614269745175ull);  // "RaBitQu"
+  std::normal_distribution<double> gauss(0.0, 1.0);
+  std::vector<double> a(size_t{d} * d);
+  do {  // a degenerate draw (never in practice): draw again
+    for (double& v : a) v = gauss(rng);
+  } while (!OrthonormalizeRows(a.data(), d));
+  return std::vector<float>(a.begin(), a.end());
+}
+
+// The rabitq code's centroids: every sub-quantiser's 16 levels u - 7.5.
+std::vector<float> RabitqLevels(uint32_t m) {
+  std::vector<float> c(size_t{m} * kPq4Centroids);
+  for (size_t i = 0; i < c.size(); ++i) {
+    c[i] = static_cast<float>(i % kPq4Centroids) - 7.5f;
+  }
+  return c;
+}
+
+}  // namespace
+
+const char* CodeKindName(CodeKind code) {
+  return code == CodeKind::kRabitq ? "rabitq" : "pq";
+}
+
+absl::StatusOr<CodeKind> ParseCodeKind(std::string_view name) {
+  if (name == "pq") return CodeKind::kPq;
+  if (name == "rabitq") return CodeKind::kRabitq;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown code '", std::string(name.substr(0, 32)), "'; use pq or rabitq"));
+}
 
 absl::Status PqOptions::Validate(uint32_t dim) const {
+  if (code != CodeKind::kPq && code != CodeKind::kRabitq) {
+    return absl::InvalidArgumentError("unknown code kind; use pq or rabitq");
+  }
+  if (code == CodeKind::kRabitq) {
+    if (dim > kPq4MaxM) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the rabitq code is for dim <= ", kPq4MaxM, " (one 4-bit sub-code a dimension, at most ",
+          kPq4MaxM, " in the fast scan); dim is ", dim, ": use the pq code"));
+    }
+    if (m != dim || nbits != 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the rabitq code has one 4-bit sub-code a dimension: pq_m must be ", dim,
+                       " (or 0) and pq_nbits 4 (or 0); got pq_m ", m, ", pq_nbits ", nbits));
+    }
+    if (opq) {
+      return absl::InvalidArgumentError(
+          "the rabitq code has its own random rotation: opq must be off");
+    }
+  }
   if (m == 0 || m > dim) {
     return absl::InvalidArgumentError(
         absl::StrCat("pq_m ", m, " out of range 1..", dim, " (the dimension)"));
@@ -26,9 +83,9 @@ absl::Status PqOptions::Validate(uint32_t dim) const {
     return absl::InvalidArgumentError(
         absl::StrCat("pq_nbits ", nbits, " is not supported; use 8 or 4"));
   }
-  if (nbits == 4 && m > 256) {
+  if (nbits == 4 && m > kPq4MaxM) {
     return absl::InvalidArgumentError(
-        absl::StrCat("pq_m ", m, " with pq_nbits 4: at most 256 sub-quantisers"));
+        absl::StrCat("pq_m ", m, " with pq_nbits 4: at most ", kPq4MaxM, " sub-quantisers"));
   }
   if (train_iterations == 0 || train_iterations > 1000) {
     return absl::InvalidArgumentError("train_iterations out of range 1..1000");
@@ -51,6 +108,13 @@ absl::StatusOr<ProductQuantizer> ProductQuantizer::Train(
   pq.dim_ = dim;
   pq.m_ = options.m;
   pq.padded_dim_ = (dim + options.m - 1) / options.m * options.m;
+  pq.code_ = options.code;
+  if (options.code == CodeKind::kRabitq) {
+    // Nothing to learn from x: a random rotation and the fixed levels.
+    pq.rotation_ = RandomRotation(dim, options.seed);
+    pq.centroids_ = RabitqLevels(dim);
+    return pq;
+  }
   // Sample the training set.
   std::vector<size_t> pick(n);
   if (rows.empty()) {
@@ -118,7 +182,48 @@ void ProductQuantizer::Transform(const float* x, float* out) const {
   }
 }
 
-void ProductQuantizer::EncodeTransformed(const float* xt, uint8_t* code) const {
+float ProductQuantizer::EncodeRabitq(const float* xt, uint8_t* code) const {
+  const uint32_t d = m_;  // = padded_dim_ = dim_
+  double norm2 = 0, amax = 0;
+  for (uint32_t j = 0; j < d; ++j) {
+    norm2 += double{xt[j]} * xt[j];
+    amax = std::max(amax, std::fabs(double{xt[j]}));
+  }
+  if (!(norm2 > 0) || !std::isfinite(norm2)) {
+    std::fill(code, code + d, uint8_t{8});
+    return 0.0f;
+  }
+  // Scales from 0.45 to 1 of the one that puts the largest coordinate at
+  // the edge of the outer level: below 0.45 the levels are mostly unused.
+  constexpr double kHalf = 7.5;
+  double best_cos = -2, best_t = 0;
+  for (int step = 0; step < kRabitqScaleSteps; ++step) {
+    const double f = 0.45 + 0.55 * step / (kRabitqScaleSteps - 1);
+    const double t = (kHalf + 0.5) * f / amax;
+    double dot = 0, yy = 0;
+    for (uint32_t j = 0; j < d; ++j) {
+      const double u = std::clamp(std::floor(xt[j] * t + kHalf + 0.5), 0.0, 15.0);
+      const double y = u - kHalf;
+      dot += y * xt[j];
+      yy += y * y;
+    }
+    const double cos = dot / std::sqrt(yy * norm2);
+    if (cos > best_cos) {
+      best_cos = cos;
+      best_t = t;
+    }
+  }
+  double dot = 0;
+  for (uint32_t j = 0; j < d; ++j) {
+    const double u = std::clamp(std::floor(xt[j] * best_t + kHalf + 0.5), 0.0, 15.0);
+    code[j] = static_cast<uint8_t>(u);
+    dot += (u - kHalf) * xt[j];
+  }
+  return dot > 0 ? static_cast<float>(norm2 / dot) : 0.0f;
+}
+
+float ProductQuantizer::EncodeTransformed(const float* xt, uint8_t* code) const {
+  if (code_ == CodeKind::kRabitq) return EncodeRabitq(xt, code);
   const uint32_t ds = dsub();
   if (nbits_ != 8) {
     float table[kPq4Centroids];
@@ -126,7 +231,7 @@ void ProductQuantizer::EncodeTransformed(const float* xt, uint8_t* code) const {
       SmallL2Table(xt + size_t{j} * ds, j, table);
       code[j] = static_cast<uint8_t>(std::min_element(table, table + ksub()) - table);
     }
-    return;
+    return 1.0f;
   }
   // Nearest centroid per sub-space, from the L2 table of xt itself.
   float table[kPqCentroids * 64];
@@ -139,6 +244,7 @@ void ProductQuantizer::EncodeTransformed(const float* xt, uint8_t* code) const {
       code[j0 + j] = static_cast<uint8_t>(std::min_element(t, t + kPqCentroids) - t);
     }
   }
+  return 1.0f;
 }
 
 void ProductQuantizer::Encode(const float* x, size_t n, uint8_t* codes) const {
@@ -197,7 +303,7 @@ void ProductQuantizer::Save(BinaryWriter& w) const {
   w.PutVector(rotation_);
 }
 
-absl::Status ProductQuantizer::Load(BinaryReader& r) {
+absl::Status ProductQuantizer::Load(BinaryReader& r, CodeKind code) {
   uint32_t nbits = 0;
   ZOOM_RETURN_IF_ERROR(r.Get(&dim_));
   ZOOM_RETURN_IF_ERROR(r.Get(&padded_dim_));
@@ -212,6 +318,20 @@ absl::Status ProductQuantizer::Load(BinaryReader& r) {
     return r.Corrupt("inconsistent product quantizer");
   }
   nbits_ = nbits;
+  code_ = code;
+  if (code == CodeKind::kRabitq) {
+    // The fixed levels and a rotation (rows of unit length: a corrupt one
+    // could make every estimate wrong, or overflow).
+    if (nbits != 4 || m_ != dim_ || padded_dim_ != dim_ || m_ > kPq4MaxM ||
+        rotation_.size() != size_t{dim_} * dim_ || centroids_ != RabitqLevels(m_)) {
+      return r.Corrupt("inconsistent rabitq code");
+    }
+    for (uint32_t i = 0; i < dim_; ++i) {
+      const float n2 = InnerProduct(rotation_.data() + size_t{i} * dim_,
+                                    rotation_.data() + size_t{i} * dim_, dim_);
+      if (!(std::fabs(n2 - 1.0f) < 1e-3f)) return r.Corrupt("rabitq rotation not orthonormal");
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -44,6 +44,10 @@ absl::Status IndexSpec::Validate() const {
     return absl::InvalidArgumentError("unknown index kind");
   }
   ZOOM_RETURN_IF_ERROR(pq.Validate(dim));
+  if (kind == IndexKind::kHnswPq && pq.code != CodeKind::kPq) {
+    return absl::InvalidArgumentError(
+        "the rabitq code needs index kind ivf_hnsw_pq (its 4-bit fast scan); hnsw_pq uses pq");
+  }
   if (kind == IndexKind::kHnswPq && pq.nbits != 8) {
     return absl::InvalidArgumentError(absl::StrCat(
         "pq_nbits ", pq.nbits, " needs index kind ivf_hnsw_pq (its 4-bit fast scan); "
@@ -103,6 +107,16 @@ void SaveSpec(BinaryWriter& w, const IndexSpec& spec) {
   w.Put<uint32_t>(spec.hnsw.M);
   w.Put<uint32_t>(spec.hnsw.ef_construction);
   w.Put<uint32_t>(spec.nlist);
+  if (IndexFileMajor(spec) >= 2) w.Put<uint32_t>(static_cast<uint32_t>(spec.pq.code));
+}
+
+uint16_t IndexFileMajor(const IndexSpec& spec) {
+  return spec.pq.code == CodeKind::kPq ? 1 : 2;
+}
+
+BinaryWriter IndexFileWriter(const IndexSpec& spec) {
+  const uint16_t major = IndexFileMajor(spec);
+  return BinaryWriter(kIndexMagic, major, major == 1 ? kIndexMinorVersion : 0);
 }
 
 void SaveSpecTail(BinaryWriter& w, const IndexSpec& spec) {
@@ -110,7 +124,7 @@ void SaveSpecTail(BinaryWriter& w, const IndexSpec& spec) {
 }
 
 absl::Status LoadSpecTail(BinaryReader& r, IndexSpec* spec) {
-  if (r.minor() == 0) return absl::OkStatus();
+  if (r.major() == 1 && r.minor() == 0) return absl::OkStatus();
   uint8_t flags = 0;
   ZOOM_RETURN_IF_ERROR(r.Get(&flags));
   if ((flags & ~1u) != 0) return r.Corrupt("unknown index flags");
@@ -131,7 +145,10 @@ absl::Status LoadSpec(BinaryReader& r, IndexSpec* spec) {
   ZOOM_RETURN_IF_ERROR(r.Get(&spec->hnsw.M));
   ZOOM_RETURN_IF_ERROR(r.Get(&spec->hnsw.ef_construction));
   ZOOM_RETURN_IF_ERROR(r.Get(&spec->nlist));
-  if (kind > 1 || metric > 2) return r.Corrupt("unknown index kind or metric");
+  uint32_t code = 0;
+  if (r.major() >= 2) ZOOM_RETURN_IF_ERROR(r.Get(&code));
+  if (kind > 1 || metric > 2 || code > 1) return r.Corrupt("unknown index kind, metric or code");
+  spec->pq.code = static_cast<CodeKind>(code);
   spec->kind = static_cast<IndexKind>(kind);
   spec->metric = static_cast<Metric>(metric);
   spec->pq.opq = opq != 0;

@@ -200,10 +200,13 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(
 
 // The index file format: magic, version (see vector_index.cc). 1.1 added a
 // tail after the body (graph flags); 1.0 files read as before, and a 1.0
-// reader ignores the tail.
+// reader ignores the tail. 2.0 is written for the rabitq code only (the
+// spec's code kind, a factor per point; index_internal.h IndexFileMajor):
+// pq indexes are still written as 1.1, so an older zoomd reads them.
+// kIndexMajorVersion is the newest major this build reads.
 inline constexpr char kIndexMagic[] = "ZOOMIDX";
-inline constexpr uint16_t kIndexMajorVersion = 1;
-inline constexpr uint16_t kIndexMinorVersion = 1;
+inline constexpr uint16_t kIndexMajorVersion = 2;
+inline constexpr uint16_t kIndexMinorVersion = 1;  // of major 1; major 2 is 2.0
 
 // Tests: ivf_hnsw_pq indexes built or loaded after this call keep at most
 // `bits` bits of each point's position in its list (0: as many as fit), so

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
+#include "common/orthonormal.h"
 
 namespace zoom::datagen {
 namespace {
@@ -51,22 +52,9 @@ uint64_t Mix(uint64_t a, uint64_t b) {
 // orthogonality in floating point) on Gaussian rows.
 std::vector<double> Rotation(uint32_t d, Rng* rng) {
   std::vector<double> q(size_t{d} * d);
-  for (double& x : q) x = rng->Normal();
-  for (uint32_t i = 0; i < d; ++i) {
-    double* qi = &q[size_t{i} * d];
-    for (int pass = 0; pass < 2; ++pass) {
-      for (uint32_t j = 0; j < i; ++j) {
-        const double* qj = &q[size_t{j} * d];
-        double dot = 0;
-        for (uint32_t t = 0; t < d; ++t) dot += qi[t] * qj[t];
-        for (uint32_t t = 0; t < d; ++t) qi[t] -= dot * qj[t];
-      }
-    }
-    double n = 0;
-    for (uint32_t t = 0; t < d; ++t) n += qi[t] * qi[t];
-    n = std::sqrt(n);
-    for (uint32_t t = 0; t < d; ++t) qi[t] /= n;
-  }
+  do {
+    for (double& x : q) x = rng->Normal();
+  } while (!OrthonormalizeRows(q.data(), d));
   return q;
 }
 

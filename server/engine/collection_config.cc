@@ -35,6 +35,11 @@ absl::Status ValidateCollectionName(std::string_view name) {
 void CollectionConfig::ApplyDefaults() {
   index.metric = metric;
   index.dim = dim;
+  if (index.pq.code == index::CodeKind::kRabitq) {
+    // One 4-bit sub-code a dimension (product_quantizer.h).
+    if (index.pq.m == 0) index.pq.m = dim;
+    if (index.pq.nbits == 0) index.pq.nbits = 4;
+  }
   if (index.pq.m == 0) {
     // About half a byte per dimension: ~8x smaller than float32.
     index.pq.m = std::max<uint32_t>(1, std::min<uint32_t>(dim, (dim + 1) / 2));
@@ -100,6 +105,9 @@ std::string CollectionConfig::Encode() const {
       "\ncache_bytes=", cache_bytes, "\n");
   // Written only when set (configs read alike by a zoomd before it).
   if (default_target_recall > 0) absl::StrAppend(&out, "target_recall=", default_target_recall, "\n");
+  if (index.pq.code != index::CodeKind::kPq) {
+    absl::StrAppend(&out, "pq_code=", index::CodeKindName(index.pq.code), "\n");
+  }
   return out;
 }
 
@@ -124,6 +132,11 @@ absl::StatusOr<CollectionConfig> CollectionConfig::Decode(std::string_view text)
   uint32_t opq = 0;
   ZOOM_RETURN_IF_ERROR(kv.Number("opq", &opq));
   c.index.pq.opq = opq != 0;
+  if (const std::string code = kv.String("pq_code"); !code.empty()) {  // absent: pq
+    absl::StatusOr<index::CodeKind> kind = index::ParseCodeKind(code);
+    if (!kind.ok()) return absl::DataLossError(absl::StrCat("collection config: ", kind.status().message()));
+    c.index.pq.code = *kind;
+  }
   ZOOM_RETURN_IF_ERROR(kv.Number("nlist", &c.index.nlist));
   uint32_t compact_links = 0;  // absent in configs written before it existed
   ZOOM_RETURN_IF_ERROR(kv.Number("compact_links", &compact_links));

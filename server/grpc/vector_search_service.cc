@@ -92,6 +92,15 @@ absl::StatusOr<CollectionConfig> FromProto(const v1::CollectionSpec& spec) {
   c.index.pq.m = is.pq_m();
   c.index.pq.nbits = is.pq_nbits();
   c.index.pq.opq = is.opq();
+  switch (is.quantizer()) {
+    case v1::QUANTIZER_UNSPECIFIED:
+    case v1::QUANTIZER_PQ: c.index.pq.code = index::CodeKind::kPq; break;
+    case v1::QUANTIZER_RABITQ: c.index.pq.code = index::CodeKind::kRabitq; break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown quantizer value ", static_cast<int>(is.quantizer()),
+                       "; use QUANTIZER_PQ or QUANTIZER_RABITQ"));
+  }
   c.index.hnsw.compact_links = is.compact_links();
   c.index.nlist = is.nlist();
   c.default_ef = spec.default_knobs().ef();
@@ -119,6 +128,8 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
   is->set_nlist(c.index.nlist);
   is->set_opq(c.index.pq.opq);
   is->set_compact_links(c.index.hnsw.compact_links);
+  is->set_quantizer(c.index.pq.code == index::CodeKind::kRabitq ? v1::QUANTIZER_RABITQ
+                                                                 : v1::QUANTIZER_PQ);
   spec->mutable_default_knobs()->set_ef(c.default_ef);
   spec->mutable_default_knobs()->set_nprobe(c.default_nprobe);
   spec->mutable_default_knobs()->set_rerank_candidates(c.default_rerank);

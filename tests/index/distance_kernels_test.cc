@@ -442,8 +442,11 @@ TEST_P(DistanceKernelsTest, NoReadPastTheEnd) {
 // block ending at an unreadable page; and the quantised table reproduces
 // float ADC within its stated bound.
 TEST_P(DistanceKernelsTest, Pq4FastScan) {
-  std::uniform_int_distribution<int> nibble(0, 15), byte(0, 255);
-  for (size_t m : {1, 2, 3, 7, 16, 31, 50, 64, 100, 255, 256}) {
+  std::uniform_int_distribution<int> nibble(0, 15);
+  for (size_t m : {1, 2, 3, 7, 16, 31, 50, 64, 100, 255, 256, 257, 300, 784, 1024}) {
+    // Entries up to the largest the quantised table holds at this m (255,
+    // then 65535 / m: the sums stay below 2^16).
+    std::uniform_int_distribution<int> byte(0, static_cast<int>(Pq4LutMax(m)));
     constexpr size_t kBlocks = 3;
     const size_t n = kBlocks * kPq4BlockSize, bb = Pq4BlockBytes(m);
     std::vector<uint8_t> codes(n * m);
@@ -479,6 +482,7 @@ TEST_P(DistanceKernelsTest, Pq4FastScan) {
     float bias = 0, scale = 0;
     Pq4QuantizeTable(table.data(), m, lut.data(), &bias, &scale);
     ASSERT_GT(scale, 0.0f);
+    for (size_t j = 0; j < m * kPq4Centroids; ++j) ASSERT_LE(lut[j], Pq4LutMax(m)) << "m=" << m;
     if (m % 2 != 0) {
       for (size_t c = 0; c < kPq4Centroids; ++c) EXPECT_EQ(lut[m * kPq4Centroids + c], 0);
     }

@@ -73,18 +73,27 @@ IndexSpec SmallSpec(IndexKind kind, uint32_t dim, uint32_t m) {
   return s;
 }
 
-// Every code layout a search must handle: ivf_hnsw_pq 8-bit and 4-bit,
-// hnsw_pq 8-bit (m = 8).
+// Every code layout a search must handle: ivf_hnsw_pq 8-bit and 4-bit PQ
+// and the rabitq code (m = dim, 4-bit, a factor per point), hnsw_pq 8-bit
+// (m = 8).
 struct KindBits {
   IndexKind kind;
   uint32_t nbits;
+  CodeKind code = CodeKind::kPq;
 };
-constexpr KindBits kEveryCode[] = {
-    {IndexKind::kIvfHnswPq, 8}, {IndexKind::kIvfHnswPq, 4}, {IndexKind::kHnswPq, 8}};
+constexpr KindBits kEveryCode[] = {{IndexKind::kIvfHnswPq, 8},
+                                   {IndexKind::kIvfHnswPq, 4},
+                                   {IndexKind::kIvfHnswPq, 4, CodeKind::kRabitq},
+                                   {IndexKind::kHnswPq, 8}};
 IndexSpec SmallSpec(const KindBits& kind, uint32_t dim) {
-  IndexSpec s = SmallSpec(kind.kind, dim, 8);
+  IndexSpec s = SmallSpec(kind.kind, dim, kind.code == CodeKind::kRabitq ? dim : 8);
   s.pq.nbits = kind.nbits;
+  s.pq.code = kind.code;
   return s;
+}
+std::string Name(const KindBits& kind) {
+  return absl::StrCat(IndexKindName(kind.kind), " ", kind.nbits, "-bit ",
+                      CodeKindName(kind.code));
 }
 
 TEST(IndexSpecTest, BadSpecsAreClearErrors) {
@@ -114,6 +123,146 @@ TEST(IndexSpecTest, BadSpecsAreClearErrors) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hnsw_pq or ivf_hnsw_pq")));
   ASSERT_OK_AND_ASSIGN(IndexKind k, ParseIndexKind("IVF_HNSW_PQ"));
   EXPECT_EQ(k, IndexKind::kIvfHnswPq);
+  // The rabitq code: ivf_hnsw_pq, one 4-bit sub-code a dimension, no OPQ,
+  // dim <= 256.
+  s = SmallSpec({IndexKind::kIvfHnswPq, 4, CodeKind::kRabitq}, 16);
+  EXPECT_OK(s.Validate());
+  s.kind = IndexKind::kHnswPq;
+  EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("rabitq code needs index kind ivf_hnsw_pq")));
+  s = SmallSpec({IndexKind::kIvfHnswPq, 8, CodeKind::kRabitq}, 16);
+  EXPECT_THAT(s.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pq_nbits 4 (or 0)")));
+  s = SmallSpec({IndexKind::kIvfHnswPq, 4, CodeKind::kRabitq}, 16);
+  s.pq.m = 8;
+  EXPECT_THAT(s.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pq_m must be 16")));
+  s.pq.m = 16;
+  s.pq.opq = true;
+  EXPECT_THAT(s.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("opq")));
+  s = SmallSpec({IndexKind::kIvfHnswPq, 4, CodeKind::kRabitq}, 1100);
+  EXPECT_THAT(s.Validate(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dim <= 1024")));
+  EXPECT_THAT(ParseCodeKind("sq8"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pq or rabitq")));
+  ASSERT_OK_AND_ASSIGN(CodeKind c, ParseCodeKind("rabitq"));
+  EXPECT_EQ(c, CodeKind::kRabitq);
+}
+
+// The rabitq code on its own: the rotation keeps norms, each vector's
+// levels point its way (cosine >= 0.98 at 4 bits, d = 64), and factor *
+// <y, z> estimates <x', z> without bias, with the spread RaBitQ's analysis
+// gives (|x'| |z| sqrt(1 - cos^2) / cos / sqrt(d)); a zero vector has
+// factor 0.
+TEST(RabitqCodeTest, UnbiasedEstimatesWithTheirErrorBound) {
+  constexpr uint32_t kD = 64;
+  constexpr size_t kN = 400, kZ = 20;
+  PqOptions o;
+  o.code = CodeKind::kRabitq;
+  o.m = kD;
+  o.nbits = 4;
+  const std::vector<float> x = Clustered(kN, kD, 61);
+  ASSERT_OK_AND_ASSIGN(ProductQuantizer pq, ProductQuantizer::Train(x.data(), kN, kD, o));
+  EXPECT_EQ(pq.code(), CodeKind::kRabitq);
+  EXPECT_EQ(pq.code_size(), kD);
+  EXPECT_EQ(pq.ksub(), 16u);
+  ASSERT_TRUE(pq.has_rotation());
+  const std::vector<float> z = Clustered(kZ, kD, 62);
+  std::vector<float> xt(kD), zt(kD), y(kD);
+  std::vector<uint8_t> code(kD);
+  double sum = 0, sum_sq = 0, bound_sq = 0;
+  size_t count = 0;
+  for (size_t i = 0; i < kN; ++i) {
+    const float* xi = x.data() + i * kD;
+    pq.Transform(xi, xt.data());
+    EXPECT_NEAR(InnerProduct(xt.data(), xt.data(), kD), InnerProduct(xi, xi, kD),
+                1e-4 * InnerProduct(xi, xi, kD));
+    const float factor = pq.EncodeTransformed(xt.data(), code.data());
+    ASSERT_GT(factor, 0);
+    for (uint8_t c : code) ASSERT_LT(c, 16);
+    pq.DecodeTransformed(code.data(), y.data());
+    const double xx = InnerProduct(xt.data(), xt.data(), kD);
+    const double yx = InnerProduct(y.data(), xt.data(), kD);
+    const double yy = InnerProduct(y.data(), y.data(), kD);
+    const double cos = yx / std::sqrt(xx * yy);
+    EXPECT_GE(cos, 0.98) << i;
+    EXPECT_NEAR(factor, xx / yx, 1e-4 * factor);
+    for (size_t j = 0; j < kZ; ++j) {
+      const float* zj = z.data() + j * kD;
+      pq.Transform(zj, zt.data());
+      const double est = factor * InnerProduct(y.data(), zt.data(), kD);
+      const double exact = InnerProduct(xi, zj, kD);
+      sum += est - exact;
+      sum_sq += (est - exact) * (est - exact);
+      const double zz = InnerProduct(zj, zj, kD);
+      bound_sq += xx * zz * (1 - cos * cos) / (cos * cos) / kD;
+      ++count;
+    }
+  }
+  const double mean = sum / count, sd = std::sqrt(sum_sq / count - mean * mean);
+  const double bound = std::sqrt(bound_sq / count);
+  EXPECT_LT(std::abs(mean), 4 * sd / std::sqrt(double(count))) << "sd " << sd;
+  EXPECT_LT(sd, 1.5 * bound) << "mean " << mean;
+  EXPECT_GT(sd, 0.3 * bound) << "mean " << mean;  // the analysis is not loose
+  std::vector<float> zero(kD, 0.0f);
+  EXPECT_EQ(pq.EncodeTransformed(zero.data(), code.data()), 0.0f);
+}
+
+// The rabitq code through ivf_hnsw_pq, for every metric: the preview's
+// distance estimates the exact one with no bias and a spread well below the
+// distances it ranks, and its top 40 re-ranked exactly hold nearly every
+// true neighbour.
+TEST(RabitqIndexTest, PreviewDistancesEstimateTheExactOnes) {
+  constexpr size_t kN = 4000, kD = 32, kQ = 30, kK = 10, kKp = 40;
+  const std::vector<float> x = Clustered(kN, kD, 71);
+  const std::vector<float> queries = Clustered(kQ, kD, 72);
+  for (Metric metric : {Metric::kL2, Metric::kInnerProduct, Metric::kCosine}) {
+    SCOPED_TRACE(MetricName(metric));
+    IndexSpec spec = SmallSpec({IndexKind::kIvfHnswPq, 4, CodeKind::kRabitq}, kD);
+    spec.metric = metric;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> idx, BuildIndex(spec, x.data(), kN));
+    std::vector<float> xn = x;  // the index's view of the data
+    if (metric == Metric::kCosine) {
+      for (size_t i = 0; i < kN; ++i) NormalizeL2(xn.data() + i * kD, kD);
+    }
+    double sum = 0, sum_sq = 0, spread = 0, recall = 0;
+    size_t count = 0;
+    for (size_t q = 0; q < kQ; ++q) {
+      std::vector<float> qv(queries.begin() + q * kD, queries.begin() + (q + 1) * kD);
+      if (metric == Metric::kCosine) NormalizeL2(qv.data(), kD);
+      auto exact = [&](InternalId id) -> double {
+        const float* xi = xn.data() + size_t{id} * kD;
+        return metric == Metric::kInnerProduct ? -InnerProduct(qv.data(), xi, kD)
+                                               : L2Sqr(qv.data(), xi, kD);
+      };
+      IndexSearchParams p;
+      p.nprobe = spec.nlist;
+      std::vector<Neighbor> out;
+      ASSERT_OK(idx->Search(qv.data(), kKp, p, &out, nullptr));
+      ASSERT_EQ(out.size(), kKp);
+      std::vector<Neighbor> rescored;
+      for (const Neighbor& nb : out) {
+        const double e = nb.distance - exact(nb.id);
+        sum += e;
+        sum_sq += e * e;
+        ++count;
+        rescored.push_back({static_cast<float>(exact(nb.id)), nb.id});
+      }
+      spread += std::abs(exact(out.back().id) - exact(out.front().id));
+      std::vector<Neighbor> all(kN);
+      for (size_t i = 0; i < kN; ++i) all[i] = {float(exact(InternalId(i))), InternalId(i)};
+      std::partial_sort(all.begin(), all.begin() + kK, all.end());
+      std::sort(rescored.begin(), rescored.end());
+      for (size_t i = 0; i < kK; ++i) {
+        for (size_t j = 0; j < kK; ++j) recall += rescored[i].id == all[j].id;
+      }
+    }
+    const double mean = sum / count, sd = std::sqrt(sum_sq / count - mean * mean);
+    spread /= kQ;
+    EXPECT_LT(std::abs(mean), 0.1 * spread) << "sd " << sd;
+    EXPECT_LT(sd, 0.2 * spread) << "mean " << mean;
+    EXPECT_GE(recall / (kQ * kK), 0.95);
+  }
 }
 
 // The ids a bitset holds, as the exclusion filter of the plain path.
@@ -138,7 +287,7 @@ TEST(IndexAllowTest, OnlyMembersAndTheSameNeighbours) {
   std::mt19937_64 rng(33);
   for (const KindBits& kind : kEveryCode) {
     const IndexSpec spec = SmallSpec(kind, kD);
-    SCOPED_TRACE(absl::StrCat(IndexKindName(kind.kind), " ", kind.nbits, "-bit"));
+    SCOPED_TRACE(Name(kind));
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> idx, BuildIndex(spec, x.data(), kN));
     for (double share : {0.6, 0.1, 0.02}) {
       SCOPED_TRACE(absl::StrCat("share ", share));
@@ -203,7 +352,7 @@ TEST(IndexHiddenTest, AStoredPointSearchedAsIfAbsent) {
   constexpr size_t kN = 3000, kD = 16, kK = 10;
   const std::vector<float> x = Clustered(kN, kD, 41);
   for (const KindBits& kind : kEveryCode) {
-    SCOPED_TRACE(absl::StrCat(IndexKindName(kind.kind), " ", kind.nbits, "-bit"));
+    SCOPED_TRACE(Name(kind));
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> idx,
                          BuildIndex(SmallSpec(kind, kD), x.data(), kN));
     const bool hnsw = kind.kind == IndexKind::kHnswPq;
@@ -246,7 +395,7 @@ TEST(IndexSearchIdsTest, EveryAllowedIdScored) {
   std::mt19937_64 rng(43);
   for (const KindBits& kind : kEveryCode) {
     const IndexSpec spec = SmallSpec(kind, kD);
-    SCOPED_TRACE(absl::StrCat(IndexKindName(kind.kind), " ", kind.nbits, "-bit"));
+    SCOPED_TRACE(Name(kind));
     // Built over 2,000, the rest added in batches (lists that grew, in
     // several chunks).
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> idx, BuildIndex(spec, x.data(), 2000));
@@ -744,7 +893,7 @@ TEST_F(IndexFileTest, CorruptFilesAreClearErrors) {
 }
 
 TEST_F(IndexFileTest, NewerMajorVersionIsRefused) {
-  const uint16_t major = 2;
+  const uint16_t major = kIndexMajorVersion + 1;
   Patch(8, &major, 2);
   EXPECT_THAT(LoadIndex(path_), StatusIs(absl::StatusCode::kFailedPrecondition,
                                          HasSubstr("written by a newer zoomd")));
@@ -845,6 +994,60 @@ TEST(IndexGoldenTest, ReadsGoldenFileOfFormat1_1) {
     }
   }
   EXPECT_GE(double(same), 0.99 * double(total));
+}
+
+// Format 2.0 (the rabitq code: the spec's code kind, a factor per point):
+// tests/data/golden/index_v2_0_ivf_hnsw_pq_rabitq.zidx (ZOOM_WRITE_GOLDEN=1
+// with --gtest_filter=*2_0* writes it) must load as what it was, answer as
+// the index that wrote it, and pq indexes must still be written as 1.1
+// (an older zoomd reads them).
+TEST(IndexGoldenTest, ReadsGoldenFileOfFormat2_0) {
+  const bool write = std::getenv("ZOOM_WRITE_GOLDEN") != nullptr;
+  const auto x = Clustered(600, 12, 9);
+  const std::string path = TestDataPath("golden/index_v2_0_ivf_hnsw_pq_rabitq.zidx");
+  IndexSpec spec = SmallSpec({IndexKind::kIvfHnswPq, 4, CodeKind::kRabitq}, 12);
+  spec.nlist = 16;
+  ASSERT_OK_AND_ASSIGN(auto built, BuildIndex(spec, x.data(), 600));
+  if (write) ASSERT_OK(built->Save(path));
+  ASSERT_OK_AND_ASSIGN(auto idx, LoadIndex(path));
+  EXPECT_EQ(idx->size(), 600u);
+  EXPECT_EQ(idx->spec().kind, IndexKind::kIvfHnswPq);
+  EXPECT_EQ(idx->spec().pq.code, CodeKind::kRabitq);
+  EXPECT_EQ(idx->spec().pq.m, 12u);
+  EXPECT_EQ(idx->spec().pq.nbits, 4u);
+  EXPECT_EQ(idx->ResidentBytes(), built->ResidentBytes());
+  IndexSearchParams p;
+  p.nprobe = 16;
+  int self = 0;
+  std::vector<Neighbor> a, b;
+  for (InternalId i = 0; i < 600; i += 6) {
+    ASSERT_OK(idx->Search(x.data() + size_t{i} * 12, 5, p, &a, nullptr));
+    ASSERT_OK(built->Search(x.data() + size_t{i} * 12, 5, p, &b, nullptr));
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t j = 0; j < a.size(); ++j) {
+      EXPECT_EQ(a[j].id, b[j].id);
+      EXPECT_EQ(a[j].distance, b[j].distance);
+    }
+    self += std::any_of(a.begin(), a.end(), [&](const Neighbor& nb) { return nb.id == i; });
+  }
+  EXPECT_GE(self, 95);  // of 100
+  // The header's version: 2.0 for rabitq, 1.1 for pq.
+  TempDir tmp;
+  auto version_of = [](const std::string& file) {
+    uint16_t v[2] = {0, 0};
+    const int fd = ::open(file.c_str(), O_RDONLY);
+    EXPECT_EQ(::pread(fd, v, sizeof(v), 8), static_cast<ssize_t>(sizeof(v)));
+    ::close(fd);
+    return std::pair<int, int>(v[0], v[1]);
+  };
+  EXPECT_EQ(version_of(path), std::pair(2, 0));
+  spec.pq.code = CodeKind::kPq;
+  spec.pq.m = 6;
+  ASSERT_OK_AND_ASSIGN(auto pq, BuildIndex(spec, x.data(), 600));
+  ASSERT_OK(pq->Save(tmp.File("pq.zidx")));
+  EXPECT_EQ(version_of(tmp.File("pq.zidx")), std::pair(1, 1));
+  ASSERT_OK_AND_ASSIGN(auto pq_loaded, LoadIndex(tmp.File("pq.zidx")));
+  EXPECT_EQ(pq_loaded->spec().pq.code, CodeKind::kPq);
 }
 
 }  // namespace

@@ -571,6 +571,24 @@ TEST(ServerTest, BadInputGetsTheRightStatus) {
   nbits.mutable_index()->set_pq_nbits(4);
   EXPECT_THAT(c.CreateCollection(nbits).status(),
               StatusIs(StatusCode::kInvalidArgument, HasSubstr("ivf_hnsw_pq")));
+  v1::CollectionSpec rabitq = Spec("rabitq", 4, v1::L2, v1::HNSW_PQ);
+  rabitq.mutable_index()->set_quantizer(v1::QUANTIZER_RABITQ);
+  EXPECT_THAT(c.CreateCollection(rabitq).status(),
+              StatusIs(StatusCode::kInvalidArgument,
+                       HasSubstr("rabitq code needs index kind ivf_hnsw_pq")));
+  rabitq = Spec("rabitq", 1100, v1::L2);
+  rabitq.mutable_index()->set_quantizer(v1::QUANTIZER_RABITQ);
+  EXPECT_THAT(c.CreateCollection(rabitq).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("dim <= 1024")));
+  rabitq = Spec("rabitq", 4, v1::L2);
+  rabitq.mutable_index()->set_quantizer(v1::QUANTIZER_RABITQ);
+  rabitq.mutable_index()->set_pq_m(2);
+  EXPECT_THAT(c.CreateCollection(rabitq).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("pq_m must be 4")));
+  rabitq.mutable_index()->set_pq_m(0);
+  rabitq.mutable_index()->set_quantizer(static_cast<v1::Quantizer>(9));
+  EXPECT_THAT(c.CreateCollection(rabitq).status(),
+              StatusIs(StatusCode::kInvalidArgument, HasSubstr("unknown quantizer value 9")));
   v1::CollectionSpec compact = Spec("compact", 4, v1::L2, v1::IVF_HNSW_PQ);
   compact.mutable_index()->set_compact_links(true);
   EXPECT_THAT(c.CreateCollection(compact).status(),

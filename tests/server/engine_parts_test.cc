@@ -192,6 +192,37 @@ TEST(CollectionConfigTest, TargetRecallKey) {
   EXPECT_THAT(c.Validate(4096, 0), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// The rabitq code: pq_m and pq_nbits default to dim and 4, the key
+// pq_code is written only for it (a config without it reads as pq), and an
+// unknown code is DataLoss.
+TEST(CollectionConfigTest, QuantizerKey) {
+  CollectionConfig c;
+  c.name = "r";
+  c.dim = 24;
+  c.ApplyDefaults();
+  EXPECT_EQ(c.Encode().find("pq_code"), std::string::npos);
+  EXPECT_EQ(c.index.pq.code, index::CodeKind::kPq);
+  CollectionConfig r;
+  r.name = "r";
+  r.dim = 24;
+  r.index.pq.code = index::CodeKind::kRabitq;
+  r.index.pq.nbits = 0;  // as CreateCollection leaves them: unset
+  r.ApplyDefaults();
+  EXPECT_EQ(r.index.pq.m, 24u);
+  EXPECT_EQ(r.index.pq.nbits, 4u);
+  EXPECT_OK(r.Validate(4096, 0));
+  ASSERT_OK_AND_ASSIGN(CollectionConfig back, CollectionConfig::Decode(r.Encode()));
+  EXPECT_EQ(back.index.pq.code, index::CodeKind::kRabitq);
+  EXPECT_EQ(back.Encode(), r.Encode());
+  std::string text = r.Encode();
+  text.replace(text.find("pq_code=rabitq"), 14, "pq_code=sq8");
+  EXPECT_THAT(CollectionConfig::Decode(text),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("pq or rabitq")));
+  r.index.kind = index::IndexKind::kHnswPq;
+  EXPECT_THAT(r.Validate(4096, 0), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            HasSubstr("needs index kind ivf_hnsw_pq")));
+}
+
 TEST(CollectionManifestTest, RoundTripsAndDefaults) {
   CollectionManifest m;
   m.space = 3;

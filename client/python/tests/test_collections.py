@@ -71,3 +71,22 @@ def test_snapshots(client, name):
     assert client.list_snapshots(name) == []
     with pytest.raises(zoomd.NotFound):
         client.delete_snapshot(name, snap.name)
+
+
+def test_a_rabitq_collection(client, name, sift):
+    spec = zoomd.IndexSpec(quantizer="rabitq")
+    info = client.create_collection(name, dim=128, metric="l2", dtype="uint8", index=spec)
+    assert info.index.quantizer == "rabitq"
+    assert (info.index.pq_m, info.index.pq_nbits) == (128, 4)  # one 4-bit level a dimension
+    client.import_points(name, sift["base"][:2000], progress=False)
+    assert client.build_index(name, wait=True).index_state == "ready"
+    hits = client.search(name, sift["base"][7], k=5, nprobe=64, rerank=20)
+    assert hits.ids[0] == 7 and hits.scores[0] == 0  # exact scores after the fullview
+    assert client.get_collection(name).index == info.index
+    with pytest.raises(zoomd.InvalidArgument, match="needs index kind ivf_hnsw_pq"):
+        client.create_collection(name + "_h", dim=8, metric="l2",
+                                 index=zoomd.IndexSpec(kind="hnsw_pq", quantizer="rabitq"))
+    with pytest.raises(zoomd.InvalidArgument, match="unknown quantizer 'sq8'"):
+        client.create_collection(name + "_s", dim=8, metric="l2",
+                                 index=zoomd.IndexSpec(quantizer="sq8"))
+    client.drop_collection(name)

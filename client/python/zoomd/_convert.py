@@ -29,6 +29,9 @@ _DTYPE_NAMES = {zoom_pb2.DTYPE_UNSPECIFIED: "float32", zoom_pb2.FLOAT32: "float3
 _KINDS = {"ivf_hnsw_pq": zoom_pb2.IVF_HNSW_PQ, "hnsw_pq": zoom_pb2.HNSW_PQ}
 _KIND_NAMES = {zoom_pb2.INDEX_KIND_UNSPECIFIED: "ivf_hnsw_pq",
                zoom_pb2.IVF_HNSW_PQ: "ivf_hnsw_pq", zoom_pb2.HNSW_PQ: "hnsw_pq"}
+_QUANTIZERS = {"pq": zoom_pb2.QUANTIZER_PQ, "rabitq": zoom_pb2.QUANTIZER_RABITQ}
+_QUANTIZER_NAMES = {zoom_pb2.QUANTIZER_UNSPECIFIED: "pq", zoom_pb2.QUANTIZER_PQ: "pq",
+                    zoom_pb2.QUANTIZER_RABITQ: "rabitq"}
 _FIELD_TYPES = {"keyword": zoom_pb2.KEYWORD, "integer": zoom_pb2.INTEGER,
                 "float": zoom_pb2.FLOAT, "bool": zoom_pb2.BOOL, "geo": zoom_pb2.GEO}
 _FIELD_TYPE_NAMES = {v: k for k, v in _FIELD_TYPES.items()}
@@ -375,7 +378,9 @@ def collection_info(i: zoom_pb2.CollectionInfo) -> CollectionInfo:
         index=IndexSpec(kind=_KIND_NAMES.get(s.index.kind, str(s.index.kind)), m=s.index.m,
                         ef_construction=s.index.ef_construction, pq_m=s.index.pq_m,
                         pq_nbits=s.index.pq_nbits, nlist=s.index.nlist, opq=s.index.opq,
-                        compact_links=s.index.compact_links),
+                        compact_links=s.index.compact_links,
+                        quantizer=_QUANTIZER_NAMES.get(s.index.quantizer,
+                                                       str(s.index.quantizer))),
         default_knobs=SearchKnobs(ef=s.default_knobs.ef, nprobe=s.default_knobs.nprobe,
                                   rerank=s.default_knobs.rerank_candidates,
                                   target_recall=s.default_knobs.target_recall),
@@ -421,6 +426,7 @@ def collection_spec(name: str, dim: int, metric: str, dtype: str, index: Optiona
             setattr(spec.index, f, int(getattr(index, f)))
         spec.index.opq = bool(index.opq)
         spec.index.compact_links = bool(index.compact_links)
+        spec.index.quantizer = _choice("quantizer", index.quantizer, _QUANTIZERS)
     if default_knobs is not None:
         k = default_knobs if isinstance(default_knobs, SearchKnobs) else SearchKnobs(**default_knobs)
         knobs_proto(k.ef, k.nprobe, k.rerank, spec.default_knobs)

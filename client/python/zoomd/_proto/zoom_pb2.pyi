@@ -26,6 +26,9 @@ L2: Metric
 METRIC_UNSPECIFIED: Metric
 NONE: IndexState
 NULL_VALUE: NullValue
+QUANTIZER_PQ: Quantizer
+QUANTIZER_RABITQ: Quantizer
+QUANTIZER_UNSPECIFIED: Quantizer
 READY: IndexState
 UINT8: DType
 
@@ -449,7 +452,7 @@ class ImportResponse(_message.Message):
     def __init__(self, imported: _Optional[int] = ...) -> None: ...
 
 class IndexSpec(_message.Message):
-    __slots__ = ["compact_links", "ef_construction", "kind", "m", "nlist", "opq", "pq_m", "pq_nbits"]
+    __slots__ = ["compact_links", "ef_construction", "kind", "m", "nlist", "opq", "pq_m", "pq_nbits", "quantizer"]
     COMPACT_LINKS_FIELD_NUMBER: _ClassVar[int]
     EF_CONSTRUCTION_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -458,6 +461,7 @@ class IndexSpec(_message.Message):
     OPQ_FIELD_NUMBER: _ClassVar[int]
     PQ_M_FIELD_NUMBER: _ClassVar[int]
     PQ_NBITS_FIELD_NUMBER: _ClassVar[int]
+    QUANTIZER_FIELD_NUMBER: _ClassVar[int]
     compact_links: bool
     ef_construction: int
     kind: IndexKind
@@ -466,7 +470,8 @@ class IndexSpec(_message.Message):
     opq: bool
     pq_m: int
     pq_nbits: int
-    def __init__(self, kind: _Optional[_Union[IndexKind, str]] = ..., m: _Optional[int] = ..., ef_construction: _Optional[int] = ..., pq_m: _Optional[int] = ..., pq_nbits: _Optional[int] = ..., nlist: _Optional[int] = ..., opq: bool = ..., compact_links: bool = ...) -> None: ...
+    quantizer: Quantizer
+    def __init__(self, kind: _Optional[_Union[IndexKind, str]] = ..., m: _Optional[int] = ..., ef_construction: _Optional[int] = ..., pq_m: _Optional[int] = ..., pq_nbits: _Optional[int] = ..., nlist: _Optional[int] = ..., opq: bool = ..., compact_links: bool = ..., quantizer: _Optional[_Union[Quantizer, str]] = ...) -> None: ...
 
 class Integers(_message.Message):
     __slots__ = ["values"]
@@ -800,6 +805,9 @@ class DType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class IndexKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Quantizer(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class IndexState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
