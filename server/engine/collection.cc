@@ -54,7 +54,8 @@ absl::StatusOr<std::shared_ptr<Segment>> Collection::OpenSegment(uint32_t space,
 
 EngineOptions Collection::EngineOptionsFor() const {
   EngineOptions e = options_.engine;
-  if (config_.cache_bytes > 0) e.cache_bytes = std::min(config_.cache_bytes, options_.max_cache_bytes);
+  e.cache_bytes = std::min(config_.cache_bytes > 0 ? config_.cache_bytes : e.cache_bytes,
+                           options_.max_cache_bytes);
   return e;
 }
 

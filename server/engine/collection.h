@@ -76,7 +76,8 @@ struct CollectionOptions {
   EngineOptions engine;
   // The largest CollectionConfig::cache_bytes (creation and restore reject
   // more; a stored config above it, after the limit was lowered, gets the
-  // limit).
+  // limit). Also caps the default (engine.cache_bytes) of a collection
+  // opened past the server's total budget (DatabaseOptions).
   uint64_t max_cache_bytes = uint64_t{1} << 30;
   // store.file_system is what every file of the collection is written
   // through (vector files, index snapshots, snapshot archives).
@@ -223,6 +224,10 @@ class Collection {
   ~Collection();
 
   const CollectionConfig& config() const { return config_; }
+  // The DRAM cache this collection's serving segment allocates: its
+  // config's cache_bytes (capped by options.max_cache_bytes), else the
+  // server's default (options.engine.cache_bytes).
+  uint64_t cache_bytes() const { return EngineOptionsFor().cache_bytes; }
   const std::string& name() const { return config_.name; }
   uint32_t id() const { return id_; }
   const std::string& dir() const { return dir_; }

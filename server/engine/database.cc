@@ -104,11 +104,20 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& 
       fs::remove_all(db->CollectionDir(rec.id), rm);
       continue;
     }
-    auto c = Collection::Open(db->CollectionDir(rec.id), db->metadata_.get(), rec,
-                              options.collection);
+    // Past the cache budget (lowered since), a collection gets what is left.
+    CollectionOptions copts = options.collection;
+    const uint64_t in_use = db->CacheBytesInUseLocked(nullptr);
+    const uint64_t left = options.max_total_cache_bytes - std::min(in_use, options.max_total_cache_bytes);
+    copts.max_cache_bytes = std::min(copts.max_cache_bytes, left);
+    auto c = Collection::Open(db->CollectionDir(rec.id), db->metadata_.get(), rec, copts);
     if (!c.ok()) {
       return absl::Status(c.status().code(), absl::StrCat("collection '", rec.name, "': ",
                                                           c.status().message()));
+    }
+    if (const uint64_t want = db->CacheBytesFor((*c)->config()); (*c)->cache_bytes() < want) {
+      ZOOM_LOG(WARNING, "collection ", rec.name, ": its DRAM cache gets ", (*c)->cache_bytes(),
+               " of its ", want, " bytes: the collections' caches reach the server's budget (",
+               options.max_total_cache_bytes, " bytes, --max_total_cache_bytes)");
     }
     const CollectionInfo info = (*c)->Info();
     ZOOM_LOG(INFO, "collection ", rec.name, ": ", info.points, " points, index ",
@@ -134,6 +143,43 @@ std::string Database::CollectionDir(uint32_t id) const {
   return (fs::path(options_.data_dir) / "collections" / std::to_string(id)).string();
 }
 
+uint64_t Database::CacheBytesFor(const CollectionConfig& config) const {
+  const CollectionOptions& o = options_.collection;
+  return std::min(config.cache_bytes > 0 ? config.cache_bytes : o.engine.cache_bytes,
+                  o.max_cache_bytes);
+}
+
+uint64_t Database::CacheBytesInUseLocked(const Collection* except) const {
+  uint64_t sum = 0;
+  for (const auto& [name, c] : collections_) {
+    if (c.get() != except) sum += c->cache_bytes();
+  }
+  return sum;
+}
+
+uint64_t Database::CacheBytesInUse() const {
+  absl::MutexLock lock(&mu_);
+  return CacheBytesInUseLocked(nullptr);
+}
+
+uint64_t Database::CacheBytesLeft() const {
+  const uint64_t in_use = CacheBytesInUse();
+  return options_.max_total_cache_bytes - std::min(in_use, options_.max_total_cache_bytes);
+}
+
+absl::Status Database::CheckCacheBudgetLocked(uint64_t need, const Collection* except) const {
+  if (need == 0) return absl::OkStatus();
+  const uint64_t in_use = CacheBytesInUseLocked(except);
+  const uint64_t budget = options_.max_total_cache_bytes;
+  if (in_use <= budget && need <= budget - in_use) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "this collection's DRAM cache needs ", need, " bytes (its cache_bytes, or the server's "
+      "--cache_bytes) and the server's cache budget has ",
+      budget - std::min(in_use, budget), " of ", budget,
+      " bytes left (--max_total_cache_bytes): ask for a smaller cache_bytes, drop a "
+      "collection, or raise the budget"));
+}
+
 absl::StatusOr<std::shared_ptr<Collection>> Database::CreateCollection(CollectionConfig config) {
   config.ApplyDefaults();
   ZOOM_RETURN_IF_ERROR(config.Validate(options_.max_dim, options_.collection.max_cache_bytes));
@@ -147,6 +193,7 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::CreateCollection(Collectio
     return absl::ResourceExhaustedError(absl::StrCat(
         "this server holds its maximum of ", options_.max_collections, " collections"));
   }
+  ZOOM_RETURN_IF_ERROR(CheckCacheBudgetLocked(CacheBytesFor(config), nullptr));
   ZOOM_ASSIGN_OR_RETURN(const uint32_t id,
                         metadata_->CreateCollection(config.name, config.Encode()));
   std::error_code ec;
@@ -390,6 +437,8 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
       return absl::ResourceExhaustedError(absl::StrCat(
           "this server holds its maximum of ", options_.max_collections, " collections"));
     }
+    // Checked again at the switch (a creation meanwhile may take the rest).
+    ZOOM_RETURN_IF_ERROR(CheckCacheBudgetLocked(CacheBytesFor(config), existing.get()));
   }
   // Restored under a name of its own; it takes `target` in one catalog
   // write once complete (an interrupted restore is removed at the next open).
@@ -422,7 +471,7 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
     } else if (existing != nullptr && (it == collections_.end() || it->second != existing)) {
       st = absl::AbortedError(absl::StrCat("collection '", target,
                                            "' changed during the restore; restore again"));
-    } else {
+    } else if (st = CheckCacheBudgetLocked(c->cache_bytes(), existing.get()); st.ok()) {
       st = metadata_->ReplaceCollection(temp, target, id, existing ? existing->id() : 0);
       if (st.ok()) collections_[target] = c;
     }

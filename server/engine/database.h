@@ -35,6 +35,12 @@ struct DatabaseOptions {
   CollectionOptions collection;
   uint32_t max_dim = 4096;
   uint32_t max_collections = 1024;
+  // The DRAM caches of all collections together (each one's
+  // Collection::cache_bytes): a creation or a restore that would pass it is
+  // ResourceExhausted, so that no client can make the server allocate
+  // max_collections x max_cache_bytes. A collection opened past it (the
+  // budget was lowered) gets what is left, maybe nothing, and a warning.
+  uint64_t max_total_cache_bytes = uint64_t{4} << 30;
   // Snapshots live in SNAPSHOTS_DIR/<collection>/<name>.zsnap ("" =
   // DATA_DIR/snapshots).
   std::string snapshots_dir;
@@ -69,7 +75,8 @@ class Database {
   static void EnsureBlasCore(char** argv);
   static const char* BlasCore();
 
-  // AlreadyExists for a taken name; InvalidArgument for a bad config.
+  // AlreadyExists for a taken name; InvalidArgument for a bad config;
+  // ResourceExhausted past max_collections or max_total_cache_bytes.
   absl::StatusOr<std::shared_ptr<Collection>> CreateCollection(CollectionConfig config);
   // Removes the collection, its records and its files. NotFound if absent.
   absl::Status DropCollection(const std::string& name);
@@ -77,6 +84,9 @@ class Database {
   absl::StatusOr<std::shared_ptr<Collection>> GetCollection(const std::string& name) const;
   // Sorted by name.
   std::vector<std::shared_ptr<Collection>> ListCollections() const;
+  // The collections' DRAM caches together, and what the budget leaves.
+  uint64_t CacheBytesInUse() const;
+  uint64_t CacheBytesLeft() const;
 
   // Snapshots (see Collection::WriteSnapshot). Names are
   // [A-Za-z0-9._-], 1..128; NotFound for an unknown collection or snapshot.
@@ -116,6 +126,14 @@ class Database {
  private:
   Database() = default;
   std::string CollectionDir(uint32_t id) const;
+  // The cache a collection of `config` would allocate (Collection::cache_bytes).
+  uint64_t CacheBytesFor(const CollectionConfig& config) const;
+  // The caches of the collections but `except` (may be null).
+  uint64_t CacheBytesInUseLocked(const Collection* except) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // ResourceExhausted when `need` more would pass max_total_cache_bytes.
+  absl::Status CheckCacheBudgetLocked(uint64_t need, const Collection* except) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   DatabaseOptions options_;
   std::string snapshots_dir_;

@@ -57,6 +57,10 @@ ABSL_FLAG(int64_t, cache_bytes, 0,
           "not set their own (CollectionSpec.cache_bytes).");
 ABSL_FLAG(int64_t, max_cache_bytes, int64_t{1} << 30,
           "The largest CollectionSpec.cache_bytes a collection may ask for.");
+ABSL_FLAG(int64_t, max_total_cache_bytes, int64_t{4} << 30,
+          "The DRAM caches of all collections together: a CreateCollection or a restore "
+          "past it is RESOURCE_EXHAUSTED (a collection opened past it, after it was "
+          "lowered, gets what is left).");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "Largest gRPC message accepted.");
 ABSL_FLAG(uint32_t, max_k, 1000, "Largest k of a search.");
 ABSL_FLAG(uint32_t, max_batch, 10000, "Most points per upsert message / queries per batch.");
@@ -230,6 +234,8 @@ int Main(int argc, char** argv) {
       static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_cache_bytes)));
   options.database.collection.max_cache_bytes =
       static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_cache_bytes)));
+  options.database.max_total_cache_bytes =
+      static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_total_cache_bytes)));
   options.database.collection.auto_build_min_points = absl::GetFlag(FLAGS_auto_build_points);
   options.database.collection.auto_retrain_growth = absl::GetFlag(FLAGS_auto_retrain_growth);
   options.database.collection.auto_retrain_drift = drift;

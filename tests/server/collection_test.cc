@@ -46,6 +46,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -585,6 +586,61 @@ TEST_F(CollectionTest, ACollectionHasItsOwnCacheBudget) {
   ASSERT_NE(cached, nullptr);
   EXPECT_EQ(cached->config().cache_bytes, uint64_t{1} << 20);  // as stored
   EXPECT_LE(cached->Info().resident_bytes, plain_bytes + (256 << 10));
+}
+
+// One budget for every collection's cache (--max_total_cache_bytes): a
+// creation past it is ResourceExhausted and says what is left; a drop gives
+// its share back; a collection without cache_bytes counts the server's
+// default; after the budget is lowered, an open gives each collection at
+// most what is left.
+TEST_F(CollectionTest, TheServerHasOneCacheBudgetForAllCollections) {
+  constexpr uint64_t kMiB = 1 << 20;
+  options_.max_total_cache_bytes = 5 * kMiB / 2;
+  OpenDb();
+  CollectionConfig config;
+  config.dim = 8;
+  config.cache_bytes = kMiB;
+  for (const char* name : {"a", "b"}) {
+    config.name = name;
+    ASSERT_OK(db_->CreateCollection(config).status());
+  }
+  EXPECT_EQ(db_->CacheBytesInUse(), 2 * kMiB);
+  config.name = "c";
+  EXPECT_THAT(db_->CreateCollection(config).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("524288 of 2621440 bytes left"),
+                             HasSubstr("--max_total_cache_bytes"))));
+  EXPECT_THAT(db_->GetCollection("c").status(), StatusIs(absl::StatusCode::kNotFound));
+  config.cache_bytes = kMiB / 2;
+  ASSERT_OK(db_->CreateCollection(config).status());
+  EXPECT_EQ(db_->CacheBytesLeft(), 0u);
+  ASSERT_NE(Create("plain", 8, Metric::kL2), nullptr);  // no cache: no share
+  ASSERT_OK(db_->DropCollection("a"));
+  EXPECT_EQ(db_->CacheBytesLeft(), kMiB);
+  config.name = "d";
+  config.cache_bytes = kMiB;
+  ASSERT_OK(db_->CreateCollection(config).status());
+  // The server's default cache counts for a collection that sets none.
+  options_.collection.engine.cache_bytes = kMiB / 4;
+  options_.max_total_cache_bytes = 23 * kMiB / 8;  // an eighth left after the four
+  ReopenDb();
+  EXPECT_EQ(db_->CacheBytesInUse(), 5 * kMiB / 2 + kMiB / 4);  // b, c, d and plain
+  CollectionConfig plain2;
+  plain2.name = "plain2";
+  plain2.dim = 8;  // a quarter more does not fit
+  EXPECT_THAT(db_->CreateCollection(plain2).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("--cache_bytes")));
+  // Lowered: the collections opened first keep theirs, the rest get what
+  // is left.
+  options_.collection.engine.cache_bytes = 0;
+  options_.max_total_cache_bytes = 3 * kMiB / 2;
+  ReopenDb();
+  EXPECT_EQ(db_->CacheBytesInUse(), 3 * kMiB / 2);
+  for (const char* name : {"b", "c", "d"}) {
+    auto c = Get(name);
+    ASSERT_NE(c, nullptr) << name;
+    EXPECT_LE(c->cache_bytes(), c->config().cache_bytes) << name;
+  }
 }
 
 TEST_F(CollectionTest, CosineVectorsComeBackNormalised) {
