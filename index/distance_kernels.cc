@@ -816,7 +816,9 @@ void Pq4ScanScalarImpl(const uint8_t* lut, const uint8_t* blocks, size_t nblocks
 // nibbles looks up slots 0..15 of both, one of the high nibbles slots
 // 16..31. The bytes are widened to 16 bits (unpack with zero) into four
 // accumulators (slots 0-7, 8-15, 16-23, 24-31, per lane); the two lanes are
-// added at the end. Each lane sums at most 128 bytes <= 255: no overflow.
+// added at the end. Each lane and then each slot sums at most m entries of
+// at most Pq4LutMax(m) (255 up to m = 257, 65535 / m past it): no overflow
+// of the uint16 sums.
 // The low and the high 128-bit lane added as 8 uint16.
 ZOOM_TARGET_AVX2 inline __m128i AddLanes16(__m256i v) {
   return _mm_add_epi16(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));

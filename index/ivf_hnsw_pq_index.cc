@@ -516,10 +516,11 @@ class IvfHnswPqIndex final : public VectorIndex {
         ZOOM_RETURN_IF_ERROR(r.Get(list->terms.Row(i)));
         if (rabitq_) {
           ZOOM_RETURN_IF_ERROR(r.Get(list->factors.Row(i)));
+          // f is about |x'| / 4 at most, and |x'| is within the magnitude
+          // rule (<= 2e18 for a residual): a larger one could overflow a
+          // distance.
           const float f = *list->factors.Row(i);
-          if (!(f >= 0 && f < std::numeric_limits<float>::max())) {
-            return r.Corrupt("rabitq factor not finite and >= 0");
-          }
+          if (!(f >= 0 && f <= 1e18f)) return r.Corrupt("rabitq factor not in [0, 1e18]");
         }
         const uint32_t id = *list->ids.Row(i);
         if (id >= total) return r.Corrupt("list id out of range");

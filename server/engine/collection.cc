@@ -141,6 +141,13 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
       load_options.compact_links = config.index.hnsw.compact_links;
     }
     auto idx = index::LoadIndex((fs::path(dir) / snapshot).string(), load_options);
+    if (idx.ok() && (*idx)->spec().pq.code != config.index.pq.code) {
+      // Written by a zoomd that did not know the config's code (a
+      // downgrade and back): not what the collection says it is.
+      idx = absl::FailedPreconditionError(absl::StrCat(
+          "its code is ", index::CodeKindName((*idx)->spec().pq.code), ", the collection's ",
+          index::CodeKindName(config.index.pq.code)));
+    }
     absl::Status st = idx.ok() ? seg->engine->SetIndex(std::move(*idx)) : idx.status();
     const uint64_t visible = seg->ids.visible();
     if (st.ok()) {

@@ -39,7 +39,11 @@ struct DatabaseOptions {
   // Collection::cache_bytes): a creation or a restore that would pass it is
   // ResourceExhausted, so that no client can make the server allocate
   // max_collections x max_cache_bytes. A collection opened past it (the
-  // budget was lowered) gets what is left, maybe nothing, and a warning.
+  // budget was lowered) gets what is left, maybe nothing, and a warning,
+  // until the next open. The steady state: a restore allocates its cache
+  // before its final check (two at once may pass the budget until one is
+  // refused), and a compaction's new segment holds a second cache while it
+  // runs.
   uint64_t max_total_cache_bytes = uint64_t{4} << 30;
   // Snapshots live in SNAPSHOTS_DIR/<collection>/<name>.zsnap ("" =
   // DATA_DIR/snapshots).

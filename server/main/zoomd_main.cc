@@ -60,7 +60,8 @@ ABSL_FLAG(int64_t, max_cache_bytes, int64_t{1} << 30,
 ABSL_FLAG(int64_t, max_total_cache_bytes, int64_t{4} << 30,
           "The DRAM caches of all collections together: a CreateCollection or a restore "
           "past it is RESOURCE_EXHAUSTED (a collection opened past it, after it was "
-          "lowered, gets what is left).");
+          "lowered, gets what is left until the next restart; a compaction's new segment "
+          "holds a second cache while it runs).");
 ABSL_FLAG(int, max_message_bytes, 64 << 20, "Largest gRPC message accepted.");
 ABSL_FLAG(uint32_t, max_k, 1000, "Largest k of a search.");
 ABSL_FLAG(uint32_t, max_batch, 10000, "Most points per upsert message / queries per batch.");
@@ -236,6 +237,14 @@ int Main(int argc, char** argv) {
       static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_cache_bytes)));
   options.database.max_total_cache_bytes =
       static_cast<uint64_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_max_total_cache_bytes)));
+  if (options.database.collection.engine.cache_bytes >
+      options.database.collection.max_cache_bytes) {
+    std::fprintf(stderr,
+                 "zoomd: --cache_bytes (every collection's default) must be at most "
+                 "--max_cache_bytes (%lld)\n",
+                 static_cast<long long>(options.database.collection.max_cache_bytes));
+    return 2;
+  }
   options.database.collection.auto_build_min_points = absl::GetFlag(FLAGS_auto_build_points);
   options.database.collection.auto_retrain_growth = absl::GetFlag(FLAGS_auto_retrain_growth);
   options.database.collection.auto_retrain_drift = drift;

@@ -1748,6 +1748,50 @@ TEST_F(CollectionTest, CrashDuringCreateDoesNotBlockTheNextOpen) {
   EXPECT_EQ(half->Info().points, 1u);
 }
 
+// A rabitq collection whose index snapshot holds another code (written by a
+// zoomd that ignored the config's pq_code: a downgrade and back) does not
+// serve it: FAILED with the reason, exact searches, and the next build
+// makes the collection's own code again.
+TEST_F(CollectionTest, ASnapshotOfAnotherCodeIsNotServed) {
+  constexpr uint32_t kDim = 16, kN = 800;
+  OpenDb();
+  CollectionConfig config;
+  config.name = "rq";
+  config.dim = kDim;
+  config.index.pq.code = index::CodeKind::kRabitq;
+  config.index.pq.nbits = 0;
+  ASSERT_OK(db_->CreateCollection(config).status());
+  auto c = Get("rq");
+  ASSERT_NE(c, nullptr);
+  Model model;
+  const std::vector<float> x = ClusteredVectors(kN, kDim, 161);
+  UpsertRange(*c, 0, kN, x, &model);
+  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->WaitForBuild());
+  EXPECT_EQ(c->engine()->index()->spec().pq.code, index::CodeKind::kRabitq);
+  index::IndexSpec pq_spec = c->engine()->index()->spec();
+  pq_spec.pq.code = index::CodeKind::kPq;  // what an older zoomd builds from this config
+  const std::string dir = c->dir();
+  c.reset();
+  CloseDb();
+  std::string snapshot;
+  for (const std::string& f : FilesIn(dir)) {
+    if (f.rfind("index-", 0) == 0) snapshot = f;
+  }
+  ASSERT_FALSE(snapshot.empty());
+  ASSERT_OK_AND_ASSIGN(auto pq_index, index::BuildIndex(pq_spec, x.data(), kN));
+  ASSERT_OK(pq_index->Save((fs::path(dir) / snapshot).string()));
+  OpenDb();
+  c = Get("rq");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->Info().index_state, IndexState::kFailed);
+  EXPECT_THAT(c->Info().index_error, HasSubstr("its code is pq, the collection's rabitq"));
+  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->WaitForBuild());
+  EXPECT_EQ(c->Info().index_state, IndexState::kReady);
+  EXPECT_EQ(c->engine()->index()->spec().pq.code, index::CodeKind::kRabitq);
+}
+
 // A snapshot that cannot be loaded leaves the collection searchable
 // (exactly) with the index FAILED, until a build replaces it.
 TEST_F(CollectionTest, CorruptSnapshotFallsBackToExactSearchUntilRebuilt) {
