@@ -489,6 +489,14 @@ class CollectionTest : public ::testing::Test {
     }
   }
 
+  // The name of the (last) index snapshot file in `dir`; "" if none.
+  static std::string IndexSnapshotIn(const std::string& dir) {
+    std::string snapshot;
+    for (const std::string& f : FilesIn(dir)) {
+      if (f.rfind("index-", 0) == 0) snapshot = f;
+    }
+    return snapshot;
+  }
   static std::vector<std::string> FilesIn(const std::string& dir) {
     std::vector<std::string> out;
     std::error_code ec;
@@ -1774,10 +1782,7 @@ TEST_F(CollectionTest, ASnapshotOfAnotherCodeIsNotServed) {
   const std::string dir = c->dir();
   c.reset();
   CloseDb();
-  std::string snapshot;
-  for (const std::string& f : FilesIn(dir)) {
-    if (f.rfind("index-", 0) == 0) snapshot = f;
-  }
+  const std::string snapshot = IndexSnapshotIn(dir);
   ASSERT_FALSE(snapshot.empty());
   ASSERT_OK_AND_ASSIGN(auto pq_index, index::BuildIndex(pq_spec, x.data(), kN));
   ASSERT_OK(pq_index->Save((fs::path(dir) / snapshot).string()));
@@ -1806,10 +1811,7 @@ TEST_F(CollectionTest, CorruptSnapshotFallsBackToExactSearchUntilRebuilt) {
   const std::string dir = c->dir();
   c.reset();
   CloseDb();
-  std::string snapshot;
-  for (const std::string& f : FilesIn(dir)) {
-    if (f.rfind("index-", 0) == 0) snapshot = f;
-  }
+  const std::string snapshot = IndexSnapshotIn(dir);
   ASSERT_FALSE(snapshot.empty());
   {
     // Keep the size, break the content.
