@@ -173,12 +173,22 @@ TEST(CollectionManifestTest, GoldenFileWithACalibration) {
   EXPECT_EQ(no_epoch.calibration, "");
 }
 
+// A config named `name` of `dim` float dimensions with the defaults
+// applied; `code` set before them (they depend on it).
+CollectionConfig DefaultConfig(const std::string& name, uint32_t dim,
+                               index::CodeKind code = index::CodeKind::kPq) {
+  CollectionConfig c;
+  c.name = name;
+  c.dim = dim;
+  c.index.pq.code = code;
+  if (code != index::CodeKind::kPq) c.index.pq.nbits = 0;  // as CreateCollection leaves it
+  c.ApplyDefaults();
+  return c;
+}
+
 // The collection's default target (a key written only when set).
 TEST(CollectionConfigTest, TargetRecallKey) {
-  CollectionConfig c;
-  c.name = "t";
-  c.dim = 4;
-  c.ApplyDefaults();
+  CollectionConfig c = DefaultConfig("t", 4);
   EXPECT_EQ(c.Encode().find("target_recall"), std::string::npos);
   c.default_target_recall = 0.9;
   ASSERT_OK_AND_ASSIGN(CollectionConfig back, CollectionConfig::Decode(c.Encode()));
@@ -196,18 +206,10 @@ TEST(CollectionConfigTest, TargetRecallKey) {
 // pq_code is written only for it (a config without it reads as pq), and an
 // unknown code is DataLoss.
 TEST(CollectionConfigTest, QuantizerKey) {
-  CollectionConfig c;
-  c.name = "r";
-  c.dim = 24;
-  c.ApplyDefaults();
+  const CollectionConfig c = DefaultConfig("r", 24);
   EXPECT_EQ(c.Encode().find("pq_code"), std::string::npos);
   EXPECT_EQ(c.index.pq.code, index::CodeKind::kPq);
-  CollectionConfig r;
-  r.name = "r";
-  r.dim = 24;
-  r.index.pq.code = index::CodeKind::kRabitq;
-  r.index.pq.nbits = 0;  // as CreateCollection leaves them: unset
-  r.ApplyDefaults();
+  CollectionConfig r = DefaultConfig("r", 24, index::CodeKind::kRabitq);
   EXPECT_EQ(r.index.pq.m, 24u);
   EXPECT_EQ(r.index.pq.nbits, 4u);
   EXPECT_OK(r.Validate(4096, 0));
