@@ -10,6 +10,8 @@
 #include <thread>
 #include <utility>
 
+#include <sys/resource.h>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -247,12 +249,15 @@ absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
   };
 
   ZOOM_RETURN_IF_ERROR(pass(std::min<size_t>(200, nq), /*timed=*/false));
+  const double cpu_before = ProcessCpuSeconds();
   Stopwatch wall;
   ZOOM_RETURN_IF_ERROR(pass(nq, /*timed=*/true));
   const double seconds = wall.ElapsedSeconds();
+  const double cpu_seconds = ProcessCpuSeconds() - cpu_before;
 
   RunResult r;
   r.queries = nq;
+  r.cpu_us_per_query = cpu_seconds * 1e6 / static_cast<double>(nq);
   r.qps = seconds > 0 ? static_cast<double>(nq) / seconds : 0;
   std::sort(latency_us.begin(), latency_us.end());
   r.p50_us = Percentile(latency_us, 50);
@@ -284,6 +289,13 @@ absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
 
 uint64_t CurrentRssBytes() { return ProcStatusBytes("VmRSS:"); }
 uint64_t PeakRssBytes() { return ProcStatusBytes("VmHWM:"); }
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
 
 double LoadAverage1m() {
   std::ifstream in("/proc/loadavg");

@@ -111,6 +111,9 @@ struct RunResult {
   double fullview_p50_us = 0, fullview_p99_us = 0;
   double rerank_p50_us = 0, rerank_p99_us = 0;
   size_t queries = 0;
+  // The process's CPU time (user + system, every thread: a server in the
+  // same process counts too) over the timed pass, per query.
+  double cpu_us_per_query = 0;
 };
 
 // Answers query `q`: writes up to `k` ids (best first) to out_ids[0..k),
@@ -137,6 +140,8 @@ uint64_t PeakRssBytes();
 // machine is shared: a load above the core count means the timings are
 // contaminated by other processes, so workloads print it beside them.
 double LoadAverage1m();
+// This process's CPU time so far (user + system, all threads), in seconds.
+double ProcessCpuSeconds();
 
 // One configuration of one system.
 struct ConfigResult {

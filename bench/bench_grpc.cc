@@ -126,16 +126,73 @@ absl::Status RunGrpc(Reporter& rep) {
     return absl::OkStatus();
   };
 
+  // The floor, one caller: what any unary call on this channel costs
+  // (Health.Check, gRPC's own service), and a preview-only search (RAM only,
+  // answered on gRPC's thread when the server is idle) beside the same search
+  // in-process. The gap between the two searches is the service's overhead
+  // without a worker hop or an SSD wait.
+  {
+    std::vector<double> health_us;
+    for (size_t i = 0; i < ds.queries.rows + 200; ++i) {
+      Stopwatch one;
+      ZOOM_RETURN_IF_ERROR(clients[0]->Health().status());
+      if (i >= 200) health_us.push_back(static_cast<double>(one.ElapsedMicros()));
+    }
+    std::sort(health_us.begin(), health_us.end());
+    SearchFn preview_grpc = [&](size_t q, size_t kk, int64_t* out, QueryStats*) {
+      v1::SearchRequest req;
+      req.set_collection("bench");
+      req.mutable_vector()->Assign(ds.queries.row(q), ds.queries.row(q) + ds.dim());
+      req.set_k(kk);
+      req.set_preview_only(true);
+      req.mutable_knobs()->set_ef(ef);
+      req.mutable_knobs()->set_nprobe(nprobe);
+      ZOOM_ASSIGN_OR_RETURN(v1::SearchResponse r, clients[0]->Search(req));
+      for (size_t i = 0; i < kk; ++i) out[i] = i < static_cast<size_t>(r.hits_size()) ? r.hits(i).id() : -1;
+      return absl::OkStatus();
+    };
+    SearchFn preview_local = [&](size_t q, size_t kk, int64_t* out, QueryStats*) {
+      server::CollectionSearchParams p;
+      p.engine.k = kk;
+      p.engine.ef = ef;
+      p.engine.nprobe = nprobe;
+      p.engine.preview_only = true;
+      thread_local server::QueryResult r;
+      ZOOM_RETURN_IF_ERROR(collection->Search(absl::MakeConstSpan(ds.queries.row(q), ds.dim()), p, &r));
+      for (size_t i = 0; i < kk; ++i) out[i] = i < r.hits.size() ? static_cast<int64_t>(r.hits[i].id) : -1;
+      return absl::OkStatus();
+    };
+    ZOOM_ASSIGN_OR_RETURN(RunResult plocal, RunQueries(ds, k, 1, preview_local));
+    ZOOM_ASSIGN_OR_RETURN(RunResult premote, RunQueries(ds, k, 1, preview_grpc));
+    const double health_p50 = Percentile(health_us, 50), health_p99 = Percentile(health_us, 99);
+    std::printf("floor, 1 caller: Health.Check p50 %.0f us p99 %.0f us; preview-only Search "
+                "in-process p50 %.0f us, gRPC p50 %.0f us (gap %.0f us)\n",
+                health_p50, health_p99, plocal.p50_us, premote.p50_us,
+                premote.p50_us - plocal.p50_us);
+    rep.JsonLine({{"workload", std::string("grpc")},
+                  {"dataset", ds.name},
+                  {"path", std::string("floor")},
+                  {"callers", int64_t{1}},
+                  {"health_p50_us", health_p50},
+                  {"health_p99_us", health_p99},
+                  {"preview_in_process_p50_us", plocal.p50_us},
+                  {"preview_grpc_p50_us", premote.p50_us}});
+  }
+
+  // CPU us/q: the process's CPU time per query (the client, the server and
+  // the engine share this process): gRPC's minus in-process is what a call
+  // costs both ends of the channel together.
   Table table({"callers", "path", "recall@10", "QPS", "p50 us", "p99 us", "reads/q",
-               "QPS ratio", "p99 ratio"});
+               "CPU us/q", "QPS ratio", "p99 ratio"});
   for (int c : concurrency) {
     ZOOM_ASSIGN_OR_RETURN(RunResult local, RunQueries(ds, k, c, in_process));
     ZOOM_ASSIGN_OR_RETURN(RunResult remote, RunQueries(ds, k, c, via_grpc));
     table.Row({std::to_string(c), "in-process", Fmt(local.recall_at_10, 4), Fmt(local.qps, 0),
-               Fmt(local.p50_us, 0), Fmt(local.p99_us, 0), Fmt(local.reads_per_query, 1), "1", "1"});
+               Fmt(local.p50_us, 0), Fmt(local.p99_us, 0), Fmt(local.reads_per_query, 1),
+               Fmt(local.cpu_us_per_query, 0), "1", "1"});
     table.Row({std::to_string(c), "gRPC", Fmt(remote.recall_at_10, 4), Fmt(remote.qps, 0),
                Fmt(remote.p50_us, 0), Fmt(remote.p99_us, 0), Fmt(remote.reads_per_query, 1),
-               Fmt(remote.qps / local.qps, 2), Fmt(remote.p99_us / local.p99_us, 2)});
+               Fmt(remote.cpu_us_per_query, 0), Fmt(remote.qps / local.qps, 2), Fmt(remote.p99_us / local.p99_us, 2)});
     for (const auto& [path, r] : {std::pair{"in-process", local}, std::pair{"grpc", remote}}) {
       rep.JsonLine({{"workload", std::string("grpc")},
                     {"dataset", ds.name},
@@ -145,7 +202,8 @@ absl::Status RunGrpc(Reporter& rep) {
                     {"qps", r.qps},
                     {"p50_us", r.p50_us},
                     {"p99_us", r.p99_us},
-                    {"reads_per_query", r.reads_per_query}});
+                    {"reads_per_query", r.reads_per_query},
+                    {"cpu_us_per_query", r.cpu_us_per_query}});
     }
   }
   // SearchBatch: every query once, in batches, closed loop.
