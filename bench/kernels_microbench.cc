@@ -204,8 +204,12 @@ void RegisterLevel(SimdLevel level) {
       Register(kernel + "/" + lv + "/d:" + std::to_string(d),
                [=](benchmark::State& s) { BM_L2Sqr(s, level, d, ip); });
     }
-    Register(kernel + "Batch/" + lv + "/n:100/d:100",
-             [=](benchmark::State& s) { BM_Batch(s, level, 100, 100, ip); });
+    // IVF routing at GloVe's shape; the kernels' own startup probe (64 x
+    // 128); FGD's tail clusters (256 means of 256 floats).
+    for (auto [n, d] : {std::pair<size_t, size_t>{100, 100}, {64, 128}, {256, 256}}) {
+      Register(kernel + "Batch/" + lv + "/n:" + std::to_string(n) + "/d:" + std::to_string(d),
+               [=](benchmark::State& s) { BM_Batch(s, level, n, d, ip); });
+    }
   }
   struct TableSize {
     size_t m, dsub;
