@@ -1,5 +1,6 @@
 #include "server/engine/payload_index.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -84,11 +85,13 @@ struct GeoEntry {
   }
 };
 
-// The int64 a scan for values v with (double)v >= b starts at:
-// conservatively low (int64 -> double rounds by up to 1024 near 2^63, so
-// v >= b - 4096 surely holds every match); callers test each entry
-// exactly.
+// The int64 a scan for values v with (double)v >= b starts at: floor(b)
+// below 2^53 (exact there), else conservatively low (int64 -> double
+// rounds by up to 1024 near 2^63, so v >= b - 4096 surely holds every
+// match); callers test each entry exactly.
 int64_t LowInt(double b) {
+  // Below 2^53 in magnitude an int64 converts exactly: floor(b) is tight.
+  if (std::fabs(b) < 9007199254740992.0) return static_cast<int64_t>(std::floor(b));
   constexpr double kTwo63 = 9223372036854775808.0;
   // (Every int64 from 2^63 - 512 on converts to 2^63.)
   if (b >= kTwo63) return std::numeric_limits<int64_t>::max() - 4096;
@@ -129,6 +132,73 @@ struct PayloadIndex::Field {
   absl::btree_set<std::pair<int64_t, InternalId>> ints;
   absl::btree_set<std::pair<double, InternalId>> doubles;
   absl::btree_set<GeoEntry> geo;
+  // Range bins (integer and float fields): up to kRangeBins bins of about
+  // equal count over the numeric values, each the bitmap of the ids with a
+  // value in it. A range ORs the bins wholly inside it and walks the
+  // B-trees only within its two edge bins (a 50% range: about 1/8 of the
+  // walk). Bin i holds the values in [cuts[i-1], cuts[i]) (the first from
+  // -inf, the last to +inf). Drawn from the B-trees when the numeric
+  // entries reach min_binned and again each time they have doubled since
+  // (so a field that grows or drifts is re-cut; the cost, O(n log n) under
+  // the writer's lock, is amortised over the n entries added meanwhile).
+  static constexpr size_t kRangeBins = 16;
+  uint64_t min_binned = PayloadIndex::kDefaultMinBinned;
+  std::vector<double> cuts;  // empty: no bins yet
+  std::vector<Roaring> bins;
+  uint64_t binned_entries = 0;
+
+  size_t BinOf(double x) const {
+    return static_cast<size_t>(std::upper_bound(cuts.begin(), cuts.end(), x) - cuts.begin());
+  }
+  void BinValue(double x, InternalId id, bool add) {
+    if (cuts.empty()) return;
+    Roaring& b = bins[BinOf(x)];
+    add ? b.add(id) : b.remove(id);
+  }
+  // Re-cuts the bins when the numeric entries have doubled (see above).
+  void MaybeRebin() {
+    const uint64_t n = ints.size() + doubles.size();
+    if (n < min_binned || n < 2 * binned_entries) return;
+    std::vector<std::pair<double, InternalId>> all;
+    all.reserve(n);
+    for (const auto& [v, id] : ints) all.emplace_back(static_cast<double>(v), id);
+    const size_t mid = all.size();
+    for (const auto& e : doubles) all.push_back(e);
+    std::inplace_merge(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(mid), all.end());
+    cuts.clear();
+    for (size_t k = 1; k < kRangeBins; ++k) {
+      const double c = all[k * all.size() / kRangeBins].first;
+      if (c > all.front().first && (cuts.empty() || c > cuts.back())) cuts.push_back(c);
+    }
+    bins.assign(cuts.size() + 1, Roaring());
+    for (const auto& [x, id] : all) bins[BinOf(x)].add(id);
+    for (Roaring& b : bins) b.runOptimize();
+    binned_entries = n;
+  }
+  // The entries with a value x in [from, to) (to_inclusive: [from, to])
+  // that `r` contains, into *out.
+  void WalkRange(const RangeBounds& r, double from, double to, bool to_inclusive,
+                 MatchSet* out) const {
+    if (to_inclusive) {
+      Walk<true>(r, from, to, out);
+    } else {
+      Walk<false>(r, from, to, out);
+    }
+  }
+  template <bool kInclusive>
+  void Walk(const RangeBounds& r, double from, double to, MatchSet* out) const {
+    if (type == FieldIndexType::kInteger) {
+      for (auto it = ints.lower_bound({LowInt(from), 0}); it != ints.end(); ++it) {
+        const double x = static_cast<double>(it->first);
+        if (kInclusive ? x > to : x >= to) break;
+        if (r.Contains(x)) out->Set(it->second);
+      }
+    }
+    for (auto it = doubles.lower_bound({from, 0}); it != doubles.end(); ++it) {
+      if (kInclusive ? it->first > to : it->first >= to) break;
+      if (r.Contains(it->first)) out->Set(it->second);
+    }
+  }
 
   void Apply(InternalId id, const FieldValue& v, bool add) {
     if (v.kind == FieldValue::Kind::kNull) {
@@ -158,8 +228,10 @@ struct PayloadIndex::Field {
         case FieldIndexType::kInteger:
           if (const int64_t* i = std::get_if<int64_t>(&s)) {
             add ? (void)ints.insert({*i, id}) : (void)ints.erase({*i, id});
+            BinValue(static_cast<double>(*i), id, add);
           } else if (const double* d = std::get_if<double>(&s)) {
             add ? (void)doubles.insert({*d, id}) : (void)doubles.erase({*d, id});
+            BinValue(*d, id, add);
           }
           break;
         case FieldIndexType::kFloat: {
@@ -172,7 +244,10 @@ struct PayloadIndex::Field {
           } else {
             num = false;
           }
-          if (num) add ? (void)doubles.insert({x, id}) : (void)doubles.erase({x, id});
+          if (num) {
+            add ? (void)doubles.insert({x, id}) : (void)doubles.erase({x, id});
+            BinValue(x, id, add);
+          }
           break;
         }
         case FieldIndexType::kBool:
@@ -188,6 +263,10 @@ struct PayloadIndex::Field {
           break;
       }
     }
+    // (A removal's bins follow it above; the values removed are always all
+    // of the id's in this field: Update removes the old value whole, then
+    // adds the new one.)
+    if (add && (type == FieldIndexType::kInteger || type == FieldIndexType::kFloat)) MaybeRebin();
   }
 
   // Whether a condition of `c`'s type can be answered by this index (the
@@ -274,16 +353,19 @@ struct PayloadIndex::Field {
         const RangeBounds& r = c.range;
         const double lo = r.gte ? *r.gte : r.gt ? *r.gt : -std::numeric_limits<double>::infinity();
         const double hi = r.lte ? *r.lte : r.lt ? *r.lt : std::numeric_limits<double>::infinity();
-        if (type == FieldIndexType::kInteger) {
-          for (auto it = ints.lower_bound({LowInt(lo), 0}); it != ints.end(); ++it) {
-            const double x = static_cast<double>(it->first);
-            if (x > hi) break;
-            if (r.Contains(x)) out->Set(it->second);
-          }
+        if (cuts.empty()) {
+          WalkRange(r, lo, hi, /*to_inclusive=*/true, out);
+          return;
         }
-        for (auto it = doubles.lower_bound({lo, 0}); it != doubles.end(); ++it) {
-          if (it->first > hi) break;
-          if (r.Contains(it->first)) out->Set(it->second);
+        // Bins strictly between lo's and hi's hold only values in (lo, hi):
+        // cuts[b0] > lo and cuts[b1 - 1] <= hi.
+        const size_t b0 = BinOf(lo), b1 = BinOf(hi);
+        for (size_t b = b0 + 1; b < b1; ++b) AddRoaring(bins[b], out);
+        if (b0 == b1) {
+          WalkRange(r, lo, hi, /*to_inclusive=*/true, out);
+        } else {
+          WalkRange(r, lo, cuts[b0], /*to_inclusive=*/false, out);
+          WalkRange(r, cuts[b1 - 1], hi, /*to_inclusive=*/true, out);
         }
         return;
       }
@@ -349,6 +431,8 @@ struct PayloadIndex::Field {
     b += ints.size() * sizeof(std::pair<int64_t, InternalId>) * 5 / 4;
     b += doubles.size() * sizeof(std::pair<double, InternalId>) * 5 / 4;
     b += geo.size() * sizeof(GeoEntry) * 5 / 4;
+    b += cuts.capacity() * sizeof(double);
+    for (const Roaring& r : bins) b += RoaringBytes(r);
     for (const auto& [id, v] : lists) b += 48 + v.values.capacity() * sizeof(FieldScalar);
     return b;
   }
@@ -356,13 +440,14 @@ struct PayloadIndex::Field {
 
 // ---- PayloadIndex ----------------------------------------------------------------
 
-PayloadIndex::PayloadIndex() = default;
+PayloadIndex::PayloadIndex(uint64_t min_binned) : min_binned_(std::max<uint64_t>(1, min_binned)) {}
 PayloadIndex::~PayloadIndex() = default;
 
 uint64_t PayloadIndex::AddField(const std::string& field, FieldIndexType type, bool ready) {
   auto f = std::make_unique<Field>();
   f->type = type;
   f->ready = ready;
+  f->min_binned = min_binned_;
   absl::MutexLock l(&mu_);
   f->generation = ++generations_;
   const uint64_t g = f->generation;

@@ -10,8 +10,9 @@
 // values_count / except):
 //   keyword  a Roaring bitmap per string value
 //   integer  int64 values in an ordered (value, id) B-tree; a double
-//            value of the field in a second one
-//   float    every numeric value as a double, in an ordered B-tree
+//            value of the field in a second one; range bins (below)
+//   float    every numeric value as a double, in an ordered B-tree; range
+//            bins
 //   bool     two bitmaps
 //   geo      (lat, id, lon) in an ordered B-tree (a latitude band, then
 //            each point's exact test)
@@ -68,7 +69,12 @@ struct FieldIndexInfo {
 
 class PayloadIndex {
  public:
-  PayloadIndex();
+  // Integer and float fields keep range bins (16 bitmaps of about equal
+  // count over the values) once they hold `min_binned` numeric values: a
+  // range then walks the ordered values only in its two edge bins. Tests
+  // pass a small number to exercise them.
+  static constexpr uint64_t kDefaultMinBinned = 4096;
+  explicit PayloadIndex(uint64_t min_binned = kDefaultMinBinned);
   ~PayloadIndex();
   PayloadIndex(const PayloadIndex&) = delete;
   PayloadIndex& operator=(const PayloadIndex&) = delete;
@@ -117,6 +123,7 @@ class PayloadIndex {
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<Field>, std::less<>> fields_ ABSL_GUARDED_BY(mu_);
   uint64_t generations_ ABSL_GUARDED_BY(mu_) = 0;
+  const uint64_t min_binned_;
 };
 
 // The live ids of `ids` below `size` into *out (every bit of a dead or
