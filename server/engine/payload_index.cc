@@ -159,19 +159,35 @@ struct PayloadIndex::Field {
   void MaybeRebin() {
     const uint64_t n = ints.size() + doubles.size();
     if (n < min_binned || n < 2 * binned_entries) return;
-    std::vector<std::pair<double, InternalId>> all;
-    all.reserve(n);
-    for (const auto& [v, id] : ints) all.emplace_back(static_cast<double>(v), id);
-    const size_t mid = all.size();
-    for (const auto& e : doubles) all.push_back(e);
-    std::inplace_merge(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(mid), all.end());
+    // Two passes over the two trees merged in value order (nothing copied):
+    // the cuts at every n/16-th value, then each entry into its bin.
+    const auto each_in_order = [&](auto&& fn) {
+      auto i = ints.begin();
+      auto d = doubles.begin();
+      while (i != ints.end() || d != doubles.end()) {
+        if (d == doubles.end() || (i != ints.end() && static_cast<double>(i->first) < d->first)) {
+          fn(static_cast<double>(i->first), i->second);
+          ++i;
+        } else {
+          fn(d->first, d->second);
+          ++d;
+        }
+      }
+    };
     cuts.clear();
-    for (size_t k = 1; k < kRangeBins; ++k) {
-      const double c = all[k * all.size() / kRangeBins].first;
-      if (c > all.front().first && (cuts.empty() || c > cuts.back())) cuts.push_back(c);
-    }
+    uint64_t pos = 0;
+    size_t next = 1;
+    double first = 0;
+    each_in_order([&](double x, InternalId) {
+      if (pos == 0) first = x;
+      if (next < kRangeBins && pos == next * n / kRangeBins) {
+        if (x > first && (cuts.empty() || x > cuts.back())) cuts.push_back(x);
+        ++next;
+      }
+      ++pos;
+    });
     bins.assign(cuts.size() + 1, Roaring());
-    for (const auto& [x, id] : all) bins[BinOf(x)].add(id);
+    each_in_order([&](double x, InternalId id) { bins[BinOf(x)].add(id); });
     for (Roaring& b : bins) b.runOptimize();
     binned_entries = n;
   }
