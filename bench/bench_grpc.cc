@@ -96,35 +96,44 @@ absl::Status RunGrpc(Reporter& rep) {
   std::vector<std::unique_ptr<client::ZoomClient>> clients;
   std::atomic<int> next_client{0};
   for (int i = 0; i < 64; ++i) clients.push_back(client::ZoomClient::Connect(target));
-  SearchFn via_grpc = [&](size_t q, size_t kk, int64_t* out, QueryStats* stats) {
-    thread_local int mine = next_client.fetch_add(1) % 64;
-    v1::SearchRequest req;
-    req.set_collection("bench");
-    req.mutable_vector()->Assign(ds.queries.row(q), ds.queries.row(q) + ds.dim());
-    req.set_k(kk);
-    req.mutable_knobs()->set_ef(ef);
-    req.mutable_knobs()->set_nprobe(nprobe);
-    req.mutable_knobs()->set_rerank_candidates(rerank);
-    ZOOM_ASSIGN_OR_RETURN(v1::SearchResponse r, clients[mine]->Search(req));
-    for (size_t i = 0; i < kk; ++i) out[i] = i < static_cast<size_t>(r.hits_size()) ? r.hits(i).id() : -1;
-    stats->reads = r.stats().ssd_reads();
-    stats->bytes_read = r.stats().bytes_read();
-    return absl::OkStatus();
+  // The same search through gRPC (a channel per client thread) and
+  // in-process; preview_only: the preview's ranking alone (no reads).
+  auto grpc_search = [&](bool preview_only) -> SearchFn {
+    return [&, preview_only](size_t q, size_t kk, int64_t* out, QueryStats* stats) {
+      thread_local int mine = next_client.fetch_add(1) % 64;
+      v1::SearchRequest req;
+      req.set_collection("bench");
+      req.mutable_vector()->Assign(ds.queries.row(q), ds.queries.row(q) + ds.dim());
+      req.set_k(kk);
+      req.set_preview_only(preview_only);
+      req.mutable_knobs()->set_ef(ef);
+      req.mutable_knobs()->set_nprobe(nprobe);
+      if (!preview_only) req.mutable_knobs()->set_rerank_candidates(rerank);
+      ZOOM_ASSIGN_OR_RETURN(v1::SearchResponse r, clients[mine]->Search(req));
+      for (size_t i = 0; i < kk; ++i) out[i] = i < static_cast<size_t>(r.hits_size()) ? r.hits(i).id() : -1;
+      stats->reads = r.stats().ssd_reads();
+      stats->bytes_read = r.stats().bytes_read();
+      return absl::OkStatus();
+    };
   };
-  SearchFn in_process = [&](size_t q, size_t kk, int64_t* out, QueryStats* stats) {
-    server::CollectionSearchParams p;
-    p.engine.k = kk;
-    p.engine.ef = ef;
-    p.engine.nprobe = nprobe;
-    p.engine.rerank_candidates = rerank;
-    thread_local server::QueryResult r;
-    ZOOM_RETURN_IF_ERROR(collection->Search(absl::MakeConstSpan(ds.queries.row(q), ds.dim()), p, &r));
-    if (stats != nullptr) stats->Merge(r.stats);
-    for (size_t i = 0; i < kk; ++i) {
-      out[i] = i < r.hits.size() ? static_cast<int64_t>(r.hits[i].id) : -1;
-    }
-    return absl::OkStatus();
+  auto local_search = [&](bool preview_only) -> SearchFn {
+    return [&, preview_only](size_t q, size_t kk, int64_t* out, QueryStats* stats) {
+      server::CollectionSearchParams p;
+      p.engine.k = kk;
+      p.engine.ef = ef;
+      p.engine.nprobe = nprobe;
+      p.engine.rerank_candidates = rerank;
+      p.engine.preview_only = preview_only;
+      thread_local server::QueryResult r;
+      ZOOM_RETURN_IF_ERROR(collection->Search(absl::MakeConstSpan(ds.queries.row(q), ds.dim()), p, &r));
+      if (stats != nullptr) stats->Merge(r.stats);
+      for (size_t i = 0; i < kk; ++i) {
+        out[i] = i < r.hits.size() ? static_cast<int64_t>(r.hits[i].id) : -1;
+      }
+      return absl::OkStatus();
+    };
   };
+  const SearchFn via_grpc = grpc_search(false), in_process = local_search(false);
 
   // The floor, one caller: what any unary call on this channel costs
   // (Health.Check, gRPC's own service), and a preview-only search (RAM only,
@@ -139,31 +148,8 @@ absl::Status RunGrpc(Reporter& rep) {
       if (i >= 200) health_us.push_back(static_cast<double>(one.ElapsedMicros()));
     }
     std::sort(health_us.begin(), health_us.end());
-    SearchFn preview_grpc = [&](size_t q, size_t kk, int64_t* out, QueryStats*) {
-      v1::SearchRequest req;
-      req.set_collection("bench");
-      req.mutable_vector()->Assign(ds.queries.row(q), ds.queries.row(q) + ds.dim());
-      req.set_k(kk);
-      req.set_preview_only(true);
-      req.mutable_knobs()->set_ef(ef);
-      req.mutable_knobs()->set_nprobe(nprobe);
-      ZOOM_ASSIGN_OR_RETURN(v1::SearchResponse r, clients[0]->Search(req));
-      for (size_t i = 0; i < kk; ++i) out[i] = i < static_cast<size_t>(r.hits_size()) ? r.hits(i).id() : -1;
-      return absl::OkStatus();
-    };
-    SearchFn preview_local = [&](size_t q, size_t kk, int64_t* out, QueryStats*) {
-      server::CollectionSearchParams p;
-      p.engine.k = kk;
-      p.engine.ef = ef;
-      p.engine.nprobe = nprobe;
-      p.engine.preview_only = true;
-      thread_local server::QueryResult r;
-      ZOOM_RETURN_IF_ERROR(collection->Search(absl::MakeConstSpan(ds.queries.row(q), ds.dim()), p, &r));
-      for (size_t i = 0; i < kk; ++i) out[i] = i < r.hits.size() ? static_cast<int64_t>(r.hits[i].id) : -1;
-      return absl::OkStatus();
-    };
-    ZOOM_ASSIGN_OR_RETURN(RunResult plocal, RunQueries(ds, k, 1, preview_local));
-    ZOOM_ASSIGN_OR_RETURN(RunResult premote, RunQueries(ds, k, 1, preview_grpc));
+    ZOOM_ASSIGN_OR_RETURN(RunResult plocal, RunQueries(ds, k, 1, local_search(true)));
+    ZOOM_ASSIGN_OR_RETURN(RunResult premote, RunQueries(ds, k, 1, grpc_search(true)));
     const double health_p50 = Percentile(health_us, 50), health_p99 = Percentile(health_us, 99);
     std::printf("floor, 1 caller: Health.Check p50 %.0f us p99 %.0f us; preview-only Search "
                 "in-process p50 %.0f us, gRPC p50 %.0f us (gap %.0f us)\n",
