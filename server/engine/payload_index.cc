@@ -139,8 +139,9 @@ struct PayloadIndex::Field {
   // walk). Bin i holds the values in [cuts[i-1], cuts[i]) (the first from
   // -inf, the last to +inf). Drawn from the B-trees when the numeric
   // entries reach min_binned and again each time they have doubled since
-  // (so a field that grows or drifts is re-cut; the cost, O(n log n) under
-  // the writer's lock, is amortised over the n entries added meanwhile).
+  // (so a field that grows or drifts is re-cut; the cost, two walks of the
+  // n entries under the writer's lock, is amortised over the n entries
+  // added meanwhile).
   static constexpr size_t kRangeBins = 16;
   uint64_t min_binned = PayloadIndex::kDefaultMinBinned;
   std::vector<double> cuts;  // empty: no bins yet
