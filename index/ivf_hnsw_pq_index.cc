@@ -31,6 +31,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/status_macros.h"
 #include "common/vector_limits.h"
 #include "index/chunked_array.h"
@@ -976,6 +978,14 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
     }
     return absl::OkStatus();
   };
+  StreamingBuildTimes unused_times;
+  StreamingBuildTimes& times = options.times != nullptr ? *options.times : unused_times;
+  auto lap = [clock = absl::Now()]() mutable {
+    const absl::Time now = absl::Now();
+    const double s = absl::ToDoubleSeconds(now - clock);
+    clock = now;
+    return s;
+  };
   std::unique_ptr<IvfHnswPqIndex> index;
   {
     std::vector<float> sample(picked.size() * d);
@@ -985,7 +995,9 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
                                      sample.data() + first * d));
     }
     std::vector<InternalId>().swap(picked);
+    times.sample_s = lap();
     ZOOM_ASSIGN_OR_RETURN(index, TrainIvfHnswPq(spec, sample.data(), sample.size() / d, {}));
+    times.train_s = lap();
   }
   if (options.progress) options.progress(0.1);
   // Encode every row a chunk at a time into staging arrays (the final
@@ -1007,8 +1019,10 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
     if (options.progress) options.progress(0.1 + 0.85 * double(first + count) / double(n));
   }
   std::vector<float>().swap(rows);
+  times.encode_s = lap();
   ZOOM_RETURN_IF_ERROR(index->AddEncoded(assign.data(), codes.data(), terms.data(),
                                          factors.data(), n, /*bulk=*/true));
+  times.layout_s = lap();
   return std::unique_ptr<VectorIndex>(std::move(index));
 }
 

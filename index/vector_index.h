@@ -169,9 +169,17 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
 // A streaming build's reads: the rows `ids` (ascending) into out
 // (ids.size() * dim floats, as stored: the build prepares them).
 using RowReader = std::function<absl::Status(absl::Span<const InternalId> ids, float* out)>;
+// Where a streaming build's wall time went (seconds), for the build's log
+// line and the scale benchmark: reading the training sample, training
+// (k-means and the quantiser), reading and encoding every row, laying the
+// codes out in their lists.
+struct StreamingBuildTimes {
+  double sample_s = 0, train_s = 0, encode_s = 0, layout_s = 0;
+};
 struct StreamingBuildOptions {
   size_t chunk_rows = 65536;                // rows read and encoded at a time
   std::function<void(double)> progress;     // 0.1 after training .. 0.95; may be empty
+  StreamingBuildTimes* times = nullptr;     // filled when set (each phase as it ends)
 };
 // BuildIndex(spec, vectors, n, exclude) without the vectors in RAM, for
 // ivf_hnsw_pq (Unimplemented for other kinds): trains on a uniform sample

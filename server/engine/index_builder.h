@@ -42,10 +42,11 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildIndexOver(
 // RAM about twice the final index plus the sample and a chunk; progress
 // 0.1 after training, then with the chunks); hnsw_pq reads them all
 // (progress 0 -> 0.1) and builds over them (BuildIndexOver). The same
-// checks and errors either way.
+// checks and errors either way. `times`, when set, gets the streaming
+// build's phases (left zero for hnsw_pq).
 absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     const CollectionConfig& config, int threads, const Segment& segment, uint64_t n,
-    std::atomic<double>* progress);
+    std::atomic<double>* progress, index::StreamingBuildTimes* times = nullptr);
 
 class MaintenanceTask {
  public:

@@ -549,8 +549,16 @@ TEST(StreamingBuildTest, ChunkedReadsAndTheRecallOfTheInRamBuild) {
     options.chunk_rows = kChunk;
     std::vector<double> progress;
     options.progress = [&](double p) { progress.push_back(p); };
+    StreamingBuildTimes times;
+    times.layout_s = -1;  // overwritten when the build reaches the layout
+    options.times = &times;
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> streamed,
                          BuildIndexStreaming(spec, kN, &dead, read, options));
+    // Every phase timed (training and encoding 5,000 rows take measurable time).
+    EXPECT_GT(times.train_s, 0);
+    EXPECT_GT(times.encode_s, 0);
+    EXPECT_GE(times.sample_s, 0);
+    EXPECT_GE(times.layout_s, 0);
     EXPECT_LE(largest, kChunk);
     EXPECT_TRUE(ascending);
     // Every row once, plus the training sample (all live rows here: fewer
