@@ -39,9 +39,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Reads "Key:   123 kB" from /proc/self/status.
-uint64_t ProcStatusBytes(const std::string& key) {
-  std::ifstream in("/proc/self/status");
+// Reads "Key:   123 kB" from a /proc/<pid>/status file.
+uint64_t ProcStatusBytes(const std::string& status_path, const std::string& key) {
+  std::ifstream in(status_path);
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind(key, 0) != 0) continue;
@@ -287,8 +287,14 @@ absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
   return r;
 }
 
-uint64_t CurrentRssBytes() { return ProcStatusBytes("VmRSS:"); }
-uint64_t PeakRssBytes() { return ProcStatusBytes("VmHWM:"); }
+uint64_t CurrentRssBytes() { return ProcStatusBytes("/proc/self/status", "VmRSS:"); }
+uint64_t PeakRssBytes() { return ProcStatusBytes("/proc/self/status", "VmHWM:"); }
+uint64_t RssBytesOf(int pid) {
+  return ProcStatusBytes(absl::StrCat("/proc/", pid, "/status"), "VmRSS:");
+}
+uint64_t PeakRssBytesOf(int pid) {
+  return ProcStatusBytes(absl::StrCat("/proc/", pid, "/status"), "VmHWM:");
+}
 
 double ProcessCpuSeconds() {
   rusage u{};

@@ -136,6 +136,9 @@ absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
 // from /proc/self/status; 0 when unavailable.
 uint64_t CurrentRssBytes();
 uint64_t PeakRssBytes();
+// The same of another process (/proc/PID/status); 0 when unavailable.
+uint64_t RssBytesOf(int pid);
+uint64_t PeakRssBytesOf(int pid);
 // The 1-minute load average (/proc/loadavg), -1 when unavailable. This
 // machine is shared: a load above the core count means the timings are
 // contaminated by other processes, so workloads print it beside them.

@@ -38,7 +38,6 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,22 +59,30 @@
 #include "common/vector_dataset.h"
 #include "index/distance_kernels.h"
 
-ABSL_FLAG(std::string, scale_n, "1000000,3000000,10000000", "scale: the N's, ascending");
-ABSL_FLAG(std::string, scale_dir, "/var/tmp/zoombench-scale",
-          "scale: where the generated sets (sift-like-N) and zoomd's data dirs go");
+ABSL_FLAG(std::string, scale_n, "1000000,3000000,10000000",
+          "scale: the N's, ascending");
+ABSL_FLAG(
+    std::string, scale_dir, "/var/tmp/zoombench-scale",
+    "scale: where the generated sets (sift-like-N) and zoomd's data dirs go");
 ABSL_FLAG(std::string, scale_zoomd, "",
-          "scale: the zoomd binary (default: ../server/main/zoomd next to zoombench)");
-ABSL_FLAG(uint32_t, scale_queries, 1000, "scale: queries per set (their exact top-100 is made once)");
+          "scale: the zoomd binary (default: ../server/main/zoomd next to "
+          "zoombench)");
+ABSL_FLAG(uint32_t, scale_queries, 1000,
+          "scale: queries per set (their exact top-100 is made once)");
 ABSL_FLAG(uint32_t, scale_pq_m, 32, "scale: PQ bytes per vector");
 ABSL_FLAG(uint32_t, scale_nprobe, 64, "scale: the fixed knobs' nprobe");
-ABSL_FLAG(uint32_t, scale_rerank, 30, "scale: the fixed knobs' K' (reads per query)");
+ABSL_FLAG(uint32_t, scale_rerank, 30,
+          "scale: the fixed knobs' K' (reads per query)");
 ABSL_FLAG(std::string, scale_grid_nprobe, "16,32,64,128",
           "scale: nprobe values searched for the recall-0.95 point");
 ABSL_FLAG(std::string, scale_grid_rerank, "20,30,50",
           "scale: K' values searched for the recall-0.95 point");
-ABSL_FLAG(double, scale_delete, 0.2, "scale: share of the points deleted before the compaction");
-ABSL_FLAG(bool, scale_keep, false, "scale: keep each N's zoomd data dir (else removed after)");
-ABSL_FLAG(std::string, scale_svg, "", "scale: write the costs' log-log plot to this SVG file");
+ABSL_FLAG(double, scale_delete, 0.2,
+          "scale: share of the points deleted before the compaction");
+ABSL_FLAG(bool, scale_keep, false,
+          "scale: keep each N's zoomd data dir (else removed after)");
+ABSL_FLAG(std::string, scale_svg, "",
+          "scale: write the costs' log-log plot to this SVG file");
 
 namespace zoom::bench {
 namespace {
@@ -92,25 +99,13 @@ std::string SelfDir() {
   return p.substr(0, p.rfind('/'));
 }
 
-// A field of /proc/PID/status in bytes ("VmRSS:", "VmHWM:"); 0 if unknown.
-uint64_t ProcStatusBytes(pid_t pid, const char* field) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) {
-      uint64_t kb = 0;
-      std::istringstream(line.substr(std::string(field).size())) >> kb;
-      return kb * 1024;
-    }
-  }
-  return 0;
-}
-
 // zoomd as a child process, its output appended to a log file.
 class ZoomdChild {
  public:
   ZoomdChild(std::string binary, std::string data_dir, std::string log_path)
-      : binary_(std::move(binary)), data_dir_(std::move(data_dir)), log_path_(std::move(log_path)) {
+      : binary_(std::move(binary)),
+        data_dir_(std::move(data_dir)),
+        log_path_(std::move(log_path)) {
     port_file_ = data_dir_ + ".port";
   }
   ~ZoomdChild() {
@@ -136,8 +131,10 @@ class ZoomdChild {
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    const int log = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log < 0) return absl::InternalError(absl::StrCat("cannot open ", log_path_));
+    const int log = ::open(log_path_.c_str(),
+                           O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log < 0)
+      return absl::InternalError(absl::StrCat("cannot open ", log_path_));
     Stopwatch sw;
     pid_ = ::fork();
     if (pid_ == 0) {
@@ -153,16 +150,19 @@ class ZoomdChild {
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
-        return absl::InternalError(absl::StrCat("zoomd exited during start-up (see ", log_path_, ")"));
+        return absl::InternalError(
+            absl::StrCat("zoomd exited during start-up (see ", log_path_, ")"));
       }
       std::ifstream in(port_file_);
       int port = 0;
       if (in >> port && port > 0) {
         client::ClientOptions options;
         options.timeout = absl::Hours(3);  // builds and compactions at 10M
-        client_ = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", port), options);
+        client_ = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", port),
+                                              options);
         auto health = client_->Health();
-        if (health.ok() && *health == "SERVING") return sw.ElapsedMicros() / 1e6;
+        if (health.ok() && *health == "SERVING")
+          return sw.ElapsedMicros() / 1e6;
       }
       absl::SleepFor(absl::Milliseconds(5));
     }
@@ -181,19 +181,21 @@ class ZoomdChild {
         ::kill(pid_, SIGKILL);
         ::waitpid(pid_, &status, 0);
         pid_ = -1;
-        return absl::DeadlineExceededError("zoomd did not exit within 10 min of SIGTERM");
+        return absl::DeadlineExceededError(
+            "zoomd did not exit within 10 min of SIGTERM");
       }
       absl::SleepFor(absl::Milliseconds(10));
     }
     pid_ = -1;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      return absl::InternalError(absl::StrCat("zoomd exited with status ", status));
+      return absl::InternalError(
+          absl::StrCat("zoomd exited with status ", status));
     }
     return absl::OkStatus();
   }
 
-  uint64_t Rss() const { return ProcStatusBytes(pid_, "VmRSS:"); }
-  uint64_t PeakRss() const { return ProcStatusBytes(pid_, "VmHWM:"); }
+  uint64_t Rss() const { return RssBytesOf(pid_); }
+  uint64_t PeakRss() const { return PeakRssBytesOf(pid_); }
   // Resets VmHWM to the current RSS (Linux >= 4.0).
   void ResetPeak() const {
     std::ofstream(absl::StrCat("/proc/", pid_, "/clear_refs")) << "5";
@@ -215,7 +217,8 @@ struct QuerySet {
 struct Knobs {
   uint32_t nprobe = 0, rerank = 0;  // 0, 0: none (the server's default target)
   std::string Label() const {
-    return nprobe == 0 ? std::string("calibrated") : absl::StrCat("np", nprobe, ",K'", rerank);
+    return nprobe == 0 ? std::string("calibrated")
+                       : absl::StrCat("np", nprobe, ",K'", rerank);
   }
 };
 
@@ -233,13 +236,15 @@ double Recall(const QuerySet& qs, size_t q, const v1::SearchResponse& r) {
   size_t hits = 0;
   for (int i = 0; i < r.hits_size() && i < static_cast<int>(kK); ++i) {
     const uint64_t id = r.hits(i).id();
-    const bool in_top = std::find(gt, gt + kK, static_cast<int32_t>(id)) != gt + kK;
+    const bool in_top =
+        std::find(gt, gt + kK, static_cast<int32_t>(id)) != gt + kK;
     hits += in_top || r.hits(i).score() <= cut * (1 + 1e-6f);
   }
   return static_cast<double>(std::min<size_t>(hits, kK)) / kK;
 }
 
-v1::SearchRequest MakeRequest(const QuerySet& qs, size_t q, const Knobs& knobs) {
+v1::SearchRequest MakeRequest(const QuerySet& qs, size_t q,
+                              const Knobs& knobs) {
   v1::SearchRequest req;
   req.set_collection(kCollection);
   req.set_k(kK);
@@ -254,7 +259,8 @@ v1::SearchRequest MakeRequest(const QuerySet& qs, size_t q, const Knobs& knobs) 
 
 // Every query once from `threads` threads (after an untimed pass over the
 // first 200).
-QueryRun RunQueries(client::ZoomClient& c, const QuerySet& qs, const Knobs& knobs, int threads) {
+QueryRun RunGrpcQueries(client::ZoomClient& c, const QuerySet& qs,
+                        const Knobs& knobs, int threads) {
   const size_t nq = qs.queries.rows;
   for (size_t q = 0; q < std::min<size_t>(200, nq); ++q) {
     (void)c.Search(MakeRequest(qs, q, knobs), absl::Seconds(30));
@@ -299,16 +305,18 @@ QueryRun RunQueries(client::ZoomClient& c, const QuerySet& qs, const Knobs& knob
 
 // The set for N: made by zoomdatagen unless there already.
 absl::StatusOr<DatasetFolder> EnsureSet(uint64_t n) {
-  const std::string dir = absl::StrCat(absl::GetFlag(FLAGS_scale_dir), "/sift-like-", n);
+  const std::string dir =
+      absl::StrCat(absl::GetFlag(FLAGS_scale_dir), "/sift-like-", n);
   const uint32_t nq = absl::GetFlag(FLAGS_scale_queries);
   auto folder = OpenDatasetFolder(dir, /*need_base=*/true);
   if (folder.ok() && folder->base_rows == n && folder->query_rows == nq &&
-      folder->HasGroundTruth(Metric::kL2) && ::access((dir + "/spec.txt").c_str(), R_OK) == 0) {
+      folder->HasGroundTruth(Metric::kL2) &&
+      ::access((dir + "/spec.txt").c_str(), R_OK) == 0) {
     return folder;
   }
-  const std::string cmd = absl::StrCat(SelfDir(), "/zoomdatagen --out ", dir,
-                                       " --kind sift --n ", n, " --queries ", nq,
-                                       " --threads 2 2>&1");
+  const std::string cmd =
+      absl::StrCat(SelfDir(), "/zoomdatagen --out ", dir, " --kind sift --n ",
+                   n, " --queries ", nq, " --threads 2 2>&1");
   std::printf("generating %s (once): %s\n", dir.c_str(), cmd.c_str());
   std::fflush(stdout);
   Stopwatch sw;
@@ -343,24 +351,30 @@ struct ScaleResult {
   std::map<std::string, double> cost;  // the costs whose slopes are printed
 };
 
-absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss,
+absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n,
+                                   uint64_t empty_rss,
                                    const std::string& zoomd) {
   ZOOM_ASSIGN_OR_RETURN(DatasetFolder folder, EnsureSet(n));
   QuerySet qs;
   ZOOM_ASSIGN_OR_RETURN(qs.queries, LoadQueries(folder));
-  ZOOM_ASSIGN_OR_RETURN(qs.gt, LoadGroundTruth(folder, Metric::kL2, 0, &qs.gt_dist));
-  const std::string data_dir = absl::StrCat(absl::GetFlag(FLAGS_scale_dir), "/zoomd-", n);
+  ZOOM_ASSIGN_OR_RETURN(qs.gt,
+                        LoadGroundTruth(folder, Metric::kL2, 0, &qs.gt_dist));
+  const std::string data_dir =
+      absl::StrCat(absl::GetFlag(FLAGS_scale_dir), "/zoomd-", n);
   const std::string log_path = data_dir + ".log";
   std::string ignored;
-  ZOOM_RETURN_IF_ERROR(RunCommand(absl::StrCat("rm -rf ", data_dir, " ", log_path), &ignored));
+  ZOOM_RETURN_IF_ERROR(
+      RunCommand(absl::StrCat("rm -rf ", data_dir, " ", log_path), &ignored));
   ScaleResult res;
   res.n = n;
-  Reporter::Fields json = {{"scale", std::string("point")}, {"n", static_cast<int64_t>(n)}};
+  Reporter::Fields json = {{"scale", std::string("point")},
+                           {"n", static_cast<int64_t>(n)}};
   auto put = [&](const std::string& name, double v, bool slope) {
     json.emplace_back(name, v);
     if (slope) res.cost[name] = v;
   };
-  std::printf("\n-- N = %llu (%s)\n", static_cast<unsigned long long>(n), folder.dir.c_str());
+  std::printf("\n-- N = %llu (%s)\n", static_cast<unsigned long long>(n),
+              folder.dir.c_str());
 
   ZoomdChild server(zoomd, data_dir, log_path);
   ZOOM_RETURN_IF_ERROR(server.Start().status());
@@ -375,7 +389,8 @@ absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss
 
   // Import: the base file streamed through one Import call.
   {
-    ZOOM_ASSIGN_OR_RETURN(VecsReader reader, VecsReader::Open(folder.base_path));
+    ZOOM_ASSIGN_OR_RETURN(VecsReader reader,
+                          VecsReader::Open(folder.base_path));
     const uint32_t d = reader.dim();
     constexpr size_t kChunk = 65536;
     std::vector<uint8_t> buf(kChunk * d);
@@ -386,7 +401,9 @@ absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss
     std::atomic<bool> stop{false};
     std::thread sampler([&] {
       while (!stop.load()) {
-        rss.emplace_back(static_cast<double>(done.load()) / static_cast<double>(n), server.Rss());
+        rss.emplace_back(
+            static_cast<double>(done.load()) / static_cast<double>(n),
+            server.Rss());
         absl::SleepFor(absl::Milliseconds(250));
       }
     });
@@ -423,15 +440,19 @@ absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss
     }
     const uint64_t end_rss = server.Rss();
     peak = std::max(peak, end_rss);
-    std::printf("import: %llu points in %.1f s = %.0f points/s; server RSS %.1f MiB at half, %.1f "
-                "at the end (%.1f B/point over the second half), peak %.1f MiB\n",
-                static_cast<unsigned long long>(*imported), secs, n / secs, mid / kMiB,
-                end_rss / kMiB, (double(end_rss) - double(mid)) / (n / 2.0), peak / kMiB);
+    std::printf(
+        "import: %llu points in %.1f s = %.0f points/s; server RSS %.1f MiB at "
+        "half, %.1f "
+        "at the end (%.1f B/point over the second half), peak %.1f MiB\n",
+        static_cast<unsigned long long>(*imported), secs, n / secs, mid / kMiB,
+        end_rss / kMiB, (double(end_rss) - double(mid)) / (n / 2.0),
+        peak / kMiB);
     put("import_points_per_s", n / secs, true);
     put("import_rss_half_bytes", static_cast<double>(mid), false);
     put("import_rss_end_bytes", static_cast<double>(end_rss), false);
     put("import_rss_peak_bytes", static_cast<double>(peak), false);
-    put("import_rss_growth_b_per_point", (double(end_rss) - double(mid)) / (n / 2.0), false);
+    put("import_rss_growth_b_per_point",
+        (double(end_rss) - double(mid)) / (n / 2.0), false);
   }
 
   // Build over every point.
@@ -439,28 +460,37 @@ absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss
     server.ResetPeak();
     const uint64_t before = server.Rss();
     Stopwatch sw;
-    ZOOM_ASSIGN_OR_RETURN(v1::CollectionInfo info, server.client().BuildIndex(kCollection, true));
+    ZOOM_ASSIGN_OR_RETURN(v1::CollectionInfo info,
+                          server.client().BuildIndex(kCollection, true));
     const double secs = sw.ElapsedMicros() / 1e6;
     if (info.index_state() != v1::READY) {
-      return absl::InternalError(absl::StrCat("build failed: ", info.index_error()));
+      return absl::InternalError(
+          absl::StrCat("build failed: ", info.index_error()));
     }
     const uint64_t peak = server.PeakRss();
     const uint64_t after = server.Rss();
     const std::map<std::string, double> phases = BuildPhases(log_path);
     std::string phase_text;
-    for (const char* p : {"sample", "train", "encode", "layout", "install", "calibration"}) {
+    for (const char* p :
+         {"sample", "train", "encode", "layout", "install", "calibration"}) {
       auto it = phases.find(p);
       const double v = it == phases.end() ? -1 : it->second;
-      absl::StrAppend(&phase_text, phase_text.empty() ? "" : ", ", p, " ", Fmt(v, 1), " s");
+      absl::StrAppend(&phase_text, phase_text.empty() ? "" : ", ", p, " ",
+                      Fmt(v, 1), " s");
       put(absl::StrCat("build_", p, "_s"), v, false);
     }
     const double resident = static_cast<double>(info.resident_bytes());
-    std::printf("build: %.1f s (%s); server RSS %.1f MiB before, peak %.1f MiB (%.2fx the "
-                "resident bytes), %.1f MiB after\n",
-                secs, phase_text.c_str(), before / kMiB, peak / kMiB, peak / resident, after / kMiB);
-    std::printf("resident_bytes %.1f MiB = %.1f B/point (the preview, id maps, payload indexes); "
-                "disk_bytes %.1f MiB\n",
-                resident / kMiB, resident / n, info.disk_bytes() / kMiB);
+    std::printf(
+        "build: %.1f s (%s); server RSS %.1f MiB before, peak %.1f MiB (%.2fx "
+        "the "
+        "resident bytes), %.1f MiB after\n",
+        secs, phase_text.c_str(), before / kMiB, peak / kMiB, peak / resident,
+        after / kMiB);
+    std::printf(
+        "resident_bytes %.1f MiB = %.1f B/point (the preview, id maps, payload "
+        "indexes); "
+        "disk_bytes %.1f MiB\n",
+        resident / kMiB, resident / n, info.disk_bytes() / kMiB);
     put("build_s", secs, true);
     put("build_peak_rss_bytes", static_cast<double>(peak), true);
     put("build_rss_before_bytes", static_cast<double>(before), false);
@@ -474,15 +504,18 @@ absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss
   // steady state: a build's freed staging can stay mapped by malloc).
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> threads, ThreadsFlag());
   const int max_threads = *std::max_element(threads.begin(), threads.end());
-  ZOOM_ASSIGN_OR_RETURN(std::vector<int> grid_np, ParseIntList(absl::GetFlag(FLAGS_scale_grid_nprobe)));
-  ZOOM_ASSIGN_OR_RETURN(std::vector<int> grid_k, ParseIntList(absl::GetFlag(FLAGS_scale_grid_rerank)));
+  ZOOM_ASSIGN_OR_RETURN(std::vector<int> grid_np,
+                        ParseIntList(absl::GetFlag(FLAGS_scale_grid_nprobe)));
+  ZOOM_ASSIGN_OR_RETURN(std::vector<int> grid_k,
+                        ParseIntList(absl::GetFlag(FLAGS_scale_grid_rerank)));
   Knobs best;
   double best_qps = -1;
   std::printf("recall-0.95 search over the grid (%d threads):", max_threads);
   for (int np : grid_np) {
     for (int kp : grid_k) {
       const Knobs knobs{static_cast<uint32_t>(np), static_cast<uint32_t>(kp)};
-      const QueryRun r = RunQueries(server.client(), qs, knobs, max_threads);
+      const QueryRun r =
+          RunGrpcQueries(server.client(), qs, knobs, max_threads);
       std::printf(" %s %.3f/%.0f", knobs.Label().c_str(), r.recall, r.qps);
       std::fflush(stdout);
       if (r.failed == 0 && r.recall >= 0.95 && r.qps > best_qps) {
@@ -494,17 +527,19 @@ absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss
   std::printf("\n");
   if (best_qps < 0) std::printf("  no grid point reached recall@10 0.95\n");
   std::vector<std::pair<std::string, Knobs>> rows = {
-      {"fixed", Knobs{absl::GetFlag(FLAGS_scale_nprobe), absl::GetFlag(FLAGS_scale_rerank)}},
+      {"fixed", Knobs{absl::GetFlag(FLAGS_scale_nprobe),
+                      absl::GetFlag(FLAGS_scale_rerank)}},
       {"default", Knobs{}}};
   if (best_qps >= 0) rows.insert(rows.begin() + 1, {"recall_0.95", best});
-  Table table({"row", "knobs", "threads", "recall@10", "QPS", "reads/q", "p50_us", "p99_us", "failed"},
+  Table table({"row", "knobs", "threads", "recall@10", "QPS", "reads/q",
+               "p50_us", "p99_us", "failed"},
               12);
   for (const auto& [what, knobs] : rows) {
     for (int t : threads) {
-      const QueryRun r = RunQueries(server.client(), qs, knobs, t);
+      const QueryRun r = RunGrpcQueries(server.client(), qs, knobs, t);
       table.Row({what, knobs.Label(), absl::StrCat(t), Fmt(r.recall, 4),
-                 Fmt(r.qps, 0), Fmt(r.reads, 1), Fmt(r.p50_us, 0), Fmt(r.p99_us, 0),
-                 absl::StrCat(r.failed)});
+                 Fmt(r.qps, 0), Fmt(r.reads, 1), Fmt(r.p50_us, 0),
+                 Fmt(r.p99_us, 0), absl::StrCat(r.failed)});
       rep.JsonLine({{"scale", std::string("queries")},
                     {"n", static_cast<int64_t>(n)},
                     {"knobs", what},
@@ -518,10 +553,14 @@ absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss
                     {"p99_us", r.p99_us},
                     {"failed", static_cast<int64_t>(r.failed)}});
       if (t == max_threads && what != "default") {
-        put(absl::StrCat(what == "fixed" ? "fixed" : "r95", "_qps"), r.qps, true);
-        put(absl::StrCat(what == "fixed" ? "fixed" : "r95", "_p99_us"), r.p99_us, true);
-        put(absl::StrCat(what == "fixed" ? "fixed" : "r95", "_recall_at_10"), r.recall, false);
-        put(absl::StrCat(what == "fixed" ? "fixed" : "r95", "_reads_per_query"), r.reads, false);
+        put(absl::StrCat(what == "fixed" ? "fixed" : "r95", "_qps"), r.qps,
+            true);
+        put(absl::StrCat(what == "fixed" ? "fixed" : "r95", "_p99_us"),
+            r.p99_us, true);
+        put(absl::StrCat(what == "fixed" ? "fixed" : "r95", "_recall_at_10"),
+            r.recall, false);
+        put(absl::StrCat(what == "fixed" ? "fixed" : "r95", "_reads_per_query"),
+            r.reads, false);
       }
     }
   }
@@ -532,12 +571,16 @@ absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss
     ZOOM_RETURN_IF_ERROR(server.Stop());
     const double stop_s = sw.ElapsedMicros() / 1e6;
     ZOOM_ASSIGN_OR_RETURN(const double start_s, server.Start());
-    (void)RunQueries(server.client(), qs, rows.front().second, max_threads);  // warm
+    (void)RunGrpcQueries(server.client(), qs, rows.front().second,
+                         max_threads);  // warm
     const uint64_t rss = server.Rss();
-    std::printf("restart: stop %.2f s, start to SERVING %.2f s; server RSS after it and the "
-                "queries %.1f MiB = %.1f B/point (%.1f B/point over an empty zoomd's %.1f MiB)\n",
-                stop_s, start_s, rss / kMiB, double(rss) / n, (double(rss) - empty_rss) / n,
-                empty_rss / kMiB);
+    std::printf(
+        "restart: stop %.2f s, start to SERVING %.2f s; server RSS after it "
+        "and the "
+        "queries %.1f MiB = %.1f B/point (%.1f B/point over an empty zoomd's "
+        "%.1f MiB)\n",
+        stop_s, start_s, rss / kMiB, double(rss) / n,
+        (double(rss) - empty_rss) / n, empty_rss / kMiB);
     put("stop_s", stop_s, false);
     put("restart_s", start_s, true);
     put("rss_bytes", static_cast<double>(rss), false);
@@ -550,14 +593,16 @@ absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss
   // running meanwhile.
   {
     const double share = absl::GetFlag(FLAGS_scale_delete);
-    const uint64_t every = share > 0 ? std::max<uint64_t>(1, std::llround(1.0 / share)) : 0;
+    const uint64_t every =
+        share > 0 ? std::max<uint64_t>(1, std::llround(1.0 / share)) : 0;
     Stopwatch del_sw;
     uint64_t deleted = 0;
     std::vector<uint64_t> ids;
     for (uint64_t i = 0; every != 0 && i < n; i += every) {
       ids.push_back(i);
       if (ids.size() == 10000 || i + every >= n) {
-        ZOOM_ASSIGN_OR_RETURN(uint64_t k, server.client().Delete(kCollection, ids));
+        ZOOM_ASSIGN_OR_RETURN(uint64_t k,
+                              server.client().Delete(kCollection, ids));
         deleted += k;
         ids.clear();
       }
@@ -568,7 +613,8 @@ absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss
     std::atomic<uint64_t> served{0}, failed{0};
     std::thread searcher([&] {
       for (size_t q = 0; !stop.load(); q = (q + 1) % qs.queries.rows) {
-        auto r = server.client().Search(MakeRequest(qs, q, rows.front().second), absl::Seconds(30));
+        auto r = server.client().Search(MakeRequest(qs, q, rows.front().second),
+                                        absl::Seconds(30));
         ++(r.ok() ? served : failed);
       }
     });
@@ -579,22 +625,27 @@ absl::StatusOr<ScaleResult> RunOne(Reporter& rep, uint64_t n, uint64_t empty_rss
     searcher.join();
     ZOOM_RETURN_IF_ERROR(info.status());
     const uint64_t peak = server.PeakRss();
-    std::printf("compaction: %llu points deleted in %.1f s; Compact %.1f s, peak RSS %.1f MiB; "
-                "%llu searches served meanwhile (%.0f/s), %llu failed; %llu points after\n",
-                static_cast<unsigned long long>(deleted), del_s, secs, peak / kMiB,
-                static_cast<unsigned long long>(served.load()), served.load() / secs,
-                static_cast<unsigned long long>(failed.load()),
-                static_cast<unsigned long long>(info->points()));
+    std::printf(
+        "compaction: %llu points deleted in %.1f s; Compact %.1f s, peak RSS "
+        "%.1f MiB; "
+        "%llu searches served meanwhile (%.0f/s), %llu failed; %llu points "
+        "after\n",
+        static_cast<unsigned long long>(deleted), del_s, secs, peak / kMiB,
+        static_cast<unsigned long long>(served.load()), served.load() / secs,
+        static_cast<unsigned long long>(failed.load()),
+        static_cast<unsigned long long>(info->points()));
     put("deleted_points", static_cast<double>(deleted), false);
     put("delete_s", del_s, false);
     put("compact_s", secs, true);
     put("compact_peak_rss_bytes", static_cast<double>(peak), true);
-    put("searches_during_compaction", static_cast<double>(served.load()), false);
+    put("searches_during_compaction", static_cast<double>(served.load()),
+        false);
     put("failed_during_compaction", static_cast<double>(failed.load()), false);
   }
   ZOOM_RETURN_IF_ERROR(server.Stop());
   if (!absl::GetFlag(FLAGS_scale_keep)) {
-    ZOOM_RETURN_IF_ERROR(RunCommand(absl::StrCat("rm -rf ", data_dir), &ignored));
+    ZOOM_RETURN_IF_ERROR(
+        RunCommand(absl::StrCat("rm -rf ", data_dir), &ignored));
   }
   rep.JsonLine(json);
   return res;
@@ -616,7 +667,8 @@ double LogLogSlope(const std::vector<std::pair<double, double>>& pts) {
 }
 
 // Each cost relative to its value at the smallest N, on log-log axes.
-absl::Status WriteSvg(const std::string& path, const std::vector<ScaleResult>& results) {
+absl::Status WriteSvg(const std::string& path,
+                      const std::vector<ScaleResult>& results) {
   const double w = 720, h = 480, left = 60, right = 220, top = 20, bottom = 50;
   double xmin = 1e300, xmax = 0, ymin = 1, ymax = 1;
   std::map<std::string, std::vector<std::pair<double, double>>> lines;
@@ -624,7 +676,8 @@ absl::Status WriteSvg(const std::string& path, const std::vector<ScaleResult>& r
     xmin = std::min(xmin, double(r.n));
     xmax = std::max(xmax, double(r.n));
     for (const auto& [name, v] : r.cost) {
-      const double base = results.front().cost.count(name) ? results.front().cost.at(name) : 0;
+      const double base =
+          results.front().cost.count(name) ? results.front().cost.at(name) : 0;
       if (base <= 0 || v <= 0) continue;
       lines[name].emplace_back(double(r.n), v / base);
       ymin = std::min(ymin, v / base);
@@ -635,35 +688,44 @@ absl::Status WriteSvg(const std::string& path, const std::vector<ScaleResult>& r
   ymax *= 1.5;
   if (xmax <= xmin) xmax = xmin * 10;
   auto X = [&](double x) {
-    return left + (w - left - right) * std::log(x / xmin) / std::log(xmax / xmin);
+    return left +
+           (w - left - right) * std::log(x / xmin) / std::log(xmax / xmin);
   };
   auto Y = [&](double y) {
-    return h - bottom - (h - top - bottom) * std::log(y / ymin) / std::log(ymax / ymin);
+    return h - bottom -
+           (h - top - bottom) * std::log(y / ymin) / std::log(ymax / ymin);
   };
   std::ofstream out(path);
-  out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='" << h
-      << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n";
-  out << "<text x='" << left << "' y='14'>zoomd costs / their value at N = " << xmin
+  out << "<svg xmlns='http://www.w3.org/2000/svg' width='" << w << "' height='"
+      << h
+      << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' "
+         "height='100%' fill='white'/>\n";
+  out << "<text x='" << left
+      << "' y='14'>zoomd costs / their value at N = " << xmin
       << " (log-log; a slope of 1 is linear in N)</text>\n";
   for (const ScaleResult& r : results) {
-    out << "<line x1='" << X(r.n) << "' y1='" << top << "' x2='" << X(r.n) << "' y2='" << h - bottom
-        << "' stroke='#ddd'/><text x='" << X(r.n) - 20 << "' y='" << h - bottom + 15 << "'>N="
-        << r.n << "</text>\n";
+    out << "<line x1='" << X(r.n) << "' y1='" << top << "' x2='" << X(r.n)
+        << "' y2='" << h - bottom << "' stroke='#ddd'/><text x='" << X(r.n) - 20
+        << "' y='" << h - bottom + 15 << "'>N=" << r.n << "</text>\n";
   }
   for (double y = 0.01; y <= ymax; y *= 10) {
     if (y < ymin) continue;
-    out << "<line x1='" << left << "' y1='" << Y(y) << "' x2='" << w - right << "' y2='" << Y(y)
-        << "' stroke='#ddd'/><text x='5' y='" << Y(y) + 4 << "'>" << y << "x</text>\n";
+    out << "<line x1='" << left << "' y1='" << Y(y) << "' x2='" << w - right
+        << "' y2='" << Y(y) << "' stroke='#ddd'/><text x='5' y='" << Y(y) + 4
+        << "'>" << y << "x</text>\n";
   }
-  const char* colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
-                           "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#aa4400"};
+  const char* colours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                           "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                           "#bcbd22", "#17becf", "#000000", "#aa4400"};
   int i = 0;
   for (const auto& [name, pts] : lines) {
     const char* c = colours[i % 12];
-    out << "<polyline fill='none' stroke='" << c << "' stroke-width='2' points='";
+    out << "<polyline fill='none' stroke='" << c
+        << "' stroke-width='2' points='";
     for (const auto& [x, y] : pts) out << X(x) << "," << Y(y) << " ";
-    out << "'/>\n<text x='" << w - right + 10 << "' y='" << top + 14 * (i + 1) << "' fill='" << c
-        << "'>" << name << " (slope " << Fmt(LogLogSlope(pts), 2) << ")</text>\n";
+    out << "'/>\n<text x='" << w - right + 10 << "' y='" << top + 14 * (i + 1)
+        << "' fill='" << c << "'>" << name << " (slope "
+        << Fmt(LogLogSlope(pts), 2) << ")</text>\n";
     ++i;
   }
   out << "</svg>\n";
@@ -672,20 +734,25 @@ absl::Status WriteSvg(const std::string& path, const std::vector<ScaleResult>& r
 }
 
 absl::Status RunScale(Reporter& rep) {
-  ZOOM_ASSIGN_OR_RETURN(std::vector<int> ns_int, ParseIntList(absl::GetFlag(FLAGS_scale_n)));
+  ZOOM_ASSIGN_OR_RETURN(std::vector<int> ns_int,
+                        ParseIntList(absl::GetFlag(FLAGS_scale_n)));
   std::vector<uint64_t> ns(ns_int.begin(), ns_int.end());
   std::sort(ns.begin(), ns.end());
   std::string zoomd = absl::GetFlag(FLAGS_scale_zoomd);
   if (zoomd.empty()) zoomd = SelfDir() + "/../server/main/zoomd";
   if (::access(zoomd.c_str(), X_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat("no zoomd binary at ", zoomd, ": pass --scale_zoomd"));
+    return absl::NotFoundError(
+        absl::StrCat("no zoomd binary at ", zoomd, ": pass --scale_zoomd"));
   }
   std::string ignored;
-  ZOOM_RETURN_IF_ERROR(RunCommand(absl::StrCat("mkdir -p ", absl::GetFlag(FLAGS_scale_dir)), &ignored));
-  std::printf("scale: N = %s, SIFT-like 128-d uint8 (zoomdatagen), ivf_hnsw_pq pq_m %u, zoomd %s "
-              "(--sync always, no DRAM cache), SIMD %s, load %.1f\n",
-              absl::GetFlag(FLAGS_scale_n).c_str(), absl::GetFlag(FLAGS_scale_pq_m), zoomd.c_str(),
-              index::KernelChoices(), LoadAverage1m());
+  ZOOM_RETURN_IF_ERROR(RunCommand(
+      absl::StrCat("mkdir -p ", absl::GetFlag(FLAGS_scale_dir)), &ignored));
+  std::printf(
+      "scale: N = %s, SIFT-like 128-d uint8 (zoomdatagen), ivf_hnsw_pq pq_m "
+      "%u, zoomd %s "
+      "(--sync always, no DRAM cache), SIMD %s, load %.1f\n",
+      absl::GetFlag(FLAGS_scale_n).c_str(), absl::GetFlag(FLAGS_scale_pq_m),
+      zoomd.c_str(), index::KernelChoices(), LoadAverage1m());
   // An empty zoomd's RSS, the floor the per-point growth is counted over.
   uint64_t empty_rss = 0;
   {
@@ -704,8 +771,10 @@ absl::Status RunScale(Reporter& rep) {
     results.push_back(std::move(r));
   }
   if (results.size() >= 2) {
-    std::printf("\nlog-log slope of each cost against N (1: linear; least squares over %zu N's)\n",
-                results.size());
+    std::printf(
+        "\nlog-log slope of each cost against N (1: linear; least squares over "
+        "%zu N's)\n",
+        results.size());
     for (const auto& [name, v0] : results.front().cost) {
       std::vector<std::pair<double, double>> pts;
       std::string values;
@@ -717,8 +786,10 @@ absl::Status RunScale(Reporter& rep) {
       }
       if (pts.size() < 2) continue;
       const double slope = LogLogSlope(pts);
-      std::printf("  %-28s %6.2f   (%s)\n", name.c_str(), slope, values.c_str());
-      rep.JsonLine({{"scale", std::string("slope")}, {"cost", name}, {"slope", slope}});
+      std::printf("  %-28s %6.2f   (%s)\n", name.c_str(), slope,
+                  values.c_str());
+      rep.JsonLine(
+          {{"scale", std::string("slope")}, {"cost", name}, {"slope", slope}});
     }
     if (!absl::GetFlag(FLAGS_scale_svg).empty()) {
       ZOOM_RETURN_IF_ERROR(WriteSvg(absl::GetFlag(FLAGS_scale_svg), results));
