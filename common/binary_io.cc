@@ -38,11 +38,71 @@ BinaryWriter::BinaryWriter(std::string_view magic8, uint16_t major,
   Put(minor);
 }
 
+BinaryWriter::BinaryWriter(std::string_view magic8, uint16_t major, uint16_t minor,
+                           const std::string& path, FileSystem* fs)
+    : BinaryWriter(magic8, major, minor) {
+  path_ = path;
+  fs_ = fs != nullptr ? fs : FileSystem::Posix();
+  absl::StatusOr<std::unique_ptr<File>> file =
+      fs_->Open(path_ + ".tmp", FileSystem::Mode::kTruncate);
+  if (file.ok()) {
+    file_ = *std::move(file);
+    made_tmp_ = true;
+  } else {
+    status_ = file.status();
+  }
+}
+
+BinaryWriter::~BinaryWriter() {
+  if (file_ != nullptr) file_->Close().IgnoreError();
+  if (made_tmp_ && !committed_) fs_->Remove(path_ + ".tmp").IgnoreError();
+}
+
+void BinaryWriter::WriteOut(const void* p, size_t n) {
+  if (status_.ok() && file_ != nullptr && n > 0) {
+    crc_ = Crc32cExtend(crc_, p, n);
+    status_ = file_->PWrite(written_, p, n);
+  }
+  written_ += n;
+}
+
+void BinaryWriter::Flush() {
+  WriteOut(buf_.data(), buf_.size());
+  buf_.clear();
+}
+
+void BinaryWriter::PutStreamed(const void* p, size_t n) {
+  Flush();
+  if (n >= kStreamBufferBytes) {
+    WriteOut(p, n);
+  } else {
+    buf_.append(static_cast<const char*>(p), n);
+  }
+}
+
 absl::Status BinaryWriter::Commit(const std::string& path, FileSystem* fs) {
-  const uint32_t crc = Crc32c(buf_.data(), buf_.size());
-  std::string data = buf_;
-  data.append(reinterpret_cast<const char*>(&crc), sizeof(crc));
-  return WriteFileAtomically(fs != nullptr ? *fs : *FileSystem::Posix(), path, data);
+  if (path_.empty()) {
+    // In memory: the CRC goes on the buffer itself (no second copy).
+    const uint32_t crc = Crc32c(buf_.data(), buf_.size());
+    buf_.append(reinterpret_cast<const char*>(&crc), sizeof(crc));
+    return WriteFileAtomically(fs != nullptr ? *fs : *FileSystem::Posix(), path, buf_);
+  }
+  if (path != path_ || (fs != nullptr ? fs : FileSystem::Posix()) != fs_) {
+    return absl::InternalError(absl::StrCat("BinaryWriter for ", path_, " committed as ", path));
+  }
+  if (!status_.ok()) return status_;  // the open or a write failed; ~ removes the temp
+  Flush();
+  uint32_t crc = crc_;
+  absl::Status st = status_;
+  if (st.ok()) st = file_->PWrite(written_, &crc, sizeof(crc));
+  if (st.ok()) st = file_->Sync();
+  absl::Status closed = file_->Close();
+  file_.reset();
+  if (st.ok()) st = closed;
+  if (st.ok()) st = fs_->Rename(path_ + ".tmp", path_);
+  if (!st.ok()) return st;  // ~ removes the temp
+  committed_ = true;
+  return fs_->SyncDir(ParentDir(path_));
 }
 
 absl::StatusOr<BinaryReader> BinaryReader::Open(const std::string& path,

@@ -1,7 +1,8 @@
 // File: common/binary_io.h
 //
-// Versioned binary files: a writer that builds the whole file in memory and
-// commits it atomically (temp file, fsync, rename, fsync dir), and a reader
+// Versioned binary files: a writer that commits the file atomically (temp
+// file, fsync, rename, fsync dir), built in memory or streamed to the temp
+// file as it is put (RAM bounded whatever the file's size), and a reader
 // with bounds-checked reads. Layout of every such file:
 //
 //   char[8] magic | u16 major | u16 minor | payload ... | u32 crc32c
@@ -15,6 +16,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -32,7 +34,20 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 class BinaryWriter {
  public:
+  // In memory: the whole file is held until Commit(path, fs).
   BinaryWriter(std::string_view magic8, uint16_t major, uint16_t minor);
+  // Streaming: the bytes go to `path` + ".tmp" through `fs` (null: POSIX)
+  // whenever kStreamBufferBytes are buffered, so the writer holds at most
+  // that much whatever the file's size (an index snapshot of 10M points is
+  // ~600 MB). A write error is kept and returned by Commit; the temp file
+  // is removed when the writer is destroyed uncommitted or the commit fails.
+  BinaryWriter(std::string_view magic8, uint16_t major, uint16_t minor,
+               const std::string& path, FileSystem* fs);
+  ~BinaryWriter();
+  BinaryWriter(const BinaryWriter&) = delete;
+  BinaryWriter& operator=(const BinaryWriter&) = delete;
+
+  static constexpr size_t kStreamBufferBytes = size_t{4} << 20;
 
   template <typename T>
   void Put(const T& v) {
@@ -40,7 +55,11 @@ class BinaryWriter {
     PutBytes(&v, sizeof(T));
   }
   void PutBytes(const void* p, size_t n) {
-    buf_.append(static_cast<const char*>(p), n);
+    if (path_.empty() || buf_.size() + n < kStreamBufferBytes) {
+      buf_.append(static_cast<const char*>(p), n);
+    } else {
+      PutStreamed(p, n);
+    }
   }
   template <typename T>
   void PutVector(const std::vector<T>& v) {
@@ -52,15 +71,33 @@ class BinaryWriter {
     Put<uint64_t>(s.size());
     PutBytes(s.data(), s.size());
   }
-  size_t size() const { return buf_.size(); }
+  // Bytes put so far (with the header).
+  size_t size() const { return written_ + buf_.size(); }
 
   // Appends the CRC and writes the file atomically through `fs` (default:
   // POSIX; see WriteFileAtomically). ResourceExhausted on a full disk,
-  // DataLoss on EIO, and then the old file (if any) is untouched.
+  // DataLoss on EIO, and then the old file (if any) is untouched. A
+  // streaming writer must be given the path and fs it was made with
+  // (Internal otherwise). Call once.
   absl::Status Commit(const std::string& path, FileSystem* fs = nullptr);
 
  private:
+  // Streaming: buf_ to the temp file; then p (n bytes) too when that is
+  // at least a buffer's worth, else p into buf_.
+  void PutStreamed(const void* p, size_t n);
+  void Flush();
+  void WriteOut(const void* p, size_t n);
+
   std::string buf_;
+  // Streaming only.
+  std::string path_;
+  FileSystem* fs_ = nullptr;
+  std::unique_ptr<File> file_;
+  absl::Status status_;  // the first write error
+  uint64_t written_ = 0;
+  uint32_t crc_ = 0;  // of the bytes written
+  bool made_tmp_ = false;
+  bool committed_ = false;
 };
 
 class BinaryReader {

@@ -7,7 +7,10 @@
 // exact row count as the base and wastes nothing). SetFirstChunk(rows)
 // instead makes chunk 0 exactly `rows` and the later ones base * 2^(k-1),
 // so a bulk load is exact and the first growth after it is small. The
-// chunk table is fixed, so it never moves either.
+// chunk table is fixed, so it never moves either. Chunks come from calloc,
+// so a big one costs RAM only as its rows are written (the kernel's zero
+// pages stand in for the rest): a bulk load's exactly sized lists fill
+// while its staging is freed, not beside it.
 //
 // Thread safety: Grow() by one writer at a time; Row() from any thread for
 // ids the writer has published (e.g. through an atomic size).
@@ -19,12 +22,17 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <type_traits>
 #include <utility>
 
 namespace zoom::index {
 
 template <typename T, uint64_t kBaseRows = 1024>
 class ChunkedArray {
+  static_assert(std::is_trivial_v<T>, "rows are calloc'ed");
+
  public:
   static constexpr size_t kMaxChunks = 40;
 
@@ -35,7 +43,7 @@ class ChunkedArray {
     for (auto& c : chunks_) c.store(nullptr, std::memory_order_relaxed);
   }
   ~ChunkedArray() {
-    for (size_t i = 0; i < chunks(); ++i) delete[] chunks_[i].load();
+    for (size_t i = 0; i < chunks(); ++i) std::free(chunks_[i].load());
   }
   ChunkedArray(const ChunkedArray&) = delete;
   ChunkedArray& operator=(const ChunkedArray&) = delete;
@@ -59,7 +67,8 @@ class ChunkedArray {
     while (capacity() < n) {
       const size_t c = chunks();
       const uint64_t rows = ChunkRows(c);
-      T* chunk = new T[rows * width_]();
+      T* chunk = static_cast<T*>(std::calloc(rows * width_, sizeof(T)));
+      if (chunk == nullptr) throw std::bad_alloc();
       chunks_[c].store(chunk, std::memory_order_release);
       allocated_chunks_.store(c + 1, std::memory_order_relaxed);
     }

@@ -577,7 +577,7 @@ absl::Status FgdIndex::SearchExact(const float* contexts, size_t n, const FgdSea
 //        u64 3C, f32 [μ_c(b), σ²_c(b), σ̄²_c(w)] |
 //        u64 C, u32 cluster sizes (adding up to V)
 absl::Status FgdIndex::Save(const std::string& path, FileSystem* fs) const {
-  BinaryWriter w(kFgdMagic, kFgdMajorVersion, kFgdMinorVersion);
+  BinaryWriter w(kFgdMagic, kFgdMajorVersion, kFgdMinorVersion, path, fs);
   w.Put<uint32_t>(vocab_);
   w.Put<uint32_t>(dim_);
   w.Put<float>(max_norm_sq_);

@@ -133,7 +133,7 @@ class HnswPqIndex final : public VectorIndex {
   }
 
   absl::Status Save(const std::string& path, FileSystem* fs = nullptr) const override {
-    BinaryWriter w = IndexFileWriter(spec_);
+    BinaryWriter w = IndexFileWriter(spec_, path, fs);
     SaveSpec(w, spec_);
     pq_.Save(w);
     const uint64_t n = size();

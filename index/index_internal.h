@@ -154,8 +154,9 @@ class BestK {
 // float factor after its term) for the rabitq code, which such a zoomd
 // then refuses as a newer major version instead of misreading it.
 uint16_t IndexFileMajor(const IndexSpec& spec);
-// A writer of the version above.
-BinaryWriter IndexFileWriter(const IndexSpec& spec);
+// A writer of the version above, streaming to `path` through `fs` (null:
+// POSIX): Commit(path, fs) writes the file.
+BinaryWriter IndexFileWriter(const IndexSpec& spec, const std::string& path, FileSystem* fs);
 void SaveSpec(BinaryWriter& w, const IndexSpec& spec);
 absl::Status LoadSpec(BinaryReader& r, IndexSpec* spec);
 // Format 1.1 (and 2.0) appends, after the body: u8 flags (bit 0: compact

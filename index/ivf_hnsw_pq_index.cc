@@ -17,6 +17,7 @@
 #include <faiss/Clustering.h>
 #include <faiss/IndexFlat.h>
 #include <faiss/impl/FaissException.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <bit>
@@ -27,6 +28,8 @@
 #include <memory>
 #include <numeric>
 #include <random>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -213,8 +216,21 @@ class IvfHnswPqIndex final : public VectorIndex {
     return error_stats_;
   }
 
+  // Before n rows with the lists `assign` are appended (in one AddEncoded
+  // or several): sizes every empty list that receives rows exactly, and
+  // list_of_ too when the index is empty. The build only, before the index
+  // is shared.
+  void ReserveExactly(const uint32_t* assign, size_t n) {
+    if (size() == 0) list_of_.SetFirstChunk(std::max<size_t>(1, n));
+    std::vector<uint64_t> count(spec_.nlist, 0);
+    for (size_t i = 0; i < n; ++i) ++count[assign[i]];
+    for (uint32_t l = 0; l < spec_.nlist; ++l) {
+      if (lists_[l]->size.load() == 0 && count[l] > 0) lists_[l] = NewList(count[l]);
+    }
+  }
+
   // Appends n encoded rows (Encode's output) as ids size() ...; `bulk`
-  // (into an empty index) sizes every list exactly.
+  // (into an empty index) sizes every list exactly first (ReserveExactly).
   absl::Status AddEncoded(const uint32_t* assign, const uint8_t* codes, const float* terms,
                           const float* factors, size_t n, bool bulk) {
     const uint64_t first = size();
@@ -222,17 +238,8 @@ class IvfHnswPqIndex final : public VectorIndex {
       return absl::ResourceExhaustedError("too many vectors for one index");
     }
     const size_t m = pq_.code_size();
-    if (first == 0 && bulk) list_of_.SetFirstChunk(std::max<size_t>(1, n));
+    if (bulk) ReserveExactly(assign, n);
     list_of_.Grow(first + n);
-    if (bulk) {
-      std::vector<uint64_t> count(spec_.nlist, 0);
-      for (size_t i = 0; i < n; ++i) ++count[assign[i]];
-      for (uint32_t l = 0; l < spec_.nlist; ++l) {
-        if (lists_[l]->size.load() == 0 && count[l] > 0) {
-          lists_[l] = NewList(count[l]);
-        }
-      }
-    }
     for (size_t i = 0; i < n; ++i) {
       InvertedList& list = *lists_[assign[i]];
       const uint32_t pos = list.size.load(std::memory_order_relaxed);
@@ -467,7 +474,7 @@ class IvfHnswPqIndex final : public VectorIndex {
   }
 
   absl::Status Save(const std::string& path, FileSystem* fs = nullptr) const override {
-    BinaryWriter w = IndexFileWriter(spec_);
+    BinaryWriter w = IndexFileWriter(spec_, path, fs);
     SaveSpec(w, spec_);
     pq_.Save(w);
     w.PutVector(centroids_);
@@ -853,6 +860,52 @@ absl::StatusOr<std::vector<float>> KMeans(const float* x, size_t n, size_t d, si
 
 namespace {
 
+// n Ts of anonymous mapped memory, zeroed, unmapped on destruction: a
+// build's staging, whose pages must go back to the kernel the moment it is
+// freed (malloc may keep a freed block of this size in its heap).
+template <typename T>
+class MappedArray {
+  static_assert(std::is_trivial_v<T>);
+
+ public:
+  MappedArray() = default;
+  static absl::StatusOr<MappedArray> Make(size_t n) {
+    MappedArray a;
+    if (n == 0) return a;
+    void* p = ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("out of memory staging ", n * sizeof(T), " bytes of the build"));
+    }
+    a.data_ = static_cast<T*>(p);
+    a.n_ = n;
+    return a;
+  }
+  MappedArray(MappedArray&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  MappedArray& operator=(MappedArray&& o) noexcept {
+    if (this != &o) {
+      Unmap();
+      data_ = std::exchange(o.data_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+  ~MappedArray() { Unmap(); }
+
+  T* data() { return data_; }  // null when empty
+
+ private:
+  void Unmap() {
+    if (data_ != nullptr) ::munmap(data_, n_ * sizeof(T));
+    data_ = nullptr;
+    n_ = 0;
+  }
+  T* data_ = nullptr;
+  size_t n_ = 0;
+};
+
 // Up to `max` rows of x (n * d), picked at random; only rows of `rows`
 // when it is not empty.
 std::vector<float> Sample(const float* x, size_t n, size_t d, size_t max, uint64_t seed,
@@ -1000,13 +1053,21 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
     times.train_s = lap();
   }
   if (options.progress) options.progress(0.1);
-  // Encode every row a chunk at a time into staging arrays (the final
-  // index's bytes), then lay them out in exactly sized lists.
+  // Encode every row a chunk at a time: its list into `assign`, its code,
+  // term (and factor) into that chunk's staging, which is mapped memory so
+  // that unmapping it gives the pages back at once. Then size every list
+  // exactly and lay the chunks out in order, unmapping each as it is laid
+  // out: the lists' pages are touched only as they fill (ChunkedArray), so
+  // the peak is about the final index plus the assignments and a few pages
+  // a list, not the staging beside the whole index.
   const size_t m = index->code_size();
+  const bool with_factors = spec.pq.code == CodeKind::kRabitq;
+  struct Staged {
+    MappedArray<uint8_t> codes;
+    MappedArray<float> terms, factors;
+  };
   std::vector<uint32_t> assign(n);
-  std::vector<uint8_t> codes(n * m);
-  std::vector<float> terms(n);
-  std::vector<float> factors(spec.pq.code == CodeKind::kRabitq ? n : 0);
+  std::vector<Staged> staged;
   std::vector<float> rows(std::min<uint64_t>(chunk, n) * d);
   std::vector<InternalId> ids;
   for (uint64_t first = 0; first < n; first += chunk) {
@@ -1014,14 +1075,25 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
     ids.resize(count);
     for (size_t i = 0; i < count; ++i) ids[i] = static_cast<InternalId>(first + i);
     ZOOM_RETURN_IF_ERROR(read_rows(ids, rows.data()));
-    index->Encode(rows.data(), count, assign.data() + first, codes.data() + first * m,
-                  terms.data() + first, factors.empty() ? nullptr : factors.data() + first);
+    Staged& st = staged.emplace_back();
+    ZOOM_ASSIGN_OR_RETURN(st.codes, MappedArray<uint8_t>::Make(count * m));
+    ZOOM_ASSIGN_OR_RETURN(st.terms, MappedArray<float>::Make(count));
+    ZOOM_ASSIGN_OR_RETURN(st.factors, MappedArray<float>::Make(with_factors ? count : 0));
+    index->Encode(rows.data(), count, assign.data() + first, st.codes.data(), st.terms.data(),
+                  st.factors.data());
     if (options.progress) options.progress(0.1 + 0.85 * double(first + count) / double(n));
   }
   std::vector<float>().swap(rows);
   times.encode_s = lap();
-  ZOOM_RETURN_IF_ERROR(index->AddEncoded(assign.data(), codes.data(), terms.data(),
-                                         factors.data(), n, /*bulk=*/true));
+  index->ReserveExactly(assign.data(), n);
+  for (size_t c = 0; c < staged.size(); ++c) {
+    const uint64_t first = uint64_t{c} * chunk;
+    const size_t count = static_cast<size_t>(std::min<uint64_t>(chunk, n - first));
+    ZOOM_RETURN_IF_ERROR(index->AddEncoded(assign.data() + first, staged[c].codes.data(),
+                                           staged[c].terms.data(), staged[c].factors.data(),
+                                           count, /*bulk=*/false));
+    staged[c] = Staged{};
+  }
   times.layout_s = lap();
   return std::unique_ptr<VectorIndex>(std::move(index));
 }

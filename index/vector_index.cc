@@ -114,9 +114,9 @@ uint16_t IndexFileMajor(const IndexSpec& spec) {
   return spec.pq.code == CodeKind::kPq ? 1 : 2;
 }
 
-BinaryWriter IndexFileWriter(const IndexSpec& spec) {
+BinaryWriter IndexFileWriter(const IndexSpec& spec, const std::string& path, FileSystem* fs) {
   const uint16_t major = IndexFileMajor(spec);
-  return BinaryWriter(kIndexMagic, major, major == 1 ? kIndexMinorVersion : 0);
+  return BinaryWriter(kIndexMagic, major, major == 1 ? kIndexMinorVersion : 0, path, fs);
 }
 
 void SaveSpecTail(BinaryWriter& w, const IndexSpec& spec) {

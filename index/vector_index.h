@@ -185,10 +185,12 @@ struct StreamingBuildOptions {
 // ivf_hnsw_pq (Unimplemented for other kinds): trains on a uniform sample
 // of the live rows (max(max_kmeans_points, nlist, pq.max_train_points) of
 // them, read by id), then reads and encodes rows [0, n) chunk_rows at a
-// time, staging their codes, and lays them out in exactly sized lists. RAM
-// at the peak: the final index about twice (staged + laid out), the sample
-// and one chunk. The sample differs from BuildIndex's, so the two builds
-// are equally good, not equal. The same errors as BuildIndex; a live row
+// time, staging their codes, and lays them out in exactly sized lists,
+// freeing each chunk's staging as it is laid out. RAM at the peak: about
+// the final index plus 4 bytes a row (the rows' lists) and a few pages a
+// list, or the sample, or one chunk, whichever phase is the largest. The
+// sample differs from BuildIndex's, so the two builds are equally good, not
+// equal. The same errors as BuildIndex; a live row
 // that breaks the magnitude rule is InvalidArgument when it is read.
 absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndexStreaming(
     const IndexSpec& spec, uint64_t n, const IdFilter* exclude, const RowReader& read,

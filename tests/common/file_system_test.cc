@@ -1,5 +1,6 @@
 // The file layer: the one errno mapping, the POSIX file, atomic writes that
-// fail at every step, and the fault-injecting twin's own rules.
+// fail at every step, the fault-injecting twin's own rules, and the
+// streaming BinaryWriter.
 #include "common/file_system.h"
 
 #include <cerrno>
@@ -7,7 +8,9 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "common/binary_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fault_injecting_file_system.h"
@@ -119,6 +122,71 @@ TEST(FaultInjectingFileSystemTest, SkipStickyAndPathMatching) {
   char buf[2];
   ASSERT_OK(a->PRead(0, buf, 2));
   EXPECT_EQ(std::string(buf, 2), "ab");
+}
+
+// The streaming BinaryWriter writes exactly the bytes of the in-memory one
+// (small puts, puts bigger than its buffer, the CRC), holding at most a
+// buffer; a failed write, a failed rename and a writer dropped uncommitted
+// leave the old file whole and no temporary behind.
+TEST(BinaryWriterTest, StreamingWritesTheSameFileAndFailsCleanly) {
+  TempDir tmp;
+  const std::string path = tmp.File("big");
+  std::vector<uint32_t> big(3 * BinaryWriter::kStreamBufferBytes / sizeof(uint32_t) + 7);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint32_t>(i * 2654435761u);
+  auto fill = [&](BinaryWriter& w) {
+    for (uint32_t i = 0; i < 300000; ++i) w.Put<uint32_t>(i);  // crosses the buffer
+    w.PutVector(big);                                           // bigger than the buffer
+    w.PutString("tail");
+  };
+  BinaryWriter mem("ZOOMTST", 1, 2);
+  fill(mem);
+  const size_t mem_size = mem.size();
+  ASSERT_OK(mem.Commit(tmp.File("mem")));
+  {
+    BinaryWriter streamed("ZOOMTST", 1, 2, path, nullptr);
+    fill(streamed);
+    EXPECT_EQ(streamed.size(), mem_size);
+    ASSERT_OK(streamed.Commit(path));
+  }
+  ASSERT_EQ(Slurp(path), Slurp(tmp.File("mem")));
+  ASSERT_OK_AND_ASSIGN(BinaryReader r, BinaryReader::Open(path, "ZOOMTST", 1, "test"));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  const std::string old = Slurp(path);
+
+  struct Case {
+    FaultInjectingFileSystem::Fault fault;
+    absl::StatusCode code;
+  };
+  const Case cases[] = {
+      {{Op::kOpen, ".tmp", 0, ENOSPC}, absl::StatusCode::kResourceExhausted},
+      {{Op::kWrite, ".tmp", 2, EIO}, absl::StatusCode::kDataLoss},  // mid-stream
+      {{Op::kWrite, ".tmp", 1, ENOSPC, /*short_write=*/true},
+       absl::StatusCode::kResourceExhausted},
+      {{Op::kSync, ".tmp", 0, EIO}, absl::StatusCode::kDataLoss},
+      {{Op::kRename, "/big", 0, EIO}, absl::StatusCode::kDataLoss},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(static_cast<int>(c.fault.op));
+    FaultInjectingFileSystem faulty;
+    faulty.Inject(c.fault);
+    {
+      BinaryWriter w("ZOOMTST", 1, 3, path, &faulty);
+      fill(w);
+      EXPECT_THAT(w.Commit(path, &faulty), StatusIs(c.code, HasSubstr("injected")));
+    }
+    EXPECT_EQ(faulty.fired(), 1);
+    EXPECT_EQ(Slurp(path), old);
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  }
+  {
+    BinaryWriter dropped("ZOOMTST", 1, 3, path, nullptr);
+    fill(dropped);
+    EXPECT_TRUE(std::filesystem::exists(path + ".tmp"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  EXPECT_EQ(Slurp(path), old);
+  BinaryWriter elsewhere("ZOOMTST", 1, 3, path, nullptr);
+  EXPECT_THAT(elsewhere.Commit(tmp.File("other")), StatusIs(absl::StatusCode::kInternal));
 }
 
 }  // namespace
