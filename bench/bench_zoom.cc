@@ -61,6 +61,8 @@ ABSL_FLAG(bool, compact_links, false,
           "hnsw_pq: keep the graph's level-0 links bit-packed");
 ABSL_FLAG(int32_t, ef_construction, 200, "HNSW ef_construction");
 ABSL_FLAG(int32_t, nlist, 0, "ivf_hnsw_pq clusters; 0 = automatic");
+ABSL_FLAG(int32_t, kmeans_points, 0,
+          "ivf_hnsw_pq k-means training sample; 0 = the index's default");
 ABSL_FLAG(std::string, ef, "", "Preview ef values (default: a grid per kind)");
 ABSL_FLAG(std::string, nprobe, "", "ivf_hnsw_pq nprobe values (default: a grid)");
 ABSL_FLAG(std::string, rerank, "", "rerank_candidates (K') values (default: 20,50,100,200)");
@@ -118,6 +120,9 @@ absl::StatusOr<index::IndexSpec> SpecFromFlags(const Dataset& ds) {
   spec.hnsw.ef_construction = static_cast<uint32_t>(absl::GetFlag(FLAGS_ef_construction));
   spec.hnsw.compact_links = absl::GetFlag(FLAGS_compact_links);
   spec.nlist = static_cast<uint32_t>(absl::GetFlag(FLAGS_nlist));
+  if (absl::GetFlag(FLAGS_kmeans_points) > 0) {
+    spec.max_kmeans_points = static_cast<uint32_t>(absl::GetFlag(FLAGS_kmeans_points));
+  }
   spec.build_threads = 2;
   ZOOM_RETURN_IF_ERROR(spec.Validate());
   return spec;
@@ -134,7 +139,7 @@ std::string SpecKey(const Dataset& ds, const index::IndexSpec& s) {
                       index::IndexKindName(s.kind), "-m", s.pq.m,
                       NbitsSuffix(s), s.pq.opq ? "opq" : "", "-M", s.hnsw.M,
                       s.hnsw.compact_links ? "c" : "", "-efc",
-                      s.hnsw.ef_construction, "-nl", s.nlist);
+                      s.hnsw.ef_construction, "-nl", s.nlist, "-km", s.max_kmeans_points);
 }
 
 // Builds (or loads from --work_dir) the store and index of --dataset.
