@@ -16,6 +16,7 @@
 // inner-product table per query, shared by all lists.
 #include <faiss/Clustering.h>
 #include <faiss/IndexFlat.h>
+#include <cblas.h>
 #include <faiss/impl/FaissException.h>
 #include <sys/mman.h>
 
@@ -125,6 +126,11 @@ class IvfHnswPqIndex final : public VectorIndex {
         pq_(std::move(pq)),
         graph_(spec.hnsw) {
     const uint32_t nlist = spec_.nlist;
+    centroid_norms_.resize(nlist);
+    for (uint32_t c = 0; c < nlist; ++c) {
+      const float* cc = centroids_.data() + size_t{c} * spec_.dim;
+      centroid_norms_[c] = InnerProduct(cc, cc, spec_.dim);
+    }
     lists_.reserve(nlist);
     for (uint32_t i = 0; i < nlist; ++i) {
       lists_.push_back(NewList(kListBaseRows));
@@ -155,14 +161,11 @@ class IvfHnswPqIndex final : public VectorIndex {
   void Encode(const float* x, size_t n, uint32_t* assign, uint8_t* codes, float* terms,
               float* factors, float* errors = nullptr) const {
     const size_t d = spec_.dim, pd = pq_.padded_dim(), m = pq_.code_size();
+    Assign(x, n, assign);
     ParallelFor(n, spec_.build_threads, [&](size_t i, int) {
-      thread_local std::vector<float> dist, r, rt, rhat, ct;
+      thread_local std::vector<float> r, rt, rhat, ct;
       const float* xi = x + i * d;
-      dist.resize(spec_.nlist);
-      L2SqrBatch(xi, centroids_.data(), spec_.nlist, d, dist.data());
-      const uint32_t c = static_cast<uint32_t>(
-          std::min_element(dist.begin(), dist.end()) - dist.begin());
-      assign[i] = c;
+      const uint32_t c = assign[i];
       r.resize(d);
       const float* ci = centroids_.data() + size_t{c} * d;
       for (size_t j = 0; j < d; ++j) r[j] = xi[j] - ci[j];
@@ -188,6 +191,39 @@ class IvfHnswPqIndex final : public VectorIndex {
       terms[i] = (rabitq_ ? InnerProduct(rt.data(), rt.data(), pd)
                           : InnerProduct(rhat.data(), rhat.data(), pd)) +
                  2 * InnerProduct(ct.data(), rhat.data(), pd);
+    });
+  }
+
+  // Each row's nearest centroid (L2), rows x[0, n) (prepared), into
+  // assign[0, n): ||c||^2 - 2 <x, c> for a block of rows at a time by one
+  // sgemm (BLAS single-threaded, the blocks spread over build_threads),
+  // about 1.5x the speed of a distance per centroid at 8,192 lists. A row
+  // equally near two centroids may get either.
+  void Assign(const float* x, size_t n, uint32_t* assign) const {
+    constexpr size_t kBlockRows = 128;
+    const size_t d = spec_.dim, nlist = spec_.nlist;
+    BlasSingleThreadScope single_thread;
+    ParallelFor((n + kBlockRows - 1) / kBlockRows, spec_.build_threads, [&](size_t b, int) {
+      thread_local std::vector<float> ip;
+      const size_t first = b * kBlockRows, rows = std::min(kBlockRows, n - first);
+      ip.resize(rows * nlist);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
+                  static_cast<int>(nlist), static_cast<int>(d), 1.0f, x + first * d,
+                  static_cast<int>(d), centroids_.data(), static_cast<int>(d), 0.0f, ip.data(),
+                  static_cast<int>(nlist));
+      for (size_t i = 0; i < rows; ++i) {
+        const float* row = ip.data() + i * nlist;
+        uint32_t best = 0;
+        float best_d = centroid_norms_[0] - 2 * row[0];
+        for (uint32_t c = 1; c < nlist; ++c) {
+          const float dc = centroid_norms_[c] - 2 * row[c];
+          if (dc < best_d) {
+            best_d = dc;
+            best = c;
+          }
+        }
+        assign[first + i] = best;
+      }
     });
   }
 
@@ -462,7 +498,8 @@ class IvfHnswPqIndex final : public VectorIndex {
   }
 
   uint64_t ResidentBytes() const override {
-    uint64_t bytes = centroids_.size() * sizeof(float) + pq_.ResidentBytes() +
+    uint64_t bytes = (centroids_.size() + centroid_norms_.size()) * sizeof(float) +
+                     pq_.ResidentBytes() +
                      graph_.ResidentBytes() + list_of_.ResidentBytes();
     const bool l2 = UsesL2(spec_.metric);
     for (const auto& list : lists_) {
@@ -809,6 +846,7 @@ class IvfHnswPqIndex final : public VectorIndex {
   bool pq4_ = false;  // 4-bit codes in blocks (spec_.pq.nbits == 4)
   bool rabitq_ = false;  // the rabitq code: a factor per point (factors)
   std::vector<float> centroids_;    // nlist * dim (original space)
+  std::vector<float> centroid_norms_;  // nlist: |c|^2 (Assign)
   ProductQuantizer pq_;
   HnswGraph graph_;
   std::vector<std::unique_ptr<InvertedList>> lists_;
@@ -929,14 +967,23 @@ std::vector<float> Sample(const float* x, size_t n, size_t d, size_t max, uint64
   return out;
 }
 
-// Trains an empty index: k-means on up to max(max_kmeans_points, nlist) of
-// the rows of x (n * d, prepared; only `rows` when not empty), the PQ on the
+// The k-means sample's size for spec (nlist set): IndexSpec::max_kmeans_points.
+size_t KMeansSampleSize(const IndexSpec& spec) {
+  constexpr size_t kPerCentroid = 64, kAtLeast = 65536;
+  if (spec.max_kmeans_points > 0) {
+    return std::max<size_t>(spec.max_kmeans_points, spec.nlist);
+  }
+  return std::max<size_t>(kAtLeast, kPerCentroid * spec.nlist);
+}
+
+// Trains an empty index: k-means on up to KMeansSampleSize(spec) of the rows
+// of x (n * d, prepared; only `rows` when not empty), the PQ on the
 // residuals of up to pq.max_train_points. spec.nlist must be set.
 absl::StatusOr<std::unique_ptr<IvfHnswPqIndex>> TrainIvfHnswPq(
     const IndexSpec& spec, const float* x, size_t n, absl::Span<const uint32_t> rows) {
   const size_t d = spec.dim;
   const std::vector<float> kmeans_sample =
-      Sample(x, n, d, std::max<size_t>(spec.max_kmeans_points, spec.nlist), spec.pq.seed, rows);
+      Sample(x, n, d, KMeansSampleSize(spec), spec.pq.seed, rows);
   ZOOM_ASSIGN_OR_RETURN(std::vector<float> centroids,
                         internal::KMeans(kmeans_sample.data(), kmeans_sample.size() / d, d,
                                          spec.nlist, 20, spec.pq.seed,
@@ -1001,7 +1048,7 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
   ZOOM_RETURN_IF_ERROR(CheckTrainSize(spec, live));
   // A uniform sample of the live rows, in id order (selection sampling).
   const uint64_t want = std::min<uint64_t>(
-      live, std::max<uint64_t>({spec.max_kmeans_points, spec.nlist, spec.pq.max_train_points}));
+      live, std::max<uint64_t>(KMeansSampleSize(spec), spec.pq.max_train_points));
   std::vector<InternalId> picked;
   picked.reserve(want);
   {

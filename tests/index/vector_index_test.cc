@@ -562,7 +562,7 @@ TEST(StreamingBuildTest, ChunkedReadsAndTheRecallOfTheInRamBuild) {
     EXPECT_LE(largest, kChunk);
     EXPECT_TRUE(ascending);
     // Every row once, plus the training sample (all live rows here: fewer
-    // than max_kmeans_points).
+    // than the k-means sample).
     EXPECT_EQ(rows_read, kN + (kN - (kN + 8) / 9));
     EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
     ASSERT_FALSE(progress.empty());
