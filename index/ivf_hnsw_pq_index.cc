@@ -194,6 +194,16 @@ class IvfHnswPqIndex final : public VectorIndex {
     });
   }
 
+  // An empty index with this one's spec (but `build_threads`), centroids
+  // and quantiser; its centroid graph built anew.
+  std::unique_ptr<IvfHnswPqIndex> WithSameQuantizer(int build_threads) const {
+    IndexSpec spec = spec_;
+    spec.build_threads = build_threads;
+    auto index = std::make_unique<IvfHnswPqIndex>(spec, centroids_, pq_);
+    index->BuildGraph();
+    return index;
+  }
+
   // Each row's nearest centroid (L2), rows x[0, n) (prepared), into
   // assign[0, n): ||c||^2 - 2 <x, c> for a block of rows at a time by one
   // sgemm (BLAS single-threaded, the blocks spread over build_threads),
@@ -1044,11 +1054,26 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
   };
   uint64_t live = 0;
   for (uint64_t i = 0; i < n; ++i) live += !excluded(i);
+  const auto* trained = dynamic_cast<const IvfHnswPqIndex*>(options.trained_from);
+  if (options.trained_from != nullptr) {
+    const IndexSpec& t = options.trained_from->spec();
+    if (trained == nullptr || t.dim != spec.dim || t.metric != spec.metric ||
+        t.pq.code != spec.pq.code || t.pq.m != spec.pq.m || t.pq.nbits != spec.pq.nbits) {
+      return absl::InvalidArgumentError(
+          "the index to keep the quantiser of is not an ivf_hnsw_pq index of this dim, metric "
+          "and code");
+    }
+    const int threads = spec.build_threads;
+    spec = t;
+    spec.build_threads = threads;
+  }
   if (spec.nlist == 0) spec.nlist = AutoNlist(live);
-  ZOOM_RETURN_IF_ERROR(CheckTrainSize(spec, live));
+  if (trained == nullptr) ZOOM_RETURN_IF_ERROR(CheckTrainSize(spec, live));
   // A uniform sample of the live rows, in id order (selection sampling).
-  const uint64_t want = std::min<uint64_t>(
-      live, std::max<uint64_t>(KMeansSampleSize(spec), spec.pq.max_train_points));
+  const uint64_t want =
+      trained != nullptr ? 0
+                         : std::min<uint64_t>(live, std::max<uint64_t>(KMeansSampleSize(spec),
+                                                                       spec.pq.max_train_points));
   std::vector<InternalId> picked;
   picked.reserve(want);
   {
@@ -1096,7 +1121,11 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
     }
     std::vector<InternalId>().swap(picked);
     times.sample_s = lap();
-    ZOOM_ASSIGN_OR_RETURN(index, TrainIvfHnswPq(spec, sample.data(), sample.size() / d, {}));
+    if (trained != nullptr) {
+      index = trained->WithSameQuantizer(spec.build_threads);
+    } else {
+      ZOOM_ASSIGN_OR_RETURN(index, TrainIvfHnswPq(spec, sample.data(), sample.size() / d, {}));
+    }
     times.train_s = lap();
   }
   if (options.progress) options.progress(0.1);

@@ -184,6 +184,13 @@ struct StreamingBuildOptions {
   size_t chunk_rows = 65536;                // rows read and encoded at a time
   std::function<void(double)> progress;     // 0.1 after training .. 0.95; may be empty
   StreamingBuildTimes* times = nullptr;     // filled when set (each phase as it ends)
+  // When set: an ivf_hnsw_pq index whose quantiser (centroids, rotation,
+  // codebooks) the build keeps instead of training one: no sample is read,
+  // its spec replaces the build's (build_threads aside), and the rows are
+  // only assigned and encoded (a compaction: the same data minus the
+  // deleted points). InvalidArgument for another kind or a different
+  // dim / metric / code. Must outlive the call.
+  const VectorIndex* trained_from = nullptr;
 };
 // BuildIndex(spec, vectors, n, exclude) without the vectors in RAM, for
 // ivf_hnsw_pq (Unimplemented for other kinds): trains on a uniform sample

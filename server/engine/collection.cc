@@ -890,6 +890,22 @@ uint64_t Collection::TrainedPointsLocked() const {
   return manifest_.snapshot.empty() ? 0 : manifest_.snapshot_count;
 }
 
+bool Collection::RetrainDueLocked(uint64_t live) const {
+  const uint64_t trained = TrainedPointsLocked();
+  if (trained == 0) return true;
+  if (options_.auto_retrain_growth > 0 &&
+      static_cast<double>(live) >= options_.auto_retrain_growth * static_cast<double>(trained)) {
+    return true;
+  }
+  const std::shared_ptr<const index::VectorIndex> idx = Current()->engine->index();
+  if (options_.auto_retrain_drift > 0 && idx != nullptr && manifest_.code_error > 0) {
+    const index::CodeErrorStats e = idx->CodeError();
+    return e.windows > 0 &&
+           e.latest_window_mean >= options_.auto_retrain_drift * manifest_.code_error;
+  }
+  return false;
+}
+
 // ---- Reads -------------------------------------------------------------------
 
 absl::Status Collection::ReadPayloadsWithin(const Segment& seg, absl::Span<const InternalId> ids,
@@ -1425,6 +1441,9 @@ absl::Status Collection::CompactOnce() {
     plan.snapshot_file = manifest_.NextFile("index", ".zidx");
     plan.rebuild_index = plan.old->engine->index() != nullptr &&
                          plan.live_ids.size() >= config_.MinIndexPoints();
+    plan.keep_quantizer = plan.rebuild_index &&
+                          plan.old->engine->index()->spec().kind == index::IndexKind::kIvfHnswPq &&
+                          !RetrainDueLocked(plan.live_ids.size());
     manifest_.pending_space = plan.space;
     if (absl::Status st = SaveManifestLocked(); !st.ok()) {
       manifest_.pending_space = 0;
@@ -1472,8 +1491,12 @@ absl::Status Collection::CompactOnce() {
   manifest_.pending_space = 0;
   manifest_.snapshot = plan.rebuild_index ? plan.snapshot_file : "";
   manifest_.snapshot_count = plan.rebuild_index ? plan.live_ids.size() : 0;
-  manifest_.trained_points = plan.rebuild_index ? plan.live_ids.size() : 0;
-  manifest_.code_error = 0;
+  if (!plan.keep_quantizer) {
+    // Trained anew (or no index): the new index's first window sets the
+    // code error's baseline. A kept quantiser keeps both.
+    manifest_.trained_points = plan.rebuild_index ? plan.live_ids.size() : 0;
+    manifest_.code_error = 0;
+  }
   if (plan.rebuild_index) ++manifest_.index_epoch;
   manifest_.retired_spaces.push_back(plan.old->space);
   if (absl::Status st = SaveManifestLocked(); !st.ok()) {

@@ -472,6 +472,10 @@ class Collection {
   bool MaintenanceDue() const;
   void MaybeAutoMaintainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   uint64_t TrainedPointsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Whether the current index would be retrained at `live` points (the
+  // automatic retrain's growth and drift rules), or its training is not
+  // known: a compaction then trains anew instead of keeping the quantiser.
+  bool RetrainDueLocked(uint64_t live) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status DroppedError() const;
 
   std::string dir_;

@@ -55,8 +55,10 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
       // Built from the new file, as a collection's build is (ivf_hnsw_pq
       // streams it: the live vectors are never all in RAM).
       std::atomic<double> progress{0};
-      ZOOM_ASSIGN_OR_RETURN(auto idx,
-                            BuildSegmentIndex(config, options.build_threads, *fresh, n, &progress));
+      const std::shared_ptr<const index::VectorIndex> old_index =
+          plan.keep_quantizer ? plan.old->engine->index() : nullptr;
+      ZOOM_ASSIGN_OR_RETURN(auto idx, BuildSegmentIndex(config, options.build_threads, *fresh, n,
+                                                        &progress, nullptr, old_index.get()));
       ZOOM_RETURN_IF_ERROR(fresh->engine->SetIndex(std::move(idx)));
       ZOOM_RETURN_IF_ERROR(fresh->engine->index()->Save(
           (std::filesystem::path(dir) / plan.snapshot_file).string(), options.store.file_system));

@@ -44,6 +44,10 @@ struct CompactionPlan {
   uint32_t space = 0;                  // the new segment's record space
   std::string vectors_file, snapshot_file;
   bool rebuild_index = false;          // old has an index and enough points stay
+  // The rebuild keeps the old index's quantiser (ivf_hnsw_pq, when no
+  // retrain is due: a compaction removes points, it does not change what
+  // they look like); else it trains anew.
+  bool keep_quantizer = false;
 };
 
 struct CompactorOptions {

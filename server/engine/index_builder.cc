@@ -66,13 +66,15 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildIndexOver(
 
 absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     const CollectionConfig& config, int threads, const Segment& segment, uint64_t n,
-    std::atomic<double>* progress, index::StreamingBuildTimes* times) {
+    std::atomic<double>* progress, index::StreamingBuildTimes* times,
+    const index::VectorIndex* trained_from) {
   const size_t d = config.dim;
   if (config.index.kind == index::IndexKind::kIvfHnswPq) {
     // Streaming: the vectors are read a chunk at a time, never all in RAM.
     index::StreamingBuildOptions options;
     options.progress = [progress](double p) { *progress = p; };
     options.times = times;
+    options.trained_from = trained_from;
     index::RowReader read = [&](absl::Span<const InternalId> ids, float* out) {
       ZOOM_RETURN_IF_ERROR(segment.engine->store().ReadVectors(ids, out));
       return CheckTrainable(config, segment, out, ids.size(), ids.data());

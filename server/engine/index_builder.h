@@ -39,14 +39,17 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildIndexOver(
 
 // Builds over records [0, n) of `segment`. ivf_hnsw_pq streams them
 // (index::BuildIndexStreaming: a training sample, then chunks of 65,536;
-// RAM about twice the final index plus the sample and a chunk; progress
-// 0.1 after training, then with the chunks); hnsw_pq reads them all
-// (progress 0 -> 0.1) and builds over them (BuildIndexOver). The same
-// checks and errors either way. `times`, when set, gets the streaming
-// build's phases (left zero for hnsw_pq).
+// RAM about the final index plus the sample or a chunk; progress 0.1 after
+// training, then with the chunks); hnsw_pq reads them all (progress 0 ->
+// 0.1) and builds over them (BuildIndexOver). The same checks and errors
+// either way. `times`, when set, gets the streaming build's phases (left
+// zero for hnsw_pq). `trained_from` (ivf_hnsw_pq only; ignored for
+// hnsw_pq): keep that index's quantiser instead of training one
+// (index::StreamingBuildOptions::trained_from).
 absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     const CollectionConfig& config, int threads, const Segment& segment, uint64_t n,
-    std::atomic<double>* progress, index::StreamingBuildTimes* times = nullptr);
+    std::atomic<double>* progress, index::StreamingBuildTimes* times = nullptr,
+    const index::VectorIndex* trained_from = nullptr);
 
 class MaintenanceTask {
  public:

@@ -600,6 +600,46 @@ TEST(StreamingBuildTest, ChunkedReadsAndTheRecallOfTheInRamBuild) {
     EXPECT_GE(recall_streamed, 0.9);
     EXPECT_GE(recall_streamed, recall_in_ram - 0.05);
   }
+  // Keeping a trained index's quantiser: no sample is read, the spec is
+  // the trained one's, and the same rows get the same codes (the same
+  // answers, list order aside); another kind or code is refused.
+  {
+    IndexSpec spec = SmallSpec(IndexKind::kIvfHnswPq, kD, 8);
+    size_t rows_read = 0;
+    RowReader read = [&](absl::Span<const InternalId> ids, float* out) {
+      rows_read += ids.size();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        std::copy(x.data() + ids[i] * kD, x.data() + (ids[i] + 1) * kD, out + i * kD);
+      }
+      return absl::OkStatus();
+    };
+    StreamingBuildOptions options;
+    options.chunk_rows = kChunk;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> trained,
+                         BuildIndexStreaming(spec, kN, &dead, read, options));
+    rows_read = 0;
+    options.trained_from = trained.get();
+    IndexSpec other = spec;
+    other.nlist = 0;  // automatic would pick another; the kept one wins
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<VectorIndex> kept,
+                         BuildIndexStreaming(other, kN, &dead, read, options));
+    EXPECT_EQ(rows_read, kN);
+    EXPECT_EQ(kept->spec().nlist, trained->spec().nlist);
+    IndexSearchParams params;
+    params.nprobe = 4;
+    params.filter = &dead;
+    for (size_t q = 0; q < kQ; ++q) {
+      std::vector<Neighbor> a, b;
+      ASSERT_OK(trained->Search(queries.data() + q * kD, 20, params, &a, nullptr));
+      ASSERT_OK(kept->Search(queries.data() + q * kD, 20, params, &b, nullptr));
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_FLOAT_EQ(a[i].distance, b[i].distance);
+    }
+    IndexSpec pq4 = spec;
+    pq4.pq.nbits = 4;
+    EXPECT_THAT(BuildIndexStreaming(pq4, kN, &dead, read, options),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("quantiser")));
+  }
   // A live row that breaks the magnitude rule, read in the second chunk.
   std::vector<float> bad = x;
   bad[1000 * kD] = std::numeric_limits<float>::quiet_NaN();

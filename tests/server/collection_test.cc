@@ -3063,6 +3063,21 @@ TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
   ASSERT_OK(c->WaitForBuild());
   EXPECT_EQ(c->Info().auto_retrains, 0u);
   EXPECT_EQ(c->Info().trained_points, trained);
+
+  // A compaction with no retrain due keeps the quantiser: what the index
+  // was trained on stays, and the points that stay keep their codes, so
+  // the recall holds.
+  std::vector<uint64_t> gone;
+  for (size_t i = 0; i < kMax; i += 5) gone.push_back(ExtId(i));
+  ASSERT_OK(c->Delete(gone).status());
+  for (uint64_t ext : gone) model.erase(ext);
+  const double recall_before = recall();
+  ASSERT_OK(c->Compact());
+  info = c->Info();
+  EXPECT_EQ(info.trained_points, trained);
+  EXPECT_EQ(info.auto_retrains, 0u);
+  EXPECT_EQ(info.indexed_points, kMax + 51 - gone.size());
+  EXPECT_GE(recall(), recall_before - 0.01);
 }
 
 // A collection whose new points come from elsewhere than those its index
