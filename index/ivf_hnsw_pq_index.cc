@@ -992,12 +992,15 @@ size_t KMeansSampleSize(const IndexSpec& spec) {
 absl::StatusOr<std::unique_ptr<IvfHnswPqIndex>> TrainIvfHnswPq(
     const IndexSpec& spec, const float* x, size_t n, absl::Span<const uint32_t> rows) {
   const size_t d = spec.dim;
-  const std::vector<float> kmeans_sample =
-      Sample(x, n, d, KMeansSampleSize(spec), spec.pq.seed, rows);
+  // x itself when it is the sample (the streaming build's: no second copy).
+  std::vector<float> kmeans_sample;
+  const bool all = rows.empty() && n <= KMeansSampleSize(spec);
+  if (!all) kmeans_sample = Sample(x, n, d, KMeansSampleSize(spec), spec.pq.seed, rows);
   ZOOM_ASSIGN_OR_RETURN(std::vector<float> centroids,
-                        internal::KMeans(kmeans_sample.data(), kmeans_sample.size() / d, d,
-                                         spec.nlist, 20, spec.pq.seed,
-                                         spec.metric == Metric::kCosine));
+                        internal::KMeans(all ? x : kmeans_sample.data(),
+                                         all ? n : kmeans_sample.size() / d, d, spec.nlist, 20,
+                                         spec.pq.seed, spec.metric == Metric::kCosine));
+  std::vector<float>().swap(kmeans_sample);
   // Residuals of a sample train the PQ.
   const std::vector<float> sample =
       Sample(x, n, d, spec.pq.max_train_points, spec.pq.seed + 1, rows);
