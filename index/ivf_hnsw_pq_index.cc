@@ -16,8 +16,8 @@
 // inner-product table per query, shared by all lists.
 #include <faiss/Clustering.h>
 #include <faiss/IndexFlat.h>
-#include <cblas.h>
 #include <faiss/impl/FaissException.h>
+#include <cblas.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -206,16 +206,16 @@ class IvfHnswPqIndex final : public VectorIndex {
 
   // Each row's nearest centroid (L2), rows x[0, n) (prepared), into
   // assign[0, n): ||c||^2 - 2 <x, c> for a block of rows at a time by one
-  // sgemm (BLAS single-threaded, the blocks spread over build_threads),
-  // about 1.5x the speed of a distance per centroid at 8,192 lists. A row
-  // equally near two centroids may get either.
+  // sgemm (BLAS single-threaded, the blocks spread over build_threads; a
+  // block's products are at most 8 MiB whatever nlist). A row equally near
+  // two centroids may get either.
   void Assign(const float* x, size_t n, uint32_t* assign) const {
-    constexpr size_t kBlockRows = 128;
     const size_t d = spec_.dim, nlist = spec_.nlist;
+    const size_t block_rows = std::clamp<size_t>((size_t{2} << 20) / nlist, 1, 128);
     BlasSingleThreadScope single_thread;
-    ParallelFor((n + kBlockRows - 1) / kBlockRows, spec_.build_threads, [&](size_t b, int) {
+    ParallelFor((n + block_rows - 1) / block_rows, spec_.build_threads, [&](size_t b, int) {
       thread_local std::vector<float> ip;
-      const size_t first = b * kBlockRows, rows = std::min(kBlockRows, n - first);
+      const size_t first = b * block_rows, rows = std::min(block_rows, n - first);
       ip.resize(rows * nlist);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
                   static_cast<int>(nlist), static_cast<int>(d), 1.0f, x + first * d,
