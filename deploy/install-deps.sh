@@ -17,7 +17,7 @@ BUILD_PKGS=(
   libfaiss-dev libopenblas-dev
   librocksdb-dev liburing-dev libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libhnswlib-dev libssl-dev libroaring-dev
+  libhnswlib-dev libssl-dev libroaring-dev libnats-dev
 )
 # Only for the tests and benchmarks (not the image's build stage): fio beside
 # the I/O benchmark; tests/deploy uses Debian's python3 with YAML and
@@ -26,18 +26,19 @@ BUILD_PKGS=(
 # tests' certificates; clang-14 and its runtimes build the libFuzzer targets;
 # the Python client (client/python) and its tests and examples use Debian's
 # grpcio, protobuf, numpy, pytest(-asyncio), tqdm and matplotlib (and pip and
-# venv: test_install.py installs the package without a package index).
+# venv: test_install.py installs the package without a package index); the
+# cluster tests start their own nats-server (JetStream).
 TEST_PKGS=(
   fio python3 python3-yaml python3-seccomp prometheus curl openssl
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   python3-grpcio python3-protobuf python3-numpy python3-pytest python3-pytest-asyncio
-  python3-tqdm python3-matplotlib python3-pip python3-venv
+  python3-tqdm python3-matplotlib python3-pip python3-venv nats-server
 )
 # Shared libraries of a built zoomd (the Docker runtime stage uses these).
 RUNTIME_PKGS=(
   libgrpc++1.51 libprotobuf32 libopenblas0-pthread libgomp1
   librocksdb7.8 liburing2 libabsl20220623 libprometheus-cpp-core1.0
-  libgflags2.2 libssl3 libroaring0
+  libgflags2.2 libssl3 libroaring0 libnats3.4
 )
 # deploy/test-image.sh: build and run the image with podman (no Docker engine
 # needed); curl and python3 for its checks.

@@ -49,6 +49,15 @@ MATCHER(IsOk, "is OK") {
   return s.ok();
 }
 
+// A StatusOr that is OK and whose value `value_matcher` matches.
+MATCHER_P(IsOkAndHolds, value_matcher, "is OK and holds a value that matches") {
+  if (!arg.ok()) {
+    *result_listener << "status is " << arg.status();
+    return false;
+  }
+  return ::testing::ExplainMatchResult(value_matcher, *arg, result_listener);
+}
+
 }  // namespace zoom::testing
 
 #define ZOOM_TESTING_CONCAT_INNER_(a, b) a##b

@@ -33,9 +33,14 @@ class TempDir {
 // A loopback TCP port on which nothing listens, for as long as the object
 // lives: bound (so no other process can take it) but never listen()ed, so
 // a connection to it is refused at once. Use instead of a fixed port.
+//
+// shareable: the socket has SO_REUSEADDR, so that a server that also binds
+// with it (nats-server, as every Go server) can listen on the port while
+// the object keeps any other process's bind or ephemeral port off it: a
+// port reserved for a child process, known before it starts.
 class RefusedPort {
  public:
-  RefusedPort();
+  explicit RefusedPort(bool shareable = false);
   ~RefusedPort();
   RefusedPort(const RefusedPort&) = delete;
   RefusedPort& operator=(const RefusedPort&) = delete;
