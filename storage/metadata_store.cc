@@ -37,6 +37,11 @@ std::string StateKey(uint32_t cid) {
   PutBe32(&k, cid);
   return k;
 }
+std::string LogPositionKey(uint32_t cid) {
+  std::string k = "l";
+  PutBe32(&k, cid);
+  return k;
+}
 std::string RecordPrefix(char family, uint32_t cid) {
   std::string k(1, family);
   PutBe32(&k, cid);
@@ -199,6 +204,7 @@ absl::Status MetadataStore::DropCollection(std::string_view name, uint32_t id) {
   rocksdb::WriteBatch batch;
   batch.Delete(CatalogKey(name));
   batch.Delete(StateKey(id));
+  batch.Delete(LogPositionKey(id));
   for (char family : {'r', 'p', 'f'}) {
     const std::string prefix = RecordPrefix(family, id);
     batch.DeleteRange(prefix, PrefixEnd(prefix));
@@ -242,6 +248,26 @@ absl::Status MetadataStore::PutState(uint32_t id, std::string_view state) {
   wo.sync = true;
   return FromRocks(db_->Put(wo, StateKey(id), rocksdb::Slice(state.data(), state.size())),
                    "write collection state");
+}
+
+absl::Status MetadataStore::PutLogPosition(uint32_t cid, uint64_t position) {
+  std::string v;
+  for (int i = 0; i < 8; ++i) v.push_back(static_cast<char>(position >> (8 * i)));
+  rocksdb::WriteOptions wo;
+  wo.sync = false;
+  return FromRocks(db_->Put(wo, LogPositionKey(cid), v), "write the log position");
+}
+
+absl::StatusOr<uint64_t> MetadataStore::GetLogPosition(uint32_t cid) const {
+  std::string v;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), LogPositionKey(cid), &v);
+  if (s.IsNotFound()) return 0;
+  if (!s.ok()) return FromRocks(s, "read the log position");
+  if (v.size() != 8) {
+    return absl::DataLossError(absl::StrCat("metadata store: log position of collection ", cid,
+                                            " is ", v.size(), " bytes, not 8"));
+  }
+  return GetLe64(v.data());
 }
 
 absl::Status MetadataStore::Commit(uint32_t cid, absl::Span<const RecordWrite> writes,
@@ -304,6 +330,7 @@ absl::Status MetadataStore::ReplaceCollection(std::string_view from, std::string
   rocksdb::WriteBatch batch;
   if (old_id != 0) {
     batch.Delete(StateKey(old_id));
+    batch.Delete(LogPositionKey(old_id));
     for (char family : {'r', 'p', 'f'}) {
       const std::string prefix = RecordPrefix(family, old_id);
       batch.DeleteRange(prefix, PrefixEnd(prefix));

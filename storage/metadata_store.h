@@ -21,6 +21,9 @@
 //                           and the point's external id: a compaction,
 //                           which moves records to a new space, leaves
 //                           them where they are
+//   'l' u32 cid          -> u64 (little-endian) log position: the replicated
+//                           log's sequence of the collection's last applied
+//                           write (cluster replicas; absent: 0)
 //   'v'                  -> u32 schema version (2; a version-1 store is upgraded at open)
 //
 // The write path of the server is: append the vectors to the VectorStore
@@ -160,6 +163,12 @@ class MetadataStore {
   // collection).
   absl::Status ReplaceCollection(std::string_view from, std::string_view to, uint32_t from_id,
                                  uint32_t old_id);
+  // The log position of collection `cid` (0 when never written). Written
+  // without syncing the WAL: a later synced write (or SyncWal) makes it
+  // durable with everything before it, so a power loss can take back only
+  // positions whose writes it takes back too, and the last one.
+  absl::Status PutLogPosition(uint32_t cid, uint64_t position);
+  absl::StatusOr<uint64_t> GetLogPosition(uint32_t cid) const;
   // Makes every Commit so far durable (for sync = false).
   absl::Status SyncWal();
 

@@ -111,6 +111,8 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
   c->options_ = options;
 
   absl::MutexLock w(&c->write_mu_);
+  ZOOM_ASSIGN_OR_RETURN(uint64_t log_position, metadata->GetLogPosition(record.id));
+  c->log_position_.store(log_position, std::memory_order_release);
   // An interrupted compaction's records, and those of segments retired
   // before the last close, are garbage now.
   if (manifest.pending_space != 0) ZOOM_RETURN_IF_ERROR(metadata->DropRecords(manifest.pending_space));
@@ -495,6 +497,14 @@ void Collection::ReleaseRetiredLocked() {
 }
 
 // ---- Writes ------------------------------------------------------------------
+
+absl::Status Collection::SetLogPosition(uint64_t position) {
+  absl::MutexLock w(&write_mu_);
+  if (dropped_) return DroppedError();
+  ZOOM_RETURN_IF_ERROR(metadata_->PutLogPosition(id_, position));
+  log_position_.store(position, std::memory_order_release);
+  return absl::OkStatus();
+}
 
 absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
   if (points.empty()) return absl::InvalidArgumentError("no points to upsert");

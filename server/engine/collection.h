@@ -370,6 +370,18 @@ class Collection {
   };
   absl::StatusOr<SnapshotStats> WriteSnapshot(const std::string& path) const;
 
+  // Replication: the position in a replicated log (a cluster replica's
+  // stream sequence) of the last write applied to this collection; 0 when
+  // none. The replica, the collection's one writer then, calls
+  // SetLogPosition after each write it applies. Kept in the MetadataStore
+  // (MetadataStore::PutLogPosition: durable with the next synced write) and
+  // carried by snapshots (Restore sets it). A crash between a write and its
+  // SetLogPosition applies that one write again at restart: each write kind
+  // (Upsert, Delete, SetPayload, DeletePayload, DeleteByFilter, a field
+  // index) is idempotent alone.
+  uint64_t log_position() const { return log_position_.load(std::memory_order_acquire); }
+  absl::Status SetLogPosition(uint64_t position);
+
   CollectionInfo Info() const;
   // Whether dead records passed the automatic compaction thresholds
   // (CollectionOptions::auto_compact_*); Database::RunMaintenance acts on it.
@@ -500,6 +512,7 @@ class Collection {
   // Replaced segments, held until no reader does (ReleaseRetired).
   std::vector<std::shared_ptr<Segment>> retired_ ABSL_GUARDED_BY(write_mu_);
   std::atomic<bool> dropped_{false};
+  std::atomic<uint64_t> log_position_{0};  // written under write_mu_
 
   // The serving segment.
   mutable absl::Mutex segment_mu_;

@@ -50,9 +50,11 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
   std::unique_ptr<storage::MetadataSnapshot> meta;
   std::string index_link;
   std::vector<CollectionManifest::FieldIndex> field_indexes;
+  uint64_t log_position = 0;
   {
     absl::MutexLock w(&write_mu_);
     if (dropped_) return DroppedError();
+    log_position = log_position_.load(std::memory_order_relaxed);
     gen = Current();
     field_indexes = manifest_.field_indexes;
     records = gen->ids.visible();
@@ -119,6 +121,9 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
                                       ? std::string()
                                       : absl::StrCat("\nfield_indexes=",
                                                      EncodeFieldIndexes(field_indexes)),
+                                  log_position > 0
+                                      ? absl::StrCat("\nlog_position=", log_position)
+                                      : std::string(),
                                   "\ncreated_unix_ms=", absl::ToUnixMillis(absl::Now()), "\n"));
     if (st.ok()) st = writer->Add("config", config_.Encode());
     // The vector records [0, records): dead ones too, so the index's ids
@@ -417,6 +422,13 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
   // Declared payload indexes (a key older zoomds ignore); filled at Open.
   ZOOM_RETURN_IF_ERROR(DecodeFieldIndexes(manifest.String("field_indexes"),
                                           &restored.field_indexes));
+  // A cluster replica's applied log position (a key older zoomds neither
+  // write nor read): the restored collection resumes the log after it.
+  if (manifest.Has("log_position")) {
+    uint64_t log_position = 0;
+    ZOOM_RETURN_IF_ERROR(manifest.Number("log_position", &log_position));
+    ZOOM_RETURN_IF_ERROR(metadata->PutLogPosition(id, log_position));
+  }
   const std::string state = restored.Encode();
   ZOOM_RETURN_IF_ERROR(metadata->PutState(id, state));
   storage::CollectionRecord record;

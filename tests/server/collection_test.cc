@@ -2713,6 +2713,43 @@ TEST_F(CollectionTest, SnapshotRestoresToTheSameAnswers) {
   EXPECT_EQ(db_->ListCollections().size(), 2u);
 }
 
+// A cluster replica's applied log position: kept across a restart, carried
+// by a snapshot to the collection restored from it, gone with a drop.
+TEST_F(CollectionTest, LogPositionSurvivesRestartAndTravelsWithSnapshots) {
+  constexpr uint32_t kDim = 8;
+  OpenDb();
+  auto c = Create("replica", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->log_position(), 0u);
+  UpsertRange(*c, 0, 50, ClusteredVectors(50, kDim, 411), nullptr);
+  ASSERT_OK(c->SetLogPosition(41));
+  EXPECT_EQ(c->log_position(), 41u);
+  c.reset();
+  ReopenDb();
+  c = Get("replica");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->log_position(), 41u);
+  ASSERT_OK_AND_ASSIGN(SnapshotInfo info, db_->CreateSnapshot("replica"));
+  ASSERT_OK(c->SetLogPosition(99));  // after the snapshot: not in it
+  ASSERT_OK_AND_ASSIGN(auto file, db_->SnapshotFile("replica", info.name));
+  ASSERT_OK_AND_ASSIGN(auto restored, db_->RestoreSnapshot(file.first, "peer", false));
+  EXPECT_EQ(restored->log_position(), 41u);
+  EXPECT_EQ(restored->Info().points, 50u);
+  restored.reset();
+  c.reset();
+  ReopenDb();
+  EXPECT_EQ(Get("peer")->log_position(), 41u);
+  EXPECT_EQ(Get("replica")->log_position(), 99u);
+  // A restore over an existing collection takes the archive's position.
+  ASSERT_OK_AND_ASSIGN(restored, db_->RestoreSnapshot(file.first, "replica", true));
+  EXPECT_EQ(restored->log_position(), 41u);
+  restored.reset();
+  ASSERT_OK(db_->DropCollection("peer"));
+  auto again = Create("peer", kDim, Metric::kL2);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(again->log_position(), 0u);
+}
+
 // A snapshot taken during a stream of acknowledged upserts restores to a
 // prefix of them: every write acknowledged before it began is in it, and
 // what it holds of the others is an unbroken run.

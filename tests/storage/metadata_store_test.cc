@@ -31,6 +31,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Pair;
 using ::zoom::testing::IsOk;
+using ::zoom::testing::IsOkAndHolds;
 using ::zoom::testing::StatusIs;
 using ::zoom::testing::TempDir;
 
@@ -335,6 +336,30 @@ TEST(MetadataStoreTest, EverythingSurvivesAReopen) {
   EXPECT_NE(c, b);
   EXPECT_THAT(store->CreateCollection("a", ""),
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("a")));
+}
+
+TEST(MetadataStoreTest, LogPositionsSurviveAReopenAndGoWithTheirCollection) {
+  TempDir tmp;
+  const std::string dir = tmp.File("meta");
+  uint32_t a = 0, b = 0;
+  {
+    auto store = OpenOrDie(dir);
+    ASSERT_NE(store, nullptr);
+    ASSERT_OK_AND_ASSIGN(a, store->CreateCollection("a", "config a"));
+    ASSERT_OK_AND_ASSIGN(b, store->CreateCollection("b", "config b"));
+    EXPECT_THAT(store->GetLogPosition(a), IsOkAndHolds(0u));
+    ASSERT_OK(store->PutLogPosition(a, 17));
+    ASSERT_OK(store->PutLogPosition(a, (uint64_t{1} << 40) + 3));
+    ASSERT_OK(store->PutLogPosition(b, 5));
+    // A synced write after them makes them durable with it.
+    ASSERT_OK(store->PutState(a, "state a"));
+  }
+  auto store = OpenOrDie(dir);
+  ASSERT_NE(store, nullptr);
+  EXPECT_THAT(store->GetLogPosition(a), IsOkAndHolds((uint64_t{1} << 40) + 3));
+  EXPECT_THAT(store->GetLogPosition(b), IsOkAndHolds(5u));
+  ASSERT_OK(store->DropCollection("b", b));
+  EXPECT_THAT(store->GetLogPosition(b), IsOkAndHolds(0u));
 }
 
 TEST(MetadataStoreTest, UnsyncedCommitsSurviveACleanReopenAfterSyncWal) {
