@@ -17,6 +17,7 @@
 #include "index/vector_index.h"
 #include "server/engine/collection.h"
 #include "server/engine/database.h"
+#include "server/cluster/log_entry.h"
 #include "server/engine/payload_fields.h"
 #include "storage/snapshot_archive.h"
 #include "storage/vector_store.h"
@@ -156,6 +157,15 @@ void FuzzPayloadFields(const uint8_t* data, size_t size) {
   (void)server::ValidateFields(*f);
 }
 
+// A cluster log entry as a replica reads it from the stream: decoded, or
+// refused; one that decodes encodes back to the same bytes.
+void FuzzLogEntry(const uint8_t* data, size_t size) {
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  absl::StatusOr<cluster::LogEntry> e = cluster::DecodeLogEntry(bytes);
+  if (!e.ok()) return;
+  if (cluster::EncodeLogEntry(*e) != bytes) std::abort();
+}
+
 }  // namespace
 }  // namespace zoom::fuzz
 
@@ -174,7 +184,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
       {"fuzz_vector_store", FuzzVectorStore}, {"fuzz_index_file", FuzzIndexFile},
       {"fuzz_fgd_file", FuzzFgdFile},         {"fuzz_texmex", FuzzTexmex},
       {"fuzz_config", FuzzConfig},            {"fuzz_snapshot", FuzzSnapshot},
-      {"fuzz_payload_fields", FuzzPayloadFields}};
+      {"fuzz_payload_fields", FuzzPayloadFields}, {"fuzz_log_entry", FuzzLogEntry}};
   for (const auto& [name, fn] : kTargets) {
     if (self == name) g_target = fn;
   }

@@ -15,7 +15,8 @@ BUILD=${1:?usage: run.sh BUILD_DIR [SECONDS] [JOBS]}
 SECONDS_EACH=${2:-20}
 JOBS=${3:-2}
 TARGETS=(fuzz_requests fuzz_model_dir fuzz_vector_store fuzz_index_file fuzz_fgd_file
-         fuzz_texmex fuzz_config fuzz_snapshot fuzz_payload_fields fuzz_filter)
+         fuzz_texmex fuzz_config fuzz_snapshot fuzz_payload_fields fuzz_filter
+         fuzz_log_entry)
 OUT="$BUILD/fuzz-out"
 ART="$BUILD/fuzz-artifacts"
 rm -rf "$OUT"

@@ -1,0 +1,127 @@
+#include "server/cluster/cluster_catalog.h"
+
+#include <algorithm>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace zoom::cluster {
+
+absl::StatusOr<std::unique_ptr<ClusterCatalog>> ClusterCatalog::Open(
+    JetStream* js, ClusterCatalogOptions options) {
+  ZOOM_RETURN_IF_ERROR(ValidateClusterName(options.cluster));
+  BucketSpec shards{ShardsBucket(options.cluster)};
+  shards.replicas = options.nats_replicas;
+  ZOOM_ASSIGN_OR_RETURN(auto shards_kv, js->EnsureBucket(shards));
+  BucketSpec nodes{NodesBucket(options.cluster)};
+  nodes.replicas = options.nats_replicas;
+  nodes.max_age = options.node_ttl;
+  ZOOM_ASSIGN_OR_RETURN(auto nodes_kv, js->EnsureBucket(nodes));
+  return std::unique_ptr<ClusterCatalog>(
+      new ClusterCatalog(js, std::move(options), std::move(shards_kv), std::move(nodes_kv)));
+}
+
+absl::StatusOr<std::optional<VersionedShardMap>> ClusterCatalog::GetMap(
+    const std::string& collection) const {
+  ZOOM_RETURN_IF_ERROR(server::ValidateCollectionName(collection));
+  ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, shards_->Get(collection));
+  if (!e.has_value()) return std::optional<VersionedShardMap>();
+  ZOOM_ASSIGN_OR_RETURN(ShardMap map, ShardMap::Decode(e->value));
+  return std::optional<VersionedShardMap>(VersionedShardMap{std::move(map), e->revision});
+}
+
+absl::StatusOr<std::vector<VersionedShardMap>> ClusterCatalog::ListMaps() const {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> keys, shards_->Keys());
+  std::vector<VersionedShardMap> out;
+  for (const std::string& key : keys) {
+    ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, shards_->Get(key));
+    if (!e.has_value()) continue;  // dropped meanwhile
+    absl::StatusOr<ShardMap> map = ShardMap::Decode(e->value);
+    if (!map.ok()) {
+      ZOOM_LOG(WARNING, "cluster ", options_.cluster, ": shard map of ", key, " skipped: ",
+               map.status().message());
+      continue;
+    }
+    out.push_back({*std::move(map), e->revision});
+  }
+  return out;
+}
+
+absl::StatusOr<ShardMap> ClusterCatalog::CreateCollection(const server::CollectionConfig& config,
+                                                          uint32_t shards, uint32_t replicas,
+                                                          uint32_t max_dim) {
+  ZOOM_RETURN_IF_ERROR(ValidateClustered(config.name, shards, replicas));
+  server::CollectionConfig c = config;
+  c.ApplyDefaults();
+  ZOOM_RETURN_IF_ERROR(c.Validate(max_dim, UINT64_MAX));
+  ZOOM_ASSIGN_OR_RETURN(std::optional<VersionedShardMap> existing, GetMap(c.name));
+  if (existing.has_value()) {
+    return absl::AlreadyExistsError(absl::StrCat("collection ", c.name, " exists in cluster ",
+                                                 options_.cluster));
+  }
+  ZOOM_ASSIGN_OR_RETURN(std::vector<NodeInfo> nodes, LiveNodes());
+  std::vector<std::string> ids;
+  for (const NodeInfo& n : nodes) ids.push_back(n.node);
+  ZOOM_ASSIGN_OR_RETURN(auto assignment, AssignShards(ids, shards, replicas));
+  ShardMap map;
+  map.collection = c.name;
+  std::random_device rd;
+  map.uid = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  map.shards = shards;
+  map.replicas = replicas;
+  map.config = c;
+  map.assignment = std::move(assignment);
+  map.created_unix_ms = absl::ToUnixMillis(absl::Now());
+  StreamSpec stream{StreamName(options_.cluster, c.name), {}, options_.nats_replicas};
+  for (uint32_t k = 0; k < shards; ++k) {
+    stream.subjects.push_back(ShardSubject(options_.cluster, c.name, k));
+  }
+  ZOOM_RETURN_IF_ERROR(js_->EnsureStream(stream));
+  absl::StatusOr<uint64_t> rev = shards_->Create(c.name, map.Encode());
+  if (absl::IsAlreadyExists(rev.status())) {
+    return absl::AlreadyExistsError(absl::StrCat("collection ", c.name, " exists in cluster ",
+                                                 options_.cluster));
+  }
+  ZOOM_RETURN_IF_ERROR(rev.status());
+  return map;
+}
+
+absl::Status ClusterCatalog::DropCollection(const std::string& collection) {
+  ZOOM_ASSIGN_OR_RETURN(std::optional<VersionedShardMap> existing, GetMap(collection));
+  if (!existing.has_value()) {
+    return absl::NotFoundError(absl::StrCat("collection ", collection, " not found in cluster ",
+                                            options_.cluster));
+  }
+  ZOOM_RETURN_IF_ERROR(shards_->Delete(collection));
+  absl::Status st = js_->DeleteStream(StreamName(options_.cluster, collection));
+  if (!st.ok() && !absl::IsNotFound(st)) return st;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<NodeInfo>> ClusterCatalog::LiveNodes() const {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> keys, nodes_->Keys());
+  std::vector<NodeInfo> out;
+  for (const std::string& key : keys) {
+    ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, nodes_->Get(key));
+    if (!e.has_value()) continue;  // expired meanwhile
+    absl::StatusOr<NodeInfo> info = NodeInfo::Decode(e->value);
+    if (!info.ok() || info->role != "node") continue;
+    out.push_back(*std::move(info));
+  }
+  return out;
+}
+
+absl::Status ClusterCatalog::PutNode(const NodeInfo& info) {
+  ZOOM_RETURN_IF_ERROR(ValidateNodeId(info.node));
+  return nodes_->Put(info.node, info.Encode()).status();
+}
+
+absl::Status ClusterCatalog::RemoveNode(const std::string& node) {
+  ZOOM_RETURN_IF_ERROR(ValidateNodeId(node));
+  return nodes_->Delete(node);
+}
+
+}  // namespace zoom::cluster

@@ -1,0 +1,86 @@
+// File: server/cluster/cluster_catalog.h
+//
+// ClusterCatalog: one cluster's shard maps and node records in JetStream
+// key-value buckets (cluster_map.h names them), and the streams of its
+// collections. What the router and every node read; collection admin
+// (create, drop) goes through it.
+//
+// Create: the collection's stream (a subject per shard), then its shard
+// map with create-only semantics (AlreadyExists if the name is taken: two
+// routers creating one name, one wins). Drop: the map first (nodes stop
+// their replicas and drop their local collections when they see it gone),
+// then the stream.
+//
+// Thread safety: all methods from any thread.
+#ifndef ZOOM_SERVER_CLUSTER_CLUSTER_CATALOG_H_
+#define ZOOM_SERVER_CLUSTER_CLUSTER_CATALOG_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/cluster/cluster_map.h"
+#include "server/cluster/jetstream.h"
+
+namespace zoom::cluster {
+
+struct ClusterCatalogOptions {
+  std::string cluster = "zoomd";
+  // JetStream's replicas of the collection streams and of the buckets: 3
+  // on a 3-server NATS cluster, 1 on a single server.
+  int nats_replicas = 1;
+  // A node whose record is older than this is gone (the node bucket's max
+  // age; heartbeats come several times within it).
+  absl::Duration node_ttl = absl::Seconds(10);
+};
+
+struct VersionedShardMap {
+  ShardMap map;
+  uint64_t revision = 0;
+};
+
+class ClusterCatalog {
+ public:
+  // `js` must outlive the catalog.
+  static absl::StatusOr<std::unique_ptr<ClusterCatalog>> Open(JetStream* js,
+                                                              ClusterCatalogOptions options);
+
+  // nullopt when no such clustered collection exists.
+  absl::StatusOr<std::optional<VersionedShardMap>> GetMap(const std::string& collection) const;
+  // Every collection's map, by name. Undecodable entries are skipped (and
+  // logged): a newer zoomd's map is not this one's to serve.
+  absl::StatusOr<std::vector<VersionedShardMap>> ListMaps() const;
+  // Validates (ValidateClustered, config.Validate), places the replicas on
+  // the nodes present now (AssignShards: FailedPrecondition when too few),
+  // creates the stream and the map. AlreadyExists for a taken name.
+  absl::StatusOr<ShardMap> CreateCollection(const server::CollectionConfig& config,
+                                            uint32_t shards, uint32_t replicas,
+                                            uint32_t max_dim = 4096);
+  // NotFound when absent.
+  absl::Status DropCollection(const std::string& collection);
+
+  // The records of the nodes heartbeating now (role "node"), by id.
+  absl::StatusOr<std::vector<NodeInfo>> LiveNodes() const;
+  absl::Status PutNode(const NodeInfo& info);
+  absl::Status RemoveNode(const std::string& node);
+
+  JetStream* js() const { return js_; }
+  const ClusterCatalogOptions& options() const { return options_; }
+
+ private:
+  ClusterCatalog(JetStream* js, ClusterCatalogOptions options, std::unique_ptr<KeyValue> shards,
+                 std::unique_ptr<KeyValue> nodes)
+      : js_(js), options_(std::move(options)), shards_(std::move(shards)),
+        nodes_(std::move(nodes)) {}
+  JetStream* js_;
+  ClusterCatalogOptions options_;
+  std::unique_ptr<KeyValue> shards_, nodes_;
+};
+
+}  // namespace zoom::cluster
+
+#endif  // ZOOM_SERVER_CLUSTER_CLUSTER_CATALOG_H_

@@ -1,0 +1,136 @@
+// File: server/cluster/cluster_map.h
+//
+// What a zoomd cluster keeps in NATS JetStream besides the write logs, and
+// the names it gives things. One cluster (a name, [A-Za-z0-9_-]) may share
+// a NATS system with others: every name below carries it.
+//
+//   stream  zoomd_<cluster>_<collection>         the collection's write log
+//   subject zoomd.<cluster>.<collection>.<shard>  one per shard
+//   bucket  zoomd_<cluster>_shards   key <collection> -> ShardMap
+//           (written with compare-and-set on the revision)
+//   bucket  zoomd_<cluster>_nodes    key <node id> -> NodeInfo (max age:
+//           a node that stops heartbeating leaves it)
+//
+// A shard's replica on a node is the local collection
+// <collection>_s<shard>_<uid> (uid: 8 hex digits of the ShardMap's uid, so
+// that a collection dropped and created again never meets the old one's
+// replicas), hence clustered collection names are at most 48 characters.
+//
+// Encodings (golden files tests/data/golden/shard_map_v1.txt,
+// node_info_v1.txt): "key=value" lines (key_value_text.h), a `format`
+// key first; unknown keys are ignored by readers.
+//
+//   ShardMap:  format=1, collection, uid (16 hex), shards, replicas,
+//              config (the CollectionConfig's own text, hex),
+//              shard.<k>=<node>,<node>,... (one per shard, replicas in
+//              preference order), created_unix_ms
+//   NodeInfo:  format=1, node, address (host:port of its gRPC API), role
+//              (node | router), heartbeat_unix_ms, hosted.<i>=<collection>,
+//              <shard>,<uid>,<applied>,<pending>,<state> with state
+//              catching_up | serving | failed
+#ifndef ZOOM_SERVER_CLUSTER_CLUSTER_MAP_H_
+#define ZOOM_SERVER_CLUSTER_CLUSTER_MAP_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/engine/collection_config.h"
+
+namespace zoom::cluster {
+
+inline constexpr uint32_t kMaxShards = 1024;
+inline constexpr uint32_t kMaxReplicas = 16;
+inline constexpr size_t kMaxClusteredName = 48;
+
+// The shard of a point: a fixed 64-bit mix of the id, modulo `shards`
+// (never changes: the shard count of a collection is fixed).
+uint32_t ShardOf(uint64_t id, uint32_t shards);
+
+std::string StreamName(std::string_view cluster, std::string_view collection);
+std::string ShardSubject(std::string_view cluster, std::string_view collection, uint32_t shard);
+std::string ShardsBucket(std::string_view cluster);
+std::string NodesBucket(std::string_view cluster);
+// The consumer of (node, collection uid, shard).
+std::string ConsumerName(std::string_view node, uint64_t uid, uint32_t shard);
+
+// InvalidArgument naming what to fix: a cluster or node name that is not
+// 1..32 of [A-Za-z0-9_-].
+absl::Status ValidateClusterName(std::string_view name);
+absl::Status ValidateNodeId(std::string_view id);
+// InvalidArgument for a collection name a cluster cannot take (the
+// collection rule, and at most kMaxClusteredName characters), shards
+// outside 1..kMaxShards, replicas outside 1..kMaxReplicas.
+absl::Status ValidateClustered(std::string_view collection, uint32_t shards, uint32_t replicas);
+
+struct ShardMap {
+  static constexpr uint32_t kFormat = 1;
+
+  std::string collection;
+  uint64_t uid = 0;
+  uint32_t shards = 0;
+  uint32_t replicas = 0;
+  server::CollectionConfig config;
+  // [shard] -> the nodes holding its replicas.
+  std::vector<std::vector<std::string>> assignment;
+  int64_t created_unix_ms = 0;
+
+  // The local collection of shard `shard` on a node.
+  std::string LocalName(uint32_t shard) const;
+  std::string Encode() const;
+  // DataLoss for a malformed text (naming the key), FailedPrecondition for
+  // a newer format.
+  static absl::StatusOr<ShardMap> Decode(std::string_view text);
+};
+
+// `local`'s collection, shard and uid when it is a shard replica's name.
+struct LocalShard {
+  std::string collection;
+  uint32_t shard = 0;
+  uint32_t uid8 = 0;  // the low 32 bits of the map's uid
+};
+std::optional<LocalShard> ParseLocalName(std::string_view local);
+
+// Places `replicas` replicas of each of `shards` shards on `nodes` (sorted,
+// distinct): replica r of shard k on nodes[(k * replicas + r) mod N], so
+// that a shard's replicas are on distinct nodes and the load is even.
+// FailedPrecondition when replicas > nodes.size(), naming both.
+absl::StatusOr<std::vector<std::vector<std::string>>> AssignShards(
+    const std::vector<std::string>& nodes, uint32_t shards, uint32_t replicas);
+
+enum class ReplicaState { kCatchingUp = 0, kServing = 1, kFailed = 2 };
+const char* ReplicaStateName(ReplicaState s);
+
+struct HostedShard {
+  std::string collection;
+  uint32_t shard = 0;
+  uint64_t uid = 0;
+  uint64_t applied = 0;
+  uint64_t pending = 0;
+  ReplicaState state = ReplicaState::kCatchingUp;
+  bool operator==(const HostedShard&) const = default;
+};
+
+struct NodeInfo {
+  static constexpr uint32_t kFormat = 1;
+
+  std::string node;
+  std::string address;
+  std::string role = "node";
+  int64_t heartbeat_unix_ms = 0;
+  std::vector<HostedShard> hosted;
+
+  // The entry for (collection uid, shard), if hosted here.
+  const HostedShard* Find(uint64_t uid, uint32_t shard) const;
+  std::string Encode() const;
+  static absl::StatusOr<NodeInfo> Decode(std::string_view text);
+  bool operator==(const NodeInfo&) const = default;
+};
+
+}  // namespace zoom::cluster
+
+#endif  // ZOOM_SERVER_CLUSTER_CLUSTER_MAP_H_

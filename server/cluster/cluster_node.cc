@@ -1,0 +1,274 @@
+#include "server/cluster/cluster_node.h"
+
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/binary_io.h"
+#include "common/file_system.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "server/engine/key_value_text.h"
+
+namespace zoom::cluster {
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(server::Database* db,
+                                                                ClusterNodeOptions options) {
+  ZOOM_RETURN_IF_ERROR(ValidateNodeId(options.node_id));
+  ZOOM_RETURN_IF_ERROR(ValidateClusterName(options.catalog.cluster));
+  if (options.advertise_address.empty()) {
+    return absl::InvalidArgumentError(
+        "a cluster node needs the address routers reach it at (--advertise_address host:port)");
+  }
+  std::unique_ptr<ClusterNode> node(new ClusterNode(db, std::move(options)));
+  ZOOM_RETURN_IF_ERROR(node->CheckDataDir());
+  JetStreamOptions nats = node->options_.nats;
+  nats.name = absl::StrCat("zoomd-node-", node->options_.node_id);
+  ZOOM_ASSIGN_OR_RETURN(node->js_, JetStream::Connect(nats));
+  ZOOM_ASSIGN_OR_RETURN(node->catalog_, ClusterCatalog::Open(node->js_.get(),
+                                                             node->options_.catalog));
+  ZOOM_RETURN_IF_ERROR(node->Heartbeat());
+  if (absl::Status st = node->Reconcile(); !st.ok()) {
+    ZOOM_LOG(WARNING, "cluster node ", node->options_.node_id, ": first reconciliation: ",
+             st.message(), " (retried in the background)");
+  }
+  (void)node->Heartbeat();
+  node->thread_ = std::thread([p = node.get()] { p->Run(); });
+  return node;
+}
+
+ClusterNode::~ClusterNode() {
+  {
+    absl::MutexLock l(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+  std::map<std::string, Hosted> hosted;
+  {
+    absl::MutexLock l(&mu_);
+    hosted.swap(hosted_);
+  }
+  hosted.clear();  // stops the replicas
+  if (catalog_ != nullptr) (void)catalog_->RemoveNode(options_.node_id);
+}
+
+absl::Status ClusterNode::CheckDataDir() const {
+  const std::string path = db_->options().data_dir + "/CLUSTER";
+  const std::string want =
+      absl::StrCat("cluster=", options_.catalog.cluster, "\nnode=", options_.node_id, "\n");
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    ZOOM_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+    ZOOM_ASSIGN_OR_RETURN(server::KeyValueText kv,
+                          server::KeyValueText::Parse(text, "the data directory's CLUSTER file"));
+    const std::string cluster = kv.String("cluster"), node = kv.String("node");
+    if (cluster != options_.catalog.cluster || node != options_.node_id) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "data directory ", db_->options().data_dir, " belongs to cluster '", cluster,
+          "' node '", node, "', not cluster '", options_.catalog.cluster, "' node '",
+          options_.node_id, "': start with those, or give this node its own --data_dir"));
+    }
+    return absl::OkStatus();
+  }
+  std::vector<std::string> standalone;
+  for (const auto& c : db_->ListCollections()) {
+    if (!ParseLocalName(c->name()).has_value()) standalone.push_back(c->name());
+  }
+  if (!standalone.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "data directory ", db_->options().data_dir, " holds collections of a standalone zoomd (",
+        absl::StrJoin(standalone, ", "),
+        "): a cluster node needs its own data directory (--data_dir)"));
+  }
+  return WriteFileAtomically(*FileSystem::Posix(), path, want);
+}
+
+void ClusterNode::Run() {
+  absl::Time next_beat = absl::Now() + options_.heartbeat;
+  absl::Time next_pass = absl::Now() + options_.reconcile;
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      auto stop = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
+      mu_.AwaitWithDeadline(absl::Condition(&stop), std::min(next_beat, next_pass));
+      if (stopping_) return;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= next_pass) {
+      if (absl::Status st = Reconcile(); !st.ok()) {
+        ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": reconciliation: ", st.message());
+      }
+      next_pass = absl::Now() + options_.reconcile;
+    }
+    if (now >= next_beat) {
+      if (absl::Status st = Heartbeat(); !st.ok()) {
+        ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": heartbeat: ", st.message());
+      }
+      next_beat = absl::Now() + options_.heartbeat;
+    }
+  }
+}
+
+absl::Status ClusterNode::Heartbeat() { return catalog_->PutNode(Info()); }
+
+NodeInfo ClusterNode::Info() const {
+  NodeInfo info;
+  info.node = options_.node_id;
+  info.address = options_.advertise_address;
+  info.role = "node";
+  info.heartbeat_unix_ms = absl::ToUnixMillis(absl::Now());
+  absl::MutexLock l(&mu_);
+  for (const auto& [local, h] : hosted_) {
+    HostedShard s = h.shard;
+    const ReplicaStatus st = h.replica->status();
+    s.applied = st.applied;
+    s.pending = st.pending;
+    if (st.failed) {
+      s.state = ReplicaState::kFailed;
+    } else if (st.caught_up || (st.entries > 0 && st.pending <= options_.max_serving_lag)) {
+      s.state = ReplicaState::kServing;
+    } else {
+      s.state = ReplicaState::kCatchingUp;
+    }
+    info.hosted.push_back(std::move(s));
+  }
+  return info;
+}
+
+std::shared_ptr<ShardReplica> ClusterNode::ReplicaOf(const std::string& local) const {
+  absl::MutexLock l(&mu_);
+  auto it = hosted_.find(local);
+  return it == hosted_.end() ? nullptr : it->second.replica;
+}
+
+bool ClusterNode::WaitApplied(const std::string& local, uint64_t sequence,
+                              absl::Time deadline) const {
+  std::shared_ptr<ShardReplica> r = ReplicaOf(local);
+  if (r == nullptr) return true;
+  return r->WaitApplied(sequence, deadline);
+}
+
+absl::StatusOr<std::shared_ptr<server::Collection>> ClusterNode::OpenShard(const ShardMap& m,
+                                                                           uint32_t k) {
+  const std::string local = m.LocalName(k);
+  // A peer with data: its snapshot, then the stream after it.
+  absl::StatusOr<std::vector<NodeInfo>> nodes = catalog_->LiveNodes();
+  const NodeInfo* best = nullptr;
+  const HostedShard* best_shard = nullptr;
+  if (nodes.ok()) {
+    for (const NodeInfo& n : *nodes) {
+      if (n.node == options_.node_id || n.address.empty()) continue;
+      const HostedShard* h = n.Find(m.uid, k);
+      if (h == nullptr || h->applied == 0 || h->state == ReplicaState::kFailed) continue;
+      if (best_shard == nullptr || h->applied > best_shard->applied) {
+        best = &n;
+        best_shard = h;
+      }
+    }
+  }
+  if (best != nullptr && options_.fetch_snapshot) {
+    const std::string dest = db_->UploadPath();
+    absl::Status st = options_.fetch_snapshot(best->address, local, dest);
+    absl::StatusOr<std::shared_ptr<server::Collection>> restored =
+        st.ok() ? db_->RestoreSnapshot(dest, local, /*overwrite=*/false)
+                : absl::StatusOr<std::shared_ptr<server::Collection>>(st);
+    std::error_code ec;
+    fs::remove(dest, ec);
+    if (restored.ok()) {
+      ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
+               " bootstrapped from ", best->node, "'s snapshot at sequence ",
+               (*restored)->log_position());
+      return restored;
+    }
+    ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
+             ": bootstrap from ", best->node, " failed: ", restored.status().message());
+  }
+  // Empty, replaying the stream from its start: only if it still has it.
+  const std::string stream = StreamName(options_.catalog.cluster, m.collection);
+  ZOOM_ASSIGN_OR_RETURN(StreamState state, js_->GetStreamState(stream));
+  if (state.first_sequence > 1) {
+    return absl::UnavailableError(absl::StrCat(
+        "shard ", k, " of ", m.collection, ": the stream starts at sequence ",
+        state.first_sequence, " (purged below the replicas' snapshots) and no peer's snapshot "
+        "could be fetched: waiting for a peer"));
+  }
+  server::CollectionConfig config = m.config;
+  config.name = local;
+  return db_->CreateCollection(config);
+}
+
+absl::Status ClusterNode::Reconcile() {
+  absl::MutexLock pass(&reconcile_mu_);
+  ZOOM_ASSIGN_OR_RETURN(std::vector<VersionedShardMap> maps, catalog_->ListMaps());
+  std::map<std::string, std::pair<const ShardMap*, uint32_t>> want;
+  for (const VersionedShardMap& vm : maps) {
+    for (uint32_t k = 0; k < vm.map.shards; ++k) {
+      const auto& nodes = vm.map.assignment[k];
+      if (std::find(nodes.begin(), nodes.end(), options_.node_id) != nodes.end()) {
+        want[vm.map.LocalName(k)] = {&vm.map, k};
+      }
+    }
+  }
+  // Replicas no map wants any more: stopped (outside the lock: a stop
+  // joins the replica's thread), their collections dropped.
+  std::vector<std::pair<std::string, Hosted>> gone;
+  {
+    absl::MutexLock l(&mu_);
+    for (auto it = hosted_.begin(); it != hosted_.end();) {
+      if (want.count(it->first) == 0) {
+        gone.emplace_back(it->first, std::move(it->second));
+        it = hosted_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  absl::Status first;
+  for (auto& [local, h] : gone) {
+    h.replica.reset();
+    ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": shard ", h.shard.shard, " of ",
+             h.shard.collection, " is no longer assigned here: dropping ", local);
+  }
+  for (const auto& c : db_->ListCollections()) {
+    if (ParseLocalName(c->name()).has_value() && want.count(c->name()) == 0 &&
+        ReplicaOf(c->name()) == nullptr) {
+      absl::Status st = db_->DropCollection(c->name());
+      if (!st.ok() && !absl::IsNotFound(st) && first.ok()) first = st;
+    }
+  }
+  for (const auto& [local, mk] : want) {
+    if (ReplicaOf(local) != nullptr) continue;
+    const ShardMap& m = *mk.first;
+    const uint32_t k = mk.second;
+    absl::StatusOr<std::shared_ptr<server::Collection>> coll = db_->GetCollection(local);
+    if (!coll.ok()) coll = OpenShard(m, k);
+    if (!coll.ok()) {
+      if (first.ok()) first = coll.status();
+      continue;
+    }
+    ShardReplicaOptions ro = options_.replica;
+    ro.stream = StreamName(options_.catalog.cluster, m.collection);
+    ro.subject = ShardSubject(options_.catalog.cluster, m.collection, k);
+    ro.durable = ConsumerName(options_.node_id, m.uid, k);
+    absl::StatusOr<std::unique_ptr<ShardReplica>> r = ShardReplica::Start(js_.get(), *coll, ro);
+    if (!r.ok()) {
+      if (first.ok()) first = r.status();
+      continue;
+    }
+    Hosted h;
+    h.shard.collection = m.collection;
+    h.shard.shard = k;
+    h.shard.uid = m.uid;
+    h.replica = std::shared_ptr<ShardReplica>(std::move(*r));
+    ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": replica of shard ", k, " of ",
+             m.collection, " started at sequence ", (*coll)->log_position() + 1);
+    absl::MutexLock l(&mu_);
+    hosted_[local] = std::move(h);
+  }
+  return first;
+}
+
+}  // namespace zoom::cluster

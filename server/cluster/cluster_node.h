@@ -1,0 +1,125 @@
+// File: server/cluster/cluster_node.h
+//
+// ClusterNode: what makes a zoomd a node of a cluster. Given the node's
+// Database, it
+//
+//   * heartbeats its NodeInfo (address, every hosted shard's applied
+//     sequence, lag and state) into the node bucket every `heartbeat`; a
+//     node that stops (crash, partition) leaves the bucket after the
+//     bucket's max age, and the routers stop sending it requests;
+//   * reconciles every `reconcile` period with the shard maps: for each
+//     shard the maps assign it, a local collection (ShardMap::LocalName)
+//     and a ShardReplica applying the shard's subject; a local shard
+//     collection no map assigns it any more (dropped, or of a collection
+//     dropped and created again) is stopped and dropped;
+//   * bootstraps a shard it does not have from a peer: when another node
+//     hosting the shard has applied anything, its snapshot is fetched
+//     (`fetch_snapshot`, the gRPC layer's DownloadSnapshot) and restored,
+//     and the replica replays the stream from the snapshot's position;
+//     without such a peer (a new collection) the local collection starts
+//     empty at position 0.
+//
+// The data directory belongs to one cluster and node: DATA_DIR/CLUSTER
+// records both at the first start; a later start with another cluster or
+// node id, or a data directory holding collections of a standalone zoomd,
+// is refused (FailedPrecondition naming both).
+//
+// Thread safety: all methods from any thread.
+#ifndef ZOOM_SERVER_CLUSTER_CLUSTER_NODE_H_
+#define ZOOM_SERVER_CLUSTER_CLUSTER_NODE_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/cluster/cluster_catalog.h"
+#include "server/cluster/cluster_map.h"
+#include "server/cluster/jetstream.h"
+#include "server/cluster/shard_replica.h"
+#include "server/engine/database.h"
+
+namespace zoom::cluster {
+
+// Downloads the snapshot of local collection `local` from the node at
+// `address` into the file `dest` (which it creates).
+using SnapshotFetcher = std::function<absl::Status(
+    const std::string& address, const std::string& local, const std::string& dest)>;
+
+struct ClusterNodeOptions {
+  ClusterCatalogOptions catalog;
+  JetStreamOptions nats;
+  std::string node_id;
+  // host:port at which routers and peers reach this node's gRPC API.
+  std::string advertise_address;
+  absl::Duration heartbeat = absl::Seconds(2);
+  absl::Duration reconcile = absl::Seconds(1);
+  // A replica is "serving" when at most this many messages of its shard
+  // are not yet applied (routers pick serving replicas).
+  uint64_t max_serving_lag = 1000;
+  SnapshotFetcher fetch_snapshot;  // may be empty: shards start empty
+  ShardReplicaOptions replica;     // fetch sizes and waits; names are set per shard
+};
+
+class ClusterNode {
+ public:
+  // Checks the data directory's ownership, connects to NATS, writes the
+  // first heartbeat, reconciles once and starts the background thread.
+  // `db` must outlive the node.
+  static absl::StatusOr<std::unique_ptr<ClusterNode>> Start(server::Database* db,
+                                                            ClusterNodeOptions options);
+  // Stops the thread and the replicas; removes this node's record (a clean
+  // leave; a crash leaves it to expire).
+  ~ClusterNode();
+  ClusterNode(const ClusterNode&) = delete;
+  ClusterNode& operator=(const ClusterNode&) = delete;
+
+  // One reconciliation pass now (also run by the thread).
+  absl::Status Reconcile();
+  // The record this node heartbeats.
+  NodeInfo Info() const;
+  // The replica applying to local collection `local` (null if none).
+  std::shared_ptr<ShardReplica> ReplicaOf(const std::string& local) const;
+  // Session consistency: waits until the replica of `local` has applied
+  // `sequence` or `deadline` passes. True at once for a collection that is
+  // not a shard replica.
+  bool WaitApplied(const std::string& local, uint64_t sequence, absl::Time deadline) const;
+
+  ClusterCatalog& catalog() { return *catalog_; }
+  JetStream& js() { return *js_; }
+  const ClusterNodeOptions& options() const { return options_; }
+
+ private:
+  ClusterNode(server::Database* db, ClusterNodeOptions options) : db_(db), options_(std::move(options)) {}
+  void Run();
+  absl::Status Heartbeat();
+  // A local collection for shard `k` of `m`: restored from a peer's
+  // snapshot when one has data, else created empty.
+  absl::StatusOr<std::shared_ptr<server::Collection>> OpenShard(const ShardMap& m, uint32_t k);
+  absl::Status CheckDataDir() const;
+
+  server::Database* db_;
+  ClusterNodeOptions options_;
+  std::unique_ptr<JetStream> js_;
+  std::unique_ptr<ClusterCatalog> catalog_;
+  absl::Mutex reconcile_mu_;  // one pass at a time
+  mutable absl::Mutex mu_;
+  // local collection name -> (the shard, its replica)
+  struct Hosted {
+    HostedShard shard;
+    std::shared_ptr<ShardReplica> replica;
+  };
+  std::map<std::string, Hosted> hosted_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace zoom::cluster
+
+#endif  // ZOOM_SERVER_CLUSTER_CLUSTER_NODE_H_

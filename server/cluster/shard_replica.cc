@@ -1,0 +1,171 @@
+#include "server/cluster/shard_replica.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "server/cluster/log_entry.h"
+
+namespace zoom::cluster {
+namespace {
+
+// Every replica meets these at the same entry: pass it, as they all do.
+bool Deterministic(const absl::Status& st) {
+  switch (st.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+ShardReplica::ShardReplica(JetStream* js, std::shared_ptr<server::Collection> collection,
+                           ShardReplicaOptions options)
+    : js_(js), collection_(std::move(collection)), options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<ShardReplica>> ShardReplica::Start(
+    JetStream* js, std::shared_ptr<server::Collection> collection, ShardReplicaOptions options) {
+  if (js == nullptr || collection == nullptr) {
+    return absl::InvalidArgumentError("a shard replica needs JetStream and a collection");
+  }
+  if (!JetStream::ValidName(options.stream) || !JetStream::ValidSubject(options.subject) ||
+      !JetStream::ValidName(options.durable)) {
+    return absl::InvalidArgumentError(absl::StrCat("bad stream/subject/consumer: '",
+                                                   options.stream, "' '", options.subject, "' '",
+                                                   options.durable, "'"));
+  }
+  std::unique_ptr<ShardReplica> r(new ShardReplica(js, std::move(collection), std::move(options)));
+  {
+    absl::MutexLock l(&r->mu_);
+    r->status_.applied = r->collection_->log_position();
+  }
+  r->thread_ = std::thread([p = r.get()] { p->Run(); });
+  return r;
+}
+
+ShardReplica::~ShardReplica() {
+  {
+    absl::MutexLock l(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+ReplicaStatus ShardReplica::status() const {
+  absl::MutexLock l(&mu_);
+  return status_;
+}
+
+bool ShardReplica::WaitApplied(uint64_t sequence, absl::Time deadline) const {
+  absl::MutexLock l(&mu_);
+  auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return status_.applied >= sequence || status_.failed || stopping_;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+  return status_.applied >= sequence;
+}
+
+bool ShardReplica::Pause(absl::Duration d) {
+  absl::MutexLock l(&mu_);
+  auto stop = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
+  mu_.AwaitWithTimeout(absl::Condition(&stop), d);
+  return !stopping_;
+}
+
+void ShardReplica::SetError(const absl::Status& st) {
+  absl::MutexLock l(&mu_);
+  status_.last_error = st.ok() ? "" : st.ToString();
+}
+
+void ShardReplica::Run() {
+  const std::string& name = collection_->name();
+  std::unique_ptr<PullConsumer> consumer;
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      if (stopping_ || status_.failed) return;
+    }
+    if (consumer == nullptr) {
+      auto made = js_->Consume(options_.stream, options_.subject, options_.durable,
+                               collection_->log_position() + 1);
+      if (!made.ok()) {
+        SetError(made.status());
+        if (!Pause(options_.retry_wait)) return;
+        continue;
+      }
+      consumer = std::move(*made);
+    }
+    auto batch = consumer->Fetch(options_.fetch_batch, options_.fetch_wait);
+    if (!batch.ok()) {
+      // A lost connection or a consumer lost with its server: start it again
+      // from the position.
+      SetError(batch.status());
+      consumer.reset();
+      if (!Pause(options_.retry_wait)) return;
+      continue;
+    }
+    if (batch->empty()) {
+      absl::MutexLock l(&mu_);
+      status_.pending = 0;
+      status_.caught_up = true;
+      status_.last_error.clear();
+      continue;
+    }
+    uint64_t acked_through = 0;
+    bool retry = false;
+    for (const LogMessage& m : *batch) {
+      if (m.sequence <= collection_->log_position()) continue;  // redelivered
+      absl::StatusOr<LogEntry> entry = DecodeLogEntry(m.data);
+      if (!entry.ok()) {
+        ZOOM_LOG(ERROR, "collection ", name, ": log entry ", m.sequence, " of ", options_.subject,
+                 " cannot be applied, replica stopped: ", entry.status().message());
+        absl::MutexLock l(&mu_);
+        status_.failed = true;
+        status_.last_error = absl::StrCat("entry ", m.sequence, ": ", entry.status().ToString());
+        return;
+      }
+      absl::Status st = ApplyLogEntry(*entry, collection_.get());
+      bool skipped = false;
+      if (!st.ok() && Deterministic(st)) {
+        ZOOM_LOG(WARNING, "collection ", name, ": log entry ", m.sequence, " (",
+                 LogOpName(entry->op), ") refused, as on every replica: ", st.message());
+        skipped = true;
+        st = absl::OkStatus();
+      }
+      if (st.ok()) st = collection_->SetLogPosition(m.sequence);
+      if (!st.ok()) {
+        // Retried from this entry (an applied one is applied again: every
+        // entry is idempotent alone).
+        SetError(absl::Status(st.code(), absl::StrCat("entry ", m.sequence, ": ", st.message())));
+        retry = true;
+        break;
+      }
+      acked_through = m.sequence;
+      absl::MutexLock l(&mu_);
+      status_.applied = m.sequence;
+      status_.pending = m.pending;
+      status_.caught_up = m.pending == 0;
+      ++status_.entries;
+      if (skipped) ++status_.skipped;
+      status_.last_error.clear();
+    }
+    if (acked_through > 0) {
+      // The acknowledgement only trims what JetStream redelivers; the
+      // position is the truth. A failure here is harmless.
+      (void)consumer->AckThrough(acked_through);
+    }
+    if (retry) {
+      consumer.reset();
+      if (!Pause(options_.retry_wait)) return;
+    }
+  }
+}
+
+}  // namespace zoom::cluster

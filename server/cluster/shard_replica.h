@@ -1,0 +1,104 @@
+// File: server/cluster/shard_replica.h
+//
+// ShardReplica: one replica of one shard of a clustered collection. A
+// thread reads the shard's subject of the collection's stream through a
+// durable pull consumer and applies each LogEntry, in stream order, to the
+// local collection that holds the shard, recording the entry's stream
+// sequence as the collection's log position after it
+// (Collection::SetLogPosition). Replicas are symmetric state machines: no
+// primary, no election; the stream's order is the only order.
+//
+// Where it starts: after the collection's log position (a restart goes on
+// where it stopped, a collection restored from a peer's snapshot after the
+// snapshot's position). Messages at or below the position are skipped (a
+// redelivery).
+//
+// Errors while applying:
+//   * deterministic ones (InvalidArgument, NotFound, AlreadyExists,
+//     FailedPrecondition, OutOfRange: every replica meets them at the same
+//     entry) are logged, counted (status().skipped) and passed: the
+//     position moves on, as on every other replica;
+//   * an entry that cannot be decoded (DataLoss; or FailedPrecondition: a
+//     newer zoomd wrote it) stops the replica (status().failed): it must
+//     not apply what follows it;
+//   * anything else (a full disk, an I/O error) is retried after
+//     retry_wait from the same entry, as is a lost NATS connection.
+//
+// Thread safety: status() and WaitApplied from any thread.
+#ifndef ZOOM_SERVER_CLUSTER_SHARD_REPLICA_H_
+#define ZOOM_SERVER_CLUSTER_SHARD_REPLICA_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/cluster/jetstream.h"
+#include "server/engine/collection.h"
+
+namespace zoom::cluster {
+
+struct ShardReplicaOptions {
+  std::string stream;
+  std::string subject;
+  // The consumer's durable name: one per (node, collection, shard).
+  std::string durable;
+  int fetch_batch = 256;
+  // How long one fetch waits for a message (also how soon Stop is seen).
+  absl::Duration fetch_wait = absl::Milliseconds(250);
+  // After a failed fetch or a retryable apply error.
+  absl::Duration retry_wait = absl::Milliseconds(200);
+};
+
+struct ReplicaStatus {
+  uint64_t applied = 0;        // the log position: last stream sequence applied
+  uint64_t pending = 0;        // messages after it the consumer has not delivered yet
+  bool caught_up = false;      // the last fetch found nothing more (pending == 0)
+  bool failed = false;         // stopped on an entry it cannot apply (last_error)
+  uint64_t entries = 0;        // entries applied by this object
+  uint64_t skipped = 0;        // entries refused deterministically (logged)
+  std::string last_error;      // "" when the last step succeeded
+};
+
+class ShardReplica {
+ public:
+  // Starts applying at collection->log_position() + 1 on its own thread.
+  // `js` and the collection must outlive the replica.
+  static absl::StatusOr<std::unique_ptr<ShardReplica>> Start(
+      JetStream* js, std::shared_ptr<server::Collection> collection, ShardReplicaOptions options);
+  // Stops the thread (within about fetch_wait).
+  ~ShardReplica();
+  ShardReplica(const ShardReplica&) = delete;
+  ShardReplica& operator=(const ShardReplica&) = delete;
+
+  ReplicaStatus status() const;
+  // Waits until the replica has applied stream sequence `sequence` (true),
+  // or `deadline` passes or the replica failed (false).
+  bool WaitApplied(uint64_t sequence, absl::Time deadline) const;
+  const std::shared_ptr<server::Collection>& collection() const { return collection_; }
+  const ShardReplicaOptions& options() const { return options_; }
+
+ private:
+  ShardReplica(JetStream* js, std::shared_ptr<server::Collection> collection,
+               ShardReplicaOptions options);
+  void Run();
+  // Sleeps `d` unless stopped meanwhile; false when stopping.
+  bool Pause(absl::Duration d);
+  void SetError(const absl::Status& st);
+
+  JetStream* js_;
+  std::shared_ptr<server::Collection> collection_;
+  ShardReplicaOptions options_;
+  mutable absl::Mutex mu_;
+  ReplicaStatus status_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace zoom::cluster
+
+#endif  // ZOOM_SERVER_CLUSTER_SHARD_REPLICA_H_

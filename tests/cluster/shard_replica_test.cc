@@ -1,0 +1,237 @@
+// ShardReplica against a real nats-server: replicas of a shard apply its
+// subject in stream order and end equal to each other and to a model of
+// the writes; a restarted replica goes on after its log position (nothing
+// applied twice); a replica restored from a peer's snapshot catches up from
+// the snapshot's position; entries refused by the collection are passed on
+// every replica alike; an entry that cannot be decoded stops the replica;
+// a NATS restart is waited out.
+#include "server/cluster/shard_replica.h"
+
+#include <signal.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/cluster/log_entry.h"
+#include "server/engine/database.h"
+#include "tests/testing/nats_server.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/test_env.h"
+
+namespace zoom::cluster {
+namespace {
+
+using server::Collection;
+using server::CollectionConfig;
+using server::Database;
+using server::DatabaseOptions;
+using server::PointData;
+using ::testing::HasSubstr;
+using ::zoom::testing::NatsServer;
+using ::zoom::testing::TempDir;
+
+constexpr uint32_t kDim = 4;
+constexpr const char* kStream = "c_docs";
+const std::string kShard0 = "zoomd.docs.0";
+const std::string kShard1 = "zoomd.docs.1";
+
+// id -> (vector, payload): a collection's contents, or the model of them.
+using Contents = std::map<uint64_t, std::pair<std::vector<float>, std::string>>;
+
+Contents Dump(const Collection& c) {
+  Contents out;
+  std::optional<uint64_t> next = 0;
+  while (next.has_value()) {
+    std::vector<PointData> page;
+    bool scan = false;
+    const uint64_t from = *next;
+    EXPECT_OK(c.Scroll(nullptr, from, 1000, true, true, &page, &next, &scan));
+    for (PointData& p : page) out[p.id] = {std::move(p.vector), std::move(p.payload)};
+  }
+  return out;
+}
+
+class ShardReplicaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::NatsServerBinary().empty()) GTEST_SKIP() << "nats-server not installed";
+    nats_ = std::make_unique<NatsServer>("solo", dir_.File("nats"));
+    ASSERT_TRUE(nats_->Start()) << nats_->Log();
+    JetStreamOptions o;
+    o.servers = {nats_->url()};
+    ASSERT_OK_AND_ASSIGN(js_, JetStream::Connect(o));
+    ASSERT_OK(js_->EnsureStream({kStream, {kShard0, kShard1}}));
+    DatabaseOptions d;
+    d.data_dir = dir_.File("data");
+    d.collection.auto_build_min_points = 0;
+    ASSERT_OK_AND_ASSIGN(db_, Database::Open(d));
+  }
+  void TearDown() override {
+    replicas_.clear();
+    db_.reset();
+  }
+
+  std::shared_ptr<Collection> Local(const std::string& name) {
+    CollectionConfig cfg;
+    cfg.name = name;
+    cfg.dim = kDim;
+    auto c = db_->CreateCollection(cfg);
+    EXPECT_OK(c.status());
+    return c.ok() ? *c : nullptr;
+  }
+  ShardReplica* StartReplica(const std::string& node, std::shared_ptr<Collection> c) {
+    ShardReplicaOptions o;
+    o.stream = kStream;
+    o.subject = kShard0;
+    o.durable = absl::StrCat(node, "_docs_0");
+    auto r = ShardReplica::Start(js_.get(), std::move(c), o);
+    EXPECT_OK(r.status());
+    if (!r.ok()) return nullptr;
+    replicas_[node] = std::move(*r);
+    return replicas_[node].get();
+  }
+
+  // Publishes the entry on `subject` and applies it to the model of shard 0.
+  uint64_t Publish(const LogEntry& e, const std::string& subject = kShard0) {
+    auto ack = js_->Publish(subject, EncodeLogEntry(e));
+    EXPECT_OK(ack.status());
+    if (subject == kShard0 && ack.ok()) ApplyToModel(e);
+    return ack.ok() ? ack->sequence : 0;
+  }
+  void ApplyToModel(const LogEntry& e) {
+    if (e.op == LogOp::kUpsert && e.dim == kDim) {
+      for (const LogPoint& p : e.points) model_[p.id] = {p.vector, p.payload};
+    } else if (e.op == LogOp::kDelete) {
+      for (uint64_t id : e.ids) model_.erase(id);
+    }
+  }
+  static LogEntry Upsert(uint64_t first, int n, float salt) {
+    LogEntry e;
+    e.op = LogOp::kUpsert;
+    e.dim = kDim;
+    for (int i = 0; i < n; ++i) {
+      const float x = static_cast<float>(first + i) + salt;
+      e.points.push_back({first + i, {x, -x, x * 0.5f, 1.0f}, absl::StrCat("p", first + i, "/", salt),
+                          {}});
+    }
+    return e;
+  }
+  static LogEntry Delete(std::vector<uint64_t> ids) {
+    LogEntry e;
+    e.op = LogOp::kDelete;
+    e.ids = std::move(ids);
+    return e;
+  }
+  static bool Applied(ShardReplica* r, uint64_t seq) {
+    return r->WaitApplied(seq, absl::Now() + absl::Seconds(60));
+  }
+
+  TempDir dir_;
+  std::unique_ptr<NatsServer> nats_;
+  std::unique_ptr<JetStream> js_;
+  std::unique_ptr<Database> db_;
+  std::map<std::string, std::unique_ptr<ShardReplica>> replicas_;
+  Contents model_;
+};
+
+TEST_F(ShardReplicaTest, ReplicasApplyInOrderRestartAfterTheirPositionAndBootstrapFromSnapshots) {
+  auto a = Local("docs_s0_a");
+  auto b = Local("docs_s0_b");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  // Writes before the replicas start, shard 1's interleaved (not theirs).
+  for (int i = 0; i < 5; ++i) {
+    Publish(Upsert(i * 20, 20, 0.0f));
+    Publish(Upsert(1000 + i, 1, 0.0f), kShard1);
+  }
+  Publish(Delete({3, 4, 5, 999}));
+  Publish(Upsert(10, 5, 0.25f));  // overwrites
+  ShardReplica* ra = StartReplica("a", a);
+  ShardReplica* rb = StartReplica("b", b);
+  ASSERT_NE(ra, nullptr);
+  ASSERT_NE(rb, nullptr);
+  // Writes while they run; one the collection refuses (its dimension),
+  // passed by both.
+  LogEntry wrong = Upsert(500, 1, 0.0f);
+  wrong.dim = kDim + 1;
+  for (LogPoint& p : wrong.points) p.vector.push_back(0.0f);
+  Publish(wrong);
+  uint64_t last = Publish(Upsert(100, 10, 0.5f));
+  ASSERT_TRUE(Applied(ra, last)) << ra->status().last_error;
+  ASSERT_TRUE(Applied(rb, last)) << rb->status().last_error;
+  EXPECT_EQ(Dump(*a), model_);
+  EXPECT_EQ(Dump(*b), model_);
+  EXPECT_EQ(model_.size(), 107u);
+  EXPECT_EQ(ra->status().skipped, 1u);
+  EXPECT_EQ(rb->status().skipped, 1u);
+  EXPECT_EQ(a->log_position(), last);
+  EXPECT_TRUE(ra->status().caught_up || ra->status().pending == 0);
+  EXPECT_EQ(ra->status().entries, 9u);  // 7 + the refused one + the last
+
+  // Replica a stops; writes go on; it starts again after its position.
+  replicas_.erase("a");
+  Publish(Delete({100, 101}));
+  last = Publish(Upsert(200, 3, 0.0f));
+  ra = StartReplica("a", a);
+  ASSERT_NE(ra, nullptr);
+  ASSERT_TRUE(Applied(ra, last)) << ra->status().last_error;
+  EXPECT_EQ(ra->status().entries, 2u);  // only what it had not applied
+  EXPECT_EQ(Dump(*a), model_);
+
+  // A new replica c from a snapshot of b: resumes after the snapshot's
+  // position, not from the start of the stream.
+  ASSERT_TRUE(Applied(rb, last));
+  ASSERT_OK_AND_ASSIGN(server::SnapshotInfo snap, db_->CreateSnapshot("docs_s0_b"));
+  const uint64_t at_snapshot = b->log_position();
+  last = Publish(Upsert(300, 2, 0.0f));
+  ASSERT_OK_AND_ASSIGN(auto file, db_->SnapshotFile("docs_s0_b", snap.name));
+  ASSERT_OK_AND_ASSIGN(auto c, db_->RestoreSnapshot(file.first, "docs_s0_c", false));
+  EXPECT_EQ(c->log_position(), at_snapshot);
+  ShardReplica* rc = StartReplica("c", c);
+  ASSERT_NE(rc, nullptr);
+  ASSERT_TRUE(Applied(rc, last)) << rc->status().last_error;
+  EXPECT_EQ(rc->status().entries, 1u);
+  EXPECT_EQ(Dump(*c), model_);
+  ASSERT_TRUE(Applied(rb, last));
+  EXPECT_EQ(Dump(*b), model_);
+
+  // An entry nobody can decode stops every replica at it: none applies
+  // what follows.
+  ASSERT_OK(js_->Publish(kShard0, "not a log entry").status());
+  const uint64_t after = Publish(Upsert(400, 1, 0.0f));
+  EXPECT_FALSE(ra->WaitApplied(after, absl::Now() + absl::Seconds(60)));
+  EXPECT_TRUE(ra->status().failed);
+  EXPECT_THAT(ra->status().last_error, HasSubstr("DATA_LOSS"));
+  EXPECT_EQ(a->log_position(), last);
+}
+
+TEST_F(ShardReplicaTest, ANatsRestartIsWaitedOut) {
+  auto a = Local("docs_s0_a");
+  ASSERT_NE(a, nullptr);
+  ShardReplica* ra = StartReplica("a", a);
+  ASSERT_NE(ra, nullptr);
+  uint64_t last = Publish(Upsert(0, 10, 0.0f));
+  ASSERT_TRUE(Applied(ra, last));
+  nats_->Signal(SIGKILL);
+  // The replica keeps trying (its status says why) and resumes after the
+  // server is back: the stream was on disk.
+  ASSERT_TRUE(nats_->Start()) << nats_->Log();
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  absl::StatusOr<PubAck> ack;
+  do {
+    ack = js_->Publish(kShard0, EncodeLogEntry(Upsert(10, 5, 0.0f)));
+    if (!ack.ok()) absl::SleepFor(absl::Milliseconds(100));
+  } while (!ack.ok() && absl::Now() < end);
+  ASSERT_OK(ack.status());
+  ApplyToModel(Upsert(10, 5, 0.0f));
+  ASSERT_TRUE(Applied(ra, ack->sequence)) << ra->status().last_error;
+  EXPECT_EQ(Dump(*a), model_);
+}
+
+}  // namespace
+}  // namespace zoom::cluster
