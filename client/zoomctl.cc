@@ -70,6 +70,11 @@ ABSL_FLAG(std::string, dtype, "float32", "create: float32 or uint8");
 ABSL_FLAG(
     std::string, index_kind, "",
     "create: hnsw_pq or ivf_hnsw_pq (default: the server's, ivf_hnsw_pq)");
+ABSL_FLAG(uint32_t, shards, 0,
+          "create, through a cluster's router: shards (fixed; 0: 1)");
+ABSL_FLAG(uint32_t, replicas, 0,
+          "create, through a cluster's router: replicas a shard (0: 2, or 1 on a one-node "
+          "cluster)");
 ABSL_FLAG(uint32_t, hnsw_m, 0, "create: HNSW links per node (0: default)");
 ABSL_FLAG(uint32_t, ef_construction, 0, "create: HNSW ef_construction");
 ABSL_FLAG(uint32_t, pq_m, 0, "create: PQ bytes per vector (0: about dim/2)");
@@ -161,6 +166,7 @@ Commands:
          [--index_kind hnsw_pq|ivf_hnsw_pq] [--hnsw_m M] [--ef_construction N]
          [--pq_m M] [--pq_nbits 8|4] [--quantizer pq|rabitq] [--nlist N] [--opq]
          [--compact_links] [--ef N] [--nprobe N] [--rerank N]   (the collection's search defaults)
+         [--shards S] [--replicas R]   (a clustered collection, through a router)
   list
   info NAME
   drop NAME
@@ -338,6 +344,10 @@ void PrintInfo(const v1::CollectionInfo& info) {
   }
   absl::PrintF("cache_bytes:    %d%s\n", spec.cache_bytes(),
                spec.cache_bytes() == 0 ? " (the server's --cache_bytes)" : "");
+  if (spec.shards() > 0) {
+    absl::PrintF("shards:         %d x %d replicas (a clustered collection)\n", spec.shards(),
+                 spec.replicas());
+  }
   absl::PrintF("points:         %d\n", info.points());
   absl::PrintF("deleted points: %d\n", info.deleted_points());
   absl::PrintF("stored records: %d\n", info.stored_records());
@@ -497,6 +507,8 @@ int RunCreate(Invocation& inv) {
   knobs->set_rerank_candidates(absl::GetFlag(FLAGS_rerank));
   knobs->set_target_recall(static_cast<float>(absl::GetFlag(FLAGS_target_recall)));
   spec.set_cache_bytes(absl::GetFlag(FLAGS_cache_bytes));
+  spec.set_shards(absl::GetFlag(FLAGS_shards));
+  spec.set_replicas(absl::GetFlag(FLAGS_replicas));
 
   return PrintInfoResult(inv.Connect()->CreateCollection(spec), inv.json);
 }
@@ -821,6 +833,9 @@ int RunSearch(Invocation& inv) {
       absl::ToDoubleMilliseconds(latency));
   if (stats.exact()) absl::StrAppend(&line, ", exact");
   if (stats.degraded()) absl::StrAppend(&line, ", DEGRADED (preview only)");
+  if (response->degraded()) {
+    absl::StrAppendFormat(&line, ", PARTIAL: coverage %.3g of the shards", response->coverage());
+  }
   absl::PrintF("%s\n", line);
   if (stats.has_knobs()) {
     std::string knobs_line =

@@ -101,7 +101,9 @@ bool JetStream::ValidSubject(std::string_view subject) {
 struct JetStream::Impl {
   natsConnection* nc = nullptr;
   jsCtx* js = nullptr;
+  jsCtx* admin = nullptr;  // the same connection, admin_timeout a request
   ~Impl() {
+    if (admin != nullptr) jsCtx_Destroy(admin);
     if (js != nullptr) jsCtx_Destroy(js);
     if (nc != nullptr) {
       natsConnection_Close(nc);
@@ -172,8 +174,15 @@ absl::StatusOr<std::unique_ptr<JetStream>> JetStream::Connect(const JetStreamOpt
   jo.Wait = Millis(options.request_timeout);
   s = natsConnection_JetStream(&impl->js, impl->nc, &jo);
   if (s != NATS_OK) return FromNats(s, 0, "JetStream context");
+  jsOptions ja;
+  jsOptions_Init(&ja);
+  ja.Wait = Millis(options.admin_timeout);
+  s = natsConnection_JetStream(&impl->admin, impl->nc, &ja);
+  if (s != NATS_OK) return FromNats(s, 0, "JetStream context");
   return std::unique_ptr<JetStream>(new JetStream(std::move(impl), options));
 }
+
+int64_t JetStream::max_payload() const { return natsConnection_GetMaxPayload(impl_->nc); }
 
 bool JetStream::connected() const {
   return natsConnection_Status(impl_->nc) == NATS_CONN_STATUS_CONNECTED;
@@ -217,10 +226,10 @@ absl::Status JetStream::EnsureStream(const StreamSpec& spec) {
 
   jsStreamInfo* info = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetStreamInfo(&info, impl_->js, spec.name.c_str(), nullptr, &code);
+  natsStatus s = js_GetStreamInfo(&info, impl_->admin, spec.name.c_str(), nullptr, &code);
   if (s == NATS_NOT_FOUND || code == JSStreamNotFoundErr) {
     code = static_cast<jsErrCode>(0);
-    s = js_AddStream(&info, impl_->js, &cfg, nullptr, &code);
+    s = js_AddStream(&info, impl_->admin, &cfg, nullptr, &code);
     if (s == NATS_OK) {
       jsStreamInfo_Destroy(info);
       return absl::OkStatus();
@@ -230,7 +239,7 @@ absl::Status JetStream::EnsureStream(const StreamSpec& spec) {
       return FromNats(s, code, absl::StrCat("creating stream ", spec.name));
     }
     code = static_cast<jsErrCode>(0);
-    s = js_GetStreamInfo(&info, impl_->js, spec.name.c_str(), nullptr, &code);
+    s = js_GetStreamInfo(&info, impl_->admin, spec.name.c_str(), nullptr, &code);
   }
   if (s != NATS_OK) return FromNats(s, code, absl::StrCat("stream ", spec.name));
   std::vector<std::string> have;
@@ -284,7 +293,7 @@ absl::StatusOr<uint64_t> JetStream::LastSequence(const std::string& stream,
 
 absl::Status JetStream::DeleteStream(const std::string& stream) {
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_DeleteStream(impl_->js, stream.c_str(), nullptr, &code);
+  natsStatus s = js_DeleteStream(impl_->admin, stream.c_str(), nullptr, &code);
   return FromNats(s, code, absl::StrCat("deleting stream ", stream));
 }
 
@@ -348,7 +357,7 @@ absl::StatusOr<std::unique_ptr<PullConsumer>> JetStream::Consume(const std::stri
   cc.MaxAckPending = 1 << 20;
   jsConsumerInfo* ci = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_AddConsumer(&ci, impl_->js, stream.c_str(), &cc, nullptr, &code);
+  natsStatus s = js_AddConsumer(&ci, impl_->admin, stream.c_str(), &cc, nullptr, &code);
   if (s != NATS_OK) {
     return FromNats(s, code, absl::StrCat("creating consumer ", durable, " on ", stream));
   }
@@ -370,7 +379,7 @@ absl::StatusOr<std::unique_ptr<PullConsumer>> JetStream::Consume(const std::stri
 
 absl::Status JetStream::DeleteConsumer(const std::string& stream, const std::string& durable) {
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_DeleteConsumer(impl_->js, stream.c_str(), durable.c_str(), nullptr, &code);
+  natsStatus s = js_DeleteConsumer(impl_->admin, stream.c_str(), durable.c_str(), nullptr, &code);
   return FromNats(s, code, absl::StrCat("deleting consumer ", durable, " of ", stream));
 }
 
@@ -452,16 +461,24 @@ absl::StatusOr<std::unique_ptr<KeyValue>> JetStream::EnsureBucket(const BucketSp
     return absl::InvalidArgumentError("bucket history must be 1..64");
   }
   auto impl = std::make_unique<KeyValue::Impl>();
-  natsStatus s = js_KeyValue(&impl->kv, impl_->js, spec.name.c_str());
-  if (s == NATS_NOT_FOUND) {
-    kvConfig cfg;
-    kvConfig_Init(&cfg);
-    cfg.Bucket = spec.name.c_str();
-    cfg.History = static_cast<uint8_t>(spec.history);
-    cfg.TTL = absl::ToInt64Nanoseconds(spec.max_age);
-    cfg.Replicas = spec.replicas;
-    cfg.StorageType = js_FileStorage;
-    s = js_CreateKeyValue(&impl->kv, impl_->js, &cfg);
+  natsStatus s = NATS_OK;
+  const absl::Time end = absl::Now() + options_.admin_timeout;
+  for (;;) {
+    s = js_KeyValue(&impl->kv, impl_->admin, spec.name.c_str());
+    if (s == NATS_NOT_FOUND) {
+      kvConfig cfg;
+      kvConfig_Init(&cfg);
+      cfg.Bucket = spec.name.c_str();
+      cfg.History = static_cast<uint8_t>(spec.history);
+      cfg.TTL = absl::ToInt64Nanoseconds(spec.max_age);
+      cfg.Replicas = spec.replicas;
+      cfg.StorageType = js_FileStorage;
+      s = js_CreateKeyValue(&impl->kv, impl_->admin, &cfg);
+    }
+    // Another node's creation of it may be under way (its Raft group
+    // forming): look again.
+    if (s == NATS_OK || absl::Now() >= end) break;
+    absl::SleepFor(absl::Milliseconds(200));
   }
   if (s != NATS_OK) return FromNats(s, 0, absl::StrCat("key-value bucket ", spec.name));
   return std::unique_ptr<KeyValue>(new KeyValue(spec.name, std::move(impl)));

@@ -50,6 +50,9 @@ struct JetStreamOptions {
   // How long a JetStream request (publish acknowledgement, stream or
   // consumer admin, a key-value operation) may take before Unavailable.
   absl::Duration request_timeout = absl::Seconds(2);
+  // How long creating or changing a stream, consumer or bucket may take (a
+  // clustered JetStream forms a Raft group for it: seconds).
+  absl::Duration admin_timeout = absl::Seconds(10);
   // How long the first connection may take (every server tried).
   absl::Duration connect_timeout = absl::Seconds(2);
   // Reconnection: forever, this far apart (a reconnecting client's calls
@@ -212,9 +215,13 @@ class JetStream {
   absl::Status DeleteConsumer(const std::string& stream, const std::string& durable);
 
   // Creates the bucket or opens the existing one (its max age and history
-  // as they are).
+  // as they are). Several nodes creating it at once all get it (a creation
+  // that loses the race opens the winner's, retried within admin_timeout).
   absl::StatusOr<std::unique_ptr<KeyValue>> EnsureBucket(const BucketSpec& spec);
 
+  // The largest message the connected server takes (its max_payload;
+  // NATS's default 1 MiB), 0 when not connected.
+  int64_t max_payload() const;
   // Connected now (not reconnecting, not closed).
   bool connected() const;
   // The server the connection is on ("" when none).

@@ -252,11 +252,7 @@ bool Collection::FieldBuildRunning(const std::string& field) {
 absl::Status Collection::CreateFieldIndex(const std::string& field, FieldIndexType type,
                                           bool background) {
   uint64_t generation = 0;
-  if (field.empty() || field.size() > FieldLimits().max_name_bytes ||
-      field.find('\0') != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a field name has 1..", FieldLimits().max_name_bytes, " bytes and no NUL byte"));
-  }
+  ZOOM_RETURN_IF_ERROR(ValidateFieldIndexName(field));
   {
     absl::MutexLock w(&write_mu_);
     if (dropped_) return DroppedError();
@@ -506,12 +502,21 @@ absl::Status Collection::SetLogPosition(uint64_t position) {
   return absl::OkStatus();
 }
 
-absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
+absl::Status ValidateFieldIndexName(std::string_view field) {
+  if (field.empty() || field.size() > FieldLimits().max_name_bytes ||
+      field.find('\0') != std::string_view::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a field name has 1..", FieldLimits().max_name_bytes, " bytes and no NUL byte"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePoints(const CollectionConfig& config, absl::Span<const PointRef> points) {
   if (points.empty()) return absl::InvalidArgumentError("no points to upsert");
-  const size_t d = config_.dim;
+  const size_t d = config.dim;
   for (size_t i = 0; i < points.size(); ++i) {
     const float* v = points[i].vector;
-    if (absl::Status st = CheckVectorMagnitude(config_.metric, v, d); !st.ok()) {
+    if (absl::Status st = CheckVectorMagnitude(config.metric, v, d); !st.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("point ", points[i].id, " (#", i, "): ", st.message()));
     }
@@ -521,7 +526,7 @@ absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
             absl::StrCat("point ", points[i].id, " (#", i, "): ", st.message()));
       }
     }
-    if (config_.dtype == storage::DType::kUint8) {
+    if (config.dtype == storage::DType::kUint8) {
       for (size_t j = 0; j < d; ++j) {
         if (v[j] < 0 || v[j] > 255 || v[j] != std::floor(v[j])) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -531,6 +536,12 @@ absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
+  ZOOM_RETURN_IF_ERROR(ValidatePoints(config_, points));
+  const size_t d = config_.dim;
   // Later duplicates win.
   absl::flat_hash_map<uint64_t, size_t> last;
   last.reserve(points.size());

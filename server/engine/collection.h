@@ -168,6 +168,18 @@ struct PointRef {
   const PayloadFields* fields = nullptr;
 };
 
+// What Collection::Upsert refuses (InvalidArgument naming the point):
+// none, a vector with NaN/Inf or a magnitude the metric cannot take, fields
+// ValidateFields refuses, a uint8 collection's component outside 0..255 or
+// not an integer. Each vector holds config.dim floats. A cluster router
+// checks a write with it before the write enters the log: every replica
+// would refuse it alike.
+absl::Status ValidatePoints(const CollectionConfig& config, absl::Span<const PointRef> points);
+
+// InvalidArgument unless `field` can name a payload index (1..256 bytes,
+// no NUL byte): what CreateFieldIndex refuses first.
+absl::Status ValidateFieldIndexName(std::string_view field);
+
 struct PointData {
   uint64_t id = 0;
   std::vector<float> vector;  // empty unless asked for

@@ -38,6 +38,48 @@ v1::Metric MetricToProto(Metric m) {
   return v1::METRIC_UNSPECIFIED;
 }
 
+}  // namespace
+
+namespace {
+absl::Status CheckRange(const char* name, uint32_t value, uint32_t max);
+}  // namespace
+
+absl::StatusOr<CollectionConfig> ConfigFromSpec(const v1::CollectionSpec& spec,
+                                                const ServiceLimits& limits) {
+  ZOOM_ASSIGN_OR_RETURN(CollectionConfig config, FromProto(spec));
+  if (spec.default_knobs().rerank_stop_sd() != 0) {
+    return absl::InvalidArgumentError(
+        "default_knobs.rerank_stop_sd: not a collection default (yet); set it per request "
+        "in SearchRequest.knobs");
+  }
+  ZOOM_RETURN_IF_ERROR(CheckRange("default ef", config.default_ef, limits.max_ef));
+  ZOOM_RETURN_IF_ERROR(CheckRange("default nprobe", config.default_nprobe, limits.max_nprobe));
+  ZOOM_RETURN_IF_ERROR(
+      CheckRange("default rerank_candidates", config.default_rerank, limits.max_rerank));
+  return config;
+}
+
+// The cluster fields of a search, checked wherever it runs.
+absl::Status CheckClusterFields(const v1::SearchRequest& req) {
+  const float mc = req.min_coverage();
+  if (!(mc >= 0.0f && mc <= 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "min_coverage must be in [0, 1] (the share of shards an answer must cover), got ", mc));
+  }
+  if (req.consistency() != v1::EVENTUAL && req.consistency() != v1::SESSION) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("consistency ", static_cast<int>(req.consistency()),
+                     " is not EVENTUAL (0) or SESSION (1)"));
+  }
+  if (req.after_size() > static_cast<int>(1024)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("after: ", req.after_size(), " write tokens; at most 1,024 (one a shard)"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
 absl::Status CheckRange(const char* name, uint32_t value, uint32_t max) {
   if (value > max) {
     return absl::InvalidArgumentError(
@@ -225,7 +267,25 @@ grpc::ServerUnaryReactor* VectorSearchService::Run(grpc::CallbackServerContext* 
   if (absl::Status st = AuthorizeCall(auth_, *ctx, RoleFor(cls)); !st.ok()) {
     return FinishNow(st, record);
   }
+  if (absl::Status st = ClusterRefuses(rpc); !st.ok()) return FinishNow(st, record);
   return RunUnaryOnPool(pool_, ctx, cls, units, std::move(record), std::move(work));
+}
+
+absl::Status VectorSearchService::ClusterRefuses(const char* rpc) const {
+  if (cluster_.node.empty()) return absl::OkStatus();
+  static constexpr std::string_view kRouted[] = {
+      "CreateCollection", "DropCollection",   "Upsert",           "Delete",  "Import",
+      "SetPayload",       "DeletePayload",    "CreateFieldIndex", "DeleteFieldIndex",
+      "RestoreSnapshot"};
+  for (std::string_view r : kRouted) {
+    if (r == rpc) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this zoomd is node ", cluster_.node, " of cluster ", cluster_.cluster,
+          ": its collections are shard replicas written through their log; send ", rpc,
+          " to a router (zoomd --role=router)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // ---- Collections ---------------------------------------------------------------
@@ -234,16 +294,13 @@ grpc::ServerUnaryReactor* VectorSearchService::CreateCollection(
     grpc::CallbackServerContext* ctx, const v1::CreateCollectionRequest* req,
     v1::CreateCollectionResponse* resp) {
   return Run(ctx, "CreateCollection", WorkClass::kAdmin, 1, [this, req, resp](const std::atomic<bool>*) {
-    ZOOM_ASSIGN_OR_RETURN(CollectionConfig config, FromProto(req->spec()));
-    if (req->spec().default_knobs().rerank_stop_sd() != 0) {
-      return absl::InvalidArgumentError(
-          "default_knobs.rerank_stop_sd: not a collection default (yet); set it per request "
-          "in SearchRequest.knobs");
+    ZOOM_ASSIGN_OR_RETURN(CollectionConfig config, ConfigFromSpec(req->spec(), limits_));
+    if (req->spec().shards() > 1 || req->spec().replicas() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shards ", req->spec().shards(), " and replicas ", req->spec().replicas(),
+          " need a cluster: this zoomd is standalone; create the collection through a router "
+          "(zoomd --role=router), or leave both 0"));
     }
-    ZOOM_RETURN_IF_ERROR(CheckRange("default ef", config.default_ef, limits_.max_ef));
-    ZOOM_RETURN_IF_ERROR(CheckRange("default nprobe", config.default_nprobe, limits_.max_nprobe));
-    ZOOM_RETURN_IF_ERROR(
-        CheckRange("default rerank_candidates", config.default_rerank, limits_.max_rerank));
     ZOOM_ASSIGN_OR_RETURN(auto c, db_->CreateCollection(std::move(config)));
     *resp->mutable_info() = ToProto(c->Info());
     RefreshCollectionMetrics();
@@ -303,20 +360,19 @@ void VectorSearchService::RefreshCollectionMetrics() const {
 
 // ---- Points ------------------------------------------------------------------
 
-absl::Status VectorSearchService::ApplyPoints(
-    const std::string& collection, const google::protobuf::RepeatedPtrField<v1::Point>& points,
-    uint64_t* applied) const {
+absl::Status PointsFromProto(const std::string& collection, uint32_t dim,
+                             const google::protobuf::RepeatedPtrField<v1::Point>& points,
+                             const ServiceLimits& limits, std::vector<PointRef>* refs,
+                             std::vector<PayloadFields>* fields) {
   if (points.empty()) return absl::InvalidArgumentError("the batch has no points");
-  if (points.size() > static_cast<int>(limits_.max_batch)) {
+  if (points.size() > static_cast<int>(limits.max_batch)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the batch has ", points.size(), " points; this server takes at most ",
-        limits_.max_batch, " per message (split it)"));
+        limits.max_batch, " per message (split it)"));
   }
-  ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(collection));
-  const uint32_t dim = c->config().dim;
-  std::vector<PointRef> refs;
-  refs.reserve(points.size());
-  std::vector<PayloadFields> fields(points.size());  // outlives the Upsert
+  refs->clear();
+  refs->reserve(points.size());
+  fields->assign(points.size(), PayloadFields());  // outlive the refs' use
   for (int i = 0; i < points.size(); ++i) {
     const v1::Point& p = points[i];
     if (p.vector_size() != static_cast<int>(dim)) {
@@ -327,10 +383,10 @@ absl::Status VectorSearchService::ApplyPoints(
     // The opaque bytes and the typed fields (as sent) count together.
     uint64_t payload_bytes = p.payload().size();
     for (const auto& [name, value] : p.fields()) payload_bytes += name.size() + value.ByteSizeLong();
-    if (payload_bytes > limits_.max_payload_bytes) {
+    if (payload_bytes > limits.max_payload_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           "point ", p.id(), " has a payload of ", payload_bytes,
-          " bytes (payload and fields); the limit is ", limits_.max_payload_bytes));
+          " bytes (payload and fields); the limit is ", limits.max_payload_bytes));
     }
     const PayloadFields* point_fields = nullptr;
     if (!p.fields().empty()) {
@@ -339,11 +395,23 @@ absl::Status VectorSearchService::ApplyPoints(
         return absl::Status(f.status().code(), absl::StrCat("point ", p.id(), " (#", i, "): ",
                                                             f.status().message()));
       }
-      fields[i] = std::move(*f);
-      point_fields = &fields[i];
+      (*fields)[i] = std::move(*f);
+      point_fields = &(*fields)[i];
     }
-    refs.push_back({p.id(), p.vector().data(), p.payload(), point_fields});
+    refs->push_back({p.id(), p.vector().data(), p.payload(), point_fields});
   }
+  return absl::OkStatus();
+}
+
+absl::Status VectorSearchService::ApplyPoints(
+    const std::string& collection, const google::protobuf::RepeatedPtrField<v1::Point>& points,
+    uint64_t* applied) const {
+  if (points.empty()) return absl::InvalidArgumentError("the batch has no points");
+  ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(collection));
+  std::vector<PointRef> refs;
+  std::vector<PayloadFields> fields;
+  ZOOM_RETURN_IF_ERROR(
+      PointsFromProto(collection, c->config().dim, points, limits_, &refs, &fields));
   ZOOM_RETURN_IF_ERROR(c->Upsert(refs));
   *applied += refs.size();
   return absl::OkStatus();
@@ -461,6 +529,10 @@ class ImportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                 grpc::ByteBuffer* resp)
       : service_(service), ctx_(ctx), resp_(resp) {
     if (absl::Status st = AuthorizeCall(service_->auth(), *ctx, Role::kAdmin); !st.ok()) {
+      Done(st);
+      return;
+    }
+    if (absl::Status st = service_->ClusterRefuses("Import"); !st.ok()) {
       Done(st);
       return;
     }
@@ -595,6 +667,7 @@ bool SameShape(const v1::SearchRequest& a, const v1::SearchRequest& b) {
 void VectorSearchService::FillResponse(const Collection& c, const Filter* filter,
                                        QueryResult* result, bool degrade,
                                        v1::SearchResponse* resp, uint64_t* budget) const {
+  resp->set_coverage(1.0f);  // every point of the collection is here
   for (Hit& h : result->hits) {
     v1::Hit* out = resp->add_hits();
     out->set_id(h.id);
@@ -654,6 +727,10 @@ absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection
                                            const std::atomic<bool>* cancelled,
                                            v1::SearchResponse* resp, uint64_t* budget,
                                            bool degrade) const {
+  ZOOM_RETURN_IF_ERROR(CheckClusterFields(req));
+  if (req.consistency() == v1::SESSION && cluster_.wait_applied) {
+    ZOOM_RETURN_IF_ERROR(cluster_.wait_applied(c.name(), req.after(), deadline));
+  }
   CollectionSearchParams p = ParamsOf(req, deadline, cancelled, degrade);
   p.max_answer_bytes = *budget;
   Filter filter;
@@ -997,6 +1074,10 @@ class RestoreReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
                  grpc::ByteBuffer* resp)
       : service_(service), ctx_(ctx), resp_(resp) {
     if (absl::Status st = AuthorizeCall(service_->auth(), *ctx, Role::kAdmin); !st.ok()) {
+      Done(st);
+      return;
+    }
+    if (absl::Status st = service_->ClusterRefuses("RestoreSnapshot"); !st.ok()) {
       Done(st);
       return;
     }

@@ -13,7 +13,9 @@
 #define ZOOM_SERVER_GRPC_VECTOR_SEARCH_SERVICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -38,6 +40,19 @@ struct ServiceLimits {
   uint64_t max_response_bytes = (uint64_t{64} << 20) - (64 << 10);
 };
 
+// A zoomd that is a node of a cluster (zoomd --role=node, server/cluster):
+// its collections are shard replicas, written by their logs only.
+struct ClusterNodeRole {
+  std::string cluster, node;
+  // Session consistency (SearchRequest.consistency SESSION): OK once local
+  // collection `collection` has applied its shard's token among `tokens`,
+  // Unavailable saying how far it is when not by `deadline`.
+  std::function<absl::Status(const std::string& collection,
+                             const google::protobuf::RepeatedPtrField<v1::WriteToken>& tokens,
+                             absl::Time deadline)>
+      wait_applied;
+};
+
 // Import is a raw method (grpc::ByteBuffer messages, parsed here): gRPC's
 // typed streaming handler reports a message that does not parse like the
 // end of the stream, which would end the import OK and drop the rest.
@@ -51,6 +66,13 @@ class VectorSearchService final
 
   // What GetServerInfo answers (before the server starts).
   void SetServerVersion(std::string version) { version_ = std::move(version); }
+  // Makes this service a cluster node's (before the server starts): the
+  // writes and collection admin of clients are refused (FailedPrecondition
+  // naming the router to use), searches wait for session tokens.
+  void SetClusterNode(ClusterNodeRole role) { cluster_ = std::move(role); }
+  // FailedPrecondition for `rpc` (a write or collection admin) on a cluster
+  // node; OK otherwise.
+  absl::Status ClusterRefuses(const char* rpc) const;
 
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* ctx,
                                           const v1::GetServerInfoRequest* req,
@@ -172,8 +194,28 @@ class VectorSearchService final
   ServiceLimits limits_;
   const Authenticator* auth_;
   std::string version_;
+  ClusterNodeRole cluster_;
   int64_t started_unix_ms_ = absl::ToUnixMillis(absl::Now());
 };
+
+// The points of an Upsert / Import message as engine points (`refs` point
+// into `points` and *fields): InvalidArgument for none or more than
+// limits.max_batch, a vector of another dimension than `dim`, a payload
+// over limits.max_payload_bytes, fields that do not convert. What the
+// engine checks besides is ValidatePoints (collection.h).
+absl::Status PointsFromProto(const std::string& collection, uint32_t dim,
+                             const google::protobuf::RepeatedPtrField<v1::Point>& points,
+                             const ServiceLimits& limits, std::vector<PointRef>* refs,
+                             std::vector<PayloadFields>* fields);
+
+// InvalidArgument for a search's cluster fields out of range (min_coverage
+// outside [0, 1], an unknown consistency, more than 1,024 write tokens).
+absl::Status CheckClusterFields(const v1::SearchRequest& req);
+
+// A CreateCollection spec as a config (FromProto), with the limits' checks
+// of its default knobs: what a standalone zoomd and a router both refuse.
+absl::StatusOr<CollectionConfig> ConfigFromSpec(const v1::CollectionSpec& spec,
+                                                const ServiceLimits& limits);
 
 // Proto <-> engine.
 v1::CollectionInfo ToProto(const CollectionInfo& info);

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -47,6 +48,15 @@ ZoomServer::~ZoomServer() { Shutdown(absl::Seconds(1)); }
 absl::Status ZoomServer::Start() {
   if (started_) return absl::FailedPreconditionError("already started");
   if (options_.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
+  const std::string& cluster_role = options_.cluster.role;
+  if (!cluster_role.empty() && cluster_role != "node" && cluster_role != "router") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--role must be node or router (or empty: a standalone zoomd), not '", cluster_role, "'"));
+  }
+  if (!cluster_role.empty() && options_.cluster.nats.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--role=", cluster_role, " needs the cluster's NATS servers (--nats nats://host:4222,...)"));
+  }
   auth_ = std::make_unique<Authenticator>(options_.api_key_file);
   ZOOM_RETURN_IF_ERROR(auth_->Load());
   if (options_.require_key_off_loopback && !auth_->enabled() &&
@@ -69,7 +79,9 @@ absl::Status ZoomServer::Start() {
   ZOOM_ASSIGN_OR_RETURN(metrics_, Metrics::Create(options_.metrics_address, metrics_auth));
   metrics_->SetBuildInfo(options_.version);
 
-  WorkerPoolOptions pool_options = WorkerPoolOptions::ForServer(options_.threads);
+  WorkerPoolOptions pool_options = WorkerPoolOptions::ForServer(
+      cluster_role == "router" ? std::max(options_.threads, options_.cluster.router_threads)
+                               : options_.threads);
   if (options_.max_queued_reads > 0) pool_options.limits[0].max_queued_units = options_.max_queued_reads;
   if (options_.max_queued_writes > 0) pool_options.limits[1].max_queued_units = options_.max_queued_writes;
   if (options_.max_queued_admin > 0) pool_options.limits[2].max_queued_units = options_.max_queued_admin;
@@ -102,41 +114,58 @@ absl::Status ZoomServer::Start() {
   // service can be described.
   (void)grpc::health::v1::HealthCheckRequest::descriptor();
 
-  // Every collection is recovered before the port opens, so a health check
-  // that gets an answer sees SERVING only with all collections loaded.
+  const std::string& role = options_.cluster.role;
   Stopwatch sw;
-  ZOOM_ASSIGN_OR_RETURN(db_, Database::Open(options_.database));
-  // What the collections' readers use (a fallback to pread included), said
-  // in the start line: a container's seccomp profile refusing io_uring is
-  // the usual reason (deploy/README.md).
-  const IoBackendInfo backend = db_->IoBackendInUse();
-  {
-    absl::MutexLock l(&io_backend_mu_);
-    io_backend_ = backend.name;
+  std::string backend_note = "none (a router holds no data)";
+  if (role == "router") {
+    ZOOM_RETURN_IF_ERROR(StartRouter(builder));
+  } else {
+    // Every collection is recovered before the port opens, so a health check
+    // that gets an answer sees SERVING only with all collections loaded.
+    ZOOM_ASSIGN_OR_RETURN(db_, Database::Open(options_.database));
+    // What the collections' readers use (a fallback to pread included), said
+    // in the start line: a container's seccomp profile refusing io_uring is
+    // the usual reason (deploy/README.md).
+    const IoBackendInfo backend = db_->IoBackendInUse();
+    {
+      absl::MutexLock l(&io_backend_mu_);
+      io_backend_ = backend.name;
+    }
+    metrics_->SetIoBackend(backend.name);
+    backend_note =
+        backend.note.empty() ? backend.name : absl::StrCat(backend.name, " (", backend.note, ")");
+    service_ = std::make_unique<VectorSearchService>(db_.get(), metrics_.get(), pool_.get(),
+                                                     options_.limits, auth_.get());
+    service_->SetServerVersion(options_.version);
+    if (role == "node") {
+      ClusterNodeRole node_role;
+      node_role.cluster = options_.cluster.name;
+      node_role.node = options_.cluster.node_id;
+      node_role.wait_applied = [this](const std::string& collection,
+                                      const google::protobuf::RepeatedPtrField<v1::WriteToken>& t,
+                                      absl::Time deadline) {
+        return WaitApplied(collection, t, deadline);
+      };
+      service_->SetClusterNode(std::move(node_role));
+    }
+    builder.RegisterService(service_.get());
+    DecoderOptions decoder_options;
+    decoder_options.cache_dir = options_.database.data_dir + "/models";
+    decoder_options.build_threads = options_.database.collection.build_threads;
+    decoder_options.models_dir = options_.models_dir;
+    decoder_options.max_models = options_.max_models;
+    decoder_options.max_model_bytes = options_.max_model_bytes;
+    decoder_options.limits = options_.decoder_limits;
+    decoder_ = std::make_unique<DecoderEngine>(decoder_options);
+    for (const auto& [name, dir] : options_.models) {
+      auto model = decoder_->Load(name, dir, index::FgdOptions());
+      absl::Status st = model.ok() ? decoder_->Wait(*model) : model.status();
+      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("model ", name, ": ", st.message()));
+    }
+    decoder_service_ =
+        std::make_unique<DecoderService>(decoder_.get(), metrics_.get(), pool_.get(), auth_.get());
+    builder.RegisterService(decoder_service_.get());
   }
-  metrics_->SetIoBackend(backend.name);
-  const std::string backend_note =
-      backend.note.empty() ? backend.name : absl::StrCat(backend.name, " (", backend.note, ")");
-  service_ = std::make_unique<VectorSearchService>(db_.get(), metrics_.get(), pool_.get(),
-                                                   options_.limits, auth_.get());
-  service_->SetServerVersion(options_.version);
-  builder.RegisterService(service_.get());
-  DecoderOptions decoder_options;
-  decoder_options.cache_dir = options_.database.data_dir + "/models";
-  decoder_options.build_threads = options_.database.collection.build_threads;
-  decoder_options.models_dir = options_.models_dir;
-  decoder_options.max_models = options_.max_models;
-  decoder_options.max_model_bytes = options_.max_model_bytes;
-  decoder_options.limits = options_.decoder_limits;
-  decoder_ = std::make_unique<DecoderEngine>(decoder_options);
-  for (const auto& [name, dir] : options_.models) {
-    auto model = decoder_->Load(name, dir, index::FgdOptions());
-    absl::Status st = model.ok() ? decoder_->Wait(*model) : model.status();
-    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("model ", name, ": ", st.message()));
-  }
-  decoder_service_ =
-      std::make_unique<DecoderService>(decoder_.get(), metrics_.get(), pool_.get(), auth_.get());
-  builder.RegisterService(decoder_service_.get());
   reflection_v1_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
       "zoom.v1.VectorSearch", "zoom.v1.Decoder", "grpc.health.v1.Health",
       "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"},
@@ -144,29 +173,108 @@ absl::Status ZoomServer::Start() {
   builder.RegisterService(reflection_v1_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || grpc_port_ == 0) {
+    router_.reset();
     db_.reset();
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", options_.grpc_address,
         " (address in use or not local? set --grpc_address)"));
   }
+  if (role == "node") {
+    // Listening first: peers fetch snapshots from us, routers reach us.
+    if (absl::Status st = JoinCluster(); !st.ok()) {
+      server_->Shutdown(absl::ToChronoTime(absl::Now()));
+      server_->Wait();
+      pool_->Stop();
+      service_.reset();
+      decoder_service_.reset();
+      decoder_.reset();
+      db_.reset();
+      server_.reset();
+      return st;
+    }
+  }
   server_->GetHealthCheckService()->SetServingStatus(true);
   server_->GetHealthCheckService()->SetServingStatus("zoom.v1.VectorSearch", true);
   server_->GetHealthCheckService()->SetServingStatus("zoom.v1.Decoder", true);
-  service_->RefreshCollectionMetrics();
-  housekeeping_ = std::thread([this] { Housekeeping(); });
-  maintenance_ = std::thread([this] { Maintenance(); });
+  if (service_ != nullptr) service_->RefreshCollectionMetrics();
+  if (db_ != nullptr) {
+    housekeeping_ = std::thread([this] { Housekeeping(); });
+    maintenance_ = std::thread([this] { Maintenance(); });
+  }
   started_ = true;
-  ZOOM_LOG(INFO, "zoomd ", options_.version, " serving on ", options_.grpc_address, " (port ",
+  ZOOM_LOG(INFO, "zoomd ", options_.version, role.empty() ? "" : absl::StrCat(" (", role, " of cluster ", options_.cluster.name, ")"),
+           " serving on ", options_.grpc_address, " (port ",
            grpc_port_, "), metrics on ",
            options_.metrics_address.empty() ? std::string("(off)")
                                             : absl::StrCat(options_.metrics_address, " (port ",
                                                            metrics_->port(), ")"),
-           ", data dir ", options_.database.data_dir, ", io backend ", backend_note,
+           db_ == nullptr ? std::string() : absl::StrCat(", data dir ", options_.database.data_dir),
+           ", io backend ", backend_note,
            ", kernels ", server::Database::KernelChoices(),
            ", sync ", options_.database.sync_always ? "always" : "batch", ", ",
-           options_.threads, " workers, ", db_->ListCollections().size(),
+           options_.threads, " workers, ", db_ == nullptr ? 0 : db_->ListCollections().size(),
            " collections loaded in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
   return absl::OkStatus();
+}
+
+absl::Status ZoomServer::StartRouter(grpc::ServerBuilder& builder) {
+  RouterOptions ro = options_.cluster.router;
+  ro.catalog.cluster = options_.cluster.name;
+  ro.catalog.nats_replicas = options_.cluster.nats_replicas;
+  ro.catalog.node_ttl = options_.cluster.node_ttl;
+  ro.nats.servers = options_.cluster.nats;
+  ro.limits = options_.limits;
+  ro.version = options_.version;
+  ZOOM_ASSIGN_OR_RETURN(router_, RouterService::Create(ro, metrics_.get(), pool_.get(),
+                                                       auth_.get()));
+  builder.RegisterService(router_.get());
+  return absl::OkStatus();
+}
+
+absl::Status ZoomServer::JoinCluster() {
+  cluster::ClusterNodeOptions o;
+  o.catalog.cluster = options_.cluster.name;
+  o.catalog.nats_replicas = options_.cluster.nats_replicas;
+  o.catalog.node_ttl = options_.cluster.node_ttl;
+  o.nats.servers = options_.cluster.nats;
+  o.node_id = options_.cluster.node_id;
+  o.heartbeat = options_.cluster.heartbeat;
+  o.fetch_snapshot = options_.cluster.fetch_snapshot;
+  o.advertise_address = options_.cluster.advertise_address;
+  if (o.advertise_address.empty()) {
+    std::string host = options_.grpc_address.substr(0, options_.grpc_address.rfind(':'));
+    if (host.empty() || host == "0.0.0.0" || host == "[::]") {
+      char name[256] = {0};
+      gethostname(name, sizeof(name) - 1);
+      host = name;
+    }
+    o.advertise_address = absl::StrCat(host, ":", grpc_port_);
+  }
+  ZOOM_ASSIGN_OR_RETURN(cluster_node_, cluster::ClusterNode::Start(db_.get(), std::move(o)));
+  joined_ = cluster_node_.get();
+  return absl::OkStatus();
+}
+
+absl::Status ZoomServer::WaitApplied(
+    const std::string& collection,
+    const google::protobuf::RepeatedPtrField<v1::WriteToken>& tokens, absl::Time deadline) const {
+  const std::optional<cluster::LocalShard> local = cluster::ParseLocalName(collection);
+  if (!local.has_value()) return absl::OkStatus();
+  uint64_t need = 0;
+  for (const v1::WriteToken& t : tokens) {
+    if (t.shard() == local->shard) need = std::max(need, t.sequence());
+  }
+  if (need == 0) return absl::OkStatus();
+  cluster::ClusterNode* node = joined_.load();
+  if (node == nullptr) return absl::UnavailableError("this node has not joined its cluster yet");
+  const absl::Time until = std::min(deadline, absl::Now() + options_.cluster.max_session_wait);
+  if (node->WaitApplied(collection, need, until)) return absl::OkStatus();
+  auto replica = node->ReplicaOf(collection);
+  return absl::UnavailableError(absl::StrCat(
+      "shard ", local->shard, " of ", local->collection, " on node ", options_.cluster.node_id,
+      " has applied its log through ", replica ? replica->status().applied : 0,
+      "; the session's writes need ", need, " (waited ",
+      absl::FormatDuration(options_.cluster.max_session_wait), ")"));
 }
 
 absl::Status ZoomServer::ReloadApiKeys() {
@@ -264,8 +372,15 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   stopping_ = true;
   if (housekeeping_.joinable()) housekeeping_.join();
   if (maintenance_.joinable()) maintenance_.join();
-  absl::Status st = db_->SyncWal();
-  if (!st.ok()) ZOOM_LOG(ERROR, "final WAL sync failed: ", st.message());
+  // Replicas stop applying before the database closes; the node's record
+  // leaves the cluster's bucket (a clean leave).
+  joined_ = nullptr;
+  cluster_node_.reset();
+  router_.reset();
+  if (db_ != nullptr) {
+    absl::Status st = db_->SyncWal();
+    if (!st.ok()) ZOOM_LOG(ERROR, "final WAL sync failed: ", st.message());
+  }
   service_.reset();
   decoder_.reset();  // cancels and joins model loads (their waiting calls are finished)
   decoder_service_.reset();

@@ -30,11 +30,14 @@
 #include "absl/status/statusor.h"
 #include "server/grpc/auth.h"
 #include "server/grpc/decoder_service.h"
+#include "server/cluster/cluster_node.h"
 #include "server/grpc/reflection_service.h"
+#include "server/grpc/router_service.h"
 #include "server/grpc/vector_search_service.h"
 
 namespace grpc {
 class Server;
+class ServerBuilder;
 class ServerCredentials;
 }
 
@@ -80,6 +83,30 @@ struct ServerOptions {
   // Refuse to start without API keys on an address that is not loopback
   // (zoomd sets it unless --allow_unauthenticated).
   bool require_key_off_loopback = false;
+
+  // A cluster (server/cluster, README "Cluster"). role "" (standalone: the
+  // embedded default), "node" (hosts shard replicas, applies their logs) or
+  // "router" (no data: routes the API to the nodes and the logs).
+  struct Cluster {
+    std::string role;
+    std::string name = "zoomd";
+    std::vector<std::string> nats;  // nats://host:port, ...
+    int nats_replicas = 1;          // JetStream replicas of streams and buckets
+    std::string node_id;
+    // host:port routers and peers reach a node at; "" = the gRPC address's
+    // host (or this host's name when it listens on every interface) and the
+    // port it listens on.
+    std::string advertise_address;
+    absl::Duration node_ttl = absl::Seconds(10);
+    absl::Duration heartbeat = absl::Seconds(2);
+    // How long a node's search waits for a session's writes to apply.
+    absl::Duration max_session_wait = absl::Seconds(1);
+    int router_threads = 64;  // a router's handlers wait on nodes, not cores
+    RouterOptions router;     // its other knobs (the names above win)
+    // A node fetches a peer's shard snapshot with it (zoomd's main: over
+    // gRPC, DownloadSnapshot); empty: shards start empty and replay.
+    cluster::SnapshotFetcher fetch_snapshot;
+  } cluster;
 };
 
 class ZoomServer {
@@ -96,7 +123,10 @@ class ZoomServer {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
-  Database* database() { return db_.get(); }
+  Database* database() { return db_.get(); }  // null on a router
+  // A node's cluster membership (null unless role "node").
+  cluster::ClusterNode* cluster_node() { return cluster_node_.get(); }
+  RouterService* router() { return router_.get(); }
   DecoderEngine* decoder() { return decoder_.get(); }
   Metrics* metrics() { return metrics_.get(); }
   WorkerPool* pool() { return pool_.get(); }
@@ -111,12 +141,21 @@ class ZoomServer {
   void Housekeeping();
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() const;
   void Maintenance();
+  absl::Status StartRouter(grpc::ServerBuilder& builder);
+  absl::Status JoinCluster();
+  // A node's session wait (ClusterNodeRole::wait_applied).
+  absl::Status WaitApplied(const std::string& collection,
+                           const google::protobuf::RepeatedPtrField<v1::WriteToken>& tokens,
+                           absl::Time deadline) const;
 
   ServerOptions options_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<VectorSearchService> service_;
+  std::unique_ptr<RouterService> router_;
+  std::unique_ptr<cluster::ClusterNode> cluster_node_;
+  std::atomic<cluster::ClusterNode*> joined_{nullptr};  // cluster_node_ once started
   std::unique_ptr<DecoderEngine> decoder_;
   std::unique_ptr<DecoderService> decoder_service_;
   std::unique_ptr<ReflectionV1Service> reflection_v1_;

@@ -20,13 +20,16 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/binary_io.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/texmex.h"
 #include "server/engine/payload_fields.h"
+#include "client/zoom_client.h"
 #include "server/grpc/zoom_server.h"
 
 ABSL_FLAG(std::string, data_dir, "./var/zoomd", "Data directory (created if missing).");
@@ -112,6 +115,28 @@ ABSL_FLAG(std::string, tls_key, "", "TLS: the server's private key (PEM).");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "mTLS: CA certificates (PEM); clients must present a certificate signed by one.");
 ABSL_FLAG(int, shutdown_grace_s, 10, "Seconds in-flight requests get at shutdown.");
+ABSL_FLAG(std::string, role, "",
+          "Cluster role (README \"Cluster\"): empty for a standalone zoomd; node (hosts shard "
+          "replicas and applies their logs from NATS JetStream) or router (holds no data: "
+          "routes the API to the nodes and the logs).");
+ABSL_FLAG(std::string, cluster, "zoomd", "The cluster's name (several may share one NATS).");
+ABSL_FLAG(std::vector<std::string>, nats, {},
+          "The cluster's NATS servers, with JetStream: nats://host:4222,nats://host2:4222.");
+ABSL_FLAG(int, nats_replicas, 1,
+          "JetStream replicas of the cluster's streams and buckets (3 on a 3-server NATS "
+          "cluster: a write survives the loss of one).");
+ABSL_FLAG(std::string, node_id, "",
+          "A node's id in the cluster, 1..32 of [A-Za-z0-9_-] (default: the host name; a "
+          "StatefulSet pod's name is stable).");
+ABSL_FLAG(std::string, advertise_address, "",
+          "host:port at which routers and peers reach this node (default: the gRPC address's "
+          "host, or the host name when it listens on every interface, and its port).");
+ABSL_FLAG(std::string, peer_key_file, "",
+          "A node: the file holding the admin API key it presents to its peers when it fetches "
+          "a shard's snapshot from one (when the nodes require keys).");
+ABSL_FLAG(int, node_ttl_s, 10,
+          "A node that has not heartbeated for this long leaves the cluster (routers stop "
+          "using it); heartbeats every ttl/5.");
 
 namespace zoom {
 namespace {
@@ -278,6 +303,43 @@ int Main(int argc, char** argv) {
     }
     options.models.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
   }
+
+  options.cluster.role = absl::GetFlag(FLAGS_role);
+  options.cluster.name = absl::GetFlag(FLAGS_cluster);
+  options.cluster.nats = absl::GetFlag(FLAGS_nats);
+  options.cluster.nats_replicas = absl::GetFlag(FLAGS_nats_replicas);
+  options.cluster.node_id = absl::GetFlag(FLAGS_node_id);
+  if (options.cluster.node_id.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    options.cluster.node_id = host;
+  }
+  options.cluster.advertise_address = absl::GetFlag(FLAGS_advertise_address);
+  const int ttl_s = std::max(2, absl::GetFlag(FLAGS_node_ttl_s));
+  options.cluster.node_ttl = absl::Seconds(ttl_s);
+  options.cluster.heartbeat = absl::Seconds(ttl_s) / 5;
+  // A node bootstraps a shard from a peer's snapshot over the peers' API,
+  // with the admin key of --peer_key_file when the nodes require keys.
+  std::string peer_key;
+  if (const std::string f = absl::GetFlag(FLAGS_peer_key_file); !f.empty()) {
+    absl::StatusOr<std::string> text = ReadFileToString(f);
+    if (!text.ok()) {
+      std::fprintf(stderr, "zoomd: --peer_key_file: %s\n", std::string(text.status().message()).c_str());
+      return 2;
+    }
+    peer_key = std::string(absl::StripAsciiWhitespace(*text));
+  }
+  options.cluster.fetch_snapshot = [peer_key](const std::string& address, const std::string& local,
+                                              const std::string& dest) -> absl::Status {
+    client::ClientOptions co;
+    co.timeout = absl::Minutes(30);
+    co.api_key = peer_key;
+    auto peer = client::ZoomClient::Connect(address, co);
+    ZOOM_ASSIGN_OR_RETURN(v1::SnapshotInfo info, peer->CreateSnapshot(local));
+    absl::StatusOr<v1::SnapshotInfo> got = peer->DownloadSnapshot(local, info.name(), dest);
+    (void)peer->DeleteSnapshot(local, info.name());
+    return got.status();
+  };
 
   server::ZoomServer server(options);
   if (absl::Status st = server.Start(); !st.ok()) {

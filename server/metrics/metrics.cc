@@ -297,6 +297,16 @@ struct Metrics::Impl {
             &family.Add({{"strategy", FilterStrategyName(st)}});
       }
     }
+    {
+      auto& family = Register(prometheus::BuildCounter(), *registry, "zoomd_router_events_total",
+                              "A cluster router's events: hedge (a second replica asked after "
+                              "the shard's recent p95), failover (the next replica asked after "
+                              "one failed), partial (an answer short of some shards), "
+                              "unavailable (a search refused for a shard without an answer), "
+                              "map_refresh (shard maps read again on a miss).");
+      const char* names[] = {"hedge", "failover", "partial", "unavailable", "map_refresh"};
+      for (int i = 0; i < 5; ++i) router_events[i] = &family.Add({{"event", names[i]}});
+    }
     filter_scans_total = counter("zoomd_filter_scans_total",
                                  "Filters evaluated from the stored payloads (a field "
                                  "without a ready payload index).");
@@ -427,6 +437,7 @@ struct Metrics::Impl {
   Counter* cache_hits_total = nullptr;
   Counter* cache_misses_total = nullptr;
   Histogram* preview_seconds = nullptr;
+  std::array<Counter*, 5> router_events{};
   Counter* decoder_contexts_total = nullptr;
   Counter* decoder_distance_evals_total = nullptr;
   Counter* decoder_exact_total = nullptr;
@@ -600,6 +611,11 @@ void Metrics::RemoveCollection(std::string_view collection) {
   RemoveIfSet(m.build_progress, s.build_progress);
   for (auto& [state, gauge] : s.states) RemoveIfSet(m.index_state, gauge);
   m.collections.erase(it);
+}
+
+void Metrics::RecordRouterEvent(RouterEvent event) {
+  const int i = static_cast<int>(event);
+  if (i >= 0 && i < 5) impl_->router_events[i]->Increment();
 }
 
 void Metrics::SetIoBackend(std::string_view backend) {

@@ -29,6 +29,8 @@
 //             zoomd_collection_index_state{collection,state}  1 for the
 //                                   current state, 0 for the others
 //             zoomd_io_backend{backend} = 1, zoomd_build_info{version} = 1
+//   cluster   zoomd_router_events_total{event}  counter: hedge, failover,
+//                                   partial, unavailable, map_refresh
 //   process   zoomd_process_resident_memory_bytes,
 //             zoomd_process_virtual_memory_bytes (read from /proc/self/statm
 //             at scrape time), zoomd_process_start_time_seconds (unix time)
@@ -99,6 +101,15 @@ class Metrics {
   // Removes every series labelled with `collection` (the gauges above and
   // its searches/ssd_reads series). Recording for it again recreates them.
   void RemoveCollection(std::string_view collection);
+
+  // A cluster router's events, zoomd_router_events_total{event}: kHedge (a
+  // second replica asked after the shard's recent p95), kFailover (a
+  // replica failed, the next one asked), kPartial (an answer short of some
+  // shards, allowed by the request), kUnavailable (a search refused: a
+  // shard without an answer), kMapRefresh (the shard maps read again on a
+  // miss).
+  enum class RouterEvent { kHedge = 0, kFailover, kPartial, kUnavailable, kMapRefresh };
+  void RecordRouterEvent(RouterEvent event);
 
   // The BlockReader backend in use ("io_uring", "pread"); replaces the
   // previous one.

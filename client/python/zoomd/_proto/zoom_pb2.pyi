@@ -10,6 +10,7 @@ BUILDING: IndexState
 COSINE: Metric
 DESCRIPTOR: _descriptor.FileDescriptor
 DTYPE_UNSPECIFIED: DType
+EVENTUAL: Consistency
 FAILED: IndexState
 FIELD_INDEX_TYPE_UNSPECIFIED: FieldIndexType
 FLOAT: FieldIndexType
@@ -30,6 +31,7 @@ QUANTIZER_PQ: Quantizer
 QUANTIZER_RABITQ: Quantizer
 QUANTIZER_UNSPECIFIED: Quantizer
 READY: IndexState
+SESSION: Consistency
 UINT8: DType
 
 class BuildIndexRequest(_message.Message):
@@ -127,7 +129,7 @@ class CollectionInfo(_message.Message):
     def __init__(self, spec: _Optional[_Union[CollectionSpec, _Mapping]] = ..., points: _Optional[int] = ..., deleted_points: _Optional[int] = ..., stored_records: _Optional[int] = ..., index_state: _Optional[_Union[IndexState, str]] = ..., indexed_points: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., build_progress: _Optional[float] = ..., index_error: _Optional[str] = ..., compaction_error: _Optional[str] = ..., maintenance_failures: _Optional[int] = ..., maintenance_retry_unix_ms: _Optional[int] = ..., field_indexes: _Optional[_Iterable[_Union[FieldIndexInfo, _Mapping]]] = ..., trained_points: _Optional[int] = ..., auto_retrains: _Optional[int] = ..., code_error_ratio: _Optional[float] = ..., drift_retrains: _Optional[int] = ..., calibration: _Optional[_Union[Calibration, _Mapping]] = ..., calibration_current: bool = ..., calibration_error: _Optional[str] = ..., default_target_recall: _Optional[float] = ...) -> None: ...
 
 class CollectionSpec(_message.Message):
-    __slots__ = ["cache_bytes", "default_knobs", "dim", "dtype", "index", "metric", "name"]
+    __slots__ = ["cache_bytes", "default_knobs", "dim", "dtype", "index", "metric", "name", "replicas", "shards"]
     CACHE_BYTES_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_KNOBS_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +137,8 @@ class CollectionSpec(_message.Message):
     INDEX_FIELD_NUMBER: _ClassVar[int]
     METRIC_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
     cache_bytes: int
     default_knobs: SearchKnobs
     dim: int
@@ -142,7 +146,9 @@ class CollectionSpec(_message.Message):
     index: IndexSpec
     metric: Metric
     name: str
-    def __init__(self, name: _Optional[str] = ..., dim: _Optional[int] = ..., metric: _Optional[_Union[Metric, str]] = ..., dtype: _Optional[_Union[DType, str]] = ..., index: _Optional[_Union[IndexSpec, _Mapping]] = ..., default_knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ..., cache_bytes: _Optional[int] = ...) -> None: ...
+    replicas: int
+    shards: int
+    def __init__(self, name: _Optional[str] = ..., dim: _Optional[int] = ..., metric: _Optional[_Union[Metric, str]] = ..., dtype: _Optional[_Union[DType, str]] = ..., index: _Optional[_Union[IndexSpec, _Mapping]] = ..., default_knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ..., cache_bytes: _Optional[int] = ..., shards: _Optional[int] = ..., replicas: _Optional[int] = ...) -> None: ...
 
 class CompactRequest(_message.Message):
     __slots__ = ["collection"]
@@ -281,10 +287,12 @@ class DeleteRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ...) -> None: ...
 
 class DeleteResponse(_message.Message):
-    __slots__ = ["deleted"]
+    __slots__ = ["deleted", "tokens"]
     DELETED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
     deleted: int
-    def __init__(self, deleted: _Optional[int] = ...) -> None: ...
+    tokens: _containers.RepeatedCompositeFieldContainer[WriteToken]
+    def __init__(self, deleted: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ...) -> None: ...
 
 class DeleteSnapshotRequest(_message.Message):
     __slots__ = ["collection", "name"]
@@ -446,10 +454,12 @@ class ImportRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., points: _Optional[_Iterable[_Union[Point, _Mapping]]] = ...) -> None: ...
 
 class ImportResponse(_message.Message):
-    __slots__ = ["imported"]
+    __slots__ = ["imported", "tokens"]
     IMPORTED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
     imported: int
-    def __init__(self, imported: _Optional[int] = ...) -> None: ...
+    tokens: _containers.RepeatedCompositeFieldContainer[WriteToken]
+    def __init__(self, imported: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ...) -> None: ...
 
 class IndexSpec(_message.Message):
     __slots__ = ["compact_links", "ef_construction", "kind", "m", "nlist", "opq", "pq_m", "pq_nbits", "quantizer"]
@@ -682,36 +692,46 @@ class SearchKnobs(_message.Message):
     def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., rerank_stop_sd: _Optional[float] = ..., target_recall: _Optional[float] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ["allow_partial", "collection", "exact", "filter", "k", "knobs", "preview_only", "vector", "with_payload", "with_vectors"]
+    __slots__ = ["after", "allow_partial", "collection", "consistency", "exact", "filter", "k", "knobs", "min_coverage", "preview_only", "vector", "with_payload", "with_vectors"]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
     ALLOW_PARTIAL_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
+    CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
     EXACT_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     KNOBS_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
+    MIN_COVERAGE_FIELD_NUMBER: _ClassVar[int]
     PREVIEW_ONLY_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
     WITH_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     WITH_VECTORS_FIELD_NUMBER: _ClassVar[int]
+    after: _containers.RepeatedCompositeFieldContainer[WriteToken]
     allow_partial: bool
     collection: str
+    consistency: Consistency
     exact: bool
     filter: Filter
     k: int
     knobs: SearchKnobs
+    min_coverage: float
     preview_only: bool
     vector: _containers.RepeatedScalarFieldContainer[float]
     with_payload: bool
     with_vectors: bool
-    def __init__(self, collection: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., k: _Optional[int] = ..., knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ..., preview_only: bool = ..., with_payload: bool = ..., with_vectors: bool = ..., allow_partial: bool = ..., exact: bool = ..., filter: _Optional[_Union[Filter, _Mapping]] = ...) -> None: ...
+    def __init__(self, collection: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., k: _Optional[int] = ..., knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ..., preview_only: bool = ..., with_payload: bool = ..., with_vectors: bool = ..., allow_partial: bool = ..., exact: bool = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., min_coverage: _Optional[float] = ..., consistency: _Optional[_Union[Consistency, str]] = ..., after: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
-    __slots__ = ["hits", "stats"]
+    __slots__ = ["coverage", "degraded", "hits", "stats"]
+    COVERAGE_FIELD_NUMBER: _ClassVar[int]
+    DEGRADED_FIELD_NUMBER: _ClassVar[int]
     HITS_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
+    coverage: float
+    degraded: bool
     hits: _containers.RepeatedCompositeFieldContainer[Hit]
     stats: QueryStats
-    def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., stats: _Optional[_Union[QueryStats, _Mapping]] = ...) -> None: ...
+    def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., stats: _Optional[_Union[QueryStats, _Mapping]] = ..., coverage: _Optional[float] = ..., degraded: bool = ...) -> None: ...
 
 class SetPayloadRequest(_message.Message):
     __slots__ = ["collection", "fields", "ids", "overwrite"]
@@ -775,10 +795,12 @@ class UpsertRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., points: _Optional[_Iterable[_Union[Point, _Mapping]]] = ...) -> None: ...
 
 class UpsertResponse(_message.Message):
-    __slots__ = ["upserted"]
+    __slots__ = ["tokens", "upserted"]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
     UPSERTED_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[WriteToken]
     upserted: int
-    def __init__(self, upserted: _Optional[int] = ...) -> None: ...
+    def __init__(self, upserted: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ...) -> None: ...
 
 class Value(_message.Message):
     __slots__ = ["bool_value", "double_value", "geo_value", "integer_value", "list_value", "null_value", "string_value"]
@@ -797,6 +819,14 @@ class Value(_message.Message):
     null_value: NullValue
     string_value: str
     def __init__(self, null_value: _Optional[_Union[NullValue, str]] = ..., string_value: _Optional[str] = ..., integer_value: _Optional[int] = ..., double_value: _Optional[float] = ..., bool_value: bool = ..., geo_value: _Optional[_Union[GeoPoint, _Mapping]] = ..., list_value: _Optional[_Union[ListValue, _Mapping]] = ...) -> None: ...
+
+class WriteToken(_message.Message):
+    __slots__ = ["sequence", "shard"]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    shard: int
+    def __init__(self, shard: _Optional[int] = ..., sequence: _Optional[int] = ...) -> None: ...
 
 class Metric(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
@@ -817,4 +847,7 @@ class FieldIndexType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class NullValue(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Consistency(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

@@ -1,0 +1,333 @@
+// A cluster in one process: a nats-server (a child process), zoomd nodes
+// and a router as in-process ZoomServers, a client talking to the router
+// over gRPC. Writes through the router reach every replica and answer with
+// write tokens; searches fan out and merge to the single node's answer;
+// nodes leaving are routed around (coverage 1 while a replica of every
+// shard remains; otherwise UNAVAILABLE, or a partial answer when allowed);
+// what a node or a router refuses says what to do instead.
+#include <grpcpp/grpcpp.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/zoom_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/grpc/zoom_server.h"
+#include "tests/testing/nats_server.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/test_env.h"
+
+namespace zoom {
+namespace {
+
+using ::testing::HasSubstr;
+using ::zoom::testing::NatsServer;
+using ::zoom::testing::StatusIs;
+using ::zoom::testing::TempDir;
+
+constexpr uint32_t kDim = 8;
+
+std::vector<float> Vectors(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g;
+  std::vector<float> v(n * kDim);
+  for (float& x : v) x = g(rng);
+  return v;
+}
+
+class RouterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::NatsServerBinary().empty()) GTEST_SKIP() << "nats-server not installed";
+    nats_ = std::make_unique<NatsServer>("solo", dir_.File("nats"));
+    ASSERT_TRUE(nats_->Start()) << nats_->Log();
+  }
+  void TearDown() override {
+    router_.reset();
+    nodes_.clear();
+  }
+  server::ServerOptions Base(const std::string& role) {
+    server::ServerOptions o;
+    o.grpc_address = "127.0.0.1:0";
+    o.metrics_address = "127.0.0.1:0";
+    o.threads = 4;
+    o.database.collection.auto_build_min_points = 0;
+    o.cluster.role = role;
+    o.cluster.name = "rt";
+    o.cluster.nats = {nats_->url()};
+    o.cluster.node_ttl = absl::Seconds(10);
+    o.cluster.heartbeat = absl::Milliseconds(200);
+    return o;
+  }
+  server::ZoomServer* StartNode(const std::string& id) {
+    server::ServerOptions o = Base("node");
+    o.database.data_dir = dir_.File("data-" + id);
+    o.cluster.node_id = id;
+    auto s = std::make_unique<server::ZoomServer>(o);
+    absl::Status st = s->Start();
+    EXPECT_OK(st);
+    if (!st.ok()) return nullptr;
+    nodes_[id] = std::move(s);
+    return nodes_[id].get();
+  }
+  void StartRouter() {
+    server::ServerOptions o = Base("router");
+    o.cluster.router.refresh = absl::Milliseconds(100);
+    router_ = std::make_unique<server::ZoomServer>(o);
+    ASSERT_OK(router_->Start());
+    client_ = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", router_->grpc_port()));
+    stub_ = v1::VectorSearch::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", router_->grpc_port()), grpc::InsecureChannelCredentials()));
+  }
+  v1::CollectionSpec Spec(const std::string& name, uint32_t shards, uint32_t replicas) {
+    v1::CollectionSpec spec;
+    spec.set_name(name);
+    spec.set_dim(kDim);
+    spec.set_metric(v1::L2);
+    spec.set_shards(shards);
+    spec.set_replicas(replicas);
+    return spec;
+  }
+  // Upserts ids [first, first + n) through the router: its tokens.
+  std::vector<v1::WriteToken> Upsert(const std::string& c, uint64_t first, size_t n,
+                                     const std::vector<float>& data) {
+    v1::UpsertRequest req;
+    req.set_collection(c);
+    for (size_t i = 0; i < n; ++i) {
+      v1::Point* p = req.add_points();
+      p->set_id(first + i);
+      p->mutable_vector()->Assign(data.begin() + i * kDim, data.begin() + (i + 1) * kDim);
+      p->set_payload(absl::StrCat("p", first + i));
+    }
+    grpc::ClientContext ctx;
+    v1::UpsertResponse resp;
+    grpc::Status st = stub_->Upsert(&ctx, req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(resp.upserted(), n);
+    return {resp.tokens().begin(), resp.tokens().end()};
+  }
+  v1::SearchRequest Query(const std::string& c, const float* q, uint32_t k) {
+    v1::SearchRequest r;
+    r.set_collection(c);
+    r.mutable_vector()->Assign(q, q + kDim);
+    r.set_k(k);
+    return r;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<NatsServer> nats_;
+  std::map<std::string, std::unique_ptr<server::ZoomServer>> nodes_;
+  std::unique_ptr<server::ZoomServer> router_;
+  std::unique_ptr<client::ZoomClient> client_;
+  std::unique_ptr<v1::VectorSearch::Stub> stub_;
+};
+
+TEST_F(RouterTest, WritesReachEveryReplicaAndSearchesMergeToTheSingleNodesAnswer) {
+  ASSERT_NE(StartNode("a"), nullptr);
+  ASSERT_NE(StartNode("b"), nullptr);
+  StartRouter();
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo info, client_->CreateCollection(Spec("docs", 2, 2)));
+  EXPECT_EQ(info.spec().shards(), 2u);
+  EXPECT_EQ(info.spec().replicas(), 2u);
+  constexpr size_t kN = 1500;
+  const std::vector<float> data = Vectors(kN, 7);
+  std::vector<v1::WriteToken> tokens;
+  for (size_t b = 0; b < kN; b += 500) {
+    auto t = Upsert("docs", b, 500, std::vector<float>(data.begin() + b * kDim,
+                                                       data.begin() + (b + 500) * kDim));
+    ASSERT_EQ(t.size(), 2u);  // both shards touched
+    tokens = t;
+  }
+  // A single node with the same points: the oracle.
+  server::ServerOptions solo;
+  solo.grpc_address = "127.0.0.1:0";
+  solo.metrics_address = "";
+  solo.database.data_dir = dir_.File("solo");
+  solo.database.collection.auto_build_min_points = 0;
+  server::ZoomServer single(solo);
+  ASSERT_OK(single.Start());
+  auto sc = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", single.grpc_port()));
+  ASSERT_OK(sc->CreateCollection(Spec("docs", 0, 0)).status());
+  v1::UpsertRequest all;
+  all.set_collection("docs");
+  for (size_t i = 0; i < kN; ++i) {
+    v1::Point* p = all.add_points();
+    p->set_id(i);
+    p->mutable_vector()->Assign(data.begin() + i * kDim, data.begin() + (i + 1) * kDim);
+    p->set_payload(absl::StrCat("p", i));
+  }
+  ASSERT_OK(sc->Upsert(all).status());
+
+  // Session reads see every acknowledged write; exact answers equal the
+  // single node's, id for id.
+  const std::vector<float> queries = Vectors(20, 8);
+  for (size_t q = 0; q < 20; ++q) {
+    v1::SearchRequest r = Query("docs", &queries[q * kDim], 10);
+    r.set_exact(true);
+    r.set_with_payload(true);
+    r.set_consistency(v1::SESSION);
+    for (const auto& t : tokens) *r.add_after() = t;
+    ASSERT_OK_AND_ASSIGN(v1::SearchResponse got, client_->Search(r));
+    r.clear_after();
+    r.set_consistency(v1::EVENTUAL);
+    ASSERT_OK_AND_ASSIGN(v1::SearchResponse want, sc->Search(r));
+    EXPECT_EQ(got.coverage(), 1.0f);
+    EXPECT_FALSE(got.degraded());
+    EXPECT_EQ(want.coverage(), 1.0f);
+    ASSERT_EQ(got.hits_size(), want.hits_size());
+    for (int i = 0; i < got.hits_size(); ++i) {
+      EXPECT_EQ(got.hits(i).id(), want.hits(i).id()) << q << " " << i;
+      EXPECT_FLOAT_EQ(got.hits(i).score(), want.hits(i).score());
+      EXPECT_EQ(got.hits(i).payload(), absl::StrCat("p", got.hits(i).id()));
+    }
+  }
+  // Every acknowledged write is visible: Count and Get.
+  v1::CountRequest count;
+  count.set_collection("docs");
+  EXPECT_THAT(client_->Count(count), testing::IsOkAndHolds(::testing::Property(
+                                         &v1::CountResponse::count, kN)));
+  v1::GetRequest get;
+  get.set_collection("docs");
+  for (uint64_t id : {1499ull, 3ull, 99999ull, 3ull}) get.add_ids(id);
+  ASSERT_OK_AND_ASSIGN(v1::GetResponse g, client_->Get(get));
+  ASSERT_EQ(g.points_size(), 3);
+  EXPECT_EQ(g.points(0).id(), 1499u);
+  EXPECT_EQ(g.points(1).id(), 3u);
+  EXPECT_EQ(g.points(2).id(), 3u);
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo agg, client_->GetCollection("docs"));
+  EXPECT_EQ(agg.points(), kN);
+
+  // A replica leaves: the other serves every shard, coverage 1.
+  nodes_.at("b")->Shutdown(absl::Seconds(1));
+  nodes_.erase("b");
+  for (size_t q = 0; q < 20; ++q) {
+    v1::SearchRequest r = Query("docs", &queries[q * kDim], 10);
+    ASSERT_OK_AND_ASSIGN(v1::SearchResponse got, client_->Search(r));
+    EXPECT_EQ(got.coverage(), 1.0f);
+    EXPECT_EQ(got.hits_size(), 10);
+  }
+  // Deletes through the router: gone from the answers.
+  ASSERT_OK(client_->Delete("docs", {0, 1, 2}).status());
+  EXPECT_THAT(client_->Count(count), testing::IsOkAndHolds(::testing::Property(
+                                         &v1::CountResponse::count, ::testing::Le(kN))));
+}
+
+TEST_F(RouterTest, AShardWithoutReplicasIsUnavailableOrPartialWhenAllowed) {
+  ASSERT_NE(StartNode("a"), nullptr);
+  ASSERT_NE(StartNode("b"), nullptr);
+  StartRouter();
+  // One replica a shard on two nodes: a's shard and b's.
+  ASSERT_OK(client_->CreateCollection(Spec("thin", 2, 1)).status());
+  const std::vector<float> data = Vectors(400, 9);
+  auto tokens = Upsert("thin", 0, 400, data);
+  v1::SearchRequest r = Query("thin", data.data(), 10);
+  r.set_consistency(v1::SESSION);
+  for (const auto& t : tokens) *r.add_after() = t;
+  ASSERT_OK_AND_ASSIGN(v1::SearchResponse full, client_->Search(r));
+  EXPECT_EQ(full.coverage(), 1.0f);
+  nodes_.at("b")->Shutdown(absl::Seconds(1));
+  nodes_.erase("b");
+  r.set_consistency(v1::EVENTUAL);
+  const absl::Time t0 = absl::Now();
+  EXPECT_THAT(client_->Search(r, absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("allow_partial")));
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  r.set_allow_partial(true);
+  ASSERT_OK_AND_ASSIGN(v1::SearchResponse half, client_->Search(r));
+  EXPECT_EQ(half.coverage(), 0.5f);
+  EXPECT_TRUE(half.degraded());
+  EXPECT_GT(half.hits_size(), 0);
+  r.set_allow_partial(false);
+  r.set_min_coverage(0.5f);
+  EXPECT_OK(client_->Search(r).status());
+  r.set_min_coverage(0.75f);
+  EXPECT_THAT(client_->Search(r), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(RouterTest, WhatNodesAndRoutersRefuseSaysWhatToDo) {
+  server::ZoomServer* a = StartNode("a");
+  ASSERT_NE(a, nullptr);
+  StartRouter();
+  EXPECT_THAT(client_->CreateCollection(Spec("docs", 1, 2)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("1 are present")));
+  EXPECT_THAT(client_->CreateCollection(Spec(std::string(49, 'x'), 1, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("48")));
+  ASSERT_OK(client_->CreateCollection(Spec("docs", 0, 0)).status());
+  EXPECT_THAT(client_->CreateCollection(Spec("docs", 1, 1)),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  v1::SearchRequest r = Query("nope", Vectors(1, 1).data(), 10);
+  EXPECT_THAT(client_->Search(r), StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope")));
+  r.set_collection("docs");
+  r.set_min_coverage(2.0f);
+  EXPECT_THAT(client_->Search(r),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("min_coverage")));
+  v1::UpsertRequest bad;
+  bad.set_collection("docs");
+  bad.add_points()->set_id(1);  // no vector
+  EXPECT_THAT(client_->Upsert(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dimensions")));
+  v1::Point* nan = bad.mutable_points(0);
+  for (uint32_t i = 0; i < kDim; ++i) nan->add_vector(i == 3 ? NAN : 1.0f);
+  EXPECT_THAT(client_->Upsert(bad), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(client_->Compact("docs"), StatusIs(absl::StatusCode::kUnimplemented));
+  // Import through the router: each message a logged upsert; visible once
+  // applied (eventual reads: waited for, bounded).
+  const std::vector<float> data = Vectors(250, 3);
+  EXPECT_THAT(client_->Import(
+                  "docs", 250,
+                  [&](uint64_t i, v1::Point* p) {
+                    p->set_id(i);
+                    p->mutable_vector()->Assign(data.begin() + i * kDim,
+                                                data.begin() + (i + 1) * kDim);
+                  },
+                  100),
+              testing::IsOkAndHolds(250u));
+  v1::CountRequest count;
+  count.set_collection("docs");
+  uint64_t seen = 0;
+  const absl::Time end = absl::Now() + absl::Seconds(30);
+  while (seen != 250 && absl::Now() < end) {
+    auto c = client_->Count(count);
+    seen = c.ok() ? c->count() : 0;
+    if (seen != 250) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(seen, 250u);
+  // A node takes no writes but from its log.
+  auto direct = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", a->grpc_port()));
+  EXPECT_THAT(direct->CreateCollection(Spec("mine", 0, 0)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("router")));
+  // A standalone zoomd takes no shards.
+  server::ServerOptions solo;
+  solo.grpc_address = "127.0.0.1:0";
+  solo.metrics_address = "";
+  solo.database.data_dir = dir_.File("solo");
+  server::ZoomServer single(solo);
+  ASSERT_OK(single.Start());
+  auto sc = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", single.grpc_port()));
+  EXPECT_THAT(sc->CreateCollection(Spec("docs", 2, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("router")));
+  // Roles and flags that cannot work are refused at start.
+  server::ServerOptions o = Base("primary");
+  EXPECT_THAT(server::ZoomServer(o).Start(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--role")));
+  o = Base("router");
+  o.cluster.nats.clear();
+  EXPECT_THAT(server::ZoomServer(o).Start(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--nats")));
+  // A data directory of another node is not taken.
+  o = Base("node");
+  o.database.data_dir = dir_.File("data-a");
+  o.cluster.node_id = "z";
+  a->Shutdown(absl::Seconds(1));
+  EXPECT_THAT(server::ZoomServer(o).Start(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("node 'a'")));
+}
+
+}  // namespace
+}  // namespace zoom
