@@ -109,6 +109,9 @@ absl::StatusOr<std::vector<NodeInfo>> ClusterCatalog::LiveNodes() const {
     if (!e.has_value()) continue;  // expired meanwhile
     absl::StatusOr<NodeInfo> info = NodeInfo::Decode(e->value);
     if (!info.ok() || info->role != "node") continue;
+    // A record the bucket has not expired yet (its leader may be busy or
+    // being elected) but whose heartbeat is older than the max age: gone.
+    if (absl::FromUnixMillis(info->heartbeat_unix_ms) + options_.node_ttl < absl::Now()) continue;
     out.push_back(*std::move(info));
   }
   return out;

@@ -63,7 +63,11 @@ class ClusterCatalog {
   // NotFound when absent.
   absl::Status DropCollection(const std::string& collection);
 
-  // The records of the nodes heartbeating now (role "node"), by id.
+  // The records of the nodes heartbeating now (role "node"), by id: those
+  // in the bucket whose last heartbeat is within node_ttl (the bucket's
+  // expiry may lag, e.g. while its leader is elected; hosts' clocks are
+  // assumed within a small part of node_ttl of each other, as NTP keeps
+  // them).
   absl::StatusOr<std::vector<NodeInfo>> LiveNodes() const;
   absl::Status PutNode(const NodeInfo& info);
   absl::Status RemoveNode(const std::string& node);

@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(server::Database
   }
   (void)node->Heartbeat();
   node->thread_ = std::thread([p = node.get()] { p->Run(); });
+  node->beat_thread_ = std::thread([p = node.get()] { p->Beat(); });
   return node;
 }
 
@@ -46,6 +47,7 @@ ClusterNode::~ClusterNode() {
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  if (beat_thread_.joinable()) beat_thread_.join();
   std::map<std::string, Hosted> hosted;
   {
     absl::MutexLock l(&mu_);
@@ -87,27 +89,29 @@ absl::Status ClusterNode::CheckDataDir() const {
 }
 
 void ClusterNode::Run() {
-  absl::Time next_beat = absl::Now() + options_.heartbeat;
-  absl::Time next_pass = absl::Now() + options_.reconcile;
   for (;;) {
     {
       absl::MutexLock l(&mu_);
       auto stop = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
-      mu_.AwaitWithDeadline(absl::Condition(&stop), std::min(next_beat, next_pass));
+      mu_.AwaitWithTimeout(absl::Condition(&stop), options_.reconcile);
       if (stopping_) return;
     }
-    const absl::Time now = absl::Now();
-    if (now >= next_pass) {
-      if (absl::Status st = Reconcile(); !st.ok()) {
-        ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": reconciliation: ", st.message());
-      }
-      next_pass = absl::Now() + options_.reconcile;
+    if (absl::Status st = Reconcile(); !st.ok()) {
+      ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": reconciliation: ", st.message());
     }
-    if (now >= next_beat) {
-      if (absl::Status st = Heartbeat(); !st.ok()) {
-        ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": heartbeat: ", st.message());
-      }
-      next_beat = absl::Now() + options_.heartbeat;
+  }
+}
+
+void ClusterNode::Beat() {
+  for (;;) {
+    {
+      absl::MutexLock l(&mu_);
+      auto stop = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
+      mu_.AwaitWithTimeout(absl::Condition(&stop), options_.heartbeat);
+      if (stopping_) return;
+    }
+    if (absl::Status st = Heartbeat(); !st.ok()) {
+      ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": heartbeat: ", st.message());
     }
   }
 }

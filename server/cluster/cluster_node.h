@@ -97,7 +97,11 @@ class ClusterNode {
 
  private:
   ClusterNode(server::Database* db, ClusterNodeOptions options) : db_(db), options_(std::move(options)) {}
+  // The reconciliation loop (may wait on NATS for seconds) and the
+  // heartbeat loop, on threads of their own: a slow reconciliation must not
+  // let the node's record expire.
   void Run();
+  void Beat();
   absl::Status Heartbeat();
   // A local collection for shard `k` of `m`: restored from a peer's
   // snapshot when one has data, else created empty.
@@ -117,7 +121,7 @@ class ClusterNode {
   };
   std::map<std::string, Hosted> hosted_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  std::thread thread_, beat_thread_;
 };
 
 }  // namespace zoom::cluster

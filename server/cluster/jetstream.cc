@@ -481,6 +481,12 @@ absl::StatusOr<std::unique_ptr<KeyValue>> JetStream::EnsureBucket(const BucketSp
     absl::SleepFor(absl::Milliseconds(200));
   }
   if (s != NATS_OK) return FromNats(s, 0, absl::StrCat("key-value bucket ", spec.name));
+  // Reads and writes wait request_timeout, not admin_timeout: a heartbeat
+  // or a map read that cannot be served soon is better retried.
+  kvStore_Destroy(impl->kv);
+  impl->kv = nullptr;
+  s = js_KeyValue(&impl->kv, impl_->js, spec.name.c_str());
+  if (s != NATS_OK) return FromNats(s, 0, absl::StrCat("key-value bucket ", spec.name));
   return std::unique_ptr<KeyValue>(new KeyValue(spec.name, std::move(impl)));
 }
 
