@@ -103,16 +103,24 @@ absl::Status ClusterCatalog::DropCollection(const std::string& collection) {
 
 absl::StatusOr<std::vector<NodeInfo>> ClusterCatalog::LiveNodes() const {
   ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> keys, nodes_->Keys());
-  std::vector<NodeInfo> out;
+  std::vector<NodeInfo> all;
+  int64_t newest = 0;
   for (const std::string& key : keys) {
     ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, nodes_->Get(key));
     if (!e.has_value()) continue;  // expired meanwhile
     absl::StatusOr<NodeInfo> info = NodeInfo::Decode(e->value);
     if (!info.ok() || info->role != "node") continue;
-    // A record the bucket has not expired yet (its leader may be busy or
-    // being elected) but whose heartbeat is older than the max age: gone.
-    if (absl::FromUnixMillis(info->heartbeat_unix_ms) + options_.node_ttl < absl::Now()) continue;
-    out.push_back(*std::move(info));
+    newest = std::max(newest, info->heartbeat_unix_ms);
+    all.push_back(*std::move(info));
+  }
+  // A record the bucket has not expired yet (its leader busy or being
+  // elected) whose heartbeat is more than the max age behind the newest
+  // one: that node stopped while the others went on. When every heartbeat
+  // is old alike, NATS took no writes (no quorum): the nodes are kept.
+  std::vector<NodeInfo> out;
+  const int64_t ttl_ms = absl::ToInt64Milliseconds(options_.node_ttl);
+  for (NodeInfo& n : all) {
+    if (n.heartbeat_unix_ms + ttl_ms >= newest) out.push_back(std::move(n));
   }
   return out;
 }

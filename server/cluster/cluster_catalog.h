@@ -64,10 +64,11 @@ class ClusterCatalog {
   absl::Status DropCollection(const std::string& collection);
 
   // The records of the nodes heartbeating now (role "node"), by id: those
-  // in the bucket whose last heartbeat is within node_ttl (the bucket's
-  // expiry may lag, e.g. while its leader is elected; hosts' clocks are
-  // assumed within a small part of node_ttl of each other, as NTP keeps
-  // them).
+  // in the bucket (it expires a record node_ttl after its last write) whose
+  // heartbeat is within node_ttl of the newest one (the bucket's expiry may
+  // lag while its leader is elected; when NATS takes no writes every
+  // heartbeat ages alike and none is dropped). Hosts' clocks are assumed
+  // within a small part of node_ttl of each other, as NTP keeps them.
   absl::StatusOr<std::vector<NodeInfo>> LiveNodes() const;
   absl::Status PutNode(const NodeInfo& info);
   absl::Status RemoveNode(const std::string& node);

@@ -144,6 +144,7 @@ struct RouterService::Impl {
   absl::Mutex topo_mu;
   std::shared_ptr<const Topology> topo ABSL_GUARDED_BY(topo_mu);
   absl::Time last_refresh ABSL_GUARDED_BY(topo_mu) = absl::InfinitePast();
+  absl::Time last_nodes_seen ABSL_GUARDED_BY(topo_mu) = absl::InfinitePast();
   bool stopping ABSL_GUARDED_BY(topo_mu) = false;
   std::atomic<bool> stale{false};  // a node answered NOT_FOUND: re-read soon
   std::thread refresher;
@@ -169,8 +170,18 @@ struct RouterService::Impl {
     for (VersionedShardMap& m : maps) t->maps[m.map.collection] = std::move(m);
     for (cluster::NodeInfo& n : nodes) t->nodes[n.node] = std::move(n);
     absl::MutexLock l(&topo_mu);
+    const absl::Time now = absl::Now();
+    if (!t->nodes.empty()) {
+      last_nodes_seen = now;
+    } else if (topo != nullptr && !topo->nodes.empty() &&
+               now - last_nodes_seen < opt.catalog.node_ttl) {
+      // Every node gone at once is the bucket's doing (its records expired
+      // as its leader came back, before the nodes' next heartbeats), not
+      // the nodes': keep them for up to a max age.
+      t->nodes = topo->nodes;
+    }
     topo = std::move(t);
-    last_refresh = absl::Now();
+    last_refresh = now;
     return absl::OkStatus();
   }
   std::shared_ptr<const Topology> Topo() {
