@@ -436,6 +436,18 @@ def run_cluster_cases(cluster: Cluster, data) -> None:
 
     all_visible()
 
+    # The Python client through the router: its write tokens make a session.
+    with zoomd.Client(cluster.target("router"), timeout=30) as pc:
+        got = pc.get_collection("docs")
+        assert (got.shards, got.replicas) == (2, 2) and got.points == len(acked)
+        toks: List[zoomd.WriteToken] = []
+        pc.upsert("docs", [90000, 90001], base[:2], tokens=toks)
+        acked[90000] = acked[90001] = b""
+        assert toks, "a clustered write returns its tokens"
+        res = pc.search("docs", base[0], k=5, exact=True, after=toks)
+        assert res.coverage == 1.0 and not res.degraded
+        assert 90000 in set(res.ids.tolist())  # the same vector as id 0: distance 0
+
     # Searches running in the background: counted, failures kept.
     class Load:
         def __init__(self, deadline: float = 2.0) -> None:

@@ -99,6 +99,10 @@ def test_bad_arguments(counted, name):
         (lambda: c.create_field_index(name, "f", "text"), "unknown field index type"),
         (lambda: c.topk("m", np.zeros(4)), "2-d array"),
         (lambda: c.import_points(name, np.zeros(8)), "2-d array"),
+        (lambda: c.search(name, np.zeros(8), min_coverage=1.5), "min_coverage: expected"),
+        (lambda: c.search(name, np.zeros(8), min_coverage=True), "min_coverage: expected"),
+        (lambda: c.create_collection("x", dim=8, shards=-1), "shards: expected"),
+        (lambda: c.create_collection("x", dim=8, replicas=2.5), "replicas: expected"),
     ]
     for fn, message in cases:
         with pytest.raises(zoomd.InvalidArgument, match=message):
@@ -117,3 +121,21 @@ def test_shape_cache_follows_a_recreated_collection(counted, name):
     assert [h.id for h in c.search(name, np.ones(4), k=1)] == [1]
     with pytest.raises(zoomd.InvalidArgument, match="dim 4"):
         c.search(name, np.ones(8))
+
+
+def test_cluster_fields_on_a_standalone_zoomd(counted, name):
+    """A standalone zoomd: every answer covers the whole collection, session
+    tokens are accepted (nothing to wait for), shards are refused saying
+    where they belong, and writes carry no tokens."""
+    c, _ = counted
+    res = c.search(name, np.zeros(8), after=[zoomd.WriteToken(shard=0, sequence=5)],
+                   min_coverage=0.5)
+    assert res.coverage == 1.0 and not res.degraded
+    assert c.search_batch(name, np.zeros((2, 8)))[1].coverage == 1.0
+    tokens = []
+    assert c.upsert(name, [1], np.ones((1, 8)), tokens=tokens) == 1
+    assert tokens == []
+    info = c.get_collection(name)
+    assert (info.shards, info.replicas) == (0, 0)
+    with pytest.raises(zoomd.InvalidArgument, match="router"):
+        c.create_collection(name + "_sharded", dim=8, shards=2)

@@ -25,7 +25,7 @@ from zoomd.io import read_bvecs, read_fvecs, read_ivecs, read_vecs
 from zoomd.models import (Calibration, CalibrationPoint, CollectionInfo, FieldIndexInfo,
                           GeoPoint, ImportResult, IndexSpec, ModelInfo, QueryStats, Record,
                           ScoredPoint, SearchKnobs, SearchResult, ServerInfo, TopKResult,
-                          TopKStep)
+                          TopKStep, WriteToken)
 
 __version__ = "0.1.0"
 
@@ -39,5 +39,4 @@ __all__ = [
     "ImportResult", "IndexSpec", "ModelInfo",
     "QueryStats", "Record", "ScoredPoint", "SearchKnobs", "SearchResult", "ServerInfo",
     "TopKResult", "TopKStep",
-    "read_vecs", "read_fvecs", "read_bvecs", "read_ivecs",
-]
+    "read_vecs", "read_fvecs", "read_bvecs", "read_ivecs", "WriteToken"]

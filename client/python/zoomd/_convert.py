@@ -15,7 +15,7 @@ from zoomd._proto import decoder_pb2, zoom_pb2
 from zoomd.errors import invalid
 from zoomd.models import (Calibration, CalibrationPoint, CollectionInfo, FieldIndexInfo,
                           GeoPoint, IndexSpec, ModelInfo, Payload, QueryStats, Record,
-                          ScoredPoint, SearchKnobs, SearchResult, ServerInfo)
+                          ScoredPoint, SearchKnobs, SearchResult, ServerInfo, WriteToken)
 
 FilterLike = Union[None, Mapping[str, Any], zoom_pb2.Filter]
 
@@ -279,7 +279,8 @@ def search_template(collection: str, k: int, ef: Optional[int], nprobe: Optional
                     rerank: Optional[int], preview_only: bool, exact: bool, with_payload: bool,
                     with_vectors: bool, allow_partial: bool, filter: FilterLike,
                     rerank_stop_sd: Optional[float] = None,
-                    target_recall: Optional[float] = None) -> bytes:
+                    target_recall: Optional[float] = None,
+                    min_coverage: Optional[float] = None, after: Any = None) -> bytes:
     """A SearchRequest without its vector, serialized (the vector is appended
     per query: protobuf merges concatenated fields)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -299,6 +300,15 @@ def search_template(collection: str, k: int, ef: Optional[int], nprobe: Optional
         req.knobs.rerank_stop_sd = float(rerank_stop_sd)
     if target_recall is not None:
         req.knobs.target_recall = target_recall_of(target_recall)
+    if min_coverage is not None:
+        if isinstance(min_coverage, bool) or not isinstance(
+                min_coverage, (int, float, np.integer, np.floating)) or \
+                not 0 <= float(min_coverage) <= 1:
+            raise invalid(f"min_coverage: expected a number in [0, 1]; got {min_coverage!r}")
+        req.min_coverage = float(min_coverage)
+    if after is not None:
+        req.consistency = zoom_pb2.SESSION
+        req.after.extend(tokens_of(after))
     flt = to_filter(filter)
     if flt is not None:
         req.filter.CopyFrom(flt)
@@ -360,7 +370,9 @@ def search_result(resp: zoom_pb2.SearchResponse, with_payload: bool,
             payload=from_fields(h.fields) if with_payload else None,
             vector=np.array(h.vector, dtype=np.float32) if with_vectors else None,
             raw_payload=h.payload))
-    return SearchResult(hits, stats_of(resp.stats))
+    return SearchResult(hits, stats_of(resp.stats),
+                        coverage=resp.coverage if resp.coverage > 0 else 1.0,
+                        degraded=resp.degraded)
 
 
 def record_of(p: zoom_pb2.Point, with_payload: bool, with_vectors: bool) -> Record:
@@ -395,7 +407,7 @@ def collection_info(i: zoom_pb2.CollectionInfo) -> CollectionInfo:
                        for f in i.field_indexes],
         trained_points=i.trained_points, auto_retrains=i.auto_retrains,
         code_error_ratio=i.code_error_ratio, drift_retrains=i.drift_retrains,
-        cache_bytes=s.cache_bytes,
+        cache_bytes=s.cache_bytes, shards=s.shards, replicas=s.replicas,
         calibration=Calibration(
             k=i.calibration.k, queries=i.calibration.queries,
             indexed_points=i.calibration.indexed_points,
@@ -410,7 +422,8 @@ def collection_info(i: zoom_pb2.CollectionInfo) -> CollectionInfo:
 
 def collection_spec(name: str, dim: int, metric: str, dtype: str, index: Optional[IndexSpec],
                     default_knobs: Union[None, SearchKnobs, Mapping[str, int]],
-                    cache_bytes: Optional[int] = None) -> zoom_pb2.CollectionSpec:
+                    cache_bytes: Optional[int] = None, shards: Optional[int] = None,
+                    replicas: Optional[int] = None) -> zoom_pb2.CollectionSpec:
     if not isinstance(name, str) or not name:
         raise invalid("name: a collection name is 1..64 characters of [A-Za-z0-9_-]")
     if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
@@ -437,7 +450,33 @@ def collection_spec(name: str, dim: int, metric: str, dtype: str, index: Optiona
                 not 0 <= cache_bytes < 2**64:
             raise invalid(f"cache_bytes: expected a non-negative integer; got {cache_bytes!r}")
         spec.cache_bytes = int(cache_bytes)
+    for what, v in (("shards", shards), ("replicas", replicas)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < 2**32:
+            raise invalid(f"{what}: expected a non-negative integer; got {v!r}")
+        setattr(spec, what, int(v))
     return spec
+
+
+def tokens_of(after: Any) -> List[zoom_pb2.WriteToken]:
+    """WriteTokens (or (shard, sequence) pairs) as protos."""
+    out = []
+    for t in after:
+        shard, seq = (t.shard, t.sequence) if isinstance(t, (WriteToken, zoom_pb2.WriteToken)) \
+            else t
+        out.append(zoom_pb2.WriteToken(shard=int(shard), sequence=int(seq)))
+    return out
+
+
+def merge_tokens(into: Optional[List[WriteToken]], got: Any) -> None:
+    """Adds a response's tokens to `into`, one a shard (the highest)."""
+    if into is None:
+        return
+    best = {t.shard: t.sequence for t in into}
+    for t in got:
+        best[t.shard] = max(best.get(t.shard, 0), t.sequence)
+    into[:] = [WriteToken(shard=k, sequence=v) for k, v in sorted(best.items())]
 
 
 def field_type(t: str) -> int:

@@ -120,8 +120,10 @@ def server_info() -> Op:
 
 def create_collection(name: str, dim: int, metric: str, dtype: str, index: Optional[IndexSpec],
                       default_knobs: Union[None, SearchKnobs, Mapping[str, int]],
-                      cache_bytes: Optional[int] = None) -> Op:
-    spec = cv.collection_spec(name, dim, metric, dtype, index, default_knobs, cache_bytes)
+                      cache_bytes: Optional[int] = None, shards: Optional[int] = None,
+                      replicas: Optional[int] = None) -> Op:
+    spec = cv.collection_spec(name, dim, metric, dtype, index, default_knobs, cache_bytes,
+                              shards, replicas)
     return Op(_VS + "CreateCollection", _ser(zoom_pb2.CreateCollectionRequest(spec=spec)),
               lambda r: cv.collection_info(r.info), False, name)
 
@@ -172,14 +174,18 @@ def delete_field_index(name: str, field: str) -> Op:
 # ---- Points ------------------------------------------------------------------------------
 
 def upsert(name: str, shape: Shape, ids: Any, vectors: Any, payloads: Optional[Sequence[Any]],
-           raw_payloads: Optional[Sequence[Optional[bytes]]]) -> Op:
+           raw_payloads: Optional[Sequence[Optional[bytes]]], tokens: Optional[list] = None) -> Op:
     mat = cv.matrix_2d(vectors, shape[0], shape[1])
     id_list = cv.ids_array(ids, mat.shape[0])
     body = cv.points_message(name, id_list, mat, payloads, raw_payloads)
-    return Op(_VS + "Upsert", body, lambda r: r.upserted, False, name)
+
+    def read(r: zoom_pb2.UpsertResponse) -> int:
+        cv.merge_tokens(tokens, r.tokens)
+        return r.upserted
+    return Op(_VS + "Upsert", body, read, False, name)
 
 
-def delete(name: str, ids: Any, filter: cv.FilterLike) -> Op:
+def delete(name: str, ids: Any, filter: cv.FilterLike, tokens: Optional[list] = None) -> Op:
     if (ids is None) == (filter is None):
         raise invalid("delete: pass exactly one of ids and filter")
     req = zoom_pb2.DeleteRequest(collection=_name("name", name))
@@ -187,7 +193,10 @@ def delete(name: str, ids: Any, filter: cv.FilterLike) -> Op:
         req.ids.extend(cv.ids_array(ids))
     else:
         req.filter.CopyFrom(cv.to_filter(filter))
-    return Op(_VS + "Delete", _ser(req), lambda r: r.deleted, False, name)
+    def read(r: zoom_pb2.DeleteResponse) -> int:
+        cv.merge_tokens(tokens, r.tokens)
+        return r.deleted
+    return Op(_VS + "Delete", _ser(req), read, False, name)
 
 
 def get(name: str, ids: Any, with_vectors: bool, with_payload: bool) -> Op:
@@ -240,11 +249,12 @@ def search(name: str, shape: Shape, vector: Any, k: int, ef: Optional[int],
            nprobe: Optional[int], rerank: Optional[int], preview_only: bool, exact: bool,
            with_payload: bool, with_vectors: bool, filter: cv.FilterLike,
            allow_partial: bool, rerank_stop_sd: Optional[float] = None,
-           target_recall: Optional[float] = None) -> Op:
+           target_recall: Optional[float] = None, min_coverage: Optional[float] = None,
+           after: Any = None) -> Op:
     row = cv.vector_1d(vector, shape[0], shape[1])
     head = cv.search_template(_name("name", name), k, ef, nprobe, rerank, preview_only, exact,
                               with_payload, with_vectors, allow_partial, filter,
-                              rerank_stop_sd, target_recall)
+                              rerank_stop_sd, target_recall, min_coverage, after)
     return Op(_VS + "Search", head + cv.packed_floats(2, row),
               lambda r: cv.search_result(r, with_payload, with_vectors), True, name)
 
@@ -253,11 +263,12 @@ def search_batch(name: str, shape: Shape, vectors: Any, k: int, ef: Optional[int
                  nprobe: Optional[int], rerank: Optional[int], preview_only: bool, exact: bool,
                  with_payload: bool, with_vectors: bool, filter: cv.FilterLike,
                  allow_partial: bool, rerank_stop_sd: Optional[float] = None,
-                 target_recall: Optional[float] = None) -> Op:
+                 target_recall: Optional[float] = None, min_coverage: Optional[float] = None,
+                 after: Any = None) -> Op:
     mat = cv.matrix_2d(vectors, shape[0], shape[1])
     head = cv.search_template("", k, ef, nprobe, rerank, preview_only, exact, with_payload,
                               with_vectors, allow_partial, filter, rerank_stop_sd,
-                              target_recall)
+                              target_recall, min_coverage, after)
     parts = [cv.field_bytes(1, _name("name", name).encode())]
     for row in mat:
         parts.append(cv.field_bytes(2, head + cv.packed_floats(2, row)))

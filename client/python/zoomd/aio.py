@@ -104,10 +104,12 @@ class AsyncClient(ops.Base):
                                 dtype: str = "float32", index: Optional[IndexSpec] = None,
                                 default_knobs: Union[None, SearchKnobs, Mapping[str, int]] = None,
                                 timeout: _Deadline = None,
-                                cache_bytes: Optional[int] = None) -> CollectionInfo:
+                                cache_bytes: Optional[int] = None, shards: Optional[int] = None,
+                                replicas: Optional[int] = None) -> CollectionInfo:
         """See Client.create_collection."""
         info = await self._run(
-            ops.create_collection(name, dim, metric, dtype, index, default_knobs, cache_bytes),
+            ops.create_collection(name, dim, metric, dtype, index, default_knobs, cache_bytes,
+                                  shards, replicas),
             timeout)
         self._shapes[name] = (info.dim, info.dtype)
         return info
@@ -151,16 +153,16 @@ class AsyncClient(ops.Base):
     async def upsert(self, name: str, ids: Any, vectors: Any,
                      payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
                      raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
-                     timeout: _Deadline = None) -> int:
+                     timeout: _Deadline = None, tokens: Optional[list] = None) -> int:
         """See Client.upsert."""
         op = await self._checked(
-            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads), timeout)
+            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads, tokens), timeout)
         return await self._run(op, timeout)
 
     async def delete(self, name: str, ids: Any = None, filter: cv.FilterLike = None,
-                     timeout: _Deadline = None) -> int:
+                     timeout: _Deadline = None, tokens: Optional[list] = None) -> int:
         """See Client.delete."""
-        return await self._run(ops.delete(name, ids, filter), timeout)
+        return await self._run(ops.delete(name, ids, filter, tokens), timeout)
 
     async def get(self, name: str, ids: Any, with_vectors: bool = False,
                   with_payload: bool = True, timeout: _Deadline = None) -> List[Record]:
@@ -231,11 +233,13 @@ class AsyncClient(ops.Base):
                      filter: cv.FilterLike = None, timeout: _Deadline = None,
                      allow_partial: bool = False,
                      rerank_stop_sd: Optional[float] = None,
-                     target_recall: Optional[float] = None) -> SearchResult:
+                     target_recall: Optional[float] = None,
+                     min_coverage: Optional[float] = None, after: Any = None) -> SearchResult:
         """See Client.search."""
         op = await self._checked(name, lambda s: ops.search(
             name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
+            after), timeout)
         return await self._run(op, timeout)
 
     async def search_batch(self, name: str, vectors: Any, k: int = 10,
@@ -246,11 +250,14 @@ class AsyncClient(ops.Base):
                            timeout: _Deadline = None,
                            allow_partial: bool = False,
                            rerank_stop_sd: Optional[float] = None,
-                           target_recall: Optional[float] = None) -> List[SearchResult]:
+                           target_recall: Optional[float] = None,
+                           min_coverage: Optional[float] = None,
+                           after: Any = None) -> List[SearchResult]:
         """See Client.search_batch."""
         op = await self._checked(name, lambda s: ops.search_batch(
             name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
+            after), timeout)
         return await self._run(op, timeout)
 
     # ---- Snapshots -------------------------------------------------------------------------

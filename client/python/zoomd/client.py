@@ -117,16 +117,20 @@ class Client(ops.Base):
                           dtype: str = "float32", index: Optional[IndexSpec] = None,
                           default_knobs: Union[None, SearchKnobs, Mapping[str, int]] = None,
                           timeout: _Deadline = None,
-                          cache_bytes: Optional[int] = None) -> CollectionInfo:
+                          cache_bytes: Optional[int] = None, shards: Optional[int] = None,
+                          replicas: Optional[int] = None) -> CollectionInfo:
         """Creates a collection. metric: "l2" (score: squared distance, lower
         is better), "ip" or "cosine" (higher is better). dtype: "float32" or
         "uint8". index: how the preview is built (IndexSpec; defaults: the
         server's). default_knobs: the collection's search defaults
         (SearchKnobs or {"ef":, "nprobe":, "rerank":}). cache_bytes: the
         collection's DRAM cache of hot full vectors (None/0: the server's
-        --cache_bytes; at most its --max_cache_bytes). AlreadyExists if taken."""
+        --cache_bytes; at most its --max_cache_bytes). shards, replicas: a
+        clustered collection, created through a cluster's router (None: 1
+        shard, 2 replicas or 1 on a one-node cluster; a standalone zoomd
+        takes none). AlreadyExists if taken."""
         info = self._run(ops.create_collection(name, dim, metric, dtype, index, default_knobs,
-                                               cache_bytes), timeout)
+                                               cache_bytes, shards, replicas), timeout)
         self._shapes[name] = (info.dim, info.dtype)
         return info
 
@@ -172,20 +176,23 @@ class Client(ops.Base):
     def upsert(self, name: str, ids: Any, vectors: Any,
                payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
                raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
-               timeout: _Deadline = None) -> int:
+               timeout: _Deadline = None, tokens: Optional[list] = None) -> int:
         """Inserts or replaces points: ids (n uint64), vectors (n, dim) as a
         numpy array or lists, payloads (n dicts or None: the typed payload,
         replaced), raw_payloads (n opaque bytes). Durable when it returns.
-        Returns the points written. Not retried unless retry.retry_writes."""
+        Returns the points written. Not retried unless retry.retry_writes.
+        tokens: a list the write's WriteTokens are merged into (a clustered
+        collection's: one a shard written); pass it to search(after=...) to
+        read this write."""
         return self._run(self._checked(
-            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads), timeout),
+            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads, tokens), timeout),
             timeout)
 
     def delete(self, name: str, ids: Any = None, filter: cv.FilterLike = None,
-               timeout: _Deadline = None) -> int:
+               timeout: _Deadline = None, tokens: Optional[list] = None) -> int:
         """Deletes the points with these ids, or every point passing `filter`
         (exactly one of the two). Returns how many existed."""
-        return self._run(ops.delete(name, ids, filter), timeout)
+        return self._run(ops.delete(name, ids, filter, tokens), timeout)
 
     def get(self, name: str, ids: Any, with_vectors: bool = False, with_payload: bool = True,
             timeout: _Deadline = None) -> List[Record]:
@@ -268,7 +275,8 @@ class Client(ops.Base):
                with_vectors: bool = False, filter: cv.FilterLike = None,
                timeout: _Deadline = None, allow_partial: bool = False,
                rerank_stop_sd: Optional[float] = None,
-               target_recall: Optional[float] = None) -> SearchResult:
+               target_recall: Optional[float] = None,
+               min_coverage: Optional[float] = None, after: Any = None) -> SearchResult:
         """The k nearest points to `vector` (1-d, the collection's dim), best
         first, as a list of ScoredPoint with ``.stats``. ef / nprobe / rerank
         (K') override the collection's knobs; preview_only skips the SSD
@@ -280,10 +288,16 @@ class Client(ops.Base):
         2 is a good start; stats.ssd_reads and fullview_rounds show it);
         target_recall: the recall@10 to aim at, in (0, 1]: the knobs left None
         are the cheapest that reached it when the index was calibrated
-        (get_collection(name).calibration; stats.knobs says what ran)."""
+        (get_collection(name).calibration; stats.knobs says what ran).
+        Through a cluster's router: min_coverage in (0, 1] accepts an answer
+        from that share of the shards (allow_partial: from any); the result's
+        .coverage and .degraded say what answered. after: WriteTokens (from
+        upsert/delete's tokens=): every replica asked applies them first
+        (session consistency)."""
         op = self._checked(name, lambda s: ops.search(
             name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
+            after), timeout)
         return self._run(op, timeout)
 
     def search_batch(self, name: str, vectors: Any, k: int = 10, ef: Optional[int] = None,
@@ -293,12 +307,15 @@ class Client(ops.Base):
                      filter: cv.FilterLike = None, timeout: _Deadline = None,
                      allow_partial: bool = False,
                      rerank_stop_sd: Optional[float] = None,
-                     target_recall: Optional[float] = None) -> List[SearchResult]:
+                     target_recall: Optional[float] = None,
+                     min_coverage: Optional[float] = None,
+                     after: Any = None) -> List[SearchResult]:
         """search() for each row of `vectors` (n, dim) in one call (the same
         knobs and filter for all); a list of n results."""
         op = self._checked(name, lambda s: ops.search_batch(
             name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
-            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall), timeout)
+            with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
+            after), timeout)
         return self._run(op, timeout)
 
     # ---- Snapshots -------------------------------------------------------------------------

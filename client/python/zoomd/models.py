@@ -39,6 +39,15 @@ class GeoPoint:
     lon: float
 
 
+@dataclass(frozen=True)
+class WriteToken:
+    """Where a write to a clustered collection landed: its shard and the
+    sequence the shard's log gave it. Collect them (upsert's `tokens=`) and
+    pass them to search's `after=` to read your own writes (SESSION)."""
+    shard: int
+    sequence: int
+
+
 @dataclass
 class IndexSpec:
     """How a collection's preview is built; zero fields take the server's defaults.
@@ -148,6 +157,10 @@ class CollectionInfo:
     code_error_ratio: float = 0.0
     drift_retrains: int = 0
     cache_bytes: int = 0  # the collection's own DRAM cache budget (0: the server's)
+    # A clustered collection (created through a router): its shards and the
+    # replicas of each (0 on a standalone zoomd).
+    shards: int = 0
+    replicas: int = 0
     # Recall as a knob: the index's recall curve (None before the first
     # calibration), whether it was measured on the index serving now, why
     # the last measurement failed, and the target a search that names no
@@ -222,9 +235,16 @@ class Record:
 class SearchResult(List[ScoredPoint]):
     """The hits of one query, best first (a list), with the query's ``stats``."""
 
-    def __init__(self, hits: List[ScoredPoint], stats: QueryStats) -> None:
+    def __init__(self, hits: List[ScoredPoint], stats: QueryStats, coverage: float = 1.0,
+                 degraded: bool = False) -> None:
         super().__init__(hits)
         self.stats = stats
+        # Through a cluster's router: the share of the collection's shards
+        # that answered, and whether it is short of 1 (a partial answer,
+        # returned only with allow_partial or min_coverage). Not
+        # stats.degraded (a preview-only answer).
+        self.coverage = coverage
+        self.degraded = degraded
 
     @property
     def ids(self) -> np.ndarray:
