@@ -36,8 +36,11 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(server::Database
              st.message(), " (retried in the background)");
   }
   (void)node->Heartbeat();
-  node->thread_ = std::thread([p = node.get()] { p->Run(); });
-  node->beat_thread_ = std::thread([p = node.get()] { p->Beat(); });
+  ClusterNode* p = node.get();
+  node->thread_ = std::thread(
+      [p] { p->Every(p->options_.reconcile, "reconciliation", [p] { return p->Reconcile(); }); });
+  node->beat_thread_ = std::thread(
+      [p] { p->Every(p->options_.heartbeat, "heartbeat", [p] { return p->Heartbeat(); }); });
   return node;
 }
 
@@ -88,30 +91,17 @@ absl::Status ClusterNode::CheckDataDir() const {
   return WriteFileAtomically(*FileSystem::Posix(), path, want);
 }
 
-void ClusterNode::Run() {
+void ClusterNode::Every(absl::Duration period, const char* what,
+                        const std::function<absl::Status()>& step) {
   for (;;) {
     {
       absl::MutexLock l(&mu_);
       auto stop = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
-      mu_.AwaitWithTimeout(absl::Condition(&stop), options_.reconcile);
+      mu_.AwaitWithTimeout(absl::Condition(&stop), period);
       if (stopping_) return;
     }
-    if (absl::Status st = Reconcile(); !st.ok()) {
-      ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": reconciliation: ", st.message());
-    }
-  }
-}
-
-void ClusterNode::Beat() {
-  for (;;) {
-    {
-      absl::MutexLock l(&mu_);
-      auto stop = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
-      mu_.AwaitWithTimeout(absl::Condition(&stop), options_.heartbeat);
-      if (stopping_) return;
-    }
-    if (absl::Status st = Heartbeat(); !st.ok()) {
-      ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": heartbeat: ", st.message());
+    if (absl::Status st = step(); !st.ok()) {
+      ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": ", what, ": ", st.message());
     }
   }
 }

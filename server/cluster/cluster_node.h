@@ -97,11 +97,11 @@ class ClusterNode {
 
  private:
   ClusterNode(server::Database* db, ClusterNodeOptions options) : db_(db), options_(std::move(options)) {}
-  // The reconciliation loop (may wait on NATS for seconds) and the
-  // heartbeat loop, on threads of their own: a slow reconciliation must not
-  // let the node's record expire.
-  void Run();
-  void Beat();
+  // Runs `step` every `period` until the node stops (the reconciliation,
+  // which may wait on NATS for seconds, and the heartbeat, each on a thread
+  // of its own: a slow reconciliation must not let the node's record
+  // expire); a failed step is logged as `what`.
+  void Every(absl::Duration period, const char* what, const std::function<absl::Status()>& step);
   absl::Status Heartbeat();
   // A local collection for shard `k` of `m`: restored from a peer's
   // snapshot when one has data, else created empty.

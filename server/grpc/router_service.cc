@@ -17,6 +17,7 @@
 #include "server/cluster/log_entry.h"
 #include "server/engine/collection.h"
 #include "server/engine/database.h"
+#include "server/grpc/import_reactor.h"
 #include "server/grpc/payload_convert.h"
 #include "server/grpc/unary_call.h"
 
@@ -180,6 +181,7 @@ struct RouterService::Impl {
       // the nodes': keep them for up to a max age.
       t->nodes = topo->nodes;
     }
+    if (metrics != nullptr) metrics->SetRouterLiveNodes(static_cast<int>(t->nodes.size()));
     topo = std::move(t);
     last_refresh = now;
     return absl::OkStatus();
@@ -968,103 +970,35 @@ grpc::ServerUnaryReactor* RouterService::Delete(grpc::CallbackServerContext* ctx
   });
 }
 
-namespace {
-
-class RouterImportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
- public:
-  RouterImportReactor(RouterService::Impl* impl, grpc::CallbackServerContext* ctx,
-                      grpc::ByteBuffer* resp)
-      : impl_(impl), ctx_(ctx), resp_(resp) {
-    if (absl::Status st = AuthorizeCall(impl_->auth, *ctx, Role::kAdmin); !st.ok()) {
-      Done(st);
-      return;
-    }
-    StartRead(&raw_);
-  }
-  void OnReadDone(bool ok) override {
-    if (!ok) {
-      Done(ctx_->IsCancelled() ? absl::CancelledError("the import was cancelled")
-                               : absl::OkStatus());
-      return;
-    }
-    const uint64_t units = 1 + raw_.Length() / 40000;
-    absl::Status admitted =
-        impl_->pool->TrySubmit(WorkClass::kWrite, units, DeadlineOf(ctx_), [this] {
-          absl::Status st;
-          v1::ImportRequest req;
-          const grpc::Status parsed =
-              grpc::SerializationTraits<v1::ImportRequest>::Deserialize(&raw_, &req);
-          raw_.Clear();
-          if (!parsed.ok()) {
-            st = absl::InvalidArgumentError(absl::StrCat(
-                "Import message #", messages_, " could not be parsed as a zoom.v1.ImportRequest"));
-          } else {
-            if (!req.collection().empty()) collection_ = req.collection();
-            if (collection_.empty()) {
-              st = absl::InvalidArgumentError("the first Import message must name the collection");
-            } else if (ctx_->IsCancelled()) {
-              st = absl::CancelledError("the import was cancelled");
-            } else {
-              v1::UpsertRequest up;
-              up.set_collection(collection_);
-              up.mutable_points()->Swap(req.mutable_points());
-              v1::UpsertResponse out;
-              st = impl_->Upsert(up, &out);
-              if (st.ok()) {
-                imported_ += out.upserted();
-                for (const v1::WriteToken& t : out.tokens()) tokens_[t.shard()] = t.sequence();
-              } else {
-                st = absl::Status(st.code(),
-                                  absl::StrCat("Import message #", messages_, ": ", st.message()));
-              }
-            }
-          }
-          if (!st.ok()) {
-            Done(absl::Status(st.code(), absl::StrCat(st.message(), " (", imported_,
-                                                      " points were imported before it)")));
-            return;
-          }
-          ++messages_;
-          StartRead(&raw_);
-        });
-    if (!admitted.ok()) {
-      Done(absl::Status(admitted.code(),
-                        absl::StrCat("Import message #", messages_, ": ", admitted.message(),
-                                     " (", imported_, " points were imported before it)")));
-    }
-  }
-  void OnDone() override { delete this; }
-
- private:
-  void Done(const absl::Status& st) {
-    v1::ImportResponse out;
-    out.set_imported(imported_);
-    for (const auto& [k, seq] : tokens_) {
-      v1::WriteToken* t = out.add_tokens();
+grpc::ServerReadReactor<grpc::ByteBuffer>* RouterService::Import(grpc::CallbackServerContext* ctx,
+                                                                 grpc::ByteBuffer* resp) {
+  Impl* impl = impl_.get();
+  // Each message an Upsert through the log; the last token of each shard
+  // in the response.
+  auto tokens = std::make_shared<std::map<uint32_t, uint64_t>>();
+  ImportHooks hooks;
+  hooks.pool = impl->pool;
+  hooks.auth = impl->auth;
+  hooks.apply = [impl, tokens](const std::string& collection, v1::ImportRequest* req,
+                               uint64_t* imported) {
+    v1::UpsertRequest up;
+    up.set_collection(collection);
+    up.mutable_points()->Swap(req->mutable_points());
+    v1::UpsertResponse out;
+    ZOOM_RETURN_IF_ERROR(impl->Upsert(up, &out));
+    *imported += out.upserted();
+    for (const v1::WriteToken& t : out.tokens()) (*tokens)[t.shard()] = t.sequence();
+    return absl::OkStatus();
+  };
+  hooks.finish = [tokens](v1::ImportResponse* out) {
+    for (const auto& [k, seq] : *tokens) {
+      v1::WriteToken* t = out->add_tokens();
       t->set_shard(k);
       t->set_sequence(seq);
     }
-    SerializeToByteBuffer(out, resp_);
-    impl_->Record("Import", st, absl::ToDoubleSeconds(absl::Now() - start_));
-    Finish(ToGrpc(st));
-  }
-
-  RouterService::Impl* impl_;
-  grpc::CallbackServerContext* ctx_;
-  grpc::ByteBuffer* resp_;
-  grpc::ByteBuffer raw_;
-  std::string collection_;
-  uint64_t imported_ = 0;
-  uint64_t messages_ = 0;
-  std::map<uint32_t, uint64_t> tokens_;
-  absl::Time start_ = absl::Now();
-};
-
-}  // namespace
-
-grpc::ServerReadReactor<grpc::ByteBuffer>* RouterService::Import(grpc::CallbackServerContext* ctx,
-                                                                 grpc::ByteBuffer* resp) {
-  return new RouterImportReactor(impl_.get(), ctx, resp);
+  };
+  hooks.record = [impl](const absl::Status& st, double s) { impl->Record("Import", st, s); };
+  return new ImportReactor(std::move(hooks), ctx, resp);
 }
 
 grpc::ServerUnaryReactor* RouterService::SetPayload(grpc::CallbackServerContext* ctx,

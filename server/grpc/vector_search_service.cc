@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/grpc/import_reactor.h"
 #include "server/grpc/payload_convert.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -516,101 +517,16 @@ grpc::ServerUnaryReactor* VectorSearchService::Get(grpc::CallbackServerContext* 
              [this, req, resp](const std::atomic<bool>*) { return AnswerGet(*req, resp); });
 }
 
-namespace {
-
-// Client-streaming Import: one batch at a time; the next message is read
-// only once the previous batch is durable (flow control). Messages arrive
-// raw and are parsed here, so that one that does not parse ends the import
-// with INVALID_ARGUMENT naming it (gRPC's typed reader would report it as
-// the end of the stream).
-class ImportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
- public:
-  ImportReactor(const VectorSearchService* service, grpc::CallbackServerContext* ctx,
-                grpc::ByteBuffer* resp)
-      : service_(service), ctx_(ctx), resp_(resp) {
-    if (absl::Status st = AuthorizeCall(service_->auth(), *ctx, Role::kAdmin); !st.ok()) {
-      Done(st);
-      return;
-    }
-    if (absl::Status st = service_->ClusterRefuses("Import"); !st.ok()) {
-      Done(st);
-      return;
-    }
-    StartRead(&raw_);
-  }
-  void OnReadDone(bool ok) override {
-    if (!ok) {  // the client half-closed (or the call broke)
-      Done(ctx_->IsCancelled() ? absl::CancelledError("the import was cancelled")
-                               : absl::OkStatus());
-      return;
-    }
-    // A write's cost for admission: about a unit per 40 KB (100 points of
-    // 100 floats).
-    const uint64_t units = 1 + raw_.Length() / 40000;
-    absl::Status admitted = service_->pool()->TrySubmit(WorkClass::kWrite, units, DeadlineOf(ctx_), [this] {
-      absl::Status st;
-      req_.Clear();
-      const grpc::Status parsed =
-          grpc::SerializationTraits<v1::ImportRequest>::Deserialize(&raw_, &req_);
-      raw_.Clear();
-      if (!parsed.ok()) {
-        st = absl::InvalidArgumentError(absl::StrCat(
-            "Import message #", messages_, " could not be parsed as a zoom.v1.ImportRequest"));
-      } else {
-        if (!req_.collection().empty()) collection_ = req_.collection();
-        if (collection_.empty()) {
-          st = absl::InvalidArgumentError("the first Import message must name the collection");
-        } else if (ctx_->IsCancelled()) {
-          st = absl::CancelledError("the import was cancelled");
-        } else {
-          st = service_->ApplyPoints(collection_, req_.points(), &imported_);
-          if (!st.ok()) {
-            st = absl::Status(st.code(),
-                              absl::StrCat("Import message #", messages_, ": ", st.message()));
-          }
-        }
-      }
-      if (!st.ok()) {
-        Done(absl::Status(st.code(), absl::StrCat(st.message(), " (", imported_,
-                                                  " points were imported before it)")));
-        return;
-      }
-      ++messages_;
-      StartRead(&raw_);
-    });
-    if (!admitted.ok()) {
-      Done(absl::Status(admitted.code(),
-                        absl::StrCat("Import message #", messages_, ": ", admitted.message(), " (",
-                                     imported_, " points were imported before it)")));
-    }
-  }
-  void OnDone() override { delete this; }
-
- private:
-  void Done(const absl::Status& st) {
-    v1::ImportResponse out;
-    out.set_imported(imported_);
-    SerializeToByteBuffer(out, resp_);
-    service_->Record("Import", st, absl::ToDoubleSeconds(absl::Now() - start_));
-    Finish(ToGrpc(st));
-  }
-
-  const VectorSearchService* service_;
-  grpc::CallbackServerContext* ctx_;
-  grpc::ByteBuffer* resp_;
-  grpc::ByteBuffer raw_;
-  v1::ImportRequest req_;
-  std::string collection_;
-  uint64_t imported_ = 0;
-  uint64_t messages_ = 0;
-  absl::Time start_ = absl::Now();
-};
-
-}  // namespace
-
 grpc::ServerReadReactor<grpc::ByteBuffer>* VectorSearchService::Import(
     grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
-  return new ImportReactor(this, ctx, resp);
+  ImportHooks hooks;
+  hooks.pool = pool_;
+  hooks.auth = auth_;
+  hooks.precheck = [this] { return ClusterRefuses("Import"); };
+  hooks.apply = [this](const std::string& collection, v1::ImportRequest* req,
+                       uint64_t* imported) { return ApplyPoints(collection, req->points(), imported); };
+  hooks.record = [this](const absl::Status& st, double s) { Record("Import", st, s); };
+  return new ImportReactor(std::move(hooks), ctx, resp);
 }
 
 // ---- Search ------------------------------------------------------------------

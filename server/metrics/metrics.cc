@@ -307,6 +307,9 @@ struct Metrics::Impl {
       const char* names[] = {"hedge", "failover", "partial", "unavailable", "map_refresh"};
       for (int i = 0; i < 5; ++i) router_events[i] = &family.Add({{"event", names[i]}});
     }
+    router_live_nodes = &Register(prometheus::BuildGauge(), *registry, "zoomd_router_live_nodes",
+                                  "The nodes a cluster router routes to now.")
+                             .Add({});
     filter_scans_total = counter("zoomd_filter_scans_total",
                                  "Filters evaluated from the stored payloads (a field "
                                  "without a ready payload index).");
@@ -438,6 +441,7 @@ struct Metrics::Impl {
   Counter* cache_misses_total = nullptr;
   Histogram* preview_seconds = nullptr;
   std::array<Counter*, 5> router_events{};
+  Gauge* router_live_nodes = nullptr;
   Counter* decoder_contexts_total = nullptr;
   Counter* decoder_distance_evals_total = nullptr;
   Counter* decoder_exact_total = nullptr;
@@ -617,6 +621,8 @@ void Metrics::RecordRouterEvent(RouterEvent event) {
   const int i = static_cast<int>(event);
   if (i >= 0 && i < 5) impl_->router_events[i]->Increment();
 }
+
+void Metrics::SetRouterLiveNodes(int nodes) { impl_->router_live_nodes->Set(nodes); }
 
 void Metrics::SetIoBackend(std::string_view backend) {
   absl::MutexLock lock(&impl_->mu);

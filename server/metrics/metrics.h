@@ -31,6 +31,7 @@
 //             zoomd_io_backend{backend} = 1, zoomd_build_info{version} = 1
 //   cluster   zoomd_router_events_total{event}  counter: hedge, failover,
 //                                   partial, unavailable, map_refresh
+//             zoomd_router_live_nodes           gauge
 //   process   zoomd_process_resident_memory_bytes,
 //             zoomd_process_virtual_memory_bytes (read from /proc/self/statm
 //             at scrape time), zoomd_process_start_time_seconds (unix time)
@@ -110,6 +111,9 @@ class Metrics {
   // miss).
   enum class RouterEvent { kHedge = 0, kFailover, kPartial, kUnavailable, kMapRefresh };
   void RecordRouterEvent(RouterEvent event);
+  // The nodes a router routes to now (zoomd_router_live_nodes): those whose
+  // heartbeats its last read of the node bucket found current.
+  void SetRouterLiveNodes(int nodes);
 
   // The BlockReader backend in use ("io_uring", "pread"); replaces the
   // previous one.
