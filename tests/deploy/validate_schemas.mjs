@@ -40,7 +40,10 @@ function validateCompose(file) {
 function validateK8s(file) {
   const models = {
     StatefulSet: require('kubernetes-models/apps/v1/StatefulSet').StatefulSet,
+    Deployment: require('kubernetes-models/apps/v1/Deployment').Deployment,
     Service: require('kubernetes-models/v1/Service').Service,
+    ConfigMap: require('kubernetes-models/v1/ConfigMap').ConfigMap,
+    PodDisruptionBudget: require('kubernetes-models/policy/v1/PodDisruptionBudget').PodDisruptionBudget,
   };
   let bad = 0;
   for (const doc of yaml.loadAll(fs.readFileSync(file, 'utf8'))) {
