@@ -1228,13 +1228,27 @@ grpc::ServerUnaryReactor* RouterService::BuildIndex(grpc::CallbackServerContext*
     ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, impl->MapOf(req->collection()));
     const ShardMap& m = vm.map;
     auto t = impl->Topo();
-    // Every live replica builds its own index: one call each, no failover.
+    // Every live replica builds its own index: one call each, no failover;
+    // each first applies its shard's log as far as it is now (a build asked
+    // after an import covers it).
+    google::protobuf::RepeatedPtrField<v1::WriteToken> heads;
+    for (uint32_t k = 0; k < m.shards; ++k) {
+      ZOOM_ASSIGN_OR_RETURN(
+          uint64_t head,
+          impl->js->LastSequence(cluster::StreamName(impl->opt.catalog.cluster, m.collection),
+                                 cluster::ShardSubject(impl->opt.catalog.cluster, m.collection,
+                                                       k)));
+      v1::WriteToken* tok = heads.Add();
+      tok->set_shard(k);
+      tok->set_sequence(head);
+    }
     std::vector<ShardCall<v1::BuildIndexRequest, v1::BuildIndexResponse>> calls;
     for (uint32_t k = 0; k < m.shards; ++k) {
       for (const Candidate& c : impl->Candidates(*t, m, k, false, 0)) {
         ShardCall<v1::BuildIndexRequest, v1::BuildIndexResponse> sc;
         sc.shard = k;
         sc.req = *req;
+        *sc.req.mutable_after() = heads;
         sc.req.set_collection(m.LocalName(k));
         sc.candidates = {c};
         calls.push_back(std::move(sc));

@@ -645,7 +645,8 @@ absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection
                                            bool degrade) const {
   ZOOM_RETURN_IF_ERROR(CheckClusterFields(req));
   if (req.consistency() == v1::SESSION && cluster_.wait_applied) {
-    ZOOM_RETURN_IF_ERROR(cluster_.wait_applied(c.name(), req.after(), deadline));
+    ZOOM_RETURN_IF_ERROR(cluster_.wait_applied(
+        c.name(), req.after(), std::min(deadline, absl::Now() + cluster_.max_session_wait)));
   }
   CollectionSearchParams p = ParamsOf(req, deadline, cancelled, degrade);
   p.max_answer_bytes = *budget;
@@ -860,11 +861,19 @@ grpc::ServerUnaryReactor* VectorSearchService::BuildIndex(grpc::CallbackServerCo
   return RunDeferredOnPool(
       pool_, ctx, WorkClass::kAdmin, 1,
       [this](const absl::Status& st, double seconds) { Record("BuildIndex", st, seconds); },
-      [this, name = req->collection(), wait = req->wait(),
-       resp](std::shared_ptr<PendingReply> reply) {
+      [this, name = req->collection(), wait = req->wait(), after = req->after(),
+       deadline = DeadlineOf(ctx), resp](std::shared_ptr<PendingReply> reply) {
         auto c = db_->GetCollection(name);
         if (!c.ok()) return reply->Complete(c.status());
         std::shared_ptr<Collection> col = *c;
+        // A replica builds once it has applied what the router saw in the
+        // log (`after`): not over a part of an import.
+        if (!after.empty() && cluster_.wait_applied) {
+          const absl::Time until = std::min(deadline, absl::Now() + absl::Minutes(10));
+          if (absl::Status st = cluster_.wait_applied(name, after, until); !st.ok()) {
+            return reply->Complete(st);
+          }
+        }
         // A build already running (e.g. the automatic one started during an
         // import) is the build asked for: report it, or wait for it.
         if (absl::Status st = col->StartOrJoinBuild(); !st.ok()) return reply->Complete(st);

@@ -51,6 +51,9 @@ struct ClusterNodeRole {
                              const google::protobuf::RepeatedPtrField<v1::WriteToken>& tokens,
                              absl::Time deadline)>
       wait_applied;
+  // How long a SESSION search waits for its tokens (then UNAVAILABLE: the
+  // router asks another replica).
+  absl::Duration max_session_wait = absl::Seconds(1);
 };
 
 // Import is a raw method (grpc::ByteBuffer messages, parsed here): gRPC's

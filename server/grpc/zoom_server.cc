@@ -141,6 +141,7 @@ absl::Status ZoomServer::Start() {
       ClusterNodeRole node_role;
       node_role.cluster = options_.cluster.name;
       node_role.node = options_.cluster.node_id;
+      node_role.max_session_wait = options_.cluster.max_session_wait;
       node_role.wait_applied = [this](const std::string& collection,
                                       const google::protobuf::RepeatedPtrField<v1::WriteToken>& t,
                                       absl::Time deadline) {
@@ -267,14 +268,14 @@ absl::Status ZoomServer::WaitApplied(
   if (need == 0) return absl::OkStatus();
   cluster::ClusterNode* node = joined_.load();
   if (node == nullptr) return absl::UnavailableError("this node has not joined its cluster yet");
-  const absl::Time until = std::min(deadline, absl::Now() + options_.cluster.max_session_wait);
-  if (node->WaitApplied(collection, need, until)) return absl::OkStatus();
+  const absl::Time start = absl::Now();
+  if (node->WaitApplied(collection, need, deadline)) return absl::OkStatus();
   auto replica = node->ReplicaOf(collection);
   return absl::UnavailableError(absl::StrCat(
       "shard ", local->shard, " of ", local->collection, " on node ", options_.cluster.node_id,
       " has applied its log through ", replica ? replica->status().applied : 0,
-      "; the session's writes need ", need, " (waited ",
-      absl::FormatDuration(options_.cluster.max_session_wait), ")"));
+      "; the writes asked for need ", need, " (waited ",
+      absl::FormatDuration(absl::Now() - start), ")"));
 }
 
 absl::Status ZoomServer::ReloadApiKeys() {

@@ -41,7 +41,7 @@ std::unique_ptr<JetStream> MustConnect(const std::vector<std::string>& urls) {
 // Retries `fn` (a JetStream call returning a Status) until OK or `timeout`:
 // a cluster elects its meta leader and stream leaders after it listens.
 template <typename Fn>
-absl::Status Eventually(Fn fn, absl::Duration timeout = absl::Seconds(30)) {
+absl::Status Eventually(Fn fn, absl::Duration timeout = absl::Seconds(60)) {
   const absl::Time end = absl::Now() + timeout;
   absl::Status s;
   while (absl::Now() < end) {
@@ -247,7 +247,10 @@ TEST(JetStreamClusterTest, QuorumDecidesWrites) {
   EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
 
   ASSERT_TRUE(cluster.server(victim).Start()) << cluster.server(victim).Log();
-  ASSERT_OK(Eventually([&] { return js->Publish("zoomd.r3.0", "quorum again").status(); }));
+  // The restarted server rejoins the stream's Raft group and a leader is
+  // elected: seconds, longer on a loaded machine (bounded).
+  ASSERT_OK(Eventually([&] { return js->Publish("zoomd.r3.0", "quorum again").status(); },
+                       absl::Seconds(120)));
   std::unique_ptr<PullConsumer> c;
   ASSERT_OK(Eventually([&] {
     auto made = js->Consume("c_r3", "zoomd.r3.0", "reader", 1);

@@ -35,12 +35,14 @@ SESSION: Consistency
 UINT8: DType
 
 class BuildIndexRequest(_message.Message):
-    __slots__ = ["collection", "wait"]
+    __slots__ = ["after", "collection", "wait"]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     WAIT_FIELD_NUMBER: _ClassVar[int]
+    after: _containers.RepeatedCompositeFieldContainer[WriteToken]
     collection: str
     wait: bool
-    def __init__(self, collection: _Optional[str] = ..., wait: bool = ...) -> None: ...
+    def __init__(self, collection: _Optional[str] = ..., wait: bool = ..., after: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ...) -> None: ...
 
 class BuildIndexResponse(_message.Message):
     __slots__ = ["info"]
