@@ -32,6 +32,14 @@ absl::Status FromNats(natsStatus s, int code, const std::string& what) {
   if (s == NATS_OK) return absl::OkStatus();
   const std::string text = LastErrorText(s);
   std::string msg = absl::StrCat(what, ": ", text);
+  if (s == NATS_NO_RESPONDERS) {
+    // libnats reports it as "JetStream not enabled" (10076); it is as often
+    // a stream or bucket without a leader (its NATS servers lost their
+    // majority): either way, nothing answered now.
+    return absl::UnavailableError(absl::StrCat(
+        what, ": no JetStream server answered (is JetStream enabled on the NATS servers, and "
+              "do a majority of them run?)"));
+  }
   if (code != 0) absl::StrAppend(&msg, " (JetStream error ", code, ")");
   switch (code) {
     case JSStreamNotFoundErr:
