@@ -206,32 +206,55 @@ absl::Status ClusterNode::Reconcile() {
       }
     }
   }
-  // Replicas no map wants any more: stopped (outside the lock: a stop
-  // joins the replica's thread), their collections dropped.
-  std::vector<std::pair<std::string, Hosted>> gone;
+  // Local shard collections no map wants: dropped only when that is
+  // certain, never on one read of the bucket's keys (a short or failed
+  // listing must not cost a replica its data): the collection's own map is
+  // read, and a replica goes when its map names another collection (a drop
+  // and a new create: another uid) or when the map has been absent in two
+  // passes in a row.
+  std::set<std::string> locals;
   {
     absl::MutexLock l(&mu_);
-    for (auto it = hosted_.begin(); it != hosted_.end();) {
-      if (want.count(it->first) == 0) {
-        gone.emplace_back(it->first, std::move(it->second));
-        it = hosted_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  absl::Status first;
-  for (auto& [local, h] : gone) {
-    h.replica.reset();
-    ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": shard ", h.shard.shard, " of ",
-             h.shard.collection, " is no longer assigned here: dropping ", local);
+    for (const auto& [local, h] : hosted_) locals.insert(local);
   }
   for (const auto& c : db_->ListCollections()) {
-    if (ParseLocalName(c->name()).has_value() && want.count(c->name()) == 0 &&
-        ReplicaOf(c->name()) == nullptr) {
-      absl::Status st = db_->DropCollection(c->name());
-      if (!st.ok() && !absl::IsNotFound(st) && first.ok()) first = st;
+    if (ParseLocalName(c->name()).has_value()) locals.insert(c->name());
+  }
+  std::set<std::string> missing_now;
+  std::vector<std::string> drop;
+  for (const std::string& local : locals) {
+    if (want.count(local) != 0) continue;
+    const std::optional<LocalShard> ls = ParseLocalName(local);
+    if (!ls.has_value()) continue;
+    absl::StatusOr<std::optional<VersionedShardMap>> m = catalog_->GetMap(ls->collection);
+    if (!m.ok()) continue;  // cannot tell now: kept
+    if (m->has_value()) {
+      if (static_cast<uint32_t>((*m)->map.uid & 0xffffffffu) != ls->uid8) drop.push_back(local);
+      continue;  // its map is there (a short listing): kept
     }
+    if (missing_.count(local) != 0) {
+      drop.push_back(local);
+    } else {
+      missing_now.insert(local);
+    }
+  }
+  missing_ = std::move(missing_now);
+  absl::Status first;
+  for (const std::string& local : drop) {
+    Hosted h;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = hosted_.find(local);
+      if (it != hosted_.end()) {
+        h = std::move(it->second);
+        hosted_.erase(it);
+      }
+    }
+    h.replica.reset();  // outside the lock: a stop joins the replica's thread
+    ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": ", local,
+             " belongs to no collection of the cluster any more: dropped");
+    absl::Status st = db_->DropCollection(local);
+    if (!st.ok() && !absl::IsNotFound(st) && first.ok()) first = st;
   }
   for (const auto& [local, mk] : want) {
     if (ReplicaOf(local) != nullptr) continue;

@@ -10,8 +10,9 @@
 //   * reconciles every `reconcile` period with the shard maps: for each
 //     shard the maps assign it, a local collection (ShardMap::LocalName)
 //     and a ShardReplica applying the shard's subject; a local shard
-//     collection no map assigns it any more (dropped, or of a collection
-//     dropped and created again) is stopped and dropped;
+//     collection whose collection is gone (its map absent in two passes in
+//     a row, read key by key) or was dropped and created again (another
+//     uid) is stopped and dropped;
 //   * bootstraps a shard it does not have from a peer: when another node
 //     hosting the shard has applied anything, its snapshot is fetched
 //     (`fetch_snapshot`, the gRPC layer's DownloadSnapshot) and restored,
@@ -30,6 +31,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -120,6 +122,9 @@ class ClusterNode {
     std::shared_ptr<ShardReplica> replica;
   };
   std::map<std::string, Hosted> hosted_ ABSL_GUARDED_BY(mu_);
+  // Local shard collections whose map the last pass found absent (dropped
+  // if the next pass finds it absent too). Reconcile's own.
+  std::set<std::string> missing_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_, beat_thread_;
 };

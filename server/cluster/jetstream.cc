@@ -137,6 +137,7 @@ struct PullConsumer::Impl {
 
 struct KeyValue::Impl {
   kvStore* kv = nullptr;
+  jsCtx* js = nullptr;  // the JetStream's (it outlives the bucket's handle)
   ~Impl() {
     if (kv != nullptr) kvStore_Destroy(kv);
   }
@@ -495,6 +496,7 @@ absl::StatusOr<std::unique_ptr<KeyValue>> JetStream::EnsureBucket(const BucketSp
   impl->kv = nullptr;
   s = js_KeyValue(&impl->kv, impl_->js, spec.name.c_str());
   if (s != NATS_OK) return FromNats(s, 0, absl::StrCat("key-value bucket ", spec.name));
+  impl->js = impl_->js;
   return std::unique_ptr<KeyValue>(new KeyValue(spec.name, std::move(impl)));
 }
 
@@ -572,13 +574,29 @@ absl::Status KeyValue::Delete(std::string_view key) {
 }
 
 absl::StatusOr<std::vector<std::string>> KeyValue::Keys() const {
-  kvKeysList list = {nullptr, 0};
-  natsStatus s = kvStore_Keys(&list, impl_->kv, nullptr);
+  // The subjects of the bucket's stream, in one request: no consumer (the
+  // client's kvStore_Keys makes one a call, and polling that from every node
+  // and router churns a clustered JetStream's consumer leaders). A deleted
+  // key's subject stays (its delete marker) until purged: Get says it is
+  // gone.
+  const std::string prefix = absl::StrCat("$KV.", bucket_, ".");
+  const std::string filter = prefix + ">";
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  jo.Stream.Info.SubjectsFilter = filter.c_str();
+  jsStreamInfo* info = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const std::string stream = absl::StrCat("KV_", bucket_);
+  natsStatus s = js_GetStreamInfo(&info, impl_->js, stream.c_str(), &jo, &code);
+  if (s != NATS_OK) return FromNats(s, code, absl::StrCat("keys of ", bucket_));
   std::vector<std::string> out;
-  if (s == NATS_NOT_FOUND) return out;  // an empty bucket
-  if (s != NATS_OK) return FromNats(s, 0, absl::StrCat("keys of ", bucket_));
-  for (int i = 0; i < list.Count; ++i) out.emplace_back(list.Keys[i]);
-  kvKeysList_Destroy(&list);
+  if (info->State.Subjects != nullptr) {
+    for (int i = 0; i < info->State.Subjects->Count; ++i) {
+      std::string_view subject = info->State.Subjects->List[i].Subject;
+      if (subject.substr(0, prefix.size()) == prefix) out.emplace_back(subject.substr(prefix.size()));
+    }
+  }
+  jsStreamInfo_Destroy(info);
   std::sort(out.begin(), out.end());
   return out;
 }

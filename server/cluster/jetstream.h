@@ -160,7 +160,9 @@ class KeyValue {
   absl::StatusOr<uint64_t> Update(std::string_view key, std::string_view value,
                                   uint64_t revision);
   absl::Status Delete(std::string_view key);
-  // The keys present now, sorted.
+  // The keys of the bucket's stream, sorted: those present and those
+  // deleted but not yet purged (Get says nullopt for these). One request,
+  // no consumer.
   absl::StatusOr<std::vector<std::string>> Keys() const;
   const std::string& bucket() const { return bucket_; }
 
