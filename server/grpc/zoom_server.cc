@@ -269,6 +269,19 @@ absl::Status ZoomServer::WaitApplied(
   cluster::ClusterNode* node = joined_.load();
   if (node == nullptr) return absl::UnavailableError("this node has not joined its cluster yet");
   const absl::Time start = absl::Now();
+  if (node->WaitApplied(collection, need, absl::InfinitePast())) return absl::OkStatus();
+  // A token past the end of its shard's log was not given by this cluster
+  // (or its collection was dropped and created again): it would hold the
+  // call until its deadline for nothing.
+  absl::StatusOr<uint64_t> head = node->js().LastSequence(
+      cluster::StreamName(options_.cluster.name, local->collection),
+      cluster::ShardSubject(options_.cluster.name, local->collection, local->shard));
+  if (head.ok() && need > *head) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "write token (shard ", local->shard, ", sequence ", need, ") is past the end of ",
+        local->collection, "'s log for that shard (its last entry is ", *head,
+        "): pass the tokens this cluster's write replies gave, for this collection"));
+  }
   if (node->WaitApplied(collection, need, deadline)) return absl::OkStatus();
   auto replica = node->ReplicaOf(collection);
   return absl::UnavailableError(absl::StrCat(

@@ -300,6 +300,36 @@ TEST_F(RouterTest, WhatNodesAndRoutersRefuseSaysWhatToDo) {
   EXPECT_EQ(seen, 250u);
   // A node takes no writes but from its log.
   auto direct = client::ZoomClient::Connect(absl::StrCat("127.0.0.1:", a->grpc_port()));
+  // A write token past the end of its shard's log is refused at once, not
+  // waited for until the call's deadline.
+  auto local = direct->ListCollections();
+  ASSERT_OK(local.status());
+  ASSERT_EQ(local->size(), 1u);
+  auto node_stub = v1::VectorSearch::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", a->grpc_port()), grpc::InsecureChannelCredentials()));
+  for (bool build : {true, false}) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    v1::WriteToken far;
+    far.set_shard(0);
+    far.set_sequence(1000000000);
+    grpc::Status st;
+    if (build) {
+      v1::BuildIndexRequest req;
+      req.set_collection((*local)[0].spec().name());
+      *req.add_after() = far;
+      v1::BuildIndexResponse resp;
+      st = node_stub->BuildIndex(&ctx, req, &resp);
+    } else {
+      v1::SearchRequest req = Query((*local)[0].spec().name(), data.data(), 5);
+      req.set_consistency(v1::SESSION);
+      *req.add_after() = far;
+      v1::SearchResponse resp;
+      st = node_stub->Search(&ctx, req, &resp);
+    }
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << build;
+    EXPECT_THAT(st.error_message(), HasSubstr("past the end")) << build;
+  }
   EXPECT_THAT(direct->CreateCollection(Spec("mine", 0, 0)),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("router")));
   // A standalone zoomd takes no shards.
