@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
@@ -20,8 +21,11 @@ absl::StatusOr<std::unique_ptr<ClusterCatalog>> ClusterCatalog::Open(
   nodes.replicas = options.nats_replicas;
   nodes.max_age = options.node_ttl;
   ZOOM_ASSIGN_OR_RETURN(auto nodes_kv, js->EnsureBucket(nodes));
-  return std::unique_ptr<ClusterCatalog>(
-      new ClusterCatalog(js, std::move(options), std::move(shards_kv), std::move(nodes_kv)));
+  BucketSpec floors{FloorsBucket(options.cluster)};
+  floors.replicas = options.nats_replicas;
+  ZOOM_ASSIGN_OR_RETURN(auto floors_kv, js->EnsureBucket(floors));
+  return std::unique_ptr<ClusterCatalog>(new ClusterCatalog(
+      js, std::move(options), std::move(shards_kv), std::move(nodes_kv), std::move(floors_kv)));
 }
 
 absl::StatusOr<std::optional<VersionedShardMap>> ClusterCatalog::GetMap(
@@ -98,7 +102,51 @@ absl::Status ClusterCatalog::DropCollection(const std::string& collection) {
   ZOOM_RETURN_IF_ERROR(shards_->Delete(collection));
   absl::Status st = js_->DeleteStream(StreamName(options_.cluster, collection));
   if (!st.ok() && !absl::IsNotFound(st)) return st;
+  // The floors go with the stream (best effort: a uid is never reused, a
+  // floor left behind is only a key).
+  for (uint32_t k = 0; k < existing->map.shards; ++k) {
+    (void)floors_->Delete(FloorKey(existing->map.uid, k));
+  }
   return absl::OkStatus();
+}
+
+namespace {
+
+absl::StatusOr<uint64_t> ParseFloor(const KvEntry& e) {
+  uint64_t v = 0;
+  if (!absl::SimpleAtoi(e.value, &v) || v == 0) {
+    return absl::DataLossError(absl::StrCat("log floor '", e.value.substr(0, 32),
+                                            "' is not a sequence"));
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ClusterCatalog::LogFloor(uint64_t uid, uint32_t shard) const {
+  ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, floors_->Get(FloorKey(uid, shard)));
+  if (!e.has_value()) return uint64_t{1};
+  return ParseFloor(*e);
+}
+
+absl::Status ClusterCatalog::RaiseLogFloor(uint64_t uid, uint32_t shard, uint64_t floor) {
+  const std::string key = FloorKey(uid, shard);
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, floors_->Get(key));
+    absl::StatusOr<uint64_t> rev;
+    if (!e.has_value()) {
+      rev = floors_->Create(key, absl::StrCat(floor));
+    } else {
+      ZOOM_ASSIGN_OR_RETURN(uint64_t now, ParseFloor(*e));
+      if (now >= floor) return absl::OkStatus();
+      rev = floors_->Update(key, absl::StrCat(floor), e->revision);
+    }
+    if (rev.ok()) return absl::OkStatus();
+    if (!absl::IsAborted(rev.status()) && !absl::IsAlreadyExists(rev.status())) {
+      return rev.status();
+    }
+  }
+  return absl::AbortedError(absl::StrCat("log floor ", key, ": changed 16 times in a row"));
 }
 
 absl::StatusOr<std::vector<NodeInfo>> ClusterCatalog::LiveNodes() const {

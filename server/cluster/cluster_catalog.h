@@ -73,17 +73,27 @@ class ClusterCatalog {
   absl::Status PutNode(const NodeInfo& info);
   absl::Status RemoveNode(const std::string& node);
 
+  // Log retention. The floor of shard `shard` of the collection with
+  // `uid`: the lowest stream sequence of its subject that may still be in
+  // the stream (1 until a purge). A replica whose log position is below
+  // floor - 1 may have missed purged entries: it must restore a peer's
+  // snapshot instead of replaying.
+  absl::StatusOr<uint64_t> LogFloor(uint64_t uid, uint32_t shard) const;
+  // Raises the floor to `floor` (never lowers it: compare-and-set on the
+  // key's revision, retried). Written BEFORE the purge it announces.
+  absl::Status RaiseLogFloor(uint64_t uid, uint32_t shard, uint64_t floor);
+
   JetStream* js() const { return js_; }
   const ClusterCatalogOptions& options() const { return options_; }
 
  private:
   ClusterCatalog(JetStream* js, ClusterCatalogOptions options, std::unique_ptr<KeyValue> shards,
-                 std::unique_ptr<KeyValue> nodes)
+                 std::unique_ptr<KeyValue> nodes, std::unique_ptr<KeyValue> floors)
       : js_(js), options_(std::move(options)), shards_(std::move(shards)),
-        nodes_(std::move(nodes)) {}
+        nodes_(std::move(nodes)), floors_(std::move(floors)) {}
   JetStream* js_;
   ClusterCatalogOptions options_;
-  std::unique_ptr<KeyValue> shards_, nodes_;
+  std::unique_ptr<KeyValue> shards_, nodes_, floors_;
 };
 
 }  // namespace zoom::cluster

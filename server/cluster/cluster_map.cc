@@ -89,6 +89,12 @@ std::string ShardsBucket(std::string_view cluster) {
 std::string NodesBucket(std::string_view cluster) {
   return absl::StrCat("zoomd_", AV(cluster), "_nodes");
 }
+std::string FloorsBucket(std::string_view cluster) {
+  return absl::StrCat("zoomd_", AV(cluster), "_floors");
+}
+std::string FloorKey(uint64_t uid, uint32_t shard) {
+  return absl::StrCat(absl::Hex(uid, absl::kZeroPad16), ".", shard);
+}
 std::string ConsumerName(std::string_view node, uint64_t uid, uint32_t shard) {
   return absl::StrCat(AV(node), "_", absl::Hex(uid, absl::kZeroPad16), "_", shard);
 }

@@ -55,6 +55,10 @@ std::string StreamName(std::string_view cluster, std::string_view collection);
 std::string ShardSubject(std::string_view cluster, std::string_view collection, uint32_t shard);
 std::string ShardsBucket(std::string_view cluster);
 std::string NodesBucket(std::string_view cluster);
+// The log floors: key FloorKey(uid, shard) holds the lowest stream
+// sequence of the shard's subject not purged (decimal; absent: 1).
+std::string FloorsBucket(std::string_view cluster);
+std::string FloorKey(uint64_t uid, uint32_t shard);
 // The consumer of (node, collection uid, shard).
 std::string ConsumerName(std::string_view node, uint64_t uid, uint32_t shard);
 

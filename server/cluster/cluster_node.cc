@@ -1,5 +1,6 @@
 #include "server/cluster/cluster_node.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -41,6 +42,11 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(server::Database
       [p] { p->Every(p->options_.reconcile, "reconciliation", [p] { return p->Reconcile(); }); });
   node->beat_thread_ = std::thread(
       [p] { p->Every(p->options_.heartbeat, "heartbeat", [p] { return p->Heartbeat(); }); });
+  if (node->options_.log_trim > absl::ZeroDuration()) {
+    node->trim_thread_ = std::thread([p] {
+      p->Every(p->options_.log_trim, "log trim", [p] { return p->TrimLogs().status(); });
+    });
+  }
   return node;
 }
 
@@ -51,6 +57,7 @@ ClusterNode::~ClusterNode() {
   }
   if (thread_.joinable()) thread_.join();
   if (beat_thread_.joinable()) beat_thread_.join();
+  if (trim_thread_.joinable()) trim_thread_.join();
   std::map<std::string, Hosted> hosted;
   {
     absl::MutexLock l(&mu_);
@@ -146,7 +153,9 @@ bool ClusterNode::WaitApplied(const std::string& local, uint64_t sequence,
 }
 
 absl::StatusOr<std::shared_ptr<server::Collection>> ClusterNode::OpenShard(const ShardMap& m,
-                                                                           uint32_t k) {
+                                                                           uint32_t k,
+                                                                           uint64_t floor,
+                                                                           bool replace) {
   const std::string local = m.LocalName(k);
   // A peer with data: its snapshot, then the stream after it.
   absl::StatusOr<std::vector<NodeInfo>> nodes = catalog_->LiveNodes();
@@ -157,6 +166,7 @@ absl::StatusOr<std::shared_ptr<server::Collection>> ClusterNode::OpenShard(const
       if (n.node == options_.node_id || n.address.empty()) continue;
       const HostedShard* h = n.Find(m.uid, k);
       if (h == nullptr || h->applied == 0 || h->state == ReplicaState::kFailed) continue;
+      if (h->applied + 1 < floor) continue;  // behind the floor too
       if (best_shard == nullptr || h->applied > best_shard->applied) {
         best = &n;
         best_shard = h;
@@ -167,7 +177,7 @@ absl::StatusOr<std::shared_ptr<server::Collection>> ClusterNode::OpenShard(const
     const std::string dest = db_->UploadPath();
     absl::Status st = options_.fetch_snapshot(best->address, local, dest);
     absl::StatusOr<std::shared_ptr<server::Collection>> restored =
-        st.ok() ? db_->RestoreSnapshot(dest, local, /*overwrite=*/false)
+        st.ok() ? db_->RestoreSnapshot(dest, local, /*overwrite=*/replace)
                 : absl::StatusOr<std::shared_ptr<server::Collection>>(st);
     std::error_code ec;
     fs::remove(dest, ec);
@@ -183,11 +193,12 @@ absl::StatusOr<std::shared_ptr<server::Collection>> ClusterNode::OpenShard(const
   // Empty, replaying the stream from its start: only if it still has it.
   const std::string stream = StreamName(options_.catalog.cluster, m.collection);
   ZOOM_ASSIGN_OR_RETURN(StreamState state, js_->GetStreamState(stream));
-  if (state.first_sequence > 1) {
+  if (replace || floor > 1 || state.first_sequence > 1) {
     return absl::UnavailableError(absl::StrCat(
-        "shard ", k, " of ", m.collection, ": the stream starts at sequence ",
-        state.first_sequence, " (purged below the replicas' snapshots) and no peer's snapshot "
-        "could be fetched: waiting for a peer"));
+        "shard ", k, " of ", m.collection, ": its log is purged below sequence ",
+        std::max(floor, state.first_sequence), " and no peer's snapshot reaching it could be "
+        "fetched: waiting for a peer (if every replica of the shard is lost, restore the "
+        "collection from a backup)"));
   }
   server::CollectionConfig config = m.config;
   config.name = local;
@@ -256,12 +267,39 @@ absl::Status ClusterNode::Reconcile() {
     absl::Status st = db_->DropCollection(local);
     if (!st.ok() && !absl::IsNotFound(st) && first.ok()) first = st;
   }
+  // Replicas the log was purged past: stopped, reopened below from a
+  // peer's snapshot.
+  std::vector<std::shared_ptr<ShardReplica>> behind;
+  {
+    absl::MutexLock l(&mu_);
+    for (auto it = hosted_.begin(); it != hosted_.end();) {
+      if (it->second.replica->status().behind_floor) {
+        behind.push_back(std::move(it->second.replica));
+        it = hosted_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  behind.clear();  // outside the lock: a stop joins the replica's thread
   for (const auto& [local, mk] : want) {
     if (ReplicaOf(local) != nullptr) continue;
     const ShardMap& m = *mk.first;
     const uint32_t k = mk.second;
+    absl::StatusOr<uint64_t> floor = catalog_->LogFloor(m.uid, k);
+    if (!floor.ok()) {
+      if (first.ok()) first = floor.status();
+      continue;  // cannot tell whether the local copy can replay: next pass
+    }
     absl::StatusOr<std::shared_ptr<server::Collection>> coll = db_->GetCollection(local);
-    if (!coll.ok()) coll = OpenShard(m, k);
+    if (coll.ok() && (*coll)->log_position() + 1 < *floor) {
+      ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
+               " is at log position ", (*coll)->log_position(), ", below the floor ", *floor,
+               " (the log before it was purged): restoring a peer's snapshot");
+      coll = OpenShard(m, k, *floor, /*replace=*/true);
+    } else if (!coll.ok()) {
+      coll = OpenShard(m, k, *floor, /*replace=*/false);
+    }
     if (!coll.ok()) {
       if (first.ok()) first = coll.status();
       continue;
@@ -270,6 +308,9 @@ absl::Status ClusterNode::Reconcile() {
     ro.stream = StreamName(options_.catalog.cluster, m.collection);
     ro.subject = ShardSubject(options_.catalog.cluster, m.collection, k);
     ro.durable = ConsumerName(options_.node_id, m.uid, k);
+    ro.log_floor = [catalog = catalog_.get(), uid = m.uid, k] {
+      return catalog->LogFloor(uid, k);
+    };
     absl::StatusOr<std::unique_ptr<ShardReplica>> r = ShardReplica::Start(js_.get(), *coll, ro);
     if (!r.ok()) {
       if (first.ok()) first = r.status();
@@ -286,6 +327,87 @@ absl::Status ClusterNode::Reconcile() {
     hosted_[local] = std::move(h);
   }
   return first;
+}
+
+}  // namespace zoom::cluster
+
+namespace zoom::cluster {
+
+absl::StatusOr<int> ClusterNode::TrimLogs() {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<VersionedShardMap> maps, catalog_->ListMaps());
+  ZOOM_ASSIGN_OR_RETURN(std::vector<NodeInfo> nodes, catalog_->LiveNodes());
+  std::map<std::string, const NodeInfo*> live;
+  for (const NodeInfo& n : nodes) live[n.node] = &n;
+  const absl::Time now = absl::Now();
+  std::map<std::string, absl::Time> absent;
+  {
+    absl::MutexLock l(&trim_mu_);
+    for (const VersionedShardMap& vm : maps) {
+      for (const auto& replicas : vm.map.assignment) {
+        for (const std::string& node : replicas) {
+          if (live.count(node) != 0) {
+            absent_since_.erase(node);
+          } else {
+            absent_since_.emplace(node, now);  // kept if already there
+          }
+        }
+      }
+    }
+    absent = absent_since_;
+  }
+  int purged = 0;
+  absl::Status first;
+  for (const VersionedShardMap& vm : maps) {
+    const ShardMap& m = vm.map;
+    for (uint32_t k = 0; k < m.shards; ++k) {
+      std::vector<std::string> replicas = m.assignment[k];
+      std::sort(replicas.begin(), replicas.end());
+      // The purger of the shard: its first live replica.
+      auto first_live = std::find_if(replicas.begin(), replicas.end(),
+                                     [&](const std::string& n) { return live.count(n) != 0; });
+      if (first_live == replicas.end() || *first_live != options_.node_id) continue;
+      uint64_t floor = UINT64_MAX;
+      bool hold = false;
+      for (const std::string& node : replicas) {
+        auto it = live.find(node);
+        if (it == live.end()) {
+          // Absent for less than log_hold: it may come back and replay.
+          auto a = absent.find(node);
+          hold = hold || a == absent.end() || now - a->second < options_.log_hold;
+          continue;
+        }
+        const HostedShard* h = it->second->Find(m.uid, k);
+        if (h == nullptr) {
+          hold = true;  // opening it (a bootstrap reports its position when done)
+          continue;
+        }
+        floor = std::min(floor, h->applied);
+      }
+      if (hold || floor == UINT64_MAX || floor <= 1) continue;
+      absl::StatusOr<uint64_t> now_floor = catalog_->LogFloor(m.uid, k);
+      if (!now_floor.ok()) {
+        if (first.ok()) first = now_floor.status();
+        continue;
+      }
+      if (floor <= *now_floor) continue;
+      // The floor first: a replica that reads it knows what may be gone.
+      absl::Status st = catalog_->RaiseLogFloor(m.uid, k, floor);
+      if (st.ok()) {
+        st = js_->PurgeBefore(StreamName(options_.catalog.cluster, m.collection),
+                              ShardSubject(options_.catalog.cluster, m.collection, k), floor);
+      }
+      if (!st.ok()) {
+        if (first.ok()) first = st;
+        continue;
+      }
+      ++purged;
+      ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": log of shard ", k, " of ",
+               m.collection, " purged below sequence ", floor,
+               " (the lowest position of its replicas)");
+    }
+  }
+  if (!first.ok()) return first;
+  return purged;
 }
 
 }  // namespace zoom::cluster

@@ -18,7 +18,16 @@
 //     (`fetch_snapshot`, the gRPC layer's DownloadSnapshot) and restored,
 //     and the replica replays the stream from the snapshot's position;
 //     without such a peer (a new collection) the local collection starts
-//     empty at position 0.
+//     empty at position 0;
+//   * trims the log (every `log_trim`): for each shard whose first live
+//     replica (by node id) it is, the shard's subject is purged below the
+//     lowest position its replicas report (ClusterCatalog::RaiseLogFloor
+//     first, then JetStream::PurgeBefore). A replica absent from the node
+//     bucket holds the log for `log_hold` from when this node first missed
+//     it; after that it is left out, and when it comes back below the
+//     floor it restores a peer's snapshot (as does a replica that finds
+//     the floor above its position: ShardReplica's check) instead of
+//     replaying.
 //
 // The data directory belongs to one cluster and node: DATA_DIR/CLUSTER
 // records both at the first start; a later start with another cluster or
@@ -65,6 +74,9 @@ struct ClusterNodeOptions {
   // A replica is "serving" when at most this many messages of its shard
   // are not yet applied (routers pick serving replicas).
   uint64_t max_serving_lag = 1000;
+  // Log retention (0: the log is never trimmed).
+  absl::Duration log_trim = absl::Seconds(30);
+  absl::Duration log_hold = absl::Hours(1);
   SnapshotFetcher fetch_snapshot;  // may be empty: shards start empty
   ShardReplicaOptions replica;     // fetch sizes and waits; names are set per shard
 };
@@ -84,6 +96,8 @@ class ClusterNode {
 
   // One reconciliation pass now (also run by the thread).
   absl::Status Reconcile();
+  // One log trim now (also run by a thread every log_trim): the purges done.
+  absl::StatusOr<int> TrimLogs();
   // The record this node heartbeats.
   NodeInfo Info() const;
   // The replica applying to local collection `local` (null if none).
@@ -107,7 +121,11 @@ class ClusterNode {
   absl::Status Heartbeat();
   // A local collection for shard `k` of `m`: restored from a peer's
   // snapshot when one has data, else created empty.
-  absl::StatusOr<std::shared_ptr<server::Collection>> OpenShard(const ShardMap& m, uint32_t k);
+  // `floor`: the shard's log floor (a peer's snapshot must reach floor - 1;
+  // an empty start needs floor 1). `replace`: the local collection exists
+  // (behind the floor) and is replaced by the snapshot.
+  absl::StatusOr<std::shared_ptr<server::Collection>> OpenShard(const ShardMap& m, uint32_t k,
+                                                                uint64_t floor, bool replace);
   absl::Status CheckDataDir() const;
 
   server::Database* db_;
@@ -126,7 +144,10 @@ class ClusterNode {
   // if the next pass finds it absent too). Reconcile's own.
   std::set<std::string> missing_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_, beat_thread_;
+  // TrimLogs': when it first missed each assigned node from the bucket.
+  absl::Mutex trim_mu_;
+  std::map<std::string, absl::Time> absent_since_ ABSL_GUARDED_BY(trim_mu_);
+  std::thread thread_, beat_thread_, trim_thread_;
 };
 
 }  // namespace zoom::cluster

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 #include "server/cluster/log_entry.h"
 
@@ -87,6 +88,7 @@ void ShardReplica::SetError(const absl::Status& st) {
 void ShardReplica::Run() {
   const std::string& name = collection_->name();
   std::unique_ptr<PullConsumer> consumer;
+  absl::Time floor_checked = absl::InfinitePast();
   for (;;) {
     {
       absl::MutexLock l(&mu_);
@@ -117,6 +119,29 @@ void ShardReplica::Run() {
       status_.caught_up = true;
       status_.last_error.clear();
       continue;
+    }
+    if (options_.log_floor && absl::Now() - floor_checked >= options_.floor_check) {
+      absl::StatusOr<uint64_t> floor = options_.log_floor();
+      if (!floor.ok()) {
+        // Not applied without knowing: fetched again after the pause.
+        SetError(floor.status());
+        consumer.reset();
+        if (!Pause(options_.retry_wait)) return;
+        continue;
+      }
+      const uint64_t position = collection_->log_position();
+      if (position + 1 < *floor) {
+        ZOOM_LOG(ERROR, "collection ", name, ": its log position ", position, " is below the "
+                 "floor of ", options_.subject, " (", *floor, ": purged below it); replica "
+                 "stopped, to be restored from a peer's snapshot");
+        absl::MutexLock l(&mu_);
+        status_.failed = true;
+        status_.behind_floor = true;
+        status_.last_error = absl::StrCat("log purged past position ", position, " (floor ",
+                                          *floor, ")");
+        return;
+      }
+      floor_checked = absl::Now();
     }
     uint64_t acked_through = 0;
     bool retry = false;

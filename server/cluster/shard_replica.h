@@ -24,11 +24,20 @@
 //   * anything else (a full disk, an I/O error) is retried after
 //     retry_wait from the same entry, as is a lost NATS connection.
 //
+// The log below every replica's position is purged (ClusterNode::TrimLogs).
+// A consumer skips purged messages without a word, so before applying a
+// batch the replica reads the shard's log floor (at most every
+// floor_check): a position below floor - 1 means entries it never applied
+// may be gone, and it stops (status().behind_floor; the node restores a
+// peer's snapshot instead). Only a replica absent for the node's log_hold
+// (far longer than floor_check) can be purged past.
+//
 // Thread safety: status() and WaitApplied from any thread.
 #ifndef ZOOM_SERVER_CLUSTER_SHARD_REPLICA_H_
 #define ZOOM_SERVER_CLUSTER_SHARD_REPLICA_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -52,6 +61,9 @@ struct ShardReplicaOptions {
   absl::Duration fetch_wait = absl::Milliseconds(250);
   // After a failed fetch or a retryable apply error.
   absl::Duration retry_wait = absl::Milliseconds(200);
+  // The shard's log floor (ClusterCatalog::LogFloor); empty: not checked.
+  std::function<absl::StatusOr<uint64_t>()> log_floor;
+  absl::Duration floor_check = absl::Seconds(5);
 };
 
 struct ReplicaStatus {
@@ -59,6 +71,7 @@ struct ReplicaStatus {
   uint64_t pending = 0;        // messages after it the consumer has not delivered yet
   bool caught_up = false;      // the last fetch found nothing more (pending == 0)
   bool failed = false;         // stopped on an entry it cannot apply (last_error)
+  bool behind_floor = false;   // stopped (failed): the log was purged past its position
   uint64_t entries = 0;        // entries applied by this object
   uint64_t skipped = 0;        // entries refused deterministically (logged)
   std::string last_error;      // "" when the last step succeeded

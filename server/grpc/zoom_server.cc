@@ -240,6 +240,8 @@ absl::Status ZoomServer::JoinCluster() {
   o.nats.servers = options_.cluster.nats;
   o.node_id = options_.cluster.node_id;
   o.heartbeat = options_.cluster.heartbeat;
+  o.log_trim = options_.cluster.log_trim;
+  o.log_hold = options_.cluster.log_hold;
   o.fetch_snapshot = options_.cluster.fetch_snapshot;
   o.advertise_address = options_.cluster.advertise_address;
   if (o.advertise_address.empty()) {

@@ -99,6 +99,10 @@ struct ServerOptions {
     std::string advertise_address;
     absl::Duration node_ttl = absl::Seconds(10);
     absl::Duration heartbeat = absl::Seconds(2);
+    // Log retention (ClusterNode): how often a node trims its shards' logs
+    // (0: never) and how long an absent replica holds them.
+    absl::Duration log_trim = absl::Seconds(30);
+    absl::Duration log_hold = absl::Hours(1);
     // How long a node's search waits for a session's writes to apply.
     absl::Duration max_session_wait = absl::Seconds(1);
     int router_threads = 64;  // a router's handlers wait on nodes, not cores

@@ -137,6 +137,12 @@ ABSL_FLAG(std::string, peer_key_file, "",
 ABSL_FLAG(int, node_ttl_s, 10,
           "A node that has not heartbeated for this long leaves the cluster (routers stop "
           "using it); heartbeats every ttl/5.");
+ABSL_FLAG(int, log_trim_s, 30,
+          "A node: how often it purges its shards' write logs below every replica's position "
+          "(0: never; the log then keeps every write).");
+ABSL_FLAG(int, log_hold_s, 3600,
+          "A node: how long a replica absent from the cluster holds its shard's log; one back "
+          "after longer restores a peer's snapshot instead of replaying the log.");
 
 namespace zoom {
 namespace {
@@ -318,6 +324,8 @@ int Main(int argc, char** argv) {
   const int ttl_s = std::max(2, absl::GetFlag(FLAGS_node_ttl_s));
   options.cluster.node_ttl = absl::Seconds(ttl_s);
   options.cluster.heartbeat = absl::Seconds(ttl_s) / 5;
+  options.cluster.log_trim = absl::Seconds(std::max(0, absl::GetFlag(FLAGS_log_trim_s)));
+  options.cluster.log_hold = absl::Seconds(std::max(0, absl::GetFlag(FLAGS_log_hold_s)));
   // A node bootstraps a shard from a peer's snapshot over the peers' API,
   // with the admin key of --peer_key_file when the nodes require keys.
   std::string peer_key;

@@ -233,6 +233,79 @@ TEST_F(ClusterNodeTest, NodesConvergeOnTheShardMapsAndBootstrapFromPeers) {
   EXPECT_EQ(live[0].node, "n1");
 }
 
+TEST_F(ClusterNodeTest, TheLogIsTrimmedBelowItsReplicasAndOneLeftBehindRestoresASnapshot) {
+  auto start = [&](const std::string& id, absl::Duration hold) {
+    ClusterNodeOptions o = NodeOptions(id);
+    o.log_trim = absl::ZeroDuration();  // trimmed by the test's calls
+    o.log_hold = hold;
+    auto n = ClusterNode::Start(Db(id), o);
+    EXPECT_OK(n.status());
+    if (n.ok()) nodes_[id] = std::move(*n);
+    return n.ok();
+  };
+  // Until `id`'s record says it applied `seq` of shard 0 (the trim reads
+  // the records).
+  auto reported = [&](const std::string& id, uint64_t uid, uint64_t seq) {
+    const absl::Time end = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < end) {
+      auto live = catalog_->LiveNodes();
+      if (live.ok()) {
+        for (const NodeInfo& n : *live) {
+          const HostedShard* h = n.Find(uid, 0);
+          if (n.node == id && h != nullptr && h->applied == seq) return true;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  };
+  const std::string stream = StreamName("test", "docs");
+  // Ids [first, first + 10 * entries) in `entries` log entries.
+  auto write = [&](const ShardMap& m, uint64_t first, int entries) {
+    std::map<uint32_t, uint64_t> last;
+    for (int i = 0; i < entries; ++i) last = Write(m, first + 10 * i, 10);
+    return last;
+  };
+  ASSERT_TRUE(start("n0", absl::Hours(1)));
+  ASSERT_TRUE(start("n1", absl::Hours(1)));
+  ASSERT_OK_AND_ASSIGN(ShardMap m, catalog_->CreateCollection(Config("docs"), 1, 2));
+  auto s1 = write(m, 0, 10);
+  WaitAll(m, s1, {"n0", "n1"});
+  ASSERT_TRUE(reported("n0", m.uid, s1[0]));
+  ASSERT_TRUE(reported("n1", m.uid, s1[0]));
+  EXPECT_THAT(catalog_->LogFloor(m.uid, 0), testing::IsOkAndHolds(1u));
+  // n0 (the first live replica) purges below both replicas' position; n1
+  // does not; a second pass has nothing to do.
+  EXPECT_THAT(nodes_.at("n1")->TrimLogs(), testing::IsOkAndHolds(0));
+  EXPECT_THAT(nodes_.at("n0")->TrimLogs(), testing::IsOkAndHolds(1));
+  EXPECT_THAT(nodes_.at("n0")->TrimLogs(), testing::IsOkAndHolds(0));
+  EXPECT_THAT(catalog_->LogFloor(m.uid, 0), testing::IsOkAndHolds(s1[0]));
+  ASSERT_OK_AND_ASSIGN(StreamState st, js_->GetStreamState(stream));
+  EXPECT_EQ(st.first_sequence, s1[0]);
+  // n1 goes down: it holds the log for log_hold (an hour here).
+  nodes_.erase("n1");
+  auto s2 = write(m, 100, 5);
+  WaitAll(m, s2, {"n0"});
+  ASSERT_TRUE(reported("n0", m.uid, s2[0]));
+  EXPECT_THAT(nodes_.at("n0")->TrimLogs(), testing::IsOkAndHolds(0));
+  EXPECT_THAT(catalog_->LogFloor(m.uid, 0), testing::IsOkAndHolds(s1[0]));
+  // With no hold it is left out: the log goes below n0's position.
+  nodes_.erase("n0");
+  ASSERT_TRUE(start("n0", absl::ZeroDuration()));
+  ASSERT_TRUE(reported("n0", m.uid, s2[0]));
+  EXPECT_THAT(nodes_.at("n0")->TrimLogs(), testing::IsOkAndHolds(1));
+  EXPECT_THAT(catalog_->LogFloor(m.uid, 0), testing::IsOkAndHolds(s2[0]));
+  // n1 comes back below the floor: it cannot replay what is gone, so it
+  // restores n0's snapshot (its own copy replaced) and goes on from there.
+  fetched_ = 0;
+  ASSERT_TRUE(start("n1", absl::Hours(1)));
+  auto s3 = write(m, 150, 1);
+  WaitAll(m, s3, {"n0", "n1"});
+  EXPECT_EQ(fetched_, 1);
+  EXPECT_EQ(Points("n1", m.LocalName(0)), 160u);
+  EXPECT_EQ(Points("n0", m.LocalName(0)), 160u);
+}
+
 TEST_F(ClusterNodeTest, ADataDirectoryBelongsToOneClusterNode) {
   ASSERT_NE(StartNode("n0"), nullptr);
   nodes_.erase("n0");

@@ -210,6 +210,40 @@ TEST_F(ShardReplicaTest, ReplicasApplyInOrderRestartAfterTheirPositionAndBootstr
   EXPECT_EQ(a->log_position(), last);
 }
 
+TEST_F(ShardReplicaTest, AReplicaTheLogWasPurgedPastStopsInsteadOfSkippingTheGap) {
+  LogEntry e;
+  e.op = LogOp::kUpsert;
+  e.dim = kDim;
+  e.points.push_back({1, {1, 2, 3, 4}, "a", {}});
+  const uint64_t seq = Publish(e);
+  ShardReplicaOptions o;
+  o.stream = kStream;
+  o.subject = kShard0;
+  o.durable = "n0_docs_0";
+  uint64_t floor = 1;
+  absl::Mutex mu;
+  o.log_floor = [&]() -> absl::StatusOr<uint64_t> {
+    absl::MutexLock l(&mu);
+    return floor;
+  };
+  o.floor_check = absl::ZeroDuration();
+  std::shared_ptr<Collection> c = Local("n0_docs_0");
+  ASSERT_OK_AND_ASSIGN(auto r, ShardReplica::Start(js_.get(), c, o));
+  ASSERT_TRUE(r->WaitApplied(seq, absl::Now() + absl::Seconds(30)));
+  {
+    absl::MutexLock l(&mu);
+    floor = seq + 5;  // purged past: entries after `seq` may be gone
+  }
+  e.points[0].id = 2;
+  Publish(e);
+  const absl::Time end = absl::Now() + absl::Seconds(30);
+  while (!r->status().failed && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_TRUE(r->status().failed);
+  EXPECT_TRUE(r->status().behind_floor);
+  EXPECT_THAT(r->status().last_error, HasSubstr("purged"));
+  EXPECT_EQ(c->log_position(), seq);  // nothing applied past the gap
+}
+
 TEST_F(ShardReplicaTest, ANatsRestartIsWaitedOut) {
   auto a = Local("docs_s0_a");
   ASSERT_NE(a, nullptr);
