@@ -18,6 +18,7 @@ Asserted, each with bounded waits (events awaited, never raced):
   * a restarted replica catches up (its applied sequence reaches the head)
     and serves again; a brand-new one (empty disk) bootstraps from a
     peer's snapshot;
+  * the log is trimmed below every replica's position (a purge logged);
   * a network partition of one replica: it leaves the router's view
     (zoomd_router_live_nodes) within about the max age, and searches go
     on without a failure.
@@ -27,20 +28,17 @@ ZOOMD_BINARY names zoomd (ctest sets it); nats-server comes from Debian.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 # The test forks (subprocess) while gRPC's threads run: without this, gRPC
 # Python's fork handlers may wait forever for its threads in the parent.
@@ -55,8 +53,10 @@ sys.path.insert(0, str(REPO / "client" / "python"))
 import zoomd  # noqa: E402
 from zoomd._proto import zoom_pb2, zoom_pb2_grpc  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tests" / "cluster"))
+from cluster_procs import NATS, Proc, accepts, free_port, health, metric  # noqa: E402
+
 SIFT = REPO / "tests" / "data" / "sift-ngt-5k"
-NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
 TTL_S = 4  # the node bucket's max age here (a partitioned node leaves within it)
 
 
@@ -90,12 +90,6 @@ def wait_until(what, fn, timeout: float = 60.0, every: float = 0.05):
             said = what() if callable(what) else what
             pytest.fail(f"timed out after {timeout:.0f} s waiting for {said}", pytrace=False)
         time.sleep(every)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Net:
@@ -187,39 +181,6 @@ class Net:
         subprocess.run(["ip", "link", "del", f"{self.tag}br"], capture_output=True)
 
 
-class Proc:
-    def __init__(self, name: str, argv: List[str], log: pathlib.Path) -> None:
-        self.name, self.argv, self.log = name, argv, log
-        self.p: Optional[subprocess.Popen] = None
-
-    def start(self) -> "Proc":
-        out = open(self.log, "ab")
-        self.p = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
-                                  start_new_session=True)
-        out.close()
-        return self
-
-    def signal(self, sig: int) -> None:
-        if self.p is None or self.p.poll() is not None:
-            return
-        try:
-            os.killpg(self.p.pid, sig)
-        except ProcessLookupError:
-            return
-        if sig in (signal.SIGKILL, signal.SIGTERM):
-            try:
-                self.p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.p.pid, signal.SIGKILL)
-                self.p.wait()
-
-    def tail(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")[-3000:]
-        except OSError:
-            return ""
-
-
 class Cluster:
     def __init__(self, root: pathlib.Path) -> None:
         self.root = root
@@ -247,7 +208,8 @@ class Cluster:
                 zoomd_binary(), f"--role={'router' if h == 'router' else 'node'}",
                 f"--nats={self.nats_urls}", "--nats_replicas=3", "--cluster=e2e",
                 f"--grpc_address={ip}:{port}", f"--metrics_address={ip}:{mport}",
-                f"--node_ttl_s={TTL_S}", "--auto_build_points=0", "--threads=4",
+                f"--node_ttl_s={TTL_S}", "--log_trim_s=1", "--auto_build_points=0",
+                "--threads=4",
                 "--allow_unauthenticated"]
             if h != "router":
                 argv += [f"--node_id={h}", f"--data_dir={root / h}"]
@@ -261,7 +223,7 @@ class Cluster:
         for p in self.nats:
             p.start()
         for p in self.nats:
-            wait_until(f"{p.name} to listen", lambda p=p: _accepts(p.argv[2], int(p.argv[4])), 30)
+            wait_until(f"{p.name} to listen", lambda p=p: accepts(p.argv[2], int(p.argv[4])), 30)
         for h in self.nodes:
             self.start_zoomd(h)
         self.start_zoomd("router")
@@ -282,31 +244,6 @@ class Cluster:
         for p in list(self.procs.values()) + self.nats:
             p.signal(signal.SIGKILL)
         self.net.close()
-
-
-def _accepts(host: str, port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
-        return True
-    return False
-
-
-def health(target: str) -> bool:
-    """zoom.v1.VectorSearch SERVING: set once a node has joined its cluster
-    (unknown before, not a race with the port opening)."""
-    try:
-        with zoomd.Client(target) as c:
-            return c.health("zoom.v1.VectorSearch", timeout=1) == "SERVING"
-    except zoomd.ZoomError:
-        return False
-
-
-def metric(url: str, name: str) -> float:
-    text = urllib.request.urlopen(url, timeout=5).read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 @pytest.fixture(scope="module")
@@ -596,6 +533,13 @@ def run_cluster_cases(cluster: Cluster, data) -> None:
     cluster.nats[0].start()
     cluster.nats[1].start()
     wait_until("writes with the quorum back", lambda: _writes(write, 7000), 90, 0.2)
+
+    # The log is trimmed below every replica's position (each shard's first
+    # live replica purges it every --log_trim_s): what the replicas hold is
+    # all there is, and the restarts above still found what they needed.
+    wait_until("a node to purge its shard's log",
+               lambda: any("purged below sequence" in cluster.procs[h].log.read_text(
+                   errors="replace") for h in cluster.nodes), 60, 0.2)
 
     # 6. A partitioned replica leaves the node bucket within the max age;
     #    then the router sends it nothing (no new failovers).

@@ -1,0 +1,87 @@
+"""Processes of a zoomd cluster on one machine, shared by the end-to-end
+test (test_cluster_e2e.py) and the benchmark (loadtest/cluster_bench.py):
+child processes in their own sessions with their logs, ports chosen by the
+OS, readiness by a gRPC health check, and /metrics read by name."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from typing import List, Optional
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "client" / "python"))
+import zoomd  # noqa: E402
+
+NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    def __init__(self, name: str, argv: List[str], log: pathlib.Path) -> None:
+        self.name, self.argv, self.log = name, argv, log
+        self.p: Optional[subprocess.Popen] = None
+
+    def start(self) -> "Proc":
+        out = open(self.log, "ab")
+        self.p = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+        out.close()
+        return self
+
+    def signal(self, sig: int) -> None:
+        if self.p is None or self.p.poll() is not None:
+            return
+        try:
+            os.killpg(self.p.pid, sig)
+        except ProcessLookupError:
+            return
+        if sig in (signal.SIGKILL, signal.SIGTERM):
+            try:
+                self.p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+
+    def tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+
+def accepts(host: str, port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+        return True
+    return False
+
+
+def health(target: str) -> bool:
+    """zoom.v1.VectorSearch SERVING: set once a node has joined its cluster
+    (unknown before, not a race with the port opening)."""
+    try:
+        with zoomd.Client(target) as c:
+            return c.health("zoom.v1.VectorSearch", timeout=1) == "SERVING"
+    except zoomd.ZoomError:
+        return False
+
+
+def metric(url: str, name: str) -> float:
+    text = urllib.request.urlopen(url, timeout=5).read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
