@@ -1,0 +1,448 @@
+"""The cluster's benchmark (issue 17): ratios measured on one machine.
+
+Starts three nats-servers clustered on loopback (JetStream, streams R=3),
+four zoomd nodes (z0-z3), a router and a standalone zoomd (--sync always),
+all on this machine's cores, then measures (--parts, default all):
+
+  router    a router + one node (S=1, R=1) against the standalone zoomd:
+            QPS and p99 under zoomload (same data, knobs, workers), the runs
+            alternated (--runs each); the ratios of their medians.
+  writes    the base set imported (the Python client's import_points, the
+            same batches): into the standalone zoomd (--sync always) against
+            through the router, acknowledged by JetStream R=3, at S=1/R=1,
+            S=1/R=2, S=2/R=1, S=4/R=1; and until every replica applied it.
+  failover  searches one at a time through the router (S=1, R=2); kill -9
+            of the replica answering them (/metrics says which): the longest
+            time without a successful reply around the kill (the failover
+            gap, ms) against the longest before it, and the failed
+            searches; --trials kills, the killed node restarted between.
+  catchup   a replica killed while --catchup_points points are written;
+            restarted: points/s from its gRPC port serving to the points
+            applied (its log replayed); then the same node with an empty
+            disk: bootstrap (a peer's snapshot streamed, restored, the log
+            after it replayed) in points/s.
+  fanout    S = 1, 2, 4 (R=1; every shard on its own node): QPS, p99,
+            recall and CPU seconds a query (/proc, nodes and router apart),
+            against the model of docs/scale-out.md.
+
+Every number is printed as it comes and written to --json (one object:
+router_vs_single, write_throughput, failover, catch_up, fanout). The cores
+are shared by every process (the clients too): read ratios, not scaling.
+
+  python3 loadtest/cluster_bench.py --zoomd build2/server/main/zoomd \\
+      --zoomload build2/loadtest/zoomload --dataset ../shared/data/glove-6b-100d
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from typing import Dict, List
+
+os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"  # children forked beside gRPC's threads
+
+import grpc  # noqa: E402
+import numpy as np  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "cluster"))
+from cluster_procs import NATS, Proc, accepts, free_port, health, metric  # noqa: E402
+import zoomd  # noqa: E402  (on the path through cluster_procs)
+from zoomd._proto import zoom_pb2, zoom_pb2_grpc  # noqa: E402
+
+NODES = ["z0", "z1", "z2", "z3"]
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def say(*a) -> None:
+    print(*a, flush=True)
+
+
+def wait_until(what: str, fn, timeout: float, every: float = 0.05):
+    end = time.monotonic() + timeout
+    while True:
+        got = fn()
+        if got:
+            return got
+        if time.monotonic() > end:
+            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+def cpu_seconds(p: Proc) -> float:
+    """user + system CPU of the process so far."""
+    fields = pathlib.Path(f"/proc/{p.p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+class Bench:
+    def __init__(self, a: argparse.Namespace) -> None:
+        self.a = a
+        self.root = pathlib.Path(tempfile.mkdtemp(prefix="zoom-cbench-", dir="/var/tmp"))
+        self.nats_ports = [free_port() for _ in range(3)]
+        routes = [free_port() for _ in range(3)]
+        self.nats_urls = ",".join(f"nats://127.0.0.1:{p}" for p in self.nats_ports)
+        self.nats: List[Proc] = []
+        for i in range(3):
+            others = ",".join(f"nats://127.0.0.1:{p}" for j, p in enumerate(routes) if j != i)
+            self.nats.append(Proc(f"nats{i}", [
+                NATS, "-a", "127.0.0.1", "-p", str(self.nats_ports[i]), "-js", "-sd",
+                str(self.root / f"nats{i}"), "-n", f"nats{i}", "--cluster_name", "bench",
+                "--cluster", f"nats://127.0.0.1:{routes[i]}", "--routes", others],
+                self.root / f"nats{i}.log"))
+        self.ports: Dict[str, int] = {}
+        self.metrics: Dict[str, str] = {}
+        self.procs: Dict[str, Proc] = {}
+        for h in NODES + ["router", "single"]:
+            port, mport = free_port(), free_port()
+            self.ports[h] = port
+            self.metrics[h] = f"http://127.0.0.1:{mport}/metrics"
+            argv = [a.zoomd, f"--grpc_address=127.0.0.1:{port}",
+                    f"--metrics_address=127.0.0.1:{mport}", "--auto_build_points=0",
+                    f"--threads={a.threads}", "--allow_unauthenticated"]
+            if h == "single":
+                argv += ["--sync=always", f"--data_dir={self.root / h}"]
+            else:
+                argv += [f"--role={'router' if h == 'router' else 'node'}",
+                         f"--nats={self.nats_urls}", "--nats_replicas=3", "--cluster=bench"]
+            if h in NODES:
+                argv += [f"--node_id={h}", f"--data_dir={self.root / h}"]
+            self.procs[h] = Proc(h, argv, self.root / f"{h}.log")
+        self.client: Dict[str, zoomd.Client] = {}
+        self.out: Dict[str, object] = {}
+
+    def target(self, h: str) -> str:
+        return f"127.0.0.1:{self.ports[h]}"
+
+    def start(self) -> None:
+        for p in self.nats:
+            p.start()
+        for p in self.nats:
+            wait_until(f"{p.name} to listen", lambda p=p: accepts("127.0.0.1", int(p.argv[4])), 30)
+        for h in NODES + ["router", "single"]:
+            self.start_zoomd(h)
+        wait_until("the router to see four nodes",
+                   lambda: metric(self.metrics["router"], "zoomd_router_live_nodes") == 4, 60)
+        for h in ["router", "single"]:
+            self.client[h] = zoomd.Client(self.target(h), timeout=3600)
+
+    def start_zoomd(self, h: str) -> float:
+        """Starts `h`; the time its gRPC API began to serve."""
+        p = self.procs[h].start()
+
+        def up() -> bool:
+            if p.p.poll() is not None:  # NATS without a JetStream leader yet: again
+                p.start()
+                time.sleep(0.3)
+                return False
+            return health(self.target(h))
+        wait_until(f"{h} to serve", up, 120, 0.02)
+        return time.monotonic()
+
+    def stop(self) -> None:
+        for c in self.client.values():
+            c.close()
+        for p in list(self.procs.values()) + self.nats:
+            p.signal(signal.SIGKILL)
+        if not self.a.keep:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def local_points(self, h: str, collection: str) -> int:
+        """Points of `collection`'s shards on node h (its local collections)."""
+        try:
+            got = zoom_pb2_grpc.VectorSearchStub(grpc.insecure_channel(self.target(h))) \
+                .ListCollections(zoom_pb2.ListCollectionsRequest(), timeout=5)
+        except grpc.RpcError:
+            return -1
+        return sum(c.points for c in got.collections if c.spec.name.startswith(collection + "_s"))
+
+    def create(self, name: str, shards: int, replicas: int) -> None:
+        c = self.client["router"]
+        try:
+            c.drop_collection(name)
+        except zoomd.NotFound:
+            pass
+        c.create_collection(name, dim=self.dim, metric=self.metric, shards=shards,
+                            replicas=replicas)
+
+    def imported(self, target: str, name: str, ids=None, vectors=None) -> float:
+        """Imports (the base set by default): acknowledged points/s."""
+        vectors = self.base if vectors is None else vectors
+        r = self.client[target].import_points(name, vectors, ids=ids, progress=False)
+        return r.imported / r.seconds
+
+    def zoomload(self, h: str, name: str) -> dict:
+        out = self.root / f"load-{h}-{name}.json"
+        subprocess.run([
+            self.a.zoomload, "--target", self.target(h), "--workload", "search",
+            "--dataset", str(self.a.dataset), "--metric", self.metric, "--collection", name,
+            "--ef", "64", "--nprobe", "16", "--rerank", "100", "--k", "10",
+            "--concurrency", str(self.a.concurrency), "--duration", str(self.a.duration),
+            "--warmup", str(self.a.warmup), "--progress=false", "--json", str(out)],
+            check=True, stdout=subprocess.DEVNULL)
+        return json.loads(out.read_text())
+
+    def cpu(self) -> Dict[str, float]:
+        return {h: cpu_seconds(self.procs[h]) for h in NODES + ["router", "single"]} | {
+            p.name: cpu_seconds(p) for p in self.nats}
+
+    # ---- parts -------------------------------------------------------------------------------
+
+    def load_data(self) -> None:
+        d = self.a.dataset
+        self.base = zoomd.read_vecs(next(d.glob("base.*")))[: self.a.points]
+        self.base = np.ascontiguousarray(self.base, dtype=np.float32)
+        self.dim = self.base.shape[1]
+        self.metric = self.a.metric
+        say(f"data {d} ({len(self.base):,} x {self.dim}, {self.metric}); SIMD "
+            f"{self.client['single'].server_info().simd_level}; {os.cpu_count()} cores shared by "
+            f"everything; zoomd --threads={self.a.threads}")
+
+    def part_writes_and_collections(self) -> None:
+        """Imports into every collection the other parts search (timed)."""
+        rates = {}
+        c = self.client["single"]
+        try:
+            c.drop_collection("f1")
+        except zoomd.NotFound:
+            pass
+        c.create_collection("f1", dim=self.dim, metric=self.metric)
+        rates["single_sync_always"] = self.imported("single", "f1")
+        say(f"import, standalone --sync always: {rates['single_sync_always']:,.0f} points/s")
+        for name, s, r in (("f1", 1, 1), ("cu", 1, 2), ("f2", 2, 1), ("f4", 4, 1)):
+            self.create(name, s, r)
+            t0 = time.monotonic()
+            ack = self.imported("router", name)
+            t_ack = time.monotonic() - t0
+            want = len(self.base) * r
+            wait_until(f"{name} applied", lambda: sum(
+                max(0, self.local_points(h, name)) for h in NODES) == want, 600, 0.02)
+            t_applied = time.monotonic() - t0
+            key = f"router_S{s}_R{r}"
+            rates[key] = {"acknowledged_points_per_s": round(ack),
+                          "applied_points_per_s": round(len(self.base) / t_applied),
+                          "ack_seconds": round(t_ack, 2), "applied_seconds": round(t_applied, 2)}
+            say(f"import through the router, JetStream R=3, S={s} R={r}: acknowledged "
+                f"{ack:,.0f} points/s ({t_ack:.2f} s); every replica applied after "
+                f"{t_applied:.2f} s ({len(self.base) / t_applied:,.0f} points/s); "
+                f"{ack / rates['single_sync_always']:.2f}x the standalone's")
+        self.out["write_throughput"] = rates
+        self.client["single"].build_index("f1", wait=True)
+        for name in ("f1", "cu", "f2", "f4"):
+            t0 = time.monotonic()
+            self.client["router"].build_index(name, wait=True)
+            say(f"built {name} through the router in {time.monotonic() - t0:.1f} s")
+
+    def part_router(self) -> None:
+        runs: Dict[str, List[dict]] = {"single": [], "router": []}
+        for i in range(self.a.runs):
+            for h in ("single", "router"):
+                r = self.zoomload(h, "f1")
+                runs[h].append(r)
+                say(f"search f1 via {h:<6} run {i + 1}: {r['qps']:8.1f} QPS, p50 {r['p50_us']} "
+                    f"us, p99 {r['p99_us']} us, recall@10 {r['recall_at_k']:.4f}, "
+                    f"errors {r['errors']}")
+        med = {h: {k: statistics.median(x[k] for x in v) for k in ("qps", "p99_us", "p50_us")}
+               for h, v in runs.items()}
+        qps_ratio = med["router"]["qps"] / med["single"]["qps"]
+        p99_ratio = med["router"]["p99_us"] / med["single"]["p99_us"]
+        say(f"router + 1 node / single (medians of {self.a.runs}): QPS {qps_ratio:.3f}x, "
+            f"p99 {p99_ratio:.3f}x (target QPS >= 0.8x)")
+        self.out["router_vs_single"] = {
+            "qps_ratio": round(qps_ratio, 3), "p99_ratio": round(p99_ratio, 3),
+            "single": med["single"], "router": med["router"], "runs": self.a.runs,
+            "concurrency": self.a.concurrency}
+
+    def part_fanout(self) -> None:
+        rows = {}
+        for name, s in (("f1", 1), ("f2", 2), ("f4", 4)):
+            before = self.cpu()
+            r = self.zoomload("router", name)
+            after = self.cpu()
+            q = max(1, r["ok"])
+            nodes = sum(after[h] - before[h] for h in NODES) / q * 1e6
+            router = (after["router"] - before["router"]) / q * 1e6
+            rows[s] = {"qps": r["qps"], "p50_us": r["p50_us"], "p99_us": r["p99_us"],
+                       "recall_at_10": r["recall_at_k"], "node_cpu_us_per_query": round(nodes),
+                       "router_cpu_us_per_query": round(router),
+                       "reads_per_query": r["reads_per_query"]}
+            say(f"fan-out S={s}: {r['qps']:8.1f} QPS, p99 {r['p99_us']} us, recall@10 "
+                f"{r['recall_at_k']:.4f}, nodes {nodes:,.0f} CPU-us/query, router "
+                f"{router:,.0f}, SSD reads/query {r['reads_per_query']:.1f}")
+        for s in (2, 4):
+            rows[s]["node_cpu_vs_S1"] = round(rows[s]["node_cpu_us_per_query"]
+                                              / rows[1]["node_cpu_us_per_query"], 2)
+            rows[s]["model_scan_vs_S1"] = round(s ** 0.5, 2)
+            rows[s]["model_per_shard_vs_S1"] = s
+        say("node CPU a query against S=1: " + ", ".join(
+            f"S={s} {rows[s]['node_cpu_vs_S1']}x (model: scan sqrt(S) = "
+            f"{rows[s]['model_scan_vs_S1']}x, per-shard costs S = {s}x)" for s in (2, 4)))
+        self.out["fanout"] = rows
+
+    def searcher(self, stop: threading.Event, log: List[tuple]) -> None:
+        stub = zoom_pb2_grpc.VectorSearchStub(grpc.insecure_channel(self.target("router")))
+        q = self.base[:100]
+        i = 0
+        while not stop.is_set():
+            req = zoom_pb2.SearchRequest(collection="cu", vector=q[i % len(q)].tolist(), k=10)
+            i += 1
+            try:
+                stub.Search(req, timeout=2)
+                log.append((time.monotonic(), True))
+            except grpc.RpcError:
+                log.append((time.monotonic(), False))
+
+    def node_searches(self, h: str) -> float:
+        """Searches node h has answered (its /metrics)."""
+        try:
+            text = urllib.request.urlopen(self.metrics[h], timeout=5).read().decode()
+        except OSError:
+            return 0.0
+        return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                   if l.startswith("zoomd_rpc_requests_total{") and 'rpc="Search"' in l)
+
+    def part_failover(self) -> None:
+        trials = []
+        for t in range(self.a.trials):
+            stop, log = threading.Event(), []
+            th = threading.Thread(target=self.searcher, args=(stop, log))
+            th.start()
+            time.sleep(1.0)
+            s0 = {h: self.node_searches(h) for h in ("z0", "z1")}
+            time.sleep(1.0)
+            s1 = {h: self.node_searches(h) for h in ("z0", "z1")}
+            victim = max(("z0", "z1"), key=lambda h: s1[h] - s0[h])
+            t_kill = time.monotonic()
+            self.procs[victim].signal(signal.SIGKILL)
+            time.sleep(2.0)
+            stop.set()
+            th.join()
+            ok = [ts for ts, good in log if good]
+            failed = sum(1 for ts, good in log if not good and ts >= t_kill)
+
+            def longest(lo: float, hi: float) -> float:
+                xs = [ts for ts in ok if lo <= ts <= hi]
+                return max((b - a for a, b in zip(xs, xs[1:])), default=float("nan")) * 1e3
+            before = longest(t_kill - 1.5, t_kill)
+            # the gap around the kill: from the last reply before it to the
+            # first after it, or a longer one in the 2 s after
+            last = max((ts for ts in ok if ts <= t_kill), default=t_kill)
+            first = min((ts for ts in ok if ts > t_kill), default=float("nan"))
+            gap = max((first - last) * 1e3, longest(t_kill, t_kill + 2.0))
+            trials.append({"victim": victim, "gap_ms": round(gap, 2),
+                           "longest_gap_before_ms": round(before, 2), "failed": failed,
+                           "searches": len(log)})
+            say(f"failover trial {t + 1}: kill -9 {victim} (answering {s1[victim] - s0[victim]:.0f}"
+                f" searches/s): gap {gap:.1f} ms without a reply (longest before the kill "
+                f"{before:.1f} ms), {failed} failed of {len(log)}")
+            self.start_zoomd(victim)
+            wait_until(f"{victim} back in the router's view", lambda: metric(
+                self.metrics["router"], "zoomd_router_live_nodes") == 4, 60)
+            time.sleep(2.5)  # its replica serving again (a heartbeat says so)
+        gaps = [x["gap_ms"] for x in trials]
+        self.out["failover"] = {"failover_gap_ms_median": statistics.median(gaps),
+                                "failover_gap_ms_max": max(gaps),
+                                "failed": sum(x["failed"] for x in trials), "trials": trials}
+        say(f"failover gap: median {statistics.median(gaps):.1f} ms, max {max(gaps):.1f} ms over "
+            f"{len(gaps)} kills; failed searches {self.out['failover']['failed']}")
+
+    def part_catchup(self) -> None:
+        # Only this collection on the nodes: an empty disk bootstraps it alone.
+        for name in ("f1", "f2", "f4"):
+            self.client["router"].drop_collection(name)
+        wait_until("the other collections dropped on z1", lambda: self.local_points(
+            "z1", "f") == 0, 60)
+        m = self.a.catchup_points
+        n0 = len(self.base)
+        want = n0 + m
+        rows = {}
+        self.procs["z1"].signal(signal.SIGKILL)
+        extra = self.base[np.arange(m) % n0]
+        ack = self.imported("router", "cu", ids=np.arange(n0, want, dtype=np.uint64),
+                            vectors=extra)
+        say(f"{m:,} points written with z1 down ({ack:,.0f} points/s acknowledged)")
+        t_start = time.monotonic()
+        t_serving = self.start_zoomd("z1")
+        wait_until("z1 to catch up", lambda: self.local_points("z1", "cu") == want, 600, 0.01)
+        t_done = time.monotonic()
+        rows["replay"] = {"points": m, "points_per_s": round(m / (t_done - t_serving)),
+                          "seconds_from_serving": round(t_done - t_serving, 3),
+                          "seconds_from_start": round(t_done - t_start, 3)}
+        say(f"catch-up by replay: {m:,} points in {t_done - t_serving:.2f} s after z1 served "
+            f"({m / (t_done - t_serving):,.0f} points/s; {t_done - t_start:.2f} s from its start)")
+        # An empty disk: a peer's snapshot, then the log after it.
+        self.procs["z1"].signal(signal.SIGKILL)
+        shutil.rmtree(self.root / "z1")
+        t_start = time.monotonic()
+        t_serving = self.start_zoomd("z1")
+        wait_until("z1 to bootstrap", lambda: self.local_points("z1", "cu") == want, 600, 0.01)
+        t_done = time.monotonic()
+        rows["bootstrap"] = {"points": want, "points_per_s": round(want / (t_done - t_start)),
+                             "seconds_from_start": round(t_done - t_start, 3)}
+        say(f"bootstrap of an empty node: {want:,} points in {t_done - t_start:.2f} s from its "
+            f"start ({want / (t_done - t_start):,.0f} points/s; serving after "
+            f"{t_serving - t_start:.2f} s)")
+        self.out["catch_up"] = {"catch_up_points_per_s": rows["replay"]["points_per_s"], **rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--zoomd", default=str(REPO / "build" / "server" / "main" / "zoomd"))
+    ap.add_argument("--zoomload", default=str(REPO / "build" / "loadtest" / "zoomload"))
+    ap.add_argument("--dataset", type=pathlib.Path,
+                    default=REPO.parent / "shared" / "data" / "glove-6b-100d")
+    ap.add_argument("--metric", default="cosine")
+    ap.add_argument("--points", type=int, default=200000, help="the first N base vectors")
+    ap.add_argument("--parts", default="router,writes,failover,catchup,fanout")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--duration", type=float, default=15)
+    ap.add_argument("--warmup", type=float, default=3)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=8)
+    ap.add_argument("--catchup_points", type=int, default=100000)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the data and logs")
+    a = ap.parse_args()
+    for f in (a.zoomd, a.zoomload, NATS):
+        if not os.access(f, os.X_OK):
+            sys.exit(f"{f} is not an executable")
+    parts = set(a.parts.split(","))
+    b = Bench(a)
+    try:
+        b.start()
+        b.load_data()
+        b.part_writes_and_collections()  # the collections every other part reads
+        if "router" in parts:
+            b.part_router()
+        if "fanout" in parts:
+            b.part_fanout()
+        if "failover" in parts:
+            b.part_failover()
+        if "catchup" in parts:
+            b.part_catchup()
+    except BaseException:
+        say(f"logs in {b.root}")
+        a.keep = True
+        raise
+    finally:
+        b.stop()
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(b.out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
