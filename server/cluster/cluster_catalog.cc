@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "server/engine/decoder_engine.h"
 
 namespace zoom::cluster {
 
@@ -24,8 +25,12 @@ absl::StatusOr<std::unique_ptr<ClusterCatalog>> ClusterCatalog::Open(
   BucketSpec floors{FloorsBucket(options.cluster)};
   floors.replicas = options.nats_replicas;
   ZOOM_ASSIGN_OR_RETURN(auto floors_kv, js->EnsureBucket(floors));
-  return std::unique_ptr<ClusterCatalog>(new ClusterCatalog(
-      js, std::move(options), std::move(shards_kv), std::move(nodes_kv), std::move(floors_kv)));
+  BucketSpec models{ModelsBucket(options.cluster)};
+  models.replicas = options.nats_replicas;
+  ZOOM_ASSIGN_OR_RETURN(auto models_kv, js->EnsureBucket(models));
+  return std::unique_ptr<ClusterCatalog>(
+      new ClusterCatalog(js, std::move(options), std::move(shards_kv), std::move(nodes_kv),
+                         std::move(floors_kv), std::move(models_kv)));
 }
 
 absl::StatusOr<std::optional<VersionedShardMap>> ClusterCatalog::GetMap(
@@ -181,6 +186,55 @@ absl::Status ClusterCatalog::PutNode(const NodeInfo& info) {
 absl::Status ClusterCatalog::RemoveNode(const std::string& node) {
   ZOOM_RETURN_IF_ERROR(ValidateNodeId(node));
   return nodes_->Delete(node);
+}
+
+absl::StatusOr<std::vector<ModelSpec>> ClusterCatalog::ListModels() const {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> keys, models_->Keys());
+  std::vector<ModelSpec> out;
+  for (const std::string& key : keys) {
+    ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, models_->Get(key));
+    if (!e.has_value()) continue;  // removed meanwhile
+    absl::StatusOr<ModelSpec> spec = ModelSpec::Decode(e->value);
+    if (!spec.ok()) {
+      ZOOM_LOG(WARNING, "cluster ", options_.cluster, ": model ", key, " skipped: ",
+               spec.status().message());
+      continue;
+    }
+    out.push_back(*std::move(spec));
+  }
+  return out;
+}
+
+absl::StatusOr<ModelSpec> ClusterCatalog::AddModel(const ModelSpec& spec) {
+  ZOOM_RETURN_IF_ERROR(ValidateModelSpec(spec));
+  ModelSpec s = spec;
+  if (s.created_unix_ms == 0) s.created_unix_ms = absl::ToUnixMillis(absl::Now());
+  absl::StatusOr<uint64_t> rev = models_->Create(s.name, s.Encode());
+  if (rev.ok()) return s;
+  if (!absl::IsAlreadyExists(rev.status())) return rev.status();
+  ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, models_->Get(s.name));
+  if (e.has_value()) {
+    absl::StatusOr<ModelSpec> now = ModelSpec::Decode(e->value);
+    if (now.ok() && now->SameModel(s)) return *now;
+    if (now.ok()) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "model ", s.name, " is loaded in cluster ", options_.cluster, " from dir '",
+          now->dir.substr(0, 128), "' (m ", now->m, ", ef_construction ", now->ef_construction,
+          "): unload it first, or choose another name"));
+    }
+  }
+  return absl::AlreadyExistsError(absl::StrCat("model ", s.name, " exists in cluster ",
+                                               options_.cluster));
+}
+
+absl::Status ClusterCatalog::RemoveModel(const std::string& name) {
+  ZOOM_RETURN_IF_ERROR(server::ValidateModelName(name));
+  ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, models_->Get(name));
+  if (!e.has_value()) {
+    return absl::NotFoundError(absl::StrCat("model ", name, " is not loaded in cluster ",
+                                            options_.cluster));
+  }
+  return models_->Delete(name);
 }
 
 }  // namespace zoom::cluster

@@ -83,17 +83,26 @@ class ClusterCatalog {
   // key's revision, retried). Written BEFORE the purge it announces.
   absl::Status RaiseLogFloor(uint64_t uid, uint32_t shard, uint64_t floor);
 
+  // Decoder models (every node loads each from its own --models_dir).
+  absl::StatusOr<std::vector<ModelSpec>> ListModels() const;
+  // Validates and records `spec`; the same model again is OK (returns the
+  // recorded one), another under the name AlreadyExists.
+  absl::StatusOr<ModelSpec> AddModel(const ModelSpec& spec);
+  // NotFound when absent.
+  absl::Status RemoveModel(const std::string& name);
+
   JetStream* js() const { return js_; }
   const ClusterCatalogOptions& options() const { return options_; }
 
  private:
   ClusterCatalog(JetStream* js, ClusterCatalogOptions options, std::unique_ptr<KeyValue> shards,
-                 std::unique_ptr<KeyValue> nodes, std::unique_ptr<KeyValue> floors)
+                 std::unique_ptr<KeyValue> nodes, std::unique_ptr<KeyValue> floors,
+                 std::unique_ptr<KeyValue> models)
       : js_(js), options_(std::move(options)), shards_(std::move(shards)),
-        nodes_(std::move(nodes)), floors_(std::move(floors)) {}
+        nodes_(std::move(nodes)), floors_(std::move(floors)), models_(std::move(models)) {}
   JetStream* js_;
   ClusterCatalogOptions options_;
-  std::unique_ptr<KeyValue> shards_, nodes_, floors_;
+  std::unique_ptr<KeyValue> shards_, nodes_, floors_, models_;
 };
 
 }  // namespace zoom::cluster

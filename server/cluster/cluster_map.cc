@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "server/engine/decoder_engine.h"
 #include "server/engine/key_value_text.h"
 
 namespace zoom::cluster {
@@ -91,6 +92,9 @@ std::string NodesBucket(std::string_view cluster) {
 }
 std::string FloorsBucket(std::string_view cluster) {
   return absl::StrCat("zoomd_", AV(cluster), "_floors");
+}
+std::string ModelsBucket(std::string_view cluster) {
+  return absl::StrCat("zoomd_", AV(cluster), "_models");
 }
 std::string FloorKey(uint64_t uid, uint32_t shard) {
   return absl::StrCat(absl::Hex(uid, absl::kZeroPad16), ".", shard);
@@ -235,6 +239,59 @@ const HostedShard* NodeInfo::Find(uint64_t uid, uint32_t shard) const {
   return nullptr;
 }
 
+bool NodeInfo::Serves(const std::string& name) const {
+  for (const HostedModel& m : models) {
+    if (m.name == name && m.state == ModelLoadState::kServing) return true;
+  }
+  return false;
+}
+
+namespace {
+const char* ModelStateName(ModelLoadState s) {
+  switch (s) {
+    case ModelLoadState::kLoading: return "loading";
+    case ModelLoadState::kServing: return "serving";
+    case ModelLoadState::kFailed: return "failed";
+  }
+  return "failed";
+}
+}  // namespace
+
+absl::Status ValidateModelSpec(const ModelSpec& spec) {
+  ZOOM_RETURN_IF_ERROR(server::ValidateModelName(spec.name));
+  if (spec.dir.empty() || spec.dir.size() > 1024 ||
+      spec.dir.find_first_of(std::string("\n\r\0", 3)) != std::string::npos) {
+    return absl::InvalidArgumentError(
+        "a model's dir must be 1..1024 bytes without line breaks or NUL: a directory under "
+        "every node's --models_dir");
+  }
+  return absl::OkStatus();
+}
+
+std::string ModelSpec::Encode() const {
+  return absl::StrCat("format=", kFormat, "\nname=", name, "\ndir=", dir, "\nm=", m,
+                      "\nef_construction=", ef_construction, "\ndefault_ef=", default_ef,
+                      "\ncreated_unix_ms=", created_unix_ms, "\n");
+}
+
+absl::StatusOr<ModelSpec> ModelSpec::Decode(std::string_view text) {
+  ZOOM_ASSIGN_OR_RETURN(server::KeyValueText kv, server::KeyValueText::Parse(text, "model spec"));
+  ZOOM_RETURN_IF_ERROR(CheckFormat(kv, kFormat, "model spec"));
+  ModelSpec s;
+  s.name = kv.String("name");
+  s.dir = kv.String("dir");
+  ZOOM_RETURN_IF_ERROR(kv.Number("m", &s.m));
+  ZOOM_RETURN_IF_ERROR(kv.Number("ef_construction", &s.ef_construction));
+  ZOOM_RETURN_IF_ERROR(kv.Number("default_ef", &s.default_ef));
+  uint64_t created = 0;
+  ZOOM_RETURN_IF_ERROR(kv.Number("created_unix_ms", &created));
+  s.created_unix_ms = static_cast<int64_t>(created);
+  if (absl::Status st = ValidateModelSpec(s); !st.ok()) {
+    return absl::DataLossError(absl::StrCat("model spec: ", st.message()));
+  }
+  return s;
+}
+
 std::string NodeInfo::Encode() const {
   std::string s = absl::StrCat("format=", kFormat, "\nnode=", node, "\naddress=", address,
                                "\nrole=", role, "\nheartbeat_unix_ms=", heartbeat_unix_ms);
@@ -243,6 +300,9 @@ std::string NodeInfo::Encode() const {
     absl::StrAppend(&s, "\nhosted.", i, "=", h.collection, ",", h.shard, ",",
                     absl::Hex(h.uid, absl::kZeroPad16), ",", h.applied, ",", h.pending, ",",
                     ReplicaStateName(h.state));
+  }
+  for (size_t i = 0; i < models.size(); ++i) {
+    absl::StrAppend(&s, "\nmodel.", i, "=", models[i].name, ",", ModelStateName(models[i].state));
   }
   absl::StrAppend(&s, "\n");
   return s;
@@ -282,6 +342,26 @@ absl::StatusOr<NodeInfo> NodeInfo::Decode(std::string_view text) {
       return absl::DataLossError(absl::StrCat("node info: ", key, " has state '", f[5], "'"));
     }
     n.hosted.push_back(std::move(h));
+  }
+  for (size_t i = 0;; ++i) {
+    const std::string key = absl::StrCat("model.", i);
+    if (!kv.Has(key)) break;
+    std::vector<std::string> f = absl::StrSplit(kv.String(key), ',');
+    if (f.size() != 2 || !server::ValidateModelName(f[0]).ok()) {
+      return absl::DataLossError(absl::StrCat("node info: ", key, " malformed"));
+    }
+    HostedModel m;
+    m.name = f[0];
+    if (f[1] == "loading") {
+      m.state = ModelLoadState::kLoading;
+    } else if (f[1] == "serving") {
+      m.state = ModelLoadState::kServing;
+    } else if (f[1] == "failed") {
+      m.state = ModelLoadState::kFailed;
+    } else {
+      return absl::DataLossError(absl::StrCat("node info: ", key, " has state '", f[1], "'"));
+    }
+    n.models.push_back(std::move(m));
   }
   return n;
 }

@@ -58,6 +58,9 @@ std::string NodesBucket(std::string_view cluster);
 // The log floors: key FloorKey(uid, shard) holds the lowest stream
 // sequence of the shard's subject not purged (decimal; absent: 1).
 std::string FloorsBucket(std::string_view cluster);
+// The decoder models every node serves: key = model name, value a
+// ModelSpec.
+std::string ModelsBucket(std::string_view cluster);
 std::string FloorKey(uint64_t uid, uint32_t shard);
 // The consumer of (node, collection uid, shard).
 std::string ConsumerName(std::string_view node, uint64_t uid, uint32_t shard);
@@ -119,6 +122,37 @@ struct HostedShard {
   bool operator==(const HostedShard&) const = default;
 };
 
+// A decoder model of the cluster (the models bucket): read-only, loaded by
+// every node from its own --models_dir (the same files on each).
+struct ModelSpec {
+  static constexpr uint32_t kFormat = 1;
+
+  std::string name;  // ValidateModelName
+  std::string dir;   // under each node's --models_dir; no line breaks
+  uint32_t m = 0, ef_construction = 0, default_ef = 0;  // 0: the engine's
+  int64_t created_unix_ms = 0;
+
+  std::string Encode() const;
+  static absl::StatusOr<ModelSpec> Decode(std::string_view text);
+  // The same model (the creation time aside).
+  bool SameModel(const ModelSpec& o) const {
+    return name == o.name && dir == o.dir && m == o.m && ef_construction == o.ef_construction &&
+           default_ef == o.default_ef;
+  }
+  bool operator==(const ModelSpec&) const = default;
+};
+// InvalidArgument naming what to fix.
+absl::Status ValidateModelSpec(const ModelSpec& spec);
+
+enum class ModelLoadState { kLoading = 0, kServing = 1, kFailed = 2 };
+
+// A model as a node reports it.
+struct HostedModel {
+  std::string name;
+  ModelLoadState state = ModelLoadState::kLoading;
+  bool operator==(const HostedModel&) const = default;
+};
+
 struct NodeInfo {
   static constexpr uint32_t kFormat = 1;
 
@@ -127,9 +161,15 @@ struct NodeInfo {
   std::string role = "node";
   int64_t heartbeat_unix_ms = 0;
   std::vector<HostedShard> hosted;
+  // Decoder models (lines "model.<i>=name,state", absent from records of
+  // zoomds before them: format 1 still, a reader ignores keys it does not
+  // know).
+  std::vector<HostedModel> models;
 
   // The entry for (collection uid, shard), if hosted here.
   const HostedShard* Find(uint64_t uid, uint32_t shard) const;
+  // Whether this node serves decoder model `name`.
+  bool Serves(const std::string& name) const;
   std::string Encode() const;
   static absl::StatusOr<NodeInfo> Decode(std::string_view text);
   bool operator==(const NodeInfo&) const = default;

@@ -136,6 +136,18 @@ NodeInfo ClusterNode::Info() const {
     }
     info.hosted.push_back(std::move(s));
   }
+  if (options_.decoder != nullptr) {
+    for (const auto& m : options_.decoder->List()) {
+      const server::ModelState st = m->state.load();
+      info.models.push_back({m->name, st == server::ModelState::kServing ? ModelLoadState::kServing
+                                      : st == server::ModelState::kLoading
+                                          ? ModelLoadState::kLoading
+                                          : ModelLoadState::kFailed});
+    }
+    for (const auto& [name, spec] : refused_models_) {
+      info.models.push_back({name, ModelLoadState::kFailed});
+    }
+  }
   return info;
 }
 
@@ -326,7 +338,62 @@ absl::Status ClusterNode::Reconcile() {
     absl::MutexLock l(&mu_);
     hosted_[local] = std::move(h);
   }
+  if (absl::Status st = ReconcileModels(); !st.ok() && first.ok()) first = st;
   return first;
+}
+
+absl::Status ClusterNode::ReconcileModels() {
+  server::DecoderEngine* engine = options_.decoder;
+  if (engine == nullptr) return absl::OkStatus();
+  ZOOM_ASSIGN_OR_RETURN(std::vector<ModelSpec> specs, catalog_->ListModels());
+  std::map<std::string, ModelSpec> want;
+  for (ModelSpec& s : specs) want[s.name] = std::move(s);
+  std::map<std::string, std::shared_ptr<server::LoadedModel>> loaded;
+  for (auto& m : engine->List()) loaded[m->name] = std::move(m);
+  // Gone from the bucket, or changed (unloaded and loaded again under the
+  // name with another dir or graph): unloaded.
+  for (auto it = cluster_models_.begin(); it != cluster_models_.end();) {
+    auto w = want.find(it->first);
+    if (w != want.end() && w->second.SameModel(it->second)) {
+      ++it;
+      continue;
+    }
+    (void)engine->Unload(it->first);
+    loaded.erase(it->first);
+    ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": model ", it->first, " unloaded");
+    it = cluster_models_.erase(it);
+  }
+  {
+    absl::MutexLock l(&mu_);
+    for (auto it = refused_models_.begin(); it != refused_models_.end();) {
+      auto w = want.find(it->first);
+      it = w == want.end() || !w->second.SameModel(it->second) ? refused_models_.erase(it)
+                                                               : std::next(it);
+    }
+  }
+  for (const auto& [name, spec] : want) {
+    if (cluster_models_.count(name) != 0 || loaded.count(name) != 0) continue;
+    {
+      absl::MutexLock l(&mu_);
+      if (refused_models_.count(name) != 0) continue;  // reported failed until it changes
+    }
+    index::FgdOptions fo;
+    if (spec.m != 0) fo.hnsw.M = spec.m;
+    if (spec.ef_construction != 0) fo.hnsw.ef_construction = spec.ef_construction;
+    absl::StatusOr<std::shared_ptr<server::LoadedModel>> m =
+        engine->Load(name, spec.dir, fo, spec.default_ef);
+    if (!m.ok()) {
+      ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": model ", name, " (dir '",
+               spec.dir, "') not loaded: ", m.status().message());
+      absl::MutexLock l(&mu_);
+      refused_models_[name] = spec;
+      continue;
+    }
+    cluster_models_[name] = spec;
+    ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": loading model ", name, " from '",
+             spec.dir, "'");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace zoom::cluster

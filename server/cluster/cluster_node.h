@@ -19,6 +19,12 @@
 //     and the replica replays the stream from the snapshot's position;
 //     without such a peer (a new collection) the local collection starts
 //     empty at position 0;
+//   * serves the cluster's decoder models (`decoder` set): each model of
+//     the models bucket is loaded from this node's own --models_dir (the
+//     same files on every node), models the bucket no longer has are
+//     unloaded, and the record says each one's state (routers send TopK
+//     to the nodes serving it). A model that failed here stays failed
+//     until its record changes (unloaded and loaded again);
 //   * trims the log (every `log_trim`): for each shard whose first live
 //     replica (by node id) it is, the shard's subject is purged below the
 //     lowest position its replicas report (ClusterCatalog::RaiseLogFloor
@@ -55,6 +61,7 @@
 #include "server/cluster/jetstream.h"
 #include "server/cluster/shard_replica.h"
 #include "server/engine/database.h"
+#include "server/engine/decoder_engine.h"
 
 namespace zoom::cluster {
 
@@ -78,6 +85,7 @@ struct ClusterNodeOptions {
   absl::Duration log_trim = absl::Seconds(30);
   absl::Duration log_hold = absl::Hours(1);
   SnapshotFetcher fetch_snapshot;  // may be empty: shards start empty
+  server::DecoderEngine* decoder = nullptr;  // may be null: no models; outlives the node
   ShardReplicaOptions replica;     // fetch sizes and waits; names are set per shard
 };
 
@@ -127,6 +135,8 @@ class ClusterNode {
   absl::StatusOr<std::shared_ptr<server::Collection>> OpenShard(const ShardMap& m, uint32_t k,
                                                                 uint64_t floor, bool replace);
   absl::Status CheckDataDir() const;
+  // The models part of a reconciliation pass.
+  absl::Status ReconcileModels();
 
   server::Database* db_;
   ClusterNodeOptions options_;
@@ -143,6 +153,10 @@ class ClusterNode {
   // Local shard collections whose map the last pass found absent (dropped
   // if the next pass finds it absent too). Reconcile's own.
   std::set<std::string> missing_;
+  // Models this node loaded for the cluster (Reconcile's own), and those
+  // whose load was refused at once, with the spec tried (reported failed).
+  std::map<std::string, ModelSpec> cluster_models_;
+  std::map<std::string, ModelSpec> refused_models_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // TrimLogs': when it first missed each assigned node from the bucket.
   absl::Mutex trim_mu_;

@@ -42,26 +42,6 @@ absl::Status CheckCancel(const std::atomic<bool>* cancel) {
   return absl::OkStatus();
 }
 
-// A name like collection names: 1..64 of [A-Za-z0-9_-]; the message echoes
-// at most 64 bytes and names a bad byte by its hex value when it is not
-// printable ASCII.
-absl::Status ValidateModelName(const std::string& name) {
-  if (name.empty() || name.size() > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model name must be 1..64 characters of [A-Za-z0-9_-], got ",
-        name.empty() ? std::string("an empty one") : absl::StrCat("'", EchoForMessage(name), "'")));
-  }
-  for (size_t i = 0; i < name.size(); ++i) {
-    const unsigned char u = static_cast<unsigned char>(name[i]);
-    if (!(std::isalnum(u) || u == '_' || u == '-')) {
-      return absl::InvalidArgumentError(absl::StrCat("model name '", EchoForMessage(name),
-                                                     "' has the character ",
-                                                     DescribeCharAt(name, i),
-                                                     "; use only [A-Za-z0-9_-]"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 std::string Fingerprint(const ConfinedDir& root, const std::string& dir,
                         const index::FgdOptions& o) {
@@ -92,6 +72,27 @@ std::string Fingerprint(const ConfinedDir& root, const std::string& dir,
 constexpr uint64_t kMaxCalibrationBytes = 16 << 20;
 
 }  // namespace
+
+// A name like collection names: 1..64 of [A-Za-z0-9_-]; the message echoes
+// at most 64 bytes and names a bad byte by its hex value when it is not
+// printable ASCII.
+absl::Status ValidateModelName(const std::string& name) {
+  if (name.empty() || name.size() > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model name must be 1..64 characters of [A-Za-z0-9_-], got ",
+        name.empty() ? std::string("an empty one") : absl::StrCat("'", EchoForMessage(name), "'")));
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char u = static_cast<unsigned char>(name[i]);
+    if (!(std::isalnum(u) || u == '_' || u == '-')) {
+      return absl::InvalidArgumentError(absl::StrCat("model name '", EchoForMessage(name),
+                                                     "' has the character ",
+                                                     DescribeCharAt(name, i),
+                                                     "; use only [A-Za-z0-9_-]"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<FgdCalibration> CalibrateDefaultEf(const index::FgdIndex& index,
                                                   const float* contexts, size_t n,

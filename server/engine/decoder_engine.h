@@ -187,6 +187,10 @@ struct TopKStats {
   double seconds = 0;
 };
 
+// InvalidArgument unless `name` is 1..64 characters of [A-Za-z0-9_-] (a
+// model's name; the message echoes at most 64 bytes of it).
+absl::Status ValidateModelName(const std::string& name);
+
 struct DecoderOptions {
   DecodeLimits limits;
   std::string cache_dir;   // "" = no graph cache

@@ -47,6 +47,12 @@ v1::ModelInfo ToProto(const LoadedModel& m) {
 
 }  // namespace
 
+absl::Status DecoderService::NodeRefuses(const char* rpc) const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this zoomd is a node of cluster ", cluster_, ": send ", rpc,
+      " to a router (--role=router); every node loads the cluster's models"));
+}
+
 DecoderService::DecoderService(DecoderEngine* engine, Metrics* metrics, WorkerPool* pool,
                                const Authenticator* auth)
     : engine_(engine), metrics_(metrics), pool_(pool), auth_(auth) {}
@@ -80,6 +86,10 @@ grpc::ServerUnaryReactor* DecoderService::LoadModel(grpc::CallbackServerContext*
   if (absl::Status st = AuthorizeCall(auth_, *ctx, Role::kAdmin); !st.ok()) {
     return FinishNow(st, [this](const absl::Status& s, double t) { Record("LoadModel", s, t); });
   }
+  if (!cluster_.empty()) {
+    return FinishNow(NodeRefuses("LoadModel"),
+                     [this](const absl::Status& s, double t) { Record("LoadModel", s, t); });
+  }
   return RunDeferredOnPool(
       pool_, ctx, WorkClass::kAdmin, 1,
       [this](const absl::Status& st, double seconds) { Record("LoadModel", st, seconds); },
@@ -108,7 +118,10 @@ grpc::ServerUnaryReactor* DecoderService::LoadModel(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* DecoderService::UnloadModel(grpc::CallbackServerContext* ctx,
                                                       const v1::UnloadModelRequest* req,
                                                       v1::UnloadModelResponse*) {
-  return RunOnPool(this, ctx, "UnloadModel", WorkClass::kAdmin, 1, [this, req] { return engine_->Unload(req->name()); });
+  return RunOnPool(this, ctx, "UnloadModel", WorkClass::kAdmin, 1, [this, req] {
+    if (!cluster_.empty()) return NodeRefuses("UnloadModel");
+    return engine_->Unload(req->name());
+  });
 }
 
 grpc::ServerUnaryReactor* DecoderService::ListModels(grpc::CallbackServerContext* ctx,
@@ -121,6 +134,7 @@ grpc::ServerUnaryReactor* DecoderService::ListModels(grpc::CallbackServerContext
 }
 
 absl::Status DecoderService::Decode(const v1::TopKRequest& req, const CallContext& call,
+                                    const grpc::ServerContextBase&,
                                     v1::TopKResponse* resp) const {
   TopKRequest request;
   request.model = req.model();
@@ -182,8 +196,8 @@ grpc::ServerUnaryReactor* DecoderService::TopK(grpc::CallbackServerContext* ctx,
   const absl::Time deadline = DeadlineOf(ctx);
   return RunUnaryOnPool(pool_, ctx, WorkClass::kRead, std::max(1, req->contexts_size()),
                         std::move(record),
-                        [this, req, resp, deadline](const std::atomic<bool>* cancelled) {
-                          return Decode(*req, CallContext{deadline, cancelled}, resp);
+                        [this, ctx, req, resp, deadline](const std::atomic<bool>* cancelled) {
+                          return Decode(*req, CallContext{deadline, cancelled}, *ctx, resp);
                         });
 }
 
@@ -194,7 +208,7 @@ namespace {
 // error, or a step that does not parse, ends the stream with its status.
 class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  StreamReactor(const DecoderService* service, grpc::CallbackServerContext* ctx)
+  StreamReactor(const TopKBackend* service, grpc::CallbackServerContext* ctx)
       : service_(service), ctx_(ctx) {
     if (absl::Status st = AuthorizeCall(service_->auth(), *ctx, Role::kRead); !st.ok()) {
       Done(st);
@@ -219,7 +233,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
       raw_in_.Clear();
       absl::Status st =
           parsed.ok()
-              ? service_->Decode(req_, CallContext{DeadlineOf(ctx_), &cancelled_}, &resp_)
+              ? service_->Decode(req_, CallContext{DeadlineOf(ctx_), &cancelled_}, *ctx_, &resp_)
               : absl::InvalidArgumentError("could not be parsed as a zoom.v1.TopKRequest");
       service_->Record("StreamTopK.step", st, sw.ElapsedMicros() * 1e-6);
       if (st.ok()) {
@@ -255,7 +269,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     service_->Record("StreamTopK", st, absl::ToDoubleSeconds(absl::Now() - start_));
     Finish(ToGrpc(st));
   }
-  const DecoderService* service_;
+  const TopKBackend* service_;
   grpc::CallbackServerContext* ctx_;
   grpc::ByteBuffer raw_in_, raw_out_;
   v1::TopKRequest req_;
@@ -267,9 +281,14 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
 
 }  // namespace
 
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* NewStreamTopK(
+    const TopKBackend* backend, grpc::CallbackServerContext* ctx) {
+  return new StreamReactor(backend, ctx);
+}
+
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* DecoderService::StreamTopK(
     grpc::CallbackServerContext* ctx) {
-  return new StreamReactor(this, ctx);
+  return NewStreamTopK(this, ctx);
 }
 
 }  // namespace zoom::server

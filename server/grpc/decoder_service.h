@@ -13,6 +13,8 @@
 #ifndef ZOOM_SERVER_GRPC_DECODER_SERVICE_H_
 #define ZOOM_SERVER_GRPC_DECODER_SERVICE_H_
 
+#include <string>
+
 #include "server/engine/decoder_engine.h"
 #include "server/grpc/auth.h"
 #include "server/grpc/worker_pool.h"
@@ -32,7 +34,28 @@ using DecoderCallbackBase = v1::Decoder::WithCallbackMethod_LoadModel<
         v1::Decoder::WithCallbackMethod_TopK<
             v1::Decoder::WithRawCallbackMethod_StreamTopK<v1::Decoder::Service>>>>>;
 
-class DecoderService final : public DecoderCallbackBase {
+// What StreamTopK runs each step on: a zoomd's engine (DecoderService) or a
+// cluster's nodes (RouterDecoderService).
+class TopKBackend {
+ public:
+  virtual ~TopKBackend() = default;
+  // One step; `ctx` is the stream's (its deadline is in `call`).
+  virtual absl::Status Decode(const v1::TopKRequest& req, const CallContext& call,
+                              const grpc::ServerContextBase& ctx,
+                              v1::TopKResponse* resp) const = 0;
+  virtual WorkerPool* pool() const = 0;
+  virtual const Authenticator* auth() const = 0;
+  virtual void Record(const char* rpc, const absl::Status& status, double seconds) const = 0;
+};
+
+// StreamTopK over `backend` (which outlives the stream): reads a step,
+// decodes it on the backend's pool, writes the answer, then reads the next
+// (in order, one write in flight). A step that does not parse, or the first
+// error, ends the stream with its status, naming the step.
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* NewStreamTopK(
+    const TopKBackend* backend, grpc::CallbackServerContext* ctx);
+
+class DecoderService final : public DecoderCallbackBase, public TopKBackend {
  public:
   DecoderService(DecoderEngine* engine, Metrics* metrics, WorkerPool* pool,
                  const Authenticator* auth = nullptr);
@@ -51,19 +74,26 @@ class DecoderService final : public DecoderCallbackBase {
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamTopK(
       grpc::CallbackServerContext* ctx) override;
 
+  // A node of cluster `cluster`: LoadModel and UnloadModel are refused
+  // (FailedPrecondition: the cluster's models go through a router; this
+  // node loads what the models bucket says).
+  void SetClusterNode(std::string cluster) { cluster_ = std::move(cluster); }
+
   // One TopK request: proto -> DecoderEngine::TopK -> proto (shared by
   // TopK and StreamTopK).
   absl::Status Decode(const v1::TopKRequest& req, const CallContext& call,
-                      v1::TopKResponse* resp) const;
-  WorkerPool* pool() const { return pool_; }
-  const Authenticator* auth() const { return auth_; }
-  void Record(const char* rpc, const absl::Status& status, double seconds) const;
+                      const grpc::ServerContextBase& ctx, v1::TopKResponse* resp) const override;
+  WorkerPool* pool() const override { return pool_; }
+  const Authenticator* auth() const override { return auth_; }
+  void Record(const char* rpc, const absl::Status& status, double seconds) const override;
 
  private:
   DecoderEngine* engine_;
   Metrics* metrics_;
   WorkerPool* pool_;
   const Authenticator* auth_;
+  std::string cluster_;  // "" unless a cluster's node
+  absl::Status NodeRefuses(const char* rpc) const;
 };
 
 }  // namespace zoom::server

@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <random>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,11 +28,6 @@ namespace {
 using cluster::ReplicaState;
 using cluster::ShardMap;
 using cluster::VersionedShardMap;
-
-absl::Status FromGrpc(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
 
 // Errors that are the request's, not the replica's: every replica would
 // answer the same, so they end the call instead of a failover.
@@ -152,6 +148,10 @@ struct RouterService::Impl {
 
   absl::Mutex stubs_mu;
   std::map<std::string, std::shared_ptr<v1::VectorSearch::Stub>> stubs ABSL_GUARDED_BY(stubs_mu);
+  std::map<std::string, std::shared_ptr<v1::Decoder::Stub>> decoder_stubs
+      ABSL_GUARDED_BY(stubs_mu);
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels ABSL_GUARDED_BY(stubs_mu);
+  std::atomic<uint64_t> model_turn{0};  // TopK's round-robin
   absl::Mutex stats_mu;
   std::map<std::string, std::shared_ptr<NodeStats>> node_stats ABSL_GUARDED_BY(stats_mu);
   std::map<std::pair<uint64_t, uint32_t>, std::shared_ptr<ShardLatency>> latency
@@ -221,10 +221,10 @@ struct RouterService::Impl {
                                             opt.catalog.cluster));
   }
 
-  std::shared_ptr<v1::VectorSearch::Stub> StubFor(const std::string& address) {
-    absl::MutexLock l(&stubs_mu);
-    auto it = stubs.find(address);
-    if (it != stubs.end()) return it->second;
+  std::shared_ptr<grpc::Channel> ChannelForLocked(const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stubs_mu) {
+    auto it = channels.find(address);
+    if (it != channels.end()) return it->second;
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
     args.SetMaxSendMessageSize(64 << 20);
@@ -232,10 +232,23 @@ struct RouterService::Impl {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
     auto creds = opt.node_credentials ? opt.node_credentials : grpc::InsecureChannelCredentials();
-    auto stub = std::shared_ptr<v1::VectorSearch::Stub>(
-        v1::VectorSearch::NewStub(grpc::CreateCustomChannel(address, creds, args)));
-    stubs[address] = stub;
-    return stub;
+    auto channel = grpc::CreateCustomChannel(address, creds, args);
+    channels[address] = channel;
+    return channel;
+  }
+  // The stubs of a node's two services, over one channel.
+  template <typename Stub>
+  std::shared_ptr<Stub> StubOf(const std::string& address) {
+    absl::MutexLock l(&stubs_mu);
+    if constexpr (std::is_same_v<Stub, v1::Decoder::Stub>) {
+      auto& s = decoder_stubs[address];
+      if (s == nullptr) s = v1::Decoder::NewStub(ChannelForLocked(address));
+      return s;
+    } else {
+      auto& s = stubs[address];
+      if (s == nullptr) s = v1::VectorSearch::NewStub(ChannelForLocked(address));
+      return s;
+    }
   }
   std::shared_ptr<NodeStats> StatsOf(const std::string& node) {
     absl::MutexLock l(&stats_mu);
@@ -308,19 +321,19 @@ struct RouterService::Impl {
     }
   }
 
-  template <typename Req, typename Resp>
-  using AsyncFn = std::function<void(v1::VectorSearch::Stub*, grpc::ClientContext*, const Req*,
-                                     Resp*, std::function<void(grpc::Status)>)>;
+  template <typename Req, typename Resp, typename Stub = v1::VectorSearch::Stub>
+  using AsyncFn = std::function<void(Stub*, grpc::ClientContext*, const Req*, Resp*,
+                                     std::function<void(grpc::Status)>)>;
 
   // Asks one replica of each shard in `calls` (their candidates set), with
   // failover and (`hedge`) hedging, until every shard answered or ran out of
   // replicas, or `deadline` less the merge margin. Returns the first
   // request error (the request's fault: no failover helps), else OK; each
   // call says whether its shard answered.
-  template <typename Req, typename Resp>
+  template <typename Req, typename Resp, typename Stub = v1::VectorSearch::Stub>
   absl::Status FanOut(uint64_t uid, std::vector<ShardCall<Req, Resp>>& calls, absl::Time deadline,
                       const grpc::ServerContextBase& sctx, bool hedge,
-                      const AsyncFn<Req, Resp>& invoke) {
+                      const std::type_identity_t<AsyncFn<Req, Resp, Stub>>& invoke) {
     const absl::Time shard_deadline = deadline - opt.merge_margin;
     absl::Mutex mu;
     uint64_t events = 0;
@@ -349,7 +362,7 @@ struct RouterService::Impl {
         auto stats = StatsOf(at->node);
         auto lat = LatencyOf(uid, sc->shard);
         stats->outstanding++;
-        invoke(StubFor(s.address).get(), &at->ctx, &sc->req, &at->resp,
+        invoke(StubOf<Stub>(s.address).get(), &at->ctx, &sc->req, &at->resp,
                [&, at, sc, stats, lat](grpc::Status st) {
                  const double us = absl::ToDoubleMicroseconds(absl::Now() - at->start);
                  stats->outstanding--;
@@ -789,6 +802,137 @@ struct RouterService::Impl {
     resp->set_coverage(coverage);
     resp->set_degraded(answered < m.shards);
     return absl::OkStatus();
+  }
+
+  // ---- decoder models -------------------------------------------------------
+
+  // The nodes serving `model`, in turn (each call starts one further), a
+  // node that failed recently last.
+  std::vector<Candidate> ModelCandidates(const Topology& t, const std::string& model) {
+    std::vector<Candidate> all;
+    for (const auto& [id, n] : t.nodes) {
+      if (!n.address.empty() && n.Serves(model)) all.push_back({id, n.address, 0});
+    }
+    if (all.size() < 2) return all;
+    std::rotate(all.begin(), all.begin() + model_turn.fetch_add(1) % all.size(), all.end());
+    const absl::Time now = absl::Now();
+    std::stable_partition(all.begin(), all.end(), [&](const Candidate& c) {
+      auto s = StatsOf(c.node);
+      absl::MutexLock l(&s->mu);
+      return s->suspect_until <= now;
+    });
+    return all;
+  }
+
+  // Why no node serves `model`: NotFound when the cluster does not have it,
+  // else Unavailable with the nodes' states.
+  absl::Status NoModel(const std::string& model) {
+    absl::StatusOr<std::vector<cluster::ModelSpec>> specs = catalog->ListModels();
+    if (!specs.ok()) return specs.status();
+    const bool known = std::any_of(specs->begin(), specs->end(),
+                                   [&](const cluster::ModelSpec& s) { return s.name == model; });
+    if (!known) {
+      return absl::NotFoundError(absl::StrCat("model ", model, " is not loaded in cluster ",
+                                              opt.catalog.cluster,
+                                              " (LoadModel through a router loads it on every "
+                                              "node)"));
+    }
+    std::vector<std::string> states;
+    auto t = Topo();
+    for (const auto& [id, n] : t->nodes) {
+      std::string state = "not yet loading";
+      for (const cluster::HostedModel& h : n.models) {
+        if (h.name != model) continue;
+        state = h.state == cluster::ModelLoadState::kLoading ? "loading" : "failed";
+      }
+      states.push_back(absl::StrCat(id, ": ", state));
+    }
+    return absl::UnavailableError(absl::StrCat(
+        "no node serves model ", model, " yet (", states.empty() ? "no live nodes"
+                                                                 : absl::StrJoin(states, ", "),
+        "); ListModels says when it serves"));
+  }
+
+  absl::Status TopK(const v1::TopKRequest& req, absl::Time deadline,
+                    const grpc::ServerContextBase& sctx, v1::TopKResponse* resp) {
+    ZOOM_RETURN_IF_ERROR(ValidateModelName(req.model()));
+    std::vector<ShardCall<v1::TopKRequest, v1::TopKResponse>> calls(1);
+    calls[0].candidates = ModelCandidates(*Topo(), req.model());
+    if (calls[0].candidates.empty()) {
+      // Loaded through another router a moment ago: read the records again.
+      Event(Metrics::RouterEvent::kMapRefresh);
+      ZOOM_RETURN_IF_ERROR(Refresh());
+      calls[0].candidates = ModelCandidates(*Topo(), req.model());
+      if (calls[0].candidates.empty()) return NoModel(req.model());
+    }
+    calls[0].req = req;
+    ZOOM_RETURN_IF_ERROR((FanOut<v1::TopKRequest, v1::TopKResponse, v1::Decoder::Stub>(
+        0, calls, deadline, sctx, false,
+        [](v1::Decoder::Stub* s, grpc::ClientContext* c, const v1::TopKRequest* q,
+           v1::TopKResponse* r, std::function<void(grpc::Status)> f) {
+          s->async()->TopK(c, q, r, std::move(f));
+        })));
+    if (!calls[0].answered) {
+      if (absl::Now() >= deadline - opt.merge_margin) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "model ", req.model(), ": no node answered before the deadline (",
+            calls[0].last_error.empty() ? "none failed" : calls[0].last_error, ")"));
+      }
+      return absl::Status(
+          static_cast<absl::StatusCode>(calls[0].last_code == grpc::StatusCode::CANCELLED
+                                            ? grpc::StatusCode::UNAVAILABLE
+                                            : calls[0].last_code),
+          absl::StrCat("model ", req.model(), ": every node serving it failed; the last: ",
+                       calls[0].last_error));
+    }
+    *resp = std::move(calls[0].answer);
+    return absl::OkStatus();
+  }
+
+  // Every live node's ListModels (those that answered), by node id.
+  std::map<std::string, v1::ListModelsResponse> NodeModels(absl::Time deadline,
+                                                           const grpc::ServerContextBase& sctx) {
+    auto t = Topo();
+    std::vector<ShardCall<v1::ListModelsRequest, v1::ListModelsResponse>> calls;
+    for (const auto& [id, n] : t->nodes) {
+      if (n.address.empty()) continue;
+      calls.emplace_back();
+      calls.back().candidates = {{id, n.address, 0}};
+    }
+    (void)FanOut<v1::ListModelsRequest, v1::ListModelsResponse, v1::Decoder::Stub>(
+        0, calls, deadline, sctx, false,
+        [](v1::Decoder::Stub* s, grpc::ClientContext* c, const v1::ListModelsRequest* q,
+           v1::ListModelsResponse* r, std::function<void(grpc::Status)> f) {
+          s->async()->ListModels(c, q, r, std::move(f));
+        });
+    std::map<std::string, v1::ListModelsResponse> out;
+    for (auto& sc : calls) {
+      if (sc.answered) out[sc.candidates[0].node] = std::move(sc.answer);
+    }
+    return out;
+  }
+
+  // The model as the nodes report it: serving before loading before failed.
+  static v1::ModelInfo Best(const cluster::ModelSpec& spec,
+                            const std::map<std::string, v1::ListModelsResponse>& nodes) {
+    auto rank = [](v1::ModelState s) {
+      return s == v1::SERVING ? 3 : s == v1::LOADING ? 2 : s == v1::MODEL_FAILED ? 1 : 0;
+    };
+    v1::ModelInfo best;
+    best.set_name(spec.name);
+    best.set_dir(spec.dir);
+    best.set_m(spec.m);
+    best.set_ef_construction(spec.ef_construction);
+    best.set_state(v1::LOADING);  // no node has taken it up yet
+    int best_rank = 0;
+    for (const auto& [node, resp] : nodes) {
+      for (const v1::ModelInfo& info : resp.models()) {
+        if (info.name() != spec.name || rank(info.state()) <= best_rank) continue;
+        best = info;
+        best_rank = rank(info.state());
+      }
+    }
+    return best;
   }
 };
 
@@ -1297,6 +1441,129 @@ grpc::ServerUnaryReactor* RouterService::CreateSnapshot(grpc::CallbackServerCont
                                                         v1::CreateSnapshotResponse*) {
   return NotRouted(impl_.get(), "CreateSnapshot",
                    "the stream and the replicas are the backup; snapshot a replica on its node");
+}
+
+// ---- RouterDecoderService ---------------------------------------------------
+
+WorkerPool* RouterDecoderService::pool() const { return impl_->pool; }
+const Authenticator* RouterDecoderService::auth() const { return impl_->auth; }
+void RouterDecoderService::Record(const char* rpc, const absl::Status& status,
+                                  double seconds) const {
+  impl_->Record(rpc, status, seconds);
+}
+
+absl::Status RouterDecoderService::Decode(const v1::TopKRequest& req, const CallContext& call,
+                                          const grpc::ServerContextBase& ctx,
+                                          v1::TopKResponse* resp) const {
+  absl::Time deadline = call.deadline;
+  if (deadline == absl::InfiniteFuture()) deadline = absl::Now() + impl_->opt.default_deadline;
+  return impl_->TopK(req, deadline, ctx, resp);
+}
+
+grpc::ServerUnaryReactor* RouterDecoderService::LoadModel(grpc::CallbackServerContext* ctx,
+                                                          const v1::LoadModelRequest* req,
+                                                          v1::LoadModelResponse* resp) {
+  RouterService::Impl* impl = impl_;
+  // A load takes minutes for a large vocabulary: without a client deadline
+  // the wait is bounded at an hour.
+  absl::Time deadline = DeadlineOf(ctx);
+  if (deadline == absl::InfiniteFuture()) deadline = absl::Now() + absl::Hours(1);
+  return Routed(impl, ctx, "LoadModel", WorkClass::kAdmin, [impl, ctx, req, resp, deadline] {
+    cluster::ModelSpec spec;
+    spec.name = req->name();
+    spec.dir = req->dir();
+    spec.m = req->m();
+    spec.ef_construction = req->ef_construction();
+    spec.default_ef = req->default_ef();
+    ZOOM_ASSIGN_OR_RETURN(cluster::ModelSpec added, impl->catalog->AddModel(spec));
+    if (!req->wait()) {
+      *resp->mutable_info() = RouterService::Impl::Best(added, {});
+      return absl::OkStatus();
+    }
+    // Until every live node serves it, or one failed to load it.
+    for (;;) {
+      (void)impl->Refresh();
+      auto t = impl->Topo();
+      if (t->nodes.empty()) {
+        return absl::UnavailableError(absl::StrCat("cluster ", impl->opt.catalog.cluster,
+                                                   " has no live node to load model ",
+                                                   spec.name, " (it stays recorded)"));
+      }
+      bool all = true;
+      std::string failed_on;
+      for (const auto& [id, n] : t->nodes) {
+        bool serving = false;
+        for (const cluster::HostedModel& h : n.models) {
+          if (h.name != spec.name) continue;
+          serving = h.state == cluster::ModelLoadState::kServing;
+          if (h.state == cluster::ModelLoadState::kFailed) failed_on = id;
+        }
+        all = all && serving;
+      }
+      if (all || !failed_on.empty()) {
+        const auto nodes = impl->NodeModels(absl::Now() + absl::Seconds(10), *ctx);
+        if (failed_on.empty()) {
+          *resp->mutable_info() = RouterService::Impl::Best(added, nodes);
+          return absl::OkStatus();
+        }
+        // Nothing half-loaded behind a failed wait (as on a single zoomd).
+        (void)impl->catalog->RemoveModel(spec.name);
+        std::string why = "it was refused there (its log says why)";
+        auto it = nodes.find(failed_on);
+        if (it != nodes.end()) {
+          for (const v1::ModelInfo& info : it->second.models()) {
+            if (info.name() == spec.name && !info.error().empty()) why = info.error();
+          }
+        }
+        return absl::FailedPreconditionError(absl::StrCat(
+            "model ", spec.name, " did not load on node ", failed_on, ": ", why,
+            ". It was removed from the cluster: every node needs the model's files under "
+            "its --models_dir, as '", spec.dir.substr(0, 256), "'"));
+      }
+      if (absl::Now() + absl::Milliseconds(100) >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "model ", spec.name, " is still loading on some nodes; it stays recorded and "
+            "loads on (ListModels says when it serves)"));
+      }
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+  });
+}
+
+grpc::ServerUnaryReactor* RouterDecoderService::UnloadModel(grpc::CallbackServerContext* ctx,
+                                                            const v1::UnloadModelRequest* req,
+                                                            v1::UnloadModelResponse*) {
+  RouterService::Impl* impl = impl_;
+  return Routed(impl, ctx, "UnloadModel", WorkClass::kAdmin,
+                [impl, req] { return impl->catalog->RemoveModel(req->name()); });
+}
+
+grpc::ServerUnaryReactor* RouterDecoderService::ListModels(grpc::CallbackServerContext* ctx,
+                                                           const v1::ListModelsRequest*,
+                                                           v1::ListModelsResponse* resp) {
+  RouterService::Impl* impl = impl_;
+  const absl::Time deadline = impl->DeadlineFor(ctx);
+  return Routed(impl, ctx, "ListModels", WorkClass::kRead, [impl, ctx, resp, deadline] {
+    ZOOM_ASSIGN_OR_RETURN(std::vector<cluster::ModelSpec> specs, impl->catalog->ListModels());
+    const auto nodes = impl->NodeModels(deadline, *ctx);
+    for (const cluster::ModelSpec& spec : specs) *resp->add_models() = RouterService::Impl::Best(spec, nodes);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* RouterDecoderService::TopK(grpc::CallbackServerContext* ctx,
+                                                     const v1::TopKRequest* req,
+                                                     v1::TopKResponse* resp) {
+  RouterService::Impl* impl = impl_;
+  const absl::Time deadline = impl->DeadlineFor(ctx);
+  return Routed(impl, ctx, "TopK", WorkClass::kRead, [impl, ctx, req, resp, deadline] {
+    return impl->TopK(*req, deadline, *ctx, resp);
+  });
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* RouterDecoderService::StreamTopK(
+    grpc::CallbackServerContext* ctx) {
+  return NewStreamTopK(this, ctx);
 }
 
 }  // namespace zoom::server

@@ -32,6 +32,9 @@
 // Compact, snapshots. GetCollection sums the shards' records;
 // ListCollections does so best-effort.
 //
+// RouterDecoderService serves zoom.v1.Decoder beside it: decoder models are
+// read-only and every node serves each (the cluster's models bucket).
+//
 // Thread safety: gRPC calls the handlers from many threads.
 #ifndef ZOOM_SERVER_GRPC_ROUTER_SERVICE_H_
 #define ZOOM_SERVER_GRPC_ROUTER_SERVICE_H_
@@ -50,6 +53,7 @@
 #include "server/cluster/cluster_catalog.h"
 #include "server/cluster/jetstream.h"
 #include "server/grpc/auth.h"
+#include "server/grpc/decoder_service.h"
 #include "server/grpc/vector_search_service.h"
 #include "server/grpc/worker_pool.h"
 #include "server/metrics/metrics.h"
@@ -160,10 +164,55 @@ class RouterService final
                                            v1::CreateSnapshotResponse* resp) override;
 
   struct Impl;
+  Impl* impl() const { return impl_.get(); }
 
  private:
   explicit RouterService(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+};
+
+// The zoom.v1.Decoder API of a cluster, served by a router. Models are
+// read-only and every node serves each one, loaded from its own
+// --models_dir (the same files on every node):
+//   * LoadModel records the model in the models bucket (the same model
+//     again is OK; another under its name AlreadyExists) and the nodes load
+//     it; with `wait` the reply comes once every live node serves it (a
+//     node whose load failed fails the call, naming the node and its
+//     error, and the model is removed again), else at once, LOADING.
+//   * UnloadModel removes it (NotFound when absent); the nodes unload it.
+//   * ListModels: each model as the nodes report it (serving before
+//     loading before failed).
+//   * TopK, and each step of StreamTopK, goes to the next node serving the
+//     model (round-robin; a node that failed recently last), with failover
+//     to the others on failure; NotFound for a model the cluster does not
+//     have, Unavailable while no node serves it yet (saying their states).
+// `router` outlives the service.
+class RouterDecoderService final : public DecoderCallbackBase, public TopKBackend {
+ public:
+  explicit RouterDecoderService(RouterService* router) : impl_(router->impl()) {}
+
+  grpc::ServerUnaryReactor* LoadModel(grpc::CallbackServerContext* ctx,
+                                      const v1::LoadModelRequest* req,
+                                      v1::LoadModelResponse* resp) override;
+  grpc::ServerUnaryReactor* UnloadModel(grpc::CallbackServerContext* ctx,
+                                        const v1::UnloadModelRequest* req,
+                                        v1::UnloadModelResponse* resp) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* ctx,
+                                       const v1::ListModelsRequest* req,
+                                       v1::ListModelsResponse* resp) override;
+  grpc::ServerUnaryReactor* TopK(grpc::CallbackServerContext* ctx, const v1::TopKRequest* req,
+                                 v1::TopKResponse* resp) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamTopK(
+      grpc::CallbackServerContext* ctx) override;
+
+  absl::Status Decode(const v1::TopKRequest& req, const CallContext& call,
+                      const grpc::ServerContextBase& ctx, v1::TopKResponse* resp) const override;
+  WorkerPool* pool() const override;
+  const Authenticator* auth() const override;
+  void Record(const char* rpc, const absl::Status& status, double seconds) const override;
+
+ private:
+  RouterService::Impl* impl_;
 };
 
 }  // namespace zoom::server

@@ -165,6 +165,7 @@ absl::Status ZoomServer::Start() {
     }
     decoder_service_ =
         std::make_unique<DecoderService>(decoder_.get(), metrics_.get(), pool_.get(), auth_.get());
+    if (role == "node") decoder_service_->SetClusterNode(options_.cluster.name);
     builder.RegisterService(decoder_service_.get());
   }
   reflection_v1_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
@@ -174,6 +175,7 @@ absl::Status ZoomServer::Start() {
   builder.RegisterService(reflection_v1_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || grpc_port_ == 0) {
+    router_decoder_.reset();
     router_.reset();
     db_.reset();
     return absl::UnavailableError(absl::StrCat(
@@ -229,6 +231,8 @@ absl::Status ZoomServer::StartRouter(grpc::ServerBuilder& builder) {
   ZOOM_ASSIGN_OR_RETURN(router_, RouterService::Create(ro, metrics_.get(), pool_.get(),
                                                        auth_.get()));
   builder.RegisterService(router_.get());
+  router_decoder_ = std::make_unique<RouterDecoderService>(router_.get());
+  builder.RegisterService(router_decoder_.get());
   return absl::OkStatus();
 }
 
@@ -242,6 +246,7 @@ absl::Status ZoomServer::JoinCluster() {
   o.heartbeat = options_.cluster.heartbeat;
   o.log_trim = options_.cluster.log_trim;
   o.log_hold = options_.cluster.log_hold;
+  o.decoder = decoder_.get();
   o.fetch_snapshot = options_.cluster.fetch_snapshot;
   o.advertise_address = options_.cluster.advertise_address;
   if (o.advertise_address.empty()) {
@@ -392,6 +397,7 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   // leaves the cluster's bucket (a clean leave).
   joined_ = nullptr;
   cluster_node_.reset();
+  router_decoder_.reset();
   router_.reset();
   if (db_ != nullptr) {
     absl::Status st = db_->SyncWal();

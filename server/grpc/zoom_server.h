@@ -158,6 +158,7 @@ class ZoomServer {
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<VectorSearchService> service_;
   std::unique_ptr<RouterService> router_;
+  std::unique_ptr<RouterDecoderService> router_decoder_;
   std::unique_ptr<cluster::ClusterNode> cluster_node_;
   std::atomic<cluster::ClusterNode*> joined_{nullptr};  // cluster_node_ once started
   std::unique_ptr<DecoderEngine> decoder_;

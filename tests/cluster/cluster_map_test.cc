@@ -79,6 +79,50 @@ TEST(ClusterMapTest, GoldenRecordsOfFormat1) {
   EXPECT_EQ(nb.Find(m.uid, 2), nullptr);
 }
 
+// Decoder models: the models bucket's record, and a node record saying
+// which it serves (the same format 1: a reader of records without models
+// lines, as above, reads them with none).
+TEST(ClusterMapTest, GoldenModelRecordsOfFormat1) {
+  ModelSpec spec;
+  spec.name = "ptb";
+  spec.dir = "lm-ptb";
+  spec.m = 16;
+  spec.ef_construction = 200;
+  spec.default_ef = 48;
+  spec.created_unix_ms = 1796000000456;
+  const std::string spec_text = Golden("model_spec_v1.txt", spec.Encode());
+  EXPECT_EQ(spec.Encode(), spec_text);
+  ASSERT_OK_AND_ASSIGN(ModelSpec back, ModelSpec::Decode(spec_text));
+  EXPECT_EQ(back, spec);
+  EXPECT_TRUE(back.SameModel(spec));
+  ModelSpec other = spec;
+  other.dir = "lm-ptb-2";
+  EXPECT_FALSE(other.SameModel(spec));
+  EXPECT_THAT(ModelSpec::Decode(absl::StrReplaceAll(spec_text, {{"name=ptb", "name=a b"}})),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(ModelSpec::Decode(absl::StrReplaceAll(spec_text, {{"format=1", "format=2"}})),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("upgrade")));
+  EXPECT_THAT(ValidateModelSpec({"ptb", "", 0, 0, 0, 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--models_dir")));
+  EXPECT_THAT(ValidateModelSpec({"ptb", "a\nb", 0, 0, 0, 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+
+  NodeInfo n = GoldenNode();
+  n.models = {{"ptb", ModelLoadState::kServing}, {"big", ModelLoadState::kLoading},
+              {"bad", ModelLoadState::kFailed}};
+  const std::string node_text = Golden("node_info_v1_models.txt", n.Encode());
+  EXPECT_EQ(n.Encode(), node_text);
+  ASSERT_OK_AND_ASSIGN(NodeInfo nb, NodeInfo::Decode(node_text));
+  EXPECT_EQ(nb, n);
+  EXPECT_TRUE(nb.Serves("ptb"));
+  EXPECT_FALSE(nb.Serves("big"));
+  EXPECT_FALSE(nb.Serves("bad"));
+  EXPECT_THAT(NodeInfo::Decode(absl::StrReplaceAll(node_text, {{"big,loading", "big,asleep"}})),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("asleep")));
+  EXPECT_THAT(NodeInfo::Decode(absl::StrReplaceAll(node_text, {{"big,loading", "big"}})),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("model.1")));
+}
+
 TEST(ClusterMapTest, MalformedRecordsAreRefused) {
   const std::string text = GoldenMap().Encode();
   auto with = [&](const std::string& from, const std::string& to) {

@@ -7,18 +7,25 @@
 // what a node or a router refuses says what to do instead.
 #include <grpcpp/grpcpp.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/decoder_client.h"
 #include "client/zoom_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/grpc/zoom_server.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/nats_server.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_env.h"
@@ -63,6 +70,7 @@ class RouterTest : public ::testing::Test {
     o.cluster.nats = {nats_->url()};
     o.cluster.node_ttl = absl::Seconds(10);
     o.cluster.heartbeat = absl::Milliseconds(200);
+    o.models_dir = dir_.File("models");
     return o;
   }
   server::ZoomServer* StartNode(const std::string& id) {
@@ -357,6 +365,166 @@ TEST_F(RouterTest, WhatNodesAndRoutersRefuseSaysWhatToDo) {
   a->Shutdown(absl::Seconds(1));
   EXPECT_THAT(server::ZoomServer(o).Start(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("node 'a'")));
+}
+
+// A softmax layer of kWords words in kDim dimensions, as an LM export
+// (W.f32, b.f32, vocab.txt, meta.json); the exact top-k of a context.
+struct TinyModel {
+  static constexpr uint32_t kWords = 300;
+  std::vector<float> W, b;
+  explicit TinyModel(const std::string& dir) : W(Vectors(kWords, 11)), b(kWords) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> g(0, 0.1f);
+    for (float& x : b) x = g(rng);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/W.f32", std::ios::binary)
+        .write(reinterpret_cast<const char*>(W.data()), W.size() * 4);
+    std::ofstream(dir + "/b.f32", std::ios::binary)
+        .write(reinterpret_cast<const char*>(b.data()), b.size() * 4);
+    std::ofstream vocab(dir + "/vocab.txt");
+    for (uint32_t i = 0; i < kWords; ++i) vocab << "w" << i << "\n";
+    std::ofstream(dir + "/meta.json") << "{\"vocab_size\": " << kWords << ", \"dim\": " << kDim
+                                      << "}\n";
+  }
+  std::vector<uint32_t> Top(const float* h, uint32_t k) const {
+    std::vector<std::pair<double, uint32_t>> z(kWords);
+    for (uint32_t i = 0; i < kWords; ++i) {
+      double s = b[i];
+      for (uint32_t j = 0; j < kDim; ++j) s += double{W[i * kDim + j]} * h[j];
+      z[i] = {-s, i};
+    }
+    std::partial_sort(z.begin(), z.begin() + k, z.end());
+    std::vector<uint32_t> ids;
+    for (uint32_t i = 0; i < k; ++i) ids.push_back(z[i].second);
+    return ids;
+  }
+};
+
+// TopK calls node `n` has answered (its /metrics).
+double TopKCalls(server::ZoomServer* n) {
+  auto body = testing::HttpGet("127.0.0.1", n->metrics_port(), "/metrics");
+  if (!body.ok()) return -1;
+  double total = 0;
+  for (absl::string_view line : absl::StrSplit(*body, '\n')) {
+    if (absl::StartsWith(line, "zoomd_rpc_requests_total{") &&
+        absl::StrContains(line, "rpc=\"TopK\"")) {
+      double v = 0;
+      if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) total += v;
+    }
+  }
+  return total;
+}
+
+TEST_F(RouterTest, DecoderModelsAreServedByEveryNodeInTurn) {
+  const TinyModel model(dir_.File("models/tiny"));
+  server::ZoomServer* a = StartNode("a");
+  server::ZoomServer* b = StartNode("b");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  StartRouter();
+  client::ClientOptions copts;
+  copts.timeout = absl::Seconds(60);
+  auto dec = client::DecoderClient::Connect(absl::StrCat("127.0.0.1:", router_->grpc_port()),
+                                            copts);
+  // A node loads only what the cluster says.
+  auto direct = client::DecoderClient::Connect(absl::StrCat("127.0.0.1:", a->grpc_port()), copts);
+  EXPECT_THAT(direct->LoadModel("tiny", "tiny", true),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("router")));
+  EXPECT_THAT(direct->UnloadModel("tiny"), StatusIs(absl::StatusCode::kFailedPrecondition));
+
+  // Loaded through the router: every node serves it once the call returns.
+  ASSERT_OK_AND_ASSIGN(v1::ModelInfo info, dec->LoadModel("tiny", "tiny", true, 8, 40));
+  EXPECT_EQ(info.state(), v1::SERVING);
+  EXPECT_EQ(info.vocab_size(), TinyModel::kWords);
+  for (server::ZoomServer* n : {a, b}) {
+    auto on = client::DecoderClient::Connect(absl::StrCat("127.0.0.1:", n->grpc_port()), copts);
+    ASSERT_OK_AND_ASSIGN(auto models, on->ListModels());
+    ASSERT_EQ(models.size(), 1u);
+    EXPECT_EQ(models[0].state(), v1::SERVING);
+  }
+  EXPECT_OK(dec->LoadModel("tiny", "tiny", true, 8, 40).status());  // the same again: OK
+  EXPECT_THAT(dec->LoadModel("tiny", "other", false),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("unload it first")));
+  EXPECT_THAT(dec->LoadModel("bad name", "tiny", false),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+
+  // TopK goes to the nodes in turn and answers as the exact softmax does.
+  const std::vector<float> contexts = Vectors(20, 21);
+  const double a0 = TopKCalls(a), b0 = TopKCalls(b);
+  for (size_t i = 0; i < 20; ++i) {
+    v1::TopKRequest req;
+    req.set_model("tiny");
+    req.set_k(5);
+    req.set_exact(true);
+    req.add_contexts()->mutable_h()->Assign(contexts.begin() + i * kDim,
+                                            contexts.begin() + (i + 1) * kDim);
+    ASSERT_OK_AND_ASSIGN(v1::TopKResponse r, dec->TopK(req));
+    ASSERT_EQ(r.results_size(), 1);
+    const std::vector<uint32_t> want = model.Top(contexts.data() + i * kDim, 5);
+    EXPECT_EQ(std::vector<uint32_t>(r.results(0).ids().begin(), r.results(0).ids().end()), want);
+  }
+  EXPECT_EQ(TopKCalls(a) - a0, 10);
+  EXPECT_EQ(TopKCalls(b) - b0, 10);
+  // A stream's steps too.
+  {
+    auto stream = dec->OpenStream();
+    for (size_t i = 0; i < 3; ++i) {
+      v1::TopKRequest step;
+      step.set_model("tiny");
+      step.set_k(3);
+      step.set_exact(true);
+      step.add_contexts()->mutable_h()->Assign(contexts.begin() + i * kDim,
+                                               contexts.begin() + (i + 1) * kDim);
+      ASSERT_OK_AND_ASSIGN(v1::TopKResponse r, stream->Step(step));
+      EXPECT_EQ(r.results(0).ids(0), model.Top(contexts.data() + i * kDim, 1)[0]);
+    }
+    EXPECT_OK(stream->Finish());
+  }
+  // Bad input is the node's answer, not a failover.
+  v1::TopKRequest bad;
+  bad.set_model("tiny");
+  bad.set_k(5);
+  bad.add_contexts()->add_h(1.0f);  // 1 float, not kDim
+  EXPECT_THAT(dec->TopK(bad), StatusIs(absl::StatusCode::kInvalidArgument));
+  v1::TopKRequest none = bad;
+  none.set_model("nope");
+  EXPECT_THAT(dec->TopK(none), StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope")));
+
+  // A model some node cannot read fails the load, naming the node, and is
+  // not left behind.
+  std::filesystem::create_directories(dir_.File("models/empty"));
+  EXPECT_THAT(dec->LoadModel("broken", "empty", true),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("did not load on node")));
+  ASSERT_OK_AND_ASSIGN(auto listed, dec->ListModels());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].name(), "tiny");
+
+  // A node gone: the other answers every call.
+  a->Shutdown(absl::Seconds(1));
+  for (size_t i = 0; i < 6; ++i) {
+    v1::TopKRequest req;
+    req.set_model("tiny");
+    req.set_k(5);
+    req.add_contexts()->mutable_h()->Assign(contexts.begin(), contexts.begin() + kDim);
+    EXPECT_OK(dec->TopK(req).status()) << i;
+  }
+  // Unloaded through the router: the nodes unload it.
+  ASSERT_OK(dec->UnloadModel("tiny"));
+  EXPECT_THAT(dec->UnloadModel("tiny"), StatusIs(absl::StatusCode::kNotFound));
+  auto on_b = client::DecoderClient::Connect(absl::StrCat("127.0.0.1:", b->grpc_port()), copts);
+  const absl::Time end = absl::Now() + absl::Seconds(30);
+  size_t left = 1;
+  while (left != 0 && absl::Now() < end) {
+    auto models = on_b->ListModels();
+    left = models.ok() ? models->size() : 1;
+    if (left != 0) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(left, 0u);
+  v1::TopKRequest req;
+  req.set_model("tiny");
+  req.set_k(5);
+  req.add_contexts()->mutable_h()->Assign(contexts.begin(), contexts.begin() + kDim);
+  EXPECT_THAT(dec->TopK(req), StatusIs(absl::StatusCode::kNotFound));
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 //             and when it passes: evaluated by the payload indexes over a
 //             fixed set of 256 points, which must agree with the reference
 //             (Matches) on every point (a disagreement aborts).
+#include <grpcpp/server_context.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -234,7 +236,8 @@ void FuzzRequest(const uint8_t* data, size_t size) {
       v1::TopKRequest r;
       if (!r.ParseFromArray(bytes, len)) return;
       v1::TopKResponse resp;
-      (void)w.decoder_service->Decode(r, server::CallContext(), &resp);
+      grpc::ServerContext sctx;
+      (void)w.decoder_service->Decode(r, server::CallContext(), sctx, &resp);
       break;
     }
     case 6: {
