@@ -319,10 +319,14 @@ absl::Status JetStream::PurgeBefore(const std::string& stream, const std::string
 }
 
 absl::StatusOr<PubAck> JetStream::Publish(const std::string& subject, std::string_view data,
-                                          const std::string& message_id) {
+                                          const std::string& message_id,
+                                          absl::Duration timeout) {
   jsPubOptions po;
   jsPubOptions_Init(&po);
-  po.MaxWait = Millis(options_.request_timeout);
+  po.MaxWait = Millis(timeout > absl::ZeroDuration()
+                          ? std::max(absl::Milliseconds(1), std::min(timeout,
+                                                                     options_.request_timeout))
+                          : options_.request_timeout);
   if (!message_id.empty()) po.MsgId = message_id.c_str();
   jsPubAck* ack = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);

@@ -202,8 +202,11 @@ class JetStream {
   // within the stream's duplicate window. Unavailable when the stream does
   // not answer (no quorum, no server): the message may or may not be
   // stored, and a retry with the same message id is safe.
+  // `timeout` > 0 waits at most that long (the caller's deadline), never
+  // longer than request_timeout.
   absl::StatusOr<PubAck> Publish(const std::string& subject, std::string_view data,
-                                 const std::string& message_id = "");
+                                 const std::string& message_id = "",
+                                 absl::Duration timeout = absl::ZeroDuration());
 
   // The durable pull consumer `durable` of `stream` on `subject`, starting
   // at stream sequence `start_sequence` (>= 1). An existing consumer of that

@@ -514,38 +514,84 @@ struct RouterService::Impl {
 
   // ---- writes ---------------------------------------------------------------
 
-  // Publishes the entries of each shard, in order; the tokens of what was
-  // acknowledged.
+  // Publishes the entries of each shard, in order (the shards in parallel,
+  // up to 8 at once), each publish waiting at most until `deadline`; the
+  // tokens of the shards whose part was acknowledged, in shard order.
   absl::Status Publish(const ShardMap& m,
                        const std::map<uint32_t, std::vector<std::string>>& entries,
-                       google::protobuf::RepeatedPtrField<v1::WriteToken>* tokens) {
-    std::vector<uint32_t> done;
-    for (const auto& [k, list] : entries) {
-      const std::string subject = cluster::ShardSubject(opt.catalog.cluster, m.collection, k);
+                       google::protobuf::RepeatedPtrField<v1::WriteToken>* tokens,
+                       absl::Time deadline) {
+    struct Part {
+      uint32_t shard;
+      const std::vector<std::string>* list;
       uint64_t last = 0;
-      for (const std::string& e : list) {
-        absl::StatusOr<cluster::PubAck> ack = js->Publish(subject, e, RandomId());
-        if (!ack.ok()) {
-          return absl::UnavailableError(absl::StrCat(
-              "collection ", m.collection, ": its write log (JetStream stream ",
-              cluster::StreamName(opt.catalog.cluster, m.collection), ", subject ", subject,
-              ") did not take the write: ", ack.status().message(), ". NATS: ",
-              js->connected() ? absl::StrCat("connected to ", js->connected_url())
-                              : std::string("not connected (reconnecting)"),
-              "; a stream whose NATS servers lost their majority takes no writes. ",
-              done.empty() ? std::string("Nothing of this request was acknowledged")
-                           : absl::StrCat("Shards ", absl::StrJoin(done, ", "),
-                                          " acknowledged their part"),
-              "; retrying the same request is safe (writes are idempotent)"));
+      absl::Status status;
+    };
+    std::vector<Part> parts;
+    for (const auto& [k, list] : entries) parts.push_back({k, &list});
+    auto run = [&](Part& p) {
+      const std::string subject = cluster::ShardSubject(opt.catalog.cluster, m.collection,
+                                                        p.shard);
+      for (const std::string& e : *p.list) {
+        absl::Duration wait = absl::ZeroDuration();  // the publish timeout
+        if (deadline != absl::InfiniteFuture()) {
+          wait = deadline - absl::Now();
+          if (wait <= absl::ZeroDuration()) {
+            p.status = absl::DeadlineExceededError("the call's deadline passed");
+            return;
+          }
         }
-        last = ack->sequence;
+        absl::StatusOr<cluster::PubAck> ack = js->Publish(subject, e, RandomId(), wait);
+        if (!ack.ok()) {
+          p.status = absl::Status(
+              absl::Now() >= deadline ? absl::StatusCode::kDeadlineExceeded : ack.status().code(),
+              absl::StrCat("its write log (JetStream stream ",
+                           cluster::StreamName(opt.catalog.cluster, m.collection), ", subject ",
+                           subject, ") did not take the write: ", ack.status().message()));
+          return;
+        }
+        p.last = ack->sequence;
+      }
+    };
+    if (parts.size() == 1) {
+      run(parts[0]);
+    } else {
+      std::atomic<size_t> next{0};
+      std::vector<std::thread> workers;
+      for (size_t w = 0; w < std::min<size_t>(parts.size(), 8); ++w) {
+        workers.emplace_back([&] {
+          for (size_t i; (i = next.fetch_add(1)) < parts.size();) run(parts[i]);
+        });
+      }
+      for (std::thread& t : workers) t.join();
+    }
+    std::vector<uint32_t> done;
+    const Part* failed = nullptr;
+    for (const Part& p : parts) {
+      if (!p.status.ok()) {
+        if (failed == nullptr) failed = &p;
+        continue;
       }
       v1::WriteToken* t = tokens->Add();
-      t->set_shard(k);
-      t->set_sequence(last);
-      done.push_back(k);
+      t->set_shard(p.shard);
+      t->set_sequence(p.last);
+      done.push_back(p.shard);
     }
-    return absl::OkStatus();
+    if (failed == nullptr) return absl::OkStatus();
+    const bool late = failed->status.code() == absl::StatusCode::kDeadlineExceeded;
+    return absl::Status(
+        late ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kUnavailable,
+        absl::StrCat(
+            "collection ", m.collection, ", shard ", failed->shard, ": ",
+            failed->status.message(), ". NATS: ",
+            js->connected() ? absl::StrCat("connected to ", js->connected_url())
+                            : std::string("not connected (reconnecting)"),
+            late ? "; the write may or may not be stored. "
+                 : "; a stream whose NATS servers lost their majority takes no writes. ",
+            done.empty() ? std::string("No shard acknowledged its part")
+                         : absl::StrCat("Shards ", absl::StrJoin(done, ", "),
+                                        " acknowledged their part"),
+            "; retrying the same request is safe (writes are idempotent)"));
   }
 
   size_t MaxEntryBytes() const {
@@ -563,7 +609,8 @@ struct RouterService::Impl {
     return out;
   }
 
-  absl::Status Upsert(const v1::UpsertRequest& req, v1::UpsertResponse* resp) {
+  absl::Status Upsert(const v1::UpsertRequest& req, v1::UpsertResponse* resp,
+                      absl::Time deadline) {
     ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, MapOf(req.collection()));
     const ShardMap& m = vm.map;
     std::vector<PointRef> refs;
@@ -609,7 +656,7 @@ struct RouterService::Impl {
     for (auto& [k, e] : open) {
       if (!e.points.empty()) entries[k].push_back(cluster::EncodeLogEntry(e));
     }
-    ZOOM_RETURN_IF_ERROR(Publish(m, entries, resp->mutable_tokens()));
+    ZOOM_RETURN_IF_ERROR(Publish(m, entries, resp->mutable_tokens(), deadline));
     resp->set_upserted(refs.size());
     return absl::OkStatus();
   }
@@ -619,7 +666,8 @@ struct RouterService::Impl {
   template <typename Make>
   absl::Status PublishByIds(const ShardMap& m, const google::protobuf::RepeatedField<uint64_t>& ids,
                             size_t extra_bytes, Make make,
-                            google::protobuf::RepeatedPtrField<v1::WriteToken>* tokens) {
+                            google::protobuf::RepeatedPtrField<v1::WriteToken>* tokens,
+                            absl::Time deadline) {
     if (ids.size() > static_cast<int>(opt.limits.max_ids)) {
       return absl::InvalidArgumentError(absl::StrCat(
           ids.size(), " ids; this server takes at most ", opt.limits.max_ids, " per call"));
@@ -638,16 +686,16 @@ struct RouterService::Impl {
         entries[k].push_back(cluster::EncodeLogEntry(make(std::move(part))));
       }
     }
-    return Publish(m, entries, tokens);
+    return Publish(m, entries, tokens, deadline);
   }
 
   // An entry for every shard (field indexes).
-  absl::Status PublishToAll(const ShardMap& m, const cluster::LogEntry& e) {
+  absl::Status PublishToAll(const ShardMap& m, const cluster::LogEntry& e, absl::Time deadline) {
     std::map<uint32_t, std::vector<std::string>> entries;
     const std::string bytes = cluster::EncodeLogEntry(e);
     for (uint32_t k = 0; k < m.shards; ++k) entries[k].push_back(bytes);
     google::protobuf::RepeatedPtrField<v1::WriteToken> tokens;
-    return Publish(m, entries, &tokens);
+    return Publish(m, entries, &tokens, deadline);
   }
 
   // ---- reads ----------------------------------------------------------------
@@ -801,6 +849,122 @@ struct RouterService::Impl {
     for (size_t i = 0; i < k; ++i) *resp->add_hits() = std::move(*hits[i]);
     resp->set_coverage(coverage);
     resp->set_degraded(answered < m.shards);
+    return absl::OkStatus();
+  }
+
+  // One page of Scroll over every shard: each shard's first `limit` points
+  // from the offset, merged by id. A shard's page covers the ids from the
+  // offset up to its next_offset (it stops early at its byte budget): the
+  // merged page stops at the lowest of them, and at the limit and this
+  // router's byte budget.
+  absl::Status Scroll(const v1::ScrollRequest& req, absl::Time deadline,
+                      const grpc::ServerContextBase& sctx, v1::ScrollResponse* resp) {
+    const uint32_t limit = req.limit() == 0 ? 100 : req.limit();
+    if (limit > 10000) {
+      return absl::InvalidArgumentError(absl::StrCat("limit ", limit, " is above 10000"));
+    }
+    ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, MapOf(req.collection()));
+    const ShardMap& m = vm.map;
+    auto t = Topo();
+    // Each shard's first `limit` points from the offset, merged by id.
+    std::vector<ShardCall<v1::ScrollRequest, v1::ScrollResponse>> calls(m.shards);
+    for (uint32_t k = 0; k < m.shards; ++k) {
+      calls[k].shard = k;
+      calls[k].req = req;
+      calls[k].req.set_collection(m.LocalName(k));
+      calls[k].req.set_limit(limit);
+      calls[k].candidates = Candidates(*t, m, k, true, 0);
+    }
+    ZOOM_RETURN_IF_ERROR((FanOut<v1::ScrollRequest, v1::ScrollResponse>(
+        m.uid, calls, deadline, sctx, opt.hedge,
+        [](v1::VectorSearch::Stub* s, grpc::ClientContext* c, const v1::ScrollRequest* q,
+           v1::ScrollResponse* r, std::function<void(grpc::Status)> f) {
+          s->async()->Scroll(c, q, r, std::move(f));
+        })));
+    std::optional<uint64_t> cutoff;
+    std::vector<v1::Point*> points;
+    for (auto& sc : calls) {
+      if (!sc.answered) return Uncovered(m.collection, calls, m.shards, deadline);
+      if (sc.answer.has_next_offset()) {
+        cutoff = std::min(cutoff.value_or(UINT64_MAX), sc.answer.next_offset());
+      }
+      resp->set_filter_scan(resp->filter_scan() || sc.answer.filter_scan());
+      for (v1::Point& p : *sc.answer.mutable_points()) {
+        if (!cutoff.has_value() || p.id() < *cutoff) points.push_back(&p);
+      }
+    }
+    std::sort(points.begin(), points.end(),
+              [](const v1::Point* a, const v1::Point* b) { return a->id() < b->id(); });
+    std::optional<uint64_t> next = cutoff;
+    uint64_t bytes = 0;
+    for (v1::Point* p : points) {
+      if (cutoff.has_value() && p->id() >= *cutoff) break;
+      bytes += p->ByteSizeLong() + 8;
+      if (static_cast<uint32_t>(resp->points_size()) == limit ||
+          (resp->points_size() > 0 && bytes > opt.limits.max_response_bytes)) {
+        next = p->id();
+        break;
+      }
+      *resp->add_points() = std::move(*p);
+    }
+    if (next.has_value()) resp->set_next_offset(*next);
+    return absl::OkStatus();
+  }
+
+  // Delete by filter: the ids that match when the router reads them (a
+  // Scroll of ids, page by page), deleted by id through the log. Not one
+  // atomic step: a write racing it may make a point match after its page
+  // was read (kept) or stop matching before its delete applies (deleted).
+  absl::Status DeleteByFilter(const v1::DeleteRequest& req, absl::Time deadline,
+                              const grpc::ServerContextBase& sctx, v1::DeleteResponse* resp) {
+    if (!req.ids().empty()) {
+      return absl::InvalidArgumentError("give either ids or a filter to delete by, not both");
+    }
+    Filter filter;
+    ZOOM_RETURN_IF_ERROR(FilterFromProto(req.filter(), &filter));
+    if (filter.empty()) {
+      return absl::InvalidArgumentError(
+          "an empty filter would delete every point; drop the collection instead");
+    }
+    ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, MapOf(req.collection()));
+    v1::ScrollRequest scroll;
+    scroll.set_collection(req.collection());
+    *scroll.mutable_filter() = req.filter();
+    scroll.set_limit(std::min<uint32_t>(10000, static_cast<uint32_t>(opt.limits.max_ids)));
+    std::map<uint32_t, uint64_t> last;  // shard -> last sequence
+    uint64_t deleted = 0;
+    for (;;) {
+      v1::ScrollResponse page;
+      absl::Status st = Scroll(scroll, deadline, sctx, &page);
+      if (!st.ok()) {
+        return absl::Status(st.code(), absl::StrCat(st.message(), deleted > 0 ? absl::StrCat(
+            " (", deleted, " matching points were deleted before; asking again is safe)") : ""));
+      }
+      if (!page.points().empty()) {
+        google::protobuf::RepeatedField<uint64_t> ids;
+        for (const v1::Point& p : page.points()) ids.Add(p.id());
+        google::protobuf::RepeatedPtrField<v1::WriteToken> tokens;
+        ZOOM_RETURN_IF_ERROR(PublishByIds(
+            vm.map, ids, 0,
+            [](std::vector<uint64_t> part) {
+              cluster::LogEntry e;
+              e.op = cluster::LogOp::kDelete;
+              e.ids = std::move(part);
+              return e;
+            },
+            &tokens, deadline));
+        for (const v1::WriteToken& t : tokens) last[t.shard()] = t.sequence();
+        deleted += ids.size();
+      }
+      if (!page.has_next_offset()) break;
+      scroll.set_offset(page.next_offset());
+    }
+    for (const auto& [k, seq] : last) {
+      v1::WriteToken* t = resp->add_tokens();
+      t->set_shard(k);
+      t->set_sequence(seq);
+    }
+    resp->set_deleted(deleted);
     return absl::OkStatus();
   }
 
@@ -1085,19 +1249,18 @@ grpc::ServerUnaryReactor* RouterService::Upsert(grpc::CallbackServerContext* ctx
                                                 const v1::UpsertRequest* req,
                                                 v1::UpsertResponse* resp) {
   Impl* impl = impl_.get();
+  const absl::Time deadline = DeadlineOf(ctx);
   return Routed(impl, ctx, "Upsert", WorkClass::kWrite,
-                [impl, req, resp] { return impl->Upsert(*req, resp); });
+                [impl, req, resp, deadline] { return impl->Upsert(*req, resp, deadline); });
 }
 
 grpc::ServerUnaryReactor* RouterService::Delete(grpc::CallbackServerContext* ctx,
                                                 const v1::DeleteRequest* req,
                                                 v1::DeleteResponse* resp) {
   Impl* impl = impl_.get();
-  return Routed(impl, ctx, "Delete", WorkClass::kWrite, [impl, req, resp] {
-    if (req->has_filter()) {
-      return absl::UnimplementedError(
-          "Delete by filter is not routed to a clustered collection (yet): delete by ids");
-    }
+  const absl::Time deadline = impl->DeadlineFor(ctx);
+  return Routed(impl, ctx, "Delete", WorkClass::kWrite, [impl, ctx, req, resp, deadline] {
+    if (req->has_filter()) return impl->DeleteByFilter(*req, deadline, *ctx, resp);
     if (req->ids().empty()) return absl::InvalidArgumentError("no ids to delete");
     ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, impl->MapOf(req->collection()));
     ZOOM_RETURN_IF_ERROR(impl->PublishByIds(
@@ -1108,7 +1271,7 @@ grpc::ServerUnaryReactor* RouterService::Delete(grpc::CallbackServerContext* ctx
           e.ids = std::move(ids);
           return e;
         },
-        resp->mutable_tokens()));
+        resp->mutable_tokens(), deadline));
     resp->set_deleted(req->ids_size());
     return absl::OkStatus();
   });
@@ -1129,7 +1292,7 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* RouterService::Import(grpc::CallbackS
     up.set_collection(collection);
     up.mutable_points()->Swap(req->mutable_points());
     v1::UpsertResponse out;
-    ZOOM_RETURN_IF_ERROR(impl->Upsert(up, &out));
+    ZOOM_RETURN_IF_ERROR(impl->Upsert(up, &out, absl::InfiniteFuture()));
     *imported += out.upserted();
     for (const v1::WriteToken& t : out.tokens()) (*tokens)[t.shard()] = t.sequence();
     return absl::OkStatus();
@@ -1149,7 +1312,8 @@ grpc::ServerUnaryReactor* RouterService::SetPayload(grpc::CallbackServerContext*
                                                     const v1::SetPayloadRequest* req,
                                                     v1::SetPayloadResponse* resp) {
   Impl* impl = impl_.get();
-  return Routed(impl, ctx, "SetPayload", WorkClass::kWrite, [impl, req, resp] {
+  const absl::Time deadline = DeadlineOf(ctx);
+  return Routed(impl, ctx, "SetPayload", WorkClass::kWrite, [impl, req, resp, deadline] {
     if (req->ids().empty()) return absl::InvalidArgumentError("no ids to set the payload of");
     ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, impl->MapOf(req->collection()));
     ZOOM_ASSIGN_OR_RETURN(PayloadFields fields, FieldsFromProto(req->fields()));
@@ -1166,7 +1330,7 @@ grpc::ServerUnaryReactor* RouterService::SetPayload(grpc::CallbackServerContext*
           e.overwrite = req->overwrite();
           return e;
         },
-        &tokens));
+        &tokens, deadline));
     resp->set_updated(req->ids_size());
     return absl::OkStatus();
   });
@@ -1176,7 +1340,8 @@ grpc::ServerUnaryReactor* RouterService::DeletePayload(grpc::CallbackServerConte
                                                        const v1::DeletePayloadRequest* req,
                                                        v1::DeletePayloadResponse* resp) {
   Impl* impl = impl_.get();
-  return Routed(impl, ctx, "DeletePayload", WorkClass::kWrite, [impl, req, resp] {
+  const absl::Time deadline = DeadlineOf(ctx);
+  return Routed(impl, ctx, "DeletePayload", WorkClass::kWrite, [impl, req, resp, deadline] {
     if (req->ids().empty()) return absl::InvalidArgumentError("no ids to delete fields of");
     ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, impl->MapOf(req->collection()));
     std::vector<std::string> keys(req->keys().begin(), req->keys().end());
@@ -1192,7 +1357,7 @@ grpc::ServerUnaryReactor* RouterService::DeletePayload(grpc::CallbackServerConte
           e.keys = keys;
           return e;
         },
-        &tokens));
+        &tokens, deadline));
     resp->set_updated(req->ids_size());
     return absl::OkStatus();
   });
@@ -1223,7 +1388,7 @@ grpc::ServerUnaryReactor* RouterService::CreateFieldIndex(grpc::CallbackServerCo
     e.op = cluster::LogOp::kCreateFieldIndex;
     e.field = req->field();
     e.index_type = type;
-    ZOOM_RETURN_IF_ERROR(impl->PublishToAll(vm.map, e));
+    ZOOM_RETURN_IF_ERROR(impl->PublishToAll(vm.map, e, deadline));
     *resp->mutable_info() = impl->InfoOf(vm.map);
     return absl::OkStatus();
   });
@@ -1250,7 +1415,7 @@ grpc::ServerUnaryReactor* RouterService::DeleteFieldIndex(grpc::CallbackServerCo
     cluster::LogEntry e;
     e.op = cluster::LogOp::kDeleteFieldIndex;
     e.field = req->field();
-    ZOOM_RETURN_IF_ERROR(impl->PublishToAll(vm.map, e));
+    ZOOM_RETURN_IF_ERROR(impl->PublishToAll(vm.map, e, deadline));
     *resp->mutable_info() = impl->InfoOf(vm.map);
     return absl::OkStatus();
   });
@@ -1424,16 +1589,55 @@ grpc::ServerUnaryReactor* RouterService::BuildIndex(grpc::CallbackServerContext*
   });
 }
 
-grpc::ServerUnaryReactor* RouterService::Scroll(grpc::CallbackServerContext*,
-                                                const v1::ScrollRequest*, v1::ScrollResponse*) {
-  return NotRouted(impl_.get(), "Scroll", "page a shard's replica directly (zoomctl --target)");
+grpc::ServerUnaryReactor* RouterService::Scroll(grpc::CallbackServerContext* ctx,
+                                                const v1::ScrollRequest* req,
+                                                v1::ScrollResponse* resp) {
+  Impl* impl = impl_.get();
+  const absl::Time deadline = impl->DeadlineFor(ctx);
+  return Routed(impl, ctx, "Scroll", WorkClass::kRead, [impl, ctx, req, resp, deadline] {
+    return impl->Scroll(*req, deadline, *ctx, resp);
+  });
 }
 
-grpc::ServerUnaryReactor* RouterService::Compact(grpc::CallbackServerContext*,
-                                                 const v1::CompactRequest*,
-                                                 v1::CompactResponse*) {
-  return NotRouted(impl_.get(), "Compact",
-                   "every replica compacts by itself when its dead records pass the thresholds");
+grpc::ServerUnaryReactor* RouterService::Compact(grpc::CallbackServerContext* ctx,
+                                                 const v1::CompactRequest* req,
+                                                 v1::CompactResponse* resp) {
+  Impl* impl = impl_.get();
+  const absl::Time deadline = impl->DeadlineFor(ctx);
+  return Routed(impl, ctx, "Compact", WorkClass::kAdmin, [impl, ctx, req, resp, deadline] {
+    ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, impl->MapOf(req->collection()));
+    const ShardMap& m = vm.map;
+    auto t = impl->Topo();
+    // A compaction is a replica's own (its files, not its contents): every
+    // live replica compacts, one call each.
+    std::vector<ShardCall<v1::CompactRequest, v1::CompactResponse>> calls;
+    for (uint32_t k = 0; k < m.shards; ++k) {
+      for (const Candidate& c : impl->Candidates(*t, m, k, false, 0)) {
+        ShardCall<v1::CompactRequest, v1::CompactResponse> sc;
+        sc.shard = k;
+        sc.req.set_collection(m.LocalName(k));
+        sc.candidates = {c};
+        calls.push_back(std::move(sc));
+      }
+    }
+    ZOOM_RETURN_IF_ERROR((impl->FanOut<v1::CompactRequest, v1::CompactResponse>(
+        m.uid, calls, deadline, *ctx, false,
+        [](v1::VectorSearch::Stub* s, grpc::ClientContext* c, const v1::CompactRequest* q,
+           v1::CompactResponse* r, std::function<void(grpc::Status)> f) {
+          s->async()->Compact(c, q, r, std::move(f));
+        })));
+    std::vector<std::string> failed;
+    for (const auto& sc : calls) {
+      if (!sc.answered) failed.push_back(absl::StrCat("shard ", sc.shard, " (", sc.last_error, ")"));
+    }
+    if (!failed.empty()) {
+      return absl::UnavailableError(absl::StrCat("collection ", m.collection,
+                                                 ": the compaction failed on ",
+                                                 absl::StrJoin(failed, "; "),
+                                                 " (the others compacted; asking again is safe)"));
+    }
+    return impl->Info(vm, deadline, *ctx, resp->mutable_info());
+  });
 }
 
 grpc::ServerUnaryReactor* RouterService::CreateSnapshot(grpc::CallbackServerContext*,

@@ -28,9 +28,14 @@
 // (allow_partial, or coverage >= min_coverage), else UNAVAILABLE before the
 // deadline naming the shards and why.
 //
-// Not routed (UNIMPLEMENTED saying so): Scroll, Delete by filter,
-// Compact, snapshots. GetCollection sums the shards' records;
-// ListCollections does so best-effort.
+// Scroll: each shard's page from the offset, merged by id (a page ends at
+// the limit, the byte budget, or the lowest next_offset of a shard that
+// stopped early). Compact: every live replica compacts its own files.
+// Delete by filter: the ids matching when the router reads them (Scroll),
+// deleted by id through the log (not atomic with writes racing it).
+// Not routed (UNIMPLEMENTED saying so): snapshots.
+// GetCollection sums the shards' records; ListCollections does so
+// best-effort.
 //
 // RouterDecoderService serves zoom.v1.Decoder beside it: decoder models are
 // read-only and every node serves each (the cluster's models bucket).
