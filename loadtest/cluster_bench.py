@@ -57,7 +57,7 @@ import numpy as np  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
-from cluster_procs import NATS, Proc, accepts, free_port, health, metric  # noqa: E402
+from cluster_procs import NATS, Proc, free_port, metric, start_nats, start_serving  # noqa: E402
 import zoomd  # noqa: E402  (on the path through cluster_procs)
 from zoomd._proto import zoom_pb2, zoom_pb2_grpc  # noqa: E402
 
@@ -69,14 +69,16 @@ def say(*a) -> None:
     print(*a, flush=True)
 
 
-def wait_until(what: str, fn, timeout: float, every: float = 0.05):
+def wait_until(what, fn, timeout: float, every: float = 0.05):
+    """`what`: a string, or a callable giving one (evaluated on timeout)."""
     end = time.monotonic() + timeout
     while True:
         got = fn()
         if got:
             return got
         if time.monotonic() > end:
-            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+            said = what() if callable(what) else what
+            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {said}")
         time.sleep(every)
 
 
@@ -126,10 +128,7 @@ class Bench:
         return f"127.0.0.1:{self.ports[h]}"
 
     def start(self) -> None:
-        for p in self.nats:
-            p.start()
-        for p in self.nats:
-            wait_until(f"{p.name} to listen", lambda p=p: accepts("127.0.0.1", int(p.argv[4])), 30)
+        start_nats(self.nats, wait_until)
         for h in NODES + ["router", "single"]:
             self.start_zoomd(h)
         wait_until("the router to see four nodes",
@@ -139,15 +138,7 @@ class Bench:
 
     def start_zoomd(self, h: str) -> float:
         """Starts `h`; the time its gRPC API began to serve."""
-        p = self.procs[h].start()
-
-        def up() -> bool:
-            if p.p.poll() is not None:  # NATS without a JetStream leader yet: again
-                p.start()
-                time.sleep(0.3)
-                return False
-            return health(self.target(h))
-        wait_until(f"{h} to serve", up, 120, 0.02)
+        start_serving(self.procs[h], self.target(h), wait_until, 120, 0.02)
         return time.monotonic()
 
     def stop(self) -> None:

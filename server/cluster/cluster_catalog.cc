@@ -42,21 +42,38 @@ absl::StatusOr<std::optional<VersionedShardMap>> ClusterCatalog::GetMap(
   return std::optional<VersionedShardMap>(VersionedShardMap{std::move(map), e->revision});
 }
 
-absl::StatusOr<std::vector<VersionedShardMap>> ClusterCatalog::ListMaps() const {
-  ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> keys, shards_->Keys());
-  std::vector<VersionedShardMap> out;
+namespace {
+
+// Every record of `bucket` that decodes (`decode(entry)`, StatusOr of the
+// record); undecodable ones are skipped and logged as `what` (a newer
+// zoomd's record is not this one's to serve); keys gone meanwhile too.
+template <typename Decode>
+auto ReadAll(const KeyValue& bucket, const std::string& cluster, const char* what, Decode decode)
+    -> absl::StatusOr<std::vector<typename decltype(decode(KvEntry()))::value_type>> {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> keys, bucket.Keys());
+  std::vector<typename decltype(decode(KvEntry()))::value_type> out;
   for (const std::string& key : keys) {
-    ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, shards_->Get(key));
-    if (!e.has_value()) continue;  // dropped meanwhile
-    absl::StatusOr<ShardMap> map = ShardMap::Decode(e->value);
-    if (!map.ok()) {
-      ZOOM_LOG(WARNING, "cluster ", options_.cluster, ": shard map of ", key, " skipped: ",
-               map.status().message());
+    ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, bucket.Get(key));
+    if (!e.has_value()) continue;
+    auto record = decode(*e);
+    if (!record.ok()) {
+      ZOOM_LOG(WARNING, "cluster ", cluster, ": ", what, " ", key, " skipped: ",
+               record.status().message());
       continue;
     }
-    out.push_back({*std::move(map), e->revision});
+    out.push_back(*std::move(record));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<VersionedShardMap>> ClusterCatalog::ListMaps() const {
+  return ReadAll(*shards_, options_.cluster, "shard map of",
+                 [](const KvEntry& e) -> absl::StatusOr<VersionedShardMap> {
+                   ZOOM_ASSIGN_OR_RETURN(ShardMap map, ShardMap::Decode(e.value));
+                   return VersionedShardMap{std::move(map), e.revision};
+                 });
 }
 
 absl::StatusOr<ShardMap> ClusterCatalog::CreateCollection(const server::CollectionConfig& config,
@@ -189,20 +206,8 @@ absl::Status ClusterCatalog::RemoveNode(const std::string& node) {
 }
 
 absl::StatusOr<std::vector<ModelSpec>> ClusterCatalog::ListModels() const {
-  ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> keys, models_->Keys());
-  std::vector<ModelSpec> out;
-  for (const std::string& key : keys) {
-    ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, models_->Get(key));
-    if (!e.has_value()) continue;  // removed meanwhile
-    absl::StatusOr<ModelSpec> spec = ModelSpec::Decode(e->value);
-    if (!spec.ok()) {
-      ZOOM_LOG(WARNING, "cluster ", options_.cluster, ": model ", key, " skipped: ",
-               spec.status().message());
-      continue;
-    }
-    out.push_back(*std::move(spec));
-  }
-  return out;
+  return ReadAll(*models_, options_.cluster, "model",
+                 [](const KvEntry& e) { return ModelSpec::Decode(e.value); });
 }
 
 absl::StatusOr<ModelSpec> ClusterCatalog::AddModel(const ModelSpec& spec) {

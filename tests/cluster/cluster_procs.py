@@ -13,8 +13,9 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "client" / "python"))
@@ -85,3 +86,28 @@ def metric(url: str, name: str) -> float:
         if line.startswith(name):
             total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def start_nats(procs: List[Proc], wait_until: Callable) -> None:
+    """Starts the nats-servers (argv: -a HOST -p PORT ...) and waits until
+    each listens."""
+    for p in procs:
+        p.start()
+    for p in procs:
+        wait_until(f"{p.name} to listen", lambda p=p: accepts(p.argv[2], int(p.argv[4])), 30)
+
+
+def start_serving(p: Proc, target: str, wait_until: Callable, timeout: float,
+                  every: float) -> None:
+    """Starts zoomd `p` and waits until it serves at `target`. A zoomd
+    refuses to start until NATS has a JetStream leader: it is started again
+    until it serves (bounded by `timeout`)."""
+    p.start()
+
+    def up() -> bool:
+        if p.p.poll() is not None:
+            p.start()
+            time.sleep(0.3)
+            return False
+        return health(target)
+    wait_until(lambda: f"{p.name} to serve ({p.tail()[-500:]})", up, timeout, every)

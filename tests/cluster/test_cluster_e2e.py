@@ -54,7 +54,8 @@ import zoomd  # noqa: E402
 from zoomd._proto import zoom_pb2, zoom_pb2_grpc  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
-from cluster_procs import NATS, Proc, accepts, free_port, health, metric  # noqa: E402
+from cluster_procs import (NATS, Proc, free_port, health, metric, start_nats,  # noqa: E402
+                           start_serving)
 
 SIFT = REPO / "tests" / "data" / "sift-ngt-5k"
 TTL_S = 4  # the node bucket's max age here (a partitioned node leaves within it)
@@ -220,25 +221,13 @@ class Cluster:
         return f"{self.net.ip[h]}:{self.ports[h]}"
 
     def start(self) -> None:
-        for p in self.nats:
-            p.start()
-        for p in self.nats:
-            wait_until(f"{p.name} to listen", lambda p=p: accepts(p.argv[2], int(p.argv[4])), 30)
+        start_nats(self.nats, wait_until)
         for h in self.nodes:
             self.start_zoomd(h)
         self.start_zoomd("router")
 
     def start_zoomd(self, h: str) -> None:
-        p = self.procs[h].start()
-        # zoomd refuses to start until NATS has a JetStream leader: it is
-        # restarted until it serves (bounded).
-        def up() -> bool:
-            if p.p.poll() is not None:
-                p.start()
-                time.sleep(0.3)
-                return False
-            return health(self.target(h))
-        wait_until(lambda: f"{h} to serve ({p.tail()[-500:]})", up, 90, 0.1)
+        start_serving(self.procs[h], self.target(h), wait_until, 90, 0.1)
 
     def stop(self) -> None:
         for p in list(self.procs.values()) + self.nats:
