@@ -57,7 +57,8 @@ import numpy as np  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
-from cluster_procs import NATS, Proc, free_port, metric, start_nats, start_serving  # noqa: E402
+from cluster_procs import (NATS, Proc, free_port, metric, start_nats,  # noqa: E402
+                           start_serving, wait_until)
 import zoomd  # noqa: E402  (on the path through cluster_procs)
 from zoomd._proto import zoom_pb2, zoom_pb2_grpc  # noqa: E402
 
@@ -67,19 +68,6 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 def say(*a) -> None:
     print(*a, flush=True)
-
-
-def wait_until(what, fn, timeout: float, every: float = 0.05):
-    """`what`: a string, or a callable giving one (evaluated on timeout)."""
-    end = time.monotonic() + timeout
-    while True:
-        got = fn()
-        if got:
-            return got
-        if time.monotonic() > end:
-            said = what() if callable(what) else what
-            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {said}")
-        time.sleep(every)
 
 
 def cpu_seconds(p: Proc) -> float:

@@ -24,6 +24,25 @@ import zoomd  # noqa: E402
 NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
 
 
+def wait_until(what, fn, timeout: float = 60.0, every: float = 0.05,
+               fail: Optional[Callable[[str], None]] = None):
+    """fn()'s first truthy value, polled every `every` s for `timeout` s;
+    then fail(message) (default: RuntimeError). `what`: a string, or a
+    callable giving one (evaluated on timeout)."""
+    end = time.monotonic() + timeout
+    while True:
+        got = fn()
+        if got:
+            return got
+        if time.monotonic() > end:
+            said = what() if callable(what) else what
+            message = f"timed out after {timeout:.0f} s waiting for {said}"
+            if fail is not None:
+                fail(message)
+            raise RuntimeError(message)
+        time.sleep(every)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

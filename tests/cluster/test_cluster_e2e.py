@@ -56,6 +56,7 @@ from zoomd._proto import zoom_pb2, zoom_pb2_grpc  # noqa: E402
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 from cluster_procs import (NATS, Proc, free_port, health, metric, start_nats,  # noqa: E402
                            start_serving)
+from cluster_procs import wait_until as procs_wait_until  # noqa: E402
 
 SIFT = REPO / "tests" / "data" / "sift-ngt-5k"
 TTL_S = 4  # the node bucket's max age here (a partitioned node leaves within it)
@@ -81,16 +82,9 @@ def read_ivecs(path: pathlib.Path) -> np.ndarray:
 
 
 def wait_until(what, fn, timeout: float = 60.0, every: float = 0.05):
-    """`what`: a string, or a callable giving one (evaluated on timeout)."""
-    end = time.monotonic() + timeout
-    while True:
-        got = fn()
-        if got:
-            return got
-        if time.monotonic() > end:
-            said = what() if callable(what) else what
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {said}", pytrace=False)
-        time.sleep(every)
+    """cluster_procs.wait_until, failing the test on a timeout."""
+    return procs_wait_until(what, fn, timeout, every,
+                            fail=lambda m: pytest.fail(m, pytrace=False))
 
 
 class Net:
