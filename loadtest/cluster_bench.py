@@ -24,9 +24,13 @@ all on this machine's cores, then measures (--parts, default all):
   fanout    S = 1, 2, 4 (R=1; every shard on its own node): QPS, p99,
             recall and CPU seconds a query (/proc, nodes and router apart),
             against the model of docs/scale-out.md.
+  decoder   a language model (--lm_dataset, the PTB export) loaded through
+            the router (every node serves it) against the standalone
+            zoomd: TopK QPS and p99 under zoomload (--workload topk), runs
+            alternated, and how the calls spread over the nodes.
 
 Every number is printed as it comes and written to --json (one object:
-router_vs_single, write_throughput, failover, catch_up, fanout). The cores
+router_vs_single, write_throughput, failover, catch_up, fanout, decoder). The cores
 are shared by every process (the clients too): read ratios, not scaling.
 
   python3 loadtest/cluster_bench.py --zoomd build2/server/main/zoomd \\
@@ -99,6 +103,7 @@ class Bench:
             self.ports[h] = port
             self.metrics[h] = f"http://127.0.0.1:{mport}/metrics"
             argv = [a.zoomd, f"--grpc_address=127.0.0.1:{port}",
+                    f"--models_dir={a.lm_dataset.resolve().parent}",
                     f"--metrics_address=127.0.0.1:{mport}", "--auto_build_points=0",
                     f"--threads={a.threads}", "--allow_unauthenticated"]
             if h == "single":
@@ -271,6 +276,44 @@ class Bench:
             f"{rows[s]['model_scan_vs_S1']}x, per-shard costs S = {s}x)" for s in (2, 4)))
         self.out["fanout"] = rows
 
+    def part_decoder(self) -> None:
+        lm = self.a.lm_dataset
+
+        def topk(h: str, setup: bool) -> dict:
+            out = self.root / f"topk-{h}.json"
+            subprocess.run([
+                self.a.zoomload, "--target", self.target(h), "--workload", "topk",
+                "--dataset", str(lm), "--model", "ptb", "--model_dir", lm.name, "--k", "10",
+                "--concurrency", str(self.a.concurrency),
+                "--duration", str(1 if setup else self.a.duration),
+                "--warmup", str(self.a.warmup), "--progress=false", "--json", str(out)]
+                + (["--setup"] if setup else []), check=True, stdout=subprocess.DEVNULL)
+            return json.loads(out.read_text())
+        for h in ("single", "router"):
+            t0 = time.monotonic()
+            topk(h, True)  # loads the model (through the router: on every node) and waits
+            say(f"model ptb loaded via {h} in {time.monotonic() - t0:.1f} s")
+        calls0 = {h: self.node_calls(h, "TopK") for h in NODES}
+        runs: Dict[str, List[dict]] = {"single": [], "router": []}
+        for i in range(self.a.runs):
+            for h in ("single", "router"):
+                r = topk(h, False)
+                runs[h].append(r)
+                say(f"topk via {h:<6} run {i + 1}: {r['qps']:8.1f} QPS, p50 {r['p50_us']} us, "
+                    f"p99 {r['p99_us']} us, recall@10 {r['recall_at_k']}, errors {r['errors']}")
+        spread = {h: self.node_calls(h, "TopK") - calls0[h] for h in NODES}
+        med = {h: {k: statistics.median(x[k] for x in v) for k in ("qps", "p99_us", "p50_us")}
+               for h, v in runs.items()}
+        self.out["decoder"] = {
+            "qps_ratio": round(med["router"]["qps"] / med["single"]["qps"], 3),
+            "p99_ratio": round(med["router"]["p99_us"] / med["single"]["p99_us"], 3),
+            "single": med["single"], "router": med["router"], "topk_calls_by_node": spread}
+        for h in ("single", "router"):  # the later parts without it
+            self.client[h].unload_model("ptb")
+        say(f"topk through the router / single (medians of {self.a.runs}): QPS "
+            f"{self.out['decoder']['qps_ratio']:.3f}x, p99 {self.out['decoder']['p99_ratio']:.3f}x;"
+            f" calls by node {spread}")
+
     def searcher(self, stop: threading.Event, log: List[tuple]) -> None:
         stub = zoom_pb2_grpc.VectorSearchStub(grpc.insecure_channel(self.target("router")))
         q = self.base[:100]
@@ -284,14 +327,14 @@ class Bench:
             except grpc.RpcError:
                 log.append((time.monotonic(), False))
 
-    def node_searches(self, h: str) -> float:
-        """Searches node h has answered (its /metrics)."""
+    def node_calls(self, h: str, rpc: str) -> float:
+        """Calls of `rpc` node h has answered (its /metrics)."""
         try:
             text = urllib.request.urlopen(self.metrics[h], timeout=5).read().decode()
         except OSError:
             return 0.0
         return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
-                   if l.startswith("zoomd_rpc_requests_total{") and 'rpc="Search"' in l)
+                   if l.startswith("zoomd_rpc_requests_total{") and f'rpc="{rpc}"' in l)
 
     def part_failover(self) -> None:
         trials = []
@@ -300,9 +343,9 @@ class Bench:
             th = threading.Thread(target=self.searcher, args=(stop, log))
             th.start()
             time.sleep(1.0)
-            s0 = {h: self.node_searches(h) for h in ("z0", "z1")}
+            s0 = {h: self.node_calls(h, "Search") for h in ("z0", "z1")}
             time.sleep(1.0)
-            s1 = {h: self.node_searches(h) for h in ("z0", "z1")}
+            s1 = {h: self.node_calls(h, "Search") for h in ("z0", "z1")}
             victim = max(("z0", "z1"), key=lambda h: s1[h] - s0[h])
             t_kill = time.monotonic()
             self.procs[victim].signal(signal.SIGKILL)
@@ -385,7 +428,10 @@ def main() -> None:
                     default=REPO.parent / "shared" / "data" / "glove-6b-100d")
     ap.add_argument("--metric", default="cosine")
     ap.add_argument("--points", type=int, default=200000, help="the first N base vectors")
-    ap.add_argument("--parts", default="router,writes,failover,catchup,fanout")
+    ap.add_argument("--lm_dataset", type=pathlib.Path,
+                    default=REPO.parent / "shared" / "data" / "lm-ptb",
+                    help="decoder: an LM export (W.f32, b.f32, vocab.txt, meta.json, H.f32)")
+    ap.add_argument("--parts", default="router,writes,failover,catchup,fanout,decoder")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--duration", type=float, default=15)
@@ -409,6 +455,10 @@ def main() -> None:
             b.part_router()
         if "fanout" in parts:
             b.part_fanout()
+        if "decoder" in parts and (a.lm_dataset / "W.f32").exists():
+            b.part_decoder()
+        elif "decoder" in parts:
+            say(f"decoder part skipped: no LM export in {a.lm_dataset}")
         if "failover" in parts:
             b.part_failover()
         if "catchup" in parts:

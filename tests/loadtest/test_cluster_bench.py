@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -23,17 +24,30 @@ def test_cluster_bench_runs_and_reports(tmp_path: pathlib.Path) -> None:
         pytest.skip("ZOOMD_BINARY and ZOOMLOAD_BINARY name the binaries (ctest sets them)")
     if not (shutil.which("nats-server") or os.access("/usr/sbin/nats-server", os.X_OK)):
         pytest.skip("nats-server is not installed")
+    # A small language-model export for the decoder part (random weights).
+    lm = tmp_path / "lm-tiny"
+    lm.mkdir()
+    rng = np.random.default_rng(3)
+    rng.standard_normal((500, 16)).astype(np.float32).tofile(lm / "W.f32")
+    (0.1 * rng.standard_normal(500)).astype(np.float32).tofile(lm / "b.f32")
+    rng.standard_normal((64, 16)).astype(np.float32).tofile(lm / "H.f32")
+    (lm / "vocab.txt").write_text("".join(f"w{i}\n" for i in range(500)))
+    (lm / "meta.json").write_text(json.dumps({"vocab_size": 500, "dim": 16}))
     out = tmp_path / "bench.json"
     env = dict(os.environ, GRPC_ENABLE_FORK_SUPPORT="false")
     run = subprocess.run(
         [sys.executable, str(REPO / "loadtest" / "cluster_bench.py"), "--zoomd", zoomd,
          "--zoomload", zoomload, "--dataset", str(REPO / "tests" / "data" / "sift-ngt-5k"),
          "--metric", "l2", "--duration", "1", "--warmup", "0.5", "--runs", "1", "--trials", "1",
-         "--catchup_points", "500", "--threads", "4", "--json", str(out)],
+         "--catchup_points", "500", "--threads", "4", "--lm_dataset", str(lm),
+         "--json", str(out)],
         capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     got = json.loads(out.read_text())
-    assert set(got) == {"write_throughput", "router_vs_single", "fanout", "failover", "catch_up"}
+    assert set(got) == {"write_throughput", "router_vs_single", "fanout", "failover", "catch_up",
+                        "decoder"}
+    assert got["decoder"]["qps_ratio"] > 0
+    assert sum(got["decoder"]["topk_calls_by_node"].values()) > 0
     assert got["router_vs_single"]["qps_ratio"] > 0
     assert got["write_throughput"]["router_S1_R1"]["acknowledged_points_per_s"] > 0
     assert set(got["fanout"]) == {"1", "2", "4"}
