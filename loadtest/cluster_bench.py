@@ -295,9 +295,20 @@ class Bench:
             say(f"model ptb loaded via {h} in {time.monotonic() - t0:.1f} s")
         calls0 = {h: self.node_calls(h, "TopK") for h in NODES}
         runs: Dict[str, List[dict]] = {"single": [], "router": []}
+        cpu_us: Dict[str, List[float]] = {"single": [], "router_itself": [], "router_nodes": []}
         for i in range(self.a.runs):
             for h in ("single", "router"):
+                before = self.cpu()
                 r = topk(h, False)
+                after = self.cpu()
+                calls = max(1, r["ok"])
+                if h == "single":
+                    cpu_us["single"].append((after["single"] - before["single"]) / calls * 1e6)
+                else:
+                    cpu_us["router_itself"].append(
+                        (after["router"] - before["router"]) / calls * 1e6)
+                    cpu_us["router_nodes"].append(
+                        sum(after[n] - before[n] for n in NODES) / calls * 1e6)
                 runs[h].append(r)
                 say(f"topk via {h:<6} run {i + 1}: {r['qps']:8.1f} QPS, p50 {r['p50_us']} us, "
                     f"p99 {r['p99_us']} us, recall@10 {r['recall_at_k']}, errors {r['errors']}")
@@ -307,12 +318,13 @@ class Bench:
         self.out["decoder"] = {
             "qps_ratio": round(med["router"]["qps"] / med["single"]["qps"], 3),
             "p99_ratio": round(med["router"]["p99_us"] / med["single"]["p99_us"], 3),
-            "single": med["single"], "router": med["router"], "topk_calls_by_node": spread}
+            "single": med["single"], "router": med["router"], "topk_calls_by_node": spread,
+            "cpu_us_per_call": {k: round(statistics.median(v)) for k, v in cpu_us.items()}}
         for h in ("single", "router"):  # the later parts without it
             self.client[h].unload_model("ptb")
         say(f"topk through the router / single (medians of {self.a.runs}): QPS "
             f"{self.out['decoder']['qps_ratio']:.3f}x, p99 {self.out['decoder']['p99_ratio']:.3f}x;"
-            f" calls by node {spread}")
+            f" calls by node {spread}; CPU a call (us): {self.out['decoder']['cpu_us_per_call']}")
 
     def searcher(self, stop: threading.Event, log: List[tuple]) -> None:
         stub = zoom_pb2_grpc.VectorSearchStub(grpc.insecure_channel(self.target("router")))
@@ -450,7 +462,8 @@ def main() -> None:
     try:
         b.start()
         b.load_data()
-        b.part_writes_and_collections()  # the collections every other part reads
+        if parts - {"decoder"}:
+            b.part_writes_and_collections()  # the collections every other part reads
         if "router" in parts:
             b.part_router()
         if "fanout" in parts:
