@@ -1628,7 +1628,9 @@ grpc::ServerUnaryReactor* RouterService::Compact(grpc::CallbackServerContext* ct
         })));
     std::vector<std::string> failed;
     for (const auto& sc : calls) {
-      if (!sc.answered) failed.push_back(absl::StrCat("shard ", sc.shard, " (", sc.last_error, ")"));
+      if (!sc.answered) {
+        failed.push_back(absl::StrCat("shard ", sc.shard, " (", sc.last_error, ")"));
+      }
     }
     if (!failed.empty()) {
       return absl::UnavailableError(absl::StrCat("collection ", m.collection,
@@ -1750,7 +1752,9 @@ grpc::ServerUnaryReactor* RouterDecoderService::ListModels(grpc::CallbackServerC
   return Routed(impl, ctx, "ListModels", WorkClass::kRead, [impl, ctx, resp, deadline] {
     ZOOM_ASSIGN_OR_RETURN(std::vector<cluster::ModelSpec> specs, impl->catalog->ListModels());
     const auto nodes = impl->NodeModels(deadline, *ctx);
-    for (const cluster::ModelSpec& spec : specs) *resp->add_models() = RouterService::Impl::Best(spec, nodes);
+    for (const cluster::ModelSpec& spec : specs) {
+      *resp->add_models() = RouterService::Impl::Best(spec, nodes);
+    }
     return absl::OkStatus();
   });
 }
