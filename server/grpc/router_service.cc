@@ -528,7 +528,7 @@ struct RouterService::Impl {
       absl::Status status;
     };
     std::vector<Part> parts;
-    for (const auto& [k, list] : entries) parts.push_back({k, &list});
+    for (const auto& [k, list] : entries) parts.push_back({k, &list, 0, absl::OkStatus()});
     auto run = [&](Part& p) {
       const std::string subject = cluster::ShardSubject(opt.catalog.cluster, m.collection,
                                                         p.shard);
