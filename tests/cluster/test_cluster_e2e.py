@@ -134,6 +134,17 @@ class Net:
             kind = ["netns", "del"] if name in listed else ["link", "del"]
             subprocess.run(["ip", *kind, name], capture_output=True)
 
+    # Names: zt<pid>-<host> (namespaces), zt<pid>v<i>a|b (veth pairs, at most
+    # 15 characters), zt<pid>br (the bridge): the pid ends at a non-digit,
+    # so a run cleaning up after dead runs never mistakes a live run's link
+    # for a dead one's (zt<pid><i>a read as pid <pid><i> did: a concurrent
+    # run lost its veth pair).
+    def _ns(self, host: str) -> str:
+        return f"{self.tag}-{host}"
+
+    def _veth(self, i: int, end: str) -> str:
+        return f"{self.tag}v{i}{end}"
+
     def _run(self, *args: str) -> None:
         subprocess.run(list(args), check=True, capture_output=True)
 
@@ -145,7 +156,7 @@ class Net:
             self._run("ip", "link", "set", br, "up")
             self.gateway = f"{self.subnet}.1"
             for i, h in enumerate(self.hosts):
-                ns, a, b = f"{self.tag}-{h}", f"{self.tag}{i}a", f"{self.tag}{i}b"
+                ns, a, b = self._ns(h), self._veth(i, "a"), self._veth(i, "b")
                 self._run("ip", "netns", "add", ns)
                 self._run("ip", "link", "add", a, "type", "veth", "peer", "name", b)
                 self._run("ip", "link", "set", a, "master", br)
@@ -162,17 +173,17 @@ class Net:
             return False
 
     def prefix(self, host: str) -> List[str]:
-        return ["ip", "netns", "exec", f"{self.tag}-{host}"] if self.netns else []
+        return ["ip", "netns", "exec", self._ns(host)] if self.netns else []
 
     def partition(self, host: str, cut: bool) -> None:
         i = self.hosts.index(host)
-        self._run("ip", "netns", "exec", f"{self.tag}-{host}", "ip", "link", "set",
-                  f"{self.tag}{i}b", "down" if cut else "up")
+        self._run("ip", "netns", "exec", self._ns(host), "ip", "link", "set",
+                  self._veth(i, "b"), "down" if cut else "up")
 
     def close(self) -> None:
         for i, h in enumerate(self.hosts):
-            subprocess.run(["ip", "netns", "del", f"{self.tag}-{h}"], capture_output=True)
-            subprocess.run(["ip", "link", "del", f"{self.tag}{i}a"], capture_output=True)
+            subprocess.run(["ip", "netns", "del", self._ns(h)], capture_output=True)
+            subprocess.run(["ip", "link", "del", self._veth(i, "a")], capture_output=True)
         subprocess.run(["ip", "link", "del", f"{self.tag}br"], capture_output=True)
 
 
