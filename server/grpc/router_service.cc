@@ -852,8 +852,8 @@ struct RouterService::Impl {
     return absl::OkStatus();
   }
 
-  // One page of Scroll over every shard: each shard's first `limit` points
-  // from the offset, merged by id. A shard's page covers the ids from the
+  // One page of Scroll over every shard: each shard's first points from
+  // the offset (about twice its share of `limit`), merged by id. A shard's page covers the ids from the
   // offset up to its next_offset (it stops early at its byte budget): the
   // merged page stops at the lowest of them, and at the limit and this
   // router's byte budget.
@@ -866,13 +866,19 @@ struct RouterService::Impl {
     ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, MapOf(req.collection()));
     const ShardMap& m = vm.map;
     auto t = Topo();
-    // Each shard's first `limit` points from the offset, merged by id.
+    // Ids spread evenly over the shards (ShardOf), so about limit / S of a
+    // page come from each: a shard is asked for twice that (not `limit`:
+    // S times the points read, held and dropped). A shard whose part ran
+    // short stops the merged page at its next_offset (the cutoff below), so
+    // a page may be shorter than `limit`, never wrong.
+    const uint32_t per_shard =
+        std::min<uint32_t>(limit, 2 * ((limit + m.shards - 1) / m.shards) + 16);
     std::vector<ShardCall<v1::ScrollRequest, v1::ScrollResponse>> calls(m.shards);
     for (uint32_t k = 0; k < m.shards; ++k) {
       calls[k].shard = k;
       calls[k].req = req;
       calls[k].req.set_collection(m.LocalName(k));
-      calls[k].req.set_limit(limit);
+      calls[k].req.set_limit(per_shard);
       calls[k].candidates = Candidates(*t, m, k, true, 0);
     }
     ZOOM_RETURN_IF_ERROR((FanOut<v1::ScrollRequest, v1::ScrollResponse>(
