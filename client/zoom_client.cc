@@ -343,12 +343,13 @@ absl::StatusOr<v1::CollectionInfo> ZoomClient::BuildIndex(
 }
 
 absl::StatusOr<uint64_t> ZoomClient::DeleteByFilter(const std::string& collection,
-                                                    const v1::Filter& filter) {
+                                                    const v1::Filter& filter, bool all) {
   grpc::ClientContext context;
   Prepare(&context, options_.timeout);
   v1::DeleteRequest request;
   request.set_collection(collection);
   *request.mutable_filter() = filter;
+  request.set_all(all);
   v1::DeleteResponse response;
   absl::Status status = FromGrpc(stub_->Delete(&context, request, &response));
   if (!status.ok()) return status;

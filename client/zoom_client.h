@@ -105,8 +105,11 @@ class ZoomClient {
                                             absl::Duration timeout);
   absl::StatusOr<v1::SearchBatchResponse> SearchBatch(const v1::SearchBatchRequest& request);
 
-  // Deletes by filter (see v1::DeleteRequest); returns how many.
-  absl::StatusOr<uint64_t> DeleteByFilter(const std::string& collection, const v1::Filter& filter);
+  // Deletes by filter (see v1::DeleteRequest); returns how many. A filter
+  // that matches every point is refused unless `all` (with `all`, an empty
+  // filter deletes every point).
+  absl::StatusOr<uint64_t> DeleteByFilter(const std::string& collection, const v1::Filter& filter,
+                                          bool all = false);
   // One page of points passing request.filter, ascending by id.
   absl::StatusOr<v1::ScrollResponse> Scroll(const v1::ScrollRequest& request);
   // Live points passing request.filter (all without one).

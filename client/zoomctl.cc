@@ -98,6 +98,8 @@ ABSL_FLAG(uint32_t, batch, 1000, "import: points per stream message");
 // ---- build ------------------------------------------------------------------
 ABSL_FLAG(bool, wait, false,
           "build, index-field: reply when the build has finished");
+ABSL_FLAG(bool, all, false,
+          "delete: allow a --filter that matches every point; alone, delete every point");
 ABSL_FLAG(std::string, filter, "",
           "search, count: a filter in the JSON form of zoom.v1.Filter (Qdrant's shape), e.g. "
           "'{\"must\":[{\"key\":\"category\",\"match\":{\"value\":\"laptop\"}},"
@@ -294,9 +296,14 @@ void PrintCalibration(const v1::CollectionInfo& info) {
                                                  "measured in the background)");
   std::vector<const v1::CalibrationPoint*> points;
   for (const v1::CalibrationPoint& p : cal.points()) points.push_back(&p);
-  std::sort(points.begin(), points.end(), [](const auto* a, const auto* b) {
-    return a->mean_us() < b->mean_us() ||
-           (a->mean_us() == b->mean_us() && a->recall_lower() > b->recall_lower());
+  // The server's order: by counted work (by time in a curve without it).
+  bool counted = !points.empty();
+  for (const auto* p : points) counted = counted && p->work() > 0;
+  const auto cost = [counted](const v1::CalibrationPoint* p) {
+    return counted ? p->work() : p->mean_us();
+  };
+  std::sort(points.begin(), points.end(), [&](const auto* a, const auto* b) {
+    return cost(a) < cost(b) || (cost(a) == cost(b) && a->recall_lower() > b->recall_lower());
   });
   // What the default target picks: the cheapest whose lower bound reaches it.
   const double target = info.default_target_recall();
@@ -307,15 +314,15 @@ void PrintCalibration(const v1::CollectionInfo& info) {
       break;
     }
   }
-  absl::PrintF("  %8s %8s %9s %7s %6s %6s %7s\n", "recall", "lower", "mean_us", "reads", "ef",
-               "nprobe", "rerank");
+  absl::PrintF("  %8s %8s %9s %7s %9s %6s %6s %7s\n", "recall", "lower", "mean_us", "reads",
+               "work", "ef", "nprobe", "rerank");
   double best = -1;
   for (const auto* p : points) {
     if (p->recall_lower() <= best) continue;
     best = p->recall_lower();
-    absl::PrintF("%s %8.4f %8.4f %9.1f %7.1f %6d %6d %7d\n", p == pick ? "*" : " ", p->recall(),
-                 p->recall_lower(), p->mean_us(), p->ssd_reads(), p->ef(), p->nprobe(),
-                 p->rerank_candidates());
+    absl::PrintF("%s %8.4f %8.4f %9.1f %7.1f %9.0f %6d %6d %7d\n", p == pick ? "*" : " ",
+                 p->recall(), p->recall_lower(), p->mean_us(), p->ssd_reads(), p->work(), p->ef(),
+                 p->nprobe(), p->rerank_candidates());
   }
 }
 
@@ -967,11 +974,14 @@ int RunGet(Invocation& inv) {
 int RunDelete(Invocation& inv) {
   std::vector<uint64_t> ids;
   if (std::optional<int> error = ParseIds(inv, 1, &ids)) return *error;
-  if (inv.Given("filter")) {
+  const bool all = absl::GetFlag(FLAGS_all);
+  if (inv.Given("filter") || (all && ids.empty())) {
     if (!ids.empty()) return UsageError("delete takes IDs or --filter, not both");
     v1::Filter filter;
-    if (std::optional<int> error = ParseFilterFlag(&filter)) return *error;
-    absl::StatusOr<uint64_t> deleted = inv.Connect()->DeleteByFilter(inv.args[0], filter);
+    if (inv.Given("filter")) {
+      if (std::optional<int> error = ParseFilterFlag(&filter)) return *error;
+    }
+    absl::StatusOr<uint64_t> deleted = inv.Connect()->DeleteByFilter(inv.args[0], filter, all);
     if (!deleted.ok()) return Fail(deleted.status());
     if (inv.json) {
       absl::PrintF("{\"deleted\":%d}\n", *deleted);
@@ -1162,7 +1172,7 @@ constexpr Command kCommands[] = {
     {"index-field", RunIndexField, 2, 2, "index-field NAME FIELD --type TYPE [--wait]"},
     {"delete-index-field", RunDeleteIndexField, 2, 2, "delete-index-field NAME FIELD"},
     {"get", RunGet, 2, kAny, "get NAME ID..."},
-    {"delete", RunDelete, 1, kAny, "delete NAME (ID... | --filter JSON)"},
+    {"delete", RunDelete, 1, kAny, "delete NAME (ID... | --filter JSON [--all] | --all)"},
     {"scroll", RunScroll, 1, 1, "scroll NAME [--filter JSON] [--offset ID] [--limit N]"},
     {"upsert", RunUpsert, 2, 2, "upsert NAME ID --vector 'x,y,...'"},
     {"set-payload", RunSetPayload, 2, kAny, "set-payload NAME ID... --fields JSON"},

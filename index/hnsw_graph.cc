@@ -482,18 +482,28 @@ void HnswGraph::SearchTwoHop(DistanceComputer& dc, size_t ef, const IdBitsView& 
 
 void HnswGraph::SelectNeighbors(std::vector<Neighbor>& cands, uint32_t max,
                                 const BuildOracle& oracle) const {
-  if (cands.size() <= max) return;
+  // No duplicate among cands (sorted: a duplicate of the node is first):
+  // the classic heuristic, unchanged.
+  const bool dedup = oracle.ZeroMeansIdentical() && !cands.empty() && cands.front().distance <= 0;
+  if (cands.size() <= max && !dedup) return;
+  constexpr uint32_t kMaxDuplicateLinks = 2;
   size_t kept = 0;
+  uint32_t duplicates = 0;
   for (size_t i = 0; i < cands.size() && kept < max; ++i) {
     const Neighbor c = cands[i];
+    if (dedup && c.distance <= 0 && duplicates >= kMaxDuplicateLinks) continue;
     bool good = true;
     for (size_t j = 0; j < kept; ++j) {
+      // Closer to a kept neighbour than to the node (a duplicate of a kept
+      // neighbour is: 0 < its distance).
       if (oracle.Between(c.id, cands[j].id) < c.distance) {
         good = false;
         break;
       }
     }
-    if (good) cands[kept++] = c;
+    if (!good) continue;
+    duplicates += dedup && c.distance <= 0 ? 1 : 0;
+    cands[kept++] = c;
   }
   cands.resize(kept);
 }

@@ -59,6 +59,10 @@ class BuildOracle {
  public:
   virtual ~BuildOracle() = default;
   virtual float Between(InternalId a, InternalId b) const = 0;
+  // Whether Between is 0 exactly for identical points (a squared L2
+  // distance; not a negated inner product). The link selection limits
+  // links between duplicates only then.
+  virtual bool ZeroMeansIdentical() const { return false; }
 };
 
 // Per-thread search state: visited tags and heaps. Reuse across searches.
@@ -168,7 +172,12 @@ class HnswGraph {
   bool DescendToLevel0(DistanceComputer& dc, QueryStats* stats, Neighbor* cur,
                        InternalId hidden = kInvalidInternalId) const;
   // The heuristic neighbour selection: keeps up to `max` of `cands`
-  // (ascending), preferring diverse directions.
+  // (ascending), preferring diverse directions. Exact duplicates are
+  // redundant links (oracle.ZeroMeansIdentical()): a candidate identical to
+  // a kept neighbour is dropped, and at most kMaxDuplicateLinks identical to
+  // the node itself are kept.
+  // (Without this a run of duplicates fills every list with itself: a
+  // distinct point among 999 copies got no in-link and was never found.)
   void SelectNeighbors(std::vector<Neighbor>& cands, uint32_t max,
                        const BuildOracle& oracle) const;
   std::mutex& LockFor(InternalId id) { return locks_[id & (kLockStripes - 1)]; }

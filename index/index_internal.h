@@ -40,6 +40,7 @@ class MatrixOracle final : public BuildOracle {
   float Between(InternalId a, InternalId b) const override {
     return MetricDistance(metric_, x_ + size_t{a} * d_, x_ + size_t{b} * d_, d_);
   }
+  bool ZeroMeansIdentical() const override { return UsesL2(metric_); }
 
  private:
   Metric metric_;

@@ -343,6 +343,10 @@ class IvfHnswPqIndex final : public VectorIndex {
       graph_.Search(cdc, ef, nullptr, s.graph, &s.probes, stats);
     }
     if (s.probes.size() > nprobe) s.probes.resize(nprobe);
+    if (params.first_probe > 0) {
+      s.probes.erase(s.probes.begin(),
+                     s.probes.begin() + std::min<size_t>(params.first_probe, s.probes.size()));
+    }
     if (pq4_) {
       FastScan(k, params, s, stats);
       out->assign(s.heap.begin(), s.heap.end());

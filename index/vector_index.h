@@ -71,6 +71,10 @@ struct IndexSearchParams {
   uint32_t ef = 64;
   // ivf_hnsw_pq: clusters scanned per query.
   uint32_t nprobe = 16;
+  // ivf_hnsw_pq: the nearest first_probe of those nprobe clusters are not
+  // scanned (a widening scans only the clusters it adds: [first_probe,
+  // nprobe) by centroid distance). 0: all.
+  uint32_t first_probe = 0;
   // ivf_hnsw_pq: how the nprobe clusters are found. kAuto scans every
   // centroid when nlist <= 16 * max(ef, nprobe) (faster there, and exact),
   // else searches the HNSW graph over the centroids.

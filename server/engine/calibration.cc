@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -116,11 +117,22 @@ absl::Status ExactNeighbours(const SearchEngine& engine, const index::IdFilter& 
 }  // namespace
 
 Calibration::Choice Calibration::Choose(double target_recall) const {
+  // Work when the curve counted it (version 2), else the measured time.
+  bool counted = !points.empty();
+  for (const CalibrationPoint& p : points) counted = counted && p.work > 0;
+  const auto cost = [counted](const CalibrationPoint& p) { return counted ? p.work : p.mean_us; };
+  // a before b: cheaper, then the higher lower bound, then smaller knobs.
+  const auto cheaper = [&](const CalibrationPoint& a, const CalibrationPoint& b) {
+    if (cost(a) != cost(b)) return cost(a) < cost(b);
+    if (a.recall_lower != b.recall_lower) return a.recall_lower > b.recall_lower;
+    return std::tie(a.nprobe, a.ef, a.rerank_candidates) <
+           std::tie(b.nprobe, b.ef, b.rerank_candidates);
+  };
   Choice best;
   bool found = false;
   for (const CalibrationPoint& p : points) {
     if (p.recall_lower + 1e-12 < target_recall) continue;
-    if (!found || p.mean_us < best.point.mean_us) best.point = p;
+    if (!found || cheaper(p, best.point)) best.point = p;
     found = true;
   }
   if (found) {
@@ -130,7 +142,7 @@ Calibration::Choice Calibration::Choose(double target_recall) const {
   // The highest recall; the cheaper of equals.
   for (const CalibrationPoint& p : points) {
     if (!found || p.recall_lower > best.point.recall_lower ||
-        (p.recall_lower == best.point.recall_lower && p.mean_us < best.point.mean_us)) {
+        (p.recall_lower == best.point.recall_lower && cheaper(p, best.point))) {
       best.point = p;
     }
     found = true;
@@ -144,8 +156,8 @@ std::string Calibration::Encode() const {
   // Doubles to 17 digits: a bound decoded back picks what it picked before.
   for (const CalibrationPoint& p : points) {
     absl::StrAppend(&out, ";", p.ef, " ", p.nprobe, " ", p.rerank_candidates,
-                    absl::StrFormat(" %.17g %.17g %.17g %.17g", p.recall, p.recall_lower,
-                                    p.mean_us, p.ssd_reads));
+                    absl::StrFormat(" %.17g %.17g %.17g %.17g %.17g", p.recall, p.recall_lower,
+                                    p.mean_us, p.ssd_reads, p.work));
   }
   return out;
 }
@@ -158,7 +170,9 @@ absl::StatusOr<Calibration> Calibration::Decode(std::string_view in) {
   std::vector<absl::string_view> parts = absl::StrSplit(text, ';');
   std::vector<absl::string_view> head = absl::StrSplit(parts[0], ' ');
   uint32_t version = 0;
-  if (head.empty() || !absl::SimpleAtoi(head[0], &version)) return bad("no version");
+  if (head.empty() || !absl::SimpleAtoi(head[0], &version) || version == 0) {
+    return bad("no version");
+  }
   if (version > kVersion) {
     return absl::FailedPreconditionError(
         absl::StrCat("calibration version ", version, " is newer than this zoomd reads (",
@@ -173,7 +187,12 @@ absl::StatusOr<Calibration> Calibration::Decode(std::string_view in) {
   for (size_t i = 1; i < parts.size(); ++i) {
     std::vector<absl::string_view> f = absl::StrSplit(parts[i], ' ');
     CalibrationPoint p;
-    if (f.size() != 7 || !absl::SimpleAtoi(f[0], &p.ef) || !absl::SimpleAtoi(f[1], &p.nprobe) ||
+    const size_t fields = version == 1 ? 7 : 8;
+    if (f.size() == 8 && fields == 8 &&
+        (!absl::SimpleAtod(f[7], &p.work) || !(p.work >= 0) || !std::isfinite(p.work))) {
+      return bad(absl::StrCat("point ", i));
+    }
+    if (f.size() != fields || !absl::SimpleAtoi(f[0], &p.ef) || !absl::SimpleAtoi(f[1], &p.nprobe) ||
         !absl::SimpleAtoi(f[2], &p.rerank_candidates) || !absl::SimpleAtod(f[3], &p.recall) ||
         !absl::SimpleAtod(f[4], &p.recall_lower) || !absl::SimpleAtod(f[5], &p.mean_us) ||
         !absl::SimpleAtod(f[6], &p.ssd_reads) || p.ef == 0 || p.rerank_candidates == 0 ||
@@ -230,6 +249,7 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
 
   // The fullview's cost at each K' (the smallest primary knob's preview).
   std::vector<double> fullview_us(rerank.size()), reads(rerank.size());
+  const double read_cost = std::max(0.0, options.read_cost);
   QueryResult result;
   // Query q as a query the index has not seen, into `result`.
   const auto search = [&](size_t q, SearchParams p) -> absl::Status {
@@ -271,7 +291,8 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
   // rough distances, so a longer list holds better candidates than a
   // search at a smaller K' would; there, one preview per (primary, K').
   const bool one_list = !(ivf && engine.index()->spec().pq.nbits == 4);
-  std::vector<double> sum(rerank.size()), sum2(rerank.size()), preview_us(rerank.size());
+  std::vector<double> sum(rerank.size()), sum2(rerank.size()), preview_us(rerank.size()),
+      preview_evals(rerank.size());
   std::vector<uint32_t> found(rerank.size());
   for (uint32_t value : primary) {
     // hnsw_pq: an ef's list holds K' <= ef only.
@@ -280,6 +301,7 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
     std::fill(sum.begin(), sum.end(), 0.0);
     std::fill(sum2.begin(), sum2.end(), 0.0);
     std::fill(preview_us.begin(), preview_us.end(), 0.0);
+    std::fill(preview_evals.begin(), preview_evals.end(), 0.0);
     // Preview-only searches listing `len` candidates; counts the true
     // neighbours among the first rerank[r] into found[r] for r in [r0, r1).
     const auto count = [&](size_t q, uint32_t len, size_t r0, size_t r1) -> absl::Status {
@@ -287,7 +309,10 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
       p.preview_only = true;
       p.k = len;
       ZOOM_RETURN_IF_ERROR(search(q, p));
-      for (size_t r = r0; r < r1; ++r) preview_us[r] += result.stats.preview_us;
+      for (size_t r = r0; r < r1; ++r) {
+        preview_us[r] += result.stats.preview_us;
+        preview_evals[r] += static_cast<double>(result.stats.distance_evals);
+      }
       for (InternalId t : truth[q]) {
         for (size_t pos = 0; pos < result.hits.size(); ++pos) {
           if (result.hits[pos].id != t) continue;
@@ -314,6 +339,7 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
       }
     }
     for (double& us : preview_us) us /= static_cast<double>(nq);
+    for (double& e : preview_evals) e /= static_cast<double>(nq);
     double best_lower = 0;
     for (size_t r = 0; r < rerank.size(); ++r) {
       if (rerank[r] > list) break;
@@ -328,6 +354,8 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
       pt.recall_lower = std::max(0.0, m - kZ95 * std::sqrt(var / static_cast<double>(nq)));
       pt.mean_us = preview_us[r] + fullview_us[r];
       pt.ssd_reads = reads[r];
+      // At least 1: a version-2 point always counted some work.
+      pt.work = std::max(1.0, preview_evals[r] + read_cost * reads[r]);
       best_lower = std::max(best_lower, pt.recall_lower);
       cal.points.push_back(pt);
     }

@@ -20,7 +20,13 @@
 //     preview-only search per (nprobe, K') runs);
 //   - the fullview's cost at each K' from real searches (the smallest
 //     primary knob): mean fullview + re-rank time and SSD reads.
-// A point's cost is its measured preview time plus that K''s fullview time.
+// A point's cost is counted work, not time: the preview's distance
+// evaluations (codes scanned, graph and centroid distances) plus
+// CalibrationOptions::read_cost a fullview read. The same index gives the
+// same counts on any machine and under any load, so the same data and
+// flags choose the same knobs (ranking by measured time did not: three
+// builds of one data set chose K' 30, 25 and 15 on a shared machine). The
+// measured times are kept beside (mean_us), for the operator.
 // The query point itself is excluded from every search and every exact
 // answer, and hnsw_pq's walk does not pass through it
 // (SearchParams::hidden): it is in the index, a real query is not. (Walking
@@ -28,9 +34,12 @@
 // links lead straight to its neighbours; ivf_hnsw_pq's lists have no such
 // shortcut.)
 //
-// Choose(target) takes the cheapest point whose recall's one-sided 95%
+// Choose(target) takes the cheapest point (by work; by mean_us for a
+// curve of version 1, which counted no work) whose recall's one-sided 95%
 // lower bound (mean - 1.645 sd / sqrt(queries)) reaches the target; when
-// none does, the point of the highest recall (reached = false).
+// none does, the point of the highest recall (reached = false). Ties go to
+// the higher lower bound, then the smaller knobs: a choice never depends on
+// the points' order.
 //
 // The curve is kept with the index it was measured on (the collection's
 // manifest: Encode/Decode) and measured again for every new index.
@@ -60,11 +69,15 @@ struct CalibrationPoint {
   double recall_lower = 0;  // its one-sided 95% lower bound
   double mean_us = 0;       // preview + fullview + re-rank, one thread
   double ssd_reads = 0;     // mean reads of the fullview (cache hits excepted)
+  // Mean counted work a query: preview distance evaluations + read_cost x
+  // reads (0 in a curve of version 1).
+  double work = 0;
   bool operator==(const CalibrationPoint&) const = default;
 };
 
 struct Calibration {
-  static constexpr uint32_t kVersion = 1;
+  // 1: no work; 2: a point's work after its reads.
+  static constexpr uint32_t kVersion = 2;
   uint32_t k = 10;
   uint32_t queries = 0;
   uint64_t indexed_points = 0;  // the index's size when measured
@@ -78,8 +91,9 @@ struct Calibration {
   // See the file comment. `points` must not be empty.
   Choice Choose(double target_recall) const;
 
-  // One line of text: "1 k queries indexed_points created_unix_ms" then
-  // ";ef nprobe K' recall recall_lower mean_us ssd_reads" per point.
+  // One line of text: "2 k queries indexed_points created_unix_ms" then
+  // ";ef nprobe K' recall recall_lower mean_us ssd_reads work" per point
+  // (version 1: without work).
   std::string Encode() const;
   // DataLoss for a malformed text; FailedPrecondition for a newer version.
   static absl::StatusOr<Calibration> Decode(std::string_view text);
@@ -103,6 +117,11 @@ struct CalibrationOptions {
   std::vector<uint32_t> ef = {16,  20,  24,  32,  40,  48,  64,  80,  96,
                               128, 160, 192, 256, 320, 384, 512};
   std::vector<uint32_t> rerank = {10, 12, 15, 18, 20, 25, 30, 40, 50, 60, 80, 100, 120, 160};
+  // A fullview read's cost in preview distance evaluations: a 4 KiB read
+  // in a batch ~18 us against ~30 ns a PQ code distance here (the
+  // planner's SearchParams::filter_codes_per_read, measured by zoombench
+  // --benchmarks=filter).
+  double read_cost = 600;
   // Stops the run early (Cancelled) when it turns true; may be null.
   const std::atomic<bool>* cancelled = nullptr;
   // When not null: the ids the queries were (tests).

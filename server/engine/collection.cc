@@ -613,8 +613,11 @@ absl::StatusOr<uint64_t> Collection::Delete(absl::Span<const uint64_t> ids) {
   return DeleteLocked(ids);
 }
 
-absl::StatusOr<uint64_t> Collection::DeleteByFilter(const Filter& filter) {
-  ZOOM_RETURN_IF_ERROR(ValidateFilter(filter));
+absl::StatusOr<uint64_t> Collection::DeleteByFilter(const Filter& given, bool all) {
+  ZOOM_RETURN_IF_ERROR(ValidateFilter(given));
+  Filter filter = given;
+  NormalizeFilter(&filter);
+  ZOOM_RETURN_IF_ERROR(CheckDeleteFilter(filter, all));
   // The filter is evaluated without the write lock (a scan of the stored
   // payloads can take seconds: writers must not wait for it), then each
   // batch is deleted under the lock after a check that the evaluation still
@@ -659,6 +662,12 @@ absl::StatusOr<uint64_t> Collection::DeleteByFilter(const Filter& filter) {
     if (absl::Status st = MatchFilter(seg, filter, &match, &scan); !st.ok()) return failed(st);
     found->clear();
     match.ForEach([&](InternalId id) { found->push_back({seg.ids.External(id), id}); });
+    // Every live point matching: refused unless asked for by name (a
+    // filter meant to be narrow must not wipe the collection).
+    if (absl::Status st = CheckDeleteMatches(found->size(), seg.ids.live(), all, name());
+        !st.ok()) {
+      return failed(st);
+    }
     return absl::OkStatus();
   };
   std::vector<std::pair<uint64_t, InternalId>> found;  // external, internal
@@ -1046,6 +1055,7 @@ absl::Status Collection::EngineParams(const Segment& seg, const CollectionSearch
   SearchParams& p = *out;
   p = params.engine;
   p.filter = &seg;
+  p.live_points = seg.ids.live();
   const double asked = params.target_recall;
   if (!(asked >= 0 && asked <= 1)) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -261,7 +261,12 @@ class Collection {
   // every deleted point passed the filter when it was deleted, and every
   // point that passes throughout the call is deleted; one written during
   // the call may or may not be. Returns how many were deleted.
-  absl::StatusOr<uint64_t> DeleteByFilter(const Filter& filter);
+  // Unless `all`: InvalidArgument for a filter that matches every point
+  // whatever the payloads (empty once normalised: NormalizeFilter), and
+  // FailedPrecondition, deleting nothing, when it matches every live point
+  // (at least one) when evaluated. With `all` an empty filter deletes
+  // every point.
+  absl::StatusOr<uint64_t> DeleteByFilter(const Filter& filter, bool all = false);
   // One page of the live points passing `filter` (null: all), ascending
   // by id: at most `limit` with id >= `offset`, into *out (as Get's, within
   // max_answer_bytes); *next is the first id of the next page, if any.

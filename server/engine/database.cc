@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -92,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& 
   db->snapshots_dir_ = options.snapshots_dir.empty()
                            ? (fs::path(options.data_dir) / "snapshots").string()
                            : options.snapshots_dir;
+  db->RemoveStagingLeftovers();
   ZOOM_ASSIGN_OR_RETURN(std::vector<storage::CollectionRecord> records,
                         db->metadata_->ListCollections());
   absl::MutexLock lock(&db->mu_);
@@ -303,6 +305,35 @@ IoBackendInfo Database::IoBackendInUse() const {
 
 // ---- Snapshots ---------------------------------------------------------------
 
+void Database::RemoveStagingLeftovers() const {
+  // A kill during CreateSnapshot leaves COLL/NAME.zsnap.tmp, one during an
+  // upload .incoming/upload-*.zsnap: nothing refers to either once the
+  // process is gone (this one has not started any). Only those shapes are
+  // removed, and symlinks are removed as links, never followed.
+  std::error_code ec;
+  uint64_t removed = 0, bytes = 0;
+  const auto drop = [&](const fs::directory_entry& e) {
+    std::error_code ec2;
+    if (!e.is_symlink(ec2)) bytes += e.is_regular_file(ec2) ? e.file_size(ec2) : 0;
+    if (fs::remove(e.path(), ec2)) ++removed;
+  };
+  for (const auto& coll : fs::directory_iterator(snapshots_dir_, ec)) {
+    std::error_code ec2;
+    if (coll.is_symlink(ec2) || !coll.is_directory(ec2)) continue;
+    const bool incoming = coll.path().filename() == ".incoming";
+    for (const auto& e : fs::directory_iterator(coll.path(), ec2)) {
+      const std::string name = e.path().filename().string();
+      if (incoming ? absl::StartsWith(name, "upload-") : absl::EndsWith(name, ".zsnap.tmp")) {
+        drop(e);
+      }
+    }
+  }
+  if (removed > 0) {
+    ZOOM_LOG(INFO, "removed ", removed, " snapshot staging files (", bytes,
+             " bytes) left by an interrupted snapshot or upload");
+  }
+}
+
 absl::StatusOr<SnapshotInfo> Database::CreateSnapshot(const std::string& collection) {
   ZOOM_ASSIGN_OR_RETURN(auto c, GetCollection(collection));
   const fs::path dir = fs::path(snapshots_dir_) / collection;
@@ -366,7 +397,21 @@ absl::StatusOr<std::pair<std::string, SnapshotInfo>> Database::SnapshotFile(
   const fs::path base = fs::path(snapshots_dir_) / collection / name;
   const std::string path = fs::path(base).concat(".zsnap").string();
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) {
+  if (!fs::is_directory(snapshots_dir_, ec)) {
+    return absl::NotFoundError(
+        absl::StrCat("collection '", collection, "' has no snapshot '", name, "'"));
+  }
+  // Confined like a restore's source: a regular file beneath the snapshots
+  // directory (a symlink planted there that leads out is refused, and
+  // nothing about its target is revealed).
+  ZOOM_ASSIGN_OR_RETURN(ConfinedDir root, ConfinedDir::Open(snapshots_dir_));
+  absl::StatusOr<ConfinedFile> confined = root.OpenFile(absl::StrCat(collection, "/", name, ".zsnap"));
+  if (!confined.ok()) {
+    if (confined.status().code() == absl::StatusCode::kPermissionDenied) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "snapshot '", name, "' of collection '", collection,
+          "' resolves outside the snapshots directory; only files beneath it are served"));
+    }
     return absl::NotFoundError(
         absl::StrCat("collection '", collection, "' has no snapshot '", name, "'"));
   }

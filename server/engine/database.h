@@ -141,6 +141,8 @@ class Database {
 
   DatabaseOptions options_;
   std::string snapshots_dir_;
+  // Removes what a killed snapshot or upload staged (at Open).
+  void RemoveStagingLeftovers() const;
   std::unique_ptr<storage::MetadataStore> metadata_;
   mutable absl::Mutex mu_;  // guards collections_; serialises create/drop
   std::map<std::string, std::shared_ptr<Collection>> collections_ ABSL_GUARDED_BY(mu_);

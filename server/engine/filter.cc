@@ -1,6 +1,9 @@
 #include "server/engine/filter.h"
 
 #include <cmath>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -280,6 +283,112 @@ bool Matches(const Filter& filter, uint64_t id, const PayloadFields& fields) {
     if (n < filter.min_should_count) return false;
   }
   return true;
+}
+
+namespace {
+
+// The shape of one condition: a nested filter's after normalising it, a
+// field or id condition's always kSome.
+FilterShape ShapeOf(Condition* c) {
+  if (c->type != Condition::Type::kNested || c->nested == nullptr) return FilterShape::kSome;
+  auto inner = std::make_shared<Filter>(*c->nested);
+  const FilterShape shape = NormalizeFilter(inner.get());
+  c->nested = std::move(inner);
+  return shape;
+}
+
+void MatchNothing(Filter* filter) {
+  *filter = Filter();
+  Condition all;
+  all.type = Condition::Type::kNested;
+  all.nested = std::make_shared<const Filter>();
+  filter->must_not.push_back(std::move(all));
+}
+
+}  // namespace
+
+FilterShape NormalizeFilter(Filter* filter) {
+  // The canonical match-nothing form stays as it is.
+  if (filter->must.empty() && filter->should.empty() && filter->min_should.empty() &&
+      filter->must_not.size() == 1 && filter->must_not[0].type == Condition::Type::kNested &&
+      filter->must_not[0].nested != nullptr && filter->must_not[0].nested->empty()) {
+    return FilterShape::kNone;
+  }
+  bool none = false;
+  // must: an always-true entry says nothing, an always-false one fails all.
+  std::vector<Condition> kept;
+  for (Condition& c : filter->must) {
+    const FilterShape s = ShapeOf(&c);
+    if (s == FilterShape::kNone) none = true;
+    if (s == FilterShape::kSome) kept.push_back(std::move(c));
+  }
+  filter->must = std::move(kept);
+  // must_not: the other way round.
+  kept.clear();
+  for (Condition& c : filter->must_not) {
+    const FilterShape s = ShapeOf(&c);
+    if (s == FilterShape::kAll) none = true;
+    if (s == FilterShape::kSome) kept.push_back(std::move(c));
+  }
+  filter->must_not = std::move(kept);
+  // should: one always-true entry satisfies it; always-false ones never
+  // help, and a list of nothing but them fails.
+  if (!filter->should.empty()) {
+    bool satisfied = false;
+    kept.clear();
+    for (Condition& c : filter->should) {
+      const FilterShape s = ShapeOf(&c);
+      if (s == FilterShape::kAll) satisfied = true;
+      if (s == FilterShape::kSome) kept.push_back(std::move(c));
+    }
+    if (satisfied) {
+      kept.clear();
+    } else if (kept.empty()) {
+      none = true;
+    }
+    filter->should = std::move(kept);
+  }
+  // min_should: always-true entries count as met, always-false ones can
+  // never count.
+  if (!filter->min_should.empty()) {
+    uint32_t met = 0;
+    kept.clear();
+    for (Condition& c : filter->min_should) {
+      const FilterShape s = ShapeOf(&c);
+      if (s == FilterShape::kAll) ++met;
+      if (s == FilterShape::kSome) kept.push_back(std::move(c));
+    }
+    const uint32_t need = filter->min_should_count > met ? filter->min_should_count - met : 0;
+    if (need == 0) {
+      kept.clear();
+      filter->min_should_count = 0;
+    } else if (need > kept.size()) {
+      none = true;
+    } else {
+      filter->min_should_count = need;
+    }
+    filter->min_should = std::move(kept);
+  }
+  if (none) {
+    MatchNothing(filter);
+    return FilterShape::kNone;
+  }
+  return filter->empty() ? FilterShape::kAll : FilterShape::kSome;
+}
+
+absl::Status CheckDeleteFilter(const Filter& filter, bool all) {
+  if (all || !filter.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "the filter matches every point (it is empty, or holds only empty nested filters); "
+      "to delete every point set all: true, or drop the collection");
+}
+
+absl::Status CheckDeleteMatches(uint64_t matched, uint64_t live, bool all,
+                                const std::string& collection) {
+  if (all || matched == 0 || matched < live) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the filter matches all ", live, " live points of '", collection,
+      "'; nothing was deleted. To delete every point set all: true, or drop the collection"));
 }
 
 }  // namespace zoom::server

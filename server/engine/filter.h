@@ -109,6 +109,31 @@ struct FilterLimits {
 // except list or a has_id list over its limit.
 absl::Status ValidateFilter(const Filter& filter, const FilterLimits& limits = {});
 
+// What a filter matches regardless of the points' payloads, as far as its
+// shape tells: every point (kAll), none (kNone), or it depends (kSome).
+enum class FilterShape : uint8_t { kAll, kNone, kSome };
+
+// Rewrites a valid filter into an equivalent one without the parts that
+// match regardless of the payload, and returns its shape: a nested filter
+// that normalises to empty passes (a `must` entry dropped, a `should` list
+// satisfied, a `min_should` entry counted as met), one that matches
+// nothing fails (a `must` entry makes the whole filter match nothing, a
+// `must_not` entry is dropped, ...). After it, kAll means `filter->empty()`
+// ({"must": [{"filter": {}}]} is a match-all filter, not a narrow one), and
+// a kNone filter is rewritten to the canonical match-nothing form
+// (must_not: [an empty nested filter]). Matches() gives the same answer on
+// every point before and after. Idempotent.
+FilterShape NormalizeFilter(Filter* filter);
+
+// Delete by filter's guard against a wipe by accident: InvalidArgument,
+// saying how to ask for it, when the normalised `filter` is empty and not
+// `all` (a filter meant to be narrow that matches every point).
+absl::Status CheckDeleteFilter(const Filter& filter, bool all);
+// FailedPrecondition when `matched` points of `live` (> 0) are all of them
+// and not `all`: such a delete runs only when asked for by name.
+absl::Status CheckDeleteMatches(uint64_t matched, uint64_t live, bool all,
+                                const std::string& collection);
+
 // Whether the point `id` with `fields` passes `filter` (the reference
 // semantics above). The filter must be valid.
 bool Matches(const Filter& filter, uint64_t id, const PayloadFields& fields);

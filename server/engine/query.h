@@ -85,7 +85,11 @@ struct SearchParams {
   // filter_broad_share of the live points match; never fewer than k hits
   // when k points match (the preview is widened, then exact runs).
   const MatchSet* match = nullptr;
-  uint64_t live_points = 0;  // the selectivity's denominator
+  // The live points the search runs over (`filter` excluded): the
+  // selectivity's denominator, and how many hits a search owes (never
+  // fewer than min(k, live_points): an unfiltered search that finds fewer
+  // widens, then falls back to brute force). 0: unknown, no such check.
+  uint64_t live_points = 0;
   // Forces one strategy (benchmarks, tests); kNone: the planner's choice.
   FilterStrategy force_strategy = FilterStrategy::kNone;
   // The planner's cost model (SearchEngine::FilteredSearch): exact over m

@@ -118,6 +118,14 @@ class SearchEngine {
   absl::Status FilteredSearch(const index::VectorIndex* idx, const float* query,
                               const SearchParams& params, QueryResult* result,
                               const QueryContext& ctx) const;
+  // After an unfiltered search's fullview: when it found fewer than
+  // min(k, params.live_points) hits (and is not degraded), the preview
+  // widened (nprobe or ef x8, up to 3 times) and at last brute force, so
+  // that no search answers OK with fewer hits than it could (each step
+  // counted in stats.filter_expansions).
+  absl::Status NeverFewer(const index::VectorIndex& idx, const float* query,
+                          const SearchParams& params, QueryResult* result,
+                          const QueryContext& ctx) const;
   // Brute force over the ids of params.match.
   absl::Status ExactOverMatches(const float* query, const SearchParams& params,
                                 QueryResult* result, const QueryContext& ctx) const;
@@ -128,11 +136,25 @@ class SearchEngine {
   // allow_share: the share of the index's ids it holds); with match_scan,
   // every id of `allow` is scored instead of a search (VectorIndex::
   // SearchIds).
+  // first_probe: ivf_hnsw_pq scans only the lists ranked [first_probe,
+  // nprobe) (index::IndexSearchParams::first_probe).
   absl::Status Preview(const index::VectorIndex& idx, const float* query,
                        const SearchParams& params,
                        std::vector<index::Neighbor>* candidates,
                        QueryStats* stats, const MatchSet* allow = nullptr,
-                       double allow_share = 1.0, bool match_scan = false) const;
+                       double allow_share = 1.0, bool match_scan = false,
+                       uint32_t first_probe = 0) const;
+  // ivf_hnsw_pq's filtered widening by rings: `candidates` (the best K'
+  // matching ones of the nearest `probed` lists) meet the matching codes of
+  // the next as many lists again, until a ring adds none to the best k by
+  // the preview's distance (or every list is scanned). A filter that fights
+  // the vectors (the query's own class excluded) has no match in the lists
+  // nearest the query: the rings go on to where the matches are, however
+  // large the filter's global share.
+  absl::Status FilteredRings(const index::VectorIndex& idx, const float* query,
+                             const SearchParams& params, uint32_t probed, double index_share,
+                             std::vector<index::Neighbor>* candidates, QueryStats* stats,
+                             const QueryContext& ctx) const;
   // The rest in two phases. FullviewStart: the deadline check, then the
   // fullview's reads submitted (storage::VectorStore::SubmitReadVectors;
   // cached vectors need none); or the answer at once (preview only,
@@ -146,9 +168,11 @@ class SearchEngine {
     std::unique_ptr<storage::VectorStore::PendingVectors> pending;
     Stopwatch timer;
   };
+  // first_batch: with params.rerank_stop_sd, the candidates read at once
+  // (0: params.k).
   absl::Status FullviewStart(const SearchParams& params, const QueryContext& ctx,
                              const std::vector<index::Neighbor>& candidates,
-                             QueryResult* result, Fullview* fv) const;
+                             QueryResult* result, Fullview* fv, size_t first_batch = 0) const;
   absl::Status FullviewEnd(const float* query, const SearchParams& params,
                            const std::vector<index::Neighbor>& candidates, QueryResult* result,
                            Fullview* fv, double overlapped_us) const;

@@ -325,7 +325,9 @@ absl::Status FilterFromProto(const v1::Filter& proto, Filter* out, const FilterL
   *out = Filter();
   Budget budget;
   ZOOM_RETURN_IF_ERROR(FilterAt(proto, out, limits, 1, "filter.", &budget));
-  return ValidateFilter(*out, limits);
+  ZOOM_RETURN_IF_ERROR(ValidateFilter(*out, limits));
+  NormalizeFilter(out);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<FieldIndexType> FieldIndexTypeFromProto(v1::FieldIndexType type) {

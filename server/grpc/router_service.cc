@@ -917,6 +917,34 @@ struct RouterService::Impl {
     return absl::OkStatus();
   }
 
+  // The live points passing req's filter, summed over the shards.
+  absl::Status Count(const v1::CountRequest& req, absl::Time deadline,
+                     const grpc::ServerContextBase& sctx, v1::CountResponse* resp) {
+    ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, MapOf(req.collection()));
+    const ShardMap& m = vm.map;
+    auto t = Topo();
+    std::vector<ShardCall<v1::CountRequest, v1::CountResponse>> calls(m.shards);
+    for (uint32_t k = 0; k < m.shards; ++k) {
+      calls[k].shard = k;
+      calls[k].req = req;
+      calls[k].req.set_collection(m.LocalName(k));
+      calls[k].candidates = Candidates(*t, m, k, true, 0);
+    }
+    ZOOM_RETURN_IF_ERROR((FanOut<v1::CountRequest, v1::CountResponse>(
+        m.uid, calls, deadline, sctx, opt.hedge,
+        [](v1::VectorSearch::Stub* s, grpc::ClientContext* c, const v1::CountRequest* q,
+           v1::CountResponse* r, std::function<void(grpc::Status)> f) {
+          s->async()->Count(c, q, r, std::move(f));
+        })));
+    for (const auto& sc : calls) {
+      if (!sc.answered) return Uncovered(m.collection, calls, m.shards, deadline);
+      resp->set_count(resp->count() + sc.answer.count());
+      resp->set_filter_scan(resp->filter_scan() || sc.answer.filter_scan());
+      if (resp->warning().empty()) resp->set_warning(sc.answer.warning());
+    }
+    return absl::OkStatus();
+  }
+
   // Delete by filter: the ids that match when the router reads them (a
   // Scroll of ids, page by page), deleted by id through the log. Not one
   // atomic step: a write racing it may make a point match after its page
@@ -928,9 +956,20 @@ struct RouterService::Impl {
     }
     Filter filter;
     ZOOM_RETURN_IF_ERROR(FilterFromProto(req.filter(), &filter));
-    if (filter.empty()) {
-      return absl::InvalidArgumentError(
-          "an empty filter would delete every point; drop the collection instead");
+    ZOOM_RETURN_IF_ERROR(CheckDeleteFilter(filter, req.all()));
+    if (!req.all()) {
+      // A filter that matches every live point deletes nothing unless
+      // asked for by name. Counted before, the matches first: a delete
+      // racing the two counts makes the check refuse rather than pass.
+      v1::CountRequest count;
+      count.set_collection(req.collection());
+      *count.mutable_filter() = req.filter();
+      v1::CountResponse all, matched;
+      ZOOM_RETURN_IF_ERROR(Count(count, deadline, sctx, &matched));
+      count.clear_filter();
+      ZOOM_RETURN_IF_ERROR(Count(count, deadline, sctx, &all));
+      ZOOM_RETURN_IF_ERROR(
+          CheckDeleteMatches(matched.count(), all.count(), false, req.collection()));
     }
     ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, MapOf(req.collection()));
     v1::ScrollRequest scroll;
@@ -1266,7 +1305,9 @@ grpc::ServerUnaryReactor* RouterService::Delete(grpc::CallbackServerContext* ctx
   Impl* impl = impl_.get();
   const absl::Time deadline = impl->DeadlineFor(ctx);
   return Routed(impl, ctx, "Delete", WorkClass::kWrite, [impl, ctx, req, resp, deadline] {
-    if (req->has_filter()) return impl->DeleteByFilter(*req, deadline, *ctx, resp);
+    if (req->has_filter() || (req->all() && req->ids().empty())) {
+      return impl->DeleteByFilter(*req, deadline, *ctx, resp);
+    }
     if (req->ids().empty()) return absl::InvalidArgumentError("no ids to delete");
     ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, impl->MapOf(req->collection()));
     ZOOM_RETURN_IF_ERROR(impl->PublishByIds(
@@ -1508,29 +1549,7 @@ grpc::ServerUnaryReactor* RouterService::Count(grpc::CallbackServerContext* ctx,
   Impl* impl = impl_.get();
   const absl::Time deadline = impl->DeadlineFor(ctx);
   return Routed(impl, ctx, "Count", WorkClass::kRead, [impl, ctx, req, resp, deadline] {
-    ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, impl->MapOf(req->collection()));
-    const ShardMap& m = vm.map;
-    auto t = impl->Topo();
-    std::vector<ShardCall<v1::CountRequest, v1::CountResponse>> calls(m.shards);
-    for (uint32_t k = 0; k < m.shards; ++k) {
-      calls[k].shard = k;
-      calls[k].req = *req;
-      calls[k].req.set_collection(m.LocalName(k));
-      calls[k].candidates = impl->Candidates(*t, m, k, true, 0);
-    }
-    ZOOM_RETURN_IF_ERROR((impl->FanOut<v1::CountRequest, v1::CountResponse>(
-        m.uid, calls, deadline, *ctx, impl->opt.hedge,
-        [](v1::VectorSearch::Stub* s, grpc::ClientContext* c, const v1::CountRequest* q,
-           v1::CountResponse* r, std::function<void(grpc::Status)> f) {
-          s->async()->Count(c, q, r, std::move(f));
-        })));
-    for (const auto& sc : calls) {
-      if (!sc.answered) return impl->Uncovered(m.collection, calls, m.shards, deadline);
-      resp->set_count(resp->count() + sc.answer.count());
-      resp->set_filter_scan(resp->filter_scan() || sc.answer.filter_scan());
-      if (resp->warning().empty()) resp->set_warning(sc.answer.warning());
-    }
-    return absl::OkStatus();
+    return impl->Count(*req, deadline, *ctx, resp);
   });
 }
 

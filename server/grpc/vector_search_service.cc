@@ -220,6 +220,7 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
       pp->set_recall_lower(p.recall_lower);
       pp->set_mean_us(p.mean_us);
       pp->set_ssd_reads(p.ssd_reads);
+      pp->set_work(p.work);
     }
   }
   out.set_calibration_current(info.calibration_current);
@@ -433,19 +434,15 @@ grpc::ServerUnaryReactor* VectorSearchService::Delete(grpc::CallbackServerContex
                                                       const v1::DeleteRequest* req,
                                                       v1::DeleteResponse* resp) {
   return Run(ctx, "Delete", WorkClass::kWrite, 1 + req->ids_size() / 1000, [this, req, resp](const std::atomic<bool>*) {
-    if (req->has_filter()) {
+    if (req->has_filter() || (req->all() && req->ids().empty())) {
       if (!req->ids().empty()) {
         return absl::InvalidArgumentError(
             "give either ids or a filter to delete by, not both");
       }
       Filter filter;
       ZOOM_RETURN_IF_ERROR(FilterFromProto(req->filter(), &filter));
-      if (filter.empty()) {
-        return absl::InvalidArgumentError(
-            "an empty filter would delete every point; drop the collection instead");
-      }
       ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req->collection()));
-      ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->DeleteByFilter(filter));
+      ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->DeleteByFilter(filter, req->all()));
       resp->set_deleted(n);
       return absl::OkStatus();
     }
@@ -1018,6 +1015,7 @@ class RestoreReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (!ok) {
       if (ctx_->IsCancelled()) return Done(absl::CancelledError("the restore was cancelled"));
       if (messages_ == 0) return Done(absl::InvalidArgumentError("no RestoreSnapshot message"));
+      if (!source_path_.empty()) return Restore(source_path_);
       out_.close();
       if (!out_) return Done(absl::ResourceExhaustedError("the upload could not be written"));
       return Restore(upload_path_);
@@ -1044,11 +1042,19 @@ class RestoreReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
           }
           auto path = service_->db()->SnapshotSource(req.source());
           if (!path.ok()) return Done(path.status());
-          return RestoreNow(*path);
+          // Restored when the stream ends: a message after it is refused,
+          // not ignored.
+          source_path_ = *path;
+          StartRead(&raw_);
+          return;
         }
         upload_path_ = service_->db()->UploadPath();
         out_.open(upload_path_, std::ios::binary | std::ios::trunc);
         if (!out_) return Done(absl::InternalError("cannot stage the upload"));
+      } else if (!source_path_.empty()) {
+        return Done(absl::InvalidArgumentError(
+            "a restore from a source on the server takes one message; send the archive's data "
+            "in a stream without a source, or the source alone"));
       } else if (!req.collection().empty() || !req.source().empty()) {
         return Done(absl::InvalidArgumentError(
             "only the first RestoreSnapshot message names the collection and source"));
@@ -1093,6 +1099,7 @@ class RestoreReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   std::string target_;
   bool overwrite_ = false;
   std::string upload_path_;
+  std::string source_path_;  // a restore from the server's snapshots, when the stream ends
   std::ofstream out_;
   absl::Time start_ = absl::Now();
 };

@@ -254,6 +254,18 @@ TEST_F(RouterTest, WritesReachEveryReplicaAndSearchesMergeToTheSingleNodesAnswer
     empty.mutable_filter();
     grpc::ClientContext ctx2;
     EXPECT_EQ(stub_->Delete(&ctx2, empty, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    // A nested empty filter is a match-all filter, refused the same way;
+    // one that matches every live point deletes nothing without `all`.
+    empty.mutable_filter()->add_must()->mutable_filter();
+    grpc::ClientContext ctx3;
+    EXPECT_EQ(stub_->Delete(&ctx3, empty, &out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    v1::DeleteRequest every;
+    every.set_collection("docs");
+    every.mutable_filter()->add_must_not()->add_has_id(kN + 7);  // no such point
+    grpc::ClientContext ctx4;
+    grpc::Status refused = stub_->Delete(&ctx4, every, &out);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("all: true"));
     uint64_t left = 0;
     const absl::Time end = absl::Now() + absl::Seconds(30);
     while (absl::Now() < end) {

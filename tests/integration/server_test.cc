@@ -794,6 +794,53 @@ TEST(ServerTest, TypedPayloadFieldsOverGrpc) {
   EXPECT_EQ(info.points(), 1u);  // nothing refused was stored
 }
 
+// Trust, case 4: {"must":[{"filter":{}}]} deleted every point although an
+// empty filter was refused. Filters are normalised first; a delete that
+// would take every live point runs only with `all`.
+TEST(ServerTest, DeleteByFilterCannotWipeACollectionByAccident) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  client::ZoomClient& c = *s.client;
+  ASSERT_OK(c.CreateCollection(Spec("w", 4, v1::L2)).status());
+  v1::UpsertRequest up;
+  up.set_collection("w");
+  for (uint64_t id = 1; id <= 6; ++id) {
+    const float v[4] = {float(id), 0, 0, 1};
+    AddPoint(&up, id, v, 4);
+    (*up.mutable_points(static_cast<int>(id - 1))->mutable_fields())["cat"].set_string_value(
+        id <= 3 ? "lamp" : "desk");
+  }
+  ASSERT_OK(c.Upsert(up).status());
+  const auto filter_of = [](const std::string& json) {
+    v1::Filter f;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(json, &f).ok()) << json;
+    return f;
+  };
+  for (const char* json : {R"({"must":[{"filter":{}}]})",
+                           R"({"should":[{"filter":{}},{"key":"cat","match":{"value":"x"}}]})",
+                           R"({"must":[{"filter":{"must":[{"filter":{}}]}}]})", "{}"}) {
+    EXPECT_THAT(c.DeleteByFilter("w", filter_of(json)),
+                StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("all: true")))
+        << json;
+  }
+  const v1::Filter both =
+      filter_of(R"({"must":[{"key":"cat","match":{"any":["lamp","desk"]}}]})");
+  EXPECT_THAT(c.DeleteByFilter("w", both),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       ::testing::HasSubstr("matches all 6 live points of 'w'")));
+  ASSERT_OK_AND_ASSIGN(v1::CollectionInfo info, c.GetCollection("w"));
+  EXPECT_EQ(info.points(), 6u);
+  // must_not of a match-all: nothing matches, nothing goes.
+  ASSERT_OK_AND_ASSIGN(uint64_t n, c.DeleteByFilter("w", filter_of(R"({"must_not":[{"filter":{}}]})")));
+  EXPECT_EQ(n, 0u);
+  ASSERT_OK_AND_ASSIGN(n, c.DeleteByFilter("w", filter_of(R"({"must":[{"filter":{}},{"key":"cat","match":{"value":"lamp"}}]})")));
+  EXPECT_EQ(n, 3u);
+  ASSERT_OK_AND_ASSIGN(n, c.DeleteByFilter("w", v1::Filter(), /*all=*/true));
+  EXPECT_EQ(n, 3u);
+  ASSERT_OK_AND_ASSIGN(info, c.GetCollection("w"));
+  EXPECT_EQ(info.points(), 0u);
+}
+
 TEST(ServerTest, FullDiskIsResourceExhaustedAndNothingHalfWritten) {
   TempDir dir;
   const std::string data_dir = dir.File("data");
@@ -1627,6 +1674,27 @@ TEST(ServerTest, SnapshotsCreateListDownloadRestoreDelete) {
   EXPECT_THAT(c.RestoreSnapshotFromServer("copy", source, false).status(),
               StatusIs(absl::StatusCode::kAlreadyExists));
   ASSERT_OK(c.RestoreSnapshotFromServer("copy", source, true).status());
+  // A source then data: refused, not restored with the data ignored.
+  {
+    auto stub = v1::VectorSearch::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", s.server->grpc_port()), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::RestoreSnapshotResponse resp;
+    auto writer = stub->RestoreSnapshot(&ctx, &resp);
+    v1::RestoreSnapshotRequest first;
+    first.set_collection("mixed");
+    first.set_source(source);
+    writer->Write(first);
+    v1::RestoreSnapshotRequest data;
+    data.set_data("junk that would be ignored");
+    writer->Write(data);
+    writer->WritesDone();
+    const grpc::Status st = writer->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr("takes one message"));
+    EXPECT_THAT(c.GetCollection("mixed").status(), StatusIs(absl::StatusCode::kNotFound));
+  }
   // Sources outside the snapshots directory are refused.
   for (const std::string& bad : {std::string("../meta/CURRENT"), std::string("/etc/passwd"),
                                  std::string("snap/../../x")}) {

@@ -5,11 +5,14 @@
 // on the same queries, against the brute-force oracle.
 #include "server/engine/calibration.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -34,8 +37,8 @@ TEST(CalibrationCodecTest, RoundTrips) {
   c.queries = 200;
   c.indexed_points = 199800;
   c.created_unix_ms = 1796356800123;
-  c.points.push_back({64, 12, 15, 0.963, 0.9541, 183.953, 14.4});
-  c.points.push_back({512, 0, 160, 1.0, 1.0, 2048.5, 160});
+  c.points.push_back({64, 12, 15, 0.963, 0.9541, 183.953, 14.4, 9001.25});
+  c.points.push_back({512, 0, 160, 1.0, 1.0, 2048.5, 160, 120000});
   absl::StatusOr<Calibration> back = Calibration::Decode(c.Encode());
   ASSERT_OK(back.status());
   EXPECT_EQ(*back, c);
@@ -55,6 +58,18 @@ TEST(CalibrationCodecTest, GoldenVersion1) {
   ASSERT_EQ(c->points.size(), 2u);
   EXPECT_EQ(c->points[0], (CalibrationPoint{64, 12, 15, 0.963, 0.9541, 183.953, 14.4}));
   EXPECT_EQ(c->points[1], (CalibrationPoint{128, 64, 160, 1.0, 1.0, 2048.5, 160}));
+}
+
+// Version 2 (a point's counted work after its reads): read the same
+// forever.
+TEST(CalibrationCodecTest, GoldenVersion2) {
+  absl::StatusOr<Calibration> c = Calibration::Decode(
+      "2 10 200 4500 1796356800123;64 12 15 0.963 0.9541 183.953 14.4 12345.5;"
+      "128 64 160 1 1 2048.5 160 99000");
+  ASSERT_OK(c.status());
+  ASSERT_EQ(c->points.size(), 2u);
+  EXPECT_EQ(c->points[0], (CalibrationPoint{64, 12, 15, 0.963, 0.9541, 183.953, 14.4, 12345.5}));
+  EXPECT_EQ(c->points[1], (CalibrationPoint{128, 64, 160, 1.0, 1.0, 2048.5, 160, 99000}));
 }
 
 TEST(CalibrationCodecTest, MalformedTextIsDataLoss) {
@@ -79,7 +94,17 @@ TEST(CalibrationCodecTest, MalformedTextIsDataLoss) {
     EXPECT_THAT(Calibration::Decode(text).status(), StatusIs(absl::StatusCode::kDataLoss))
         << text;
   }
-  EXPECT_THAT(Calibration::Decode("2 10 200 4500 0;64 12 15 0.9 0.9 1 1").status(),
+  for (const char* text : {
+           "2 10 200 4500 0;64 12 15 0.9 0.9 1 1",         // version 2 without work
+           "2 10 200 4500 0;64 12 15 0.9 0.9 1 1 -5",      // negative work
+           "2 10 200 4500 0;64 12 15 0.9 0.9 1 1 nan",     // NaN work
+           "1 10 200 4500 0;64 12 15 0.9 0.9 1 1 7",       // version 1 with work
+           "0 10 200 4500 0;64 12 15 0.9 0.9 1 1",         // version 0
+       }) {
+    EXPECT_THAT(Calibration::Decode(text).status(), StatusIs(absl::StatusCode::kDataLoss))
+        << text;
+  }
+  EXPECT_THAT(Calibration::Decode("3 10 200 4500 0;64 12 15 0.9 0.9 1 1 1").status(),
               StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
@@ -102,6 +127,22 @@ TEST(CalibrationChooseTest, CheapestPointWhoseLowerBoundReachesTheTarget) {
   EXPECT_FALSE(b.reached);
   EXPECT_EQ(b.point.nprobe, 64u);
   EXPECT_TRUE(c.Choose(0.992).reached);
+}
+
+// Version 2 curves choose by counted work, whatever the times say; ties go
+// to the higher lower bound, then the smaller knobs, in any order.
+TEST(CalibrationChooseTest, CountedWorkDecidesNotTime) {
+  Calibration c;
+  c.points = {
+      {64, 8, 30, 0.96, 0.955, 100, 30, 20000},  // fastest measured, more work
+      {64, 16, 15, 0.96, 0.952, 900, 15, 13000},
+      {64, 12, 20, 0.96, 0.953, 500, 20, 13000},  // same work, higher bound
+  };
+  EXPECT_EQ(c.Choose(0.95).point.nprobe, 12u);
+  std::reverse(c.points.begin(), c.points.end());
+  EXPECT_EQ(c.Choose(0.95).point.nprobe, 12u);
+  c.points[0].recall_lower = c.points[1].recall_lower;  // a full tie: the smaller knobs
+  EXPECT_EQ(c.Choose(0.95).point.nprobe, 12u);
 }
 
 // ---- The measurement -------------------------------------------------------------
@@ -243,6 +284,54 @@ INSTANTIATE_TEST_SUITE_P(Kinds, CalibrateTest,
                            return absl::StrCat(index::IndexKindName(info.param.kind), "_",
                                                info.param.nbits, "bit");
                          });
+
+// Trust, case 2: the same data and flags choose the same knobs under any
+// load. Two indexes built from the same points (one build thread), the
+// second calibrated while other threads keep both cores busy: the same
+// curve point for point (recall, reads, counted work), the same choice at
+// every target. Measured times differ; nothing chosen depends on them.
+TEST_P(CalibrateTest, TheSameDataChoosesTheSameKnobsUnderLoad) {
+  const index::IndexKind kind = GetParam().kind;
+  CalibrationOptions options;
+  options.queries = 60;
+  options.nprobe = {2, 4, 8, 16, 32};
+  options.ef = {10, 20, 40, 80};
+  options.rerank = {10, 15, 20, 40};
+  const EverySeventhDead live;
+  TempDir dir1, dir2;
+  std::unique_ptr<SearchEngine> quiet = MakeEngine(dir1, kind, GetParam().nbits);
+  absl::StatusOr<Calibration> a = Calibrate(*quiet, kind, live, options);
+  ASSERT_OK(a.status());
+  std::unique_ptr<SearchEngine> loaded = MakeEngine(dir2, kind, GetParam().nbits);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> burners;
+  for (int t = 0; t < 3; ++t) {
+    burners.emplace_back([&stop] {
+      volatile double x = 1;
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (int i = 0; i < 10000; ++i) x = x * 1.0000001 + 1e-9;
+      }
+    });
+  }
+  absl::StatusOr<Calibration> b = Calibrate(*loaded, kind, live, options);
+  stop = true;
+  for (std::thread& t : burners) t.join();
+  ASSERT_OK(b.status());
+  ASSERT_EQ(a->points.size(), b->points.size());
+  for (size_t i = 0; i < a->points.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(a->points[i].recall, b->points[i].recall);
+    EXPECT_EQ(a->points[i].ssd_reads, b->points[i].ssd_reads);
+    EXPECT_EQ(a->points[i].work, b->points[i].work);
+    EXPECT_GT(a->points[i].work, 0);
+  }
+  for (double target : {0.5, 0.8, 0.9, 0.95, 0.97, 0.99, 1.0}) {
+    const Calibration::Choice ca = a->Choose(target), cb = b->Choose(target);
+    EXPECT_EQ(std::tie(ca.point.ef, ca.point.nprobe, ca.point.rerank_candidates),
+              std::tie(cb.point.ef, cb.point.nprobe, cb.point.rerank_candidates))
+        << "target " << target;
+  }
+}
 
 // The calibration's searches bypass the DRAM cache: their cost is the
 // SSD's, and a client's first search after a build finds the cache as

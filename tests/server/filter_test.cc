@@ -314,6 +314,92 @@ TEST(FilterSemanticsTest, BadFiltersSayWhatToFix) {
 
 // Random points, edits and deletes; for random filters the index's
 // evaluation is exactly the reference's over the live points.
+// A random filter with always-true and always-false nested filters mixed
+// in at every level: {} (every point), must_not [{}] (none), and filters
+// built only of those.
+Filter WithConstants(std::mt19937& rng, Filter f, int depth) {
+  const auto constant = [&](bool all) {
+    Condition c;
+    c.type = Condition::Type::kNested;
+    auto inner = std::make_shared<Filter>();
+    if (!all) {
+      Condition empty;
+      empty.type = Condition::Type::kNested;
+      empty.nested = std::make_shared<Filter>();
+      inner->must_not.push_back(empty);
+    } else if (rng() % 2 == 0) {
+      // A filter of nothing but always-true parts is always true too.
+      Condition empty;
+      empty.type = Condition::Type::kNested;
+      empty.nested = std::make_shared<Filter>();
+      (rng() % 2 == 0 ? inner->must : inner->should).push_back(empty);
+    }
+    c.nested = inner;
+    return c;
+  };
+  for (std::vector<Condition>* cs : {&f.must, &f.must_not, &f.should, &f.min_should}) {
+    for (Condition& c : *cs) {
+      if (c.type == Condition::Type::kNested && depth < 3) {
+        c.nested = std::make_shared<Filter>(WithConstants(rng, *c.nested, depth + 1));
+      }
+    }
+    if (rng() % 3 == 0) cs->push_back(constant(rng() % 3 != 0));
+  }
+  if (!f.min_should.empty() && f.min_should_count == 0) f.min_should_count = 1;
+  if (f.min_should_count > f.min_should.size()) f.min_should_count = f.min_should.size();
+  return f;
+}
+
+// NormalizeFilter never changes what a filter matches, and names the
+// filters that match everything or nothing whatever the payloads.
+TEST(FilterSemanticsTest, NormalizingKeepsTheMeaningAndFindsMatchAll) {
+  std::mt19937 rng(45);
+  std::vector<uint64_t> ids;
+  for (uint64_t i = 0; i < 200; ++i) ids.push_back(i * 3);
+  std::vector<PayloadFields> fields;
+  for (int i = 0; i < 200; ++i) fields.push_back(RandomFields(rng));
+  int all = 0, none = 0;
+  for (int round = 0; round < 2000; ++round) {
+    const Filter f = WithConstants(rng, RandomFilter(rng, 1, ids), 1);
+    ASSERT_OK(ValidateFilter(f));
+    Filter g = f;
+    const FilterShape shape = NormalizeFilter(&g);
+    ASSERT_OK(ValidateFilter(g));
+    Filter h = g;
+    EXPECT_EQ(NormalizeFilter(&h), shape) << "idempotent";
+    size_t passed = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const bool before = Matches(f, ids[i], fields[i]);
+      ASSERT_EQ(before, Matches(g, ids[i], fields[i])) << "round " << round << " point " << i;
+      passed += before ? 1 : 0;
+    }
+    if (shape == FilterShape::kAll) {
+      ++all;
+      EXPECT_TRUE(g.empty());
+      EXPECT_EQ(passed, ids.size());
+    }
+    if (shape == FilterShape::kNone) {
+      ++none;
+      EXPECT_EQ(passed, 0u);
+    }
+  }
+  EXPECT_GT(all, 10);
+  EXPECT_GT(none, 10);
+  // The case: a nested empty filter is a match-all filter.
+  Filter nested_empty;
+  Condition c;
+  c.type = Condition::Type::kNested;
+  c.nested = std::make_shared<Filter>();
+  nested_empty.must.push_back(c);
+  EXPECT_EQ(NormalizeFilter(&nested_empty), FilterShape::kAll);
+  EXPECT_TRUE(nested_empty.empty());
+  Filter only_empty_should;
+  only_empty_should.should.push_back(c);
+  only_empty_should.min_should = {c, c};
+  only_empty_should.min_should_count = 2;
+  EXPECT_EQ(NormalizeFilter(&only_empty_should), FilterShape::kAll);
+}
+
 TEST(PayloadIndexTest, AgreesWithTheReferenceOnRandomFilters) {
   for (uint32_t seed : {1u, 2u, 3u}) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
@@ -961,6 +1047,68 @@ TEST_F(FilteredCollectionTest, ScrollPagesAndDeleteByFilter) {
     EXPECT_EQ(left->count, 0u);
     EXPECT_EQ(c->Info().points, model.size());
   }
+}
+
+// Delete by filter cannot wipe a collection by accident: a filter that
+// matches every point whatever the payloads is refused, one that matches
+// every live point deletes nothing, unless `all` says so.
+TEST_F(FilteredCollectionTest, DeleteByFilterRefusesAWipeUnlessAskedByName) {
+  OpenDb();
+  constexpr size_t kN = 300;
+  const std::vector<float> base = ClusteredVectors(kN, 4);
+  auto c = Create("c", index::IndexKind::kHnswPq);
+  ASSERT_NE(c, nullptr);
+  ASSERT_OK(c->CreateFieldIndex("tag", FieldIndexType::kKeyword, false));
+  std::vector<PayloadFields> fields(kN);
+  std::vector<PointRef> refs;
+  for (size_t i = 0; i < kN; ++i) {
+    fields[i]["tag"] = FieldValue::Of(std::string(i % 2 == 0 ? "even" : "odd"));
+    refs.push_back({i, base.data() + i * kDim, "", &fields[i]});
+  }
+  ASSERT_OK(c->Upsert(refs));
+  Condition empty;
+  empty.type = Condition::Type::kNested;
+  empty.nested = std::make_shared<Filter>();
+  Filter nested_empty;  // {"must": [{"filter": {}}]}
+  nested_empty.must.push_back(empty);
+  EXPECT_THAT(c->DeleteByFilter(nested_empty),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("all: true")));
+  EXPECT_THAT(c->DeleteByFilter(Filter()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("all: true")));
+  Filter either;  // every live point, though not by its shape
+  Condition any;
+  any.type = Condition::Type::kMatchAny;
+  any.key = "tag";
+  any.values = {FieldScalar(std::string("even")), FieldScalar(std::string("odd"))};
+  either.must.push_back(any);
+  EXPECT_THAT(c->DeleteByFilter(either),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("all: true")));
+  EXPECT_EQ(c->Info().points, kN);
+  // A filter matching nothing by its shape deletes nothing.
+  Filter none;
+  none.must_not.push_back(empty);
+  auto deleted = c->DeleteByFilter(none);
+  ASSERT_OK(deleted.status());
+  EXPECT_EQ(*deleted, 0u);
+  // Narrow filters work as before; then the rest matches every live point.
+  deleted = c->DeleteByFilter(TagFilter("even"));
+  ASSERT_OK(deleted.status());
+  EXPECT_EQ(*deleted, kN / 2);
+  EXPECT_THAT(c->DeleteByFilter(TagFilter("odd")),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(c->Info().points, kN / 2);
+  deleted = c->DeleteByFilter(TagFilter("odd"), /*all=*/true);
+  ASSERT_OK(deleted.status());
+  EXPECT_EQ(*deleted, kN / 2);
+  EXPECT_EQ(c->Info().points, 0u);
+  // An empty collection: nothing matches, nothing to refuse.
+  deleted = c->DeleteByFilter(TagFilter("odd"));
+  ASSERT_OK(deleted.status());
+  EXPECT_EQ(*deleted, 0u);
+  ASSERT_OK(c->Upsert(refs));
+  deleted = c->DeleteByFilter(Filter(), /*all=*/true);
+  ASSERT_OK(deleted.status());
+  EXPECT_EQ(*deleted, kN);
 }
 
 // Filtered searches and counts while writers upsert, overwrite, edit

@@ -65,7 +65,7 @@ class Calibration(_message.Message):
     def __init__(self, k: _Optional[int] = ..., queries: _Optional[int] = ..., indexed_points: _Optional[int] = ..., created_unix_ms: _Optional[int] = ..., points: _Optional[_Iterable[_Union[CalibrationPoint, _Mapping]]] = ...) -> None: ...
 
 class CalibrationPoint(_message.Message):
-    __slots__ = ["ef", "mean_us", "nprobe", "recall", "recall_lower", "rerank_candidates", "ssd_reads"]
+    __slots__ = ["ef", "mean_us", "nprobe", "recall", "recall_lower", "rerank_candidates", "ssd_reads", "work"]
     EF_FIELD_NUMBER: _ClassVar[int]
     MEAN_US_FIELD_NUMBER: _ClassVar[int]
     NPROBE_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class CalibrationPoint(_message.Message):
     RECALL_LOWER_FIELD_NUMBER: _ClassVar[int]
     RERANK_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     SSD_READS_FIELD_NUMBER: _ClassVar[int]
+    WORK_FIELD_NUMBER: _ClassVar[int]
     ef: int
     mean_us: float
     nprobe: int
@@ -80,7 +81,8 @@ class CalibrationPoint(_message.Message):
     recall_lower: float
     rerank_candidates: int
     ssd_reads: float
-    def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., recall: _Optional[float] = ..., recall_lower: _Optional[float] = ..., mean_us: _Optional[float] = ..., ssd_reads: _Optional[float] = ...) -> None: ...
+    work: float
+    def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., recall: _Optional[float] = ..., recall_lower: _Optional[float] = ..., mean_us: _Optional[float] = ..., ssd_reads: _Optional[float] = ..., work: _Optional[float] = ...) -> None: ...
 
 class CollectionInfo(_message.Message):
     __slots__ = ["auto_retrains", "build_progress", "calibration", "calibration_current", "calibration_error", "code_error_ratio", "compaction_error", "default_target_recall", "deleted_points", "disk_bytes", "drift_retrains", "field_indexes", "index_error", "index_state", "indexed_points", "maintenance_failures", "maintenance_retry_unix_ms", "points", "resident_bytes", "spec", "stored_records", "trained_points"]
@@ -279,14 +281,16 @@ class DeletePayloadResponse(_message.Message):
     def __init__(self, updated: _Optional[int] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ["collection", "filter", "ids"]
+    __slots__ = ["all", "collection", "filter", "ids"]
+    ALL_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
+    all: bool
     collection: str
     filter: Filter
     ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, collection: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ...) -> None: ...
+    def __init__(self, collection: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., all: bool = ...) -> None: ...
 
 class DeleteResponse(_message.Message):
     __slots__ = ["deleted", "tokens"]
