@@ -81,6 +81,43 @@ def test_count_scroll_delete_with_filters(client, name):
     assert client.count(name) == n - 102
 
 
+def test_delete_by_filter_never_wipes_by_accident(client, name):
+    client.create_collection(name, dim=4, metric="l2")
+    client.upsert(name, np.arange(6), RNG.random((6, 4), dtype=np.float32),
+                  payloads=[{"cat": "lamp" if i < 3 else "desk"} for i in range(6)])
+    for f in ({"must": [{"filter": {}}]}, {}, {"should": [{"filter": {}}]}):
+        with pytest.raises(zoomd.InvalidArgument, match="all=True|all: true"):
+            client.delete(name, filter=f)
+    with pytest.raises(zoomd.FailedPrecondition, match="matches all 6 live points"):
+        client.delete(name, filter={"must": [{"key": "cat", "match": {"any": ["lamp", "desk"]}}]})
+    assert client.count(name) == 6
+    assert client.delete(name, filter={"must": [{"key": "cat", "match": {"value": "lamp"}}]}) == 3
+    assert client.delete(name, filter={"must": [{"key": "cat", "match": {"value": "desk"}}]},
+                         all=True) == 3
+    client.upsert(name, [9], [[1, 2, 3, 4]])
+    assert client.delete(name, all=True) == 1
+    assert client.count(name) == 0
+    with pytest.raises(zoomd.InvalidArgument, match="not with ids"):
+        client.delete(name, ids=[1], all=True)
+
+
+def test_numpy_values_in_filters(client, name):
+    client.create_collection(name, dim=4, metric="l2")
+    payloads = [{"cls": i % 10, "tag": "ab"[i % 2], "price": i / 10} for i in range(100)]
+    client.upsert(name, range(100), RNG.random((100, 4)), payloads=payloads)
+    assert client.count(name, {"must": [{"key": "cls", "match": {"value": np.int64(7)}}]}) == 10
+    assert client.count(name, {"must": [{"has_id": np.arange(5)}]}) == 5
+    assert client.count(name, {"must": [{"key": "cls", "match": {"any": np.array([1, 2])}},
+                                        {"key": "tag", "match": {"value": np.str_("a")}}]}) == 10
+    page, _ = client.scroll(name, {"must": [{"key": "price", "range": {
+        "gte": np.float32(2.0), "lt": np.float64(2.5)}}]})
+    assert [p.id for p in page] == [20, 21, 22, 23, 24]
+    hits = client.search(name, [0.5] * 4, k=10,
+                         filter={"must": [{"has_id": np.array([3, 4], dtype=np.uint64)}]})
+    assert sorted(h.id for h in hits) == [3, 4]
+    assert client.delete(name, filter={"must_not": [{"has_id": np.arange(90)}]}) == 10
+
+
 def test_uint8_collection(client, name, sift):
     client.create_collection(name, dim=128, metric="l2", dtype="uint8")
     client.upsert(name, [0, 1], sift["base"][:2])  # uint8 arrays go in as they are

@@ -5,11 +5,16 @@ protobuf encoding: packed floats are little-endian float32)."""
 
 from __future__ import annotations
 
+import difflib
 import math
-from typing import Any, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+import re
+import reprlib
+import struct
+from collections import abc
+from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
-from google.protobuf import json_format
 
 from zoomd._proto import decoder_pb2, zoom_pb2
 from zoomd.errors import invalid
@@ -236,20 +241,505 @@ def from_fields(fields: Any) -> Payload:
 
 
 # ---- Filters ----------------------------------------------------------------------------------
+#
+# A dict filter goes straight into protobuf's wire encoding, by hand, like
+# the vectors (protobuf's json_format.ParseDict took 50-115 us a filter, on
+# every search). It takes what ParseDict took: the snake_case names the docs
+# use and protobuf's JSON (camelCase) names, None as a key left out, 64-bit
+# integers also as decimal strings and numbers also as strings ("Infinity"),
+# the forms protobuf's JSON printer writes. And besides: numpy scalars and
+# 1-d arrays wherever a scalar or a list goes (checked like Python's ints,
+# floats and bools), tuples as lists, zoomd.GeoPoint as a geo point. An
+# error says where (must[0].match.value) and, for an unknown key, the
+# snake_case keys expected there.
+#
+# The encoding: each field is its tag, (number << 3 | wire type), then a
+# varint (wire type 0), a little-endian double (1) or a length and bytes (2:
+# strings, messages, packed integers); the numbers are proto/zoom/v1/zoom.proto's
+# (and google.protobuf.Value's). tests/test_filters.py checks the forms
+# against ParseDict's.
 
-def to_filter(f: FilterLike) -> Optional[zoom_pb2.Filter]:
-    """A Filter proto from Qdrant's JSON shape (a dict) or a Filter proto."""
+
+def _keys(names: str) -> Dict[str, str]:
+    """A level's keys -> their field names: each snake_case name (in the
+    proto's field order) and its camelCase form (protobuf's JSON name)."""
+    out = {n: n for n in names.split()}
+    for n in names.split():
+        head, *rest = n.split("_")
+        out.setdefault(head + "".join(p.capitalize() for p in rest), n)
+    return out
+
+
+_FILTER_KEYS = _keys("must should must_not min_should")
+_MIN_SHOULD_KEYS = _keys("conditions min_count")
+_CONDITION_KEYS = _keys("key match range values_count geo_radius geo_bounding_box has_id "
+                        "is_empty is_null filter")
+_MATCH_KEYS = _keys("value any except keyword integer boolean integers except_integers")
+_INTEGERS_KEYS = _keys("values")
+_RANGE_KEYS = _keys("gt gte lt lte")
+_GEO_RADIUS_KEYS = _keys("center radius")
+_GEO_BOX_KEYS = _keys("top_left bottom_right")
+_GEO_POINT_KEYS = _keys("lat lon")
+_FIELD_KEY_KEYS = _keys("key")
+
+# Tags. Filter: must 1, should 2, must_not 3 (Condition), min_should 4
+# (MinShould: conditions 1, min_count 2). Condition: key 1, match 2, range 3,
+# values_count 4, geo_radius 5 (center 1, radius 2), geo_bounding_box 6
+# (top_left 1, bottom_right 2; GeoPoint: lat 1, lon 2), has_id 7 (packed
+# uint64), is_empty 8, is_null 9 (FieldKey: key 1), filter 10. Match (a
+# oneof): value 1 (google.protobuf.Value: number_value 2, string_value 3,
+# bool_value 4), any 2, except 3 (ListValue: values 1), keyword 4, integer 5,
+# boolean 6, integers 7, except_integers 8 (Integers: values 1, packed).
+# Range: gt 1, gte 2, lt 3, lte 4 (optional doubles).
+_FILTER_TAGS = {"must": b"\x0a", "should": b"\x12", "must_not": b"\x1a"}
+_CONDITION_TAGS = {"key": b"\x0a", "match": b"\x12", "range": b"\x1a",
+                   "values_count": b"\x22", "geo_radius": b"\x2a",
+                   "geo_bounding_box": b"\x32", "is_empty": b"\x42", "is_null": b"\x4a",
+                   "filter": b"\x52"}
+_MATCH_TAGS = {"value": b"\x0a", "any": b"\x12", "except": b"\x1a", "keyword": b"\x22",
+               "integers": b"\x3a", "except_integers": b"\x42"}
+_RANGE_TAGS = {"gt": b"\x09", "gte": b"\x11", "lt": b"\x19", "lte": b"\x21"}
+
+#: Nested filters the client follows (the server takes 8 levels and says so).
+_MAX_FILTER_DEPTH = 64
+#: A match value's integer travels as a JSON number (a double): exact to 2^53.
+_VALUE_INT_MAX = 1 << 53
+_DECIMAL = re.compile(r"-?[0-9]+")
+_SMALL = [bytes((i,)) for i in range(128)]
+_DOUBLE = struct.Struct("<d").pack
+
+
+class _Bad(Exception):
+    """A filter error on its way up: each level it passes adds its part of
+    the path (innermost first), so that a filter without errors pays for no
+    path."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path: List[str] = []
+
+
+def _desc(x: Any) -> str:
+    return f"{type(x).__name__} {reprlib.repr(x)}"
+
+
+def _names(keys: Dict[str, str]) -> str:
+    return ", ".join(dict.fromkeys(keys.values()))
+
+
+def _need_dict(d: Any, keys: Dict[str, str], what: str) -> None:
+    """Raises unless `d` is a Mapping (callers test for a dict first)."""
+    if not isinstance(d, abc.Mapping):
+        raise _Bad(f"expected {what} as a dict (of {_names(keys)}); got {_desc(d)}")
+
+
+def _field_name(d: Mapping[str, Any], key: Any, keys: Dict[str, str], what: str) -> str:
+    """The field of a key that is not a snake_case name: a camelCase one's,
+    else _Bad naming the keys expected (an unknown key)."""
+    name = keys.get(key)
+    if name is None:
+        hint = ""
+        if keys is _FILTER_KEYS and key in _CONDITION_KEYS:
+            hint = " (a condition goes in a list: {'must': [{'key': ..., 'match': ...}]})"
+        elif isinstance(key, str):
+            close = difflib.get_close_matches(key, list(keys), n=1, cutoff=0.65)
+            if close:
+                hint = f" (did you mean {keys[close[0]]!r}?)"
+        raise _Bad(f"unknown key {key!r} in {what}{hint}; expected one of: {_names(keys)}")
+    if name in d:
+        raise _Bad(f"both {name!r} and {key!r} given (the same field)")
+    return name
+
+
+def _ld(tag: bytes, body: bytes) -> bytes:
+    """A length-delimited field."""
+    n = len(body)
+    return tag + (_SMALL[n] if n < 128 else varint(n)) + body
+
+
+def _list(v: Any) -> Sequence[Any]:
+    """A list, a tuple or a 1-d numpy array (as a list of Python scalars)."""
+    if type(v) is list or isinstance(v, (list, tuple)):
+        return v
+    if isinstance(v, np.ndarray):
+        if v.ndim != 1:
+            raise _Bad(f"expected a list or a 1-d array; got an array of shape "
+                       f"{tuple(v.shape)}")
+        return v.tolist()
+    raise _Bad(f"expected a list; got {_desc(v)}")
+
+
+def _utf8(x: Any) -> bytes:
+    """A string field's bytes."""
+    if not isinstance(x, str):
+        raise _Bad(f"expected a string; got {_desc(x)}")
+    try:
+        return x.encode()
+    except UnicodeEncodeError as e:
+        raise _Bad(f"{_desc(x)} is not valid UTF-8 ({e.reason})") from None
+
+
+def _integer(x: Any, lo: int, hi: int, kind: str) -> int:
+    """An integer: an int (Python or numpy), a float without a fraction or a
+    decimal string (protobuf's JSON form of 64-bit integers), in lo..hi."""
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, int) and not isinstance(x, bool):
+        v = x
+    elif isinstance(x, float) and x.is_integer():
+        v = int(x)
+    elif isinstance(x, str) and _DECIMAL.fullmatch(x):
+        v = int(x)
+    else:
+        raise _Bad(f"expected an integer; got {_desc(x)}")
+    if not lo <= v <= hi:
+        raise _Bad(f"{v} {kind}")
+    return v
+
+
+def _integers(v: Any, lo: int, hi: int, kind: str) -> Sequence[int]:
+    """Integers in lo..hi: a list, a tuple or a 1-d numpy array."""
+    if isinstance(v, np.ndarray) and v.ndim == 1 and v.dtype.kind in "iu":
+        if v.size == 0 or (lo <= int(v.min()) and int(v.max()) <= hi):
+            return v.tolist()
+    v = _list(v)
+    # Plain ints (the common case) are checked at once; anything else, or an
+    # int out of range, one by one (which says which).
+    if all(type(x) is int for x in v) and (not v or (lo <= min(v) and max(v) <= hi)):
+        return v
+    out = []
+    for i, x in enumerate(v):
+        try:
+            out.append(_integer(x, lo, hi, kind))
+        except _Bad as e:
+            e.path.append(f"[{i}]")
+            raise
+    return out
+
+
+def _number(x: Any) -> float:
+    """A double: an int or a float (Python or numpy) or a string ("1.5",
+    "Infinity": protobuf's JSON form); not NaN."""
+    t = type(x)
+    if t is float or t is int:
+        v = float(x)
+    else:
+        if isinstance(x, np.generic):
+            x = x.item()
+        if isinstance(x, bool) or not isinstance(x, (int, float, str)):
+            raise _Bad(f"expected a number; got {_desc(x)}")
+        try:
+            v = float(x)
+        except (OverflowError, ValueError):
+            raise _Bad(f"expected a number; got {_desc(x)}") from None
+    if v != v:
+        raise _Bad("NaN is not a number to compare with")
+    return v
+
+
+def _boolean(x: Any) -> bool:
+    if not isinstance(x, (bool, np.bool_)):
+        raise _Bad(f"expected True or False; got {_desc(x)}")
+    return bool(x)
+
+
+def _match_value(x: Any) -> bytes:
+    """A match operand, as a google.protobuf.Value: a string, a bool, an
+    integer (|n| <= 2^53: it travels as a double) or a float (the server
+    takes one without a fraction)."""
+    t = type(x)
+    if t is str:
+        return _ld(b"\x1a", _utf8(x))
+    if t is float:
+        return b"\x11" + _DOUBLE(x)
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, str):
+        return _ld(b"\x1a", _utf8(x))
+    if isinstance(x, bool):
+        return b"\x20\x01" if x else b"\x20\x00"
+    if isinstance(x, int):
+        if not -_VALUE_INT_MAX <= x <= _VALUE_INT_MAX:
+            raise _Bad(f"{x} is beyond 2^53 in magnitude, where a match value (a JSON number) "
+                       "stops being exact; use {'integer': n} (a list: {'integers': "
+                       "{'values': [...]}} or 'except_integers'): exact for any int64")
+        return b"\x11" + _DOUBLE(x)
+    if isinstance(x, float):
+        return b"\x11" + _DOUBLE(x)
+    hint = (" (is_null / is_empty test for a null or missing field)" if x is None else
+            " (several values: use 'any')" if isinstance(x, (list, tuple, np.ndarray)) else "")
+    raise _Bad(f"a match takes a string, an integer or a bool; got {_desc(x)}{hint}")
+
+
+def _match_values(v: Any) -> bytes:
+    """A match's any / except: a ListValue of operands."""
+    out = []
+    for i, x in enumerate(_list(v)):
+        try:
+            out.append(_ld(b"\x0a", _match_value(x)))
+        except _Bad as e:
+            e.path.append(f"[{i}]")
+            raise
+    return b"".join(out)
+
+
+def _match_integers(d: Any, what: str) -> bytes:
+    """A match's integers / except_integers: {"values": [...]}."""
+    if type(d) is not dict:
+        _need_dict(d, _INTEGERS_KEYS, what)
+    out = b""
+    for k, v in d.items():
+        name = _INTEGERS_KEYS.get(k)
+        if name != k:
+            name = _field_name(d, k, _INTEGERS_KEYS, what)
+        if v is None:
+            continue
+        try:
+            ints = _integers(v, _INT64_MIN, _INT64_MAX, "does not fit an int64")
+        except _Bad as e:
+            e.path.append(".values")
+            raise
+        out = zoom_pb2.Integers(values=ints).SerializeToString()
+    return out
+
+
+def _match(d: Any) -> bytes:
+    if type(d) is not dict:
+        _need_dict(d, _MATCH_KEYS, "a match")
+    found: Optional[Tuple[str, Any]] = None
+    for k, v in d.items():
+        name = _MATCH_KEYS.get(k)
+        if name != k:
+            name = _field_name(d, k, _MATCH_KEYS, "a match")
+        if v is None and name != "value":  # (a null value is refused below)
+            continue
+        if found is not None:
+            raise _Bad(f"a match takes one of {_names(_MATCH_KEYS)}; this one sets "
+                       f"{found[0]!r} and {name!r}")
+        found = (name, v)
+    if found is None:
+        return b""  # an empty match: the server says what it lacks
+    name, v = found
+    try:
+        if name == "value":
+            body = _match_value(v)
+        elif name == "any" or name == "except":
+            body = _match_values(v)
+        elif name == "keyword":
+            body = _utf8(v)
+        elif name == "integer":
+            return b"\x28" + varint(_integer(v, _INT64_MIN, _INT64_MAX, "does not fit an int64")
+                                    & _UINT64_MAX)
+        elif name == "boolean":
+            return b"\x30\x01" if _boolean(v) else b"\x30\x00"
+        else:
+            body = _match_integers(v, name)
+    except _Bad as e:
+        e.path.append("." + name)
+        raise
+    return _ld(_MATCH_TAGS[name], body)
+
+
+def _doubles(d: Any, keys: Dict[str, str], tags: Dict[str, bytes], what: str) -> bytes:
+    """A message of double fields (a range, a geo point)."""
+    if type(d) is not dict:
+        _need_dict(d, keys, what)
+    out = b""
+    for k, v in d.items():
+        name = keys.get(k)
+        if name != k:
+            name = _field_name(d, k, keys, what)
+        if v is None:
+            continue
+        try:
+            out += tags[name] + _DOUBLE(_number(v))
+        except _Bad as e:
+            e.path.append("." + name)
+            raise
+    return out
+
+
+_GEO_POINT_TAGS = {"lat": b"\x09", "lon": b"\x11"}
+
+
+def _geo_point(p: Any) -> bytes:
+    if isinstance(p, GeoPoint):
+        p = {"lat": p.lat, "lon": p.lon}
+    return _doubles(p, _GEO_POINT_KEYS, _GEO_POINT_TAGS, "a geo point")
+
+
+def _geo(d: Any, keys: Dict[str, str], what: str) -> bytes:
+    """geo_radius {center, radius} or geo_bounding_box {top_left, bottom_right}."""
+    if type(d) is not dict:
+        _need_dict(d, keys, what)
+    out = b""
+    for k, v in d.items():
+        name = keys.get(k)
+        if name != k:
+            name = _field_name(d, k, keys, what)
+        if v is None:
+            continue
+        try:
+            if name == "radius":
+                out += b"\x11" + _DOUBLE(_number(v))
+            else:
+                out += _ld(b"\x12" if name == "bottom_right" else b"\x0a", _geo_point(v))
+        except _Bad as e:
+            e.path.append("." + name)
+            raise
+    return out
+
+
+def _field_key(d: Any, what: str) -> bytes:
+    """is_empty / is_null: {"key": field}."""
+    if type(d) is not dict:
+        _need_dict(d, _FIELD_KEY_KEYS, what)
+    out = b""
+    for k, v in d.items():
+        if _FIELD_KEY_KEYS.get(k) != k:
+            _field_name(d, k, _FIELD_KEY_KEYS, what)
+        if v is None:
+            continue
+        try:
+            out = _ld(b"\x0a", _utf8(v))
+        except _Bad as e:
+            e.path.append(".key")
+            raise
+    return out
+
+
+def _condition(d: Any, depth: int) -> bytes:
+    if type(d) is not dict:
+        _need_dict(d, _CONDITION_KEYS, "a condition")
+    out = b""
+    for k, v in d.items():
+        name = _CONDITION_KEYS.get(k)
+        if name != k:
+            name = _field_name(d, k, _CONDITION_KEYS, "a condition")
+        if v is None:
+            continue
+        try:
+            if name == "key":
+                body = _utf8(v)
+            elif name == "match":
+                body = _match(v)
+            elif name == "range" or name == "values_count":
+                body = _doubles(v, _RANGE_KEYS, _RANGE_TAGS, "a range")
+            elif name == "has_id":
+                ids = _integers(v, 0, _UINT64_MAX, "is not a uint64 id (0..2^64-1)")
+                out += zoom_pb2.Condition(has_id=ids).SerializeToString()  # field 7, packed
+                continue
+            elif name == "is_empty" or name == "is_null":
+                body = _field_key(v, name)
+            elif name == "geo_radius":
+                body = _geo(v, _GEO_RADIUS_KEYS, name)
+            elif name == "geo_bounding_box":
+                body = _geo(v, _GEO_BOX_KEYS, name)
+            else:
+                body = _filter(v, depth + 1)
+        except _Bad as e:
+            e.path.append("." + name)
+            raise
+        out += _ld(_CONDITION_TAGS[name], body)
+    return out
+
+
+def _conditions(tag: bytes, v: Any, depth: int) -> bytes:
+    """A repeated Condition field."""
+    if type(v) is not list and not isinstance(v, (list, tuple)):
+        raise _Bad(f"expected a list of conditions; got {_desc(v)}")
+    out = []
+    for i, c in enumerate(v):
+        try:
+            out.append(_ld(tag, _condition(c, depth)))
+        except _Bad as e:
+            e.path.append(f"[{i}]")
+            raise
+    return b"".join(out)
+
+
+def _min_should(d: Any, depth: int) -> bytes:
+    if type(d) is not dict:
+        _need_dict(d, _MIN_SHOULD_KEYS, "min_should")
+    out = b""
+    for k, v in d.items():
+        name = _MIN_SHOULD_KEYS.get(k)
+        if name != k:
+            name = _field_name(d, k, _MIN_SHOULD_KEYS, "min_should")
+        if v is None:
+            continue
+        try:
+            if name == "conditions":
+                out += _conditions(b"\x0a", v, depth)
+            else:
+                out += b"\x10" + varint(_integer(v, 0, _UINT64_MAX, "is not a uint64"))
+        except _Bad as e:
+            e.path.append("." + name)
+            raise
+    return out
+
+
+def _filter(d: Any, depth: int) -> bytes:
+    if depth > _MAX_FILTER_DEPTH:
+        raise _Bad(f"nested more than {_MAX_FILTER_DEPTH} levels deep (the server takes 8)")
+    if type(d) is not dict:
+        _need_dict(d, _FILTER_KEYS, "a filter")
+    out = b""
+    for k, v in d.items():
+        name = _FILTER_KEYS.get(k)
+        if name != k:
+            name = _field_name(d, k, _FILTER_KEYS, "a filter")
+        if v is None:
+            continue
+        try:
+            if name == "min_should":
+                out += _ld(b"\x22", _min_should(v, depth))
+            else:
+                out += _conditions(_FILTER_TAGS[name], v, depth)
+        except _Bad as e:
+            e.path.append("." + name)
+            raise
+    return out
+
+
+def filter_bytes(f: FilterLike) -> Optional[bytes]:
+    """The encoding of the zoom.v1.Filter `f` stands for (see to_filter);
+    None for None."""
     if f is None:
         return None
     if isinstance(f, zoom_pb2.Filter):
-        return f
-    if not isinstance(f, Mapping):
+        return f.SerializeToString()
+    if not isinstance(f, abc.Mapping):
         raise invalid(f"filter: expected a dict in Qdrant's shape or a zoom_pb2.Filter; got "
                       f"{type(f).__name__}")
     try:
-        return json_format.ParseDict(f, zoom_pb2.Filter())
-    except json_format.ParseError as e:
-        raise invalid(f"filter: {e}") from None
+        return _filter(f, 0)
+    except _Bad as e:
+        path = "".join(reversed(e.path)).lstrip(".")
+        raise invalid(f"filter: {path}: {e.message}" if path else f"filter: {e.message}") \
+            from None
+
+
+def fill_filter(f: FilterLike, out: zoom_pb2.Filter) -> None:
+    """Sets a request's filter field `out` to `f`'s filter (see to_filter);
+    leaves it unset for None."""
+    data = filter_bytes(f)
+    if data is not None:
+        out.SetInParent()
+        out.MergeFromString(data)
+
+
+def to_filter(f: FilterLike) -> Optional[zoom_pb2.Filter]:
+    """A Filter proto from Qdrant's shape (a dict: the JSON form of
+    zoom.v1.Filter, as zoomctl takes it; numpy scalars and 1-d arrays go
+    where numbers and lists do) or a Filter proto (as it is); None for None.
+    A key the filter language does not have, or a value of the wrong type,
+    is a client-side InvalidArgument saying where, and for a key the keys
+    expected there."""
+    if f is None or isinstance(f, zoom_pb2.Filter):
+        return f
+    return zoom_pb2.Filter.FromString(filter_bytes(f))
 
 
 # ---- Requests ---------------------------------------------------------------------------------
@@ -309,10 +799,11 @@ def search_template(collection: str, k: int, ef: Optional[int], nprobe: Optional
     if after is not None:
         req.consistency = zoom_pb2.SESSION
         req.after.extend(tokens_of(after))
-    flt = to_filter(filter)
-    if flt is not None:
-        req.filter.CopyFrom(flt)
-    return req.SerializeToString()
+    head = req.SerializeToString()
+    flt = filter_bytes(filter)
+    if flt is not None:  # SearchRequest.filter, field 10
+        head += _ld(b"\x52", flt)
+    return head
 
 
 def points_message(collection: str, ids: Sequence[int], vectors: np.ndarray,
@@ -414,7 +905,8 @@ def collection_info(i: zoom_pb2.CollectionInfo) -> CollectionInfo:
             created_unix_ms=i.calibration.created_unix_ms,
             points=[CalibrationPoint(ef=p.ef, nprobe=p.nprobe, rerank=p.rerank_candidates,
                                      recall=p.recall, recall_lower=p.recall_lower,
-                                     mean_us=p.mean_us, ssd_reads=p.ssd_reads)
+                                     mean_us=p.mean_us, ssd_reads=p.ssd_reads,
+                                     work=p.work)
                     for p in i.calibration.points]) if i.HasField("calibration") else None,
         calibration_current=i.calibration_current, calibration_error=i.calibration_error,
         default_target_recall=i.default_target_recall)

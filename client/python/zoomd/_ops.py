@@ -16,7 +16,7 @@ import numpy as np
 
 from zoomd import _convert as cv
 from zoomd._proto import decoder_pb2, zoom_pb2
-from zoomd.errors import DeadlineExceeded, ZoomError, from_rpc_error, invalid
+from zoomd.errors import DeadlineExceeded, ZoomError, error_for, from_rpc_error, invalid
 from zoomd.models import IndexSpec, Record, SearchKnobs, SearchResult, TopKResult, TopKStep
 
 _VS = "/zoom.v1.VectorSearch/"
@@ -58,6 +58,39 @@ STREAM_TOPK = _DEC + "StreamTopK"
 Shape = Tuple[int, str]
 
 
+class _Default:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: A method's ``timeout`` when the caller passes none: the client's default
+#: deadline (its ``timeout``), except for a call that waits for a job on the
+#: server (Op.waits), which then has no deadline. ``timeout=None`` passed to
+#: a method is no deadline, whatever the client's default.
+DEFAULT: Any = _Default()
+
+#: A method's timeout: seconds, None (no deadline) or DEFAULT.
+Timeout = Union[None, float, _Default]
+
+# What a call that waits for a job leaves on the server when its deadline
+# passes (added to DeadlineExceeded's message). "If it had started": a
+# request still queued on the server at its deadline is not run.
+BUILD_JOB = ("the build goes on on the server if it had started; call get_collection to see "
+             "its state (index_state, build_progress)")
+FIELD_INDEX_JOB = ("the field index goes on being built on the server if it had started; call "
+                   "get_collection to see it (field_indexes[...].ready)")
+COMPACT_JOB = ("the compaction goes on on the server if it had started; call get_collection "
+               "to see its state (deleted_points, compaction_error)")
+SNAPSHOT_JOB = ("the snapshot goes on being written on the server if it had started; call "
+                "list_snapshots to see it")
+MODEL_JOB = ("the model goes on loading on the server if it had started; call list_models to "
+             "see its state")
+IMPORT_JOB = ("the import stopped there: the points of the batches the server had stored stay "
+              "(get_collection's points counts them), the rest were not imported")
+
+
 @dataclass
 class Op:
     """One unary call: method path, request bytes, reader of the response."""
@@ -66,6 +99,12 @@ class Op:
     read: Callable[[Any], Any]
     idempotent: bool
     collection: str = ""  # whose cached shape to forget when the server refuses
+    #: A call that starts a job on the server (a build, a model load): what
+    #: goes on there when the call's deadline passes (see rpc_error).
+    job: str = ""
+    #: The call waits for the job (the build, ...) to end: without a timeout
+    #: from the caller it has no deadline (not the client's default).
+    waits: bool = False
 
     @property
     def name(self) -> str:
@@ -92,6 +131,25 @@ class RetryPolicy:
     def allows(self, op: Op, code: Optional[grpc.StatusCode], attempt: int) -> bool:
         return (code == grpc.StatusCode.UNAVAILABLE and attempt + 1 < self.attempts and
                 (op.idempotent or self.retry_writes))
+
+
+def rpc_error(err: grpc.RpcError, method: str, job: str = "") -> ZoomError:
+    """from_rpc_error, with `job` (what goes on on the server, e.g.
+    BUILD_JOB) added to the message of a DEADLINE_EXCEEDED."""
+    e = from_rpc_error(err, method)
+    if job and e.code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        e = error_for(e.code, f"{e.message}; {job}" if e.message else job, method)
+    return e
+
+
+def seconds(what: str, t: Any) -> Optional[float]:
+    """A timeout checked: seconds (a number, not NaN) or None."""
+    if t is None:
+        return None
+    if isinstance(t, bool) or not isinstance(t, (int, float, np.integer, np.floating)) or \
+            t != t:
+        raise invalid(f"{what}: expected seconds (a number) or None (no deadline); got {t!r}")
+    return float(t)
 
 
 def _ser(msg: Any) -> bytes:
@@ -148,12 +206,13 @@ def drop_collection(name: str) -> Op:
 def build_index(name: str, wait: bool) -> Op:
     return Op(_VS + "BuildIndex",
               _ser(zoom_pb2.BuildIndexRequest(collection=_name("name", name), wait=wait)),
-              lambda r: cv.collection_info(r.info), True, name)
+              lambda r: cv.collection_info(r.info), True, name, job=BUILD_JOB, waits=wait)
 
 
 def compact(name: str) -> Op:
+    # The server answers once the compaction is done: a call that waits.
     return Op(_VS + "Compact", _ser(zoom_pb2.CompactRequest(collection=_name("name", name))),
-              lambda r: cv.collection_info(r.info), True, name)
+              lambda r: cv.collection_info(r.info), True, name, job=COMPACT_JOB, waits=True)
 
 
 def create_field_index(name: str, field: str, type: str, wait: bool) -> Op:
@@ -161,7 +220,7 @@ def create_field_index(name: str, field: str, type: str, wait: bool) -> Op:
                                            field=_name("field", field),
                                            type=cv.field_type(type), wait=wait)
     return Op(_VS + "CreateFieldIndex", _ser(req), lambda r: cv.collection_info(r.info), True,
-              name)
+              name, job=FIELD_INDEX_JOB, waits=wait)
 
 
 def delete_field_index(name: str, field: str) -> Op:
@@ -185,14 +244,18 @@ def upsert(name: str, shape: Shape, ids: Any, vectors: Any, payloads: Optional[S
     return Op(_VS + "Upsert", body, read, False, name)
 
 
-def delete(name: str, ids: Any, filter: cv.FilterLike, tokens: Optional[list] = None) -> Op:
-    if (ids is None) == (filter is None):
-        raise invalid("delete: pass exactly one of ids and filter")
-    req = zoom_pb2.DeleteRequest(collection=_name("name", name))
+def delete(name: str, ids: Any, filter: cv.FilterLike, tokens: Optional[list] = None,
+           all: bool = False) -> Op:
+    if (ids is None) == (filter is None) and not (all and ids is None):
+        raise invalid("delete: pass exactly one of ids and filter (or all=True alone to "
+                      "delete every point)")
+    if ids is not None and all:
+        raise invalid("delete: all=True goes with a filter or alone, not with ids")
+    req = zoom_pb2.DeleteRequest(collection=_name("name", name), all=bool(all))
     if ids is not None:
         req.ids.extend(cv.ids_array(ids))
-    else:
-        req.filter.CopyFrom(cv.to_filter(filter))
+    elif filter is not None:
+        cv.fill_filter(filter, req.filter)
     def read(r: zoom_pb2.DeleteResponse) -> int:
         cv.merge_tokens(tokens, r.tokens)
         return r.deleted
@@ -222,9 +285,7 @@ def delete_payload(name: str, ids: Any, keys: Optional[Sequence[str]]) -> Op:
 
 def count(name: str, filter: cv.FilterLike) -> Op:
     req = zoom_pb2.CountRequest(collection=_name("name", name))
-    f = cv.to_filter(filter)
-    if f is not None:
-        req.filter.CopyFrom(f)
+    cv.fill_filter(filter, req.filter)
     return Op(_VS + "Count", _ser(req), lambda r: r.count, True, name)
 
 
@@ -233,9 +294,7 @@ def scroll(name: str, filter: cv.FilterLike, offset: int, limit: int, with_paylo
     req = zoom_pb2.ScrollRequest(collection=_name("name", name), offset=int(offset),
                                  limit=int(limit), with_payload=with_payload,
                                  with_vectors=with_vectors)
-    f = cv.to_filter(filter)
-    if f is not None:
-        req.filter.CopyFrom(f)
+    cv.fill_filter(filter, req.filter)
 
     def read(r: zoom_pb2.ScrollResponse) -> Tuple[List[Record], Optional[int]]:
         pts = [cv.record_of(p, with_payload, with_vectors) for p in r.points]
@@ -281,9 +340,10 @@ def search_batch(name: str, shape: Shape, vectors: Any, k: int, ef: Optional[int
 # ---- Snapshots -----------------------------------------------------------------------------
 
 def create_snapshot(name: str) -> Op:
+    # The server answers once the archive is written: a call that waits.
     return Op(_VS + "CreateSnapshot",
               _ser(zoom_pb2.CreateSnapshotRequest(collection=_name("name", name))),
-              lambda r: r.snapshot, False, name)
+              lambda r: r.snapshot, False, name, job=SNAPSHOT_JOB, waits=True)
 
 
 def list_snapshots(name: str) -> Op:
@@ -306,7 +366,8 @@ def load_model(name: str, dir: str, m: int, ef_construction: int, wait: bool,
                                        m=_uint32("m", m),
                                        ef_construction=_uint32("ef_construction", ef_construction),
                                        wait=wait, default_ef=_uint32("default_ef", default_ef))
-    return Op(_DEC + "LoadModel", _ser(req), lambda r: cv.model_info(r.info), False)
+    return Op(_DEC + "LoadModel", _ser(req), lambda r: cv.model_info(r.info), False,
+              job=MODEL_JOB, waits=wait)
 
 
 def unload_model(name: str) -> Op:
@@ -437,7 +498,9 @@ class Base:
                  retry: Optional[RetryPolicy]) -> None:
         self._channel = channel
         self._metadata = tuple(md)
-        self.timeout = timeout
+        #: The deadline in seconds of each call that does not wait for a job
+        #: and is given no timeout (None: none).
+        self.timeout = seconds("timeout", timeout)
         self.retry = retry if retry is not None else RetryPolicy()
         self._unary: Dict[str, Any] = {
             m: channel.unary_unary(m, request_serializer=None, response_deserializer=t.FromString)
@@ -449,8 +512,14 @@ class Base:
             STREAM_TOPK, response_deserializer=decoder_pb2.TopKResponse.FromString)
         self._shapes: Dict[str, Shape] = {}
 
-    def _deadline(self, timeout: Optional[float]) -> Optional[float]:
-        t = self.timeout if timeout is None else timeout
+    def _deadline(self, timeout: Timeout, waits: bool = False) -> Optional[float]:
+        """The monotonic deadline of a call given its method's `timeout`:
+        DEFAULT is the client's timeout, or none for a call that waits for a
+        job (waits); None is none."""
+        if timeout is DEFAULT:
+            t = None if waits else self.timeout
+        else:
+            t = seconds("timeout", timeout)
         return None if t is None else time.monotonic() + t
 
     @staticmethod
@@ -476,7 +545,7 @@ class Base:
         if op.collection and code in (grpc.StatusCode.NOT_FOUND,
                                       grpc.StatusCode.INVALID_ARGUMENT):
             self._shapes.pop(op.collection, None)
-        raise from_rpc_error(err, op.name) from None
+        raise rpc_error(err, op.name, op.job) from None
 
     def _retry_shape(self, name: str, err: ZoomError) -> None:
         """A client-side error from a cached shape: forget it (the caller

@@ -20,7 +20,9 @@ from zoomd.models import (CollectionInfo, ImportResult, IndexSpec, ModelInfo, Re
 
 __all__ = ["AsyncClient", "AsyncTopKStream"]
 
-_Deadline = Optional[float]
+_Timeout = ops.Timeout
+#: A method's timeout when none is given (see ops.DEFAULT).
+_DEFAULT = ops.DEFAULT
 
 
 class AsyncClient(ops.Base):
@@ -51,8 +53,8 @@ class AsyncClient(ops.Base):
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
-    async def _run(self, op: ops.Op, timeout: _Deadline = None) -> Any:
-        deadline = self._deadline(timeout)
+    async def _run(self, op: ops.Op, timeout: _Timeout = _DEFAULT) -> Any:
+        deadline = self._deadline(timeout, op.waits)
         call = self._unary[op.method]
         attempt = 0
         while True:
@@ -63,14 +65,14 @@ class AsyncClient(ops.Base):
                 await asyncio.sleep(self._pause(op, e, attempt, deadline))
                 attempt += 1
 
-    async def _shape(self, name: str, timeout: _Deadline = None) -> ops.Shape:
+    async def _shape(self, name: str, timeout: _Timeout = _DEFAULT) -> ops.Shape:
         shape = self._shapes.get(name)
         if shape is None:
             info = await self.get_collection(name, timeout=timeout)
             shape = (info.dim, info.dtype)
         return shape
 
-    async def _checked(self, name: str, build: Any, timeout: _Deadline) -> ops.Op:
+    async def _checked(self, name: str, build: Any, timeout: _Timeout) -> ops.Op:
         try:
             return build(await self._shape(name, timeout))
         except ZoomError as e:
@@ -79,7 +81,7 @@ class AsyncClient(ops.Base):
 
     # ---- The server --------------------------------------------------------------------
 
-    async def health(self, service: str = "", timeout: _Deadline = None) -> str:
+    async def health(self, service: str = "", timeout: _Timeout = _DEFAULT) -> str:
         """See Client.health."""
         deadline = self._deadline(timeout)
         try:
@@ -90,11 +92,11 @@ class AsyncClient(ops.Base):
             raise from_rpc_error(e, "Health.Check") from None
         return cv.health_status(data)
 
-    async def server_info(self, timeout: _Deadline = None) -> ServerInfo:
+    async def server_info(self, timeout: _Timeout = _DEFAULT) -> ServerInfo:
         """See Client.server_info."""
         return await self._run(ops.server_info(), timeout)
 
-    async def server_version(self, timeout: _Deadline = None) -> str:
+    async def server_version(self, timeout: _Timeout = _DEFAULT) -> str:
         """See Client.server_version."""
         return (await self.server_info(timeout)).version
 
@@ -103,7 +105,7 @@ class AsyncClient(ops.Base):
     async def create_collection(self, name: str, dim: int, metric: str = "cosine",
                                 dtype: str = "float32", index: Optional[IndexSpec] = None,
                                 default_knobs: Union[None, SearchKnobs, Mapping[str, int]] = None,
-                                timeout: _Deadline = None,
+                                timeout: _Timeout = _DEFAULT,
                                 cache_bytes: Optional[int] = None, shards: Optional[int] = None,
                                 replicas: Optional[int] = None) -> CollectionInfo:
         """See Client.create_collection."""
@@ -114,37 +116,37 @@ class AsyncClient(ops.Base):
         self._shapes[name] = (info.dim, info.dtype)
         return info
 
-    async def get_collection(self, name: str, timeout: _Deadline = None) -> CollectionInfo:
+    async def get_collection(self, name: str, timeout: _Timeout = _DEFAULT) -> CollectionInfo:
         """See Client.get_collection."""
         info = await self._run(ops.get_collection(name), timeout)
         self._shapes[name] = (info.dim, info.dtype)
         return info
 
-    async def list_collections(self, timeout: _Deadline = None) -> List[CollectionInfo]:
+    async def list_collections(self, timeout: _Timeout = _DEFAULT) -> List[CollectionInfo]:
         """See Client.list_collections."""
         return await self._run(ops.list_collections(), timeout)
 
-    async def drop_collection(self, name: str, timeout: _Deadline = None) -> None:
+    async def drop_collection(self, name: str, timeout: _Timeout = _DEFAULT) -> None:
         """See Client.drop_collection."""
         self._shapes.pop(name, None)
         await self._run(ops.drop_collection(name), timeout)
 
     async def build_index(self, name: str, wait: bool = True,
-                          timeout: _Deadline = None) -> CollectionInfo:
+                          timeout: _Timeout = _DEFAULT) -> CollectionInfo:
         """See Client.build_index."""
         return await self._run(ops.build_index(name, wait), timeout)
 
-    async def compact(self, name: str, timeout: _Deadline = None) -> CollectionInfo:
+    async def compact(self, name: str, timeout: _Timeout = _DEFAULT) -> CollectionInfo:
         """See Client.compact."""
         return await self._run(ops.compact(name), timeout)
 
     async def create_field_index(self, name: str, field: str, type: str = "keyword",
-                                 wait: bool = True, timeout: _Deadline = None) -> CollectionInfo:
+                                 wait: bool = True, timeout: _Timeout = _DEFAULT) -> CollectionInfo:
         """See Client.create_field_index."""
         return await self._run(ops.create_field_index(name, field, type, wait), timeout)
 
     async def delete_field_index(self, name: str, field: str,
-                                 timeout: _Deadline = None) -> CollectionInfo:
+                                 timeout: _Timeout = _DEFAULT) -> CollectionInfo:
         """See Client.delete_field_index."""
         return await self._run(ops.delete_field_index(name, field), timeout)
 
@@ -153,40 +155,45 @@ class AsyncClient(ops.Base):
     async def upsert(self, name: str, ids: Any, vectors: Any,
                      payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
                      raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
-                     timeout: _Deadline = None, tokens: Optional[list] = None) -> int:
+                     timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None) -> int:
         """See Client.upsert."""
         op = await self._checked(
             name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads, tokens), timeout)
         return await self._run(op, timeout)
 
     async def delete(self, name: str, ids: Any = None, filter: cv.FilterLike = None,
-                     timeout: _Deadline = None, tokens: Optional[list] = None) -> int:
-        """See Client.delete."""
-        return await self._run(ops.delete(name, ids, filter, tokens), timeout)
+                     timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None,
+                     all: bool = False) -> int:
+        """Deletes the points with these ids, or every point passing `filter`
+        (one of the two). Returns how many existed. A filter that matches
+        every point (empty, only empty nested filters, or every live point
+        when it runs) is refused (InvalidArgument / FailedPrecondition,
+        nothing deleted) unless all=True; all=True alone deletes every point."""
+        return await self._run(ops.delete(name, ids, filter, tokens, all), timeout)
 
     async def get(self, name: str, ids: Any, with_vectors: bool = False,
-                  with_payload: bool = True, timeout: _Deadline = None) -> List[Record]:
+                  with_payload: bool = True, timeout: _Timeout = _DEFAULT) -> List[Record]:
         """See Client.get."""
         return await self._run(ops.get(name, ids, with_vectors, with_payload), timeout)
 
     async def set_payload(self, name: str, ids: Any, payload: Mapping[str, Any],
-                          overwrite: bool = False, timeout: _Deadline = None) -> int:
+                          overwrite: bool = False, timeout: _Timeout = _DEFAULT) -> int:
         """See Client.set_payload."""
         return await self._run(ops.set_payload(name, ids, payload, overwrite), timeout)
 
     async def delete_payload(self, name: str, ids: Any, keys: Optional[Sequence[str]] = None,
-                             timeout: _Deadline = None) -> int:
+                             timeout: _Timeout = _DEFAULT) -> int:
         """See Client.delete_payload."""
         return await self._run(ops.delete_payload(name, ids, keys), timeout)
 
     async def count(self, name: str, filter: cv.FilterLike = None,
-                    timeout: _Deadline = None) -> int:
+                    timeout: _Timeout = _DEFAULT) -> int:
         """See Client.count."""
         return await self._run(ops.count(name, filter), timeout)
 
     async def scroll(self, name: str, filter: cv.FilterLike = None, offset: int = 0,
                      limit: int = 100, with_payload: bool = True, with_vectors: bool = False,
-                     timeout: _Deadline = None) -> Tuple[List[Record], Optional[int]]:
+                     timeout: _Timeout = _DEFAULT) -> Tuple[List[Record], Optional[int]]:
         """See Client.scroll."""
         return await self._run(
             ops.scroll(name, filter, offset, limit, with_payload, with_vectors), timeout)
@@ -195,13 +202,13 @@ class AsyncClient(ops.Base):
                             payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
                             raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
                             batch_size: Optional[int] = None, progress: bool = True,
-                            start_id: int = 0, timeout: _Deadline = None) -> ImportResult:
+                            start_id: int = 0, timeout: _Timeout = _DEFAULT) -> ImportResult:
         """See Client.import_points."""
         shape = await self._shape(name, timeout)
         bs = int(batch_size) if batch_size else ops.default_batch(shape[0])
         total, batches = ops.import_source(vectors, ids, payloads, raw_payloads, start_id, bs)
         bar = Progress(total, progress)
-        deadline = self._deadline(timeout)
+        deadline = self._deadline(timeout, waits=True)
         call = self._import(metadata=self._metadata,
                             timeout=None if deadline is None else deadline - time.monotonic())
         try:
@@ -211,13 +218,19 @@ class AsyncClient(ops.Base):
                 except BaseException:
                     call.cancel()
                     raise
-                await call.write(body)
+                try:
+                    await call.write(body)
+                except asyncio.InvalidStateError:
+                    # The call ended before this batch (its deadline passed,
+                    # or the server refused a batch): its status says why.
+                    await call
+                    raise
                 bar.update(n)
             await call.done_writing()
             resp = await call
         except grpc.RpcError as e:
             bar.close()
-            raise from_rpc_error(e, "Import") from None
+            raise ops.rpc_error(e, "Import", ops.IMPORT_JOB) from None
         except BaseException:
             bar.close()
             raise
@@ -230,7 +243,7 @@ class AsyncClient(ops.Base):
                      nprobe: Optional[int] = None, rerank: Optional[int] = None,
                      preview_only: bool = False, exact: bool = False,
                      with_payload: bool = False, with_vectors: bool = False,
-                     filter: cv.FilterLike = None, timeout: _Deadline = None,
+                     filter: cv.FilterLike = None, timeout: _Timeout = _DEFAULT,
                      allow_partial: bool = False,
                      rerank_stop_sd: Optional[float] = None,
                      target_recall: Optional[float] = None,
@@ -247,7 +260,7 @@ class AsyncClient(ops.Base):
                            rerank: Optional[int] = None, preview_only: bool = False,
                            exact: bool = False, with_payload: bool = False,
                            with_vectors: bool = False, filter: cv.FilterLike = None,
-                           timeout: _Deadline = None,
+                           timeout: _Timeout = _DEFAULT,
                            allow_partial: bool = False,
                            rerank_stop_sd: Optional[float] = None,
                            target_recall: Optional[float] = None,
@@ -262,45 +275,45 @@ class AsyncClient(ops.Base):
 
     # ---- Snapshots -------------------------------------------------------------------------
 
-    async def create_snapshot(self, name: str, timeout: _Deadline = None) -> Any:
+    async def create_snapshot(self, name: str, timeout: _Timeout = _DEFAULT) -> Any:
         """See Client.create_snapshot."""
         return await self._run(ops.create_snapshot(name), timeout)
 
-    async def list_snapshots(self, name: str, timeout: _Deadline = None) -> List[Any]:
+    async def list_snapshots(self, name: str, timeout: _Timeout = _DEFAULT) -> List[Any]:
         """See Client.list_snapshots."""
         return await self._run(ops.list_snapshots(name), timeout)
 
-    async def delete_snapshot(self, name: str, snapshot: str, timeout: _Deadline = None) -> None:
+    async def delete_snapshot(self, name: str, snapshot: str, timeout: _Timeout = _DEFAULT) -> None:
         """See Client.delete_snapshot."""
         await self._run(ops.delete_snapshot(name, snapshot), timeout)
 
     # ---- Decoder ---------------------------------------------------------------------------
 
     async def load_model(self, name: str, dir: str, m: int = 0, ef_construction: int = 0,
-                         wait: bool = True, timeout: _Deadline = None,
+                         wait: bool = True, timeout: _Timeout = _DEFAULT,
                          default_ef: int = 0) -> ModelInfo:
         """See Client.load_model."""
         return await self._run(ops.load_model(name, dir, m, ef_construction, wait, default_ef),
                                timeout)
 
-    async def list_models(self, timeout: _Deadline = None) -> List[ModelInfo]:
+    async def list_models(self, timeout: _Timeout = _DEFAULT) -> List[ModelInfo]:
         """See Client.list_models."""
         return await self._run(ops.list_models(), timeout)
 
-    async def unload_model(self, name: str, timeout: _Deadline = None) -> None:
+    async def unload_model(self, name: str, timeout: _Timeout = _DEFAULT) -> None:
         """See Client.unload_model."""
         await self._run(ops.unload_model(name), timeout)
 
     async def topk(self, model: str, contexts: Any, k: int = 10, ef: int = 0,
                    return_words: bool = False, return_probs: bool = False, exact: bool = False,
                    tail_samples: int = 0, tail: Optional[str] = None,
-                   timeout: _Deadline = None) -> TopKResult:
+                   timeout: _Timeout = _DEFAULT) -> TopKResult:
         """See Client.topk."""
         return await self._run(ops.topk(model, contexts, k, ef, return_words, return_probs,
                                         exact, tail_samples, tail), timeout)
 
     def stream_topk(self, model: str, k: int = 10, ef: int = 0, return_words: bool = False,
-                    return_probs: bool = False, timeout: _Deadline = None) -> "AsyncTopKStream":
+                    return_probs: bool = False, timeout: _Timeout = _DEFAULT) -> "AsyncTopKStream":
         """``async with client.stream_topk("ptb") as s: step = await s.step(h)``."""
         return AsyncTopKStream(self, model, k, ef, return_words, return_probs, timeout)
 
@@ -309,7 +322,7 @@ class AsyncTopKStream:
     """One StreamTopK call: ``await step(h)`` sends a context, returns its top k."""
 
     def __init__(self, client: AsyncClient, model: str, k: int, ef: int, return_words: bool,
-                 return_probs: bool, timeout: _Deadline) -> None:
+                 return_probs: bool, timeout: _Timeout) -> None:
         self._steps = ops.StepRequests(model, k, ef, return_words, return_probs)
         deadline = client._deadline(timeout)
         self._call = client._stream_topk(

@@ -19,7 +19,9 @@ from zoomd.models import (CollectionInfo, ImportResult, IndexSpec, ModelInfo, Re
 
 __all__ = ["Client", "TopKStream"]
 
-_Deadline = Optional[float]
+_Timeout = ops.Timeout
+#: A method's timeout when none is given (see ops.DEFAULT).
+_DEFAULT = ops.DEFAULT
 
 
 class Client(ops.Base):
@@ -28,10 +30,19 @@ class Client(ops.Base):
     target: "host:port". api_key: sent as ``authorization: Bearer KEY`` (else
     $ZOOM_API_KEY if set). tls: None (plaintext), True (the system's CA
     roots), a CA file path, a :class:`zoomd.TLS` or grpc credentials.
-    timeout: the default deadline of each call in seconds (None: none; each
-    method's ``timeout`` overrides it). retry: a :class:`zoomd.RetryPolicy`
+    timeout: the default deadline in seconds of each call that does not
+    wait for a job (None: none). retry: a :class:`zoomd.RetryPolicy`
     (UNAVAILABLE only; reads by default, writes only with retry_writes).
     channel: an existing grpc.Channel to use instead of target/tls.
+
+    Each method's ``timeout`` overrides the default: seconds, or None for no
+    deadline at all. The calls that wait for a job on the server, whose
+    length is the job's and not a round trip's (build_index and
+    create_field_index with wait, compact, create_snapshot, load_model with
+    wait, import_points), have no deadline unless given a ``timeout`` (the
+    client's default does not apply to them); when a deadline passes,
+    :class:`zoomd.DeadlineExceeded`'s message says what goes on on the
+    server. A deadline already past raises DeadlineExceeded without sending.
 
     Use as a context manager or call close(). Vectors go in as numpy arrays
     (float32, or uint8 for uint8 collections) or lists; the client checks
@@ -61,8 +72,8 @@ class Client(ops.Base):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _run(self, op: ops.Op, timeout: _Deadline = None) -> Any:
-        deadline = self._deadline(timeout)
+    def _run(self, op: ops.Op, timeout: _Timeout = _DEFAULT) -> Any:
+        deadline = self._deadline(timeout, op.waits)
         call = self._unary[op.method]
         attempt = 0
         while True:
@@ -73,14 +84,14 @@ class Client(ops.Base):
                 time.sleep(self._pause(op, e, attempt, deadline))
                 attempt += 1
 
-    def _shape(self, name: str, timeout: _Deadline = None) -> ops.Shape:
+    def _shape(self, name: str, timeout: _Timeout = _DEFAULT) -> ops.Shape:
         shape = self._shapes.get(name)
         if shape is None:
             info = self.get_collection(name, timeout=timeout)
             shape = (info.dim, info.dtype)
         return shape
 
-    def _checked(self, name: str, build: Any, timeout: _Deadline) -> ops.Op:
+    def _checked(self, name: str, build: Any, timeout: _Timeout) -> ops.Op:
         """build(shape) with the cached shape; on a client-side shape error,
         once more with the shape fetched afresh (the collection may have been
         re-created with another dimension)."""
@@ -92,7 +103,7 @@ class Client(ops.Base):
 
     # ---- The server --------------------------------------------------------------------
 
-    def health(self, service: str = "", timeout: _Deadline = None) -> str:
+    def health(self, service: str = "", timeout: _Timeout = _DEFAULT) -> str:
         """The gRPC health status: "SERVING", "NOT_SERVING" (e.g. still
         recovering at start-up) or "SERVICE_UNKNOWN"."""
         deadline = self._deadline(timeout)
@@ -103,11 +114,11 @@ class Client(ops.Base):
             raise from_rpc_error(e, "Health.Check") from None
         return cv.health_status(data)
 
-    def server_info(self, timeout: _Deadline = None) -> ServerInfo:
+    def server_info(self, timeout: _Timeout = _DEFAULT) -> ServerInfo:
         """The server's version, SIMD level and start time."""
         return self._run(ops.server_info(), timeout)
 
-    def server_version(self, timeout: _Deadline = None) -> str:
+    def server_version(self, timeout: _Timeout = _DEFAULT) -> str:
         """The server's version, e.g. "0.1.0"."""
         return self.server_info(timeout).version
 
@@ -116,7 +127,7 @@ class Client(ops.Base):
     def create_collection(self, name: str, dim: int, metric: str = "cosine",
                           dtype: str = "float32", index: Optional[IndexSpec] = None,
                           default_knobs: Union[None, SearchKnobs, Mapping[str, int]] = None,
-                          timeout: _Deadline = None,
+                          timeout: _Timeout = _DEFAULT,
                           cache_bytes: Optional[int] = None, shards: Optional[int] = None,
                           replicas: Optional[int] = None) -> CollectionInfo:
         """Creates a collection. metric: "l2" (score: squared distance, lower
@@ -134,40 +145,47 @@ class Client(ops.Base):
         self._shapes[name] = (info.dim, info.dtype)
         return info
 
-    def get_collection(self, name: str, timeout: _Deadline = None) -> CollectionInfo:
+    def get_collection(self, name: str, timeout: _Timeout = _DEFAULT) -> CollectionInfo:
         """A collection's spec and state. NotFound if there is none."""
         info = self._run(ops.get_collection(name), timeout)
         self._shapes[name] = (info.dim, info.dtype)
         return info
 
-    def list_collections(self, timeout: _Deadline = None) -> List[CollectionInfo]:
+    def list_collections(self, timeout: _Timeout = _DEFAULT) -> List[CollectionInfo]:
         """Every collection's info."""
         return self._run(ops.list_collections(), timeout)
 
-    def drop_collection(self, name: str, timeout: _Deadline = None) -> None:
+    def drop_collection(self, name: str, timeout: _Timeout = _DEFAULT) -> None:
         """Deletes a collection and its files. NotFound if there is none."""
         self._shapes.pop(name, None)
         self._run(ops.drop_collection(name), timeout)
 
     def build_index(self, name: str, wait: bool = True,
-                    timeout: _Deadline = None) -> CollectionInfo:
+                    timeout: _Timeout = _DEFAULT) -> CollectionInfo:
         """Builds (or rebuilds) the collection's index from its points; with
-        wait, returns once it serves. A build already running counts as this one."""
+        wait, returns once it serves. A build already running counts as this one.
+        With wait there is no deadline unless `timeout` is given (not the
+        client's default): past it, DeadlineExceeded says the build goes on
+        on the server (get_collection shows its state)."""
         return self._run(ops.build_index(name, wait), timeout)
 
-    def compact(self, name: str, timeout: _Deadline = None) -> CollectionInfo:
-        """Rewrites the collection without its deleted points (searches go on)."""
+    def compact(self, name: str, timeout: _Timeout = _DEFAULT) -> CollectionInfo:
+        """Rewrites the collection without its deleted points (searches go
+        on); returns when it is done. No deadline unless `timeout` is given:
+        past it, DeadlineExceeded says the compaction goes on on the server."""
         return self._run(ops.compact(name), timeout)
 
     def create_field_index(self, name: str, field: str, type: str = "keyword",
-                           wait: bool = True, timeout: _Deadline = None) -> CollectionInfo:
+                           wait: bool = True, timeout: _Timeout = _DEFAULT) -> CollectionInfo:
         """An in-RAM payload index on `field` (keyword, integer, float, bool or
         geo), built over the existing points (wait: before returning) and kept
-        current by every write."""
+        current by every write. With wait there is no deadline unless
+        `timeout` is given: past it, DeadlineExceeded says the index goes on
+        being built on the server."""
         return self._run(ops.create_field_index(name, field, type, wait), timeout)
 
     def delete_field_index(self, name: str, field: str,
-                           timeout: _Deadline = None) -> CollectionInfo:
+                           timeout: _Timeout = _DEFAULT) -> CollectionInfo:
         """Drops a payload index (filters on the field then scan the payloads)."""
         return self._run(ops.delete_field_index(name, field), timeout)
 
@@ -176,7 +194,7 @@ class Client(ops.Base):
     def upsert(self, name: str, ids: Any, vectors: Any,
                payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
                raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
-               timeout: _Deadline = None, tokens: Optional[list] = None) -> int:
+               timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None) -> int:
         """Inserts or replaces points: ids (n uint64), vectors (n, dim) as a
         numpy array or lists, payloads (n dicts or None: the typed payload,
         replaced), raw_payloads (n opaque bytes). Durable when it returns.
@@ -189,35 +207,40 @@ class Client(ops.Base):
             timeout)
 
     def delete(self, name: str, ids: Any = None, filter: cv.FilterLike = None,
-               timeout: _Deadline = None, tokens: Optional[list] = None) -> int:
+               timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None,
+               all: bool = False) -> int:
         """Deletes the points with these ids, or every point passing `filter`
-        (exactly one of the two). Returns how many existed."""
-        return self._run(ops.delete(name, ids, filter, tokens), timeout)
+        (one of the two). Returns how many existed. A filter that matches
+        every point (empty, only empty nested filters, or every live point
+        when it runs) is refused (InvalidArgument / FailedPrecondition,
+        nothing deleted) unless all=True; all=True alone deletes every point."""
+        return self._run(ops.delete(name, ids, filter, tokens, all), timeout)
 
     def get(self, name: str, ids: Any, with_vectors: bool = False, with_payload: bool = True,
-            timeout: _Deadline = None) -> List[Record]:
+            timeout: _Timeout = _DEFAULT) -> List[Record]:
         """The points with these ids, in request order (missing ids left out);
         vectors as float32 arrays when with_vectors."""
         return self._run(ops.get(name, ids, with_vectors, with_payload), timeout)
 
     def set_payload(self, name: str, ids: Any, payload: Mapping[str, Any],
-                    overwrite: bool = False, timeout: _Deadline = None) -> int:
+                    overwrite: bool = False, timeout: _Timeout = _DEFAULT) -> int:
         """Sets these fields of the points' typed payloads (overwrite: replaces
         all their fields); vectors untouched. Returns the points changed."""
         return self._run(ops.set_payload(name, ids, payload, overwrite), timeout)
 
     def delete_payload(self, name: str, ids: Any, keys: Optional[Sequence[str]] = None,
-                       timeout: _Deadline = None) -> int:
+                       timeout: _Timeout = _DEFAULT) -> int:
         """Removes the named fields (every field without keys). Returns the points changed."""
         return self._run(ops.delete_payload(name, ids, keys), timeout)
 
-    def count(self, name: str, filter: cv.FilterLike = None, timeout: _Deadline = None) -> int:
+    def count(self, name: str, filter: cv.FilterLike = None,
+              timeout: _Timeout = _DEFAULT) -> int:
         """The live points (passing `filter`), exact."""
         return self._run(ops.count(name, filter), timeout)
 
     def scroll(self, name: str, filter: cv.FilterLike = None, offset: int = 0,
                limit: int = 100, with_payload: bool = True, with_vectors: bool = False,
-               timeout: _Deadline = None) -> Tuple[List[Record], Optional[int]]:
+               timeout: _Timeout = _DEFAULT) -> Tuple[List[Record], Optional[int]]:
         """A page of the points (passing `filter`) with id >= offset, ascending;
         returns (points, next_offset), next_offset None on the last page."""
         return self._run(ops.scroll(name, filter, offset, limit, with_payload, with_vectors),
@@ -227,13 +250,17 @@ class Client(ops.Base):
                       payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
                       raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
                       batch_size: Optional[int] = None, progress: bool = True,
-                      start_id: int = 0, timeout: _Deadline = None) -> ImportResult:
+                      start_id: int = 0, timeout: _Timeout = _DEFAULT) -> ImportResult:
         """Bulk load through the client-streaming Import: `vectors` is an
         (n, dim) array, a .fvecs/.bvecs path (memory-mapped), or an iterator
         of batches (arrays, or (ids, vectors[, payloads]) tuples). ids default
         to start_id + the row number. Each batch is durable before the next is
         read (the server's flow control). progress: a tqdm bar (or a line a
-        second) and the rate at the end, on stderr. Not retried."""
+        second) and the rate at the end, on stderr. Not retried. No deadline
+        unless `timeout` is given (the client's default bounds only the
+        reading of the collection's dim first): past it, DeadlineExceeded
+        says the import stopped there, the batches the server had stored
+        kept."""
         shape = self._shape(name, timeout)
         bs = int(batch_size) if batch_size else ops.default_batch(shape[0])
         total, batches = ops.import_source(vectors, ids, payloads, raw_payloads, start_id, bs)
@@ -252,7 +279,7 @@ class Client(ops.Base):
                 failure.append(e)
                 raise
 
-        deadline = self._deadline(timeout)
+        deadline = self._deadline(timeout, waits=True)
         try:
             resp = self._import(messages(), metadata=self._metadata,
                                 timeout=None if deadline is None else deadline - time.monotonic())
@@ -260,7 +287,7 @@ class Client(ops.Base):
             bar.close()
             if failure:
                 raise failure[0] from None
-            raise from_rpc_error(e, "Import") from None
+            raise ops.rpc_error(e, "Import", ops.IMPORT_JOB) from None
         if failure:
             bar.close()
             raise failure[0]
@@ -273,7 +300,7 @@ class Client(ops.Base):
                nprobe: Optional[int] = None, rerank: Optional[int] = None,
                preview_only: bool = False, exact: bool = False, with_payload: bool = False,
                with_vectors: bool = False, filter: cv.FilterLike = None,
-               timeout: _Deadline = None, allow_partial: bool = False,
+               timeout: _Timeout = _DEFAULT, allow_partial: bool = False,
                rerank_stop_sd: Optional[float] = None,
                target_recall: Optional[float] = None,
                min_coverage: Optional[float] = None, after: Any = None) -> SearchResult:
@@ -281,9 +308,11 @@ class Client(ops.Base):
         first, as a list of ScoredPoint with ``.stats``. ef / nprobe / rerank
         (K') override the collection's knobs; preview_only skips the SSD
         re-rank; exact is brute force; filter: Qdrant's shape as a dict
-        ({"must": [{"key": "tag", "match": {"value": "a"}}]}) or a Filter
-        proto; allow_partial: under a tight deadline answer with the preview
-        ranking (stats.degraded) rather than DeadlineExceeded;
+        ({"must": [{"key": "tag", "match": {"value": "a"}}]}; numpy scalars
+        and 1-d arrays go where numbers and lists do) or a Filter proto, an
+        unknown key or a wrong type refused on the client; allow_partial:
+        under a tight deadline answer with the preview ranking
+        (stats.degraded) rather than DeadlineExceeded;
         rerank_stop_sd: the re-rank that stops early (0 or None: read all K';
         2 is a good start; stats.ssd_reads and fullview_rounds show it);
         target_recall: the recall@10 to aim at, in (0, 1]: the knobs left None
@@ -304,7 +333,7 @@ class Client(ops.Base):
                      nprobe: Optional[int] = None, rerank: Optional[int] = None,
                      preview_only: bool = False, exact: bool = False,
                      with_payload: bool = False, with_vectors: bool = False,
-                     filter: cv.FilterLike = None, timeout: _Deadline = None,
+                     filter: cv.FilterLike = None, timeout: _Timeout = _DEFAULT,
                      allow_partial: bool = False,
                      rerank_stop_sd: Optional[float] = None,
                      target_recall: Optional[float] = None,
@@ -320,42 +349,46 @@ class Client(ops.Base):
 
     # ---- Snapshots -------------------------------------------------------------------------
 
-    def create_snapshot(self, name: str, timeout: _Deadline = None) -> Any:
-        """A consistent snapshot of the collection on the server (SnapshotInfo proto)."""
+    def create_snapshot(self, name: str, timeout: _Timeout = _DEFAULT) -> Any:
+        """A consistent snapshot of the collection on the server (SnapshotInfo
+        proto), once written. No deadline unless `timeout` is given: past it,
+        DeadlineExceeded says the snapshot goes on being written."""
         return self._run(ops.create_snapshot(name), timeout)
 
-    def list_snapshots(self, name: str, timeout: _Deadline = None) -> List[Any]:
+    def list_snapshots(self, name: str, timeout: _Timeout = _DEFAULT) -> List[Any]:
         """The collection's snapshots, newest first (SnapshotInfo protos)."""
         return self._run(ops.list_snapshots(name), timeout)
 
-    def delete_snapshot(self, name: str, snapshot: str, timeout: _Deadline = None) -> None:
+    def delete_snapshot(self, name: str, snapshot: str, timeout: _Timeout = _DEFAULT) -> None:
         """Deletes one snapshot of the collection."""
         self._run(ops.delete_snapshot(name, snapshot), timeout)
 
     # ---- Decoder ---------------------------------------------------------------------------
 
     def load_model(self, name: str, dir: str, m: int = 0, ef_construction: int = 0,
-                   wait: bool = True, timeout: _Deadline = None,
+                   wait: bool = True, timeout: _Timeout = _DEFAULT,
                    default_ef: int = 0) -> ModelInfo:
         """Loads a language model's softmax (a directory on the server, under
         its --models_dir) and builds or loads its FGD graph; wait: until it serves.
         default_ef: the ef of topk(ef=0); 0 calibrates it on the directory's
-        H.f32 contexts when it has them (ModelInfo.default_ef_source)."""
+        H.f32 contexts when it has them (ModelInfo.default_ef_source). With
+        wait there is no deadline unless `timeout` is given: past it,
+        DeadlineExceeded says the model goes on loading (list_models)."""
         return self._run(ops.load_model(name, dir, m, ef_construction, wait, default_ef),
                          timeout)
 
-    def list_models(self, timeout: _Deadline = None) -> List[ModelInfo]:
+    def list_models(self, timeout: _Timeout = _DEFAULT) -> List[ModelInfo]:
         """The models loading or serving."""
         return self._run(ops.list_models(), timeout)
 
-    def unload_model(self, name: str, timeout: _Deadline = None) -> None:
+    def unload_model(self, name: str, timeout: _Timeout = _DEFAULT) -> None:
         """Unloads a model."""
         self._run(ops.unload_model(name), timeout)
 
     def topk(self, model: str, contexts: Any, k: int = 10, ef: int = 0,
              return_words: bool = False, return_probs: bool = False, exact: bool = False,
              tail_samples: int = 0, tail: Optional[str] = None,
-             timeout: _Deadline = None) -> TopKResult:
+             timeout: _Timeout = _DEFAULT) -> TopKResult:
         """The k largest logits for each context (an (n, d) array of hidden
         states): ids and logits (n, k), with probs and tail_mass when
         return_probs, words when return_words. exact: the full softmax.
@@ -366,7 +399,7 @@ class Client(ops.Base):
                                   tail_samples, tail), timeout)
 
     def stream_topk(self, model: str, k: int = 10, ef: int = 0, return_words: bool = False,
-                    return_probs: bool = False, timeout: _Deadline = None) -> "TopKStream":
+                    return_probs: bool = False, timeout: _Timeout = _DEFAULT) -> "TopKStream":
         """A decoding loop's stream: ``with client.stream_topk("ptb") as s:
         step = s.step(h)``, one request and answer per step on one open call
         (no per-call setup). timeout bounds the whole stream."""
@@ -380,7 +413,7 @@ class TopKStream:
     """One StreamTopK call: step(h) sends a context and returns its top k."""
 
     def __init__(self, client: Client, model: str, k: int, ef: int, return_words: bool,
-                 return_probs: bool, timeout: _Deadline) -> None:
+                 return_probs: bool, timeout: _Timeout) -> None:
         self._steps = ops.StepRequests(model, k, ef, return_words, return_probs)
         self._queue: "queue.Queue[Any]" = queue.Queue()
         deadline = client._deadline(timeout)

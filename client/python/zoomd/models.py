@@ -93,7 +93,9 @@ class SearchKnobs:
 class CalibrationPoint:
     """One knob setting of a calibration: its mean recall@k over the
     calibration queries, the one-sided 95% lower bound a target is compared
-    with, and its cost (one search, one thread) when measured."""
+    with, its time (one search, one thread) when measured, and its counted
+    work (preview distance evaluations + 600 x SSD reads: what a target's
+    choice ranks by; 0 from a server before it, then mean_us ranks)."""
     ef: int
     nprobe: int
     rerank: int
@@ -101,6 +103,7 @@ class CalibrationPoint:
     recall_lower: float
     mean_us: float
     ssd_reads: float
+    work: float = 0.0
 
 
 @dataclass
@@ -119,7 +122,13 @@ class Calibration:
         lower bound reaches it (None when none does: the server then runs the
         highest-recall point)."""
         ok = [p for p in self.points if p.recall_lower + 1e-12 >= target_recall]
-        return min(ok, key=lambda p: p.mean_us) if ok else None
+        if not ok:
+            return None
+        counted = all(p.work > 0 for p in self.points)
+        # The server's order: cost, then the higher lower bound, then the
+        # smaller knobs.
+        return min(ok, key=lambda p: (p.work if counted else p.mean_us, -p.recall_lower,
+                                      p.nprobe, p.ef, p.rerank))
 
 
 @dataclass
