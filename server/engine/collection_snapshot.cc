@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -15,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "common/endian.h"
 #include "common/status_macros.h"
+#include "common/vector_limits.h"
 #include "server/engine/collection.h"
 #include "server/engine/key_value_text.h"
 #include "server/engine/payload_fields.h"
@@ -290,9 +293,39 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
                                           (fs::path(dir) / vectors_file).string(), config.dim,
                                           config.dtype, wopts));
     const size_t chunk_records = std::max<size_t>(1, (4 << 20) / record_bytes);
+    // Every record under the rule an Upsert applies (finite, the magnitude
+    // rule; a cosine collection's stored unit vectors): an archive
+    // rewritten with its checksums recomputed is untrusted input.
+    uint64_t checked = 0;
+    std::vector<float> v;
+    const auto check = [&](const char* p, size_t n) -> absl::Status {
+      if (config.dtype != storage::DType::kFloat32) return absl::OkStatus();
+      v.resize(n / sizeof(float));
+      std::memcpy(v.data(), p, n);
+      for (size_t r = 0; r < n / record_bytes; ++r, ++checked) {
+        const float* x = v.data() + r * config.dim;
+        if (absl::Status st = CheckVectorMagnitude(config.metric, x, config.dim); !st.ok()) {
+          return absl::DataLossError(absl::StrCat("the snapshot's vector record ", checked,
+                                                  " breaks the vector rule: ", st.message()));
+        }
+        if (config.metric == Metric::kCosine) {
+          double sq = 0;
+          for (uint32_t j = 0; j < config.dim; ++j) sq += double{x[j]} * x[j];
+          if (std::abs(sq - 1) > 1e-3) {
+            return absl::DataLossError(absl::StrCat(
+                "the snapshot's vector record ", checked, " has norm ", std::sqrt(sq),
+                "; a cosine collection stores unit vectors (the config does not match the "
+                "vectors)"));
+          }
+        }
+      }
+      return absl::OkStatus();
+    };
     ZOOM_RETURN_IF_ERROR(archive.ReadChunks(
-        *vectors, chunk_records * record_bytes,
-        [&](const char* p, size_t n) { return store->Append(p, n / record_bytes); }));
+        *vectors, chunk_records * record_bytes, [&](const char* p, size_t n) -> absl::Status {
+          ZOOM_RETURN_IF_ERROR(check(p, n));
+          return store->Append(p, n / record_bytes);
+        }));
     ZOOM_RETURN_IF_ERROR(store->Sync());
   }
   // The records: parsed as they stream, committed in batches.
@@ -367,8 +400,15 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
           return bad("a point's fields are out of order or of no restored point");
         }
         std::string value(pending.data() + pos + 12, len);
-        if (absl::Status d = DecodeFields(value).status(); !d.ok() || value.empty()) {
+        absl::StatusOr<PayloadFields> decoded = DecodeFields(value);
+        if (!decoded.ok() || value.empty()) {
           return bad(absl::StrCat("the fields of point ", ext, " do not decode"));
+        }
+        // Under the rules an Upsert applies (names, sizes, lists, numbers,
+        // geo points, UTF-8).
+        if (absl::Status v = ValidateFields(*decoded); !v.ok()) {
+          return absl::DataLossError(
+              absl::StrCat("the snapshot's fields of point ", ext, ": ", v.message()));
         }
         last = ext;
         ++seen;
@@ -436,7 +476,16 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
   record.id = id;
   record.config = config.Encode();
   record.state = state;
-  return Open(dir, metadata, record, options);
+  ZOOM_ASSIGN_OR_RETURN(std::unique_ptr<Collection> c, Open(dir, metadata, record, options));
+  // The archive's index must load over these vectors (Open would serve
+  // exact searches and drop it, saying so only in the index state).
+  if (index != nullptr && c->Info().index_state != IndexState::kReady) {
+    return absl::DataLossError(absl::StrCat("the snapshot's index does not load: ",
+                                            c->Info().index_error,
+                                            " (restore from an archive zoomd wrote, or one "
+                                            "without an index: the collection then builds one)"));
+  }
+  return c;
 }
 
 }  // namespace zoom::server

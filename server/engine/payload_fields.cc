@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "common/endian.h"
@@ -113,7 +114,49 @@ bool GetScalar(Reader* r, FieldScalar* v) {
   }
 }
 
+// Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, at most
+// U+10FFFF), as protobuf requires of a string field: a stored name or
+// string that is not would fail every later answer that carries it.
+bool IsUtf8(std::string_view s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    uint32_t cp;
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2, cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3, cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (n - i < len) return false;
+    for (size_t j = 1; j < len; ++j) {
+      const auto cc = static_cast<unsigned char>(s[i + j]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
 absl::Status CheckScalar(const std::string& name, const FieldScalar& v) {
+  if (const std::string* str = std::get_if<std::string>(&v); str != nullptr && !IsUtf8(*str)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field '", name, "': a string value that is not valid UTF-8"));
+  }
   if (const double* d = std::get_if<double>(&v); d != nullptr && !std::isfinite(*d)) {
     return absl::InvalidArgumentError(
         absl::StrCat("field '", name, "': ", *d, " is not a finite number"));
@@ -144,6 +187,9 @@ absl::Status ValidateFields(const PayloadFields& fields, const FieldLimits& limi
     }
     if (name.find('\0') != std::string::npos) {
       return absl::InvalidArgumentError("a payload field name holds a NUL byte");
+    }
+    if (!IsUtf8(name)) {
+      return absl::InvalidArgumentError("a payload field name is not valid UTF-8");
     }
     switch (value.kind) {
       case FieldValue::Kind::kNull:

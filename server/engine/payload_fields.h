@@ -66,7 +66,8 @@ struct FieldLimits {
 // InvalidArgument naming the field and what to fix: an empty name, one
 // longer than the limit or holding a NUL byte, too many fields or list
 // values, a double that is NaN or infinite, a geo point off the globe, a
-// scalar-kind value with other than one value.
+// scalar-kind value with other than one value, a name or string value that
+// is not valid UTF-8.
 absl::Status ValidateFields(const PayloadFields& fields, const FieldLimits& limits = {});
 
 // Version 1 (see above); "" for no fields.
