@@ -1101,9 +1101,13 @@ absl::Status Collection::EngineParams(const Segment& seg, const CollectionSearch
   if (p.ef == 0) p.ef = config_.default_ef;
   if (p.nprobe == 0) p.nprobe = config_.default_nprobe;
   if (p.rerank_candidates == 0) p.rerank_candidates = config_.default_rerank;
-  stats->knob_ef = p.ef;
-  stats->knob_nprobe = p.nprobe;
-  stats->knob_rerank = p.rerank_candidates;
+  // Brute force asked for, or no index yet: no knob runs, none is reported
+  // (they were reported as if they had).
+  if (!p.exact && seg.engine->index() != nullptr) {
+    stats->knob_ef = p.ef;
+    stats->knob_nprobe = p.nprobe;
+    stats->knob_rerank = p.rerank_candidates;
+  }
   return absl::OkStatus();
 }
 

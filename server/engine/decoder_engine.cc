@@ -213,12 +213,20 @@ absl::StatusOr<SoftmaxModel> ReadModelDir(const ConfinedDir& root, const std::st
                                                    " are out of range (1..2^26, 1..65536)"));
   }
   // Every file is opened and its size checked before anything is allocated.
-  const bool f32 = root.Exists(prefix + "W.f32");
-  if (!f32 && !root.Exists(prefix + "W.f16")) {
-    return absl::NotFoundError(
-        absl::StrCat("model directory '", name, "' has neither W.f32 nor W.f16"));
+  // W.f32, else W.f16; one that is there but refused (a link leading out
+  // of the models directory: PermissionDenied; a FIFO) says why, it is not
+  // "missing".
+  bool f32 = true;
+  absl::StatusOr<ConfinedFile> w_opened = root.OpenFile(prefix + "W.f32");
+  if (absl::IsNotFound(w_opened.status())) {
+    f32 = false;
+    w_opened = root.OpenFile(prefix + "W.f16");
+    if (absl::IsNotFound(w_opened.status())) {
+      return absl::NotFoundError(
+          absl::StrCat("model directory '", name, "' has neither W.f32 nor W.f16"));
+    }
   }
-  ZOOM_ASSIGN_OR_RETURN(ConfinedFile w_file, root.OpenFile(prefix + (f32 ? "W.f32" : "W.f16")));
+  ZOOM_ASSIGN_OR_RETURN(ConfinedFile w_file, std::move(w_opened));
   ZOOM_RETURN_IF_ERROR(CheckSize(w_file, vocab * dim * (f32 ? 4 : 2),
                                  f32 ? "V × d float32" : "V × d float16"));
   ZOOM_ASSIGN_OR_RETURN(ConfinedFile b_file, root.OpenFile(prefix + "b.f32"));

@@ -595,6 +595,14 @@ TEST_F(ModelsDirTest, NothingOutsideTheModelsDirectoryIsRead) {
   auto st = LoadNamed("leak", "leak").status();
   EXPECT_THAT(st, StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_THAT(std::string(st.message()), ::testing::Not(::testing::HasSubstr(outside.path())));
+  // The same for W.f32 (it was NOT_FOUND: "neither W.f32 nor W.f16").
+  const std::string wdir = tmp_.File("wleak");
+  WriteModel(wdir, layer_);
+  std::filesystem::rename(wdir + "/W.f32", outside.File("W.f32"));
+  std::filesystem::create_symlink(outside.File("W.f32"), wdir + "/W.f32");
+  st = LoadNamed("wleak", "wleak").status();
+  EXPECT_THAT(st, StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(std::string(st.message()), ::testing::Not(::testing::HasSubstr(outside.path())));
   // A whole model directory symlinked from outside.
   WriteModel(outside.File("m"), layer_);
   std::filesystem::create_symlink(outside.File("m"), tmp_.File("linked"));

@@ -332,6 +332,15 @@ TEST(SecurityTest, ZoomdRefusesOpenNonLoopbackAndReloadsKeysOnSighup) {
   EXPECT_EQ(RunShell(absl::StrCat(ZOOMCTL_BINARY, " --target ", target, " --api_key_file ", key_only,
                              " list")),
             0);
+  // The server's own key file works too (it sent "admin KEY" as the key).
+  EXPECT_EQ(RunShell(absl::StrCat(ZOOMCTL_BINARY, " --target ", target, " --api_key_file ", keys,
+                                  " list")),
+            0);
+  const std::string junk = dir.File("junk_keys");
+  WriteText(junk, "admin a b c\n");
+  EXPECT_EQ(RunShell(absl::StrCat(ZOOMCTL_BINARY, " --target ", target, " --api_key_file ", junk,
+                                  " list")),
+            2);
   // SIGHUP: the new key works (a bounded wait: the reload is asynchronous).
   const std::string fresh = "fresh-admin-key-0123456789";
   WriteText(keys, absl::StrCat("admin ", fresh, "\n"));

@@ -101,6 +101,18 @@ def test_delete_by_filter_never_wipes_by_accident(client, name):
         client.delete(name, ids=[1], all=True)
 
 
+def test_a_missing_collection_names_the_call_made(client):
+    for call, method in ((lambda: client.search("no_such_collection", [0.0] * 4), "Search"),
+                         (lambda: client.search_batch("no_such_collection", [[0.0] * 4]),
+                          "SearchBatch"),
+                         (lambda: client.upsert("no_such_collection", [1], [[0.0] * 4]),
+                          "Upsert")):
+        with pytest.raises(zoomd.NotFound) as e:
+            call()
+        assert e.value.method == method
+        assert str(e.value).startswith(f"{method}: NOT_FOUND")
+
+
 def test_numpy_values_in_filters(client, name):
     client.create_collection(name, dim=4, metric="l2")
     payloads = [{"cls": i % 10, "tag": "ab"[i % 2], "price": i / 10} for i in range(100)]

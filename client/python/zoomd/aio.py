@@ -14,7 +14,7 @@ from zoomd import _convert as cv
 from zoomd import _ops as ops
 from zoomd._channel import channel_args, metadata
 from zoomd._progress import Progress
-from zoomd.errors import ZoomError, from_rpc_error, invalid
+from zoomd.errors import NotFound, ZoomError, from_rpc_error, invalid
 from zoomd.models import (CollectionInfo, ImportResult, IndexSpec, ModelInfo, Record,
                           SearchKnobs, SearchResult, ServerInfo, TopKResult, TopKStep)
 
@@ -72,9 +72,18 @@ class AsyncClient(ops.Base):
             shape = (info.dim, info.dtype)
         return shape
 
-    async def _checked(self, name: str, build: Any, timeout: _Timeout) -> ops.Op:
+    async def _checked(self, name: str, build: Any, timeout: _Timeout,
+                       method: str = "") -> ops.Op:
         try:
-            return build(await self._shape(name, timeout))
+            shape = await self._shape(name, timeout)
+        except NotFound as e:
+            # The collection's shape is looked up first: name the call the
+            # user made, not that lookup (GetCollection).
+            if method:
+                e.method = method
+            raise
+        try:
+            return build(shape)
         except ZoomError as e:
             self._retry_shape(name, e)
             return build(await self._shape(name, timeout))
@@ -158,7 +167,8 @@ class AsyncClient(ops.Base):
                      timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None) -> int:
         """See Client.upsert."""
         op = await self._checked(
-            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads, tokens), timeout)
+            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads, tokens), timeout,
+            "Upsert")
         return await self._run(op, timeout)
 
     async def delete(self, name: str, ids: Any = None, filter: cv.FilterLike = None,
@@ -252,7 +262,7 @@ class AsyncClient(ops.Base):
         op = await self._checked(name, lambda s: ops.search(
             name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
             with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
-            after), timeout)
+            after), timeout, "Search")
         return await self._run(op, timeout)
 
     async def search_batch(self, name: str, vectors: Any, k: int = 10,
@@ -270,7 +280,7 @@ class AsyncClient(ops.Base):
         op = await self._checked(name, lambda s: ops.search_batch(
             name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
             with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
-            after), timeout)
+            after), timeout, "SearchBatch")
         return await self._run(op, timeout)
 
     # ---- Snapshots -------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from zoomd import _convert as cv
 from zoomd import _ops as ops
 from zoomd._channel import channel_args, metadata
 from zoomd._progress import Progress
-from zoomd.errors import ZoomError, from_rpc_error, invalid
+from zoomd.errors import NotFound, ZoomError, from_rpc_error, invalid
 from zoomd.models import (CollectionInfo, ImportResult, IndexSpec, ModelInfo, Record,
                           SearchKnobs, SearchResult, ServerInfo, TopKResult, TopKStep)
 
@@ -91,12 +91,21 @@ class Client(ops.Base):
             shape = (info.dim, info.dtype)
         return shape
 
-    def _checked(self, name: str, build: Any, timeout: _Timeout) -> ops.Op:
+    def _checked(self, name: str, build: Any, timeout: _Timeout,
+                 method: str = "") -> ops.Op:
         """build(shape) with the cached shape; on a client-side shape error,
         once more with the shape fetched afresh (the collection may have been
         re-created with another dimension)."""
         try:
-            return build(self._shape(name, timeout))
+            shape = self._shape(name, timeout)
+        except NotFound as e:
+            # The collection's shape is looked up first: name the call the
+            # user made, not that lookup (GetCollection).
+            if method:
+                e.method = method
+            raise
+        try:
+            return build(shape)
         except ZoomError as e:
             self._retry_shape(name, e)
             return build(self._shape(name, timeout))
@@ -203,7 +212,8 @@ class Client(ops.Base):
         collection's: one a shard written); pass it to search(after=...) to
         read this write."""
         return self._run(self._checked(
-            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads, tokens), timeout),
+            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads, tokens), timeout,
+            "Upsert"),
             timeout)
 
     def delete(self, name: str, ids: Any = None, filter: cv.FilterLike = None,
@@ -326,7 +336,7 @@ class Client(ops.Base):
         op = self._checked(name, lambda s: ops.search(
             name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
             with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
-            after), timeout)
+            after), timeout, "Search")
         return self._run(op, timeout)
 
     def search_batch(self, name: str, vectors: Any, k: int = 10, ef: Optional[int] = None,
@@ -344,7 +354,7 @@ class Client(ops.Base):
         op = self._checked(name, lambda s: ops.search_batch(
             name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
             with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
-            after), timeout)
+            after), timeout, "SearchBatch")
         return self._run(op, timeout)
 
     # ---- Snapshots -------------------------------------------------------------------------
