@@ -390,13 +390,28 @@ absl::Status FgdIndex::Search(const float* contexts, size_t n, const FgdSearchPa
   return absl::OkStatus();
 }
 
+// A context more than this many times the rows' norm is scaled down for
+// the walk (SearchGraph).
+constexpr double kRescaleFactor = 1e3;
+
 absl::Status FgdIndex::SearchGraph(const float* h, const FgdSearchParams& params, FgdResult* out,
                                    QueryStats* stats) const {
   Scratch& s = ThreadScratch();
   const size_t width = size_t{dim_} + 2;
+  // The query [h / s, 1 / s, 0]: its distance to a row is
+  // ||h/s||² + 1/s² + U² − 2 (w·h + b) / s, whose order is the logits' for
+  // any s > 0. s = 1 for contexts of the rows' scale; a context far larger
+  // (norm 1e8..1e18: the distances' float precision then drowns the logits'
+  // differences, and the walk returned words unrelated to the exact top-k)
+  // is scaled to the rows' norm U, where the graph was built.
+  double h_sq = 0;
+  for (uint32_t j = 0; j < dim_; ++j) h_sq += double{h[j]} * h[j];
+  const double u = std::sqrt(std::max(1.0, double{max_norm_sq_}));
+  const double h_norm = std::sqrt(h_sq);
+  const double scale = h_norm > kRescaleFactor * u ? h_norm / u : 1.0;
   s.q.resize(width);
-  std::memcpy(s.q.data(), h, size_t{dim_} * sizeof(float));
-  s.q[dim_] = 1.0f;
+  for (uint32_t j = 0; j < dim_; ++j) s.q[j] = static_cast<float>(h[j] / scale);
+  s.q[dim_] = static_cast<float>(1.0 / scale);
   s.q[dim_ + 1] = 0.0f;
   RowComputer dc(s.q.data(), data_.data(), width);
   const size_t k = params.k;
@@ -410,14 +425,14 @@ absl::Status FgdIndex::SearchGraph(const float* h, const FgdSearchParams& params
   if (s.found.size() >= k) {
     for (size_t i = 0; i < k; ++i) out->ids.push_back(s.found[i].id);
     // The candidates beyond the k: logits from their distances,
-    // z = (||h||² + 1 + U² − ||q − x||²) / 2.
+    // z = s (||h/s||² + 1/s² + U² − ||q − x||²) / 2.
     head = s.found.data() + k;
     n_head = s.found.size() - k;
-    double hh = 1.0 + max_norm_sq_;
-    for (uint32_t j = 0; j < dim_; ++j) hh += double{h[j]} * h[j];
+    double hh = 1.0 / (scale * scale) + max_norm_sq_;
+    for (uint32_t j = 0; j < dim_; ++j) hh += double{s.q[j]} * s.q[j];
     s.head_logit.resize(n_head);
     for (size_t i = 0; i < n_head; ++i) {
-      s.head_logit[i] = static_cast<float>((hh - head[i].distance) / 2);
+      s.head_logit[i] = static_cast<float>(scale * (hh - head[i].distance) / 2);
     }
   } else {
     // The graph reached fewer than k words (a tiny or badly connected
