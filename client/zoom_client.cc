@@ -319,8 +319,13 @@ absl::StatusOr<v1::SearchResponse> ZoomClient::Search(
 
 absl::StatusOr<v1::SearchBatchResponse> ZoomClient::SearchBatch(
     const v1::SearchBatchRequest& request) {
+  return SearchBatch(request, options_.timeout);
+}
+
+absl::StatusOr<v1::SearchBatchResponse> ZoomClient::SearchBatch(
+    const v1::SearchBatchRequest& request, absl::Duration timeout) {
   grpc::ClientContext context;
-  Prepare(&context, options_.timeout);
+  Prepare(&context, timeout);
   v1::SearchBatchResponse response;
   absl::Status status =
       FromGrpc(stub_->SearchBatch(&context, request, &response));

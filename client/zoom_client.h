@@ -104,6 +104,9 @@ class ZoomClient {
   absl::StatusOr<v1::SearchResponse> Search(const v1::SearchRequest& request,
                                             absl::Duration timeout);
   absl::StatusOr<v1::SearchBatchResponse> SearchBatch(const v1::SearchBatchRequest& request);
+  // As SearchBatch with a per-call deadline (overrides options.timeout).
+  absl::StatusOr<v1::SearchBatchResponse> SearchBatch(const v1::SearchBatchRequest& request,
+                                                      absl::Duration timeout);
 
   // Deletes by filter (see v1::DeleteRequest); returns how many. A filter
   // that matches every point is refused unless `all` (with `all`, an empty

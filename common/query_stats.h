@@ -60,6 +60,11 @@ struct QueryStats {
   uint64_t filter_matches = 0;
   uint32_t filter_expansions = 0;
   bool filter_scan = false;
+  // A filtered preview's membership tests (ivf_hnsw_pq: the codes of the
+  // lists it scanned) and the matching ones among them: the filter's share
+  // near the query, against its global share (not sent to clients).
+  uint64_t filter_tested = 0;
+  uint64_t filter_matched = 0;
   // Recall as a knob (server/engine/calibration.h): the recall@10 the
   // knobs were chosen for (0: none), the recall those knobs reached in the
   // index's calibration, and whether any calibrated knobs reached the
@@ -97,6 +102,8 @@ struct QueryStats {
     filter_matches += other.filter_matches;
     filter_expansions += other.filter_expansions;
     filter_scan = filter_scan || other.filter_scan;
+    filter_tested += other.filter_tested;
+    filter_matched += other.filter_matched;
   }
 };
 

@@ -356,7 +356,7 @@ class IvfHnswPqIndex final : public VectorIndex {
     const bool l2 = UsesL2(spec_.metric);
     std::vector<Neighbor>& heap = s.heap;  // max-heap of the best k
     heap.clear();
-    uint64_t scored = 0;
+    uint64_t scored = 0, tested = 0;
     for (const Neighbor& probe : s.probes) {
       const InvertedList& list = *lists_[probe.id];
       const uint32_t n = list.size.load(std::memory_order_acquire);
@@ -385,6 +385,7 @@ class IvfHnswPqIndex final : public VectorIndex {
             matched += params.allow.Contains(ids[i]) ? 1 : 0;
           }
           s.sel.resize(matched);
+          tested += count;
           if (s.sel.empty()) return;
           s.adc.resize(count);
           if (s.sel.size() * 4 < count) {
@@ -404,7 +405,13 @@ class IvfHnswPqIndex final : public VectorIndex {
         for (uint64_t i = 0; i < count; ++i) offer(i, s.adc[i]);
       });
     }
-    if (stats != nullptr) stats->distance_evals += scored;
+    if (stats != nullptr) {
+      stats->distance_evals += scored;
+      if (!params.allow.empty()) {
+        stats->filter_tested += tested;
+        stats->filter_matched += scored;
+      }
+    }
     out->assign(heap.begin(), heap.end());
     std::sort(out->begin(), out->end());
     return absl::OkStatus();
@@ -720,7 +727,7 @@ class IvfHnswPqIndex final : public VectorIndex {
     heap.clear();
     float top = std::numeric_limits<float>::infinity();
     s.where.clear();
-    uint64_t scanned = 0;
+    uint64_t scanned = 0, tested = 0, matched = 0;
     for (uint32_t p = 0; p < s.probes.size(); ++p) {
       const Neighbor& probe = s.probes[p];
       const InvertedList& list = *lists_[probe.id];
@@ -739,9 +746,14 @@ class IvfHnswPqIndex final : public VectorIndex {
           // The membership test first: blocks without a matching code are
           // not scanned, and only matching codes are offered.
           s.block_mask.assign(count, 0);
+          uint64_t hits = 0;
           for (uint64_t i = 0; i < np; ++i) {
-            s.block_mask[i >> 5] |= uint32_t{params.allow.Contains(ids[i])} << (i & 31);
+            const bool in = params.allow.Contains(ids[i]);
+            hits += in ? 1 : 0;
+            s.block_mask[i >> 5] |= uint32_t{in} << (i & 31);
           }
+          tested += np;
+          matched += hits;
           const size_t bb = Pq4BlockBytes(m);
           for (uint64_t b = 0; b < count;) {
             if (s.block_mask[b] == 0) {
@@ -820,7 +832,11 @@ class IvfHnswPqIndex final : public VectorIndex {
         }
       });
     }
-    if (stats != nullptr) stats->distance_evals += scanned;
+    if (stats != nullptr) {
+      stats->distance_evals += scanned;
+      stats->filter_tested += tested;
+      stats->filter_matched += matched;
+    }
     // Re-score the kept candidates with the float table; keep the best k.
     s.code.resize(m);
     for (Neighbor& h : heap) {

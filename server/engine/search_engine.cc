@@ -335,7 +335,7 @@ absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
 absl::Status SearchEngine::FullviewStart(const SearchParams& params, const QueryContext& ctx,
                                          const std::vector<index::Neighbor>& candidates,
                                          QueryResult* result, Fullview* fv,
-                                         size_t first_batch) const {
+                                         size_t first_batch, bool degrade) const {
   result->hits.clear();
   QueryStats* stats = &result->stats;
   fv->answered = false;
@@ -344,6 +344,12 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
   Scratch& s = ThreadScratch();
   if (params.preview_only) {
     PreviewHits(candidates, params.k, &result->hits);
+    fv->answered = true;
+    return ReadHitVectors(params, result);
+  }
+  if (degrade && ctx.allow_partial) {
+    PreviewHits(candidates, params.k, &result->hits);
+    stats->degraded = true;
     fv->answered = true;
     return ReadHitVectors(params, result);
   }
@@ -539,10 +545,39 @@ absl::Status SearchEngine::SearchBatch(absl::Span<const float> queries, size_t n
   const size_t d = dim();
   const float* data = queries.data();
   const std::shared_ptr<const index::VectorIndex> idx = params.exact ? nullptr : index();
+  // allow_partial with a deadline: the batch must answer before it, as a
+  // lone search does. When the queries left, at the batch's pace so far,
+  // would outlast it, the rest are answered by their previews (degraded).
+  const bool budgeted = ctx.allow_partial && ctx.deadline != absl::InfiniteFuture();
+  const absl::Time started = absl::Now();
+  std::atomic<size_t> done{0};
+  std::atomic<bool> degrade_rest{false};
+  const auto out_of_time = [&](size_t q) {
+    if (!budgeted) return false;
+    if (degrade_rest.load(std::memory_order_relaxed)) return true;
+    const size_t finished = done.load(std::memory_order_relaxed);
+    if (finished == 0) return false;  // no pace yet: the query's own check decides
+    const absl::Duration pace = (absl::Now() - started) / static_cast<double>(finished);
+    if (absl::Now() + pace * static_cast<double>(nq - std::min(nq, q)) < ctx.deadline) {
+      return false;
+    }
+    degrade_rest = true;
+    return true;
+  };
+  SearchParams preview_params = params;
+  preview_params.preview_only = true;
   auto work = [&] {
     if (idx == nullptr || params.preview_only || params.match != nullptr) {
       for (size_t q; !failed.load() && (q = next.fetch_add(1)) < nq;) {
-        absl::Status st = SearchValid(data + q * d, params, &(*results)[q], ctx);
+        QueryResult& r = (*results)[q];
+        absl::Status st;
+        if (idx != nullptr && !params.preview_only && out_of_time(q)) {
+          st = SearchValid(data + q * d, preview_params, &r, ctx);
+          r.stats.degraded = true;
+        } else {
+          st = SearchValid(data + q * d, params, &r, ctx);
+        }
+        done.fetch_add(1, std::memory_order_relaxed);
         if (!st.ok()) fail(st);
       }
       return;
@@ -558,7 +593,7 @@ absl::Status SearchEngine::SearchBatch(absl::Span<const float> queries, size_t n
       const bool more = q2 < nq;
       // Submit query q's reads, preview query q2 while they fly, then
       // complete q (two-phase I/O: no callback into the engine).
-      st = FullviewStart(params, ctx, cur, &(*results)[q], &fv);
+      st = FullviewStart(params, ctx, cur, &(*results)[q], &fv, 0, out_of_time(q));
       if (!st.ok()) break;
       absl::Status st2;
       double overlapped_us = 0;
@@ -569,6 +604,7 @@ absl::Status SearchEngine::SearchBatch(absl::Span<const float> queries, size_t n
       }
       st = FullviewEnd(data + q * d, params, cur, &(*results)[q], &fv, overlapped_us);
       if (st.ok()) st = NeverFewer(*idx, data + q * d, params, &(*results)[q], ctx);
+      done.fetch_add(1, std::memory_order_relaxed);
       if (!st.ok()) break;
       if (!more) return;
       st = st2;

@@ -91,7 +91,10 @@ class SearchEngine {
   // flight (io_uring), so the device sees the reads of back-to-back
   // queries without the preview's gap. Results equal Search()'s; a query's
   // fullview_us excludes the overlapped preview. (A query cut short by its
-  // deadline simply ends the overlap early.) The index is looked up once
+  // deadline simply ends the overlap early.) With ctx.allow_partial and a
+  // deadline the batch answers before it, as a lone search does: once the
+  // queries left would outlast it at the batch's pace so far, they are
+  // answered by their previews (stats.degraded). The index is looked up once
   // per batch: a SetIndex() during it is seen by the next batch.
   absl::Status SearchBatch(absl::Span<const float> queries, size_t nq,
                            const SearchParams& params, int threads,
@@ -150,11 +153,12 @@ class SearchEngine {
   // the preview's distance (or every list is scanned). A filter that fights
   // the vectors (the query's own class excluded) has no match in the lists
   // nearest the query: the rings go on to where the matches are, however
-  // large the filter's global share.
+  // large the filter's global share. *widened: some ring added to the
+  // best k.
   absl::Status FilteredRings(const index::VectorIndex& idx, const float* query,
                              const SearchParams& params, uint32_t probed, double index_share,
                              std::vector<index::Neighbor>* candidates, QueryStats* stats,
-                             const QueryContext& ctx) const;
+                             const QueryContext& ctx, bool* widened) const;
   // The rest in two phases. FullviewStart: the deadline check, then the
   // fullview's reads submitted (storage::VectorStore::SubmitReadVectors;
   // cached vectors need none); or the answer at once (preview only,
@@ -169,10 +173,12 @@ class SearchEngine {
     Stopwatch timer;
   };
   // first_batch: with params.rerank_stop_sd, the candidates read at once
-  // (0: params.k).
+  // (0: params.k). degrade (with ctx.allow_partial): the preview's ranking
+  // at once, degraded (a batch out of time).
   absl::Status FullviewStart(const SearchParams& params, const QueryContext& ctx,
                              const std::vector<index::Neighbor>& candidates,
-                             QueryResult* result, Fullview* fv, size_t first_batch = 0) const;
+                             QueryResult* result, Fullview* fv, size_t first_batch = 0,
+                             bool degrade = false) const;
   absl::Status FullviewEnd(const float* query, const SearchParams& params,
                            const std::vector<index::Neighbor>& candidates, QueryResult* result,
                            Fullview* fv, double overlapped_us) const;

@@ -661,7 +661,7 @@ absl::Status VectorSearchService::DoSearchBatch(absl::Time deadline, const Colle
                                                 const v1::SearchBatchRequest& req,
                                                 const std::atomic<bool>* cancelled,
                                                 v1::SearchBatchResponse* resp,
-                                                uint64_t* budget) const {
+                                                uint64_t* budget, bool degrade) const {
   const int nq = req.queries_size();
   bool same = nq > 1;
   for (int i = 1; i < nq && same; ++i) same = SameShape(req.queries(i), req.queries(0));
@@ -669,7 +669,7 @@ absl::Status VectorSearchService::DoSearchBatch(absl::Time deadline, const Colle
     for (int i = 0; i < nq; ++i) {
       if (cancelled->load()) return absl::CancelledError("the call was cancelled");
       absl::Status st =
-          DoSearch(deadline, c, req.queries(i), cancelled, resp->add_results(), budget, false);
+          DoSearch(deadline, c, req.queries(i), cancelled, resp->add_results(), budget, degrade);
       if (!st.ok()) {
         return absl::Status(st.code(), absl::StrCat("query #", i, ": ", st.message()));
       }
@@ -682,7 +682,7 @@ absl::Status VectorSearchService::DoSearchBatch(absl::Time deadline, const Colle
     std::copy(req.queries(i).vector().begin(), req.queries(i).vector().end(),
               vectors.begin() + static_cast<size_t>(i) * qd);
   }
-  CollectionSearchParams p = ParamsOf(req.queries(0), deadline, cancelled, false);
+  CollectionSearchParams p = ParamsOf(req.queries(0), deadline, cancelled, degrade);
   p.max_answer_bytes = *budget;
   Filter filter;
   ZOOM_RETURN_IF_ERROR(FilterOf(req.queries(0), &filter));
@@ -690,7 +690,7 @@ absl::Status VectorSearchService::DoSearchBatch(absl::Time deadline, const Colle
   std::vector<QueryResult> results;
   ZOOM_RETURN_IF_ERROR(c.SearchBatch(vectors, nq, p, &results));
   for (int i = 0; i < nq; ++i) {
-    FillResponse(c, &filter, &results[i], false, resp->add_results(), budget);
+    FillResponse(c, &filter, &results[i], degrade, resp->add_results(), budget);
   }
   return absl::OkStatus();
 }
@@ -758,6 +758,30 @@ grpc::ServerUnaryReactor* VectorSearchService::SearchBatch(grpc::CallbackServerC
                                                            const v1::SearchBatchRequest* req,
                                                            v1::SearchBatchResponse* resp) {
   const absl::Time deadline = DeadlineOf(ctx);
+  // Load shedding with allow_partial, as for Search: when the work queued
+  // ahead would outlast the deadline, a batch that stays in RAM (every
+  // query allow_partial, none exact, filtered or asking for payloads or
+  // vectors) is answered by its previews here, degraded, not refused.
+  bool ram_only = !req->queries().empty() && deadline != absl::InfiniteFuture() &&
+                  req->queries_size() <= static_cast<int>(limits_.max_batch);
+  for (const v1::SearchRequest& q : req->queries()) {
+    ram_only = ram_only && q.allow_partial() && !q.exact() && !q.with_payload() &&
+               !q.with_vectors() && !q.has_filter();
+  }
+  if (ram_only && pool_->EstimatedWait(WorkClass::kRead) > deadline - absl::Now()) {
+    if (AuthorizeCall(auth_, *ctx, Role::kRead).ok()) {
+      auto c = db_->GetCollection(req->collection());
+      if (c.ok() && (*c)->engine()->index() != nullptr) {
+        return RunUnaryInline(
+            ctx, [this](const absl::Status& st, double s) { Record("SearchBatch", st, s); },
+            [&](const std::atomic<bool>* cancelled) -> absl::Status {
+              uint64_t budget = limits_.max_response_bytes;
+              return DoSearchBatch(deadline, **c, *req, cancelled, resp, &budget,
+                                   /*degrade=*/true);
+            });
+      }
+    }
+  }
   return Run(ctx, "SearchBatch", WorkClass::kRead, std::max(1, req->queries_size()),
              [this, deadline, req, resp](const std::atomic<bool>* cancelled) {
     if (req->queries().empty()) return absl::InvalidArgumentError("the batch has no queries");

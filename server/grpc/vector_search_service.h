@@ -176,9 +176,11 @@ class VectorSearchService final
                         uint64_t* budget, bool degrade) const;
   // A SearchBatch whose queries share their knobs and flags runs as one
   // pipelined Collection::SearchBatch; the others query by query.
+  // `degrade`: every query's preview only, flagged degraded (shedding).
   absl::Status DoSearchBatch(absl::Time deadline, const Collection& c,
                              const v1::SearchBatchRequest& req, const std::atomic<bool>* cancelled,
-                             v1::SearchBatchResponse* resp, uint64_t* budget) const;
+                             v1::SearchBatchResponse* resp, uint64_t* budget,
+                             bool degrade = false) const;
   // The request's filter (empty without one); InvalidArgument /
   // ResourceExhausted for one that must not run.
   absl::Status FilterOf(const v1::SearchRequest& req, Filter* out) const;

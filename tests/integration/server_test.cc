@@ -1463,6 +1463,19 @@ TEST(ServerTest, OverloadIsShedAtOnceAndAllowPartialGetsThePreview) {
   EXPECT_TRUE(degraded.stats().degraded());
   EXPECT_EQ(degraded.stats().ssd_reads(), 0u);
   EXPECT_EQ(degraded.hits_size(), 5);
+  // The same for a batch of allow_partial queries (it was refused:
+  // DEADLINE_EXCEEDED and no previews): each query's preview, degraded.
+  v1::SearchBatchRequest partial_batch;
+  partial_batch.set_collection("q");
+  for (int i = 0; i < 50; ++i) *partial_batch.add_queries() = partial;
+  ASSERT_OK_AND_ASSIGN(v1::SearchBatchResponse degraded_batch,
+                       s.client->SearchBatch(partial_batch, absl::Milliseconds(900)));
+  ASSERT_EQ(degraded_batch.results_size(), 50);
+  for (const v1::SearchResponse& r : degraded_batch.results()) {
+    EXPECT_TRUE(r.stats().degraded());
+    EXPECT_EQ(r.stats().ssd_reads(), 0u);
+    EXPECT_EQ(r.hits_size(), 5);
+  }
   // Writes have their own queue and a worker the reads cannot take.
   v1::UpsertRequest u;
   u.set_collection("q");
