@@ -4,11 +4,15 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
+
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -96,7 +100,46 @@ absl::Status ZoomServer::Start() {
   grpc::ServerBuilder builder;
   std::shared_ptr<grpc::ServerCredentials> creds;
   ZOOM_ASSIGN_OR_RETURN(creds, ServerCredentials());
-  builder.AddListeningPort(options_.grpc_address, creds, &grpc_port_);
+  // Connections (ServerOptions::Connections, connection_gate.h): a host:port
+  // address is zoomd's own listener, its connections handed to gRPC.
+  std::string listen_host;
+  int listen_port = 0;
+  std::string limit_notes;
+  const ConnectionGate::Limits limits = ConnectionGate::Resolve(
+      {.fd_reserve = options_.connections.fd_reserve,
+       .max_connections = options_.connections.max_connections,
+       .max_connections_per_peer = options_.connections.max_connections_per_peer,
+       .handshake_timeout = options_.connections.handshake_timeout},
+      &limit_notes);
+  const bool gated =
+      ConnectionGate::SplitHostPort(options_.grpc_address, &listen_host, &listen_port);
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor;
+  if (gated) {
+    acceptor = builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, creds);
+  } else {
+    builder.AddListeningPort(options_.grpc_address, creds, &grpc_port_);
+  }
+  {
+    const ServerOptions::Connections& c = options_.connections;
+    // Milliseconds for a channel argument; `off` for an infinite or
+    // non-positive duration.
+    auto ms = [](absl::Duration d, int off) {
+      if (d == absl::InfiniteDuration() || d <= absl::ZeroDuration()) return off;
+      return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 1, INT_MAX));
+    };
+    builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                               ms(c.handshake_timeout, 120000));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, ms(c.max_connection_idle, INT_MAX));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ms(c.max_connection_age, INT_MAX));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(c.keepalive_time, INT_MAX));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(c.keepalive_timeout, 20000));
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                               ms(c.min_ping_interval, 0));
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, std::max(0, c.max_ping_strikes));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+                               c.permit_without_calls ? 1 : 0);
+  }
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
   {
@@ -173,8 +216,31 @@ absl::Status ZoomServer::Start() {
       "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"},
       auth_.get());
   builder.RegisterService(reflection_v1_.get());
+  if (gated) {
+    // Bound only now: the port opens once every collection is recovered.
+    auto gate = std::make_unique<ConnectionGate>(limits);
+    if (absl::Status st = gate->Listen(options_.grpc_address, listen_host, listen_port);
+        !st.ok()) {
+      router_decoder_.reset();
+      router_.reset();
+      db_.reset();
+      return absl::Status(st.code(), absl::StrCat(st.message(),
+                                                  " (address in use or not local? set "
+                                                  "--grpc_address)"));
+    }
+    gate_ = std::move(gate);
+  }
   server_ = builder.BuildAndStart();
+  if (gate_ != nullptr && server_ != nullptr) {
+    if (gate_->Start(std::move(acceptor)).ok()) grpc_port_ = gate_->port();
+  }
   if (server_ == nullptr || grpc_port_ == 0) {
+    gate_.reset();
+    if (server_ != nullptr) {
+      server_->Shutdown(absl::ToChronoTime(absl::Now()));
+      server_->Wait();
+      server_.reset();
+    }
     router_decoder_.reset();
     router_.reset();
     db_.reset();
@@ -185,6 +251,7 @@ absl::Status ZoomServer::Start() {
   if (role == "node") {
     // Listening first: peers fetch snapshots from us, routers reach us.
     if (absl::Status st = JoinCluster(); !st.ok()) {
+      if (gate_ != nullptr) gate_->Stop();
       server_->Shutdown(absl::ToChronoTime(absl::Now()));
       server_->Wait();
       pool_->Stop();
@@ -205,6 +272,28 @@ absl::Status ZoomServer::Start() {
     maintenance_ = std::thread([this] { Maintenance(); });
   }
   started_ = true;
+  {
+    const ServerOptions::Connections& c = options_.connections;
+    auto dur = [](absl::Duration d) {
+      return d == absl::InfiniteDuration() || d <= absl::ZeroDuration() ? std::string("never")
+                                                                         : absl::FormatDuration(d);
+    };
+    ZOOM_LOG(INFO, "connections: ",
+             gate_ == nullptr
+                 ? absl::StrCat(options_.grpc_address,
+                                " is gRPC's own listener: no connection caps")
+                 : absl::StrCat("RLIMIT_NOFILE ", limits.fd_limit, " (hard ", limits.fd_hard_limit,
+                                "), fd reserve ", limits.fd_reserve, ", at most ",
+                                limits.max_connections, " open, ", limits.max_per_peer,
+                                " per client address (one holding none may use half the "
+                                "reserve)", limit_notes),
+             "; handshake timeout ", dur(c.handshake_timeout), ", idle connections closed after ",
+             dur(c.max_connection_idle), ", any after ", dur(c.max_connection_age),
+             "; keepalive pings every ", dur(c.keepalive_time), " (timeout ",
+             dur(c.keepalive_timeout), "); clients' pings at least ", dur(c.min_ping_interval),
+             " apart", c.permit_without_calls ? "" : " (without calls: 2h)", ", ",
+             c.max_ping_strikes, " strikes");
+  }
   ZOOM_LOG(INFO, "zoomd ", options_.version, role.empty() ? "" : absl::StrCat(" (", role, " of cluster ", options_.cluster.name, ")"),
            " serving on ", options_.grpc_address, " (port ",
            grpc_port_, "), metrics on ",
@@ -298,6 +387,15 @@ absl::Status ZoomServer::WaitApplied(
       absl::FormatDuration(absl::Now() - start), ")"));
 }
 
+ConnectionStats ZoomServer::connection_stats() const {
+  if (gate_ != nullptr) return gate_->Stats();
+  ConnectionStats s;
+  const FdLimits fds = CurrentFdLimits();
+  s.fd_limit = fds.soft;
+  s.fd_hard_limit = fds.hard;
+  return s;
+}
+
 absl::Status ZoomServer::ReloadApiKeys() {
   if (auth_ == nullptr || !auth_->enabled()) {
     return absl::FailedPreconditionError("this server has no --api_key_file");
@@ -387,6 +485,7 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   started_ = false;
   ZOOM_LOG(INFO, "zoomd shutting down: draining in-flight requests");
   server_->GetHealthCheckService()->Shutdown();
+  if (gate_ != nullptr) gate_->Stop();  // no new connections
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
   pool_->Stop();

@@ -31,6 +31,7 @@
 #include "server/grpc/auth.h"
 #include "server/grpc/decoder_service.h"
 #include "server/cluster/cluster_node.h"
+#include "server/grpc/connection_gate.h"
 #include "server/grpc/reflection_service.h"
 #include "server/grpc/router_service.h"
 #include "server/grpc/vector_search_service.h"
@@ -84,6 +85,52 @@ struct ServerOptions {
   // (zoomd sets it unless --allow_unauthenticated).
   bool require_key_off_loopback = false;
 
+  // Connections (server/grpc/connection_gate.h, README "zoomd flags",
+  // deploy/README.md "Connections and file descriptors"). On a host:port
+  // address zoomd accepts the TCP connections itself and hands them to gRPC
+  // once they send their first bytes (gRPC 1.51 has no connection cap, and
+  // its listener stops for good after one accept4 EMFILE). At a cap the
+  // oldest connection that has not sent a byte yet is reset to make room,
+  // or else the new one is. The caps come from RLIMIT_NOFILE's soft limit at
+  // Start:
+  //   fd_reserve       descriptors connections never take (files, peers,
+  //                    NATS): 0 = limit / 8, between 32 and 4096 (at most
+  //                    half the limit);
+  //   max_connections  open connections: 0 = limit - fd_reserve (larger is
+  //                    lowered to that);
+  //   max_connections_per_peer  from one client IP address: 0 =
+  //                    max_connections / 4 (at least 1).
+  // An address holding no connection (a health probe, a new client) may go
+  // fd_reserve / 2 beyond both caps: the other half of the reserve is never
+  // given to a connection. unix: addresses are left to gRPC (no caps).
+  struct Connections {
+    int fd_reserve = 0;
+    int max_connections = 0;
+    int max_connections_per_peer = 0;
+    // A connection that has not finished its TLS handshake and sent its
+    // HTTP/2 SETTINGS by then is closed (gRPC's default is 120 s); one that
+    // has not sent a byte, by the gate.
+    absl::Duration handshake_timeout = absl::Seconds(10);
+    // A connection with no call for this long is closed (GOAWAY; clients
+    // reconnect on their next call); InfiniteDuration: never.
+    absl::Duration max_connection_idle = absl::Minutes(5);
+    // Any connection is closed (GOAWAY, its calls finish) this long after it
+    // opened; InfiniteDuration: never.
+    absl::Duration max_connection_age = absl::InfiniteDuration();
+    // The server pings a client every keepalive_time while calls are open
+    // and closes the connection when no answer comes within
+    // keepalive_timeout (a client gone without a FIN).
+    absl::Duration keepalive_time = absl::Seconds(60);
+    absl::Duration keepalive_timeout = absl::Seconds(20);
+    // Keepalive policy for the clients' pings: closer together than
+    // min_ping_interval is a strike, and more than max_ping_strikes closes
+    // the connection (GOAWAY too_many_pings). Without open calls pings are
+    // allowed once per 2 h unless permit_without_calls.
+    absl::Duration min_ping_interval = absl::Seconds(5);
+    int max_ping_strikes = 2;
+    bool permit_without_calls = false;
+  } connections;
+
   // A cluster (server/cluster, README "Cluster"). role "" (standalone: the
   // embedded default), "node" (hosts shard replicas, applies their logs) or
   // "router" (no data: routes the API to the nodes and the logs).
@@ -134,6 +181,8 @@ class ZoomServer {
   DecoderEngine* decoder() { return decoder_.get(); }
   Metrics* metrics() { return metrics_.get(); }
   WorkerPool* pool() { return pool_.get(); }
+  // The connection caps in force and the counts (ServerOptions::Connections).
+  ConnectionStats connection_stats() const;
   // The fullview reads' backend: "io_uring" or "pread" (what the readers
   // use, refreshed every second).
   std::string io_backend() const {
@@ -165,6 +214,7 @@ class ZoomServer {
   std::unique_ptr<DecoderService> decoder_service_;
   std::unique_ptr<ReflectionV1Service> reflection_v1_;
   std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<ConnectionGate> gate_;  // null on a unix: address
   std::unique_ptr<grpc::Server> server_;
   std::thread housekeeping_;
   std::thread maintenance_;

@@ -7,9 +7,12 @@
 // exit 0.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <utility>
 
 #include <cstdio>
 #include <cstdlib>
@@ -115,6 +118,41 @@ ABSL_FLAG(std::string, tls_key, "", "TLS: the server's private key (PEM).");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "mTLS: CA certificates (PEM); clients must present a certificate signed by one.");
 ABSL_FLAG(int, shutdown_grace_s, 10, "Seconds in-flight requests get at shutdown.");
+ABSL_FLAG(int32_t, fd_reserve, 0,
+          "File descriptors no client connection may take (the server's files, cluster peers, "
+          "NATS); a client address holding no connection (a health probe, a new client) may use "
+          "half of them. 0: RLIMIT_NOFILE / 8, between 32 and 4096 (zoomd raises the soft limit "
+          "to the hard one at start).");
+ABSL_FLAG(int32_t, max_connections, 0,
+          "Open gRPC connections beyond which new ones are refused at once (reset); an address "
+          "holding none may go --fd_reserve / 2 beyond (health probes). 0: RLIMIT_NOFILE - "
+          "--fd_reserve (never more).");
+ABSL_FLAG(int32_t, max_connections_per_peer, 0,
+          "Open gRPC connections from one client IP address beyond which its new ones are "
+          "refused. 0: --max_connections / 4.");
+ABSL_FLAG(int32_t, handshake_timeout_s, 10,
+          "A connection that has not completed its TLS handshake and sent its HTTP/2 settings "
+          "within this many seconds is closed (gRPC's default: 120).");
+ABSL_FLAG(int32_t, max_connection_idle_s, 300,
+          "A connection without a call for this many seconds is closed (GOAWAY; clients reconnect "
+          "on their next call). 0: never.");
+ABSL_FLAG(int32_t, max_connection_age_s, 0,
+          "Every connection is closed this many seconds after it opened (GOAWAY; its calls "
+          "finish): spreads clients over new replicas behind a load balancer. 0: never.");
+ABSL_FLAG(int32_t, keepalive_time_s, 60,
+          "While calls are open the server pings the client this often and closes the "
+          "connection when no answer comes within --keepalive_timeout_s. 0: never.");
+ABSL_FLAG(int32_t, keepalive_timeout_s, 20, "See --keepalive_time_s.");
+ABSL_FLAG(int32_t, keepalive_min_ping_interval_s, 5,
+          "Keepalive policy: a client's ping sooner than this after its previous one (with no "
+          "data sent between) is a strike; more than --keepalive_max_ping_strikes close the "
+          "connection (GOAWAY too_many_pings). Without open calls pings may come once per 2 h "
+          "unless --keepalive_permit_without_calls.");
+ABSL_FLAG(int32_t, keepalive_max_ping_strikes, 2,
+          "See --keepalive_min_ping_interval_s (0: no limit).");
+ABSL_FLAG(bool, keepalive_permit_without_calls, false,
+          "Allow clients' keepalive pings on connections without calls (every "
+          "--keepalive_min_ping_interval_s); the server then pings idle clients too.");
 ABSL_FLAG(std::string, role, "",
           "Cluster role (README \"Cluster\"): empty for a standalone zoomd; node (hosts shard "
           "replicas and applies their logs from NATS JetStream) or router (holds no data: "
@@ -155,6 +193,41 @@ void OnStopSignal(int sig) {
   const unsigned char b = static_cast<unsigned char>(sig);
   [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &b, 1);
   errno = saved;
+}
+
+// The soft RLIMIT_NOFILE up to the hard one (systemd's default soft limit is
+// 1024, a few hundred clients' worth): the connection caps are derived from
+// it (ServerOptions::Connections). zoomd uses poll/epoll/io_uring, never
+// select, so descriptors above 1024 are fine.
+void RaiseFdLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    ZOOM_LOG(WARNING, "RLIMIT_NOFILE: getrlimit: ", std::strerror(errno));
+    return;
+  }
+  const rlim_t soft = rl.rlim_cur;
+  rlim_t target = rl.rlim_max;
+  if (target == RLIM_INFINITY) {  // not allowed for NOFILE: the kernel's fs.nr_open is the most
+    target = 1 << 20;
+    if (FILE* f = std::fopen("/proc/sys/fs/nr_open", "r")) {
+      unsigned long n = 0;
+      if (std::fscanf(f, "%lu", &n) == 1 && n > 0) target = n;
+      std::fclose(f);
+    }
+  }
+  if (soft >= target) {
+    ZOOM_LOG(INFO, "RLIMIT_NOFILE: soft ", soft, ", hard ", rl.rlim_max,
+             " (the soft limit is already the hard one)");
+    return;
+  }
+  rl.rlim_cur = target;
+  if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+    ZOOM_LOG(WARNING, "RLIMIT_NOFILE: soft ", soft, ", hard ", rl.rlim_max,
+             ": cannot raise the soft limit: ", std::strerror(errno));
+    return;
+  }
+  getrlimit(RLIMIT_NOFILE, &rl);
+  ZOOM_LOG(INFO, "RLIMIT_NOFILE: soft ", soft, " -> ", rl.rlim_cur, ", hard ", rl.rlim_max);
 }
 
 absl::Status LoadDemo(server::Database* db, const std::string& name, const std::string& path) {
@@ -201,6 +274,7 @@ int Main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_mutex_deadlock_checks)) {
     absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   }
+  RaiseFdLimit();
   ZOOM_LOG(INFO, "OpenBLAS core ", server::Database::BlasCore(),
            std::getenv("OPENBLAS_CORETYPE") != nullptr ? " (OPENBLAS_CORETYPE)" : "");
 
@@ -255,6 +329,51 @@ int Main(int argc, char** argv) {
   options.database.collection.default_target_recall = target;
   options.database.collection.calibration_queries = absl::GetFlag(FLAGS_calibration_queries);
   options.wal_sync_interval = absl::Milliseconds(absl::GetFlag(FLAGS_wal_sync_ms));
+  {
+    // Connections: counts and seconds are never negative; 0 = derived / never.
+    struct {
+      const char* name;
+      int value;
+    } const nonneg[] = {
+        {"fd_reserve", absl::GetFlag(FLAGS_fd_reserve)},
+        {"max_connections", absl::GetFlag(FLAGS_max_connections)},
+        {"max_connections_per_peer", absl::GetFlag(FLAGS_max_connections_per_peer)},
+        {"max_connection_idle_s", absl::GetFlag(FLAGS_max_connection_idle_s)},
+        {"max_connection_age_s", absl::GetFlag(FLAGS_max_connection_age_s)},
+        {"keepalive_time_s", absl::GetFlag(FLAGS_keepalive_time_s)},
+        {"keepalive_min_ping_interval_s", absl::GetFlag(FLAGS_keepalive_min_ping_interval_s)},
+        {"keepalive_max_ping_strikes", absl::GetFlag(FLAGS_keepalive_max_ping_strikes)},
+    };
+    for (const auto& f : nonneg) {
+      if (f.value < 0) {
+        std::fprintf(stderr, "zoomd: --%s must be 0 or more, got %d\n", f.name, f.value);
+        return 2;
+      }
+    }
+    for (const auto& [name, value] :
+         {std::pair<const char*, int>{"handshake_timeout_s", absl::GetFlag(FLAGS_handshake_timeout_s)},
+          {"keepalive_timeout_s", absl::GetFlag(FLAGS_keepalive_timeout_s)}}) {
+      if (value < 1) {
+        std::fprintf(stderr, "zoomd: --%s must be at least 1, got %d\n", name, value);
+        return 2;
+      }
+    }
+    auto seconds_or_never = [](int s) {
+      return s == 0 ? absl::InfiniteDuration() : absl::Seconds(s);
+    };
+    server::ServerOptions::Connections& c = options.connections;
+    c.fd_reserve = absl::GetFlag(FLAGS_fd_reserve);
+    c.max_connections = absl::GetFlag(FLAGS_max_connections);
+    c.max_connections_per_peer = absl::GetFlag(FLAGS_max_connections_per_peer);
+    c.handshake_timeout = absl::Seconds(absl::GetFlag(FLAGS_handshake_timeout_s));
+    c.max_connection_idle = seconds_or_never(absl::GetFlag(FLAGS_max_connection_idle_s));
+    c.max_connection_age = seconds_or_never(absl::GetFlag(FLAGS_max_connection_age_s));
+    c.keepalive_time = seconds_or_never(absl::GetFlag(FLAGS_keepalive_time_s));
+    c.keepalive_timeout = absl::Seconds(absl::GetFlag(FLAGS_keepalive_timeout_s));
+    c.min_ping_interval = absl::Seconds(absl::GetFlag(FLAGS_keepalive_min_ping_interval_s));
+    c.max_ping_strikes = absl::GetFlag(FLAGS_keepalive_max_ping_strikes);
+    c.permit_without_calls = absl::GetFlag(FLAGS_keepalive_permit_without_calls);
+  }
   auto backend = storage::ParseIoBackend(absl::GetFlag(FLAGS_io_backend));
   if (!backend.ok()) {
     std::fprintf(stderr, "zoomd: --io_backend: %s\n", std::string(backend.status().message()).c_str());
