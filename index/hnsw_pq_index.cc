@@ -47,6 +47,7 @@ class HnswPqIndex final : public VectorIndex {
     ParallelFor(n, spec_.build_threads, [&](size_t i, int) {
       pq_.Encode(x + i * spec_.dim, 1, codes_.Row(first + i));
     });
+    if (BuildCancelled()) return BuildCancelledError();  // a build's rows left unencoded
     graph_.Grow(first + n);
     if (exact && first == 0) {
       MatrixOracle oracle(spec_.metric, x, spec_.dim);  // full vectors at hand
@@ -54,6 +55,7 @@ class HnswPqIndex final : public VectorIndex {
       ParallelFor(n, spec_.build_threads, [&](size_t i, int t) {
         graph_.Insert(static_cast<InternalId>(i), oracle, scratch[t]);
       });
+      if (BuildCancelled()) return BuildCancelledError();  // nodes left unlinked
     } else {
       // Incremental: the full vectors of older points are on SSD, not here,
       // so the new points are linked with PQ-reconstructed distances.

@@ -66,18 +66,54 @@ inline std::vector<float> PrepareVectors(Metric metric, const float* x,
 absl::StatusOr<std::vector<float>> KMeans(const float* x, size_t n, size_t d, size_t k,
                                           int iterations, uint64_t seed, bool spherical);
 
+// Build cancellation (IndexSpec::cancel). A build's entry point opens a
+// BuildCancelScope on its thread; ParallelFor carries the scope to its
+// workers, which stop taking items once the flag is set; the builds' own
+// loops and FAISS's training iterations (an InterruptCallback, see
+// EnsureFaissInterruptHook) check BuildCancelled(). The entry point then
+// discards the partial index and returns BuildCancelledError().
+inline thread_local const std::atomic<bool>* tls_build_cancel = nullptr;
+class BuildCancelScope {
+ public:
+  explicit BuildCancelScope(const std::atomic<bool>* flag) : saved_(tls_build_cancel) {
+    tls_build_cancel = flag;
+  }
+  ~BuildCancelScope() { tls_build_cancel = saved_; }
+  BuildCancelScope(const BuildCancelScope&) = delete;
+  BuildCancelScope& operator=(const BuildCancelScope&) = delete;
+
+ private:
+  const std::atomic<bool>* saved_;
+};
+inline bool BuildCancelled() {
+  const std::atomic<bool>* c = tls_build_cancel;
+  return c != nullptr && c->load(std::memory_order_relaxed);
+}
+absl::Status BuildCancelledError();
+// Installs (once per process) FAISS's InterruptCallback answering
+// BuildCancelled() for the calling thread, so that k-means and PQ training
+// stop between iterations (FAISS then throws; the caller maps it to
+// BuildCancelledError()). Defined in ivf_hnsw_pq_index.cc (the file that
+// calls FAISS's clustering).
+void EnsureFaissInterruptHook();
+
 // Runs fn(i) for i in [0, n) on `threads` threads (dynamic scheduling).
+// Under a BuildCancelScope whose flag is set, stops taking items (the
+// caller checks BuildCancelled() after).
 inline void ParallelFor(size_t n, int threads,
                         const std::function<void(size_t, int)>& fn) {
+  const std::atomic<bool>* cancel = tls_build_cancel;
+  auto stop = [cancel] { return cancel != nullptr && cancel->load(std::memory_order_relaxed); };
   if (threads <= 1 || n < 2) {
-    for (size_t i = 0; i < n; ++i) fn(i, 0);
+    for (size_t i = 0; i < n && !stop(); ++i) fn(i, 0);
     return;
   }
   std::atomic<size_t> next{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
-      for (size_t i; (i = next.fetch_add(1)) < n;) fn(i, t);
+      BuildCancelScope scope(cancel);
+      for (size_t i; !stop() && (i = next.fetch_add(1)) < n;) fn(i, t);
     });
   }
   for (auto& th : pool) th.join();

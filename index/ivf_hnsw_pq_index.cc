@@ -16,6 +16,7 @@
 // inner-product table per query, shared by all lists.
 #include <faiss/Clustering.h>
 #include <faiss/IndexFlat.h>
+#include <faiss/impl/AuxIndexStructures.h>
 #include <faiss/impl/FaissException.h>
 #include <cblas.h>
 #include <sys/mman.h>
@@ -27,6 +28,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <type_traits>
@@ -251,6 +253,7 @@ class IvfHnswPqIndex final : public VectorIndex {
     std::vector<float> errors(bulk ? 0 : n);
     Encode(x, n, assign.data(), codes.data(), terms.data(), factors.data(),
            bulk ? nullptr : errors.data());
+    if (BuildCancelled()) return BuildCancelledError();  // rows left unencoded
     ZOOM_RETURN_IF_ERROR(
         AddEncoded(assign.data(), codes.data(), terms.data(), factors.data(), n, bulk));
     for (float e : errors) CountCodeError(e);
@@ -895,6 +898,21 @@ class IvfHnswPqIndex final : public VectorIndex {
 
 }  // namespace
 
+namespace {
+
+// FAISS asks it between training iterations (InterruptCallback::check()).
+class BuildInterrupt final : public faiss::InterruptCallback {
+ public:
+  bool want_interrupt() override { return BuildCancelled(); }
+};
+
+}  // namespace
+
+void EnsureFaissInterruptHook() {
+  static std::once_flag once;
+  std::call_once(once, [] { faiss::InterruptCallback::instance.reset(new BuildInterrupt()); });
+}
+
 absl::StatusOr<std::vector<float>> KMeans(const float* x, size_t n, size_t d, size_t k,
                                           int iterations, uint64_t seed, bool spherical) {
   if (k == 0 || n < k || d == 0) {
@@ -914,6 +932,7 @@ absl::StatusOr<std::vector<float>> KMeans(const float* x, size_t n, size_t d, si
     clus.train(static_cast<faiss::Index::idx_t>(n), x, assigner);
     centroids = clus.centroids;
   } catch (const faiss::FaissException& e) {
+    if (BuildCancelled()) return BuildCancelledError();  // the interrupt hook
     return absl::InternalError(absl::StrCat("FAISS k-means failed: ", e.what()));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory during k-means");
@@ -1034,10 +1053,12 @@ absl::StatusOr<std::unique_ptr<IvfHnswPqIndex>> TrainIvfHnswPq(
     const size_t c = std::min_element(dist.begin(), dist.end()) - dist.begin();
     for (size_t j = 0; j < d; ++j) residuals[i * d + j] = xi[j] - centroids[c * d + j];
   });
+  if (BuildCancelled()) return BuildCancelledError();
   ZOOM_ASSIGN_OR_RETURN(ProductQuantizer pq,
                         ProductQuantizer::Train(residuals.data(), ns, spec.dim, spec.pq));
   auto index = std::make_unique<IvfHnswPqIndex>(spec, std::move(centroids), std::move(pq));
   index->BuildGraph();
+  if (BuildCancelled()) return BuildCancelledError();
   return index;
 }
 
@@ -1170,6 +1191,7 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
   std::vector<float> rows(std::min<uint64_t>(chunk, n) * d);
   std::vector<InternalId> ids;
   for (uint64_t first = 0; first < n; first += chunk) {
+    if (BuildCancelled()) return BuildCancelledError();  // a chunk at a time
     const size_t count = static_cast<size_t>(std::min<uint64_t>(chunk, n - first));
     ids.resize(count);
     for (size_t i = 0; i < count; ++i) ids[i] = static_cast<InternalId>(first + i);
@@ -1180,6 +1202,7 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
     ZOOM_ASSIGN_OR_RETURN(st.factors, MappedArray<float>::Make(with_factors ? count : 0));
     index->Encode(rows.data(), count, assign.data() + first, st.codes.data(), st.terms.data(),
                   st.factors.data());
+    if (BuildCancelled()) return BuildCancelledError();
     if (options.progress) options.progress(0.1 + 0.85 * double(first + count) / double(n));
   }
   std::vector<float>().swap(rows);

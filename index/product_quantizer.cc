@@ -158,6 +158,7 @@ absl::StatusOr<ProductQuantizer> ProductQuantizer::Train(
     fpq.train(static_cast<faiss::Index::idx_t>(nt), xt.data());
     pq.centroids_ = fpq.centroids;
   } catch (const faiss::FaissException& e) {
+    if (internal::BuildCancelled()) return internal::BuildCancelledError();  // the hook
     return absl::InternalError(absl::StrCat("FAISS PQ training failed: ", e.what()));
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError("out of memory during PQ training");

@@ -203,10 +203,15 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndex(const IndexSpec& spec,
   // loaded build in libgomp spin). Our own loops use build_threads.
   internal::LibraryThreadsGuard threads(1);
   const absl::Span<const uint32_t> rows(train_rows);
-  if (spec.kind == IndexKind::kHnswPq) {
-    return internal::BuildHnswPq(spec, vectors, n, rows);
-  }
-  return internal::BuildIvfHnswPq(spec, vectors, n, rows);
+  internal::EnsureFaissInterruptHook();
+  internal::BuildCancelScope cancel(spec.cancel);
+  IndexSpec kept = spec;  // the index keeps no pointer to the flag
+  kept.cancel = nullptr;
+  absl::StatusOr<std::unique_ptr<VectorIndex>> built =
+      spec.kind == IndexKind::kHnswPq ? internal::BuildHnswPq(kept, vectors, n, rows)
+                                      : internal::BuildIvfHnswPq(kept, vectors, n, rows);
+  if (internal::BuildCancelled()) return internal::BuildCancelledError();
+  return built;
 }
 
 absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndexStreaming(
@@ -220,10 +225,21 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIndexStreaming(
     return absl::UnimplementedError("a streaming build is for ivf_hnsw_pq only");
   }
   internal::LibraryThreadsGuard threads(1);  // as BuildIndex
-  return internal::BuildIvfHnswPqStreaming(spec, n, exclude, read, options);
+  internal::EnsureFaissInterruptHook();
+  internal::BuildCancelScope cancel(spec.cancel);
+  IndexSpec kept = spec;
+  kept.cancel = nullptr;
+  absl::StatusOr<std::unique_ptr<VectorIndex>> built =
+      internal::BuildIvfHnswPqStreaming(kept, n, exclude, read, options);
+  if (internal::BuildCancelled()) return internal::BuildCancelledError();
+  return built;
 }
 
 namespace internal {
+
+absl::Status BuildCancelledError() {
+  return absl::CancelledError("the index build was cancelled (the server or collection is closing)");
+}
 
 void ZeroUntrainedBadRows(Metric metric, std::vector<float>& prepared, size_t n, size_t d,
                           absl::Span<const uint32_t> train_rows) {

@@ -19,6 +19,7 @@
 #ifndef ZOOM_INDEX_VECTOR_INDEX_H_
 #define ZOOM_INDEX_VECTOR_INDEX_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -61,6 +62,13 @@ struct IndexSpec {
   uint32_t max_kmeans_points = 0;
   // Threads for the build (graph insertion, encoding). Default 2.
   int build_threads = 2;
+  // The build's cancellation flag (build time only, like build_threads: not
+  // saved, not kept by the built index; null: none). Once it reads true the
+  // build stops at its next cancellation point (between graph insertions,
+  // encoded rows, streamed chunks and k-means iterations) and BuildIndex /
+  // BuildIndexStreaming return CancelledError; the flag must outlive the
+  // call.
+  const std::atomic<bool>* cancel = nullptr;
 
   absl::Status Validate() const;
 };

@@ -858,6 +858,7 @@ absl::StatusOr<uint64_t> Collection::DeletePayload(absl::Span<const uint64_t> id
 }
 
 void Collection::MaybeAutoMaintainLocked() {
+  if (closing_) return;  // the server stops: nothing new starts
   std::shared_ptr<Segment> seg = Current();
   const uint64_t live = seg->ids.live();
   // After a failed build, the automatic one waits for the backoff (else
@@ -1302,6 +1303,7 @@ absl::Status Collection::StartOrJoinBuild() { return StartBuildImpl(/*join_runni
 absl::Status Collection::StartBuildImpl(bool join_running) {
   if (join_running && build_.running()) return absl::OkStatus();
   if (dropped_) return DroppedError();
+  if (closing_) return ClosingError("index build");
   if (compacting_.load()) {
     // The compaction rebuilds the index of the segment it makes.
     return absl::FailedPreconditionError(
@@ -1337,9 +1339,12 @@ absl::Status Collection::RunBuild() {
   const bool replaces = seg->engine->index() != nullptr;
   index::StreamingBuildTimes phases;
   auto built =
-      BuildSegmentIndex(config_, options_.build_threads, *seg, n, &build_progress_, &phases);
+      BuildSegmentIndex(config_, options_.build_threads, *seg, n, &build_progress_, &phases,
+                        /*trained_from=*/nullptr, &closing_);
   const double build_s = sw.ElapsedMicros() / 1e6;
   absl::Status st = built.status();
+  const bool cancelled = absl::IsCancelled(st) && closing_;
+  if (cancelled) st = ClosingError("index build");
   build_progress_ = 0.9;
   if (st.ok()) {
     absl::MutexLock w(&write_mu_);
@@ -1370,7 +1375,8 @@ absl::Status Collection::RunBuild() {
   build_progress_ = 1.0;
   // A build overtaken by a compaction is not a failure: the compaction made
   // the index of the segment now serving (or none).
-  const bool overtaken = absl::IsAborted(st);
+  // Nor is one cancelled by the close (the server stops; it starts again).
+  const bool overtaken = absl::IsAborted(st) || cancelled;
   index_state_ = st.ok() ? IndexState::kReady
                  : Current()->engine->index() != nullptr ? IndexState::kReady
                  : overtaken                              ? IndexState::kNone
@@ -1387,6 +1393,9 @@ absl::Status Collection::RunBuild() {
              absl::SixDigits(build_s), " s, install ", absl::SixDigits(installed_s - build_s),
              " s, calibration ", absl::SixDigits(sw.ElapsedMicros() / 1e6 - installed_s), " s)",
              replaces ? "; the previous index is freed by the last search holding it" : "");
+  } else if (cancelled) {
+    ZOOM_LOG(INFO, "collection ", config_.name, ": index build over ", n,
+             " points stopped after ", absl::SixDigits(build_s), " s: the collection is closing");
   } else {
     ZOOM_LOG(WARNING, "collection ", config_.name, ": index build over ", n, " points failed: ",
              st.message());
@@ -1429,6 +1438,7 @@ bool Collection::MaintenanceDue() const {
 // ---- Compaction --------------------------------------------------------------
 
 absl::Status Collection::Compact() {
+  if (closing_ && !dropped_) return ClosingError("compaction");  // dropped: CompactOnce says so
   if (build_.running()) {
     return absl::FailedPreconditionError(
         absl::StrCat("an index build of '", config_.name, "' is running; compact after it"));
@@ -1497,7 +1507,7 @@ absl::Status Collection::CompactOnce() {
     return why;
   };
   // 2. The copy, without the lock (writes go on).
-  CompactorOptions copts{options_.store, EngineOptionsFor(), options_.build_threads};
+  CompactorOptions copts{options_.store, EngineOptionsFor(), options_.build_threads, &closing_};
   auto fresh_or =
       CopyLiveRecords(dir_, plan, config_, copts, metadata_, dropping_, DroppedError());
   absl::MutexLock w(&write_mu_);
@@ -1632,9 +1642,16 @@ absl::Status Collection::CalibrateNow() {
   return RunCalibration();
 }
 
-void Collection::StopCalibration() {
+void Collection::StopBackgroundWork() {
   closing_ = true;
   calibrate_.Join();
+}
+
+absl::Status Collection::ClosingError(absl::string_view what) const {
+  return absl::UnavailableError(absl::StrCat(
+      "collection '", config_.name, "' is closing (the server is shutting down or it is dropped): the ",
+      what, " stopped or did not start; once the server is back, automatic builds start again, or ",
+      "call it again"));
 }
 
 bool Collection::MaybeStartCalibration() {

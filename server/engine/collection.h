@@ -368,10 +368,15 @@ class Collection {
   absl::Status CalibrateNow();
   // Blocks until no background calibration runs; its status.
   absl::Status WaitForCalibration() { return calibrate_.Wait(); }
-  // Stops a running calibration (its own or a build's: the build then ends
-  // without a new curve) and waits for the background one; none starts
-  // after. Before a drop or the database's close.
-  void StopCalibration();
+  // The collection closes: stops its background work and waits for the
+  // background calibration. A running calibration stops (a build's: the
+  // build then ends without a new curve); a running index build stops at
+  // its next cancellation point (index::IndexSpec::cancel: graph
+  // insertions, encoded rows, k-means iterations) and a compaction at its
+  // next chunk, both ending Unavailable (not a failure: the index state
+  // goes back to what it was); none starts after (Unavailable). Does not
+  // wait for the build: WaitForBuild. Before a drop or the server's stop.
+  void StopBackgroundWork();
 
   // Writes a consistent snapshot archive to `path` while the collection
   // takes writes: the write lock is held only to fix the point (the
@@ -498,6 +503,9 @@ class Collection {
   void JoinFieldBuilds();
   // Books a failed (or successful) build/compaction for the retry backoff.
   void NoteMaintenance(bool compaction, const absl::Status& st);
+  // Unavailable: `what` stopped or did not start because the collection
+  // closes (StopBackgroundWork).
+  absl::Status ClosingError(absl::string_view what) const;
   bool MaintenanceDue() const;
   void MaybeAutoMaintainLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   uint64_t TrainedPointsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);

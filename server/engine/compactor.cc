@@ -29,6 +29,9 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
     std::vector<storage::RecordWrite> writes;
     for (uint64_t first = 0; first < n; first += 4096) {
       if (stop.load()) return stop_error;
+      if (options.cancel != nullptr && options.cancel->load()) {
+        return absl::CancelledError("the compaction was cancelled (the server is closing)");
+      }
       const uint64_t m = std::min<uint64_t>(4096, n - first);
       absl::Span<const InternalId> chunk(plan.live_ids.data() + first, m);
       raw.resize(m * rb);
@@ -58,7 +61,8 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
       const std::shared_ptr<const index::VectorIndex> old_index =
           plan.keep_quantizer ? plan.old->engine->index() : nullptr;
       ZOOM_ASSIGN_OR_RETURN(auto idx, BuildSegmentIndex(config, options.build_threads, *fresh, n,
-                                                        &progress, nullptr, old_index.get()));
+                                                        &progress, nullptr, old_index.get(),
+                                                        options.cancel));
       ZOOM_RETURN_IF_ERROR(fresh->engine->SetIndex(std::move(idx)));
       ZOOM_RETURN_IF_ERROR(fresh->engine->index()->Save(
           (std::filesystem::path(dir) / plan.snapshot_file).string(), options.store.file_system));

@@ -54,6 +54,10 @@ struct CompactorOptions {
   storage::VectorStoreOptions store;
   EngineOptions engine;
   int build_threads = 2;
+  // Set when the collection closes (the server stops): the copy stops at
+  // its next chunk and the index build at its next cancellation point, with
+  // CancelledError (may be null; must outlive the call).
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Step 2. Stops with `stop_error` once *stop turns true (checked per

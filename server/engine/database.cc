@@ -134,11 +134,16 @@ Database::~Database() {
   // Every build ends before the metadata store goes, whoever still holds a
   // collection (a waiting call's callback).
   for (const auto& [name, c] : collections_) {
-    c->StopCalibration();  // a curve is not worth the wait (measured again at open)
+    c->StopBackgroundWork();  // builds and curves stop (started again at open)
     c->WaitForBuild().IgnoreError();
   }
   collections_.clear();  // joins builds, saves snapshots
   metadata_.reset();
+}
+
+void Database::StopBackgroundWork() {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, c] : collections_) c->StopBackgroundWork();
 }
 
 std::string Database::CollectionDir(uint32_t id) const {
@@ -245,7 +250,7 @@ absl::Status Database::DropCollection(const std::string& name) {
   for (uint32_t space : c->record_spaces()) {
     if (space != c->id()) metadata_->DropRecords(space).IgnoreError();
   }
-  c->StopCalibration();
+  c->StopBackgroundWork();
   c->WaitForBuild().IgnoreError();
   std::error_code ec;
   fs::remove_all(c->dir(), ec);

@@ -57,17 +57,19 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> GuardedBuild(
 
 absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildIndexOver(
     const CollectionConfig& config, int threads, const Segment& segment, const float* vectors,
-    uint64_t n) {
+    uint64_t n, const std::atomic<bool>* cancel) {
   return GuardedBuild(n, [&]() -> absl::StatusOr<std::unique_ptr<index::VectorIndex>> {
     ZOOM_RETURN_IF_ERROR(CheckTrainable(config, segment, vectors, n));
-    return index::BuildIndex(config.BuildSpec(threads), vectors, n, &segment);
+    index::IndexSpec spec = config.BuildSpec(threads);
+    spec.cancel = cancel;
+    return index::BuildIndex(spec, vectors, n, &segment);
   });
 }
 
 absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     const CollectionConfig& config, int threads, const Segment& segment, uint64_t n,
     std::atomic<double>* progress, index::StreamingBuildTimes* times,
-    const index::VectorIndex* trained_from) {
+    const index::VectorIndex* trained_from, const std::atomic<bool>* cancel) {
   const size_t d = config.dim;
   if (config.index.kind == index::IndexKind::kIvfHnswPq) {
     // Streaming: the vectors are read a chunk at a time, never all in RAM.
@@ -80,7 +82,9 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
       return CheckTrainable(config, segment, out, ids.size(), ids.data());
     };
     return GuardedBuild(n, [&] {
-      return index::BuildIndexStreaming(config.BuildSpec(threads), n, &segment, read, options);
+      index::IndexSpec spec = config.BuildSpec(threads);
+      spec.cancel = cancel;
+      return index::BuildIndexStreaming(spec, n, &segment, read, options);
     });
   }
   std::vector<float> vectors;
@@ -92,6 +96,9 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
   }
   std::vector<InternalId> ids;
   for (uint64_t first = 0; first < n; first += 4096) {
+    if (cancel != nullptr && cancel->load()) {
+      return absl::CancelledError("the index build was cancelled (the server or collection is closing)");
+    }
     const uint64_t m = std::min<uint64_t>(4096, n - first);
     ids.resize(m);
     for (uint64_t i = 0; i < m; ++i) ids[i] = static_cast<InternalId>(first + i);
@@ -99,7 +106,7 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     *progress = 0.1 * static_cast<double>(first + m) / static_cast<double>(n);
   }
   *progress = 0.1;
-  return BuildIndexOver(config, threads, segment, vectors.data(), n);
+  return BuildIndexOver(config, threads, segment, vectors.data(), n, cancel);
 }
 
 // ---- MaintenanceTask ---------------------------------------------------------

@@ -32,10 +32,12 @@
 
 namespace zoom::server {
 
-// See the file comment. `threads`: the build's threads.
+// See the file comment. `threads`: the build's threads. `cancel` (may be
+// null; must outlive the call): once true, the build stops at its next
+// cancellation point with CancelledError (index::IndexSpec::cancel).
 absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildIndexOver(
     const CollectionConfig& config, int threads, const Segment& segment, const float* vectors,
-    uint64_t n);
+    uint64_t n, const std::atomic<bool>* cancel = nullptr);
 
 // Builds over records [0, n) of `segment`. ivf_hnsw_pq streams them
 // (index::BuildIndexStreaming: a training sample, then chunks of 65,536;
@@ -45,11 +47,12 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildIndexOver(
 // either way. `times`, when set, gets the streaming build's phases (left
 // zero for hnsw_pq). `trained_from` (ivf_hnsw_pq only; ignored for
 // hnsw_pq): keep that index's quantiser instead of training one
-// (index::StreamingBuildOptions::trained_from).
+// (index::StreamingBuildOptions::trained_from). `cancel`: as BuildIndexOver
+// (also checked between the reads of hnsw_pq's rows).
 absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     const CollectionConfig& config, int threads, const Segment& segment, uint64_t n,
     std::atomic<double>* progress, index::StreamingBuildTimes* times = nullptr,
-    const index::VectorIndex* trained_from = nullptr);
+    const index::VectorIndex* trained_from = nullptr, const std::atomic<bool>* cancel = nullptr);
 
 class MaintenanceTask {
  public:

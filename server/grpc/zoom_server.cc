@@ -484,6 +484,9 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   if (!started_) return;
   started_ = false;
   ZOOM_LOG(INFO, "zoomd shutting down: draining in-flight requests");
+  // Builds, compactions and calibrations stop now (at their next
+  // cancellation point): a build can take minutes, the grace is seconds.
+  if (db_ != nullptr) db_->StopBackgroundWork();
   server_->GetHealthCheckService()->Shutdown();
   if (gate_ != nullptr) gate_->Stop();  // no new connections
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
