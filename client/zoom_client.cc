@@ -17,6 +17,36 @@
 
 namespace zoom::client {
 
+namespace {
+
+std::string AsBytes(const float* v, size_t dim) {
+  std::string bytes(dim, '\0');
+  for (size_t i = 0; i < dim; ++i) bytes[i] = static_cast<char>(static_cast<uint8_t>(v[i]));
+  return bytes;
+}
+
+}  // namespace
+
+void SetVector(const float* v, size_t dim, bool as_bytes, v1::Point* point) {
+  if (as_bytes) {
+    point->clear_vector();
+    point->set_vector_bytes(AsBytes(v, dim));
+  } else {
+    point->clear_vector_bytes();
+    point->mutable_vector()->Assign(v, v + dim);
+  }
+}
+
+void SetVector(const float* v, size_t dim, bool as_bytes, v1::SearchRequest* request) {
+  if (as_bytes) {
+    request->clear_vector();
+    request->set_vector_bytes(AsBytes(v, dim));
+  } else {
+    request->clear_vector_bytes();
+    request->mutable_vector()->Assign(v, v + dim);
+  }
+}
+
 absl::Status FromGrpc(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   // grpc::StatusCode and absl::StatusCode share their numbering (0..16).

@@ -64,6 +64,13 @@ void PrepareContext(grpc::ClientContext* context, absl::Duration timeout,
 // grpc::Status -> absl::Status (same code, same message).
 absl::Status FromGrpc(const grpc::Status& status);
 
+// Sets a point's or a query's vector of `dim` floats: as vector_bytes (one
+// byte a dimension, a quarter of the size on the wire) when `as_bytes` (the
+// values must be integers in 0..255: a uint8 data set read as floats), else
+// as floats.
+void SetVector(const float* v, size_t dim, bool as_bytes, v1::Point* point);
+void SetVector(const float* v, size_t dim, bool as_bytes, v1::SearchRequest* request);
+
 class ZoomClient {
  public:
   // Connects (lazily) to `target` ("host:port"); TLS and the API key as

@@ -451,6 +451,7 @@ absl::StatusOr<std::vector<T>> ReadRaw(const std::string& path, size_t max_eleme
 struct VectorData {
   std::string query_path, base_path, gt_path;
   bool base_is_uint8 = false;
+  bool query_is_uint8 = false;    // .bvecs queries: sent as vector_bytes
   uint32_t dim = 0;
   uint64_t base_rows = 0;         // rows of the base file
   VecsMatrix<float> queries;
@@ -534,7 +535,7 @@ class VectorSource : public RequestSource {
     const uint64_t q = seq % data_->queries.rows;
     const float* row = data_->queries.row(q);
     call->request.set_collection(options_.collection);
-    call->request.mutable_vector()->Assign(row, row + data_->queries.dim);
+    client::SetVector(row, data_->queries.dim, data_->query_is_uint8, &call->request);
     call->request.set_k(options_.k);
     call->request.mutable_knobs()->set_ef(options_.ef);
     call->request.mutable_knobs()->set_nprobe(options_.nprobe);
@@ -592,7 +593,7 @@ class VectorSource : public RequestSource {
     call->request.set_collection(options_.collection);
     v1::Point* point = call->request.add_points();
     point->set_id(id);
-    point->mutable_vector()->Assign(row, row + data_->base.dim);
+    client::SetVector(row, data_->base.dim, data_->base_is_uint8, point);
     Prepare(&call->context);
     stub_->async()->Upsert(&call->context, &call->request, &call->response,
                            [this, call, id, done = std::move(done)](grpc::Status status) {
@@ -652,6 +653,7 @@ absl::StatusOr<VectorData> PrepareVectors(client::ZoomClient* client, Options* o
   data.base_path = folder->base_path;
   data.base_rows = folder->base_rows;
   data.base_is_uint8 = folder->base_is_uint8;
+  data.query_is_uint8 = absl::EndsWith(data.query_path, ".bvecs");
   absl::StatusOr<VecsMatrix<float>> queries = LoadQueries(*folder);
   if (!queries.ok()) return queries.status();
   data.queries = std::move(*queries);
@@ -719,9 +721,10 @@ absl::StatusOr<VectorData> PrepareVectors(client::ZoomClient* client, Options* o
       const bool payloads = options->payloads;
       absl::StatusOr<uint64_t> imported = setup->Import(
           options->collection, rows.rows,
-          [&rows, payloads](uint64_t i, v1::Point* point) {
+          [&rows, payloads, bytes = data.base_is_uint8](uint64_t i, v1::Point* point) {
             point->set_id(i);
-            point->mutable_vector()->Assign(rows.row(i), rows.row(i) + rows.dim);
+            // A .bvecs base goes as bytes: a quarter of the floats' size.
+            client::SetVector(rows.row(i), rows.dim, bytes, point);
             if (payloads) GeneratedFields(i, point);
           },
           options->import_batch, [&bar](uint64_t done, uint64_t) { bar.Update(done); });

@@ -61,6 +61,22 @@ void ScalarToProto(const FieldScalar& s, v1::Value* out) {
 
 }  // namespace
 
+absl::StatusOr<absl::Span<const float>> VectorFromProto(
+    const google::protobuf::RepeatedField<float>& floats, const std::string& bytes,
+    std::vector<float>* scratch, absl::string_view what) {
+  if (bytes.empty()) return absl::MakeConstSpan(floats.data(), floats.size());
+  if (!floats.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " has both vector (", floats.size(), " floats) and vector_bytes (", bytes.size(),
+        " bytes): give one"));
+  }
+  scratch->resize(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    (*scratch)[i] = static_cast<float>(static_cast<unsigned char>(bytes[i]));
+  }
+  return absl::MakeConstSpan(*scratch);
+}
+
 absl::StatusOr<PayloadFields> FieldsFromProto(const ProtoFields& fields) {
   PayloadFields out;
   for (const auto& [name, value] : fields) {

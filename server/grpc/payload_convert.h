@@ -1,5 +1,7 @@
 // File: server/grpc/payload_convert.h
 //
+// Conversions of v1 request parts to the engine's types. VectorFromProto: a
+// point's or a query's vector, sent as floats or as one byte a dimension.
 // v1::Value maps (a point's typed payload on the wire) to and from the
 // engine's PayloadFields. FieldsFromProto refuses what the engine cannot
 // store (a value with no kind, a list inside a list) with InvalidArgument;
@@ -9,8 +11,11 @@
 #define ZOOM_SERVER_GRPC_PAYLOAD_CONVERT_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "google/protobuf/map.h"
 #include "server/engine/filter.h"
 #include "server/engine/payload_fields.h"
@@ -20,6 +25,15 @@
 namespace zoom::server {
 
 using ProtoFields = google::protobuf::Map<std::string, v1::Value>;
+
+// A vector sent as `floats` (the `vector` field) or as `bytes` (the
+// `vector_bytes` field: one byte a dimension, 0..255, converted into
+// *scratch, which the span then points into). InvalidArgument naming
+// `what` ("point 7 (#0)", "the query") when both are set. The length is
+// the caller's to check against the collection's dim.
+absl::StatusOr<absl::Span<const float>> VectorFromProto(
+    const google::protobuf::RepeatedField<float>& floats, const std::string& bytes,
+    std::vector<float>* scratch, absl::string_view what);
 
 absl::StatusOr<PayloadFields> FieldsFromProto(const ProtoFields& fields);
 void FieldsToProto(const PayloadFields& fields, ProtoFields* out);

@@ -615,8 +615,9 @@ struct RouterService::Impl {
     const ShardMap& m = vm.map;
     std::vector<PointRef> refs;
     std::vector<PayloadFields> fields;
-    ZOOM_RETURN_IF_ERROR(
-        PointsFromProto(req.collection(), m.config.dim, req.points(), opt.limits, &refs, &fields));
+    std::vector<float> converted;
+    ZOOM_RETURN_IF_ERROR(PointsFromProto(req.collection(), m.config.dim, req.points(), opt.limits,
+                                         &refs, &fields, &converted));
     ZOOM_RETURN_IF_ERROR(ValidatePoints(m.config, refs));
     const size_t cap = MaxEntryBytes();
     const size_t empty = cluster::UpsertEntryBytes(m.config.dim, 0, 0);

@@ -365,7 +365,7 @@ void VectorSearchService::RefreshCollectionMetrics() const {
 absl::Status PointsFromProto(const std::string& collection, uint32_t dim,
                              const google::protobuf::RepeatedPtrField<v1::Point>& points,
                              const ServiceLimits& limits, std::vector<PointRef>* refs,
-                             std::vector<PayloadFields>* fields) {
+                             std::vector<PayloadFields>* fields, std::vector<float>* converted) {
   if (points.empty()) return absl::InvalidArgumentError("the batch has no points");
   if (points.size() > static_cast<int>(limits.max_batch)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -375,12 +375,28 @@ absl::Status PointsFromProto(const std::string& collection, uint32_t dim,
   refs->clear();
   refs->reserve(points.size());
   fields->assign(points.size(), PayloadFields());  // outlive the refs' use
+  size_t byte_points = 0;
+  for (const v1::Point& p : points) byte_points += p.vector_bytes().empty() ? 0 : 1;
+  converted->clear();
+  converted->reserve(byte_points * dim);  // the refs point into it: never reallocated
+  std::vector<float> one;
   for (int i = 0; i < points.size(); ++i) {
     const v1::Point& p = points[i];
-    if (p.vector_size() != static_cast<int>(dim)) {
+    ZOOM_ASSIGN_OR_RETURN(
+        absl::Span<const float> v,
+        VectorFromProto(p.vector(), p.vector_bytes(), &one,
+                        absl::StrCat("point ", p.id(), " (#", i, ")")));
+    if (v.size() != dim) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "point ", p.id(), " (#", i, ") has ", p.vector_size(), " dimensions; collection '",
-          collection, "' has ", dim));
+          "point ", p.id(), " (#", i, ") has ", v.size(), " dimensions",
+          p.vector_bytes().empty() ? "" : " (vector_bytes)", "; collection '", collection,
+          "' has ", dim));
+    }
+    const float* vector = v.data();
+    if (!p.vector_bytes().empty()) {
+      const size_t at = converted->size();
+      converted->insert(converted->end(), v.begin(), v.end());
+      vector = converted->data() + at;
     }
     // The opaque bytes and the typed fields (as sent) count together.
     uint64_t payload_bytes = p.payload().size();
@@ -400,7 +416,7 @@ absl::Status PointsFromProto(const std::string& collection, uint32_t dim,
       (*fields)[i] = std::move(*f);
       point_fields = &(*fields)[i];
     }
-    refs->push_back({p.id(), p.vector().data(), p.payload(), point_fields});
+    refs->push_back({p.id(), vector, p.payload(), point_fields});
   }
   return absl::OkStatus();
 }
@@ -412,8 +428,9 @@ absl::Status VectorSearchService::ApplyPoints(
   ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(collection));
   std::vector<PointRef> refs;
   std::vector<PayloadFields> fields;
-  ZOOM_RETURN_IF_ERROR(
-      PointsFromProto(collection, c->config().dim, points, limits_, &refs, &fields));
+  std::vector<float> converted;
+  ZOOM_RETURN_IF_ERROR(PointsFromProto(collection, c->config().dim, points, limits_, &refs,
+                                       &fields, &converted));
   ZOOM_RETURN_IF_ERROR(c->Upsert(refs));
   *applied += refs.size();
   return absl::OkStatus();
@@ -571,6 +588,7 @@ bool SameShape(const v1::SearchRequest& a, const v1::SearchRequest& b) {
          a.preview_only() == b.preview_only() && a.exact() == b.exact() &&
          a.with_payload() == b.with_payload() && a.with_vectors() == b.with_vectors() &&
          a.allow_partial() == b.allow_partial() && a.vector_size() == b.vector_size() &&
+         a.vector_bytes().size() == b.vector_bytes().size() &&
          a.has_filter() == b.has_filter() &&
          (!a.has_filter() || a.filter().SerializeAsString() == b.filter().SerializeAsString());
 }
@@ -651,8 +669,10 @@ absl::Status VectorSearchService::DoSearch(absl::Time deadline, const Collection
   ZOOM_RETURN_IF_ERROR(FilterOf(req, &filter));
   p.filter = &filter;
   QueryResult result;
-  ZOOM_RETURN_IF_ERROR(c.Search(absl::MakeConstSpan(req.vector().data(), req.vector_size()), p,
-                                &result));
+  std::vector<float> converted;
+  ZOOM_ASSIGN_OR_RETURN(absl::Span<const float> query,
+                        VectorFromProto(req.vector(), req.vector_bytes(), &converted, "the query"));
+  ZOOM_RETURN_IF_ERROR(c.Search(query, p, &result));
   FillResponse(c, &filter, &result, degrade, resp, budget);
   return absl::OkStatus();
 }
@@ -676,11 +696,17 @@ absl::Status VectorSearchService::DoSearchBatch(absl::Time deadline, const Colle
     }
     return absl::OkStatus();
   }
-  const size_t qd = req.queries(0).vector_size();
+  const size_t qd = req.queries(0).vector_size() + req.queries(0).vector_bytes().size();
   std::vector<float> vectors(static_cast<size_t>(nq) * qd);
+  std::vector<float> converted;
   for (int i = 0; i < nq; ++i) {
-    std::copy(req.queries(i).vector().begin(), req.queries(i).vector().end(),
-              vectors.begin() + static_cast<size_t>(i) * qd);
+    const v1::SearchRequest& q = req.queries(i);
+    absl::StatusOr<absl::Span<const float>> v =
+        VectorFromProto(q.vector(), q.vector_bytes(), &converted, "the query");
+    if (!v.ok()) {
+      return absl::Status(v.status().code(), absl::StrCat("query #", i, ": ", v.status().message()));
+    }
+    std::copy(v->begin(), v->end(), vectors.begin() + static_cast<size_t>(i) * qd);
   }
   CollectionSearchParams p = ParamsOf(req.queries(0), deadline, cancelled, degrade);
   p.max_answer_bytes = *budget;

@@ -204,14 +204,15 @@ class VectorSearchService final
 };
 
 // The points of an Upsert / Import message as engine points (`refs` point
-// into `points` and *fields): InvalidArgument for none or more than
-// limits.max_batch, a vector of another dimension than `dim`, a payload
+// into `points`, *fields and *converted: the vectors sent as vector_bytes,
+// as floats): InvalidArgument for none or more than limits.max_batch, a
+// vector of another dimension than `dim` or given both ways, a payload
 // over limits.max_payload_bytes, fields that do not convert. What the
 // engine checks besides is ValidatePoints (collection.h).
 absl::Status PointsFromProto(const std::string& collection, uint32_t dim,
                              const google::protobuf::RepeatedPtrField<v1::Point>& points,
                              const ServiceLimits& limits, std::vector<PointRef>* refs,
-                             std::vector<PayloadFields>* fields);
+                             std::vector<PayloadFields>* fields, std::vector<float>* converted);
 
 // InvalidArgument for a search's cluster fields out of range (min_coverage
 // outside [0, 1], an unknown consistency, more than 1,024 write tokens).

@@ -3,6 +3,7 @@
 // Apart from filter_test so that the sanitizer build of the engine tests
 // does not compile the protos and the service.
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -72,6 +73,24 @@ TEST(FilterProtoTest, JsonFormConvertsAndBadShapesAreRefused) {
   any->set_key("tag");
   for (int i = 0; i < 5000; ++i) any->mutable_match()->mutable_any()->add_values()->set_number_value(i);
   EXPECT_THAT(FilterFromProto(huge, &f), StatusIs(absl::StatusCode::kResourceExhausted));
+}
+
+// A vector sent as vector_bytes converts to the same floats; both forms at
+// once are refused, naming the point.
+TEST(VectorProtoTest, BytesConvertAndBothFormsAreRefused) {
+  v1::Point p;
+  p.set_vector_bytes(std::string("\x00\x07\xff", 3));
+  std::vector<float> scratch;
+  ASSERT_OK_AND_ASSIGN(absl::Span<const float> v,
+                       VectorFromProto(p.vector(), p.vector_bytes(), &scratch, "point 1"));
+  EXPECT_EQ(std::vector<float>(v.begin(), v.end()), (std::vector<float>{0, 7, 255}));
+  p.add_vector(1.0f);
+  EXPECT_THAT(VectorFromProto(p.vector(), p.vector_bytes(), &scratch, "point 1").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("point 1 has both")));
+  v1::Point f;
+  f.add_vector(0.5f);
+  ASSERT_OK_AND_ASSIGN(v, VectorFromProto(f.vector(), f.vector_bytes(), &scratch, "q"));
+  EXPECT_EQ(v.data(), f.vector().data());  // floats are not copied
 }
 
 }  // namespace

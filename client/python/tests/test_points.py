@@ -137,3 +137,23 @@ def test_uint8_collection(client, name, sift):
     np.testing.assert_array_equal(got, sift["base"][1].astype(np.float32))
     with pytest.raises(zoomd.InvalidArgument, match="uint8"):
         client.upsert(name, [2], np.full((1, 128), 0.5))
+
+
+def test_uint8_vectors_go_as_bytes(client, name, sift):
+    """A uint8 collection's vectors and queries are sent as vector_bytes (a
+    quarter of the floats' size), and answer as the floats would."""
+    from zoomd import _convert as cv
+    base = sift["base"][:300]
+    msg = cv.points_message(name, list(range(300)), base.astype(np.float32), None, None, "uint8")
+    floats = cv.points_message(name, list(range(300)), base.astype(np.float32), None, None)
+    assert len(msg) < 0.3 * len(floats)
+    client.create_collection(name, dim=128, metric="l2", dtype="uint8")
+    client.upsert(name, np.arange(300), base)
+    got = client.get(name, [7], with_vectors=True)[0].vector
+    np.testing.assert_array_equal(got, base[7].astype(np.float32))
+    q = sift["query"][0]
+    hits = client.search(name, q, k=5, exact=True)
+    d = ((base.astype(np.float64) - q.astype(np.float64)) ** 2).sum(axis=1)
+    assert [h.id for h in hits] == [int(i) for i in np.argsort(d, kind="stable")[:5]]
+    batch = client.search_batch(name, sift["query"][:3], k=5, exact=True)
+    assert [h.id for h in batch[0]] == [h.id for h in hits]

@@ -73,6 +73,15 @@ def packed_floats(number: int, row: np.ndarray) -> bytes:
     return varint(number << 3 | 2) + varint(len(data)) + data
 
 
+def query_vector(row: np.ndarray, dtype: str) -> bytes:
+    """A SearchRequest's query: `vector` (field 2, floats), or for a uint8
+    collection `vector_bytes` (field 14, one byte a dimension: a quarter of
+    the size). `row` was checked by vector_1d (integers 0..255 for uint8)."""
+    if dtype == "uint8":
+        return field_bytes(14, row.astype(np.uint8).tobytes())
+    return packed_floats(2, row)
+
+
 # ---- Vectors ------------------------------------------------------------------------------
 
 def _as_float32(values: Any, what: str) -> np.ndarray:
@@ -808,17 +817,25 @@ def search_template(collection: str, k: int, ef: Optional[int], nprobe: Optional
 
 def points_message(collection: str, ids: Sequence[int], vectors: np.ndarray,
                    payloads: Optional[Sequence[Optional[Mapping[str, Any]]]],
-                   raw_payloads: Optional[Sequence[Optional[bytes]]]) -> bytes:
-    """An UpsertRequest / ImportRequest (same fields) of these points."""
+                   raw_payloads: Optional[Sequence[Optional[bytes]]],
+                   dtype: str = "float32") -> bytes:
+    """An UpsertRequest / ImportRequest (same fields) of these points. For a
+    uint8 collection the vectors go as Point.vector_bytes (field 5, one byte
+    a dimension; matrix_2d checked them: integers 0..255), else as floats."""
     n = len(ids)
     if payloads is not None and len(payloads) != n:
         raise invalid(f"payloads: {len(payloads)} payloads for {n} vectors")
     if raw_payloads is not None and len(raw_payloads) != n:
         raise invalid(f"raw_payloads: {len(raw_payloads)} for {n} vectors")
     parts = [field_bytes(1, collection.encode())] if collection else []
-    vec_head = varint(2 << 3 | 2) + varint(vectors.shape[1] * 4)
-    raw_rows = vectors.tobytes()
-    stride = vectors.shape[1] * 4
+    if dtype == "uint8":
+        stride = vectors.shape[1]
+        vec_head = varint(5 << 3 | 2) + varint(stride)
+        raw_rows = vectors.astype(np.uint8).tobytes()
+    else:
+        stride = vectors.shape[1] * 4
+        vec_head = varint(2 << 3 | 2) + varint(stride)
+        raw_rows = vectors.tobytes()
     for i in range(n):
         pid = ids[i]
         body = (b"\x08" + varint(pid) if pid else b"") + vec_head + \

@@ -236,7 +236,7 @@ def upsert(name: str, shape: Shape, ids: Any, vectors: Any, payloads: Optional[S
            raw_payloads: Optional[Sequence[Optional[bytes]]], tokens: Optional[list] = None) -> Op:
     mat = cv.matrix_2d(vectors, shape[0], shape[1])
     id_list = cv.ids_array(ids, mat.shape[0])
-    body = cv.points_message(name, id_list, mat, payloads, raw_payloads)
+    body = cv.points_message(name, id_list, mat, payloads, raw_payloads, shape[1])
 
     def read(r: zoom_pb2.UpsertResponse) -> int:
         cv.merge_tokens(tokens, r.tokens)
@@ -314,7 +314,7 @@ def search(name: str, shape: Shape, vector: Any, k: int, ef: Optional[int],
     head = cv.search_template(_name("name", name), k, ef, nprobe, rerank, preview_only, exact,
                               with_payload, with_vectors, allow_partial, filter,
                               rerank_stop_sd, target_recall, min_coverage, after)
-    return Op(_VS + "Search", head + cv.packed_floats(2, row),
+    return Op(_VS + "Search", head + cv.query_vector(row, shape[1]),
               lambda r: cv.search_result(r, with_payload, with_vectors), True, name)
 
 
@@ -330,7 +330,7 @@ def search_batch(name: str, shape: Shape, vectors: Any, k: int, ef: Optional[int
                               target_recall, min_coverage, after)
     parts = [cv.field_bytes(1, _name("name", name).encode())]
     for row in mat:
-        parts.append(cv.field_bytes(2, head + cv.packed_floats(2, row)))
+        parts.append(cv.field_bytes(2, head + cv.query_vector(row, shape[1])))
 
     def read(r: zoom_pb2.SearchBatchResponse) -> List[SearchResult]:
         return [cv.search_result(x, with_payload, with_vectors) for x in r.results]
@@ -483,7 +483,8 @@ def import_message(name: str, shape: Shape, batch: Any, first: bool) -> Tuple[in
     bid, vec, pl, raw = batch
     mat = cv.matrix_2d(vec, shape[0], shape[1])
     id_list = cv.ids_array(bid, mat.shape[0])
-    return mat.shape[0], cv.points_message(name if first else "", id_list, mat, pl, raw)
+    return mat.shape[0], cv.points_message(name if first else "", id_list, mat, pl, raw,
+                                           shape[1])
 
 
 # ---- What both clients share -------------------------------------------------------------

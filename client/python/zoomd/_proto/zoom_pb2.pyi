@@ -551,7 +551,7 @@ class MinShould(_message.Message):
     def __init__(self, conditions: _Optional[_Iterable[_Union[Condition, _Mapping]]] = ..., min_count: _Optional[int] = ...) -> None: ...
 
 class Point(_message.Message):
-    __slots__ = ["fields", "id", "payload", "vector"]
+    __slots__ = ["fields", "id", "payload", "vector", "vector_bytes"]
     class FieldsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -562,12 +562,14 @@ class Point(_message.Message):
     FIELDS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_BYTES_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
     fields: _containers.MessageMap[str, Value]
     id: int
     payload: bytes
     vector: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, id: _Optional[int] = ..., vector: _Optional[_Iterable[float]] = ..., payload: _Optional[bytes] = ..., fields: _Optional[_Mapping[str, Value]] = ...) -> None: ...
+    vector_bytes: bytes
+    def __init__(self, id: _Optional[int] = ..., vector: _Optional[_Iterable[float]] = ..., payload: _Optional[bytes] = ..., fields: _Optional[_Mapping[str, Value]] = ..., vector_bytes: _Optional[bytes] = ...) -> None: ...
 
 class QueryStats(_message.Message):
     __slots__ = ["bytes_read", "cache_hits", "calibrated_recall", "candidates", "degraded", "distance_evals", "exact", "filter_expansions", "filter_matches", "filter_scan", "filter_strategy", "fullview_rounds", "fullview_us", "knobs", "preview_us", "rerank_us", "ssd_reads", "target_reached", "target_recall", "warning"]
@@ -698,7 +700,7 @@ class SearchKnobs(_message.Message):
     def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., rerank_stop_sd: _Optional[float] = ..., target_recall: _Optional[float] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ["after", "allow_partial", "collection", "consistency", "exact", "filter", "k", "knobs", "min_coverage", "preview_only", "vector", "with_payload", "with_vectors"]
+    __slots__ = ["after", "allow_partial", "collection", "consistency", "exact", "filter", "k", "knobs", "min_coverage", "preview_only", "vector", "vector_bytes", "with_payload", "with_vectors"]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     ALLOW_PARTIAL_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
@@ -709,6 +711,7 @@ class SearchRequest(_message.Message):
     K_FIELD_NUMBER: _ClassVar[int]
     MIN_COVERAGE_FIELD_NUMBER: _ClassVar[int]
     PREVIEW_ONLY_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_BYTES_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
     WITH_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     WITH_VECTORS_FIELD_NUMBER: _ClassVar[int]
@@ -723,9 +726,10 @@ class SearchRequest(_message.Message):
     min_coverage: float
     preview_only: bool
     vector: _containers.RepeatedScalarFieldContainer[float]
+    vector_bytes: bytes
     with_payload: bool
     with_vectors: bool
-    def __init__(self, collection: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., k: _Optional[int] = ..., knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ..., preview_only: bool = ..., with_payload: bool = ..., with_vectors: bool = ..., allow_partial: bool = ..., exact: bool = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., min_coverage: _Optional[float] = ..., consistency: _Optional[_Union[Consistency, str]] = ..., after: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ...) -> None: ...
+    def __init__(self, collection: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., k: _Optional[int] = ..., knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ..., preview_only: bool = ..., with_payload: bool = ..., with_vectors: bool = ..., allow_partial: bool = ..., exact: bool = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., min_coverage: _Optional[float] = ..., consistency: _Optional[_Union[Consistency, str]] = ..., after: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ..., vector_bytes: _Optional[bytes] = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ["coverage", "degraded", "hits", "stats"]
