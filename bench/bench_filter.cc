@@ -28,18 +28,16 @@
 // (tie-aware), QPS, p50/p99, SSD reads per query, the strategies the
 // planner chose, and "short": queries answered with fewer than min(k,
 // matches) hits. The end: every zoomd strategy over the whole query mix.
+//
+// The attributes and cases are generated in bench_filter_cases.cc; the
+// oracle and the timed runs are bench_filter_harness.cc's (shared with
+// --benchmarks=filter_labels, bench_filter_labels.cc).
 #include <algorithm>
-#include <atomic>
-#include <cmath>
 #include <cstdio>
-#include <functional>
-#include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <random>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/declare.h"
@@ -52,11 +50,14 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_baselines.h"
 #include "bench/bench_dataset.h"
+#include "bench/bench_filter_cases.h"
+#include "bench/bench_filter_harness.h"
 #include "bench/bench_util.h"
 #include "bench/bench_zoom.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "index/distance_kernels.h"
+#include "index/vector_index.h"
 #include "server/engine/filter.h"
 #include "server/engine/id_tracker.h"
 #include "server/engine/payload_index.h"
@@ -79,322 +80,8 @@ ABSL_FLAG(std::string, filter_cases, "",
           "(e.g. \"price<,tag=t0\"; empty: all; the mix then covers those cases only)");
 ABSL_DECLARE_FLAG(std::string, work_dir);
 
-namespace zoom::bench {
+namespace zoom::bench::filter_bench {
 namespace {
-
-constexpr size_t kK = 10;
-constexpr int kTags = 1000;
-constexpr double kZipfS = 2.0;
-constexpr int kRegions = 64;
-constexpr int64_t kPriceRange = 1000000;
-
-struct Attributes {
-  std::vector<int32_t> tag, region;
-  std::vector<int64_t> price;
-  std::vector<uint64_t> tag_count;
-  std::vector<uint32_t> seeds;  // base rows
-};
-
-// Distance in the engine's order (lower is better): squared L2, or the
-// negated inner product (ip; cosine on unit vectors).
-struct Space {
-  size_t d = 0;
-  bool ip = false;
-  std::vector<float> base, queries;  // prepared (unit for cosine)
-  float Dist(const float* a, const float* b) const {
-    return ip ? -index::InnerProduct(a, b, d) : index::L2Sqr(a, b, d);
-  }
-  const float* Base(size_t i) const { return base.data() + i * d; }
-  const float* Query(size_t q) const { return queries.data() + q * d; }
-};
-
-Space Prepare(const Dataset& ds, size_t nq) {
-  Space s;
-  s.d = ds.dim();
-  s.ip = ds.metric != Metric::kL2;
-  s.base = ds.base.data;
-  s.queries.assign(ds.queries.data.begin(), ds.queries.data.begin() + nq * s.d);
-  if (ds.metric == Metric::kCosine) {
-    for (size_t i = 0; i < ds.base.rows; ++i) NormalizeL2(s.base.data() + i * s.d, s.d);
-    for (size_t q = 0; q < nq; ++q) NormalizeL2(s.queries.data() + q * s.d, s.d);
-  }
-  return s;
-}
-
-// Runs fn(i) for i in [0, n) on 2 threads.
-void ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
-  };
-  std::thread t(work);
-  work();
-  t.join();
-}
-
-Attributes MakeAttributes(const Space& s, size_t n) {
-  Attributes a;
-  std::mt19937_64 rng(20261201);
-  std::vector<double> w(kTags);
-  for (int i = 0; i < kTags; ++i) w[i] = std::pow(i + 1, -kZipfS);
-  std::discrete_distribution<int> zipf(w.begin(), w.end());
-  std::uniform_int_distribution<int64_t> price(0, kPriceRange - 1);
-  a.tag.resize(n);
-  a.price.resize(n);
-  a.tag_count.assign(kTags, 0);
-  for (size_t i = 0; i < n; ++i) {
-    a.tag[i] = zipf(rng);
-    ++a.tag_count[a.tag[i]];
-    a.price[i] = price(rng);
-  }
-  for (int r = 0; r < kRegions; ++r) a.seeds.push_back(static_cast<uint32_t>(rng() % n));
-  a.region.resize(n);
-  ParallelFor(n, [&](size_t i) {
-    int best = 0;
-    float bd = std::numeric_limits<float>::infinity();
-    for (int r = 0; r < kRegions; ++r) {
-      const float dd = s.Dist(s.Base(i), s.Base(a.seeds[r]));
-      if (dd < bd) bd = dd, best = r;
-    }
-    a.region[i] = best;
-  });
-  return a;
-}
-
-// The query's nearest (correlated) or farthest (anti) region seed.
-int QueryRegion(const Space& s, const Attributes& a, size_t q, bool nearest) {
-  int best = 0;
-  float bd = nearest ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
-  for (int r = 0; r < kRegions; ++r) {
-    const float dd = s.Dist(s.Query(q), s.Base(a.seeds[r]));
-    if (nearest ? dd < bd : dd > bd) bd = dd, best = r;
-  }
-  return best;
-}
-
-server::Condition Match(const std::string& key, server::FieldScalar v) {
-  server::Condition c;
-  c.type = server::Condition::Type::kMatch;
-  c.key = key;
-  c.value = std::move(v);
-  return c;
-}
-server::Condition PriceBelow(int64_t x) {
-  server::Condition c;
-  c.type = server::Condition::Type::kRange;
-  c.key = "price";
-  c.range.lt = static_cast<double>(x);
-  return c;
-}
-
-struct Case {
-  std::string name, kind;
-  double target = 0;
-  // The filter of query q, and the same as a predicate over base rows.
-  std::function<server::Filter(size_t q)> filter;
-  std::function<bool(uint32_t id, size_t q)> pass;
-  bool per_query = false;
-};
-
-std::vector<Case> MakeCases(const Space& s, const Attributes& a, size_t n,
-                            const std::vector<double>& buckets) {
-  std::vector<Case> cases;
-  for (double b : buckets) {
-    int best = 0;
-    for (int t = 0; t < kTags; ++t) {
-      if (std::abs(std::log(std::max<double>(a.tag_count[t], 0.5) / n) - std::log(b)) <
-          std::abs(std::log(std::max<double>(a.tag_count[best], 0.5) / n) - std::log(b))) {
-        best = t;
-      }
-    }
-    Case c;
-    c.kind = "tag";
-    c.target = b;
-    c.name = absl::StrFormat("tag=t%d (%.3g%%)", best, 100.0 * a.tag_count[best] / n);
-    c.filter = [best](size_t) {
-      server::Filter f;
-      f.must.push_back(Match("tag", absl::StrCat("t", best)));
-      return f;
-    };
-    c.pass = [&a, best](uint32_t id, size_t) { return a.tag[id] == best; };
-    cases.push_back(std::move(c));
-  }
-  for (double b : buckets) {
-    const int64_t x = std::max<int64_t>(1, std::llround(b * kPriceRange));
-    Case c;
-    c.kind = "range";
-    c.target = b;
-    c.name = absl::StrFormat("price<%d (%.3g%%)", x, 100.0 * x / kPriceRange);
-    c.filter = [x](size_t) {
-      server::Filter f;
-      f.must.push_back(PriceBelow(x));
-      return f;
-    };
-    c.pass = [&a, x](uint32_t id, size_t) { return a.price[id] < x; };
-    cases.push_back(std::move(c));
-  }
-  const size_t nq = s.queries.size() / s.d;
-  for (bool nearest : {true, false}) {
-    for (bool with_range : {false, true}) {
-      auto regions = std::make_shared<std::vector<int>>(nq);
-      for (size_t q = 0; q < nq; ++q) (*regions)[q] = QueryRegion(s, a, q, nearest);
-      const int64_t x = kPriceRange / 10;
-      Case c;
-      c.kind = nearest ? "correlated" : "anti_correlated";
-      c.per_query = true;
-      c.name = absl::StrCat(nearest ? "region=nearest" : "region=farthest",
-                            with_range ? " AND price<10%" : "");
-      c.filter = [regions, with_range, x](size_t q) {
-        server::Filter f;
-        f.must.push_back(Match("region", int64_t{(*regions)[q]}));
-        if (with_range) f.must.push_back(PriceBelow(x));
-        return f;
-      };
-      c.pass = [&a, regions, with_range, x](uint32_t id, size_t q) {
-        return a.region[id] == (*regions)[q] && (!with_range || a.price[id] < x);
-      };
-      cases.push_back(std::move(c));
-    }
-  }
-  return cases;
-}
-
-// The exact filtered top-k of each query of a case.
-struct Truth {
-  std::vector<uint64_t> matches;             // per query
-  std::vector<std::vector<uint32_t>> ids;    // best first
-  std::vector<float> kth;                    // the k-th distance (or +inf)
-};
-
-Truth Oracle(const Space& s, const Case& c, size_t n, size_t nq) {
-  Truth t;
-  t.matches.resize(nq);
-  t.ids.resize(nq);
-  t.kth.resize(nq);
-  ParallelFor(nq, [&](size_t q) {
-    std::vector<std::pair<float, uint32_t>> heap;  // max-heap of the best k
-    uint64_t m = 0;
-    for (uint32_t i = 0; i < n; ++i) {
-      if (!c.pass(i, q)) continue;
-      ++m;
-      const float dd = s.Dist(s.Query(q), s.Base(i));
-      if (heap.size() < kK) {
-        heap.emplace_back(dd, i);
-        std::push_heap(heap.begin(), heap.end());
-      } else if (dd < heap.front().first) {
-        std::pop_heap(heap.begin(), heap.end());
-        heap.back() = {dd, i};
-        std::push_heap(heap.begin(), heap.end());
-      }
-    }
-    std::sort_heap(heap.begin(), heap.end());
-    t.matches[q] = m;
-    for (const auto& [dd, id] : heap) t.ids[q].push_back(id);
-    t.kth[q] = heap.size() == kK ? heap.back().first : std::numeric_limits<float>::infinity();
-  });
-  return t;
-}
-
-struct Outcome {
-  size_t queries = 0;
-  double recall = 0, qps = 0, p50_us = 0, p99_us = 0, reads = 0;
-  // Means of the engine's stage times and preview work (zoomd only): what
-  // the planner's cost model (query.h) is fitted to.
-  double preview_us = 0, fullview_us = 0, rerank_us = 0, distance_evals = 0;
-  uint64_t short_answers = 0, violations = 0;
-  std::map<std::string, int> strategies;
-};
-
-using QueryFn = std::function<absl::Status(size_t q, int64_t* out, QueryStats* stats)>;
-
-// Runs the case's queries on `threads` threads until done or the budget
-// is spent; recall against the oracle.
-absl::StatusOr<Outcome> RunCase(const Space& s, const Case& c, const Truth& t, size_t nq,
-                                int threads, double budget_s, const QueryFn& fn) {
-  std::vector<std::vector<int64_t>> got(nq, std::vector<int64_t>(kK, -1));
-  std::vector<QueryStats> stats(nq);
-  std::vector<double> us(nq, -1);
-  std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};
-  std::mutex mu;
-  absl::Status first;
-  Stopwatch wall;
-  auto work = [&] {
-    for (size_t q; !stop.load() && (q = next.fetch_add(1)) < nq;) {
-      Stopwatch sw;
-      absl::Status st = fn(q, got[q].data(), &stats[q]);
-      us[q] = sw.ElapsedMicros();
-      if (!st.ok()) {
-        std::lock_guard<std::mutex> l(mu);
-        if (first.ok()) first = st;
-        stop = true;
-      }
-      if (wall.ElapsedSeconds() > budget_s) stop = true;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (auto& th : pool) th.join();
-  const double elapsed = wall.ElapsedSeconds();
-  ZOOM_RETURN_IF_ERROR(first);
-  Outcome o;
-  std::vector<double> lat;
-  for (size_t q = 0; q < nq; ++q) {
-    if (us[q] < 0) continue;
-    ++o.queries;
-    lat.push_back(us[q]);
-    size_t hits = 0, good = 0;
-    std::vector<int64_t> seen;
-    for (int64_t id : got[q]) {
-      if (id < 0) continue;
-      ++hits;
-      if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
-      seen.push_back(id);
-      if (!c.pass(static_cast<uint32_t>(id), q)) {
-        ++o.violations;
-        continue;
-      }
-      const float dd = s.Dist(s.Query(q), s.Base(static_cast<size_t>(id)));
-      if (dd <= t.kth[q] + 1e-5f * std::abs(t.kth[q]) + 1e-6f) ++good;
-    }
-    const size_t want = std::min<uint64_t>(kK, t.matches[q]);
-    o.recall += want == 0 ? 1.0 : static_cast<double>(std::min(good, want)) / want;
-    if (hits < want) ++o.short_answers;
-    o.reads += static_cast<double>(stats[q].reads);
-    o.preview_us += stats[q].preview_us;
-    o.fullview_us += stats[q].fullview_us;
-    o.rerank_us += stats[q].rerank_us;
-    o.distance_evals += static_cast<double>(stats[q].distance_evals);
-    if (stats[q].filter_strategy != FilterStrategy::kNone) {
-      ++o.strategies[FilterStrategyName(stats[q].filter_strategy)];
-    }
-  }
-  if (o.queries == 0) return o;
-  o.recall /= o.queries;
-  o.reads /= o.queries;
-  o.preview_us /= o.queries;
-  o.fullview_us /= o.queries;
-  o.rerank_us /= o.queries;
-  o.distance_evals /= o.queries;
-  o.qps = o.queries / std::max(elapsed, 1e-9);
-  std::sort(lat.begin(), lat.end());
-  o.p50_us = Percentile(lat, 50);
-  o.p99_us = Percentile(lat, 99);
-  return o;
-}
-
-std::string Strategies(const Outcome& o) {
-  std::vector<std::string> parts;
-  for (const auto& [name, n] : o.strategies) parts.push_back(absl::StrCat(name, ":", n));
-  return absl::StrJoin(parts, ",");
-}
-
-struct Row {
-  std::string system, params;
-  int threads = 1;
-  Outcome o;
-};
 
 void PrintRow(const Row& r, size_t nq) {
   std::printf("  %-28s %-22s %2dt  recall@10 %.4f  QPS %9.1f  p50 %8.0f us  p99 %8.0f us  "
@@ -435,22 +122,6 @@ void JsonRow(Reporter& rep, const Dataset& ds, const Case& c, double share, cons
                 {"short_answers", static_cast<int64_t>(r.o.short_answers)},
                 {"violations", static_cast<int64_t>(r.o.violations)},
                 {"strategies", Strategies(r.o)}});
-}
-
-// The best of a system's rows: the fastest at recall@10 >= 0.95, else the
-// most accurate.
-const Row* Best(const std::vector<Row>& rows) {
-  const Row* best = nullptr;
-  for (const Row& r : rows) {
-    if (r.o.recall >= 0.95 && (best == nullptr || best->o.recall < 0.95 || r.o.qps > best->o.qps)) {
-      best = &r;
-    }
-  }
-  if (best != nullptr) return best;
-  for (const Row& r : rows) {
-    if (best == nullptr || r.o.recall > best->o.recall) best = &r;
-  }
-  return best;
 }
 
 absl::Status RunFilter(Reporter& rep) {
@@ -518,18 +189,7 @@ absl::Status RunFilter(Reporter& rep) {
   // nprobe (ivf_hnsw_pq) or ef (hnsw_pq) x K' on one thread, then its best
   // on every --threads; each forced strategy the same way.
   const bool ivf = engine.index()->spec().kind == index::IndexKind::kIvfHnswPq;
-  struct ZoomKnobs {
-    uint32_t ef, nprobe, rerank;
-    std::string Label() const {
-      return absl::StrCat("ef=", ef, ",np=", nprobe, ",K'=", rerank);
-    }
-  };
-  std::vector<ZoomKnobs> zoom_sweep;
-  for (uint32_t rerank : {20u, 50u, 100u, 200u}) {
-    for (uint32_t v : {16u, 32u, 64u, 128u}) {
-      zoom_sweep.push_back(ivf ? ZoomKnobs{64, v, rerank} : ZoomKnobs{4 * v, 16, rerank});
-    }
-  }
+  const std::vector<ZoomKnobs> zoom_sweep = ZoomSweep(ivf);
   const std::vector<std::pair<std::string, FilterStrategy>> strategies = {
       {"zoomd_planner", FilterStrategy::kNone},
       {"zoomd_exact", FilterStrategy::kExact},
@@ -730,4 +390,4 @@ absl::Status RunFilter(Reporter& rep) {
 const RegisterWorkload kFilter("filter", RunFilter);
 
 }  // namespace
-}  // namespace zoom::bench
+}  // namespace zoom::bench::filter_bench

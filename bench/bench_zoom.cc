@@ -142,10 +142,10 @@ std::string SpecKey(const Dataset& ds, const index::IndexSpec& s) {
                       s.hnsw.ef_construction, "-nl", s.nlist, "-km", s.max_kmeans_points);
 }
 
-// Builds (or loads from --work_dir) the store and index of --dataset.
-absl::StatusOr<Built*> GetBuilt(bool report_build, Reporter* rep) {
-  const std::string dir = DatasetDirFlag();
-  ZOOM_ASSIGN_OR_RETURN(Metric metric, MetricFlag(dir));
+// Builds (or loads from --work_dir) the store and index of folder `dir`
+// under `metric`.
+absl::StatusOr<Built*> GetBuiltFor(const std::string& dir, Metric metric, bool report_build,
+                                   Reporter* rep) {
   const int64_t maxq = absl::GetFlag(FLAGS_max_queries);
   if (Cache() && Cache()->ds.dir == dir && Cache()->ds.metric == metric) {
     ZOOM_ASSIGN_OR_RETURN(auto spec, SpecFromFlags(Cache()->ds));
@@ -235,6 +235,13 @@ absl::StatusOr<Built*> GetBuilt(bool report_build, Reporter* rep) {
   b->engine = std::make_unique<server::SearchEngine>(metric, std::move(store), std::move(idx));
   Cache() = std::move(b);
   return Cache().get();
+}
+
+// The same for --dataset.
+absl::StatusOr<Built*> GetBuilt(bool report_build, Reporter* rep) {
+  const std::string dir = DatasetDirFlag();
+  ZOOM_ASSIGN_OR_RETURN(Metric metric, MetricFlag(dir));
+  return GetBuiltFor(dir, metric, report_build, rep);
 }
 
 double Median(std::vector<double> v) {
@@ -785,6 +792,15 @@ const RegisterWorkload kCache("cache", RunCache);
 
 absl::StatusOr<ZoomBuilt> GetZoomBuilt() {
   ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(/*report_build=*/true, nullptr));
+  ZoomBuilt out;
+  out.ds = &b->ds;
+  out.engine = b->engine.get();
+  out.params = b->key;
+  return out;
+}
+
+absl::StatusOr<ZoomBuilt> GetZoomBuiltFor(const std::string& dir, Metric metric) {
+  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuiltFor(dir, metric, /*report_build=*/true, nullptr));
   ZoomBuilt out;
   out.ds = &b->ds;
   out.engine = b->engine.get();

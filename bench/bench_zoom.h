@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "bench/bench_dataset.h"
+#include "common/metric.h"
 #include "server/engine/search_engine.h"
 
 namespace zoom::bench {
@@ -23,6 +24,9 @@ struct ZoomBuilt {
 // ...), built or loaded from --work_dir; owned by the workloads' cache
 // (valid until another dataset or index is asked for).
 absl::StatusOr<ZoomBuilt> GetZoomBuilt();
+// The same over data set folder `dir` under `metric` (not --dataset and
+// --metric; --max_queries and the index flags apply).
+absl::StatusOr<ZoomBuilt> GetZoomBuiltFor(const std::string& dir, Metric metric);
 
 // The queries of --dataset through that engine at knobs `p` (k, preview
 // only etc. as set), on `threads` threads: recall against the ground
