@@ -13,9 +13,9 @@
 // constant time (no early exit, no length leak).
 //
 // Without a key file every call is allowed (the embedded default on
-// loopback). grpc.health.v1.Health and gRPC's grpc.reflection.v1alpha stay
-// open (they are gRPC's own services); zoomd's own services, including
-// grpc.reflection.v1, check.
+// loopback). grpc.health.v1.Health stays open (probes carry no key); every
+// other service checks, both reflection versions (grpc.reflection.v1 and
+// v1alpha) included.
 //
 // Thread safety: Authorize is safe from many threads, also during Reload
 // (SIGHUP), which swaps the key set atomically; a failed reload keeps the

@@ -4,9 +4,12 @@
 #include <google/protobuf/descriptor.pb.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/echo.h"
+#include "server/grpc/unary_call.h"
 
 namespace zoom::server {
 namespace {
@@ -32,55 +35,81 @@ void NotFound(const std::string& what, rv1::ServerReflectionResponse* resp) {
   e->set_error_message(what);
 }
 
+// Reads a request, answers it, writes the answer, then reads the next (one
+// write in flight). The client's half-close ends the stream OK; a message
+// that does not parse ends it with INVALID_ARGUMENT.
 class ReflectionReactor final
-    : public grpc::ServerBidiReactor<rv1::ServerReflectionRequest, rv1::ServerReflectionResponse> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  ReflectionReactor(const ReflectionV1Service* service, const absl::Status& refused)
-      : service_(service) {
+  ReflectionReactor(const ReflectionService* service, const char* package,
+                    const absl::Status& refused)
+      : service_(service), package_(package) {
     if (!refused.ok()) {
-      Finish(grpc::Status(static_cast<grpc::StatusCode>(refused.code()),
-                          std::string(refused.message())));
+      Finish(ToGrpc(refused));
       return;
     }
-    StartRead(&req_);
+    StartRead(&raw_in_);
   }
   void OnReadDone(bool ok) override {
-    if (!ok) {
+    if (!ok) {  // the client half-closed (or the call broke)
       Finish(grpc::Status::OK);
+      return;
+    }
+    req_.Clear();
+    const grpc::Status parsed =
+        grpc::SerializationTraits<rv1::ServerReflectionRequest>::Deserialize(&raw_in_, &req_);
+    raw_in_.Clear();
+    if (!parsed.ok()) {
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("message #", messages_, " could not be parsed as a ",
+                                       package_, ".ServerReflectionRequest (", messages_,
+                                       " answered before it)")));
       return;
     }
     resp_.Clear();
     service_->Answer(req_, &sent_, &resp_);
-    StartWrite(&resp_);
+    if (!SerializeToByteBuffer(resp_, &raw_out_)) {
+      Finish(grpc::Status(grpc::StatusCode::INTERNAL,
+                          absl::StrCat("the answer to message #", messages_,
+                                       " could not be serialized")));
+      return;
+    }
+    ++messages_;
+    StartWrite(&raw_out_);
   }
   void OnWriteDone(bool ok) override {
     if (!ok) {
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
       return;
     }
-    req_.Clear();
-    StartRead(&req_);
+    StartRead(&raw_in_);
   }
   void OnDone() override { delete this; }
 
  private:
-  const ReflectionV1Service* service_;
+  const ReflectionService* service_;
+  const char* package_;
+  grpc::ByteBuffer raw_in_, raw_out_;
   rv1::ServerReflectionRequest req_;
   rv1::ServerReflectionResponse resp_;
   std::vector<std::string> sent_;
+  uint64_t messages_ = 0;
 };
 
 }  // namespace
 
-grpc::ServerBidiReactor<rv1::ServerReflectionRequest, rv1::ServerReflectionResponse>*
-ReflectionV1Service::ServerReflectionInfo(grpc::CallbackServerContext* ctx) {
-  return new ReflectionReactor(
-      this, auth_ != nullptr ? auth_->Authorize(*ctx, Role::kRead) : absl::OkStatus());
+ReflectionService::ReflectionService(std::vector<std::string> services,
+                                     const Authenticator* auth)
+    : services_(std::move(services)), auth_(auth) {}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ReflectionService::NewStream(
+    grpc::CallbackServerContext* ctx, const char* package) const {
+  return new ReflectionReactor(this, package, AuthorizeCall(auth_, *ctx, Role::kRead));
 }
 
-void ReflectionV1Service::Answer(const rv1::ServerReflectionRequest& req,
-                                 std::vector<std::string>* sent,
-                                 rv1::ServerReflectionResponse* resp) const {
+void ReflectionService::Answer(const rv1::ServerReflectionRequest& req,
+                               std::vector<std::string>* sent,
+                               rv1::ServerReflectionResponse* resp) const {
   const pb::DescriptorPool* pool = pb::DescriptorPool::generated_pool();
   resp->set_valid_host(req.host());
   *resp->mutable_original_request() = req;

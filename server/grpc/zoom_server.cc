@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <climits>
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
@@ -18,7 +16,6 @@
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "common/binary_io.h"
-#include "grpc/health/v1/health.pb.h"
 #include "server/grpc/parse_errors.h"
 #include "server/grpc/reflection_service.h"
 
@@ -95,8 +92,6 @@ absl::Status ZoomServer::Start() {
   options_.limits.max_response_bytes =
       std::min<uint64_t>(options_.limits.max_response_bytes,
                          static_cast<uint64_t>(std::max(options_.max_message_bytes, 1 << 20)) - (64 << 10));
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   std::shared_ptr<grpc::ServerCredentials> creds;
   ZOOM_ASSIGN_OR_RETURN(creds, ServerCredentials());
@@ -151,12 +146,6 @@ absl::Status ZoomServer::Start() {
         }));
     builder.experimental().SetInterceptorCreators(std::move(creators));
   }
-  // Reflection describes what the generated descriptor pool holds: link the
-  // health protocol's descriptors in (grpc.health.v1.Health is served by
-  // gRPC's own code, which does not register them), so that every listed
-  // service can be described.
-  (void)grpc::health::v1::HealthCheckRequest::descriptor();
-
   const std::string& role = options_.cluster.role;
   Stopwatch sw;
   std::string backend_note = "none (a router holds no data)";
@@ -211,11 +200,18 @@ absl::Status ZoomServer::Start() {
     if (role == "node") decoder_service_->SetClusterNode(options_.cluster.name);
     builder.RegisterService(decoder_service_.get());
   }
-  reflection_v1_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
+  // Health and both reflection versions are zoomd's own (gRPC's default
+  // health service stays off: EnableDefaultHealthCheckService is never
+  // called), so that a message that does not parse is INVALID_ARGUMENT.
+  health_ = std::make_unique<HealthService>(
+      std::vector<std::string>{"", "zoom.v1.VectorSearch", "zoom.v1.Decoder"});
+  builder.RegisterService(health_.get());
+  reflection_ = std::make_unique<ReflectionService>(std::vector<std::string>{
       "zoom.v1.VectorSearch", "zoom.v1.Decoder", "grpc.health.v1.Health",
       "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"},
       auth_.get());
-  builder.RegisterService(reflection_v1_.get());
+  builder.RegisterService(reflection_->v1());
+  builder.RegisterService(reflection_->v1alpha());
   if (gated) {
     // Bound only now: the port opens once every collection is recovered.
     auto gate = std::make_unique<ConnectionGate>(limits);
@@ -263,9 +259,9 @@ absl::Status ZoomServer::Start() {
       return st;
     }
   }
-  server_->GetHealthCheckService()->SetServingStatus(true);
-  server_->GetHealthCheckService()->SetServingStatus("zoom.v1.VectorSearch", true);
-  server_->GetHealthCheckService()->SetServingStatus("zoom.v1.Decoder", true);
+  health_->SetServingStatus("", true);
+  health_->SetServingStatus("zoom.v1.VectorSearch", true);
+  health_->SetServingStatus("zoom.v1.Decoder", true);
   if (service_ != nullptr) service_->RefreshCollectionMetrics();
   if (db_ != nullptr) {
     housekeeping_ = std::thread([this] { Housekeeping(); });
@@ -487,7 +483,7 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   // Builds, compactions and calibrations stop now (at their next
   // cancellation point): a build can take minutes, the grace is seconds.
   if (db_ != nullptr) db_->StopBackgroundWork();
-  server_->GetHealthCheckService()->Shutdown();
+  health_->Shutdown();  // NOT_SERVING; ends the watches, which would hold up server_->Shutdown
   if (gate_ != nullptr) gate_->Stop();  // no new connections
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();

@@ -9,8 +9,9 @@
 //   ... server.grpc_port() ...
 //   server.Shutdown(absl::Seconds(10));     // stop accepting, drain, flush
 //
-// Health: NOT_SERVING until every collection is loaded, then SERVING; back
-// to NOT_SERVING when shutdown begins.
+// Health (health_service.h): NOT_SERVING until every collection is loaded,
+// then SERVING; back to NOT_SERVING when shutdown begins, which also ends
+// every Health.Watch.
 //
 // Thread safety: Start and Shutdown from one thread; the accessors from any.
 #ifndef ZOOM_SERVER_GRPC_ZOOM_SERVER_H_
@@ -32,6 +33,7 @@
 #include "server/grpc/decoder_service.h"
 #include "server/cluster/cluster_node.h"
 #include "server/grpc/connection_gate.h"
+#include "server/grpc/health_service.h"
 #include "server/grpc/reflection_service.h"
 #include "server/grpc/router_service.h"
 #include "server/grpc/vector_search_service.h"
@@ -212,7 +214,8 @@ class ZoomServer {
   std::atomic<cluster::ClusterNode*> joined_{nullptr};  // cluster_node_ once started
   std::unique_ptr<DecoderEngine> decoder_;
   std::unique_ptr<DecoderService> decoder_service_;
-  std::unique_ptr<ReflectionV1Service> reflection_v1_;
+  std::unique_ptr<ReflectionService> reflection_;
+  std::unique_ptr<HealthService> health_;
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<ConnectionGate> gate_;  // null on a unix: address
   std::unique_ptr<grpc::Server> server_;

@@ -31,7 +31,8 @@ ALLOWED = {
               "client", "proto"},
 }
 # Generated protobuf/gRPC headers ("zoom/v1/...", "grpc/health/...") are the proto module.
-PROTO_PREFIXES = ("zoom/v1/", "grpc/health/v1/", "grpc/reflection/v1/")
+PROTO_PREFIXES = ("zoom/v1/", "grpc/health/v1/", "grpc/reflection/v1/",
+                  "grpc/reflection/v1alpha/")
 
 # Third-party headers: where each may be included (a path prefix, or an exact file).
 THIRD_PARTY = [

@@ -1164,7 +1164,7 @@ TEST(ServerTest, StatusCodesAndMessagesSayWhatToFix) {
 // Reflection as a generic client walks it (buf curl --list-methods,
 // grpcurl describe): list the services over grpc.reflection.v1, then
 // describe each from the file descriptors it sends, through a descriptor
-// pool of the client's own. v1alpha (gRPC's plugin) describes them too.
+// pool of the client's own. v1alpha (zoomd's too) describes them as well.
 TEST(ServerTest, EveryListedServiceIsDescribableOverReflectionV1AndV1alpha) {
   InProcess s;
   ASSERT_OK(s.status);
@@ -1211,7 +1211,7 @@ TEST(ServerTest, EveryListedServiceIsDescribableOverReflectionV1AndV1alpha) {
           << resp.error_response().error_message();
       // A file already sent on this stream is not sent again, so the pool
       // accumulates. Dependencies may come before or after the file that
-      // imports them (v1: before; gRPC's v1alpha: after), as for any
+      // imports them (zoomd sends them before; other servers after), as for any
       // client: each file is built once everything it imports is.
       std::vector<google::protobuf::FileDescriptorProto> pending;
       for (const std::string& bytes : resp.file_descriptor_response().file_descriptor_proto()) {
