@@ -43,10 +43,22 @@ def wait_until(what, fn, timeout: float = 60.0, every: float = 0.05,
         time.sleep(every)
 
 
+_handed_out: set = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port the OS says is free, never one this process handed out before:
+    the OS may give the same free port to two calls in a row (nothing holds
+    it between them), and a cluster's processes are started after all their
+    ports are chosen (a zoomd given its neighbour's port failed to bind while
+    the health check, answered by the neighbour, said it served)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 class Proc:
@@ -121,6 +133,13 @@ def start_serving(p: Proc, target: str, wait_until: Callable, timeout: float,
     """Starts zoomd `p` and waits until it serves at `target`. A zoomd
     refuses to start until NATS has a JetStream leader: it is started again
     until it serves (bounded by `timeout`)."""
+    port_file = p.log.with_suffix(".port")
+    if not any(a.startswith("--port_file") for a in p.argv):
+        # Written by this very process once it serves: a health answer alone
+        # could come from another process on the port.
+        p.argv.append(f"--port_file={port_file}")
+    with contextlib.suppress(FileNotFoundError):
+        port_file.unlink()
     p.start()
 
     def up() -> bool:
@@ -128,5 +147,5 @@ def start_serving(p: Proc, target: str, wait_until: Callable, timeout: float,
             p.start()
             time.sleep(0.3)
             return False
-        return health(target)
+        return port_file.exists() and p.p.poll() is None and health(target)
     wait_until(lambda: f"{p.name} to serve ({p.tail()[-500:]})", up, timeout, every)
