@@ -141,8 +141,7 @@ struct RouterService::Impl {
   absl::Mutex topo_mu;
   std::shared_ptr<const Topology> topo ABSL_GUARDED_BY(topo_mu);
   absl::Time last_refresh ABSL_GUARDED_BY(topo_mu) = absl::InfinitePast();
-  // When a read of the node bucket last had each node of the view (Refresh).
-  std::map<std::string, absl::Time> node_seen ABSL_GUARDED_BY(topo_mu);
+  absl::Time last_nodes_seen ABSL_GUARDED_BY(topo_mu) = absl::InfinitePast();
   bool stopping ABSL_GUARDED_BY(topo_mu) = false;
   std::atomic<bool> stale{false};  // a node answered NOT_FOUND: re-read soon
   std::thread refresher;
@@ -173,30 +172,14 @@ struct RouterService::Impl {
     for (cluster::NodeInfo& n : nodes) t->nodes[n.node] = std::move(n);
     absl::MutexLock l(&topo_mu);
     const absl::Time now = absl::Now();
-    // The bucket's records can expire as its leader changes, before the
-    // nodes' next heartbeats (a NATS server killed: the e2e test then lost
-    // every replica's record just before NATS lost its quorum, and the
-    // router answered 'no serving replica' with every node up). So a node
-    // missing from a read stays for a max age after this router last saw
-    // it, and every node stays while a read has none: nodes really gone
-    // fail their calls (failover, suspects) as a node-less view would.
-    for (const auto& [node, info] : t->nodes) node_seen[node] = now;
-    if (topo != nullptr) {
-      const bool none = t->nodes.empty();
-      for (const auto& [node, info] : topo->nodes) {
-        if (t->nodes.count(node) > 0) continue;
-        auto seen = node_seen.find(node);
-        if (none || (seen != node_seen.end() && now - seen->second < opt.catalog.node_ttl)) {
-          t->nodes[node] = info;
-        }
-      }
-    }
-    for (auto it = node_seen.begin(); it != node_seen.end();) {
-      if (t->nodes.count(it->first) == 0) {
-        node_seen.erase(it++);
-      } else {
-        ++it;
-      }
+    if (!t->nodes.empty()) {
+      last_nodes_seen = now;
+    } else if (topo != nullptr && !topo->nodes.empty() &&
+               now - last_nodes_seen < opt.catalog.node_ttl) {
+      // Every node gone at once is the bucket's doing (its records expired
+      // as its leader came back, before the nodes' next heartbeats), not
+      // the nodes': keep them for up to a max age.
+      t->nodes = topo->nodes;
     }
     if (metrics != nullptr) metrics->SetRouterLiveNodes(static_cast<int>(t->nodes.size()));
     topo = std::move(t);
