@@ -12,6 +12,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_system.h"
+#include "common/status_macros.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/health/v1/health.pb.h"
 
@@ -478,7 +480,7 @@ absl::Status ZoomClient::DeleteSnapshot(const std::string& collection, const std
 }
 
 absl::StatusOr<v1::SnapshotInfo> ZoomClient::DownloadSnapshot(
-    const std::string& collection, const std::string& name, const std::string& path,
+    const std::string& collection, const std::string& name, const SnapshotSink& sink,
     const std::function<void(uint64_t, uint64_t)>& progress) {
   grpc::ClientContext context;
   Prepare(&context, options_.timeout);
@@ -486,35 +488,54 @@ absl::StatusOr<v1::SnapshotInfo> ZoomClient::DownloadSnapshot(
   request.set_collection(collection);
   request.set_name(name);
   auto reader = stub_->DownloadSnapshot(&context, request);
-  const std::string part = path + ".part";
-  std::ofstream out(part, std::ios::binary | std::ios::trunc);
-  if (!out) return absl::InvalidArgumentError(absl::StrCat("cannot write ", part));
   v1::SnapshotChunk chunk;
   v1::SnapshotInfo info;
-  uint64_t written = 0;
+  uint64_t received = 0;
+  // A failure mid-stream cancels the call; Finish is still called (the
+  // stream's contract) and its status dropped for ours.
+  auto abandon = [&](absl::Status st) {
+    context.TryCancel();
+    while (reader->Read(&chunk)) {
+    }
+    (void)reader->Finish();
+    return st;
+  };
   while (reader->Read(&chunk)) {
     if (chunk.offset() == 0 && chunk.has_info()) info = chunk.info();
-    if (chunk.offset() != written) {
-      context.TryCancel();
-      return absl::DataLossError("the snapshot's chunks came out of order");
+    if (chunk.offset() != received) {
+      return abandon(absl::DataLossError("the snapshot's chunks came out of order"));
     }
-    out.write(chunk.data().data(), static_cast<std::streamsize>(chunk.data().size()));
-    written += chunk.data().size();
-    if (progress) progress(written, info.size_bytes());
+    if (absl::Status st = sink(chunk.data(), chunk.offset()); !st.ok()) return abandon(st);
+    received += chunk.data().size();
+    if (progress) progress(received, info.size_bytes());
   }
-  absl::Status status = FromGrpc(reader->Finish());
-  out.close();
-  if (status.ok() && !out) status = absl::ResourceExhaustedError(absl::StrCat("cannot write ", part));
-  if (status.ok() && info.size_bytes() != 0 && written != info.size_bytes()) {
-    status = absl::DataLossError(absl::StrCat("received ", written, " of ", info.size_bytes(),
-                                              " bytes"));
+  ZOOM_RETURN_IF_ERROR(FromGrpc(reader->Finish()));
+  if (info.size_bytes() != 0 && received != info.size_bytes()) {
+    return absl::DataLossError(
+        absl::StrCat("received ", received, " of ", info.size_bytes(), " bytes"));
   }
-  if (!status.ok()) {
-    std::remove(part.c_str());
-    return status;
-  }
-  if (std::rename(part.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", part, " to ", path));
+  return info;
+}
+
+absl::StatusOr<v1::SnapshotInfo> ZoomClient::DownloadSnapshot(
+    const std::string& collection, const std::string& name, const std::string& path,
+    const std::function<void(uint64_t, uint64_t)>& progress) {
+  FileSystem& files = *FileSystem::Posix();
+  const std::string part = path + ".part";
+  ZOOM_ASSIGN_OR_RETURN(std::unique_ptr<File> out, files.Open(part, FileSystem::Mode::kTruncate));
+  absl::StatusOr<v1::SnapshotInfo> info = DownloadSnapshot(
+      collection, name,
+      [&out](absl::string_view chunk, uint64_t offset) {
+        return out->PWrite(offset, chunk.data(), chunk.size());
+      },
+      progress);
+  absl::Status st = info.status();
+  if (st.ok()) st = out->Sync();
+  if (absl::Status closed = out->Close(); st.ok()) st = closed;
+  if (st.ok()) st = files.Rename(part, path);
+  if (!st.ok()) {
+    files.Remove(part).IgnoreError();
+    return st;
   }
   return info;
 }

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "zoom/v1/zoom.grpc.pb.h"
 #include "zoom/v1/zoom.pb.h"
@@ -136,8 +137,23 @@ class ZoomClient {
   absl::StatusOr<v1::SnapshotInfo> CreateSnapshot(const std::string& collection);
   absl::StatusOr<std::vector<v1::SnapshotInfo>> ListSnapshots(const std::string& collection);
   absl::Status DeleteSnapshot(const std::string& collection, const std::string& name);
-  // Writes the snapshot's archive to `path` (PATH.part, renamed when
-  // complete); progress(bytes, total) after each chunk.
+  // Receives a snapshot archive's bytes in order: `chunk` holds the bytes
+  // at `offset`, each chunk starting where the previous one ended (the
+  // first at 0); the view lives for the call only. A non-OK return ends
+  // the download with that status.
+  using SnapshotSink = std::function<absl::Status(absl::string_view chunk, uint64_t offset)>;
+  // Streams the snapshot's archive into `sink` (the caller writes it where
+  // and how it must: a server node through its own FileSystem);
+  // progress(bytes, total) after each chunk. DataLoss when the chunks come
+  // out of order or fewer bytes than the archive's size arrive; the
+  // sink's error as it returned it. On any error the sink may have taken
+  // part of the archive: the caller discards it.
+  absl::StatusOr<v1::SnapshotInfo> DownloadSnapshot(
+      const std::string& collection, const std::string& name, const SnapshotSink& sink,
+      const std::function<void(uint64_t, uint64_t)>& progress = nullptr);
+  // Writes the snapshot's archive to `path` through FileSystem::Posix()
+  // (PATH.part, synced, renamed when complete; removed on any error);
+  // progress(bytes, total) after each chunk.
   absl::StatusOr<v1::SnapshotInfo> DownloadSnapshot(
       const std::string& collection, const std::string& name, const std::string& path,
       const std::function<void(uint64_t, uint64_t)>& progress = nullptr);

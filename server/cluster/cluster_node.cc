@@ -16,6 +16,38 @@
 namespace zoom::cluster {
 namespace fs = std::filesystem;
 
+absl::Status FetchSnapshotToFile(const SnapshotFetcher& fetch, const std::string& address,
+                                 const std::string& local, FileSystem& files,
+                                 const std::string& dest) {
+  ZOOM_ASSIGN_OR_RETURN(std::unique_ptr<File> out, files.Open(dest, FileSystem::Mode::kCreateNew));
+  uint64_t written = 0;
+  absl::Status st = fetch(address, local, [&](absl::string_view chunk, uint64_t offset) {
+    if (offset != written) {
+      return absl::DataLossError(absl::StrCat("the snapshot of ", local, " from ", address,
+                                              ": a chunk at offset ", offset, " after ", written,
+                                              " bytes"));
+    }
+    ZOOM_RETURN_IF_ERROR(out->PWrite(offset, chunk.data(), chunk.size()));
+    written += chunk.size();
+    return absl::OkStatus();
+  });
+  if (st.ok()) st = out->Sync();
+  if (absl::Status closed = out->Close(); st.ok()) st = closed;
+  if (!st.ok()) {
+    if (absl::Status rm = files.Remove(dest); !rm.ok() && !absl::IsNotFound(rm)) {
+      ZOOM_LOG(WARNING, "cannot remove the partial snapshot ", dest, ": ", rm.message(),
+               " (swept at the next start)");
+    }
+    return st;
+  }
+  return absl::OkStatus();
+}
+
+FileSystem& ClusterNode::files() const {
+  FileSystem* f = db_->options().collection.store.file_system;
+  return f != nullptr ? *f : *FileSystem::Posix();
+}
+
 absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(server::Database* db,
                                                                 ClusterNodeOptions options) {
   ZOOM_RETURN_IF_ERROR(ValidateNodeId(options.node_id));
@@ -95,7 +127,7 @@ absl::Status ClusterNode::CheckDataDir() const {
         absl::StrJoin(standalone, ", "),
         "): a cluster node needs its own data directory (--data_dir)"));
   }
-  return WriteFileAtomically(*FileSystem::Posix(), path, want);
+  return WriteFileAtomically(files(), path, want);
 }
 
 void ClusterNode::Every(absl::Duration period, const char* what,
@@ -186,13 +218,15 @@ absl::StatusOr<std::shared_ptr<server::Collection>> ClusterNode::OpenShard(const
     }
   }
   if (best != nullptr && options_.fetch_snapshot) {
+    // Staged through the node's FileSystem; a failed fetch removes it, so
+    // only a whole, synced archive reaches the restore (which verifies it).
     const std::string dest = db_->UploadPath();
-    absl::Status st = options_.fetch_snapshot(best->address, local, dest);
+    absl::Status st =
+        FetchSnapshotToFile(options_.fetch_snapshot, best->address, local, files(), dest);
     absl::StatusOr<std::shared_ptr<server::Collection>> restored =
         st.ok() ? db_->RestoreSnapshot(dest, local, /*overwrite=*/replace)
                 : absl::StatusOr<std::shared_ptr<server::Collection>>(st);
-    std::error_code ec;
-    fs::remove(dest, ec);
+    if (st.ok()) files().Remove(dest).IgnoreError();  // swept at the next start otherwise
     if (restored.ok()) {
       ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
                " bootstrapped from ", best->node, "'s snapshot at sequence ",

@@ -15,10 +15,14 @@
 //     uid) is stopped and dropped;
 //   * bootstraps a shard it does not have from a peer: when another node
 //     hosting the shard has applied anything, its snapshot is fetched
-//     (`fetch_snapshot`, the gRPC layer's DownloadSnapshot) and restored,
-//     and the replica replays the stream from the snapshot's position;
-//     without such a peer (a new collection) the local collection starts
-//     empty at position 0;
+//     (`fetch_snapshot`, the gRPC layer's DownloadSnapshot), written to a
+//     staging file through the node's FileSystem (the Database's:
+//     DatabaseOptions::collection.store.file_system) and restored, and the
+//     replica replays the stream from the snapshot's position; a failed
+//     fetch (a write fault included) leaves no staged file and the shard
+//     starts as without a peer, or, when the log is purged, waits for the
+//     next pass; without such a peer (a new collection) the local
+//     collection starts empty at position 0;
 //   * serves the cluster's decoder models (`decoder` set): each model of
 //     the models bucket is loaded from this node's own --models_dir (the
 //     same files on every node), models the bucket no longer has are
@@ -54,8 +58,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/file_system.h"
 #include "server/cluster/cluster_catalog.h"
 #include "server/cluster/cluster_map.h"
 #include "server/cluster/jetstream.h"
@@ -65,10 +71,28 @@
 
 namespace zoom::cluster {
 
-// Downloads the snapshot of local collection `local` from the node at
-// `address` into the file `dest` (which it creates).
+// Receives a snapshot archive's bytes in order: `chunk` holds the bytes at
+// `offset`, each chunk starting where the previous one ended (the first at
+// 0); the view lives for the call only. A non-OK return stops the
+// download; the fetcher returns it.
+using SnapshotSink = std::function<absl::Status(absl::string_view chunk, uint64_t offset)>;
+// Streams the snapshot of local collection `local` from the node at
+// `address` into `sink` (zoomd's main: CreateSnapshot, DownloadSnapshot,
+// DeleteSnapshot over the peer's gRPC API). It writes no file itself: the
+// node writes the archive through its own FileSystem
+// (FetchSnapshotToFile).
 using SnapshotFetcher = std::function<absl::Status(
-    const std::string& address, const std::string& local, const std::string& dest)>;
+    const std::string& address, const std::string& local, const SnapshotSink& sink)>;
+
+// Fetches the snapshot of `local` from `address` into the new file `dest`
+// through `files`: each chunk written at its offset as it arrives, the file
+// synced and closed at the end. Any failure (the fetch's, an out-of-order
+// chunk, a write's, the sync's) removes `dest` and is returned: no part of
+// an archive is left behind to be restored. AlreadyExists if `dest`
+// exists (a staging path is new).
+absl::Status FetchSnapshotToFile(const SnapshotFetcher& fetch, const std::string& address,
+                                 const std::string& local, FileSystem& files,
+                                 const std::string& dest);
 
 struct ClusterNodeOptions {
   ClusterCatalogOptions catalog;
@@ -135,6 +159,8 @@ class ClusterNode {
   absl::StatusOr<std::shared_ptr<server::Collection>> OpenShard(const ShardMap& m, uint32_t k,
                                                                 uint64_t floor, bool replace);
   absl::Status CheckDataDir() const;
+  // What the node writes its own files through: the Database's FileSystem.
+  FileSystem& files() const;
   // The models part of a reconciliation pass.
   absl::Status ReconcileModels();
 

@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/binary_io.h"
+#include "common/file_system.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/texmex.h"
@@ -102,7 +103,9 @@ ABSL_FLAG(uint64_t, max_model_bytes, uint64_t{4} << 30,
 ABSL_FLAG(std::vector<std::string>, load_model, {},
           "Language models for the Decoder service to load at start: NAME=DIR[,NAME=DIR...], "
           "DIR a directory under --models_dir");
-ABSL_FLAG(std::string, port_file, "", "Write the bound gRPC port to this file once serving.");
+ABSL_FLAG(std::string, port_file, "",
+          "Write the bound gRPC port to this file once serving (atomically: FILE.tmp, synced, "
+          "renamed); zoomd stops with status 1 if it cannot.");
 ABSL_FLAG(std::string, snapshots_dir, "",
           "Where collection snapshots are kept (default DATA_DIR/snapshots); RestoreSnapshot "
           "sources are names under it.");
@@ -465,14 +468,17 @@ int Main(int argc, char** argv) {
     }
     peer_key = std::string(absl::StripAsciiWhitespace(*text));
   }
+  // The archive's bytes go to the node's sink, which writes them through
+  // the node's FileSystem (cluster::FetchSnapshotToFile): nothing here
+  // writes a file.
   options.cluster.fetch_snapshot = [peer_key](const std::string& address, const std::string& local,
-                                              const std::string& dest) -> absl::Status {
+                                              const cluster::SnapshotSink& sink) -> absl::Status {
     client::ClientOptions co;
     co.timeout = absl::Minutes(30);
     co.api_key = peer_key;
     auto peer = client::ZoomClient::Connect(address, co);
     ZOOM_ASSIGN_OR_RETURN(v1::SnapshotInfo info, peer->CreateSnapshot(local));
-    absl::StatusOr<v1::SnapshotInfo> got = peer->DownloadSnapshot(local, info.name(), dest);
+    absl::StatusOr<v1::SnapshotInfo> got = peer->DownloadSnapshot(local, info.name(), sink);
     (void)peer->DeleteSnapshot(local, info.name());
     return got.status();
   };
@@ -490,13 +496,20 @@ int Main(int argc, char** argv) {
       ZOOM_LOG(ERROR, "demo collection ", demo, ": ", st.message());
     }
   }
+  // The port file says the server is serving: written through the
+  // server's FileSystem (PORT_FILE.tmp, synced, renamed, the directory
+  // synced). A zoomd that cannot say where it listens is of no use to
+  // whoever waits for the file: it stops.
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty()) {
-    const std::string tmp = port_file + ".tmp";
-    if (FILE* f = std::fopen(tmp.c_str(), "w")) {
-      std::fprintf(f, "%d\n", server.grpc_port());
-      std::fclose(f);
-      std::rename(tmp.c_str(), port_file.c_str());
+    FileSystem* files = options.database.collection.store.file_system;
+    if (absl::Status st = WriteFileAtomically(files != nullptr ? *files : *FileSystem::Posix(),
+                                              port_file, absl::StrCat(server.grpc_port(), "\n"));
+        !st.ok()) {
+      ZOOM_LOG(ERROR, "--port_file: cannot write ", port_file, ": ",
+               absl::StatusCodeToString(st.code()), ": ", st.message(), "; stopping");
+      server.Shutdown(absl::Seconds(absl::GetFlag(FLAGS_shutdown_grace_s)));
+      return 1;
     }
   }
   unsigned char sig = 0;

@@ -2,11 +2,18 @@
 // process (each with its own Database): collection admin through the
 // catalog, nodes converging on the shard maps, heartbeated records, a
 // replaced node bootstrapping from a peer's snapshot, drops, and the data
-// directory's ownership.
+// directory's ownership. A bootstrap's download writes through the node's
+// FileSystem: FetchSnapshotToFile alone and a node's bootstrap under
+// injected write faults (FaultInjectingFileSystem).
 #include "server/cluster/cluster_node.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/cluster/log_entry.h"
+#include "tests/testing/fault_injecting_file_system.h"
 #include "tests/testing/nats_server.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_env.h"
@@ -31,6 +39,38 @@ using ::zoom::testing::StatusIs;
 using ::zoom::testing::TempDir;
 
 constexpr uint32_t kDim = 4;
+using Op = FaultInjectingFileSystem::Op;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Streams `archive` into `sink` in `chunk`-byte pieces, as DownloadSnapshot
+// does: stops at the sink's first error and returns it. *offered counts the
+// chunks handed to the sink.
+absl::Status StreamChunks(const std::string& archive, size_t chunk, const SnapshotSink& sink,
+                          int* offered = nullptr) {
+  for (size_t at = 0; at < archive.size(); at += chunk) {
+    if (offered != nullptr) ++*offered;
+    const size_t n = std::min(chunk, archive.size() - at);
+    if (absl::Status st = sink(absl::string_view(archive).substr(at, n), at); !st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+// The files under `dir` (recursively; none if it is absent).
+std::vector<std::string> FilesUnder(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file()) out.push_back(it->path().string());
+  }
+  return out;
+}
 
 class ClusterNodeTest : public ::testing::Test {
  protected:
@@ -53,11 +93,14 @@ class ClusterNodeTest : public ::testing::Test {
     c.node_ttl = absl::Seconds(10);
     return c;
   }
-  Database* Db(const std::string& id) {
+  // `files`: what the database (and the node over it) writes through when
+  // it is opened here (null: POSIX).
+  Database* Db(const std::string& id, FileSystem* files = nullptr) {
     if (dbs_.count(id) == 0) {
       DatabaseOptions d;
       d.data_dir = dir_.File("data-" + id);
       d.collection.auto_build_min_points = 0;
+      d.collection.store.file_system = files;
       auto db = Database::Open(d);
       EXPECT_OK(db.status());
       if (!db.ok()) return nullptr;
@@ -74,18 +117,18 @@ class ClusterNodeTest : public ::testing::Test {
     o.heartbeat = absl::Milliseconds(200);
     o.reconcile = absl::Milliseconds(200);
     // Peers' snapshots, as DownloadSnapshot would bring them: written by
-    // the peer's Database and copied.
+    // the peer's Database, streamed in chunks into the node's sink.
     o.fetch_snapshot = [this](const std::string& address, const std::string& local,
-                              const std::string& dest) -> absl::Status {
+                              const SnapshotSink& sink) -> absl::Status {
+      ++fetch_attempts_;
       Database* peer = dbs_.at(address.substr(5)).get();
       auto info = peer->CreateSnapshot(local);
       if (!info.ok()) return info.status();
       auto file = peer->SnapshotFile(local, info->name);
       if (!file.ok()) return file.status();
-      std::error_code ec;
-      std::filesystem::copy_file(file->first, dest, ec);
-      ++fetched_;
-      return ec ? absl::InternalError(ec.message()) : absl::OkStatus();
+      absl::Status st = StreamChunks(Slurp(file->first), kFetchChunk, sink);
+      if (st.ok()) ++fetched_;
+      return st;
     };
     return o;
   }
@@ -135,6 +178,26 @@ class ClusterNodeTest : public ::testing::Test {
       }
     }
   }
+  // Until `id`'s record says it applied `seq` of shard `k` (a bootstrap
+  // picks its peer by the records); false after 30 s.
+  bool Reported(const std::string& id, uint64_t uid, uint32_t k, uint64_t seq) {
+    const absl::Time end = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < end) {
+      auto live = catalog_->LiveNodes();
+      if (live.ok()) {
+        for (const NodeInfo& n : *live) {
+          const HostedShard* h = n.Find(uid, k);
+          if (n.node == id && h != nullptr && h->applied == seq) return true;
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+  // The bootstrap's staging files left in `id`'s snapshots directory.
+  std::vector<std::string> Staged(const std::string& id) {
+    return FilesUnder(dir_.File("data-" + id) + "/snapshots/.incoming");
+  }
   uint64_t Points(const std::string& node, const std::string& local) {
     auto c = Db(node)->GetCollection(local);
     return c.ok() ? (*c)->Info().points : 0;
@@ -146,13 +209,19 @@ class ClusterNodeTest : public ::testing::Test {
     return c;
   }
 
+  // Small chunks: a snapshot of a few points still comes in many.
+  static constexpr size_t kFetchChunk = 256;
+
   TempDir dir_;
   std::unique_ptr<NatsServer> nats_;
   std::unique_ptr<JetStream> js_;
   std::unique_ptr<ClusterCatalog> catalog_;
+  FaultInjectingFileSystem faulty_;  // outlives the databases that write through it
   std::map<std::string, std::unique_ptr<Database>> dbs_;
   std::map<std::string, std::unique_ptr<ClusterNode>> nodes_;
-  int fetched_ = 0;
+  // Counted on the nodes' reconcile threads: fetches begun, and those
+  // whose every chunk the node's sink took.
+  std::atomic<int> fetch_attempts_{0}, fetched_{0};
 };
 
 TEST_F(ClusterNodeTest, NodesConvergeOnTheShardMapsAndBootstrapFromPeers) {
@@ -210,7 +279,7 @@ TEST_F(ClusterNodeTest, NodesConvergeOnTheShardMapsAndBootstrapFromPeers) {
   auto more = Write(m, 300, 50);
   ASSERT_NE(StartNode("n1"), nullptr);
   WaitAll(m, more, {"n0", "n1"});
-  EXPECT_EQ(fetched_, 2);
+  EXPECT_EQ(fetched_.load(), 2);
   for (uint32_t k = 0; k < 2; ++k) {
     EXPECT_EQ(Points("n1", m.LocalName(k)), Points("n0", m.LocalName(k))) << k;
     EXPECT_LE(nodes_.at("n1")->ReplicaOf(m.LocalName(k))->status().entries, 1u);
@@ -301,7 +370,7 @@ TEST_F(ClusterNodeTest, TheLogIsTrimmedBelowItsReplicasAndOneLeftBehindRestoresA
   ASSERT_TRUE(start("n1", absl::Hours(1)));
   auto s3 = write(m, 150, 1);
   WaitAll(m, s3, {"n0", "n1"});
-  EXPECT_EQ(fetched_, 1);
+  EXPECT_EQ(fetched_.load(), 1);
   EXPECT_EQ(Points("n1", m.LocalName(0)), 160u);
   EXPECT_EQ(Points("n0", m.LocalName(0)), 160u);
 }
@@ -326,6 +395,186 @@ TEST_F(ClusterNodeTest, ADataDirectoryBelongsToOneClusterNode) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--advertise_address")));
   bad = NodeOptions("bad id");
   EXPECT_THAT(ClusterNode::Start(Db("n1"), bad), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// FetchSnapshotToFile alone (no NATS): the archive is written through the
+// given FileSystem as it streams in; every failure, the file system's or
+// the fetch's, leaves nothing at `dest`.
+TEST(FetchSnapshotToFileTest, WritesTheArchiveAndLeavesNothingOnAnyFailure) {
+  TempDir dir;
+  std::string archive(10000, '\0');
+  for (size_t i = 0; i < archive.size(); ++i) archive[i] = static_cast<char>(i * 131 + 7);
+  constexpr size_t kChunk = 1000;  // 10 chunks
+  const std::string local = "docs_s0_00000001";
+  int offered = 0;
+  const SnapshotFetcher fetch = [&](const std::string& address, const std::string& name,
+                                    const SnapshotSink& sink) {
+    EXPECT_EQ(address, "peer:1");
+    EXPECT_EQ(name, local);
+    return StreamChunks(archive, kChunk, sink, &offered);
+  };
+  {
+    FaultInjectingFileSystem files;
+    const std::string dest = dir.File("whole.zsnap");
+    ASSERT_OK(FetchSnapshotToFile(fetch, "peer:1", local, files, dest));
+    EXPECT_EQ(offered, 10);
+    EXPECT_EQ(Slurp(dest), archive);
+    // A staging path is new: an existing file is refused and left alone.
+    EXPECT_THAT(FetchSnapshotToFile(fetch, "peer:1", local, files, dest),
+                StatusIs(absl::StatusCode::kAlreadyExists));
+    EXPECT_EQ(Slurp(dest), archive);
+  }
+  // Each fault: its code, the download stopped where it struck, nothing
+  // left behind.
+  struct Case {
+    const char* what;
+    FaultInjectingFileSystem::Fault fault;
+    absl::StatusCode code;
+    int offered;  // chunks handed to the sink before it stopped the download
+  };
+  const Case cases[] = {
+      {"ENOSPC at the 4th write", {Op::kWrite, "partial", 3, ENOSPC},
+       absl::StatusCode::kResourceExhausted, 4},
+      {"EIO half-way through the 2nd write", {Op::kWrite, "partial", 1, EIO, /*short_write=*/true},
+       absl::StatusCode::kDataLoss, 2},
+      {"EIO at the sync", {Op::kSync, "partial", 0, EIO}, absl::StatusCode::kDataLoss, 10},
+      {"EACCES at the open", {Op::kOpen, "partial", 0, EACCES},
+       absl::StatusCode::kPermissionDenied, 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    FaultInjectingFileSystem files;
+    files.Inject(c.fault);
+    const std::string dest = dir.File("partial.zsnap");
+    offered = 0;
+    EXPECT_THAT(FetchSnapshotToFile(fetch, "peer:1", local, files, dest),
+                StatusIs(c.code, HasSubstr("partial.zsnap (injected)")));
+    EXPECT_EQ(files.fired(), 1);
+    EXPECT_EQ(offered, c.offered);
+    EXPECT_FALSE(std::filesystem::exists(dest));
+  }
+  // The fetch failing part-way (the peer went away) and chunks out of
+  // order: the same.
+  const std::string dest = dir.File("cut.zsnap");
+  const SnapshotFetcher cut = [&](const std::string&, const std::string&,
+                                  const SnapshotSink& sink) -> absl::Status {
+    absl::Status st = sink(absl::string_view(archive).substr(0, kChunk), 0);
+    return st.ok() ? absl::UnavailableError("the peer went away") : st;
+  };
+  EXPECT_THAT(FetchSnapshotToFile(cut, "peer:1", local, *FileSystem::Posix(), dest),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("went away")));
+  EXPECT_FALSE(std::filesystem::exists(dest));
+  const SnapshotFetcher gap = [&](const std::string&, const std::string&,
+                                  const SnapshotSink& sink) -> absl::Status {
+    absl::Status st = sink(absl::string_view(archive).substr(0, kChunk), 0);
+    if (st.ok()) st = sink(absl::string_view(archive).substr(2 * kChunk, kChunk), 2 * kChunk);
+    return st;
+  };
+  EXPECT_THAT(FetchSnapshotToFile(gap, "peer:1", local, *FileSystem::Posix(), dest),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("offset 2000 after 1000 bytes")));
+  EXPECT_FALSE(std::filesystem::exists(dest));
+}
+
+// A replaced node's bootstrap whose download fails to write (ENOSPC, half
+// of a chunk landed): the staged archive is removed, nothing is restored
+// from it, and the shard starts as it does without a peer: empty,
+// replaying the log, which still holds every entry.
+TEST_F(ClusterNodeTest, ABootstrapWhoseDownloadFailsToWriteReplaysTheLogInstead) {
+  auto start = [&](const std::string& id, FileSystem* files) {
+    ClusterNodeOptions o = NodeOptions(id);
+    o.log_trim = absl::ZeroDuration();  // the log keeps every entry
+    auto n = ClusterNode::Start(Db(id, files), o);
+    EXPECT_OK(n.status());
+    if (n.ok()) nodes_[id] = std::move(*n);
+    return n.ok();
+  };
+  ASSERT_TRUE(start("n0", nullptr));
+  ASSERT_TRUE(start("n1", &faulty_));
+  ASSERT_OK_AND_ASSIGN(ShardMap m, catalog_->CreateCollection(Config("docs"), 1, 2));
+  const std::string local = m.LocalName(0);
+  std::map<uint32_t, uint64_t> seq;
+  for (int i = 0; i < 5; ++i) seq = Write(m, 20 * i, 20);  // 5 entries, 100 points
+  WaitAll(m, seq, {"n0", "n1"});
+  // n1's bootstrap picks its peer by the records: n0's must show its data.
+  ASSERT_TRUE(Reported("n0", m.uid, 0, seq[0]));
+
+  // n1 comes back on an empty disk whose writes of the download fail.
+  nodes_.erase("n1");
+  dbs_.erase("n1");
+  std::filesystem::remove_all(dir_.File("data-n1"));
+  faulty_.Inject({Op::kWrite, "upload-", 1, ENOSPC, /*short_write=*/true});
+  fetch_attempts_ = 0;
+  fetched_ = 0;
+  ASSERT_TRUE(start("n1", &faulty_));
+  WaitAll(m, seq, {"n1"});
+  EXPECT_EQ(fetch_attempts_.load(), 1);
+  EXPECT_EQ(fetched_.load(), 0);  // the sink refused the second chunk
+  EXPECT_EQ(faulty_.fired(), 1);
+  EXPECT_THAT(Staged("n1"), ::testing::IsEmpty());
+  EXPECT_EQ(Points("n1", local), 100u);
+  // Replayed from the log's start (a restored snapshot would have left
+  // nothing to apply).
+  EXPECT_EQ(nodes_.at("n1")->ReplicaOf(local)->status().entries, 5u);
+}
+
+// The same below a purged log, the fault at the staged archive's sync
+// (EIO): the pass fails, Unavailable and saying it waits for a peer, with
+// nothing staged, restored or hosted; once the disk is healthy the next
+// pass fetches again and restores.
+TEST_F(ClusterNodeTest, ABootstrapWhoseArchiveFailsToSyncBelowAPurgedLogWaitsAndRetries) {
+  auto start = [&](const std::string& id, FileSystem* files, absl::Duration reconcile) {
+    ClusterNodeOptions o = NodeOptions(id);
+    o.log_trim = absl::ZeroDuration();  // trimmed by the test's call
+    o.reconcile = reconcile;
+    auto n = ClusterNode::Start(Db(id, files), o);
+    EXPECT_OK(n.status());
+    if (n.ok()) nodes_[id] = std::move(*n);
+    return n.ok();
+  };
+  ASSERT_TRUE(start("n0", nullptr, absl::Milliseconds(200)));
+  ASSERT_TRUE(start("n1", &faulty_, absl::Milliseconds(200)));
+  ASSERT_OK_AND_ASSIGN(ShardMap m, catalog_->CreateCollection(Config("docs"), 1, 2));
+  const std::string local = m.LocalName(0);
+  std::map<uint32_t, uint64_t> seq;
+  for (int i = 0; i < 5; ++i) seq = Write(m, 20 * i, 20);
+  WaitAll(m, seq, {"n0", "n1"});
+  ASSERT_TRUE(Reported("n0", m.uid, 0, seq[0]));
+  ASSERT_TRUE(Reported("n1", m.uid, 0, seq[0]));
+  // The log goes below both: an empty replica cannot replay it.
+  ASSERT_THAT(nodes_.at("n0")->TrimLogs(), testing::IsOkAndHolds(1));
+  ASSERT_THAT(catalog_->LogFloor(m.uid, 0), testing::IsOkAndHolds(seq[0]));
+
+  nodes_.erase("n1");
+  dbs_.erase("n1");
+  std::filesystem::remove_all(dir_.File("data-n1"));
+  FaultInjectingFileSystem::Fault sync_fails{Op::kSync, "upload-", 0, EIO};
+  sync_fails.sticky = true;
+  faulty_.Inject(sync_fails);
+  fetch_attempts_ = 0;
+  // Its passes are the test's: Start's own, then the two below (the
+  // thread's first would come in an hour).
+  ASSERT_TRUE(start("n1", &faulty_, absl::Hours(1)));
+  auto nothing_left = [&] {
+    EXPECT_EQ(nodes_.at("n1")->ReplicaOf(local), nullptr);
+    EXPECT_THAT(Db("n1")->GetCollection(local).status(), StatusIs(absl::StatusCode::kNotFound));
+    EXPECT_THAT(Staged("n1"), ::testing::IsEmpty());
+  };
+  EXPECT_EQ(fetch_attempts_.load(), 1);
+  EXPECT_EQ(faulty_.fired(), 1);
+  nothing_left();
+  EXPECT_THAT(nodes_.at("n1")->Reconcile(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("waiting for a peer")));
+  EXPECT_EQ(fetch_attempts_.load(), 2);
+  EXPECT_EQ(faulty_.fired(), 2);
+  nothing_left();
+
+  faulty_.Clear();
+  ASSERT_OK(nodes_.at("n1")->Reconcile());
+  EXPECT_EQ(fetch_attempts_.load(), 3);
+  WaitAll(m, seq, {"n1"});
+  EXPECT_EQ(Points("n1", local), 100u);
+  EXPECT_EQ(nodes_.at("n1")->ReplicaOf(local)->status().entries, 0u);  // restored at seq
+  EXPECT_THAT(Staged("n1"), ::testing::IsEmpty());
 }
 
 }  // namespace

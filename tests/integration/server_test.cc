@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
@@ -1747,6 +1748,76 @@ TEST(ServerTest, SnapshotsCreateListDownloadRestoreDelete) {
   EXPECT_EQ(shell(ctl + "snapshot frobnicate snap"), 2);
   ASSERT_OK_AND_ASSIGN(v1::CollectionInfo cli, c.GetCollection("cli"));
   EXPECT_EQ(cli.points(), 800u);
+}
+
+// DownloadSnapshot into a sink (what a cluster node's bootstrap writes
+// through its own FileSystem): the chunks in order and whole; a sink's
+// error ends the download with that error. The path overload writes the
+// same bytes and reports the file system's errors.
+TEST(ServerTest, DownloadSnapshotStreamsIntoASinkAndASinkErrorEndsIt) {
+  InProcess s;
+  ASSERT_OK(s.status);
+  client::ZoomClient& c = *s.client;
+  FillCollection(c, "snap", 800, 8, /*build=*/false, "pay");
+  ASSERT_OK_AND_ASSIGN(v1::SnapshotInfo info, c.CreateSnapshot("snap"));
+  std::string got;
+  ASSERT_OK_AND_ASSIGN(
+      v1::SnapshotInfo streamed,
+      c.DownloadSnapshot("snap", info.name(),
+                         [&got](absl::string_view chunk, uint64_t offset) {
+                           EXPECT_EQ(offset, got.size());
+                           got.append(chunk.data(), chunk.size());
+                           return absl::OkStatus();
+                         }));
+  EXPECT_EQ(streamed.sha256(), info.sha256());
+  EXPECT_EQ(got.size(), info.size_bytes());
+  TempDir local;
+  const std::string file = local.File("backup.zsnap");
+  ASSERT_OK(c.DownloadSnapshot("snap", info.name(), file).status());
+  {
+    std::ifstream in(file, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_TRUE(bytes == got) << "the file and the sink's bytes differ";
+  }
+  EXPECT_FALSE(std::filesystem::exists(file + ".part"));
+
+  int calls = 0;
+  EXPECT_THAT(c.DownloadSnapshot("snap", info.name(),
+                                 [&calls](absl::string_view, uint64_t) {
+                                   ++calls;
+                                   return absl::ResourceExhaustedError("the sink is full");
+                                 }),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("the sink is full")));
+  EXPECT_EQ(calls, 1);
+  EXPECT_OK(c.ListSnapshots("snap").status());  // the channel serves on
+  const std::string nowhere = local.File("no/such/dir/x.zsnap");
+  EXPECT_THAT(c.DownloadSnapshot("snap", info.name(), nowhere).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("x.zsnap.part")));
+}
+
+// --port_file is written through the file layer; one that cannot be
+// written stops zoomd (status 1, the reason logged) rather than leaving
+// whoever waits for it waiting.
+TEST(ServerTest, APortFileThatCannotBeWrittenStopsZoomd) {
+  TempDir dir;
+  const std::string port_file = dir.File("no/such/dir/port");
+  // `timeout`: a zoomd that went on serving ends the test in 120 s.
+  const std::string cmd =
+      absl::StrCat("timeout 120 ", ZOOMD_BINARY, " --data_dir=", dir.File("data"),
+                   " --grpc_address=127.0.0.1:0 --metrics_address= --port_file=", port_file,
+                   " 2>&1");
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  ASSERT_TRUE(WIFEXITED(st)) << out;
+  EXPECT_EQ(WEXITSTATUS(st), 1) << out;
+  EXPECT_THAT(out, HasSubstr("--port_file: cannot write " + port_file + ": NOT_FOUND: open " +
+                             port_file + ".tmp"));
+  EXPECT_FALSE(std::filesystem::exists(port_file));
 }
 
 // ---- Deadlines -----------------------------------------------------------------
