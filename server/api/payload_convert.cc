@@ -1,4 +1,4 @@
-#include "server/grpc/payload_convert.h"
+#include "server/api/payload_convert.h"
 
 #include <algorithm>
 #include <cmath>

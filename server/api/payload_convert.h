@@ -1,4 +1,4 @@
-// File: server/grpc/payload_convert.h
+// File: server/api/payload_convert.h
 //
 // Conversions of v1 request parts to the engine's types. VectorFromProto: a
 // point's or a query's vector, sent as floats or as one byte a dimension.
@@ -7,8 +7,8 @@
 // store (a value with no kind, a list inside a list) with InvalidArgument;
 // the engine's ValidateFields checks the rest (names, finiteness, the
 // globe, sizes).
-#ifndef ZOOM_SERVER_GRPC_PAYLOAD_CONVERT_H_
-#define ZOOM_SERVER_GRPC_PAYLOAD_CONVERT_H_
+#ifndef ZOOM_SERVER_API_PAYLOAD_CONVERT_H_
+#define ZOOM_SERVER_API_PAYLOAD_CONVERT_H_
 
 #include <string>
 #include <vector>
@@ -51,4 +51,4 @@ v1::FieldIndexType FieldIndexTypeToProto(FieldIndexType type);
 
 }  // namespace zoom::server
 
-#endif  // ZOOM_SERVER_GRPC_PAYLOAD_CONVERT_H_
+#endif  // ZOOM_SERVER_API_PAYLOAD_CONVERT_H_

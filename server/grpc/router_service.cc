@@ -19,7 +19,7 @@
 #include "server/engine/collection.h"
 #include "server/engine/database.h"
 #include "server/grpc/import_reactor.h"
-#include "server/grpc/payload_convert.h"
+#include "server/api/convert.h"
 #include "server/grpc/unary_call.h"
 
 namespace zoom::server {
@@ -613,11 +613,12 @@ struct RouterService::Impl {
                       absl::Time deadline) {
     ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, MapOf(req.collection()));
     const ShardMap& m = vm.map;
+    ZOOM_ASSIGN_OR_RETURN(api::UpsertRequest points,
+                          api::UpsertFromProto(req.collection(), req.points(), opt.limits));
+    CollectionConfig named = m.config;
+    named.name = req.collection();
     std::vector<PointRef> refs;
-    std::vector<PayloadFields> fields;
-    std::vector<float> converted;
-    ZOOM_RETURN_IF_ERROR(PointsFromProto(req.collection(), m.config.dim, req.points(), opt.limits,
-                                         &refs, &fields, &converted));
+    ZOOM_RETURN_IF_ERROR(api::PointRefsOf(named, points.points, &refs));
     ZOOM_RETURN_IF_ERROR(ValidatePoints(m.config, refs));
     const size_t cap = MaxEntryBytes();
     const size_t empty = cluster::UpsertEntryBytes(m.config.dim, 0, 0);

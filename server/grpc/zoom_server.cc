@@ -166,21 +166,22 @@ absl::Status ZoomServer::Start() {
     metrics_->SetIoBackend(backend.name);
     backend_note =
         backend.note.empty() ? backend.name : absl::StrCat(backend.name, " (", backend.note, ")");
-    service_ = std::make_unique<VectorSearchService>(db_.get(), metrics_.get(), pool_.get(),
-                                                     options_.limits, auth_.get());
-    service_->SetServerVersion(options_.version);
     if (role == "node") {
-      ClusterNodeRole node_role;
-      node_role.cluster = options_.cluster.name;
-      node_role.node = options_.cluster.node_id;
-      node_role.max_session_wait = options_.cluster.max_session_wait;
-      node_role.wait_applied = [this](const std::string& collection,
-                                      const google::protobuf::RepeatedPtrField<v1::WriteToken>& t,
-                                      absl::Time deadline) {
+      api::NodeOptions node;
+      node.cluster = options_.cluster.name;
+      node.node = options_.cluster.node_id;
+      node.max_session_wait = options_.cluster.max_session_wait;
+      node.wait_applied = [this](const std::string& collection,
+                                 const std::vector<api::WriteToken>& t, absl::Time deadline) {
         return WaitApplied(collection, t, deadline);
       };
-      service_->SetClusterNode(std::move(node_role));
+      backend_ = std::make_unique<api::NodeBackend>(db_.get(), options_.limits, std::move(node));
+    } else {
+      backend_ = std::make_unique<api::LocalBackend>(db_.get(), options_.limits);
     }
+    service_ = std::make_unique<VectorSearchService>(backend_.get(), metrics_.get(), pool_.get(),
+                                                     options_.limits, auth_.get());
+    service_->SetServerVersion(options_.version);
     builder.RegisterService(service_.get());
     DecoderOptions decoder_options;
     decoder_options.cache_dir = options_.database.data_dir + "/models";
@@ -252,6 +253,7 @@ absl::Status ZoomServer::Start() {
       server_->Wait();
       pool_->Stop();
       service_.reset();
+      backend_.reset();
       decoder_service_.reset();
       decoder_.reset();
       db_.reset();
@@ -348,14 +350,14 @@ absl::Status ZoomServer::JoinCluster() {
   return absl::OkStatus();
 }
 
-absl::Status ZoomServer::WaitApplied(
-    const std::string& collection,
-    const google::protobuf::RepeatedPtrField<v1::WriteToken>& tokens, absl::Time deadline) const {
+absl::Status ZoomServer::WaitApplied(const std::string& collection,
+                                     const std::vector<api::WriteToken>& tokens,
+                                     absl::Time deadline) const {
   const std::optional<cluster::LocalShard> local = cluster::ParseLocalName(collection);
   if (!local.has_value()) return absl::OkStatus();
   uint64_t need = 0;
-  for (const v1::WriteToken& t : tokens) {
-    if (t.shard() == local->shard) need = std::max(need, t.sequence());
+  for (const api::WriteToken& t : tokens) {
+    if (t.shard == local->shard) need = std::max(need, t.sequence);
   }
   if (need == 0) return absl::OkStatus();
   cluster::ClusterNode* node = joined_.load();
@@ -502,6 +504,7 @@ void ZoomServer::Shutdown(absl::Duration grace) {
     if (!st.ok()) ZOOM_LOG(ERROR, "final WAL sync failed: ", st.message());
   }
   service_.reset();
+  backend_.reset();
   decoder_.reset();  // cancels and joins model loads (their waiting calls are finished)
   decoder_service_.reset();
   db_.reset();  // joins builds, saves snapshots

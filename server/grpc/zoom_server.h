@@ -36,6 +36,7 @@
 #include "server/grpc/health_service.h"
 #include "server/grpc/reflection_service.h"
 #include "server/grpc/router_service.h"
+#include "server/api/local_backend.h"
 #include "server/grpc/vector_search_service.h"
 
 namespace grpc {
@@ -198,15 +199,16 @@ class ZoomServer {
   void Maintenance();
   absl::Status StartRouter(grpc::ServerBuilder& builder);
   absl::Status JoinCluster();
-  // A node's session wait (ClusterNodeRole::wait_applied).
+  // A node's session wait (api::NodeOptions::wait_applied).
   absl::Status WaitApplied(const std::string& collection,
-                           const google::protobuf::RepeatedPtrField<v1::WriteToken>& tokens,
+                           const std::vector<api::WriteToken>& tokens,
                            absl::Time deadline) const;
 
   ServerOptions options_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<api::CollectionBackend> backend_;  // the service's (standalone, node)
   std::unique_ptr<VectorSearchService> service_;
   std::unique_ptr<RouterService> router_;
   std::unique_ptr<RouterDecoderService> router_decoder_;

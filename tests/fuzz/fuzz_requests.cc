@@ -25,8 +25,9 @@
 #include "server/engine/decoder_engine.h"
 #include "server/engine/filter.h"
 #include "server/engine/payload_index.h"
-#include "server/grpc/payload_convert.h"
+#include "server/api/payload_convert.h"
 #include "server/grpc/decoder_service.h"
+#include "server/api/local_backend.h"
 #include "server/grpc/vector_search_service.h"
 #include "server/grpc/worker_pool.h"
 #include "tests/fuzz/fuzz_util.h"
@@ -41,6 +42,7 @@ constexpr uint32_t kDim = 4;
 struct World {
   std::unique_ptr<server::Database> db;
   std::unique_ptr<server::WorkerPool> pool;
+  std::unique_ptr<server::api::LocalBackend> backend;
   std::unique_ptr<server::VectorSearchService> service;
   std::unique_ptr<server::DecoderEngine> decoder;
   std::unique_ptr<server::DecoderService> decoder_service;
@@ -102,8 +104,10 @@ World& TheWorld() {
     if (!db.ok()) std::abort();
     world->db = std::move(*db);
     world->pool = std::make_unique<server::WorkerPool>(1);
+    world->backend =
+        std::make_unique<server::api::LocalBackend>(world->db.get(), server::ServiceLimits());
     world->service = std::make_unique<server::VectorSearchService>(
-        world->db.get(), nullptr, world->pool.get(), server::ServiceLimits());
+        world->backend.get(), nullptr, world->pool.get(), server::ServiceLimits());
     const std::string models = ScratchDir() + "/models";
     WriteModel(models + "/lm", 64);
     server::DecoderOptions d;
@@ -198,7 +202,7 @@ void FuzzRequest(const uint8_t* data, size_t size) {
       v1::UpsertRequest r;
       if (!r.ParseFromArray(bytes, len)) return;
       uint64_t n = 0;
-      (void)w.service->ApplyPoints(r.collection(), r.points(), &n);
+      (void)w.service->ApplyPoints(server::api::Call(), r.collection(), r.points(), &n, nullptr);
       w.upserts += n;
       break;
     }

@@ -1,5 +1,5 @@
 // The gRPC form of a filter (v1::Filter, and its JSON mapping, which
-// zoomctl takes) converted to the engine's (server/grpc/payload_convert.h).
+// zoomctl takes) converted to the engine's (server/api/payload_convert.h).
 // Apart from filter_test so that the sanitizer build of the engine tests
 // does not compile the protos and the service.
 #include <string>
@@ -10,7 +10,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "server/engine/filter.h"
-#include "server/grpc/payload_convert.h"
+#include "server/api/payload_convert.h"
 #include "tests/testing/status_matchers.h"
 
 namespace zoom::server {
