@@ -947,46 +947,69 @@ void PrintParetoFronts(const std::vector<ConfigResult>& results) {
   }
 }
 
-absl::Status RunBaselinesWorkload(Reporter& rep) {
+// The workload: Setup reads the flags and loads the data set; Run builds
+// (or loads) each baseline and sweeps it; Report prints them side by side
+// at the recall targets and their Pareto fronts.
+class BaselinesWorkload : public Workload {
+ public:
+  absl::Status Setup() override;
+  absl::Status Run(Reporter& rep) override;
+  absl::Status Report(Reporter& rep) override;
+
+ private:
+  std::vector<int> threads_;
+  int32_t k_ = 10;
+  BaselineOptions options_;
+  Dataset ds_;
+  std::vector<ConfigResult> results_;
+};
+
+absl::Status BaselinesWorkload::Setup() {
   const std::string dir = DatasetDirFlag();
   ZOOM_ASSIGN_OR_RETURN(const Metric metric, MetricFlag(dir));
-  ZOOM_ASSIGN_OR_RETURN(const std::vector<int> threads, ThreadsFlag());
-  const int32_t k = absl::GetFlag(FLAGS_k);
-  if (k < 1) return absl::InvalidArgumentError("--k must be >= 1");
+  ZOOM_ASSIGN_OR_RETURN(threads_, ThreadsFlag());
+  k_ = absl::GetFlag(FLAGS_k);
+  if (k_ < 1) return absl::InvalidArgumentError("--k must be >= 1");
   const int64_t max_queries = absl::GetFlag(FLAGS_max_queries);
   if (max_queries < 0) return absl::InvalidArgumentError("--max_queries must be >= 0");
-  ZOOM_ASSIGN_OR_RETURN(const BaselineOptions options, BaselineOptionsFromFlags());
+  ZOOM_ASSIGN_OR_RETURN(options_, BaselineOptionsFromFlags());
 
   Stopwatch load;
-  ZOOM_ASSIGN_OR_RETURN(const Dataset ds,
-                        LoadDataset(dir, metric, static_cast<size_t>(max_queries)));
+  ZOOM_ASSIGN_OR_RETURN(ds_, LoadDataset(dir, metric, static_cast<size_t>(max_queries)));
   std::printf("baselines on %s: %llu x %u %s, %llu queries, metric %s%s, k=%d, "
               "threads %s%s (loaded in %.1f s)\n",
-              ds.name.c_str(), static_cast<unsigned long long>(ds.base.rows), ds.base.dim,
-              ds.is_uint8 ? "uint8 (widened to float)" : "float32",
-              static_cast<unsigned long long>(ds.queries.rows),
+              ds_.name.c_str(), static_cast<unsigned long long>(ds_.base.rows), ds_.base.dim,
+              ds_.is_uint8 ? "uint8 (widened to float)" : "float32",
+              static_cast<unsigned long long>(ds_.queries.rows),
               std::string(MetricName(metric)).c_str(),
               metric == Metric::kCosine ? " (inner product on unit-normalised copies)" : "",
-              k, absl::StrJoin(threads, ",").c_str(), options.quick ? ", quick sweep" : "",
+              k_, absl::StrJoin(threads_, ",").c_str(), options_.quick ? ", quick sweep" : "",
               load.ElapsedSeconds());
   std::printf("%s\n", BaselineSimdSummary().c_str());
   std::printf("load average %.1f on %u cores (timings of a shared machine: compare "
               "systems within one run)\n",
               LoadAverage1m(), std::thread::hardware_concurrency());
   std::fflush(stdout);
+  return absl::OkStatus();
+}
 
+absl::Status BaselinesWorkload::Run(Reporter& rep) {
   Table table = MakeResultTable();
-  ZOOM_ASSIGN_OR_RETURN(const std::vector<ConfigResult> results,
-                        RunBaselines(ds, threads, static_cast<size_t>(k), options, rep, table));
-  PrintSideBySide(results, {0.90, 0.95, 0.99});
+  ZOOM_ASSIGN_OR_RETURN(results_, RunBaselines(ds_, threads_, static_cast<size_t>(k_), options_,
+                                               rep, table));
+  return absl::OkStatus();
+}
+
+absl::Status BaselinesWorkload::Report(Reporter& /*rep*/) {
+  PrintSideBySide(results_, {0.90, 0.95, 0.99});
   // zoombench_main prints them again beside zoomd's when both ran.
-  SessionResults().insert(SessionResults().end(), results.begin(), results.end());
-  PrintParetoFronts(results);
+  SessionResults().insert(SessionResults().end(), results_.begin(), results_.end());
+  PrintParetoFronts(results_);
   std::printf("\npeak RSS %s\n", MiB(PeakRssBytes()).c_str());
   return absl::OkStatus();
 }
 
-const RegisterWorkload kRegisterBaselines("baselines", RunBaselinesWorkload);
+const RegisterWorkload kRegisterBaselines("baselines", RunWorkload<BaselinesWorkload>);
 
 }  // namespace
 

@@ -120,38 +120,122 @@ PolicyResult Replay(const Dataset& ds, const std::vector<QueryData>& data,
   return r;
 }
 
-absl::Status RunBound(Reporter& rep) {
-  ZOOM_ASSIGN_OR_RETURN(ZoomBuilt zb, GetZoomBuilt());
-  const Dataset& ds = *zb.ds;
-  const index::VectorIndex& idx = *zb.engine->index();
-  const size_t k = static_cast<size_t>(absl::GetFlag(FLAGS_k));
+// The workload: Setup gets the engine (built or loaded) and the K' values;
+// Run, for each K', scores every query's K' candidates exactly, prints the
+// preview's error, then replays the policies on those numbers.
+class BoundWorkload : public Workload {
+ public:
+  absl::Status Setup() override;
+  absl::Status Run(Reporter& rep) override;
+  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+
+ private:
+  // The preview's K' candidates of every query with their exact distances;
+  // every error (preview - exact) and relative error into the vectors.
+  absl::StatusOr<std::vector<QueryData>> Collect(size_t kp, std::vector<double>* all_err,
+                                                 std::vector<double>* all_rel) const;
+  void Policies(size_t kp, const std::vector<QueryData>& data, double mean, double sd,
+                Reporter& rep) const;
+
+  ZoomBuilt zb_;
+  size_t k_ = 10;
+  std::vector<int> kps_;
+};
+
+absl::Status BoundWorkload::Setup() {
+  ZOOM_ASSIGN_OR_RETURN(zb_, GetZoomBuilt());
+  k_ = static_cast<size_t>(absl::GetFlag(FLAGS_k));
+  ZOOM_ASSIGN_OR_RETURN(kps_, ParseIntList(absl::GetFlag(FLAGS_bound_rerank)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<QueryData>> BoundWorkload::Collect(
+    size_t kp, std::vector<double>* all_err, std::vector<double>* all_rel) const {
+  const Dataset& ds = *zb_.ds;
+  const index::VectorIndex& idx = *zb_.engine->index();
   const size_t d = ds.dim();
-  ZOOM_ASSIGN_OR_RETURN(std::vector<int> kps,
-                        ParseIntList(absl::GetFlag(FLAGS_bound_rerank)));
-  for (int kp_int : kps) {
-    const size_t kp = static_cast<size_t>(kp_int);
-    std::vector<QueryData> data(ds.queries.rows);
-    std::vector<double> all_err, all_rel;
-    for (size_t q = 0; q < ds.queries.rows; ++q) {
-      std::vector<float> query(ds.queries.row(q), ds.queries.row(q) + d);
-      if (ds.metric == Metric::kCosine) NormalizeL2(query.data(), d);
-      index::IndexSearchParams ip;
-      ip.ef = absl::GetFlag(FLAGS_bound_ef);
-      ip.nprobe = absl::GetFlag(FLAGS_bound_nprobe);
-      std::vector<index::Neighbor> cand;
-      QueryStats st;
-      ZOOM_RETURN_IF_ERROR(idx.Search(query.data(), kp, ip, &cand, &st));
-      QueryData& x = data[q];
-      for (const index::Neighbor& nb : cand) {
-        x.est.push_back(nb.distance);
-        x.exact.push_back(static_cast<float>(IndexDistance(ds, q, nb.id)));
-        x.ids.push_back(nb.id);
-        const double e = static_cast<double>(x.est.back()) - x.exact.back();
-        all_err.push_back(e);
-        all_rel.push_back(
-            e / std::max(1e-9, std::abs(static_cast<double>(x.exact.back()))));
-      }
+  std::vector<QueryData> data(ds.queries.rows);
+  for (size_t q = 0; q < ds.queries.rows; ++q) {
+    std::vector<float> query(ds.queries.row(q), ds.queries.row(q) + d);
+    if (ds.metric == Metric::kCosine) NormalizeL2(query.data(), d);
+    index::IndexSearchParams ip;
+    ip.ef = absl::GetFlag(FLAGS_bound_ef);
+    ip.nprobe = absl::GetFlag(FLAGS_bound_nprobe);
+    std::vector<index::Neighbor> cand;
+    QueryStats st;
+    ZOOM_RETURN_IF_ERROR(idx.Search(query.data(), kp, ip, &cand, &st));
+    QueryData& x = data[q];
+    for (const index::Neighbor& nb : cand) {
+      x.est.push_back(nb.distance);
+      x.exact.push_back(static_cast<float>(IndexDistance(ds, q, nb.id)));
+      x.ids.push_back(nb.id);
+      const double e = static_cast<double>(x.est.back()) - x.exact.back();
+      all_err->push_back(e);
+      all_rel->push_back(e / std::max(1e-9, std::abs(static_cast<double>(x.exact.back()))));
     }
+  }
+  return data;
+}
+
+void BoundWorkload::Policies(size_t kp, const std::vector<QueryData>& data, double mean,
+                             double sd, Reporter& rep) const {
+  const Dataset& ds = *zb_.ds;
+  const size_t k = k_;
+  std::printf("%-34s %8s %8s %8s\n", "policy", "reads", "rounds", "recall");
+  auto row = [&](const std::string& name, const PolicyResult& r) {
+    std::printf("%-34s %8.2f %8.2f %8.4f\n", name.c_str(), r.reads, r.rounds,
+                r.recall);
+    rep.JsonLine({{"name", std::string("bound")},
+                  {"policy", name},
+                  {"params", zb_.params},
+                  {"dataset", ds.name},
+                  {"rerank", static_cast<int64_t>(kp)},
+                  {"reads_per_query", r.reads},
+                  {"rounds", r.rounds},
+                  {"recall_at_10", r.recall}});
+  };
+  row("all K'",
+      Replay(ds, data, k, kp,
+             [](const std::vector<double>&, float) { return 0.0; }));
+  for (size_t first : {k / 2, k, k + k / 2}) {
+    for (double c : {0.0, 1.0, 2.0, 3.0, 4.0}) {
+      // Global: c standard deviations of the error (over every query),
+      // plus its mean.
+      row(absl::StrCat("global first=", first, " c=", c),
+          Replay(ds, data, k, first, [&](const std::vector<double>&, float) {
+            return mean + c * sd;
+          }));
+    }
+    for (double c : {1.0, 1.5, 2.0, 3.0}) {
+      // Per query: c times the largest |error| of the candidates read.
+      row(absl::StrCat("query-max first=", first, " c=", c),
+          Replay(ds, data, k, first,
+                 [&](const std::vector<double>& errs, float) {
+                   double m = 0;
+                   for (double e : errs) m = std::max(m, std::abs(e));
+                   return c * m;
+                 }));
+      // Per query: mean + c sd of the errors read.
+      row(absl::StrCat("query-sd first=", first, " c=", c),
+          Replay(ds, data, k, first,
+                 [&](const std::vector<double>& errs, float) {
+                   double mu = 0, s2 = 0;
+                   for (double e : errs) mu += e;
+                   mu /= std::max<size_t>(1, errs.size());
+                   for (double e : errs) s2 += (e - mu) * (e - mu);
+                   return mu + c * std::sqrt(
+                                       s2 / std::max<size_t>(1, errs.size()));
+                 }));
+    }
+  }
+}
+
+absl::Status BoundWorkload::Run(Reporter& rep) {
+  const Dataset& ds = *zb_.ds;
+  for (int kp_int : kps_) {
+    const size_t kp = static_cast<size_t>(kp_int);
+    std::vector<double> all_err, all_rel;
+    ZOOM_ASSIGN_OR_RETURN(const std::vector<QueryData> data, Collect(kp, &all_err, &all_rel));
     double mean = 0, sq = 0;
     for (double e : all_err) mean += e;
     mean /= std::max<size_t>(1, all_err.size());
@@ -160,7 +244,7 @@ absl::Status RunBound(Reporter& rep) {
     std::vector<double> abs_err;
     for (double e : all_err) abs_err.push_back(std::abs(e - mean));
     std::printf("\n== bound, %s, K'=%zu, nprobe=%d ef=%d, %zu queries\n",
-                zb.params.c_str(), kp, absl::GetFlag(FLAGS_bound_nprobe),
+                zb_.params.c_str(), kp, absl::GetFlag(FLAGS_bound_nprobe),
                 absl::GetFlag(FLAGS_bound_ef),
                 static_cast<size_t>(ds.queries.rows));
     std::printf(
@@ -170,58 +254,12 @@ absl::Status RunBound(Reporter& rep) {
         mean, sd, Quantile(all_err, 0.01), Quantile(all_err, 0.5),
         Quantile(all_err, 0.99), Quantile(abs_err, 0.99),
         Quantile(abs_err, 0.999), Quantile(all_rel, 0.99));
-    std::printf("%-34s %8s %8s %8s\n", "policy", "reads", "rounds", "recall");
-    auto row = [&](const std::string& name, const PolicyResult& r) {
-      std::printf("%-34s %8.2f %8.2f %8.4f\n", name.c_str(), r.reads, r.rounds,
-                  r.recall);
-      rep.JsonLine({{"name", std::string("bound")},
-                    {"policy", name},
-                    {"params", zb.params},
-                    {"dataset", ds.name},
-                    {"rerank", static_cast<int64_t>(kp)},
-                    {"reads_per_query", r.reads},
-                    {"rounds", r.rounds},
-                    {"recall_at_10", r.recall}});
-    };
-    row("all K'",
-        Replay(ds, data, k, kp,
-               [](const std::vector<double>&, float) { return 0.0; }));
-    for (size_t first : {k / 2, k, k + k / 2}) {
-      for (double c : {0.0, 1.0, 2.0, 3.0, 4.0}) {
-        // Global: c standard deviations of the error (over every query),
-        // plus its mean.
-        row(absl::StrCat("global first=", first, " c=", c),
-            Replay(ds, data, k, first, [&](const std::vector<double>&, float) {
-              return mean + c * sd;
-            }));
-      }
-      for (double c : {1.0, 1.5, 2.0, 3.0}) {
-        // Per query: c times the largest |error| of the candidates read.
-        row(absl::StrCat("query-max first=", first, " c=", c),
-            Replay(ds, data, k, first,
-                   [&](const std::vector<double>& errs, float) {
-                     double m = 0;
-                     for (double e : errs) m = std::max(m, std::abs(e));
-                     return c * m;
-                   }));
-        // Per query: mean + c sd of the errors read.
-        row(absl::StrCat("query-sd first=", first, " c=", c),
-            Replay(ds, data, k, first,
-                   [&](const std::vector<double>& errs, float) {
-                     double mu = 0, s2 = 0;
-                     for (double e : errs) mu += e;
-                     mu /= std::max<size_t>(1, errs.size());
-                     for (double e : errs) s2 += (e - mu) * (e - mu);
-                     return mu + c * std::sqrt(
-                                         s2 / std::max<size_t>(1, errs.size()));
-                   }));
-      }
-    }
+    Policies(kp, data, mean, sd, rep);
   }
   return absl::OkStatus();
 }
 
-const RegisterWorkload kBound("bound", RunBound);
+const RegisterWorkload kBound("bound", RunWorkload<BoundWorkload>);
 
 }  // namespace
 }  // namespace zoom::bench

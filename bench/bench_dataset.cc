@@ -194,6 +194,49 @@ double RecallAtK(const Dataset& ds, size_t q, const int64_t* ids, size_t n_ids,
   return static_cast<double>(hits) / static_cast<double>(k);
 }
 
+namespace {
+
+// The figures of a timed pass of every query: the sample vectors are
+// sorted in place for their percentiles.
+RunResult Summarise(const Dataset& ds, size_t k, double seconds, double cpu_seconds,
+                    const std::vector<int64_t>& ids, std::vector<double>* latency_us,
+                    std::vector<double>* preview_us, std::vector<double>* fullview_us,
+                    std::vector<double>* rerank_us, const std::vector<QueryStats>& thread_stats) {
+  const size_t nq = ds.queries.rows;
+  RunResult r;
+  r.queries = nq;
+  r.cpu_us_per_query = cpu_seconds * 1e6 / static_cast<double>(nq);
+  r.qps = seconds > 0 ? static_cast<double>(nq) / seconds : 0;
+  std::sort(latency_us->begin(), latency_us->end());
+  r.p50_us = Percentile(*latency_us, 50);
+  r.p99_us = Percentile(*latency_us, 99);
+  r.p999_us = Percentile(*latency_us, 99.9);
+  for (auto* v : {preview_us, fullview_us, rerank_us}) std::sort(v->begin(), v->end());
+  r.preview_p50_us = Percentile(*preview_us, 50);
+  r.preview_p99_us = Percentile(*preview_us, 99);
+  r.fullview_p50_us = Percentile(*fullview_us, 50);
+  r.fullview_p99_us = Percentile(*fullview_us, 99);
+  r.rerank_p50_us = Percentile(*rerank_us, 50);
+  r.rerank_p99_us = Percentile(*rerank_us, 99);
+  QueryStats total;
+  for (const QueryStats& s : thread_stats) total.Merge(s);
+  r.reads_per_query = static_cast<double>(total.reads) / static_cast<double>(nq);
+  r.bytes_per_query = static_cast<double>(total.bytes_read) / static_cast<double>(nq);
+
+  auto mean_recall = [&](size_t cut) {
+    if (cut > k || cut > ds.gt_dist.dim) return std::numeric_limits<double>::quiet_NaN();
+    double sum = 0;
+    for (size_t q = 0; q < nq; ++q) sum += RecallAtK(ds, q, ids.data() + q * k, k, cut);
+    return sum / static_cast<double>(nq);
+  };
+  r.recall_at_1 = mean_recall(1);
+  r.recall_at_10 = mean_recall(10);
+  r.recall_at_100 = mean_recall(100);
+  return r;
+}
+
+}  // namespace
+
 absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
                                      const SearchFn& fn) {
   const size_t nq = ds.queries.rows;
@@ -255,36 +298,8 @@ absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
   const double seconds = wall.ElapsedSeconds();
   const double cpu_seconds = ProcessCpuSeconds() - cpu_before;
 
-  RunResult r;
-  r.queries = nq;
-  r.cpu_us_per_query = cpu_seconds * 1e6 / static_cast<double>(nq);
-  r.qps = seconds > 0 ? static_cast<double>(nq) / seconds : 0;
-  std::sort(latency_us.begin(), latency_us.end());
-  r.p50_us = Percentile(latency_us, 50);
-  r.p99_us = Percentile(latency_us, 99);
-  r.p999_us = Percentile(latency_us, 99.9);
-  for (auto* v : {&preview_us, &fullview_us, &rerank_us}) std::sort(v->begin(), v->end());
-  r.preview_p50_us = Percentile(preview_us, 50);
-  r.preview_p99_us = Percentile(preview_us, 99);
-  r.fullview_p50_us = Percentile(fullview_us, 50);
-  r.fullview_p99_us = Percentile(fullview_us, 99);
-  r.rerank_p50_us = Percentile(rerank_us, 50);
-  r.rerank_p99_us = Percentile(rerank_us, 99);
-  QueryStats total;
-  for (const QueryStats& s : thread_stats) total.Merge(s);
-  r.reads_per_query = static_cast<double>(total.reads) / static_cast<double>(nq);
-  r.bytes_per_query = static_cast<double>(total.bytes_read) / static_cast<double>(nq);
-
-  auto mean_recall = [&](size_t cut) {
-    if (cut > k || cut > ds.gt_dist.dim) return std::numeric_limits<double>::quiet_NaN();
-    double sum = 0;
-    for (size_t q = 0; q < nq; ++q) sum += RecallAtK(ds, q, ids.data() + q * k, k, cut);
-    return sum / static_cast<double>(nq);
-  };
-  r.recall_at_1 = mean_recall(1);
-  r.recall_at_10 = mean_recall(10);
-  r.recall_at_100 = mean_recall(100);
-  return r;
+  return Summarise(ds, k, seconds, cpu_seconds, ids, &latency_us, &preview_us, &fullview_us,
+                   &rerank_us, thread_stats);
 }
 
 uint64_t CurrentRssBytes() { return ProcStatusBytes("/proc/self/status", "VmRSS:"); }

@@ -22,10 +22,9 @@
 // made from the real W (each new row: a random convex mix a·w_r1 + (1−a)·w_r2
 // of two real rows, a ~ U(0,1), plus Gaussian noise of --fgd_noise times the
 // mix's component standard deviation; its bias mixed the same way plus noise
-// of the same relative size); (5) the same through
-// gRPC (TopK, StreamTopK) on loopback.
-#include <grpcpp/grpcpp.h>
-
+// of the same relative size); (5) the in-process time per context that
+// loadtest/grpc_overhead.py --workload fgd puts beside zoomload --workload
+// fgd's TopK and StreamTopK through gRPC.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -39,8 +38,6 @@
 #include "cblas.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/decoder_client.h"
-#include "client/zoom_client.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "index/distance_kernels.h"
@@ -48,8 +45,6 @@
 #include "bench/bench_dataset.h"
 #include "bench/bench_util.h"
 #include "server/engine/decoder_engine.h"
-#include "server/grpc/zoom_server.h"
-#include "zoom/v1/decoder.grpc.pb.h"
 
 ABSL_FLAG(std::string, model, "", "fgd: model directory (default: <data root>/lm-ptb)");
 ABSL_FLAG(int32_t, fgd_contexts, 5000, "fgd: contexts evaluated (at most the file's)");
@@ -62,8 +57,7 @@ ABSL_FLAG(std::string, fgd_scaling, "10000,50000,200000,1000000",
           "fgd: vocabulary sizes of the scaling section (the first is the real model)");
 ABSL_FLAG(int32_t, fgd_scaling_efc, 100, "fgd: ef_construction of the scaling graphs");
 ABSL_FLAG(double, fgd_noise, 0.1, "fgd: relative noise of the synthesised rows");
-ABSL_FLAG(bool, fgd_grpc, true, "fgd: also measure through gRPC");
-ABSL_FLAG(std::string, fgd_sections, "quality,latency,tail,default,sweep,scaling,grpc",
+ABSL_FLAG(std::string, fgd_sections, "quality,latency,tail,default,sweep,scaling,in_process",
           "fgd: the sections to run");
 ABSL_FLAG(int32_t, fgd_scaling_contexts, 500, "fgd: contexts timed per scaling step");
 
@@ -237,28 +231,61 @@ absl::StatusOr<Eval> LoadEval(const std::string& dir, size_t max_contexts) {
   return ev;
 }
 
-absl::Status RunFgd(Reporter& rep) {
-  std::string dir = absl::GetFlag(FLAGS_model);
-  if (dir.empty()) dir = DefaultDataRoot() + "/lm-ptb";
-  ZOOM_ASSIGN_OR_RETURN(Eval ev, LoadEval(dir, absl::GetFlag(FLAGS_fgd_contexts)));
-  const double tol = absl::GetFlag(FLAGS_fgd_tolerance);
-  const uint32_t V = ev.model.vocab, d = ev.model.dim;
+// The workload: Setup loads the model and its contexts; Run builds the
+// default graph, times FGD and the softmax on every context (the figures
+// the sections compare against), then runs the sections --fgd_sections
+// names; Report prints the load average.
+class FgdWorkload : public Workload {
+ public:
+  absl::Status Setup() override;
+  absl::Status Run(Reporter& rep) override;
+  absl::Status Report(Reporter& rep) override;
+
+ private:
+  bool Want(const char* section) const { return absl::StrContains(sections_, section); }
+  void Machine(Reporter& rep) const;
+  absl::Status BuildAndTime();
+  void QualitySection(Reporter& rep) const;
+  absl::Status LatencySection(Reporter& rep) const;
+  absl::Status TailSection(Reporter& rep) const;
+  absl::Status DefaultSection(Reporter& rep) const;
+  absl::Status SweepSection(Reporter& rep) const;
+  absl::Status ScalingSection(Reporter& rep) const;
+  // One vocabulary size of the scaling section: the graph over `v` rows
+  // (the real ones, then synthesised from `rng`), ef doubled until P@10
+  // reaches 0.99.
+  absl::Status ScaleTo(uint32_t v, size_t n_scale, std::mt19937_64& rng, Table& table,
+                       Reporter& rep) const;
+  void InProcessSection(Reporter& rep) const;
+
+  std::string dir_, sections_;
+  Eval ev_;
+  double tol_ = 0;
+  uint32_t V_ = 0, d_ = 0;
+  index::FgdOptions opts_;
+  std::unique_ptr<index::FgdIndex> idx_;
+  index::FgdSearchParams fgd_;  // k 10, --fgd_ef_main, the default tail
+  double fgd_us_ = 0, exact_us_ = 0;
+  Quality qf_, qe_;  // FGD's and the exact mode's quality on every context
+};
+
+absl::Status FgdWorkload::Setup() {
+  dir_ = absl::GetFlag(FLAGS_model);
+  if (dir_.empty()) dir_ = DefaultDataRoot() + "/lm-ptb";
+  ZOOM_ASSIGN_OR_RETURN(ev_, LoadEval(dir_, absl::GetFlag(FLAGS_fgd_contexts)));
+  tol_ = absl::GetFlag(FLAGS_fgd_tolerance);
+  V_ = ev_.model.vocab;
+  d_ = ev_.model.dim;
+  sections_ = absl::GetFlag(FLAGS_fgd_sections);
+  double s = 0;
+  for (size_t i = 0; i < ev_.n; ++i) s -= ev_.ref_logp[i * 101];
   std::printf("model %s: |V| = %u, d = %u, %zu contexts; full-softmax perplexity on them %.2f; "
               "tolerance %.0e in log-probability; one thread for everything\n",
-              dir.c_str(), V, d, ev.n,
-              [&] {
-                double s = 0;
-                for (size_t i = 0; i < ev.n; ++i) s -= ev.ref_logp[i * 101];
-                return std::exp(s / ev.n);
-              }(),
-              tol);
+              dir_.c_str(), V_, d_, ev_.n, std::exp(s / ev_.n), tol_);
+  return absl::OkStatus();
+}
 
-  const std::string sections = absl::GetFlag(FLAGS_fgd_sections);
-  auto want = [&sections](const char* name) {
-    return absl::StrContains(sections, name);
-  };
-  // Same threads for both: one (BLAS included).
-  openblas_set_num_threads(1);
+void FgdWorkload::Machine(Reporter& rep) const {
   // Which OpenBLAS kernel the baseline runs (Debian's build picks it per CPU
   // at load; OPENBLAS_CORETYPE in the environment forces one).
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
@@ -271,176 +298,185 @@ absl::Status RunFgd(Reporter& rep) {
                 {"openblas_config", std::string(openblas_get_config())},
                 {"openblas_coretype_forced", std::string(forced ? forced : "")},
                 {"kernels", std::string(index::KernelChoices())}});
+}
 
-  // ---- (1) quality and (2) latency with the default graph -----------------
-  index::FgdOptions opts;
-  opts.build_threads = 2;
+// The default graph, and FGD, its exact mode and the full softmax timed on
+// every context at batch 1.
+absl::Status FgdWorkload::BuildAndTime() {
+  opts_.build_threads = 2;
   Stopwatch sw;
-  ZOOM_ASSIGN_OR_RETURN(auto idx, index::FgdIndex::Build(ev.model.W.data(), ev.model.b.data(), V,
-                                                         d, opts));
+  ZOOM_ASSIGN_OR_RETURN(idx_, index::FgdIndex::Build(ev_.model.W.data(), ev_.model.b.data(), V_,
+                                                     d_, opts_));
   std::printf("graph M=%u ef_construction=%u built in %.1f s (2 threads), %.1f MiB graph, "
               "%.1f MiB resident\n",
-              opts.hnsw.M, opts.hnsw.ef_construction, sw.ElapsedMicros() / 1e6,
-              idx->GraphBytes() / 1048576.0, idx->ResidentBytes() / 1048576.0);
-  index::FgdSearchParams fgd;
-  fgd.k = 10;
-  fgd.ef = absl::GetFlag(FLAGS_fgd_ef_main);
-  index::FgdSearchParams exact = fgd;
+              opts_.hnsw.M, opts_.hnsw.ef_construction, sw.ElapsedMicros() / 1e6,
+              idx_->GraphBytes() / 1048576.0, idx_->ResidentBytes() / 1048576.0);
+  fgd_.k = 10;
+  fgd_.ef = absl::GetFlag(FLAGS_fgd_ef_main);
+  index::FgdSearchParams exact = fgd_;
   exact.exact = true;
   std::vector<index::FgdResult> fgd_results, exact_results;
-  ZOOM_ASSIGN_OR_RETURN(double fgd_us, TimePerContext(*idx, ev.H.data(), ev.n, 1, fgd, &fgd_results));
+  ZOOM_ASSIGN_OR_RETURN(fgd_us_,
+                        TimePerContext(*idx_, ev_.H.data(), ev_.n, 1, fgd_, &fgd_results));
   ZOOM_ASSIGN_OR_RETURN(double exact_mode_us,
-                        TimePerContext(*idx, ev.H.data(), ev.n, 1, exact, &exact_results));
-  const double exact_us = FullSoftmaxUs(ev.model.W, ev.model.b, V, d, ev.H.data(), ev.n, 1, 10);
+                        TimePerContext(*idx_, ev_.H.data(), ev_.n, 1, exact, &exact_results));
+  exact_us_ = FullSoftmaxUs(ev_.model.W, ev_.model.b, V_, d_, ev_.H.data(), ev_.n, 1, 10);
   std::printf("full softmax (contiguous W, sgemv): %.1f us per context; FgdIndex exact mode: "
-              "%.1f us\n", exact_us, exact_mode_us);
-  const Quality qf = Score(ev, fgd_results, tol);
-  const Quality qe = Score(ev, exact_results, tol);
-  if (want("quality")) {
-  std::printf("\n(1) quality, k = 10, ef = %u\n", fgd.ef);
+              "%.1f us\n", exact_us_, exact_mode_us);
+  qf_ = Score(ev_, fgd_results, tol_);
+  qe_ = Score(ev_, exact_results, tol_);
+  return absl::OkStatus();
+}
+
+// (1) quality with the default graph.
+void FgdWorkload::QualitySection(Reporter& rep) const {
+  std::printf("\n(1) quality, k = 10, ef = %u\n", fgd_.ef);
   Table qt({"method", "P@1", "P@5", "P@10", "true in top10", "PPL top10", "not covered",
             "tail MAE"}, 14);
-  for (const auto& [name, q] : {std::pair{"FGD", qf}, std::pair{"full softmax", qe}}) {
+  for (const auto& [name, q] : {std::pair{"FGD", qf_}, std::pair{"full softmax", qe_}}) {
     qt.Row({name, Fmt(q.p_at[0], 4), Fmt(q.p_at[1], 4), Fmt(q.p_at[2], 4), Fmt(q.coverage, 4),
             Fmt(q.ppl, 2), Fmt(q.uncovered, 4), Fmt(q.tail_mae, 4)});
     rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("quality")},
-                  {"method", std::string(name)}, {"ef", static_cast<int64_t>(fgd.ef)},
+                  {"method", std::string(name)}, {"ef", static_cast<int64_t>(fgd_.ef)},
                   {"p_at_1", q.p_at[0]}, {"p_at_5", q.p_at[1]}, {"p_at_10", q.p_at[2]},
                   {"true_in_top10", q.coverage}, {"ppl_top10", q.ppl},
                   {"not_covered", q.uncovered}, {"tail_mae", q.tail_mae}});
   }
   std::printf("(the exact top-10 holds the true word for %.4f of contexts; the tail estimate: "
               "the model's %u cluster summaries)\n",
-              qf.coverage_exact, idx->tail_clusters());
-  }
+              qf_.coverage_exact, idx_->tail_clusters());
+}
 
-  if (want("latency")) {
+// (2) latency per context by batch, with and without the tail estimate.
+absl::Status FgdWorkload::LatencySection(Reporter& rep) const {
   std::printf("\n(2) latency per context, k = 10, ef = %u (exact: sgemv at batch 1, sgemm above); "
               "FGD with the default tail estimate (clusters) and without one\n",
-              fgd.ef);
+              fgd_.ef);
   Table lt({"batch", "FGD us", "no-tail us", "softmax us", "speedup", "no-tail speedup"});
-  index::FgdSearchParams bare = fgd;
+  index::FgdSearchParams bare = fgd_;
   bare.tail = index::FgdTail::kNone;
   for (size_t batch : {1, 8, 64, 256}) {
-    ZOOM_ASSIGN_OR_RETURN(double f, TimePerContext(*idx, ev.H.data(), ev.n, batch, fgd));
-    ZOOM_ASSIGN_OR_RETURN(double f0, TimePerContext(*idx, ev.H.data(), ev.n, batch, bare));
-    const double e = FullSoftmaxUs(ev.model.W, ev.model.b, V, d, ev.H.data(), ev.n, batch, 10);
+    ZOOM_ASSIGN_OR_RETURN(double f, TimePerContext(*idx_, ev_.H.data(), ev_.n, batch, fgd_));
+    ZOOM_ASSIGN_OR_RETURN(double f0, TimePerContext(*idx_, ev_.H.data(), ev_.n, batch, bare));
+    const double e =
+        FullSoftmaxUs(ev_.model.W, ev_.model.b, V_, d_, ev_.H.data(), ev_.n, batch, 10);
     lt.Row({std::to_string(batch), Fmt(f, 1), Fmt(f0, 1), Fmt(e, 1), Fmt(e / f, 2),
             Fmt(e / f0, 2)});
     rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("latency")},
                   {"batch", static_cast<int64_t>(batch)}, {"fgd_us", f}, {"fgd_no_tail_us", f0},
                   {"softmax_us", e}, {"speedup", e / f}, {"speedup_no_tail", e / f0}});
   }
+  return absl::OkStatus();
+}
 
-  }
-
-  // ---- (2b) the tail-mass estimators side by side ---------------------------
-  if (want("tail")) {
+// (2b) the tail-mass estimators side by side.
+absl::Status FgdWorkload::TailSection(Reporter& rep) const {
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> tail_efs, ParseIntList(absl::GetFlag(FLAGS_fgd_tail_ef)));
   // The baseline timed again here; the ratios use the faster of the two
   // timings (the machine's noise counts against FGD, not for it).
-  const double softmax_us =
-      std::min(exact_us, FullSoftmaxUs(ev.model.W, ev.model.b, V, d, ev.H.data(), ev.n, 1, 10));
+  const double softmax_us = std::min(
+      exact_us_, FullSoftmaxUs(ev_.model.W, ev_.model.b, V_, d_, ev_.H.data(), ev_.n, 1, 10));
   std::printf("\n(2b) tail-mass estimators, batch 1, k = 10, against the exact tail "
               "(full softmax %.1f us per context, the faster of two timings; the model has %u "
               "tail clusters)\n",
-              softmax_us, idx->tail_clusters());
+              softmax_us, idx_->tail_clusters());
   Table tt({"ef", "estimate", "us", "speedup", "tail MAE", "P@1", "P@5"});
-  for (int tail_ef : tail_efs) {
   struct Est { const char* name; index::FgdTail tail; uint32_t samples; };
-  for (const Est& est : {Est{"none", index::FgdTail::kNone, 0},
-                         Est{"clusters", index::FgdTail::kClusters, 0},
-                         Est{"sample 64", index::FgdTail::kSample, 64},
-                         Est{"sample 256", index::FgdTail::kSample, 256},
-                         Est{"sample 1024", index::FgdTail::kSample, 1024}}) {
-    index::FgdSearchParams p = fgd;
-    p.ef = static_cast<uint32_t>(tail_ef);
-    p.tail = est.tail;
-    p.tail_samples = est.samples;
-    std::vector<index::FgdResult> res;
-    ZOOM_ASSIGN_OR_RETURN(double us, TimePerContext(*idx, ev.H.data(), ev.n, 1, p, &res));
-    const Quality q = Score(ev, res, tol);
-    // "none" reports 0 for the tail: its error is the tail itself.
-    tt.Row({std::to_string(tail_ef), est.name, Fmt(us, 1), Fmt(softmax_us / us, 2),
-            Fmt(q.tail_mae, 4), Fmt(q.p_at[0], 4), Fmt(q.p_at[1], 4)});
-    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("tail")},
-                  {"estimate", std::string(est.name)}, {"ef", static_cast<int64_t>(tail_ef)},
-                  {"us", us}, {"softmax_us", softmax_us}, {"speedup", softmax_us / us},
-                  {"tail_mae", q.tail_mae},
-                  {"p_at_1", q.p_at[0]}, {"p_at_5", q.p_at[1]}});
-  }
-  }
-  }
-
-  // ---- (2c) the calibrated default ef, on held-out contexts ------------------
-  if (want("default")) {
-    // What LoadModel does with the model directory's H.f32, here on its
-    // first half only; the second half is never seen by the calibration.
-    const size_t half = ev.n / 2;
-    Stopwatch cal_sw;
-    ZOOM_ASSIGN_OR_RETURN(server::FgdCalibration cal,
-                          server::CalibrateDefaultEf(*idx, ev.H.data(), half));
-    const double cal_s = cal_sw.ElapsedMicros() / 1e6;
-    Eval held;
-    held.model = ev.model;  // copies W (10 MB at PTB): the bench's own
-    held.n = ev.n - half;
-    held.H.assign(ev.H.begin() + half * d, ev.H.end());
-    held.ref_ids.assign(ev.ref_ids.begin() + half * 101, ev.ref_ids.end());
-    held.ref_logp.assign(ev.ref_logp.begin() + half * 101, ev.ref_logp.end());
-    held.log_z.assign(ev.log_z.begin() + half, ev.log_z.end());
-    const double softmax_us =
-        std::min(exact_us,
-                 FullSoftmaxUs(ev.model.W, ev.model.b, V, d, held.H.data(), held.n, 1, 10));
-    std::printf("\n(2c) the calibrated default ef: CalibrateDefaultEf on %u of the first %zu "
-                "contexts picked ef %u (P@1 %.4f, P@5 %.4f there) in %.2f s; measured on the "
-                "other %zu, batch 1, clusters tail (full softmax %.1f us, the faster of two "
-                "timings)\n",
-                cal.contexts, half, cal.ef, cal.p1, cal.p5, cal_s, held.n, softmax_us);
-    Table dt({"k", "ef", "us", "speedup", "P@1", "P@5", "tail MAE"});
-    for (uint32_t k : {1u, 5u, 10u}) {
-      index::FgdSearchParams p = fgd;
-      p.k = k;
-      p.ef = server::DefaultEfFor(cal.ef, k);
-      p.tail = index::FgdTail::kClusters;
+  for (int tail_ef : tail_efs) {
+    for (const Est& est : {Est{"none", index::FgdTail::kNone, 0},
+                           Est{"clusters", index::FgdTail::kClusters, 0},
+                           Est{"sample 64", index::FgdTail::kSample, 64},
+                           Est{"sample 256", index::FgdTail::kSample, 256},
+                           Est{"sample 1024", index::FgdTail::kSample, 1024}}) {
+      index::FgdSearchParams p = fgd_;
+      p.ef = static_cast<uint32_t>(tail_ef);
+      p.tail = est.tail;
+      p.tail_samples = est.samples;
       std::vector<index::FgdResult> res;
-      ZOOM_ASSIGN_OR_RETURN(double us, TimePerContext(*idx, held.H.data(), held.n, 1, p, &res));
-      const Quality q = Score(held, res, tol);
-      // Score's P@5 needs 5 ids: blank at k 1.
-      dt.Row({std::to_string(k), std::to_string(p.ef), Fmt(us, 1), Fmt(softmax_us / us, 2),
-              Fmt(q.p_at[0], 4), k >= 5 ? Fmt(q.p_at[1], 4) : std::string("-"),
-              Fmt(q.tail_mae, 4)});
-      rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("default")},
-                    {"k", static_cast<int64_t>(k)}, {"default_ef", static_cast<int64_t>(cal.ef)},
-                    {"ef", static_cast<int64_t>(p.ef)},
-                    {"calibration_contexts", static_cast<int64_t>(cal.contexts)},
-                    {"calibration_p1", cal.p1}, {"calibration_p5", cal.p5},
-                    {"calibration_s", cal_s}, {"held_out_contexts", static_cast<int64_t>(held.n)},
+      ZOOM_ASSIGN_OR_RETURN(double us, TimePerContext(*idx_, ev_.H.data(), ev_.n, 1, p, &res));
+      const Quality q = Score(ev_, res, tol_);
+      // "none" reports 0 for the tail: its error is the tail itself.
+      tt.Row({std::to_string(tail_ef), est.name, Fmt(us, 1), Fmt(softmax_us / us, 2),
+              Fmt(q.tail_mae, 4), Fmt(q.p_at[0], 4), Fmt(q.p_at[1], 4)});
+      rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("tail")},
+                    {"estimate", std::string(est.name)}, {"ef", static_cast<int64_t>(tail_ef)},
                     {"us", us}, {"softmax_us", softmax_us}, {"speedup", softmax_us / us},
-                    {"p_at_1", q.p_at[0]}, {"p_at_5", k >= 5 ? q.p_at[1] : NAN},
-                    {"tail_mae", q.tail_mae}});
+                    {"tail_mae", q.tail_mae},
+                    {"p_at_1", q.p_at[0]}, {"p_at_5", q.p_at[1]}});
     }
   }
+  return absl::OkStatus();
+}
 
-  // ---- (3) sweep over M and ef --------------------------------------------
-  if (want("sweep")) {
+// (2c) the calibrated default ef, on held-out contexts: what LoadModel does
+// with the model directory's H.f32, here on its first half only; the second
+// half is never seen by the calibration.
+absl::Status FgdWorkload::DefaultSection(Reporter& rep) const {
+  const size_t half = ev_.n / 2;
+  Stopwatch cal_sw;
+  ZOOM_ASSIGN_OR_RETURN(server::FgdCalibration cal,
+                        server::CalibrateDefaultEf(*idx_, ev_.H.data(), half));
+  const double cal_s = cal_sw.ElapsedMicros() / 1e6;
+  Eval held;
+  held.model = ev_.model;  // copies W (10 MB at PTB): the bench's own
+  held.n = ev_.n - half;
+  held.H.assign(ev_.H.begin() + half * d_, ev_.H.end());
+  held.ref_ids.assign(ev_.ref_ids.begin() + half * 101, ev_.ref_ids.end());
+  held.ref_logp.assign(ev_.ref_logp.begin() + half * 101, ev_.ref_logp.end());
+  held.log_z.assign(ev_.log_z.begin() + half, ev_.log_z.end());
+  const double softmax_us = std::min(
+      exact_us_, FullSoftmaxUs(ev_.model.W, ev_.model.b, V_, d_, held.H.data(), held.n, 1, 10));
+  std::printf("\n(2c) the calibrated default ef: CalibrateDefaultEf on %u of the first %zu "
+              "contexts picked ef %u (P@1 %.4f, P@5 %.4f there) in %.2f s; measured on the "
+              "other %zu, batch 1, clusters tail (full softmax %.1f us, the faster of two "
+              "timings)\n",
+              cal.contexts, half, cal.ef, cal.p1, cal.p5, cal_s, held.n, softmax_us);
+  Table dt({"k", "ef", "us", "speedup", "P@1", "P@5", "tail MAE"});
+  for (uint32_t k : {1u, 5u, 10u}) {
+    index::FgdSearchParams p = fgd_;
+    p.k = k;
+    p.ef = server::DefaultEfFor(cal.ef, k);
+    p.tail = index::FgdTail::kClusters;
+    std::vector<index::FgdResult> res;
+    ZOOM_ASSIGN_OR_RETURN(double us, TimePerContext(*idx_, held.H.data(), held.n, 1, p, &res));
+    const Quality q = Score(held, res, tol_);
+    // Score's P@5 needs 5 ids: blank at k 1.
+    dt.Row({std::to_string(k), std::to_string(p.ef), Fmt(us, 1), Fmt(softmax_us / us, 2),
+            Fmt(q.p_at[0], 4), k >= 5 ? Fmt(q.p_at[1], 4) : std::string("-"),
+            Fmt(q.tail_mae, 4)});
+    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("default")},
+                  {"k", static_cast<int64_t>(k)}, {"default_ef", static_cast<int64_t>(cal.ef)},
+                  {"ef", static_cast<int64_t>(p.ef)},
+                  {"calibration_contexts", static_cast<int64_t>(cal.contexts)},
+                  {"calibration_p1", cal.p1}, {"calibration_p5", cal.p5},
+                  {"calibration_s", cal_s}, {"held_out_contexts", static_cast<int64_t>(held.n)},
+                  {"us", us}, {"softmax_us", softmax_us}, {"speedup", softmax_us / us},
+                  {"p_at_1", q.p_at[0]}, {"p_at_5", k >= 5 ? q.p_at[1] : NAN},
+                  {"tail_mae", q.tail_mae}});
+  }
+  return absl::OkStatus();
+}
+
+// (3) sweep over M and ef, with the Pareto front of P@1 against time.
+absl::Status FgdWorkload::SweepSection(Reporter& rep) const {
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> ms, ParseIntList(absl::GetFlag(FLAGS_fgd_m)));
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> efs, ParseIntList(absl::GetFlag(FLAGS_fgd_ef)));
-  std::printf("\n(3) sweep, batch 1, k = 10 (full softmax %.1f us per context)\n", exact_us);
+  std::printf("\n(3) sweep, batch 1, k = 10 (full softmax %.1f us per context)\n", exact_us_);
   Table st({"M", "ef", "P@1", "P@10", "us", "speedup", "pareto"});
   struct Point { int m, ef; double p1, p10, us; };
   std::vector<Point> points;
   for (int m : ms) {
-    index::FgdOptions o = opts;
+    index::FgdOptions o = opts_;
     o.hnsw.M = m;
-    ZOOM_ASSIGN_OR_RETURN(auto g, index::FgdIndex::Build(ev.model.W.data(), ev.model.b.data(), V,
-                                                         d, o));
+    ZOOM_ASSIGN_OR_RETURN(auto g, index::FgdIndex::Build(ev_.model.W.data(), ev_.model.b.data(),
+                                                         V_, d_, o));
     for (int ef : efs) {
-      index::FgdSearchParams p = fgd;
+      index::FgdSearchParams p = fgd_;
       p.ef = ef;
       p.tail = index::FgdTail::kNone;
       std::vector<index::FgdResult> res;
-      ZOOM_ASSIGN_OR_RETURN(double us, TimePerContext(*g, ev.H.data(), ev.n, 1, p, &res));
-      const Quality q = Score(ev, res, tol);
+      ZOOM_ASSIGN_OR_RETURN(double us, TimePerContext(*g, ev_.H.data(), ev_.n, 1, p, &res));
+      const Quality q = Score(ev_, res, tol_);
       points.push_back({m, ef, q.p_at[0], q.p_at[2], us});
     }
   }
@@ -450,160 +486,143 @@ absl::Status RunFgd(Reporter& rep) {
       dominated |= o.p1 >= p.p1 && o.us <= p.us && (o.p1 > p.p1 || o.us < p.us);
     }
     st.Row({std::to_string(p.m), std::to_string(p.ef), Fmt(p.p1, 4), Fmt(p.p10, 4),
-            Fmt(p.us, 1), Fmt(exact_us / p.us, 2), dominated ? "" : "*"});
+            Fmt(p.us, 1), Fmt(exact_us_ / p.us, 2), dominated ? "" : "*"});
     rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("sweep")},
                   {"M", static_cast<int64_t>(p.m)}, {"ef", static_cast<int64_t>(p.ef)},
                   {"p_at_1", p.p1}, {"p_at_10", p.p10}, {"us", p.us},
-                  {"speedup", exact_us / p.us}, {"pareto", !dominated}});
+                  {"speedup", exact_us_ / p.us}, {"pareto", !dominated}});
   }
+  return absl::OkStatus();
+}
 
+// A vocabulary of `v` rows: the real ones, then each new row a random convex
+// mix of two real rows plus Gaussian noise of `rel` times the mix's
+// component standard deviation, its bias mixed the same way (new words
+// between real ones, not near-copies of one).
+void Synthesise(const server::SoftmaxModel& m, uint32_t v, float rel, std::mt19937_64& rng,
+                std::vector<float>* W, std::vector<float>* b) {
+  const uint32_t V = m.vocab, d = m.dim;
+  W->assign(size_t{v} * d, 0.0f);
+  b->assign(v, 0.0f);
+  std::normal_distribution<float> noise;
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (uint32_t r = 0; r < v; ++r) {
+    float* out = W->data() + size_t{r} * d;
+    if (r < V) {
+      std::copy_n(m.W.data() + size_t{r} * d, d, out);
+      (*b)[r] = m.b[r];
+      continue;
+    }
+    const uint32_t r1 = static_cast<uint32_t>(rng() % V), r2 = static_cast<uint32_t>(rng() % V);
+    const float a = unit(rng);
+    const float* w1 = m.W.data() + size_t{r1} * d;
+    const float* w2 = m.W.data() + size_t{r2} * d;
+    double mean = 0, sq = 0;
+    for (uint32_t j = 0; j < d; ++j) {
+      out[j] = a * w1[j] + (1 - a) * w2[j];
+      mean += out[j];
+    }
+    mean /= d;
+    for (uint32_t j = 0; j < d; ++j) sq += (out[j] - mean) * (out[j] - mean);
+    const float sd = static_cast<float>(std::sqrt(sq / d)) * rel;
+    for (uint32_t j = 0; j < d; ++j) out[j] += sd * noise(rng);
+    const float bm = a * m.b[r1] + (1 - a) * m.b[r2];
+    (*b)[r] = bm + rel * std::abs(bm) * noise(rng);
   }
+}
 
-  // ---- (4) scaling ------------------------------------------------------------
-  if (want("scaling")) {
+absl::Status FgdWorkload::ScaleTo(uint32_t v, size_t n_scale, std::mt19937_64& rng,
+                                  Table& table, Reporter& rep) const {
+  std::vector<float> W, b;
+  Synthesise(ev_.model, v, static_cast<float>(absl::GetFlag(FLAGS_fgd_noise)), rng, &W, &b);
+  index::FgdOptions o = opts_;
+  o.hnsw.ef_construction = absl::GetFlag(FLAGS_fgd_scaling_efc);
+  Stopwatch bw;
+  ZOOM_ASSIGN_OR_RETURN(auto g, index::FgdIndex::Build(W.data(), b.data(), v, d_, o));
+  const double build_s = bw.ElapsedMicros() / 1e6;
+  index::FgdSearchParams pe = fgd_;
+  pe.tail = index::FgdTail::kNone;
+  pe.exact = true;
+  std::vector<index::FgdResult> re;
+  ZOOM_RETURN_IF_ERROR(TimePerContext(*g, ev_.H.data(), n_scale, 1, pe, &re).status());
+  const double e = FullSoftmaxUs(W, b, v, d_, ev_.H.data(), n_scale, 1, 10);
+  // ef doubles from 64 until precision@10 reaches 0.99 (or 1024).
+  for (uint32_t ef = 64; ef <= 1024; ef *= 2) {
+    index::FgdSearchParams p = fgd_;
+    p.tail = index::FgdTail::kNone;
+    p.ef = ef;
+    std::vector<index::FgdResult> rf;
+    ZOOM_ASSIGN_OR_RETURN(double f, TimePerContext(*g, ev_.H.data(), n_scale, 1, p, &rf));
+    double prec = 0, evals = 0;
+    for (size_t i = 0; i < rf.size(); ++i) {
+      const float kth = re[i].logits.back();
+      size_t hits = 0;
+      for (float z : rf[i].logits) hits += z >= kth - 1e-4f;
+      prec += static_cast<double>(hits) / 10;
+      evals += rf[i].distance_evals;
+    }
+    prec /= rf.size();
+    evals /= rf.size();
+    table.Row({std::to_string(v), std::to_string(ef), Fmt(build_s, 1), Fmt(f, 1), Fmt(e, 1),
+               Fmt(e / f, 1), Fmt(prec, 4), Fmt(evals, 0)});
+    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("scaling")},
+                  {"vocab", static_cast<int64_t>(v)}, {"ef", static_cast<int64_t>(ef)},
+                  {"build_s", build_s}, {"fgd_us", f}, {"softmax_us", e}, {"speedup", e / f},
+                  {"p_at_10_vs_exact", prec}, {"distance_evals", evals}});
+    if (prec >= 0.99) break;
+  }
+  return absl::OkStatus();
+}
+
+// (4) scaling to larger vocabularies made from the real W.
+absl::Status FgdWorkload::ScalingSection(Reporter& rep) const {
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> sizes, ParseIntList(absl::GetFlag(FLAGS_fgd_scaling)));
   std::printf("\n(4) scaling, batch 1, k = 10, M = 16, ef_construction = %d; ef doubles "
               "until P@10 >= 0.99 (rows beyond the real %u: a random mix of two real rows + %.2f "
               "relative Gaussian noise)\n",
-              absl::GetFlag(FLAGS_fgd_scaling_efc), V, absl::GetFlag(FLAGS_fgd_noise));
+              absl::GetFlag(FLAGS_fgd_scaling_efc), V_, absl::GetFlag(FLAGS_fgd_noise));
   Table sc({"|V|", "ef", "build s", "FGD us", "softmax us", "speedup", "P@10 exact", "evals"});
-  std::mt19937_64 rng(42);
+  std::mt19937_64 rng(42);  // one stream over the sizes, in order
   const size_t n_scale =
-      std::min<size_t>(ev.n, static_cast<size_t>(absl::GetFlag(FLAGS_fgd_scaling_contexts)));
+      std::min<size_t>(ev_.n, static_cast<size_t>(absl::GetFlag(FLAGS_fgd_scaling_contexts)));
   for (int size : sizes) {
-    const uint32_t v = static_cast<uint32_t>(size);
-    std::vector<float> W(size_t{v} * d), b(v);
-    std::normal_distribution<float> noise;
-    // Rows beyond the real ones: a random convex mix of two real rows plus
-    // Gaussian noise of --fgd_noise times the mix's component standard
-    // deviation; the bias mixed the same way (new words between real ones,
-    // not near-copies of one).
-    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-    const float rel = static_cast<float>(absl::GetFlag(FLAGS_fgd_noise));
-    for (uint32_t r = 0; r < v; ++r) {
-      float* out = W.data() + size_t{r} * d;
-      if (r < V) {
-        std::copy_n(ev.model.W.data() + size_t{r} * d, d, out);
-        b[r] = ev.model.b[r];
-        continue;
-      }
-      const uint32_t r1 = static_cast<uint32_t>(rng() % V), r2 = static_cast<uint32_t>(rng() % V);
-      const float a = unit(rng);
-      const float* w1 = ev.model.W.data() + size_t{r1} * d;
-      const float* w2 = ev.model.W.data() + size_t{r2} * d;
-      double mean = 0, sq = 0;
-      for (uint32_t j = 0; j < d; ++j) {
-        out[j] = a * w1[j] + (1 - a) * w2[j];
-        mean += out[j];
-      }
-      mean /= d;
-      for (uint32_t j = 0; j < d; ++j) sq += (out[j] - mean) * (out[j] - mean);
-      const float sd = static_cast<float>(std::sqrt(sq / d)) * rel;
-      for (uint32_t j = 0; j < d; ++j) out[j] += sd * noise(rng);
-      const float bm = a * ev.model.b[r1] + (1 - a) * ev.model.b[r2];
-      b[r] = bm + rel * std::abs(bm) * noise(rng);
-    }
-    index::FgdOptions o = opts;
-    o.hnsw.ef_construction = absl::GetFlag(FLAGS_fgd_scaling_efc);
-    Stopwatch bw;
-    ZOOM_ASSIGN_OR_RETURN(auto g, index::FgdIndex::Build(W.data(), b.data(), v, d, o));
-    const double build_s = bw.ElapsedMicros() / 1e6;
-    index::FgdSearchParams pe = fgd;
-    pe.tail = index::FgdTail::kNone;
-    pe.exact = true;
-    std::vector<index::FgdResult> re;
-    ZOOM_ASSIGN_OR_RETURN(double e_mode, TimePerContext(*g, ev.H.data(), n_scale, 1, pe, &re));
-    (void)e_mode;
-    const double e = FullSoftmaxUs(W, b, v, d, ev.H.data(), n_scale, 1, 10);
-    // ef doubles from 64 until precision@10 reaches 0.99 (or 1024).
-    for (uint32_t ef = 64; ef <= 1024; ef *= 2) {
-      index::FgdSearchParams p = fgd;
-      p.tail = index::FgdTail::kNone;
-      p.ef = ef;
-      std::vector<index::FgdResult> rf;
-      ZOOM_ASSIGN_OR_RETURN(double f, TimePerContext(*g, ev.H.data(), n_scale, 1, p, &rf));
-      double prec = 0, evals = 0;
-      for (size_t i = 0; i < rf.size(); ++i) {
-        const float kth = re[i].logits.back();
-        size_t hits = 0;
-        for (float z : rf[i].logits) hits += z >= kth - 1e-4f;
-        prec += static_cast<double>(hits) / 10;
-        evals += rf[i].distance_evals;
-      }
-      prec /= rf.size();
-      evals /= rf.size();
-      sc.Row({std::to_string(v), std::to_string(ef), Fmt(build_s, 1), Fmt(f, 1), Fmt(e, 1),
-              Fmt(e / f, 1), Fmt(prec, 4), Fmt(evals, 0)});
-      rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("scaling")},
-                    {"vocab", static_cast<int64_t>(v)}, {"ef", static_cast<int64_t>(ef)},
-                    {"build_s", build_s}, {"fgd_us", f}, {"softmax_us", e}, {"speedup", e / f},
-                    {"p_at_10_vs_exact", prec}, {"distance_evals", evals}});
-      if (prec >= 0.99) break;
-    }
+    ZOOM_RETURN_IF_ERROR(ScaleTo(static_cast<uint32_t>(size), n_scale, rng, sc, rep));
   }
+  return absl::OkStatus();
+}
 
-  }
+// (5) the in-process time per context: zoomload --workload fgd measures
+// TopK and StreamTopK through gRPC; loadtest/grpc_overhead.py --workload fgd
+// puts this time beside them.
+void FgdWorkload::InProcessSection(Reporter& rep) const {
+  std::printf("\n(5) in process, batch 1, k = 10, ef = %u, %zu contexts: %.1f us per context "
+              "(FgdIndex::Search, the clusters tail)\n",
+              fgd_.ef, ev_.n, fgd_us_);
+  rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("in_process")},
+                {"ef", static_cast<int64_t>(fgd_.ef)},
+                {"contexts", static_cast<int64_t>(ev_.n)}, {"in_process_us", fgd_us_}});
+}
 
-  // ---- (5) through gRPC ----------------------------------------------------------
-  if (absl::GetFlag(FLAGS_fgd_grpc) && want("grpc")) {
-    const std::string work = "/var/tmp/zoombench-fgd";
-    std::error_code ec;
-    fs::remove_all(work, ec);
-    server::ServerOptions so;
-    so.database.data_dir = work;
-    so.grpc_address = "127.0.0.1:0";
-    so.metrics_address = "";
-    so.threads = 2;
-    // The model's parent is the server's models directory; the request names
-    // the model directory under it.
-    fs::path model_path = fs::path(dir).lexically_normal();
-    if (!model_path.has_filename()) model_path = model_path.parent_path();  // "dir/"
-    so.models_dir = model_path.parent_path().string();
-    server::ZoomServer srv(so);
-    ZOOM_RETURN_IF_ERROR(srv.Start());
-    auto decoder = client::DecoderClient::Connect(absl::StrCat("127.0.0.1:", srv.grpc_port()));
-    ZOOM_RETURN_IF_ERROR(
-        decoder->LoadModel("lm", model_path.filename().string(), /*wait=*/true).status());
-    const size_t n_rpc = std::min<size_t>(ev.n, 2000);
-    auto make = [&](size_t i) {
-      v1::TopKRequest req;
-      req.set_model("lm");
-      req.set_k(10);
-      req.set_ef(fgd.ef);
-      req.set_return_probs(true);
-      req.add_contexts()->mutable_h()->Assign(ev.H.data() + i * d, ev.H.data() + (i + 1) * d);
-      return req;
-    };
-    Stopwatch uw;
-    size_t agree = 0;
-    for (size_t i = 0; i < n_rpc; ++i) {
-      ZOOM_ASSIGN_OR_RETURN(v1::TopKResponse resp, decoder->TopK(make(i)));
-      agree += resp.results(0).ids(0) == fgd_results[i].ids[0];
-    }
-    const double unary_us = uw.ElapsedMicros() / n_rpc;
-    Stopwatch bw;
-    {
-      auto stream = decoder->OpenStream();
-      for (size_t i = 0; i < n_rpc; ++i) ZOOM_RETURN_IF_ERROR(stream->Step(make(i)).status());
-      ZOOM_RETURN_IF_ERROR(stream->Finish());
-    }
-    const double stream_us = bw.ElapsedMicros() / n_rpc;
-    std::printf("\n(5) through gRPC on loopback, batch 1, k = 10, ef = %u, %zu contexts\n",
-                fgd.ef, n_rpc);
-    Table gt({"path", "us/context", "overhead us"});
-    gt.Row({"in-process", Fmt(fgd_us, 1), "0"});
-    gt.Row({"TopK (unary)", Fmt(unary_us, 1), Fmt(unary_us - fgd_us, 1)});
-    gt.Row({"StreamTopK", Fmt(stream_us, 1), Fmt(stream_us - fgd_us, 1)});
-    std::printf("top-1 through gRPC equals in-process for %zu of %zu contexts\n", agree, n_rpc);
-    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("grpc")},
-                  {"in_process_us", fgd_us}, {"topk_us", unary_us}, {"stream_us", stream_us}});
-    srv.Shutdown(absl::Seconds(5));
-  }
+absl::Status FgdWorkload::Run(Reporter& rep) {
+  openblas_set_num_threads(1);  // same threads for both: one (BLAS included)
+  Machine(rep);
+  ZOOM_RETURN_IF_ERROR(BuildAndTime());
+  if (Want("quality")) QualitySection(rep);
+  if (Want("latency")) ZOOM_RETURN_IF_ERROR(LatencySection(rep));
+  if (Want("tail")) ZOOM_RETURN_IF_ERROR(TailSection(rep));
+  if (Want("default")) ZOOM_RETURN_IF_ERROR(DefaultSection(rep));
+  if (Want("sweep")) ZOOM_RETURN_IF_ERROR(SweepSection(rep));
+  if (Want("scaling")) ZOOM_RETURN_IF_ERROR(ScalingSection(rep));
+  if (Want("in_process")) InProcessSection(rep);
+  return absl::OkStatus();
+}
+
+absl::Status FgdWorkload::Report(Reporter& /*rep*/) {
   std::printf("load average (1 min) after the run: %.2f\n", LoadAverage1m());
   return absl::OkStatus();
 }
 
-const RegisterWorkload kRegisterFgd("fgd", RunFgd);
+const RegisterWorkload kRegisterFgd("fgd", RunWorkload<FgdWorkload>);
 
 }  // namespace
 }  // namespace zoom::bench

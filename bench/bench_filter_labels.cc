@@ -115,16 +115,13 @@ std::vector<size_t> Sample(size_t n, size_t k) {
   return rows;
 }
 
-// The cases of the file comment. `base` and `qcls` (the class of query q of
-// the space) must outlive them.
-std::vector<Case> MakeLabelCases(const std::vector<int64_t>& base,
-                                 const std::vector<int64_t>& qcls) {
-  const size_t n = base.size();
-  const int64_t half = static_cast<int64_t>(n / 2);
+// For each query, two classes other than its own, as the Python script
+// picks them.
+std::vector<std::pair<int64_t, int64_t>> OtherClasses(const std::vector<int64_t>& base,
+                                                      const std::vector<int64_t>& qcls) {
   std::vector<int64_t> classes = base;
   std::sort(classes.begin(), classes.end());
   classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
-  // Two classes other than c, as the Python script picks them.
   std::vector<std::pair<int64_t, int64_t>> others(qcls.size());
   for (size_t q = 0; q < qcls.size(); ++q) {
     const int64_t c = qcls[q];
@@ -146,7 +143,16 @@ std::vector<Case> MakeLabelCases(const std::vector<int64_t>& base,
     }
     others[q] = {a, b};
   }
-  auto shared_others = std::make_shared<std::vector<std::pair<int64_t, int64_t>>>(others);
+  return others;
+}
+
+// The cases of the file comment. `base` and `qcls` (the class of query q of
+// the space) must outlive them.
+std::vector<Case> MakeLabelCases(const std::vector<int64_t>& base,
+                                 const std::vector<int64_t>& qcls) {
+  const int64_t half = static_cast<int64_t>(base.size() / 2);
+  auto shared_others =
+      std::make_shared<std::vector<std::pair<int64_t, int64_t>>>(OtherClasses(base, qcls));
   std::vector<Case> cases;
   {
     Case c;
@@ -314,182 +320,248 @@ void JsonLabelRow(Reporter& rep, const Dataset& ds, const std::string& index_key
                 {"kernels", std::string(index::KernelChoices())}});
 }
 
-absl::Status RunFilterLabels(Reporter& rep) {
-  std::string dir = absl::GetFlag(FLAGS_filter_labels_dataset);
-  if (dir.empty()) dir = DefaultDataRoot() + "/mnist-784";
-  const std::string base_labels_path = dir + "/base_labels.txt";
-  const std::string query_labels_path = dir + "/query_labels.txt";
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(base_labels_path, ec) ||
-      !std::filesystem::is_regular_file(query_labels_path, ec)) {
-    std::printf("filter_labels: skipped: no labelled data set at %s (base_labels.txt and "
-                "query_labels.txt beside the vectors; --filter_labels_dataset)\n",
-                dir.c_str());
-    return absl::OkStatus();
-  }
-  std::vector<std::string> knob_sets =
-      absl::StrSplit(absl::GetFlag(FLAGS_filter_labels_knobs), ',', absl::SkipEmpty());
-  for (const std::string& k : knob_sets) {
+// The workload: Setup reads the labels (skipping the workload when there
+// are none), gets the engine, samples the queries, indexes the payloads and
+// makes the cases; Run measures each case with each knob setting.
+class FilterLabelsWorkload : public Workload {
+ public:
+  absl::Status Setup() override;
+  absl::Status Run(Reporter& rep) override;
+  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+
+ private:
+  absl::Status ReadFlags();
+  absl::Status Prepare();
+  void IndexPayloads();
+  absl::Status FixKnobs();
+  absl::Status SelectCases();
+  // zoomd's search of query q of case c with the planner at `knobs`.
+  QueryFn ZoomFn(const Case& c, const ZoomKnobs& knobs) const;
+  // The knobs of each setting (best: this case's sweep, one thread).
+  absl::StatusOr<std::vector<ZoomKnobs>> ChooseKnobs(const Case& c, const Truth& truth) const;
+  absl::Status RunOneCase(const Case& c, Reporter& rep) const;
+
+  bool skipped_ = false;
+  std::string dir_;
+  std::vector<std::string> knob_sets_;
+  ZoomBuilt zb_;
+  size_t n_ = 0, nq_ = 0;
+  std::vector<int64_t> base_labels_, query_labels_, qcls_;
+  std::vector<int> threads_;
+  std::vector<size_t> sample_;
+  Space space_;
+  server::IdTracker ids_;
+  server::PayloadIndex pindex_;
+  std::map<std::string, ZoomKnobs> fixed_;
+  std::vector<ZoomKnobs> sweep_;
+  double budget_ = 0;
+  int rounds_ = 1;
+  std::vector<Case> cases_;
+};
+
+absl::Status FilterLabelsWorkload::ReadFlags() {
+  knob_sets_ = absl::StrSplit(absl::GetFlag(FLAGS_filter_labels_knobs), ',', absl::SkipEmpty());
+  for (const std::string& k : knob_sets_) {
     if (k != "default" && k != "built_in" && k != "best") {
       return absl::InvalidArgumentError(
           absl::StrCat("--filter_labels_knobs: '", k, "' is not default, built_in or best"));
     }
   }
-  ZOOM_ASSIGN_OR_RETURN(const DatasetFolder folder, OpenDatasetFolder(dir, /*need_base=*/true));
-  ZOOM_ASSIGN_OR_RETURN(ZoomBuilt zb, GetZoomBuiltFor(dir, folder.DefaultMetric()));
-  const Dataset& ds = *zb.ds;
-  const server::SearchEngine& engine = *zb.engine;
-  const size_t n = ds.base.rows;
-  ZOOM_ASSIGN_OR_RETURN(const std::vector<int64_t> base_labels, ReadLabels(base_labels_path));
-  ZOOM_ASSIGN_OR_RETURN(const std::vector<int64_t> query_labels, ReadLabels(query_labels_path));
-  if (base_labels.size() != n || query_labels.size() < ds.queries.rows) {
+  ZOOM_ASSIGN_OR_RETURN(threads_, ThreadsFlag());
+  budget_ = absl::GetFlag(FLAGS_filter_budget_s);
+  rounds_ = std::max(1, absl::GetFlag(FLAGS_filter_rounds));
+  return absl::OkStatus();
+}
+
+// The engine, the labels, the query sample and the space.
+absl::Status FilterLabelsWorkload::Prepare() {
+  ZOOM_ASSIGN_OR_RETURN(const DatasetFolder folder, OpenDatasetFolder(dir_, /*need_base=*/true));
+  ZOOM_ASSIGN_OR_RETURN(zb_, GetZoomBuiltFor(dir_, folder.DefaultMetric()));
+  const Dataset& ds = *zb_.ds;
+  n_ = ds.base.rows;
+  ZOOM_ASSIGN_OR_RETURN(base_labels_, ReadLabels(dir_ + "/base_labels.txt"));
+  ZOOM_ASSIGN_OR_RETURN(query_labels_, ReadLabels(dir_ + "/query_labels.txt"));
+  if (base_labels_.size() != n_ || query_labels_.size() < ds.queries.rows) {
     return absl::FailedPreconditionError(absl::StrCat(
-        dir, ": ", base_labels.size(), " base labels for ", n, " base rows, ",
-        query_labels.size(), " query labels for ", ds.queries.rows, " queries"));
+        dir_, ": ", base_labels_.size(), " base labels for ", n_, " base rows, ",
+        query_labels_.size(), " query labels for ", ds.queries.rows, " queries"));
   }
-  ZOOM_ASSIGN_OR_RETURN(std::vector<int> threads, ThreadsFlag());
-  const std::vector<size_t> sample = Sample(
-      ds.queries.rows, static_cast<size_t>(std::max<int64_t>(
-                           1, absl::GetFlag(FLAGS_filter_labels_queries))));
-  const size_t nq = sample.size();
-  std::vector<int64_t> qcls(nq);
-  for (size_t q = 0; q < nq; ++q) qcls[q] = query_labels[sample[q]];
-  std::vector<int64_t> classes = base_labels;
+  sample_ = Sample(ds.queries.rows, static_cast<size_t>(std::max<int64_t>(
+                                        1, absl::GetFlag(FLAGS_filter_labels_queries))));
+  nq_ = sample_.size();
+  qcls_.resize(nq_);
+  for (size_t q = 0; q < nq_; ++q) qcls_[q] = query_labels_[sample_[q]];
+  std::vector<int64_t> classes = base_labels_;
   std::sort(classes.begin(), classes.end());
   classes.erase(std::unique(classes.begin(), classes.end()), classes.end());
   std::printf("filter_labels: %s (%s), %zu points, %zu classes, %zu queries per case (a seeded "
               "sample of %zu), index %s, SIMD %s, load %.1f\n",
-              ds.name.c_str(), MetricName(ds.metric), n, classes.size(), nq,
-              static_cast<size_t>(ds.queries.rows), zb.params.c_str(), index::KernelChoices(),
+              ds.name.c_str(), MetricName(ds.metric), n_, classes.size(), nq_,
+              static_cast<size_t>(ds.queries.rows), zb_.params.c_str(), index::KernelChoices(),
               LoadAverage1m());
-  Stopwatch sw;
-  const Space space = Prepare(ds, sample);
-  // The payload indexes over every base row (all live), as a collection's.
-  server::IdTracker ids;
-  ids.Reserve(n);
-  server::PayloadIndex pindex;
-  pindex.AddField("cls", server::FieldIndexType::kInteger, true);
-  pindex.AddField("n", server::FieldIndexType::kInteger, true);
-  for (size_t i = 0; i < n; ++i) {
-    ids.Set(static_cast<InternalId>(i), i);
-    server::PayloadFields f;
-    f["cls"] = server::FieldValue::Of(base_labels[i]);
-    f["n"] = server::FieldValue::Of(static_cast<int64_t>(i));
-    pindex.Update(static_cast<InternalId>(i), nullptr, &f);
-  }
-  ids.Publish(n);
-  std::printf("payload indexes in %.1f s (%.1f MB)\n", sw.ElapsedSeconds(), pindex.Bytes() / 1e6);
+  return absl::OkStatus();
+}
 
-  std::map<std::string, ZoomKnobs> fixed;
-  if (std::find(knob_sets.begin(), knob_sets.end(), "default") != knob_sets.end()) {
+// The payload indexes over every base row (all live), as a collection's.
+void FilterLabelsWorkload::IndexPayloads() {
+  Stopwatch sw;
+  space_ = filter_bench::Prepare(*zb_.ds, sample_);
+  ids_.Reserve(n_);
+  pindex_.AddField("cls", server::FieldIndexType::kInteger, true);
+  pindex_.AddField("n", server::FieldIndexType::kInteger, true);
+  for (size_t i = 0; i < n_; ++i) {
+    ids_.Set(static_cast<InternalId>(i), i);
+    server::PayloadFields f;
+    f["cls"] = server::FieldValue::Of(base_labels_[i]);
+    f["n"] = server::FieldValue::Of(static_cast<int64_t>(i));
+    pindex_.Update(static_cast<InternalId>(i), nullptr, &f);
+  }
+  ids_.Publish(n_);
+  std::printf("payload indexes in %.1f s (%.1f MB)\n", sw.ElapsedSeconds(), pindex_.Bytes() / 1e6);
+}
+
+absl::Status FilterLabelsWorkload::FixKnobs() {
+  if (std::find(knob_sets_.begin(), knob_sets_.end(), "default") != knob_sets_.end()) {
     std::string note;
-    ZOOM_ASSIGN_OR_RETURN(fixed["default"], DefaultKnobs(engine, &note));
+    ZOOM_ASSIGN_OR_RETURN(fixed_["default"], DefaultKnobs(*zb_.engine, &note));
     std::printf("default knobs: %s\n", note.c_str());
   }
-  {
-    const server::SearchParams builtin;
-    fixed["built_in"] = ZoomKnobs{builtin.ef, builtin.nprobe, builtin.rerank_candidates};
-  }
-  const bool ivf = engine.index()->spec().kind == index::IndexKind::kIvfHnswPq;
-  const std::vector<ZoomKnobs> sweep = ZoomSweep(ivf);
-  const double budget = absl::GetFlag(FLAGS_filter_budget_s);
-  const int rounds = std::max(1, absl::GetFlag(FLAGS_filter_rounds));
+  const server::SearchParams builtin;
+  fixed_["built_in"] = ZoomKnobs{builtin.ef, builtin.nprobe, builtin.rerank_candidates};
+  sweep_ = ZoomSweep(zb_.engine->index()->spec().kind == index::IndexKind::kIvfHnswPq);
+  return absl::OkStatus();
+}
 
-  std::vector<Case> cases = MakeLabelCases(base_labels, qcls);
-  if (const std::string only = absl::GetFlag(FLAGS_filter_labels_cases); !only.empty()) {
-    const std::vector<std::string> parts = absl::StrSplit(only, ',', absl::SkipEmpty());
-    std::erase_if(cases, [&](const Case& c) {
-      return std::find(parts.begin(), parts.end(), c.name) == parts.end();
-    });
-    if (cases.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--filter_labels_cases: no case is named in '", only, "'"));
+absl::Status FilterLabelsWorkload::SelectCases() {
+  cases_ = MakeLabelCases(base_labels_, qcls_);
+  const std::string only = absl::GetFlag(FLAGS_filter_labels_cases);
+  if (only.empty()) return absl::OkStatus();
+  const std::vector<std::string> parts = absl::StrSplit(only, ',', absl::SkipEmpty());
+  std::erase_if(cases_, [&](const Case& c) {
+    return std::find(parts.begin(), parts.end(), c.name) == parts.end();
+  });
+  if (cases_.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--filter_labels_cases: no case is named in '", only, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FilterLabelsWorkload::Setup() {
+  dir_ = absl::GetFlag(FLAGS_filter_labels_dataset);
+  if (dir_.empty()) dir_ = DefaultDataRoot() + "/mnist-784";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(dir_ + "/base_labels.txt", ec) ||
+      !std::filesystem::is_regular_file(dir_ + "/query_labels.txt", ec)) {
+    std::printf("filter_labels: skipped: no labelled data set at %s (base_labels.txt and "
+                "query_labels.txt beside the vectors; --filter_labels_dataset)\n",
+                dir_.c_str());
+    skipped_ = true;
+    return absl::OkStatus();
+  }
+  ZOOM_RETURN_IF_ERROR(ReadFlags());
+  ZOOM_RETURN_IF_ERROR(Prepare());
+  IndexPayloads();
+  ZOOM_RETURN_IF_ERROR(FixKnobs());
+  return SelectCases();
+}
+
+QueryFn FilterLabelsWorkload::ZoomFn(const Case& c, const ZoomKnobs& knobs) const {
+  return [this, &c, knobs](size_t q, int64_t* out, QueryStats* st) {
+    thread_local server::MatchSet match;
+    thread_local server::QueryResult r;
+    const server::Filter f = c.filter(q);
+    server::SearchParams p;
+    p.k = kK;
+    p.ef = knobs.ef;
+    p.nprobe = knobs.nprobe;
+    p.rerank_candidates = knobs.rerank;
+    p.live_points = n_;
+    if (!f.empty()) {
+      ZOOM_RETURN_IF_ERROR(pindex_.Evaluate(f, ids_, n_, &match));
+      p.match = &match;
+    }
+    const Dataset& ds = *zb_.ds;
+    ZOOM_RETURN_IF_ERROR(
+        zb_.engine->Search(absl::MakeConstSpan(ds.queries.row(sample_[q]), ds.dim()), p, &r));
+    *st = r.stats;
+    for (size_t i = 0; i < kK; ++i) {
+      out[i] = i < r.hits.size() ? static_cast<int64_t>(r.hits[i].id) : -1;
+    }
+    return absl::OkStatus();
+  };
+}
+
+absl::StatusOr<std::vector<ZoomKnobs>> FilterLabelsWorkload::ChooseKnobs(
+    const Case& c, const Truth& truth) const {
+  std::vector<ZoomKnobs> chosen;
+  for (const std::string& which : knob_sets_) {
+    if (which != "best") {
+      chosen.push_back(fixed_.at(which));
+      continue;
+    }
+    std::vector<Row> rows;
+    for (const ZoomKnobs& k : sweep_) {
+      ZOOM_ASSIGN_OR_RETURN(Outcome o, RunCase(space_, c, truth, nq_, 1, budget_, ZoomFn(c, k)));
+      rows.push_back({"zoomd_planner", k.Label(), 1, o});
+    }
+    const Row* best = Best(rows);
+    chosen.push_back(sweep_[0]);
+    for (const ZoomKnobs& k : sweep_) {
+      if (k.Label() == best->params) chosen.back() = k;
     }
   }
-  std::printf("\n");
-  PrintHeader();
-  for (const Case& c : cases) {
-    const Truth truth = Oracle(space, c, n, nq);
-    double share = 0;
-    for (uint64_t m : truth.matches) share += static_cast<double>(m) / n;
-    share /= nq;
-    const auto fn = [&](const ZoomKnobs& knobs) -> QueryFn {
-      return [&, knobs](size_t q, int64_t* out, QueryStats* st) {
-        thread_local server::MatchSet match;
-        thread_local server::QueryResult r;
-        const server::Filter f = c.filter(q);
-        server::SearchParams p;
-        p.k = kK;
-        p.ef = knobs.ef;
-        p.nprobe = knobs.nprobe;
-        p.rerank_candidates = knobs.rerank;
-        p.live_points = n;
-        if (!f.empty()) {
-          ZOOM_RETURN_IF_ERROR(pindex.Evaluate(f, ids, n, &match));
-          p.match = &match;
-        }
-        ZOOM_RETURN_IF_ERROR(
-            engine.Search(absl::MakeConstSpan(ds.queries.row(sample[q]), ds.dim()), p, &r));
-        *st = r.stats;
-        for (size_t i = 0; i < kK; ++i) {
-          out[i] = i < r.hits.size() ? static_cast<int64_t>(r.hits[i].id) : -1;
-        }
-        return absl::OkStatus();
-      };
-    };
-    // The knobs of each setting (best: this case's sweep, one thread).
-    std::vector<ZoomKnobs> chosen;
-    for (const std::string& which : knob_sets) {
-      if (which != "best") {
-        chosen.push_back(fixed.at(which));
-        continue;
-      }
-      std::vector<Row> rows;
-      for (const ZoomKnobs& k : sweep) {
-        ZOOM_ASSIGN_OR_RETURN(Outcome o, RunCase(space, c, truth, nq, 1, budget, fn(k)));
-        rows.push_back({"zoomd_planner", k.Label(), 1, o});
-      }
-      const Row* best = Best(rows);
-      chosen.push_back(sweep[0]);
-      for (const ZoomKnobs& k : sweep) {
-        if (k.Label() == best->params) chosen.back() = k;
+  return chosen;
+}
+
+absl::Status FilterLabelsWorkload::RunOneCase(const Case& c, Reporter& rep) const {
+  const Truth truth = Oracle(space_, c, n_, nq_);
+  double share = 0;
+  for (uint64_t m : truth.matches) share += static_cast<double>(m) / n_;
+  share /= nq_;
+  ZOOM_ASSIGN_OR_RETURN(const std::vector<ZoomKnobs> chosen, ChooseKnobs(c, truth));
+  // Every query of the sample, --filter_rounds interleaved rounds per
+  // thread count (the order rotated), the round of median QPS reported.
+  std::vector<std::vector<LabelRow>> by_knobs(knob_sets_.size());
+  for (int t : threads_) {
+    std::vector<std::vector<Outcome>> runs(knob_sets_.size());
+    for (int r = 0; r < rounds_; ++r) {
+      for (size_t j = 0; j < knob_sets_.size(); ++j) {
+        const size_t si = (j + static_cast<size_t>(r)) % knob_sets_.size();
+        ZOOM_ASSIGN_OR_RETURN(
+            Outcome o, RunCase(space_, c, truth, nq_, t, std::numeric_limits<double>::infinity(),
+                               ZoomFn(c, chosen[si])));
+        runs[si].push_back(std::move(o));
       }
     }
-    // Every query of the sample, --filter_rounds interleaved rounds per
-    // thread count (the order rotated), the round of median QPS reported.
-    std::vector<std::vector<LabelRow>> by_knobs(knob_sets.size());
-    for (int t : threads) {
-      std::vector<std::vector<Outcome>> runs(knob_sets.size());
-      for (int r = 0; r < rounds; ++r) {
-        for (size_t j = 0; j < knob_sets.size(); ++j) {
-          const size_t si = (j + static_cast<size_t>(r)) % knob_sets.size();
-          ZOOM_ASSIGN_OR_RETURN(
-              Outcome o, RunCase(space, c, truth, nq, t, std::numeric_limits<double>::infinity(),
-                                 fn(chosen[si])));
-          runs[si].push_back(std::move(o));
-        }
-      }
-      for (size_t si = 0; si < knob_sets.size(); ++si) {
-        std::vector<Outcome>& v = runs[si];
-        std::sort(v.begin(), v.end(),
-                  [](const Outcome& x, const Outcome& y) { return x.qps < y.qps; });
-        LabelRow row{knob_sets[si], Row{"zoomd_planner", chosen[si].Label(), t, v[v.size() / 2]}};
-        row.qps_low = v.front().qps;
-        row.qps_high = v.back().qps;
-        by_knobs[si].push_back(std::move(row));
-      }
+    for (size_t si = 0; si < knob_sets_.size(); ++si) {
+      std::vector<Outcome>& v = runs[si];
+      std::sort(v.begin(), v.end(),
+                [](const Outcome& x, const Outcome& y) { return x.qps < y.qps; });
+      LabelRow row{knob_sets_[si], Row{"zoomd_planner", chosen[si].Label(), t, v[v.size() / 2]}};
+      row.qps_low = v.front().qps;
+      row.qps_high = v.back().qps;
+      by_knobs[si].push_back(std::move(row));
     }
-    for (const std::vector<LabelRow>& rows : by_knobs) {
-      for (const LabelRow& row : rows) {
-        PrintLabelRow(c, share, row, nq, rounds);
-        JsonLabelRow(rep, ds, zb.params, c, share, row, rounds);
-      }
+  }
+  for (const std::vector<LabelRow>& rows : by_knobs) {
+    for (const LabelRow& row : rows) {
+      PrintLabelRow(c, share, row, nq_, rounds_);
+      JsonLabelRow(rep, *zb_.ds, zb_.params, c, share, row, rounds_);
     }
   }
   return absl::OkStatus();
 }
 
-const RegisterWorkload kFilterLabels("filter_labels", RunFilterLabels);
+absl::Status FilterLabelsWorkload::Run(Reporter& rep) {
+  if (skipped_) return absl::OkStatus();
+  std::printf("\n");
+  PrintHeader();
+  for (const Case& c : cases_) ZOOM_RETURN_IF_ERROR(RunOneCase(c, rep));
+  return absl::OkStatus();
+}
+
+const RegisterWorkload kFilterLabels("filter_labels", RunWorkload<FilterLabelsWorkload>);
 
 }  // namespace
 }  // namespace zoom::bench::filter_bench

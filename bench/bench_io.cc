@@ -31,7 +31,7 @@
 
 ABSL_FLAG(std::string, io_file, "/var/tmp/zoombench-io.dat",
           "File of 4 KiB records to read (written once, reused when big enough)");
-ABSL_FLAG(double, io_file_gib, 4.0, "Size of --io_file in GiB (at least 4 for the README figures)");
+ABSL_FLAG(double, io_file_gib, 4.0, "Size of --io_file in GiB (at least 4 for the figures of docs/benchmarks.md)");
 ABSL_FLAG(std::string, io_kprime, "10,50,100,200", "Records per query (K')");
 ABSL_FLAG(std::string, io_threads, "1,2", "Thread counts");
 ABSL_FLAG(double, io_seconds, 3.0, "Seconds per configuration");
@@ -199,42 +199,109 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::string& s) {
   return out;
 }
 
-absl::Status RunIo(Reporter& rep) {
-  const std::string path = absl::GetFlag(FLAGS_io_file);
-  const uint64_t bytes = AlignUp(
-      static_cast<uint64_t>(absl::GetFlag(FLAGS_io_file_gib) * (1ull << 30)), 8 << 20);
-  const double seconds = absl::GetFlag(FLAGS_io_seconds);
-  ZOOM_ASSIGN_OR_RETURN(auto kprimes, ParseInts(absl::GetFlag(FLAGS_io_kprime)));
-  ZOOM_ASSIGN_OR_RETURN(auto threads, ParseInts(absl::GetFlag(FLAGS_io_threads)));
-  ZOOM_RETURN_IF_ERROR(EnsureFile(path, bytes));
-  const uint64_t records = bytes / kRecord;
+// The workload: Setup writes the file (once) and reads the flags; Run runs
+// fio before, the fullview simulation's rows, fio again after; Report prints
+// the two ratios the foundation issue asks for.
+class IoWorkload : public Workload {
+ public:
+  absl::Status Setup() override;
+  absl::Status Run(Reporter& rep) override;
+  absl::Status Report(Reporter& rep) override;
 
-  std::vector<FioResult> fio;
-  const bool use_fio = absl::GetFlag(FLAGS_io_fio) && ::access("/usr/bin/fio", X_OK) == 0;
-  auto run_fio = [&](int qd) -> absl::Status {
-    ZOOM_ASSIGN_OR_RETURN(FioResult f, RunFio(path, bytes, qd, seconds));
-    fio.push_back(f);
-    std::printf("  fio QD%-4d  %9.0f IOPS  p50 %7.0f us  p99 %7.0f us\n", qd,
-                f.iops, f.p50_us, f.p99_us);
-    rep.JsonLine({{"name", std::string("fio")},
-                  {"iodepth", int64_t{qd}},
-                  {"reads_per_s", f.iops},
-                  {"p50_us", f.p50_us},
-                  {"p99_us", f.p99_us},
-                  {"mb_per_s", f.iops * kRecord / 1e6}});
-    return absl::OkStatus();
-  };
-  if (use_fio) {
-    std::printf("fio (random 4 KiB, direct=1, io_uring, %.0f s each):\n", seconds);
-    for (int qd : {1, 32, 128}) ZOOM_RETURN_IF_ERROR(run_fio(qd));
-  } else {
-    std::printf("fio not found (apt-get install fio) or --noio_fio: no device figures\n");
-  }
-
+ private:
   struct Variant {
     storage::IoBackend backend;
     bool registered;
   };
+  absl::Status Fio(int qd, Reporter& rep);
+  // One row: `variant` at K' = k from t threads; skipped (a line says why)
+  // when the backend cannot be made here.
+  absl::Status Simulate(const Variant& variant, int k, int t, Table& table, Reporter& rep);
+  const IoResult* Find(const std::string& backend, bool registered, int k, int t) const;
+
+  std::string path_;
+  uint64_t bytes_ = 0, records_ = 0;
+  double seconds_ = 0;
+  std::vector<int> kprimes_, threads_;
+  bool use_fio_ = false;
+  std::vector<FioResult> fio_;
+  std::vector<IoResult> results_;
+};
+
+absl::Status IoWorkload::Setup() {
+  path_ = absl::GetFlag(FLAGS_io_file);
+  bytes_ = AlignUp(static_cast<uint64_t>(absl::GetFlag(FLAGS_io_file_gib) * (1ull << 30)),
+                   8 << 20);
+  seconds_ = absl::GetFlag(FLAGS_io_seconds);
+  ZOOM_ASSIGN_OR_RETURN(kprimes_, ParseInts(absl::GetFlag(FLAGS_io_kprime)));
+  ZOOM_ASSIGN_OR_RETURN(threads_, ParseInts(absl::GetFlag(FLAGS_io_threads)));
+  ZOOM_RETURN_IF_ERROR(EnsureFile(path_, bytes_));
+  records_ = bytes_ / kRecord;
+  use_fio_ = absl::GetFlag(FLAGS_io_fio) && ::access("/usr/bin/fio", X_OK) == 0;
+  return absl::OkStatus();
+}
+
+absl::Status IoWorkload::Fio(int qd, Reporter& rep) {
+  ZOOM_ASSIGN_OR_RETURN(FioResult f, RunFio(path_, bytes_, qd, seconds_));
+  fio_.push_back(f);
+  std::printf("  fio QD%-4d  %9.0f IOPS  p50 %7.0f us  p99 %7.0f us\n", qd,
+              f.iops, f.p50_us, f.p99_us);
+  rep.JsonLine({{"name", std::string("fio")},
+                {"iodepth", int64_t{qd}},
+                {"reads_per_s", f.iops},
+                {"p50_us", f.p50_us},
+                {"p99_us", f.p99_us},
+                {"mb_per_s", f.iops * kRecord / 1e6}});
+  return absl::OkStatus();
+}
+
+absl::Status IoWorkload::Simulate(const Variant& v, int k, int t, Table& table, Reporter& rep) {
+  storage::BlockReaderOptions opt;
+  opt.backend = v.backend;
+  opt.register_file = v.registered;
+  opt.register_buffers = v.registered;
+  auto reader = storage::MakeBlockReader(path_, opt);
+  if (!reader.ok()) {
+    std::printf("  %s: %s\n", std::string(storage::IoBackendName(v.backend)).c_str(),
+                reader.status().ToString().c_str());
+    return absl::OkStatus();
+  }
+  if (!(*reader)->direct_io()) {
+    return absl::FailedPreconditionError(
+        "the io file is not on a file system with O_DIRECT: figures would be page-cache figures");
+  }
+  ZOOM_ASSIGN_OR_RETURN(IoResult r, RunOne(**reader, records_, k, t, seconds_));
+  r.backend = std::string(storage::IoBackendName(v.backend));
+  r.registered = v.registered;
+  if (r.errors > 0) {
+    return absl::DataLossError(absl::StrCat(r.errors, " read errors or wrong records in ",
+                                            r.backend, " K'=", k));
+  }
+  table.Row({r.backend, r.registered ? "yes" : "no", absl::StrCat(k),
+             absl::StrCat(t), absl::StrCat(r.queries), Fmt(r.p50_us),
+             Fmt(r.p99_us), Fmt(r.p999_us), Fmt(r.reads_per_s, 0),
+             Fmt(r.mb_per_s)});
+  rep.JsonLine({{"backend", r.backend},
+                {"registered", r.registered},
+                {"k_prime", int64_t{k}},
+                {"threads", int64_t{t}},
+                {"queries", static_cast<int64_t>(r.queries)},
+                {"p50_us", r.p50_us},
+                {"p99_us", r.p99_us},
+                {"p999_us", r.p999_us},
+                {"reads_per_s", r.reads_per_s},
+                {"mb_per_s", r.mb_per_s}});
+  results_.push_back(r);
+  return absl::OkStatus();
+}
+
+absl::Status IoWorkload::Run(Reporter& rep) {
+  if (use_fio_) {
+    std::printf("fio (random 4 KiB, direct=1, io_uring, %.0f s each):\n", seconds_);
+    for (int qd : {1, 32, 128}) ZOOM_RETURN_IF_ERROR(Fio(qd, rep));
+  } else {
+    std::printf("fio not found (apt-get install fio) or --noio_fio: no device figures\n");
+  }
   std::vector<Variant> variants = {{storage::IoBackend::kIoUring, true}};
   if (absl::GetFlag(FLAGS_io_plain_uring)) {
     variants.push_back({storage::IoBackend::kIoUring, false});
@@ -242,101 +309,68 @@ absl::Status RunIo(Reporter& rep) {
   variants.push_back({storage::IoBackend::kPread, false});
 
   std::printf("\nfullview simulation: K' random 4 KiB records per query, O_DIRECT, %.0f s each\n",
-              seconds);
+              seconds_);
   Table table({"backend", "registered", "K'", "threads", "queries", "p50_us",
                "p99_us", "p99.9_us", "reads/s", "MB/s"});
-  std::vector<IoResult> results;
-  for (int k : kprimes) {
-    for (int t : threads) {
-      for (const Variant& v : variants) {
-        storage::BlockReaderOptions opt;
-        opt.backend = v.backend;
-        opt.register_file = v.registered;
-        opt.register_buffers = v.registered;
-        auto reader = storage::MakeBlockReader(path, opt);
-        if (!reader.ok()) {
-          std::printf("  %s: %s\n", std::string(storage::IoBackendName(v.backend)).c_str(),
-                      reader.status().ToString().c_str());
-          continue;
-        }
-        if (!(*reader)->direct_io()) {
-          return absl::FailedPreconditionError(
-              "the io file is not on a file system with O_DIRECT: figures would be page-cache figures");
-        }
-        ZOOM_ASSIGN_OR_RETURN(IoResult r, RunOne(**reader, records, k, t, seconds));
-        r.backend = std::string(storage::IoBackendName(v.backend));
-        r.registered = v.registered;
-        if (r.errors > 0) {
-          return absl::DataLossError(absl::StrCat(r.errors, " read errors or wrong records in ",
-                                                  r.backend, " K'=", k));
-        }
-        table.Row({r.backend, r.registered ? "yes" : "no", absl::StrCat(k),
-                   absl::StrCat(t), absl::StrCat(r.queries), Fmt(r.p50_us),
-                   Fmt(r.p99_us), Fmt(r.p999_us), Fmt(r.reads_per_s, 0),
-                   Fmt(r.mb_per_s)});
-        rep.JsonLine({{"backend", r.backend},
-                      {"registered", r.registered},
-                      {"k_prime", int64_t{k}},
-                      {"threads", int64_t{t}},
-                      {"queries", static_cast<int64_t>(r.queries)},
-                      {"p50_us", r.p50_us},
-                      {"p99_us", r.p99_us},
-                      {"p999_us", r.p999_us},
-                      {"reads_per_s", r.reads_per_s},
-                      {"mb_per_s", r.mb_per_s}});
-        results.push_back(r);
-      }
+  for (int k : kprimes_) {
+    for (int t : threads_) {
+      for (const Variant& v : variants) ZOOM_RETURN_IF_ERROR(Simulate(v, k, t, table, rep));
     }
   }
-  if (use_fio) {
+  if (use_fio_) {
     std::printf("\nfio again after the runs (the disk drifts):\n");
-    ZOOM_RETURN_IF_ERROR(run_fio(128));
+    ZOOM_RETURN_IF_ERROR(Fio(128, rep));
   }
+  return absl::OkStatus();
+}
 
-  // The two ratios the foundation issue asks for.
-  auto find = [&](const std::string& b, bool reg, int k, int t) -> const IoResult* {
-    for (const auto& r : results) {
-      if (r.backend == b && r.registered == reg && r.k_prime == k && r.threads == t) return &r;
+const IoResult* IoWorkload::Find(const std::string& backend, bool registered, int k,
+                                 int t) const {
+  for (const IoResult& r : results_) {
+    if (r.backend == backend && r.registered == registered && r.k_prime == k && r.threads == t) {
+      return &r;
     }
-    return nullptr;
-  };
+  }
+  return nullptr;
+}
+
+absl::Status IoWorkload::Report(Reporter& /*rep*/) {
   std::printf("\nsummary:\n");
-  for (int t : threads) {
-    const IoResult* u = find("io_uring", true, 100, t);
-    const IoResult* p = find("pread", false, 100, t);
+  for (int t : threads_) {
+    const IoResult* u = Find("io_uring", true, 100, t);
+    const IoResult* p = Find("pread", false, 100, t);
     if (u && p) {
       std::printf("  K'=100, %d thread(s): pread-loop p50 / io_uring-batch p50 = %.1fx\n", t,
                   p->p50_us / u->p50_us);
     }
   }
-  if (use_fio) {
-    double fio128 = 0;
-    int n128 = 0;
-    for (const auto& f : fio) {
-      if (f.iodepth == 128) {
-        fio128 += f.iops;
-        ++n128;
-      }
+  if (!use_fio_) return absl::OkStatus();
+  double fio128 = 0;
+  int n128 = 0;
+  for (const FioResult& f : fio_) {
+    if (f.iodepth == 128) {
+      fio128 += f.iops;
+      ++n128;
     }
-    fio128 /= std::max(1, n128);
-    double best = 0;
-    int best_k = 0;
-    for (const auto& r : results) {
-      if (r.backend == "io_uring" && r.threads == 2 && r.reads_per_s > best) {
-        best = r.reads_per_s;
-        best_k = r.k_prime;
-      }
+  }
+  fio128 /= std::max(1, n128);
+  double best = 0;
+  int best_k = 0;
+  for (const IoResult& r : results_) {
+    if (r.backend == "io_uring" && r.threads == 2 && r.reads_per_s > best) {
+      best = r.reads_per_s;
+      best_k = r.k_prime;
     }
-    if (best > 0) {
-      std::printf("  io_uring at 2 threads (best K'=%d): %.0f reads/s = %.0f%% of fio QD128 "
-                  "(mean of the runs before and after: %.0f IOPS)\n",
-                  best_k, best, 100.0 * best / fio128, fio128);
-    }
+  }
+  if (best > 0) {
+    std::printf("  io_uring at 2 threads (best K'=%d): %.0f reads/s = %.0f%% of fio QD128 "
+                "(mean of the runs before and after: %.0f IOPS)\n",
+                best_k, best, 100.0 * best / fio128, fio128);
   }
   return absl::OkStatus();
 }
 
-const RegisterWorkload kRegisterIo("io", RunIo);
+const RegisterWorkload kRegisterIo("io", RunWorkload<IoWorkload>);
 
 }  // namespace
 }  // namespace zoom::bench

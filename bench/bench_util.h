@@ -62,6 +62,30 @@ struct RegisterWorkload {
   }
 };
 
+// The shape of a workload: Setup reads its flags and loads or builds what
+// it measures (nothing timed), Run measures (a table row and a JSON line per
+// configuration, printed as they come), Report prints what sums the rows
+// up (side by side, Pareto front, the load average). An error from a step
+// ends the workload. Registered by name with RunWorkload<TheWorkload> as
+// its WorkloadFn.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual absl::Status Setup() = 0;
+  virtual absl::Status Run(Reporter& rep) = 0;
+  virtual absl::Status Report(Reporter& rep) = 0;
+};
+
+// Makes a W and runs its three steps in order.
+template <typename W>
+absl::Status RunWorkload(Reporter& rep) {
+  W workload;
+  Workload& w = workload;
+  if (absl::Status st = w.Setup(); !st.ok()) return st;
+  if (absl::Status st = w.Run(rep); !st.ok()) return st;
+  return w.Report(rep);
+}
+
 // Runs `cmd` through the shell and returns its standard output.
 absl::Status RunCommand(const std::string& cmd, std::string* output);
 

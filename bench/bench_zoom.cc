@@ -142,6 +142,76 @@ std::string SpecKey(const Dataset& ds, const index::IndexSpec& s) {
                       s.hnsw.ef_construction, "-nl", s.nlist, "-km", s.max_kmeans_points);
 }
 
+// The store of `ds` at `path`: opened when it holds the data set (unless
+// --rebuild), else written (full vectors, normalised for cosine).
+absl::StatusOr<std::unique_ptr<storage::VectorStore>> OpenOrWriteStore(const Dataset& ds,
+                                                                       const std::string& path) {
+  if (!absl::GetFlag(FLAGS_rebuild) && std::filesystem::exists(path)) {
+    auto s = storage::VectorStore::Open(path);
+    if (s.ok() && (*s)->count() == ds.base.rows && (*s)->dim() == ds.dim()) {
+      return std::move(s).value();
+    }
+  }
+  Stopwatch sw;
+  std::filesystem::remove(path);
+  storage::VectorStoreOptions opt;
+  opt.sync_on_append = false;
+  ZOOM_ASSIGN_OR_RETURN(
+      auto store, storage::VectorStore::Create(path, static_cast<uint32_t>(ds.dim()),
+                                               ds.is_uint8 ? storage::DType::kUint8
+                                                           : storage::DType::kFloat32,
+                                               opt));
+  const size_t d = ds.dim();
+  for (size_t first = 0; first < ds.base.rows; first += 8192) {
+    const size_t n = std::min<size_t>(8192, ds.base.rows - first);
+    if (ds.is_uint8) {
+      ZOOM_RETURN_IF_ERROR(store->Append(ds.base_u8.data.data() + first * d, n));
+    } else {
+      std::vector<float> x(ds.base.row(first), ds.base.row(first) + n * d);
+      if (ds.metric == Metric::kCosine) {
+        for (size_t i = 0; i < n; ++i) NormalizeL2(x.data() + i * d, d);
+      }
+      ZOOM_RETURN_IF_ERROR(store->Append(x.data(), n));
+    }
+  }
+  ZOOM_RETURN_IF_ERROR(store->Sync());
+  std::printf("vector store %s written in %.1f s (%.1f MB)\n", path.c_str(),
+              sw.ElapsedSeconds(), store->file_bytes() / 1e6);
+  return store;
+}
+
+// The index of `b` (its key and index_path set): loaded when the file holds
+// it (unless --rebuild), else built (timed: b->build_s, b->peak_rss) and
+// saved.
+absl::StatusOr<std::unique_ptr<index::VectorIndex>> LoadOrBuildIndex(
+    Built* b, const index::IndexSpec& spec, bool report_build) {
+  const Dataset& ds = b->ds;
+  if (!absl::GetFlag(FLAGS_rebuild) && std::filesystem::exists(b->index_path)) {
+    auto loaded = index::LoadIndex(b->index_path);
+    if (loaded.ok() && (*loaded)->size() == ds.base.rows) {
+      if (report_build) {
+        std::printf("index %s loaded from %s (use --rebuild to time a build)\n", b->key.c_str(),
+                    b->index_path.c_str());
+      }
+      return std::move(loaded).value();
+    }
+  }
+  std::printf("building %s over %zu vectors (SIMD: %s) ...\n", b->key.c_str(),
+              static_cast<size_t>(ds.base.rows),
+              index::KernelChoices());
+  std::fflush(stdout);
+  Stopwatch sw;
+  ZOOM_ASSIGN_OR_RETURN(auto idx, index::BuildIndex(spec, ds.base.data.data(), ds.base.rows));
+  b->build_s = sw.ElapsedSeconds();
+  b->peak_rss = PeakRssBytes();
+  ZOOM_RETURN_IF_ERROR(idx->Save(b->index_path));
+  std::printf("  built in %.1f s; peak RSS %.1f MB; preview resident %.2f MB "
+              "(%.1f bytes/vector)\n",
+              b->build_s, b->peak_rss / 1e6, idx->ResidentBytes() / 1e6,
+              double(idx->ResidentBytes()) / ds.base.rows);
+  return idx;
+}
+
 // Builds (or loads from --work_dir) the store and index of folder `dir`
 // under `metric`.
 absl::StatusOr<Built*> GetBuiltFor(const std::string& dir, Metric metric, bool report_build,
@@ -158,71 +228,10 @@ absl::StatusOr<Built*> GetBuiltFor(const std::string& dir, Metric metric, bool r
   b->key = SpecKey(ds, spec);
   const std::string work = absl::GetFlag(FLAGS_work_dir);
   std::filesystem::create_directories(work);
-  const std::string store_path =
-      absl::StrCat(work, "/", ds.name, "-", MetricName(ds.metric), ".zvec");
-  const std::string index_path = absl::StrCat(work, "/", b->key, ".zidx");
-  b->store_path = store_path;
-  b->index_path = index_path;
-  const bool rebuild = absl::GetFlag(FLAGS_rebuild);
-  // The store: full vectors (normalised for cosine), written once.
-  std::unique_ptr<storage::VectorStore> store;
-  if (!rebuild && std::filesystem::exists(store_path)) {
-    auto s = storage::VectorStore::Open(store_path);
-    if (s.ok() && (*s)->count() == ds.base.rows && (*s)->dim() == ds.dim()) {
-      store = std::move(s).value();
-    }
-  }
-  Stopwatch sw;
-  if (store == nullptr) {
-    std::filesystem::remove(store_path);
-    storage::VectorStoreOptions opt;
-    opt.sync_on_append = false;
-    ZOOM_ASSIGN_OR_RETURN(
-        store, storage::VectorStore::Create(store_path, static_cast<uint32_t>(ds.dim()),
-                                            ds.is_uint8 ? storage::DType::kUint8
-                                                        : storage::DType::kFloat32,
-                                            opt));
-    const size_t d = ds.dim();
-    for (size_t first = 0; first < ds.base.rows; first += 8192) {
-      const size_t n = std::min<size_t>(8192, ds.base.rows - first);
-      if (ds.is_uint8) {
-        ZOOM_RETURN_IF_ERROR(store->Append(ds.base_u8.data.data() + first * d, n));
-      } else {
-        std::vector<float> x(ds.base.row(first), ds.base.row(first) + n * d);
-        if (metric == Metric::kCosine) {
-          for (size_t i = 0; i < n; ++i) NormalizeL2(x.data() + i * d, d);
-        }
-        ZOOM_RETURN_IF_ERROR(store->Append(x.data(), n));
-      }
-    }
-    ZOOM_RETURN_IF_ERROR(store->Sync());
-    std::printf("vector store %s written in %.1f s (%.1f MB)\n", store_path.c_str(),
-                sw.ElapsedSeconds(), store->file_bytes() / 1e6);
-  }
-  // The index.
-  std::unique_ptr<index::VectorIndex> idx;
-  if (!rebuild && std::filesystem::exists(index_path)) {
-    auto loaded = index::LoadIndex(index_path);
-    if (loaded.ok() && (*loaded)->size() == ds.base.rows) idx = std::move(loaded).value();
-  }
-  if (idx == nullptr) {
-    std::printf("building %s over %zu vectors (SIMD: %s) ...\n", b->key.c_str(),
-                static_cast<size_t>(ds.base.rows),
-                index::KernelChoices());
-    std::fflush(stdout);
-    sw.Reset();
-    ZOOM_ASSIGN_OR_RETURN(idx, index::BuildIndex(spec, ds.base.data.data(), ds.base.rows));
-    b->build_s = sw.ElapsedSeconds();
-    b->peak_rss = PeakRssBytes();
-    ZOOM_RETURN_IF_ERROR(idx->Save(index_path));
-    std::printf("  built in %.1f s; peak RSS %.1f MB; preview resident %.2f MB "
-                "(%.1f bytes/vector)\n",
-                b->build_s, b->peak_rss / 1e6, idx->ResidentBytes() / 1e6,
-                double(idx->ResidentBytes()) / ds.base.rows);
-  } else if (report_build) {
-    std::printf("index %s loaded from %s (use --rebuild to time a build)\n", b->key.c_str(),
-                index_path.c_str());
-  }
+  b->store_path = absl::StrCat(work, "/", ds.name, "-", MetricName(ds.metric), ".zvec");
+  b->index_path = absl::StrCat(work, "/", b->key, ".zidx");
+  ZOOM_ASSIGN_OR_RETURN(auto store, OpenOrWriteStore(ds, b->store_path));
+  ZOOM_ASSIGN_OR_RETURN(auto idx, LoadOrBuildIndex(b.get(), spec, report_build));
   if (report_build && rep != nullptr) {
     rep->JsonLine({{"name", std::string("zoomd_build")},
                    {"dataset", ds.name},
@@ -306,35 +315,6 @@ void PrintStages(const std::vector<ConfigResult>& results) {
   }
 }
 
-absl::Status RunBuild(Reporter& rep) {
-  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(/*report_build=*/true, &rep));
-  (void)b;
-  return absl::OkStatus();
-}
-
-absl::Status RunSearch(Reporter& rep) {
-  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(false, nullptr));
-  ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
-  ZOOM_ASSIGN_OR_RETURN(auto efs, ListFlag(absl::GetFlag(FLAGS_ef), {64}));
-  ZOOM_ASSIGN_OR_RETURN(auto nprobes, ListFlag(absl::GetFlag(FLAGS_nprobe), {16}));
-  ZOOM_ASSIGN_OR_RETURN(auto reranks, ListFlag(absl::GetFlag(FLAGS_rerank), {100}));
-  server::SearchParams p;
-  p.ef = efs[0];
-  p.nprobe = nprobes[0];
-  p.rerank_candidates = reranks[0];
-  Table table = MakeResultTable();
-  std::vector<ConfigResult> mine;
-  for (int t : threads) {
-    ZOOM_ASSIGN_OR_RETURN(ConfigResult r,
-                          RunConfig(*b, p, t, static_cast<size_t>(absl::GetFlag(FLAGS_k))));
-    Report(rep, table, r);
-    mine.push_back(r);
-    SessionResults().push_back(r);
-  }
-  PrintStages(mine);
-  return absl::OkStatus();
-}
-
 double FioCeilingIops(const std::string& path) {
   if (!absl::GetFlag(FLAGS_sweep_fio) || ::access("/usr/bin/fio", X_OK) != 0) return -1;
   struct stat st;
@@ -359,7 +339,161 @@ double FioCeilingIops(const std::string& path) {
   return -1;
 }
 
-absl::Status RunSweepOne(Reporter& rep);
+// build: the index built (or loaded) and reported; nothing else.
+class BuildWorkload : public Workload {
+ public:
+  absl::Status Setup() override { return absl::OkStatus(); }
+  absl::Status Run(Reporter& rep) override {
+    return GetBuilt(/*report_build=*/true, &rep).status();
+  }
+  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+};
+
+// search (and recall): one configuration, the first of --ef, --nprobe and
+// --rerank, at each --threads; then the per-stage latency.
+class SearchWorkload : public Workload {
+ public:
+  absl::Status Setup() override {
+    ZOOM_ASSIGN_OR_RETURN(b_, GetBuilt(false, nullptr));
+    ZOOM_ASSIGN_OR_RETURN(threads_, ThreadsFlag());
+    ZOOM_ASSIGN_OR_RETURN(auto efs, ListFlag(absl::GetFlag(FLAGS_ef), {64}));
+    ZOOM_ASSIGN_OR_RETURN(auto nprobes, ListFlag(absl::GetFlag(FLAGS_nprobe), {16}));
+    ZOOM_ASSIGN_OR_RETURN(auto reranks, ListFlag(absl::GetFlag(FLAGS_rerank), {100}));
+    p_.ef = efs[0];
+    p_.nprobe = nprobes[0];
+    p_.rerank_candidates = reranks[0];
+    return absl::OkStatus();
+  }
+  absl::Status Run(Reporter& rep) override {
+    Table table = MakeResultTable();
+    for (int t : threads_) {
+      ZOOM_ASSIGN_OR_RETURN(ConfigResult r,
+                            RunConfig(*b_, p_, t, static_cast<size_t>(absl::GetFlag(FLAGS_k))));
+      bench::Report(rep, table, r);
+      mine_.push_back(r);
+      SessionResults().push_back(r);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Report(Reporter& /*rep*/) override {
+    PrintStages(mine_);
+    return absl::OkStatus();
+  }
+
+ private:
+  Built* b_ = nullptr;
+  std::vector<int> threads_;
+  server::SearchParams p_;
+  std::vector<ConfigResult> mine_;
+};
+
+// sweep, one code: the grid --ef x --nprobe x --rerank (x --rerank_stop_sd)
+// with a preview-only row per (ef, nprobe), at each --threads; then the
+// Pareto front, its per-stage latency and the disk's ceiling.
+class SweepWorkload : public Workload {
+ public:
+  absl::Status Setup() override;
+  absl::Status Run(Reporter& rep) override;
+  absl::Status Report(Reporter& rep) override;
+
+ private:
+  // The rows of one (threads, ef, nprobe): preview only, then each K' and
+  // stop rule.
+  absl::Status Point(int t, int ef, int np, Table& table, Reporter& rep);
+
+  Built* b_ = nullptr;
+  bool ivf_ = false;
+  size_t k_ = 10;
+  std::vector<int> threads_, efs_, nprobes_, reranks_;
+  std::vector<double> stop_sds_;
+  double ceiling_iops_ = -1;
+  std::vector<ConfigResult> mine_;
+};
+
+absl::Status SweepWorkload::Setup() {
+  ZOOM_ASSIGN_OR_RETURN(b_, GetBuilt(false, nullptr));
+  ZOOM_ASSIGN_OR_RETURN(threads_, ThreadsFlag());
+  ivf_ = b_->engine->index()->spec().kind == index::IndexKind::kIvfHnswPq;
+  ZOOM_ASSIGN_OR_RETURN(efs_, ListFlag(absl::GetFlag(FLAGS_ef),
+                                       ivf_ ? std::vector<int>{64}
+                                            : std::vector<int>{32, 64, 128, 256}));
+  ZOOM_ASSIGN_OR_RETURN(nprobes_, ListFlag(absl::GetFlag(FLAGS_nprobe),
+                                           ivf_ ? std::vector<int>{8, 16, 32, 64, 128}
+                                                : std::vector<int>{1}));
+  ZOOM_ASSIGN_OR_RETURN(reranks_, ListFlag(absl::GetFlag(FLAGS_rerank), {20, 50, 100, 200}));
+  for (absl::string_view v : absl::StrSplit(absl::GetFlag(FLAGS_rerank_stop_sd), ',')) {
+    double x = 0;
+    if (!absl::SimpleAtod(v, &x) || !(x >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rerank_stop_sd: '", v, "' is not a number >= 0"));
+    }
+    stop_sds_.push_back(x);
+  }
+  k_ = static_cast<size_t>(absl::GetFlag(FLAGS_k));
+  ceiling_iops_ = FioCeilingIops(b_->store_path);
+  if (ceiling_iops_ > 0) {
+    std::printf("fio QD128 random 4 KiB O_DIRECT reads on the store file: %.0f IOPS\n",
+                ceiling_iops_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SweepWorkload::Point(int t, int ef, int np, Table& table, Reporter& rep) {
+  server::SearchParams p;
+  p.ef = static_cast<uint32_t>(std::max(ef, ivf_ ? 2 * np : ef));
+  p.nprobe = static_cast<uint32_t>(np);
+  p.preview_only = true;
+  ZOOM_ASSIGN_OR_RETURN(ConfigResult pr, RunConfig(*b_, p, t, k_));
+  bench::Report(rep, table, pr);
+  mine_.push_back(pr);
+  p.preview_only = false;
+  for (int rr : reranks_) {
+    for (double sd : stop_sds_) {
+      p.rerank_candidates = static_cast<uint32_t>(rr);
+      p.rerank_stop_sd = sd;
+      ZOOM_ASSIGN_OR_RETURN(ConfigResult r, RunConfig(*b_, p, t, k_));
+      bench::Report(rep, table, r);
+      mine_.push_back(r);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SweepWorkload::Run(Reporter& rep) {
+  Table table = MakeResultTable();
+  for (int t : threads_) {
+    for (int ef : efs_) {
+      for (int np : nprobes_) ZOOM_RETURN_IF_ERROR(Point(t, ef, np, table, rep));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SweepWorkload::Report(Reporter& rep) {
+  std::printf("\nPareto front (recall@10 up, QPS up), zoomd:\n");
+  Table front = MakeResultTable();
+  for (const ConfigResult& r : ParetoFront(mine_)) bench::Report(rep, front, r);
+  PrintStages(ParetoFront(mine_));
+  if (ceiling_iops_ > 0) {
+    std::printf("\ndisk ceiling per configuration (fio QD128 IOPS / reads per query):\n");
+    for (const ConfigResult& r : ParetoFront(mine_)) {
+      if (r.run.reads_per_query <= 0) continue;
+      const double ceiling = ceiling_iops_ / r.run.reads_per_query;
+      std::printf("  %-55s threads=%d recall@10=%.3f qps=%.0f ceiling=%.0f (%.0f%%)\n",
+                  r.params.c_str(), r.threads, r.run.recall_at_10, r.run.qps, ceiling,
+                  100.0 * r.run.qps / ceiling);
+      rep.JsonLine({{"name", std::string("zoomd_disk_ceiling")},
+                    {"params", r.params},
+                    {"threads", int64_t{r.threads}},
+                    {"fio_qd128_iops", ceiling_iops_},
+                    {"reads_per_query", r.run.reads_per_query},
+                    {"ceiling_qps", ceiling},
+                    {"qps", r.run.qps}});
+    }
+  }
+  for (auto& r : mine_) SessionResults().push_back(r);
+  return absl::OkStatus();
+}
 
 // --quantizer pq,rabitq: each code's index swept in turn (one run, the same
 // grid), the flag restored after.
@@ -370,88 +504,11 @@ absl::Status RunSweep(Reporter& rep) {
   for (const std::string& code : codes) {
     absl::SetFlag(&FLAGS_quantizer, code);
     if (codes.size() > 1) std::printf("-- sweep, quantizer %s\n", code.c_str());
-    st = RunSweepOne(rep);
+    st = RunWorkload<SweepWorkload>(rep);
     if (!st.ok()) break;
   }
   absl::SetFlag(&FLAGS_quantizer, all);
   return st;
-}
-
-absl::Status RunSweepOne(Reporter& rep) {
-  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(false, nullptr));
-  ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
-  const bool ivf = b->engine->index()->spec().kind == index::IndexKind::kIvfHnswPq;
-  ZOOM_ASSIGN_OR_RETURN(auto efs, ListFlag(absl::GetFlag(FLAGS_ef),
-                                           ivf ? std::vector<int>{64}
-                                               : std::vector<int>{32, 64, 128, 256}));
-  ZOOM_ASSIGN_OR_RETURN(auto nprobes, ListFlag(absl::GetFlag(FLAGS_nprobe),
-                                               ivf ? std::vector<int>{8, 16, 32, 64, 128}
-                                                   : std::vector<int>{1}));
-  ZOOM_ASSIGN_OR_RETURN(auto reranks,
-                        ListFlag(absl::GetFlag(FLAGS_rerank), {20, 50, 100, 200}));
-  std::vector<double> stop_sds;
-  for (absl::string_view v : absl::StrSplit(absl::GetFlag(FLAGS_rerank_stop_sd), ',')) {
-    double x = 0;
-    if (!absl::SimpleAtod(v, &x) || !(x >= 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--rerank_stop_sd: '", v, "' is not a number >= 0"));
-    }
-    stop_sds.push_back(x);
-  }
-  const size_t k = static_cast<size_t>(absl::GetFlag(FLAGS_k));
-  const double ceiling_iops = FioCeilingIops(b->store_path);
-  if (ceiling_iops > 0) {
-    std::printf("fio QD128 random 4 KiB O_DIRECT reads on the store file: %.0f IOPS\n",
-                ceiling_iops);
-  }
-  Table table = MakeResultTable();
-  std::vector<ConfigResult> mine;
-  for (int t : threads) {
-    for (int ef : efs) {
-      for (int np : nprobes) {
-        server::SearchParams p;
-        p.ef = static_cast<uint32_t>(std::max(ef, ivf ? 2 * np : ef));
-        p.nprobe = static_cast<uint32_t>(np);
-        p.preview_only = true;
-        ZOOM_ASSIGN_OR_RETURN(ConfigResult pr, RunConfig(*b, p, t, k));
-        Report(rep, table, pr);
-        mine.push_back(pr);
-        p.preview_only = false;
-        for (int rr : reranks) {
-          for (double sd : stop_sds) {
-            p.rerank_candidates = static_cast<uint32_t>(rr);
-            p.rerank_stop_sd = sd;
-            ZOOM_ASSIGN_OR_RETURN(ConfigResult r, RunConfig(*b, p, t, k));
-            Report(rep, table, r);
-            mine.push_back(r);
-          }
-        }
-      }
-    }
-  }
-  std::printf("\nPareto front (recall@10 up, QPS up), zoomd:\n");
-  Table front = MakeResultTable();
-  for (const ConfigResult& r : ParetoFront(mine)) Report(rep, front, r);
-  PrintStages(ParetoFront(mine));
-  if (ceiling_iops > 0) {
-    std::printf("\ndisk ceiling per configuration (fio QD128 IOPS / reads per query):\n");
-    for (const ConfigResult& r : ParetoFront(mine)) {
-      if (r.run.reads_per_query <= 0) continue;
-      const double ceiling = ceiling_iops / r.run.reads_per_query;
-      std::printf("  %-55s threads=%d recall@10=%.3f qps=%.0f ceiling=%.0f (%.0f%%)\n",
-                  r.params.c_str(), r.threads, r.run.recall_at_10, r.run.qps, ceiling,
-                  100.0 * r.run.qps / ceiling);
-      rep.JsonLine({{"name", std::string("zoomd_disk_ceiling")},
-                    {"params", r.params},
-                    {"threads", int64_t{r.threads}},
-                    {"fio_qd128_iops", ceiling_iops},
-                    {"reads_per_query", r.run.reads_per_query},
-                    {"ceiling_qps", ceiling},
-                    {"qps", r.run.qps}});
-    }
-  }
-  for (auto& r : mine) SessionResults().push_back(r);
-  return absl::OkStatus();
 }
 
 // links: what hnsw_pq's compact link layout costs the preview, on one graph.
@@ -462,39 +519,88 @@ absl::Status RunSweepOne(Reporter& rep) {
 // --threads value; medians of the rounds. The packed index must return the
 // same candidates (a link list's order can break distance ties differently:
 // the overlap is printed).
-absl::Status RunLinks(Reporter& rep) {
-  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(false, nullptr));
-  if (b->engine->index()->spec().kind != index::IndexKind::kHnswPq) {
+class LinksWorkload : public Workload {
+ public:
+  absl::Status Setup() override;
+  absl::Status Run(Reporter& rep) override;
+  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+
+ private:
+  // Every query's preview on layout `which` from t_ threads: the answers
+  // into got[which], the time per query appended to us[which].
+  absl::Status TimeLayout(int which, const index::IndexSearchParams& p,
+                          std::vector<std::vector<index::Neighbor>> got[2],
+                          std::vector<double> us[2]) const;
+
+  Built* b_ = nullptr;
+  std::vector<int> efs_;
+  int t_ = 1, rounds_ = 1;
+  size_t kprime_ = 20;
+  std::unique_ptr<index::VectorIndex> layouts_[2];
+};
+
+absl::Status LinksWorkload::Setup() {
+  ZOOM_ASSIGN_OR_RETURN(b_, GetBuilt(false, nullptr));
+  if (b_->engine->index()->spec().kind != index::IndexKind::kHnswPq) {
     return absl::InvalidArgumentError(
         "links measures hnsw_pq: pass --index_kind hnsw_pq");
   }
   ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
-  ZOOM_ASSIGN_OR_RETURN(auto efs,
-                        ListFlag(absl::GetFlag(FLAGS_ef), {64, 128, 256}));
-  ZOOM_ASSIGN_OR_RETURN(auto reranks,
-                        ListFlag(absl::GetFlag(FLAGS_rerank), {20}));
-  const int t = threads.front();
-  const size_t kprime = static_cast<size_t>(reranks.front());
-  const int rounds = std::max(1, absl::GetFlag(FLAGS_links_rounds));
-  std::unique_ptr<index::VectorIndex> layouts[2];
+  ZOOM_ASSIGN_OR_RETURN(efs_, ListFlag(absl::GetFlag(FLAGS_ef), {64, 128, 256}));
+  ZOOM_ASSIGN_OR_RETURN(auto reranks, ListFlag(absl::GetFlag(FLAGS_rerank), {20}));
+  t_ = threads.front();
+  kprime_ = static_cast<size_t>(reranks.front());
+  rounds_ = std::max(1, absl::GetFlag(FLAGS_links_rounds));
   for (int packed = 0; packed < 2; ++packed) {
     index::LoadIndexOptions opt;
     opt.compact_links = packed == 1;
-    ZOOM_ASSIGN_OR_RETURN(layouts[packed],
-                          index::LoadIndex(b->index_path, opt));
+    ZOOM_ASSIGN_OR_RETURN(layouts_[packed], index::LoadIndex(b_->index_path, opt));
   }
-  const Dataset& ds = b->ds;
-  const size_t nq = ds.queries.rows;
+  const Dataset& ds = b_->ds;
   std::printf(
       "hnsw_pq preview, %zu queries, K' %zu, %d thread(s), %d rounds; resident "
       "%.1f MiB unpacked (%.1f B/vector), %.1f MiB packed (%.1f B/vector)\n",
-      nq, kprime, t, rounds, layouts[0]->ResidentBytes() / 1048576.0,
-      double(layouts[0]->ResidentBytes()) / ds.base.rows,
-      layouts[1]->ResidentBytes() / 1048576.0,
-      double(layouts[1]->ResidentBytes()) / ds.base.rows);
+      static_cast<size_t>(ds.queries.rows), kprime_, t_, rounds_,
+      layouts_[0]->ResidentBytes() / 1048576.0,
+      double(layouts_[0]->ResidentBytes()) / ds.base.rows,
+      layouts_[1]->ResidentBytes() / 1048576.0,
+      double(layouts_[1]->ResidentBytes()) / ds.base.rows);
   std::printf("%8s %16s %16s %10s %10s\n", "ef", "unpacked_us/q", "packed_us/q",
               "ratio", "overlap");
-  for (int ef : efs) {
+  return absl::OkStatus();
+}
+
+absl::Status LinksWorkload::TimeLayout(int which, const index::IndexSearchParams& p,
+                                       std::vector<std::vector<index::Neighbor>> got[2],
+                                       std::vector<double> us[2]) const {
+  const Dataset& ds = b_->ds;
+  const size_t nq = ds.queries.rows;
+  const index::VectorIndex& idx = *layouts_[which];
+  absl::Status failed;
+  std::mutex failed_mu;
+  Stopwatch sw;
+  std::vector<std::thread> pool;
+  for (int w = 0; w < t_; ++w) {
+    pool.emplace_back([&, w] {
+      for (size_t q = static_cast<size_t>(w); q < nq; q += static_cast<size_t>(t_)) {
+        const absl::Status st =
+            idx.Search(ds.queries.row(q), kprime_, p, &got[which][q], nullptr);
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> lock(failed_mu);
+          failed = st;
+        }
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  us[which].push_back(sw.ElapsedSeconds() * 1e6 * t_ / double(nq));
+  return failed;
+}
+
+absl::Status LinksWorkload::Run(Reporter& rep) {
+  const Dataset& ds = b_->ds;
+  const size_t nq = ds.queries.rows;
+  for (int ef : efs_) {
     index::IndexSearchParams p;
     p.ef = static_cast<uint32_t>(ef);
     std::vector<std::vector<index::Neighbor>> got[2];
@@ -502,28 +608,10 @@ absl::Status RunLinks(Reporter& rep) {
     got[1].resize(nq);
     std::vector<double> us[2];
     absl::Status failed;
-    std::mutex failed_mu;
-    for (int r = 0; r < rounds; ++r) {
+    for (int r = 0; r < rounds_; ++r) {
       for (int i = 0; i < 2; ++i) {
-        const int which = (r % 2 == 0) ? i : 1 - i;
-        const index::VectorIndex& idx = *layouts[which];
-        Stopwatch sw;
-        std::vector<std::thread> pool;
-        for (int w = 0; w < t; ++w) {
-          pool.emplace_back([&, w] {
-            for (size_t q = static_cast<size_t>(w); q < nq;
-                 q += static_cast<size_t>(t)) {
-              const absl::Status st = idx.Search(ds.queries.row(q), kprime, p,
-                                                 &got[which][q], nullptr);
-              if (!st.ok()) {
-                std::lock_guard<std::mutex> lock(failed_mu);
-                failed = st;
-              }
-            }
-          });
-        }
-        for (auto& th : pool) th.join();
-        us[which].push_back(sw.ElapsedSeconds() * 1e6 * t / double(nq));
+        const absl::Status st = TimeLayout((r % 2 == 0) ? i : 1 - i, p, got, us);
+        if (!st.ok()) failed = st;
       }
     }
     ZOOM_RETURN_IF_ERROR(failed);
@@ -541,16 +629,16 @@ absl::Status RunLinks(Reporter& rep) {
     rep.JsonLine(
         {{"name", std::string("zoomd_links")},
          {"dataset", ds.name},
-         {"params", absl::StrCat(b->key, ",ef=", ef, ",kprime=", kprime)},
-         {"threads", int64_t{t}},
+         {"params", absl::StrCat(b_->key, ",ef=", ef, ",kprime=", kprime_)},
+         {"threads", int64_t{t_}},
          {"unpacked_us_per_query", u0},
          {"packed_us_per_query", u1},
          {"packed_over_unpacked", u1 / u0},
          {"candidate_overlap", overlap},
          {"unpacked_resident_bytes",
-          static_cast<int64_t>(layouts[0]->ResidentBytes())},
+          static_cast<int64_t>(layouts_[0]->ResidentBytes())},
          {"packed_resident_bytes",
-          static_cast<int64_t>(layouts[1]->ResidentBytes())}});
+          static_cast<int64_t>(layouts_[1]->ResidentBytes())}});
   }
   return absl::OkStatus();
 }
@@ -561,86 +649,105 @@ absl::Status RunLinks(Reporter& rep) {
 // SearchBatch, where each thread runs the next query's preview while the
 // current one's reads are in flight. Prints QPS, recall@10, reads/query
 // and the share of the fio QD128 disk ceiling for both.
-absl::Status RunPipeline(Reporter& rep) {
-  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(false, nullptr));
+class PipelineWorkload : public Workload {
+ public:
+  absl::Status Setup() override;
+  absl::Status Run(Reporter& rep) override;
+  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+
+ private:
+  // One K': both ways, then its row.
+  absl::Status OneRerank(int rr, Reporter& rep) const;
+
+  Built* b_ = nullptr;
+  bool ivf_ = false;
+  std::vector<int> efs_, nprobes_, reranks_;
+  size_t k_ = 10;
+  int t_ = 1;
+  double ceiling_iops_ = -1;
+};
+
+absl::Status PipelineWorkload::Setup() {
+  ZOOM_ASSIGN_OR_RETURN(b_, GetBuilt(false, nullptr));
   ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
-  const bool ivf =
-      b->engine->index()->spec().kind == index::IndexKind::kIvfHnswPq;
-  ZOOM_ASSIGN_OR_RETURN(auto efs, ListFlag(absl::GetFlag(FLAGS_ef), {64}));
-  ZOOM_ASSIGN_OR_RETURN(auto nprobes,
-                        ListFlag(absl::GetFlag(FLAGS_nprobe), {16}));
-  ZOOM_ASSIGN_OR_RETURN(auto reranks,
-                        ListFlag(absl::GetFlag(FLAGS_rerank), {20}));
-  const size_t k = static_cast<size_t>(absl::GetFlag(FLAGS_k));
-  const int t = threads.front();
-  const Dataset& ds = b->ds;
-  const size_t nq = ds.queries.rows;
-  const double ceiling_iops = FioCeilingIops(b->store_path);
-  std::printf("%zu queries, %d thread(s); fio QD128 %.0f IOPS\n", nq, t,
-              ceiling_iops);
+  ivf_ = b_->engine->index()->spec().kind == index::IndexKind::kIvfHnswPq;
+  ZOOM_ASSIGN_OR_RETURN(efs_, ListFlag(absl::GetFlag(FLAGS_ef), {64}));
+  ZOOM_ASSIGN_OR_RETURN(nprobes_, ListFlag(absl::GetFlag(FLAGS_nprobe), {16}));
+  ZOOM_ASSIGN_OR_RETURN(reranks_, ListFlag(absl::GetFlag(FLAGS_rerank), {20}));
+  k_ = static_cast<size_t>(absl::GetFlag(FLAGS_k));
+  t_ = threads.front();
+  ceiling_iops_ = FioCeilingIops(b_->store_path);
+  std::printf("%zu queries, %d thread(s); fio QD128 %.0f IOPS\n",
+              static_cast<size_t>(b_->ds.queries.rows), t_, ceiling_iops_);
   std::printf("%-40s %10s %10s %8s %10s %10s %9s %10s %10s\n", "params",
               "single_qps", "batch_qps", "ratio", "single_r10", "batch_r10",
               "reads/q", "single_%", "batch_%");
-  for (int rr : reranks) {
-    server::SearchParams p;
-    p.ef = static_cast<uint32_t>(
-        std::max(efs.front(), ivf ? 2 * nprobes.front() : 0));
-    p.nprobe = static_cast<uint32_t>(nprobes.front());
-    p.rerank_candidates = static_cast<uint32_t>(rr);
-    p.k = static_cast<uint32_t>(k);
-    std::vector<double> single_qps, batch_qps;
-    double single_recall = 0, batch_recall = 0, reads = 0;
-    std::vector<server::QueryResult> results;
-    // Warm-up of the batch path (the single path warms up in RunQueries).
-    const size_t warm = std::min<size_t>(200, nq);
-    ZOOM_RETURN_IF_ERROR(b->engine->SearchBatch(
-        absl::MakeConstSpan(ds.queries.data.data(), warm * ds.dim()), warm, p, t, &results));
-    for (int round = 0; round < 3; ++round) {
-      ZOOM_ASSIGN_OR_RETURN(ConfigResult single, RunConfig(*b, p, t, k));
-      single_qps.push_back(single.run.qps);
-      single_recall = single.run.recall_at_10;
-      Stopwatch sw;
-      ZOOM_RETURN_IF_ERROR(b->engine->SearchBatch(
-          absl::MakeConstSpan(ds.queries.data.data(), nq * ds.dim()), nq, p, t, &results));
-      batch_qps.push_back(double(nq) / sw.ElapsedSeconds());
-    }
-    double sum_recall = 0, sum_reads = 0;
-    std::vector<int64_t> ids(k);
-    for (size_t q = 0; q < nq; ++q) {
-      for (size_t i = 0; i < k; ++i)
-        ids[i] = i < results[q].hits.size() ? static_cast<int64_t>(results[q].hits[i].id) : -1;
-      sum_recall += RecallAtK(ds, q, ids.data(), k, 10);
-      sum_reads += double(results[q].stats.reads);
-    }
-    batch_recall = sum_recall / double(nq);
-    reads = sum_reads / double(nq);
-    const double s_qps = Median(single_qps), b_qps = Median(batch_qps);
-    const double ceiling =
-        reads > 0 && ceiling_iops > 0 ? ceiling_iops / reads : 0;
-    const std::string params = absl::StrCat(
-        index::IndexKindName(b->engine->index()->spec().kind), ",ef=", p.ef,
-        ivf ? absl::StrCat(",nprobe=", p.nprobe) : std::string(),
-        ",rerank=", rr);
-    std::printf(
-        "%-40s %10.0f %10.0f %8.3f %10.4f %10.4f %9.1f %9.0f%% %9.0f%%\n",
-        params.c_str(), s_qps, b_qps, b_qps / s_qps, single_recall,
-        batch_recall, reads, ceiling > 0 ? 100 * s_qps / ceiling : 0.0,
-        ceiling > 0 ? 100 * b_qps / ceiling : 0.0);
-    rep.JsonLine({{"name", std::string("zoomd_pipeline")},
-                  {"dataset", ds.name},
-                  {"params", params},
-                  {"threads", int64_t{t}},
-                  {"single_qps", s_qps},
-                  {"batch_qps", b_qps},
-                  {"single_recall_at_10", single_recall},
-                  {"batch_recall_at_10", batch_recall},
-                  {"reads_per_query", reads},
-                  {"fio_qd128_iops", ceiling_iops},
-                  {"ceiling_qps", ceiling}});
-  }
   return absl::OkStatus();
 }
 
+absl::Status PipelineWorkload::OneRerank(int rr, Reporter& rep) const {
+  const Dataset& ds = b_->ds;
+  const size_t nq = ds.queries.rows, k = k_;
+  server::SearchParams p;
+  p.ef = static_cast<uint32_t>(std::max(efs_.front(), ivf_ ? 2 * nprobes_.front() : 0));
+  p.nprobe = static_cast<uint32_t>(nprobes_.front());
+  p.rerank_candidates = static_cast<uint32_t>(rr);
+  p.k = static_cast<uint32_t>(k);
+  std::vector<double> single_qps, batch_qps;
+  double single_recall = 0;
+  std::vector<server::QueryResult> results;
+  // Warm-up of the batch path (the single path warms up in RunQueries).
+  const size_t warm = std::min<size_t>(200, nq);
+  ZOOM_RETURN_IF_ERROR(b_->engine->SearchBatch(
+      absl::MakeConstSpan(ds.queries.data.data(), warm * ds.dim()), warm, p, t_, &results));
+  for (int round = 0; round < 3; ++round) {
+    ZOOM_ASSIGN_OR_RETURN(ConfigResult single, RunConfig(*b_, p, t_, k));
+    single_qps.push_back(single.run.qps);
+    single_recall = single.run.recall_at_10;
+    Stopwatch sw;
+    ZOOM_RETURN_IF_ERROR(b_->engine->SearchBatch(
+        absl::MakeConstSpan(ds.queries.data.data(), nq * ds.dim()), nq, p, t_, &results));
+    batch_qps.push_back(double(nq) / sw.ElapsedSeconds());
+  }
+  double sum_recall = 0, sum_reads = 0;
+  std::vector<int64_t> ids(k);
+  for (size_t q = 0; q < nq; ++q) {
+    for (size_t i = 0; i < k; ++i)
+      ids[i] = i < results[q].hits.size() ? static_cast<int64_t>(results[q].hits[i].id) : -1;
+    sum_recall += RecallAtK(ds, q, ids.data(), k, 10);
+    sum_reads += double(results[q].stats.reads);
+  }
+  const double batch_recall = sum_recall / double(nq);
+  const double reads = sum_reads / double(nq);
+  const double s_qps = Median(single_qps), b_qps = Median(batch_qps);
+  const double ceiling = reads > 0 && ceiling_iops_ > 0 ? ceiling_iops_ / reads : 0;
+  const std::string params = absl::StrCat(
+      index::IndexKindName(b_->engine->index()->spec().kind), ",ef=", p.ef,
+      ivf_ ? absl::StrCat(",nprobe=", p.nprobe) : std::string(),
+      ",rerank=", rr);
+  std::printf(
+      "%-40s %10.0f %10.0f %8.3f %10.4f %10.4f %9.1f %9.0f%% %9.0f%%\n",
+      params.c_str(), s_qps, b_qps, b_qps / s_qps, single_recall,
+      batch_recall, reads, ceiling > 0 ? 100 * s_qps / ceiling : 0.0,
+      ceiling > 0 ? 100 * b_qps / ceiling : 0.0);
+  rep.JsonLine({{"name", std::string("zoomd_pipeline")},
+                {"dataset", ds.name},
+                {"params", params},
+                {"threads", int64_t{t_}},
+                {"single_qps", s_qps},
+                {"batch_qps", b_qps},
+                {"single_recall_at_10", single_recall},
+                {"batch_recall_at_10", batch_recall},
+                {"reads_per_query", reads},
+                {"fio_qd128_iops", ceiling_iops_},
+                {"ceiling_qps", ceiling}});
+  return absl::OkStatus();
+}
+
+absl::Status PipelineWorkload::Run(Reporter& rep) {
+  for (int rr : reranks_) ZOOM_RETURN_IF_ERROR(OneRerank(rr, rep));
+  return absl::OkStatus();
+}
 
 // cache: the DRAM cache of hot full vectors (EngineOptions::cache_bytes,
 // CollectionSpec.cache_bytes) under a skewed workload. A stream of
@@ -651,31 +758,34 @@ absl::Status RunPipeline(Reporter& rep) {
 // length (another seed, the same popularity) fills the cache first. Prints
 // the hit rate, reads per query, reads saved per MiB against no cache,
 // QPS, p50/p99 and recall@10, at --nprobe[0] and --rerank[0].
-absl::Status RunCache(Reporter& rep) {
-  ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(false, nullptr));
-  const Dataset& ds = b->ds;
-  ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
-  std::vector<int> mibs;
-  for (absl::string_view v : absl::StrSplit(absl::GetFlag(FLAGS_cache_mib), ',')) {
-    int x = 0;
-    if (!absl::SimpleAtoi(v, &x) || x < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--cache_mib: '", v, "' is not a number of MiB >= 0"));
-    }
-    mibs.push_back(x);
-  }
-  ZOOM_ASSIGN_OR_RETURN(auto nprobes, ListFlag(absl::GetFlag(FLAGS_nprobe), {64}));
-  ZOOM_ASSIGN_OR_RETURN(auto reranks, ListFlag(absl::GetFlag(FLAGS_rerank), {20}));
-  ZOOM_ASSIGN_OR_RETURN(auto efs, ListFlag(absl::GetFlag(FLAGS_ef), {0}));
-  const int t = threads[0];
-  const size_t nq = ds.queries.rows;
-  const size_t len = static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_cache_stream)));
-  const double s = absl::GetFlag(FLAGS_cache_zipf);
-  const size_t k = static_cast<size_t>(absl::GetFlag(FLAGS_k));
-  // Zipf over ranks 1..nq, ranks assigned to queries by a fixed shuffle.
+class CacheWorkload : public Workload {
+ public:
+  absl::Status Setup() override;
+  absl::Status Run(Reporter& rep) override;
+  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+
+ private:
+  // The warm and timed streams: query numbers drawn Zipf(zipf_) over ranks
+  // 1..nq, the ranks assigned to queries by a fixed shuffle.
+  void MakeStreams();
+  // One cache size: a fresh engine over the store and index.
+  absl::Status OneSize(int mib, Reporter& rep);
+
+  Built* b_ = nullptr;
+  std::vector<int> mibs_;
+  int t_ = 1;
+  size_t len_ = 0, k_ = 10;
+  double zipf_ = 1;
+  server::SearchParams p_;
+  std::vector<size_t> warm_, timed_;
+  double base_reads_ = -1;  // reads per query without a cache (the first size)
+};
+
+void CacheWorkload::MakeStreams() {
+  const size_t nq = b_->ds.queries.rows;
   std::vector<double> cdf(nq);
   double sum = 0;
-  for (size_t r = 0; r < nq; ++r) cdf[r] = (sum += std::pow(static_cast<double>(r + 1), -s));
+  for (size_t r = 0; r < nq; ++r) cdf[r] = (sum += std::pow(static_cast<double>(r + 1), -zipf_));
   std::vector<size_t> query_of_rank(nq);
   std::iota(query_of_rank.begin(), query_of_rank.end(), 0);
   std::mt19937_64 shuffle_rng(7);
@@ -683,110 +793,139 @@ absl::Status RunCache(Reporter& rep) {
   const auto stream = [&](uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::uniform_real_distribution<double> u(0, sum);
-    std::vector<size_t> out(len);
+    std::vector<size_t> out(len_);
     for (size_t& q : out) {
       const size_t r = std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin();
       q = query_of_rank[std::min(r, nq - 1)];
     }
     return out;
   };
-  const std::vector<size_t> warm = stream(1), timed = stream(2);
-  std::set<size_t> distinct(timed.begin(), timed.end());
-  server::SearchParams p;
-  p.k = static_cast<uint32_t>(k);
-  p.nprobe = static_cast<uint32_t>(nprobes[0]);
-  p.ef = static_cast<uint32_t>(efs[0] > 0 ? efs[0] : 2 * nprobes[0]);
-  p.rerank_candidates = static_cast<uint32_t>(reranks[0]);
+  warm_ = stream(1);
+  timed_ = stream(2);
+}
+
+absl::Status CacheWorkload::Setup() {
+  ZOOM_ASSIGN_OR_RETURN(b_, GetBuilt(false, nullptr));
+  ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
+  for (absl::string_view v : absl::StrSplit(absl::GetFlag(FLAGS_cache_mib), ',')) {
+    int x = 0;
+    if (!absl::SimpleAtoi(v, &x) || x < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cache_mib: '", v, "' is not a number of MiB >= 0"));
+    }
+    mibs_.push_back(x);
+  }
+  ZOOM_ASSIGN_OR_RETURN(auto nprobes, ListFlag(absl::GetFlag(FLAGS_nprobe), {64}));
+  ZOOM_ASSIGN_OR_RETURN(auto reranks, ListFlag(absl::GetFlag(FLAGS_rerank), {20}));
+  ZOOM_ASSIGN_OR_RETURN(auto efs, ListFlag(absl::GetFlag(FLAGS_ef), {0}));
+  t_ = threads[0];
+  len_ = static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_cache_stream)));
+  zipf_ = absl::GetFlag(FLAGS_cache_zipf);
+  k_ = static_cast<size_t>(absl::GetFlag(FLAGS_k));
+  MakeStreams();
+  const std::set<size_t> distinct(timed_.begin(), timed_.end());
+  p_.k = static_cast<uint32_t>(k_);
+  p_.nprobe = static_cast<uint32_t>(nprobes[0]);
+  p_.ef = static_cast<uint32_t>(efs[0] > 0 ? efs[0] : 2 * nprobes[0]);
+  p_.rerank_candidates = static_cast<uint32_t>(reranks[0]);
   std::printf("== cache: %zu queries drawn Zipf(%.2f) from %zu (%zu distinct), %d threads, "
               "%s nprobe=%u ef=%u K'=%u\n",
-              len, s, nq, distinct.size(), t, b->key.c_str(), p.nprobe, p.ef,
-              p.rerank_candidates);
+              len_, zipf_, static_cast<size_t>(b_->ds.queries.rows), distinct.size(), t_,
+              b_->key.c_str(), p_.nprobe, p_.ef, p_.rerank_candidates);
   std::printf("%10s %10s %10s %10s %14s %10s %10s %10s %10s\n", "cache_MiB", "hit_rate",
               "reads/q", "saved/q", "saved/q/MiB", "QPS", "p50_us", "p99_us", "recall@10");
-  double base_reads = -1;
-  for (int mib : mibs) {
-    ZOOM_ASSIGN_OR_RETURN(auto store, storage::VectorStore::Open(b->store_path));
-    ZOOM_ASSIGN_OR_RETURN(auto idx, index::LoadIndex(b->index_path));
-    server::EngineOptions opt;
-    opt.cache_bytes = uint64_t(mib) << 20;
-    server::SearchEngine engine(ds.metric, std::move(store), std::move(idx), opt);
-    std::vector<double> lat(len);
-    std::vector<std::vector<int64_t>> ids(len, std::vector<int64_t>(k, -1));
-    QueryStats total;
-    std::mutex mu;
-    absl::Status first_error;
-    const auto run = [&](const std::vector<size_t>& qs, bool timed_pass) {
-      std::atomic<size_t> next{0};
-      auto work = [&] {
-        server::QueryResult r;
-        QueryStats mine;
-        for (size_t i; (i = next.fetch_add(1)) < qs.size();) {
-          Stopwatch sw;
-          absl::Status st =
-              engine.Search(absl::MakeConstSpan(ds.queries.row(qs[i]), ds.dim()), p, &r);
-          if (!st.ok()) {
-            std::lock_guard<std::mutex> l(mu);
-            first_error = st;
-            return;
-          }
-          if (!timed_pass) continue;
-          lat[i] = sw.ElapsedMicros();
-          mine.Merge(r.stats);
-          for (size_t j = 0; j < k && j < r.hits.size(); ++j) ids[i][j] = r.hits[j].id;
-        }
-        std::lock_guard<std::mutex> l(mu);
-        total.Merge(mine);
-      };
-      std::vector<std::thread> pool;
-      for (int j = 1; j < t; ++j) pool.emplace_back(work);
-      work();
-      for (auto& th : pool) th.join();
-    };
-    run(warm, false);
-    Stopwatch wall;
-    run(timed, true);
-    const double secs = wall.ElapsedSeconds();
-    ZOOM_RETURN_IF_ERROR(first_error);
-    double recall = 0;
-    for (size_t i = 0; i < len; ++i) recall += RecallAtK(ds, timed[i], ids[i].data(), k, k);
-    recall /= static_cast<double>(len);
-    std::sort(lat.begin(), lat.end());
-    const double reads = static_cast<double>(total.reads) / static_cast<double>(len);
-    const double looked = static_cast<double>(total.cache_hits + total.cache_misses);
-    const double hit_rate = looked > 0 ? static_cast<double>(total.cache_hits) / looked : 0;
-    if (base_reads < 0) base_reads = reads;
-    const double saved = base_reads - reads;
-    const double per_mib = mib > 0 ? saved / mib : 0;
-    const double qps = static_cast<double>(len) / secs;
-    std::printf("%10d %10.4f %10.2f %10.2f %14.4f %10.0f %10.1f %10.1f %10.4f\n", mib,
-                hit_rate, reads, saved, per_mib, qps, Percentile(lat, 50), Percentile(lat, 99),
-                recall);
-    rep.JsonLine({{"name", std::string("zoomd_cache")},
-                  {"dataset", ds.name},
-                  {"params", b->key},
-                  {"zipf", s},
-                  {"threads", int64_t{t}},
-                  {"cache_mib", int64_t{mib}},
-                  {"cache_resident_bytes", static_cast<int64_t>(engine.CacheBytes())},
-                  {"hit_rate", hit_rate},
-                  {"reads_per_query", reads},
-                  {"reads_saved_per_query", saved},
-                  {"reads_saved_per_query_per_mib", per_mib},
-                  {"qps", qps},
-                  {"p50_us", Percentile(lat, 50)},
-                  {"p99_us", Percentile(lat, 99)},
-                  {"recall_at_10", recall}});
-  }
   return absl::OkStatus();
 }
 
-const RegisterWorkload kBuild("build", RunBuild);
-const RegisterWorkload kPipeline("pipeline", RunPipeline);
-const RegisterWorkload kLinks("links", RunLinks);
-const RegisterWorkload kSearch("search", RunSearch);
-const RegisterWorkload kRecall("recall", RunSearch);
+absl::Status CacheWorkload::OneSize(int mib, Reporter& rep) {
+  const Dataset& ds = b_->ds;
+  const size_t len = len_, k = k_;
+  ZOOM_ASSIGN_OR_RETURN(auto store, storage::VectorStore::Open(b_->store_path));
+  ZOOM_ASSIGN_OR_RETURN(auto idx, index::LoadIndex(b_->index_path));
+  server::EngineOptions opt;
+  opt.cache_bytes = uint64_t(mib) << 20;
+  server::SearchEngine engine(ds.metric, std::move(store), std::move(idx), opt);
+  std::vector<double> lat(len);
+  std::vector<std::vector<int64_t>> ids(len, std::vector<int64_t>(k, -1));
+  QueryStats total;
+  std::mutex mu;
+  absl::Status first_error;
+  const auto run = [&](const std::vector<size_t>& qs, bool timed_pass) {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      server::QueryResult r;
+      QueryStats mine;
+      for (size_t i; (i = next.fetch_add(1)) < qs.size();) {
+        Stopwatch sw;
+        absl::Status st =
+            engine.Search(absl::MakeConstSpan(ds.queries.row(qs[i]), ds.dim()), p_, &r);
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> l(mu);
+          first_error = st;
+          return;
+        }
+        if (!timed_pass) continue;
+        lat[i] = sw.ElapsedMicros();
+        mine.Merge(r.stats);
+        for (size_t j = 0; j < k && j < r.hits.size(); ++j) ids[i][j] = r.hits[j].id;
+      }
+      std::lock_guard<std::mutex> l(mu);
+      total.Merge(mine);
+    };
+    std::vector<std::thread> pool;
+    for (int j = 1; j < t_; ++j) pool.emplace_back(work);
+    work();
+    for (auto& th : pool) th.join();
+  };
+  run(warm_, false);
+  Stopwatch wall;
+  run(timed_, true);
+  const double secs = wall.ElapsedSeconds();
+  ZOOM_RETURN_IF_ERROR(first_error);
+  double recall = 0;
+  for (size_t i = 0; i < len; ++i) recall += RecallAtK(ds, timed_[i], ids[i].data(), k, k);
+  recall /= static_cast<double>(len);
+  std::sort(lat.begin(), lat.end());
+  const double reads = static_cast<double>(total.reads) / static_cast<double>(len);
+  const double looked = static_cast<double>(total.cache_hits + total.cache_misses);
+  const double hit_rate = looked > 0 ? static_cast<double>(total.cache_hits) / looked : 0;
+  if (base_reads_ < 0) base_reads_ = reads;
+  const double saved = base_reads_ - reads;
+  const double per_mib = mib > 0 ? saved / mib : 0;
+  const double qps = static_cast<double>(len) / secs;
+  std::printf("%10d %10.4f %10.2f %10.2f %14.4f %10.0f %10.1f %10.1f %10.4f\n", mib,
+              hit_rate, reads, saved, per_mib, qps, Percentile(lat, 50), Percentile(lat, 99),
+              recall);
+  rep.JsonLine({{"name", std::string("zoomd_cache")},
+                {"dataset", ds.name},
+                {"params", b_->key},
+                {"zipf", zipf_},
+                {"threads", int64_t{t_}},
+                {"cache_mib", int64_t{mib}},
+                {"cache_resident_bytes", static_cast<int64_t>(engine.CacheBytes())},
+                {"hit_rate", hit_rate},
+                {"reads_per_query", reads},
+                {"reads_saved_per_query", saved},
+                {"reads_saved_per_query_per_mib", per_mib},
+                {"qps", qps},
+                {"p50_us", Percentile(lat, 50)},
+                {"p99_us", Percentile(lat, 99)},
+                {"recall_at_10", recall}});
+  return absl::OkStatus();
+}
+
+absl::Status CacheWorkload::Run(Reporter& rep) {
+  for (int mib : mibs_) ZOOM_RETURN_IF_ERROR(OneSize(mib, rep));
+  return absl::OkStatus();
+}
+
+const RegisterWorkload kBuild("build", RunWorkload<BuildWorkload>);
+const RegisterWorkload kPipeline("pipeline", RunWorkload<PipelineWorkload>);
+const RegisterWorkload kLinks("links", RunWorkload<LinksWorkload>);
+const RegisterWorkload kSearch("search", RunWorkload<SearchWorkload>);
+const RegisterWorkload kRecall("recall", RunWorkload<SearchWorkload>);
 const RegisterWorkload kSweep("sweep", RunSweep);
-const RegisterWorkload kCache("cache", RunCache);
+const RegisterWorkload kCache("cache", RunWorkload<CacheWorkload>);
 
 }  // namespace
 

@@ -133,7 +133,7 @@ class ZoomClient {
   absl::StatusOr<v1::CollectionInfo> BuildIndex(const std::string& collection, bool wait);
   absl::StatusOr<v1::CollectionInfo> Compact(const std::string& collection);
 
-  // Snapshots (see the README, "Snapshots").
+  // Snapshots (see docs/operations.md, "Snapshots").
   absl::StatusOr<v1::SnapshotInfo> CreateSnapshot(const std::string& collection);
   absl::StatusOr<std::vector<v1::SnapshotInfo>> ListSnapshots(const std::string& collection);
   absl::Status DeleteSnapshot(const std::string& collection, const std::string& name);

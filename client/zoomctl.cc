@@ -125,7 +125,7 @@ ABSL_FLAG(uint64_t, cache_bytes, 0,
           "server's --cache_bytes)");
 ABSL_FLAG(double, rerank_stop_sd, 0,
           "search: the re-rank that stops early (0: read all K'; 2 is a good start; "
-          "the README's fullview section)");
+          "docs/query-path.md)");
 ABSL_FLAG(double, target_recall, 0,
           "search: the recall@10 to aim at (the knobs left 0 are the cheapest that reached it "
           "in the index's calibration: zoomctl info shows the curve); create: the collection's "
@@ -178,7 +178,7 @@ Commands:
   search NAME (--query_file FILE.{fvecs,bvecs} [--row I] | --vector 'x,y,...')
          [--k K] [--ef N] [--nprobe N] [--rerank N] [--preview_only] [--exact]
          [--allow_partial] [--with_payload] [--with_vectors] [--timeout_ms N]
-         [--filter JSON]   only points that pass it (see README, "Filters")
+         [--filter JSON]   only points that pass it (see docs/filters.md)
   count NAME [--filter JSON]        live points (that pass the filter), exact
   index-field NAME FIELD --type keyword|integer|float|bool|geo [--wait]
          an in-RAM payload index (built in the background; --wait: until built)

@@ -38,7 +38,7 @@
 //    logits far above any real word's when a cluster's spread is wide.
 //    Measured mean absolute error of tail_mass on the PTB model: 0.012 at
 //    ef 64, 0.017 at ef 16 (256 sampled words: 0.019, 0.047; zoombench
-//    --benchmarks=fgd, README).
+//    --benchmarks=fgd, docs/benchmarks.md).
 //  - kSample: S = tail_samples words drawn uniformly with replacement among
 //    the R, R/S · Σ_s exp(z_s − m) (unbiased, noisier, and S random row
 //    reads). S ≥ R makes it exact.

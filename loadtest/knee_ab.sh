@@ -7,12 +7,12 @@
 # name: gRPC's own threads (nexting_thread, default-executor) beside
 # zoomd's workers.
 #
-#   loadtest/knee_ab.sh --data_dir /var/tmp/zoombench-grpc --collection bench \
+#   loadtest/knee_ab.sh --data_dir /var/tmp/zoomload-grpc --collection bench \
 #     --dataset ../shared/data/glove-6b-100d --rates 1000,1500,2000,2500,3000 \
 #     --a "--inline_reads=0 --mutex_deadlock_checks" --b "" [--rounds 2] [--build build]
 #
-# The data dir must already hold the collection with its index (zoombench
-# --benchmarks=grpc leaves GloVe in /var/tmp/zoombench-grpc as "bench"; or
+# The data dir must already hold the collection with its index (zoomload
+# --workload grpc leaves GloVe in /var/tmp/zoomload-grpc as "bench"; or
 # zoomload --setup). Output: one knee line per round and configuration,
 # the per-request costs, and the sweeps as JSON under --out (default
 # /tmp/knee_ab).

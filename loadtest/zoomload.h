@@ -17,7 +17,8 @@
 //                     report, SVG latency-vs-load plot, and the knee.
 //
 // The workloads (what a request is) live in zoomload_main.cc behind the
-// RequestSource interface.
+// RequestSource interface. The server workloads (grpc, fgd, scale: a zoomd
+// started as a child process and measured) are server_workload.h's.
 #ifndef ZOOM_LOADTEST_ZOOMLOAD_H_
 #define ZOOM_LOADTEST_ZOOMLOAD_H_
 

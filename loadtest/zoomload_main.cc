@@ -52,12 +52,15 @@
 #include "client/cli_flags.h"
 #include "client/connection_flags.h"
 #include "client/progress_bar.h"
+#include "loadtest/server_workload.h"
 #include "loadtest/zoomload.h"
 #include "zoom/v1/decoder.grpc.pb.h"
 #include "zoom/v1/zoom.grpc.pb.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "zoomd address, HOST:PORT");
-ABSL_FLAG(std::string, workload, "search", "search, mixed or topk");
+ABSL_FLAG(std::string, workload, "search",
+          "search, mixed or topk (load tests); grpc, fgd or scale (benchmarks of a zoomd "
+          "zoomload starts)");
 ABSL_FLAG(std::string, dataset, "", "data set folder (see --help)");
 ABSL_FLAG(std::string, collection, "", "search, mixed: the collection");
 ABSL_FLAG(std::string, model, "", "topk: the Decoder model name");
@@ -113,6 +116,7 @@ constexpr char kUsage[] =
          [--ef N] [--nprobe N] [--rerank N] [--preview_only] [--exact] [--timeout_ms MS]
          [--metric l2|ip|cosine] [--write_fraction F] [--seed N] [--setup] [--payloads]
          [--filter JSON]
+       zoomload --workload grpc|fgd|scale [--zoomd BIN] [--json FILE] [workload flags]
 
 A gRPC load generator for zoomd. Bounded: each step sends requests for
 --warmup + --duration seconds (and at most --max_requests measured ones), then
@@ -147,6 +151,30 @@ Workloads (--dataset DIR):
            --model_dir (default: DIR's name) under the server's --models_dir
            (the server reads its own copy of the model: run zoomd with
            --models_dir set to DIR's parent, or a folder holding a copy)
+
+Server workloads: benchmarks of a zoomd that zoomload starts itself (--zoomd
+BIN, default ../server/main/zoomd next to zoomload) as a child process on a
+port the OS picks (--port_file), its data dir its own; no --target. They
+print tables as they go and, with --json FILE, JSON lines (one object per
+row, as zoombench writes them); only their own flags apply (--helpfull):
+  grpc   Search and SearchBatch through gRPC (--grpc_* flags, --dataset,
+         --metric, --k, --ef/--nprobe/--rerank (0: the collection's default),
+         --max_queries): the data set imported and indexed (--grpc_parts
+         setup), then Health.Check and a preview-only Search at 1 caller
+         (floor), every query once at each --grpc_concurrency (search: recall@10,
+         QPS, p50/p99, reads and the CPU of zoomload + zoomd per query), and
+         SearchBatch (batch). The in-process half is zoombench
+         --benchmarks=collection over the same --grpc_work_dir;
+         loadtest/grpc_overhead.py runs both and prints them side by side.
+  fgd    the Decoder: the model --dataset DIR loaded (zoomd's --models_dir is
+         its parent), then --fgd_calls contexts of DIR/H.f32 one TopK each and
+         one StreamTopK step each, one caller: microseconds per context
+         (--ef, --k; loadtest/grpc_overhead.py --workload fgd puts zoombench
+         --benchmarks=fgd's in-process time beside them).
+  scale  how zoomd's costs grow with N (--scale_* flags): for each N of
+         --scale_n a SIFT-like set from zoomdatagen, a fresh zoomd: import,
+         build, memory, queries, restart, compaction; then the log-log slope
+         of each cost against N.
 
 Filters: --filter JSON puts the filter (zoom.v1.Filter's JSON form) on every
 search (recall is then not scored: the ground truth is unfiltered);
@@ -228,6 +256,18 @@ struct Options {
   bool payloads = false;
 };
 
+// The flags the load-test workloads (search, mixed, topk) read: a server
+// workload may read some of them too (--dataset, --k, ...).
+bool IsLoadTestFlag(const std::string& flag) {
+  static const std::set<std::string>* const kFlags = new std::set<std::string>{
+      "target", "workload", "dataset", "collection", "model", "model_dir", "k", "concurrency",
+      "rate", "duration", "warmup", "max_requests", "json", "svg", "sweep", "sweep_rates",
+      "ef", "nprobe", "rerank", "preview_only", "exact", "timeout_ms", "metric",
+      "write_fraction", "seed", "setup", "max_in_flight", "progress", "import_batch",
+      "filter", "payloads"};
+  return kFlags->count(flag) > 0;
+}
+
 // Reads and checks the flags; a message on error (exit 2).
 absl::StatusOr<Options> ReadOptions(const std::set<std::string>& given) {
   auto bad = [](absl::string_view message) { return absl::InvalidArgumentError(message); };
@@ -241,7 +281,15 @@ absl::StatusOr<Options> ReadOptions(const std::set<std::string>& given) {
     o.workload = Workload::kTopK;
   } else {
     return bad(absl::StrCat("bad --workload '", o.workload_name,
-                            "': expected search, mixed or topk"));
+                            "': expected search, mixed, topk, grpc, fgd or scale"));
+  }
+  // The server workloads' own flags (--zoomd, --grpc_*, ...) do not apply here.
+  for (const auto& [name, info] : ServerWorkloads()) {
+    for (const std::string& flag : info.flags) {
+      if (given.count(flag) > 0 && !IsLoadTestFlag(flag)) {
+        return bad(absl::StrCat("--", flag, " applies to --workload ", name, " only"));
+      }
+    }
   }
   o.target = absl::GetFlag(FLAGS_target);
   if (o.target.empty()) return bad("--target is empty");
@@ -982,6 +1030,31 @@ std::string LoadText(bool open_loop, double load) {
   return open_loop ? absl::StrFormat("rate %g/s", load) : absl::StrFormat("concurrency %g", load);
 }
 
+// A server workload (server_workload.h): its flags checked, then Setup,
+// Run and Report in order.
+int RunServerWorkload(const std::string& name, const ServerWorkloadInfo& info,
+                      const std::set<std::string>& given) {
+  for (const std::string& flag : given) {
+    if (flag == "workload" || flag == "json") continue;
+    if (std::find(info.flags.begin(), info.flags.end(), flag) == info.flags.end()) {
+      return UsageError(absl::StrCat("--", flag, " does not apply to --workload ", name));
+    }
+  }
+  std::unique_ptr<ServerWorkload> workload = info.make();
+  if (absl::Status st = workload->ReadFlags(); !st.ok()) return UsageError(st.message());
+  const std::string json_path = absl::GetFlag(FLAGS_json);
+  if (given.count("json") > 0 && json_path.empty()) return UsageError("--json FILE is empty");
+  JsonLines json(json_path);
+  if (!json.ok()) return Fail(absl::PermissionDeniedError(absl::StrCat("cannot write ", json_path)));
+  absl::PrintF("== %s\n", name);
+  std::fflush(stdout);
+  if (absl::Status st = workload->Setup(); !st.ok()) return Fail(st);
+  if (absl::Status st = workload->Run(json); !st.ok()) return Fail(st);
+  if (absl::Status st = workload->Report(json); !st.ok()) return Fail(st);
+  std::fflush(stdout);
+  return kExitOk;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
   FlagScan scan = ScanFlags(argc, argv);
@@ -996,6 +1069,10 @@ int Main(int argc, char** argv) {
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     return UsageError(absl::StrCat("unexpected argument '", positional[1], "'"));
+  }
+  const std::string workload = absl::AsciiStrToLower(absl::GetFlag(FLAGS_workload));
+  if (auto it = ServerWorkloads().find(workload); it != ServerWorkloads().end()) {
+    return RunServerWorkload(workload, it->second, scan.given);
   }
   absl::StatusOr<Options> parsed = ReadOptions(scan.given);
   if (!parsed.ok()) return UsageError(parsed.status().message());

@@ -48,27 +48,19 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
-absl::StatusOr<GroundTruth> ExactTopK(const Mixture& mix, uint64_t n, const float* queries,
-                                      size_t nq, Metric metric, uint32_t k, int threads,
-                                      uint64_t chunk_rows) {
-  if (k == 0 || k > n) return absl::InvalidArgumentError("k must be 1..n");
-  if (threads < 1) return absl::InvalidArgumentError("threads must be >= 1");
+namespace {
+
+// The float pass: every row of `mix` against the queries `q` (nq x d,
+// normalised for cosine), chunk by chunk from a shared counter, into each
+// thread's candidate heaps per query (per_thread[t][i]).
+void ScanChunks(const Mixture& mix, uint64_t n, const std::vector<float>& q, size_t nq, bool l2,
+                uint64_t chunk_rows, std::vector<std::vector<Best>>* per_thread) {
   const uint32_t d = mix.dim();
-  std::vector<float> q(queries, queries + nq * d);
-  if (metric == Metric::kCosine) {
-    for (size_t i = 0; i < nq; ++i) NormalizeL2(&q[i * d], d);
-  }
-  const bool l2 = metric == Metric::kL2;
-  openblas_set_num_threads(1);
   const uint64_t chunks = (n + chunk_rows - 1) / chunk_rows;
-  std::vector<std::vector<Best>> per_thread(threads, std::vector<Best>(nq));
-  for (auto& v : per_thread) {
-    for (Best& b : v) b.cap = std::min<uint64_t>(n, k + kMargin);
-  }
   std::atomic<uint64_t> next{0};
   auto work = [&](int t) {
     std::vector<float> x(chunk_rows * d), dots(nq * chunk_rows), norms(chunk_rows);
-    std::vector<Best>& best = per_thread[t];
+    std::vector<Best>& best = (*per_thread)[t];
     for (uint64_t c; (c = next.fetch_add(1)) < chunks;) {
       const uint64_t first = c * chunk_rows, rows = std::min(chunk_rows, n - first);
       mix.Rows(first, rows, x.data());
@@ -96,49 +88,73 @@ absl::StatusOr<GroundTruth> ExactTopK(const Mixture& mix, uint64_t n, const floa
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  for (int t = 1; t < static_cast<int>(per_thread->size()); ++t) pool.emplace_back(work, t);
   work(0);
   for (auto& th : pool) th.join();
+}
 
+// Query i's top k into gt: its candidates of every thread scored again in
+// double; the float key's worst kept value bounds what the float pass may
+// have left out (a near cut is counted).
+void FinishQuery(const Mixture& mix, uint64_t n, const float* qi, size_t i, bool l2, uint32_t k,
+                 const std::vector<std::vector<Best>>& per_thread, GroundTruth* gt) {
+  const uint32_t d = mix.dim();
+  std::vector<float> row(d);
+  Best all;
+  all.cap = per_thread[0][i].cap;
+  for (const auto& v : per_thread) {
+    for (const auto& [key, id] : v[i].heap) all.Offer(key, id);
+  }
+  std::vector<std::pair<double, int64_t>> exact;  // lower is better
+  float worst_key = -std::numeric_limits<float>::infinity();
+  for (const auto& [key, id] : all.heap) {
+    worst_key = std::max(worst_key, key);
+    mix.Rows(static_cast<uint64_t>(id), 1, row.data());
+    double s = 0;
+    for (uint32_t t = 0; t < d; ++t) {
+      s += l2 ? (double{row[t]} - qi[t]) * (double{row[t]} - qi[t]) : double{row[t]} * qi[t];
+    }
+    exact.emplace_back(l2 ? s : -s, id);
+  }
+  std::sort(exact.begin(), exact.end());
+  for (uint32_t j = 0; j < k; ++j) {
+    gt->ids[i * k + j] = static_cast<int32_t>(exact[j].second);
+    gt->dist[i * k + j] = static_cast<float>(l2 ? exact[j].first : -exact[j].first);
+  }
+  if (all.heap.size() < n) {
+    // The k-th exact key in the float pass's terms (l2: minus |q|^2).
+    double qq = 0;
+    for (uint32_t t = 0; t < d; ++t) qq += double{qi[t]} * qi[t];
+    const double kth = l2 ? exact[k - 1].first - qq : exact[k - 1].first;
+    const double scale = std::max({std::abs(kth), std::abs(double{worst_key}), 1e-30});
+    if (double{worst_key} - kth < 1e-5 * scale) ++gt->near_cut;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<GroundTruth> ExactTopK(const Mixture& mix, uint64_t n, const float* queries,
+                                      size_t nq, Metric metric, uint32_t k, int threads,
+                                      uint64_t chunk_rows) {
+  if (k == 0 || k > n) return absl::InvalidArgumentError("k must be 1..n");
+  if (threads < 1) return absl::InvalidArgumentError("threads must be >= 1");
+  const uint32_t d = mix.dim();
+  std::vector<float> q(queries, queries + nq * d);
+  if (metric == Metric::kCosine) {
+    for (size_t i = 0; i < nq; ++i) NormalizeL2(&q[i * d], d);
+  }
+  const bool l2 = metric == Metric::kL2;
+  openblas_set_num_threads(1);
+  std::vector<std::vector<Best>> per_thread(threads, std::vector<Best>(nq));
+  for (auto& v : per_thread) {
+    for (Best& b : v) b.cap = std::min<uint64_t>(n, k + kMargin);
+  }
+  ScanChunks(mix, n, q, nq, l2, chunk_rows, &per_thread);
   GroundTruth gt;
   gt.k = k;
   gt.ids.resize(nq * k);
   gt.dist.resize(nq * k);
-  std::vector<float> row(d);
-  for (size_t i = 0; i < nq; ++i) {
-    Best all;
-    all.cap = per_thread[0][i].cap;
-    for (auto& v : per_thread) {
-      for (const auto& [key, id] : v[i].heap) all.Offer(key, id);
-    }
-    // Score the candidates again in double; the float key's worst kept
-    // value bounds what the float pass may have left out.
-    std::vector<std::pair<double, int64_t>> exact;  // lower is better
-    float worst_key = -std::numeric_limits<float>::infinity();
-    for (const auto& [key, id] : all.heap) {
-      worst_key = std::max(worst_key, key);
-      mix.Rows(static_cast<uint64_t>(id), 1, row.data());
-      double s = 0;
-      const float* qi = &q[i * d];
-      for (uint32_t t = 0; t < d; ++t) {
-        s += l2 ? (double{row[t]} - qi[t]) * (double{row[t]} - qi[t]) : double{row[t]} * qi[t];
-      }
-      exact.emplace_back(l2 ? s : -s, id);
-    }
-    std::sort(exact.begin(), exact.end());
-    for (uint32_t j = 0; j < k; ++j) {
-      gt.ids[i * k + j] = static_cast<int32_t>(exact[j].second);
-      gt.dist[i * k + j] = static_cast<float>(l2 ? exact[j].first : -exact[j].first);
-    }
-    if (all.heap.size() < n) {
-      // The k-th exact key in the float pass's terms (l2: minus |q|^2).
-      double qq = 0;
-      for (uint32_t t = 0; t < d; ++t) qq += double{q[i * d + t]} * q[i * d + t];
-      const double kth = l2 ? exact[k - 1].first - qq : exact[k - 1].first;
-      const double scale = std::max({std::abs(kth), std::abs(double{worst_key}), 1e-30});
-      if (double{worst_key} - kth < 1e-5 * scale) ++gt.near_cut;
-    }
-  }
+  for (size_t i = 0; i < nq; ++i) FinishQuery(mix, n, &q[i * d], i, l2, k, per_thread, &gt);
   return gt;
 }
 

@@ -10,7 +10,7 @@
 // leading out are refused, only regular files are opened (O_NONBLOCK), and
 // error messages name files relative to the root.
 //
-// Model directory (see README, "FGD decoder"):
+// Model directory (see docs/decoder.md):
 //   meta.json   {"vocab_size": V, "dim": d, ...}  ("V" and "d" also accepted)
 //   W.f32       V × d float32, row-major (or W.f16: float16, widened here)
 //   b.f32       V float32

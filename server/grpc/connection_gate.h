@@ -2,7 +2,7 @@
 //
 // ConnectionGate: zoomd's own TCP listener in front of gRPC, with caps on
 // the connections in all and per client address and a reserve of file
-// descriptors (ServerOptions::Connections, README "zoomd flags",
+// descriptors (ServerOptions::Connections, docs/operations.md "zoomd flags",
 // deploy/README.md "Connections and file descriptors").
 //
 // gRPC 1.51 cannot cap connections (no GRPC_ARG_MAX_ALLOWED_INCOMING_

@@ -26,7 +26,7 @@
 // fewer than `max_inline` inline runs are going on (the rest of gRPC's
 // threads stay free to take calls). EndInline ends it. On an idle server
 // this saves the hand-off to a worker and back (~300 µs of latency on a
-// 2-core VM, README "grpc").
+// 2-core VM, docs/benchmarks.md "grpc").
 //
 // Thread safety: all methods are safe from any thread. Stop() runs what is
 // queued and joins.

@@ -157,7 +157,7 @@ ABSL_FLAG(bool, keepalive_permit_without_calls, false,
           "Allow clients' keepalive pings on connections without calls (every "
           "--keepalive_min_ping_interval_s); the server then pings idle clients too.");
 ABSL_FLAG(std::string, role, "",
-          "Cluster role (README \"Cluster\"): empty for a standalone zoomd; node (hosts shard "
+          "Cluster role (docs/cluster.md): empty for a standalone zoomd; node (hosts shard "
           "replicas and applies their logs from NATS JetStream) or router (holds no data: "
           "routes the API to the nodes and the logs).");
 ABSL_FLAG(std::string, cluster, "zoomd", "The cluster's name (several may share one NATS).");

@@ -1945,7 +1945,7 @@ TEST(ZoomctlTest, EveryCommandAgainstARealServer) {
   EXPECT_EQ(Shell(ctl + "set-payload sift 9000").first, 2);
   EXPECT_EQ(Shell(ctl + "set-payload sift 9000 --fields '{\"at\":{\"lat\":91,\"lon\":0}}'").first,
             1);  // INVALID_ARGUMENT from the server
-  // Filters: index-field, count and search --filter (the README's JSON
+  // Filters: index-field, count and search --filter (docs/filters.md's JSON
   // form); a filter on an unindexed field still answers (a scan, warned);
   // a range on a keyword index and JSON that is not a Filter are refused.
   EXPECT_EQ(Shell(ctl + "upsert sift 9001 --vector " + v128 +

@@ -1,7 +1,8 @@
 // zoomload: the histogram and the Poisson schedule against references, the
 // report writers, and the binary driven against an in-process zoomd (the
 // bundled sift-ngt-5k set) and against a fake server of known service time
-// (open-loop latency must include the queueing delay).
+// (open-loop latency must include the queueing delay); its server workloads
+// (grpc, fgd, scale) against the zoomd binary they start, briefly.
 #include <grpcpp/grpcpp.h>
 #include <sys/wait.h>
 
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -675,6 +678,156 @@ TEST(ZoomloadTest, EveryRequestFailingExitsOneWithErrorsByCode) {
   EXPECT_EQ(report.fields().at("errors_by_code").struct_value().fields().at("RESOURCE_EXHAUSTED")
                 .number_value(),
             Num(report, "errors"));
+}
+
+// ---- Server workloads: a zoomd of their own ---------------------------------------------
+
+// The JSON lines of a server workload's --json, as Structs.
+std::vector<google::protobuf::Struct> ParseLines(const std::string& text) {
+  std::vector<google::protobuf::Struct> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    out.push_back(ParseObject(std::string(line)));
+  }
+  return out;
+}
+
+std::vector<google::protobuf::Struct> WithField(const std::vector<google::protobuf::Struct>& lines,
+                                                const std::string& key, const std::string& value) {
+  std::vector<google::protobuf::Struct> out;
+  for (const auto& l : lines) {
+    auto it = l.fields().find(key);
+    if (it != l.fields().end() && it->second.string_value() == value) out.push_back(l);
+  }
+  return out;
+}
+
+TEST(ServerWorkloadTest, GrpcImportsSearchesAndServesTheCollectionAgain) {
+  TempDir out;
+  const std::string work = out.File("zoomd");
+  const std::string base = absl::StrCat(
+      "--workload grpc --zoomd ", ZOOMD_BINARY, " --dataset ", TestDataPath("sift-ngt-5k"),
+      " --grpc_work_dir ", work, " --max_queries 300 --nprobe 16 --rerank 30 ");
+  const std::string json = out.File("grpc.jsonl");
+  auto [rc, output] =
+      Zoomload(base + "--grpc_concurrency 1,2 --grpc_batch_callers 2 --json " + json);
+  std::printf("%s\n", output.c_str());
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_THAT(output, HasSubstr("4500 points imported over gRPC"));
+  EXPECT_THAT(output, HasSubstr("zoomd stopped"));
+  const auto lines = ParseLines(ReadFile(json));
+  ASSERT_EQ(WithField(lines, "path", "setup").size(), 1u);
+  EXPECT_EQ(Num(WithField(lines, "path", "setup")[0], "points"), 4500);
+  const auto floor = WithField(lines, "path", "floor");
+  ASSERT_EQ(floor.size(), 1u);
+  EXPECT_GT(Num(floor[0], "health_p50_us"), 0);
+  EXPECT_GT(Num(floor[0], "preview_grpc_p50_us"), 0);
+  const auto rows = WithField(lines, "path", "grpc");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    EXPECT_GE(Num(r, "recall_at_10"), 0.9);  // every speed row carries its quality
+    EXPECT_GT(Num(r, "qps"), 0);
+    EXPECT_LE(Num(r, "p50_us"), Num(r, "p99_us"));
+    EXPECT_GT(Num(r, "reads_per_query"), 0);
+    EXPECT_GT(Num(r, "cpu_us_per_query"), 0);  // zoomload's and zoomd's
+  }
+  const auto batch = WithField(lines, "path", "grpc_search_batch");
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(Num(batch[0], "recall_at_10"), Num(rows[0], "recall_at_10"));
+
+  // Without the setup part the collection in the data dir is served as it is.
+  std::tie(rc, output) = Zoomload(base + "--grpc_parts=search --grpc_concurrency 1");
+  std::printf("%s\n", output.c_str());
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_THAT(output, HasSubstr("served as it is (4500 points"));
+  // ... and an empty data dir is an error naming the setup part.
+  std::tie(rc, output) = Zoomload(absl::StrCat(
+      "--workload grpc --zoomd ", ZOOMD_BINARY, " --dataset ", TestDataPath("sift-ngt-5k"),
+      " --grpc_work_dir ", out.File("empty"), " --grpc_parts=floor"));
+  EXPECT_EQ(rc, 1) << output;
+  EXPECT_THAT(output, HasSubstr("run the setup part first"));
+}
+
+TEST(ServerWorkloadTest, FgdTimesTopKAndStreamTopK) {
+  TempDir out;
+  // A small model: W, b, vocab, meta.json and contexts (no references).
+  const std::string model = out.File("lm");
+  std::filesystem::create_directories(model);
+  constexpr uint32_t kV = 500, kD = 16, kContexts = 40;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> g;
+  auto write = [&](const std::string& name, size_t count) {
+    std::vector<float> v(count);
+    for (float& x : v) x = g(rng) / 4;
+    std::ofstream(model + "/" + name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(v.data()), count * sizeof(float));
+  };
+  write("W.f32", kV * kD);
+  write("b.f32", kV);
+  write("H.f32", kContexts * kD);
+  std::ofstream vocab(model + "/vocab.txt");
+  for (uint32_t i = 0; i < kV; ++i) vocab << "w" << i << "\n";
+  vocab.close();
+  std::ofstream(model + "/meta.json") << "{\"vocab_size\": " << kV << ", \"dim\": " << kD << "}\n";
+  const std::string json = out.File("fgd.jsonl");
+  auto [rc, output] = Zoomload(absl::StrCat("--workload fgd --zoomd ", ZOOMD_BINARY,
+                                            " --dataset ", model, " --fgd_work_dir ",
+                                            out.File("zoomd"), " --ef 32 --json ", json));
+  std::printf("%s\n", output.c_str());
+  ASSERT_EQ(rc, 0) << output;
+  const auto lines = ParseLines(ReadFile(json));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(Num(lines[0], "contexts"), kContexts);  // --fgd_calls 2000, but 40 in H.f32
+  EXPECT_GT(Num(lines[0], "topk_us"), 0);
+  EXPECT_GT(Num(lines[0], "stream_us"), 0);
+  EXPECT_EQ(lines[0].fields().at("top1_equals_exact").kind_case(),
+            google::protobuf::Value::kNullValue);  // no ref_ids.i32
+}
+
+TEST(ServerWorkloadTest, ScaleMeasuresEachNAndTheSlopes) {
+  TempDir out;
+  const std::string json = out.File("scale.jsonl");
+  auto [rc, output] = Zoomload(absl::StrCat(
+      "--workload scale --zoomd ", ZOOMD_BINARY, " --scale_datagen ", ZOOMDATAGEN_BINARY,
+      " --scale_dir ", out.path(), " --scale_n 1500,3000 --scale_queries 50 --scale_pq_m 16"
+      " --noscale_opq --scale_threads 1 --scale_grid_nprobe 8 --scale_grid_rerank 20 --json ",
+      json, " --scale_svg ", out.File("scale.svg")));
+  std::printf("%s\n", output.c_str());
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_THAT(output, HasSubstr("an empty zoomd: RSS"));
+  EXPECT_THAT(output, Not(HasSubstr("SIMD ?")));  // read from zoomd's log
+  const auto lines = ParseLines(ReadFile(json));
+  const auto points = WithField(lines, "scale", "point");
+  ASSERT_EQ(points.size(), 2u);
+  for (const auto& p : points) {
+    for (const char* key : {"import_points_per_s", "build_s", "resident_bytes_per_point",
+                            "rss_bytes_per_point", "restart_s", "compact_s", "fixed_qps"}) {
+      EXPECT_GT(Num(p, key), 0) << key;
+    }
+    EXPECT_EQ(Num(p, "failed_during_compaction"), 0);
+  }
+  EXPECT_GE(WithField(lines, "scale", "queries").size(), 4u);  // fixed, default (+ 0.95) x 2
+  EXPECT_FALSE(WithField(lines, "scale", "slope").empty());
+  EXPECT_THAT(ReadFile(out.File("scale.svg")), HasSubstr("</svg>"));
+}
+
+TEST(ServerWorkloadTest, OnlyTheirOwnFlagsApply) {
+  const std::string dataset = TestDataPath("sift-ngt-5k");
+  // A load-test flag with a server workload, and a server workload's flag
+  // with a load test: usage errors naming the flag.
+  auto [rc, output] = Zoomload("--workload grpc --dataset " + dataset + " --target 127.0.0.1:1");
+  EXPECT_EQ(rc, 2) << output;
+  EXPECT_THAT(output, HasSubstr("--target does not apply to --workload grpc"));
+  std::tie(rc, output) = Zoomload("--workload scale --dataset " + dataset);
+  EXPECT_EQ(rc, 2) << output;
+  std::tie(rc, output) = Zoomload("--workload grpc --dataset " + dataset + " --grpc_parts nope");
+  EXPECT_EQ(rc, 2) << output;
+  std::tie(rc, output) = Zoomload("--target 127.0.0.1:1 --workload search --collection c --rate 5"
+                                  " --dataset " + dataset + " --grpc_concurrency 2");
+  EXPECT_EQ(rc, 2) << output;
+  EXPECT_THAT(output, HasSubstr("--grpc_concurrency applies to --workload grpc only"));
+  std::tie(rc, output) = Zoomload("--workload grpc --dataset " + dataset + " --zoomd /nonexistent");
+  EXPECT_EQ(rc, 1) << output;
+  EXPECT_THAT(output, HasSubstr("no zoomd binary at /nonexistent"));
 }
 
 }  // namespace

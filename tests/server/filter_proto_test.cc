@@ -19,7 +19,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::zoom::testing::StatusIs;
 
-// The proto's JSON form (zoomctl's --filter) converts as the README shows,
+// The proto's JSON form (zoomctl's --filter) converts as docs/filters.md shows,
 // and the shapes that say nothing or two things are refused.
 TEST(FilterProtoTest, JsonFormConvertsAndBadShapesAreRefused) {
   const auto parse = [](const std::string& json, Filter* out) {
