@@ -105,6 +105,44 @@ struct QueryStats {
     filter_tested += other.filter_tested;
     filter_matched += other.filter_matched;
   }
+
+  // Adds `other`, the stats of a part that ran beside this one (a shard of
+  // a clustered collection): counters summed, stage times the slowest
+  // part's, `degraded` and `filter_scan` or-ed; the first part with a
+  // filter strategy names it; a recall target is reached only when every
+  // part reached it (calibrated_recall: the lowest); the knobs are the
+  // first part's. `first`: this holds nothing yet (takes `other` as is).
+  // `exact` is the caller's (it depends on which parts had hits).
+  void MergeParallel(const QueryStats& other, bool first) {
+    if (first) {
+      *this = other;
+      return;
+    }
+    preview_us = preview_us > other.preview_us ? preview_us : other.preview_us;
+    fullview_us = fullview_us > other.fullview_us ? fullview_us : other.fullview_us;
+    rerank_us = rerank_us > other.rerank_us ? rerank_us : other.rerank_us;
+    fullview_rounds =
+        fullview_rounds > other.fullview_rounds ? fullview_rounds : other.fullview_rounds;
+    reads += other.reads;
+    bytes_read += other.bytes_read;
+    read_errors += other.read_errors;
+    candidates += other.candidates;
+    distance_evals += other.distance_evals;
+    hops += other.hops;
+    cache_hits += other.cache_hits;
+    cache_misses += other.cache_misses;
+    degraded = degraded || other.degraded;
+    if (filter_strategy == FilterStrategy::kNone) filter_strategy = other.filter_strategy;
+    filter_matches += other.filter_matches;
+    filter_expansions += other.filter_expansions;
+    filter_scan = filter_scan || other.filter_scan;
+    filter_tested += other.filter_tested;
+    filter_matched += other.filter_matched;
+    target_reached = target_reached && other.target_reached;
+    calibrated_recall =
+        calibrated_recall < other.calibrated_recall ? calibrated_recall : other.calibrated_recall;
+    knobs_calibrated = knobs_calibrated && other.knobs_calibrated;
+  }
 };
 
 }  // namespace zoom

@@ -8,44 +8,6 @@
 #include "common/status_macros.h"
 
 namespace zoom::server {
-namespace {
-
-absl::StatusOr<Metric> MetricFromProto(v1::Metric m) {
-  switch (m) {
-    case v1::L2: return Metric::kL2;
-    case v1::INNER_PRODUCT: return Metric::kInnerProduct;
-    case v1::COSINE: return Metric::kCosine;
-    case v1::METRIC_UNSPECIFIED:
-      return absl::InvalidArgumentError("metric is required: L2, INNER_PRODUCT or COSINE");
-    default:
-      return absl::InvalidArgumentError(absl::StrCat("unknown metric value ", static_cast<int>(m)));
-  }
-}
-v1::Metric MetricToProto(Metric m) {
-  switch (m) {
-    case Metric::kL2: return v1::L2;
-    case Metric::kInnerProduct: return v1::INNER_PRODUCT;
-    case Metric::kCosine: return v1::COSINE;
-  }
-  return v1::METRIC_UNSPECIFIED;
-}
-
-}  // namespace
-
-absl::StatusOr<CollectionConfig> ConfigFromSpec(const v1::CollectionSpec& spec,
-                                                const ServiceLimits& limits) {
-  ZOOM_ASSIGN_OR_RETURN(CollectionConfig config, FromProto(spec));
-  if (spec.default_knobs().rerank_stop_sd() != 0) {
-    return absl::InvalidArgumentError(
-        "default_knobs.rerank_stop_sd: not a collection default (yet); set it per request "
-        "in SearchRequest.knobs");
-  }
-  ZOOM_RETURN_IF_ERROR(CheckRange("default ef", config.default_ef, limits.max_ef));
-  ZOOM_RETURN_IF_ERROR(CheckRange("default nprobe", config.default_nprobe, limits.max_nprobe));
-  ZOOM_RETURN_IF_ERROR(
-      CheckRange("default rerank_candidates", config.default_rerank, limits.max_rerank));
-  return config;
-}
 
 // The cluster fields of a search, checked wherever it runs.
 absl::Status CheckClusterFields(const v1::SearchRequest& req) {
@@ -74,140 +36,6 @@ absl::Status CheckRange(const char* name, uint64_t value, uint64_t max) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CollectionConfig> FromProto(const v1::CollectionSpec& spec) {
-  CollectionConfig c;
-  c.name = spec.name();
-  ZOOM_RETURN_IF_ERROR(ValidateCollectionName(c.name));
-  c.dim = spec.dim();
-  ZOOM_ASSIGN_OR_RETURN(c.metric, MetricFromProto(spec.metric()));
-  switch (spec.dtype()) {
-    case v1::DTYPE_UNSPECIFIED:
-    case v1::FLOAT32: c.dtype = storage::DType::kFloat32; break;
-    case v1::UINT8: c.dtype = storage::DType::kUint8; break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown dtype value ", static_cast<int>(spec.dtype())));
-  }
-  const v1::IndexSpec& is = spec.index();
-  switch (is.kind()) {
-    case v1::INDEX_KIND_UNSPECIFIED:
-    case v1::IVF_HNSW_PQ: c.index.kind = index::IndexKind::kIvfHnswPq; break;
-    case v1::HNSW_PQ: c.index.kind = index::IndexKind::kHnswPq; break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "unknown index kind value ", static_cast<int>(is.kind()), "; use HNSW_PQ or IVF_HNSW_PQ"));
-  }
-  c.index.hnsw.M = is.m();
-  c.index.hnsw.ef_construction = is.ef_construction();
-  c.index.pq.m = is.pq_m();
-  c.index.pq.nbits = is.pq_nbits();
-  c.index.pq.opq = is.opq();
-  switch (is.quantizer()) {
-    case v1::QUANTIZER_UNSPECIFIED:
-    case v1::QUANTIZER_PQ: c.index.pq.code = index::CodeKind::kPq; break;
-    case v1::QUANTIZER_RABITQ: c.index.pq.code = index::CodeKind::kRabitq; break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown quantizer value ", static_cast<int>(is.quantizer()),
-                       "; use QUANTIZER_PQ or QUANTIZER_RABITQ"));
-  }
-  c.index.hnsw.compact_links = is.compact_links();
-  c.index.nlist = is.nlist();
-  c.default_ef = spec.default_knobs().ef();
-  c.default_nprobe = spec.default_knobs().nprobe();
-  c.default_rerank = spec.default_knobs().rerank_candidates();
-  c.default_target_recall = spec.default_knobs().target_recall();
-  c.cache_bytes = spec.cache_bytes();
-  return c;
-}
-
-v1::CollectionInfo ToProto(const CollectionInfo& info) {
-  v1::CollectionInfo out;
-  v1::CollectionSpec* spec = out.mutable_spec();
-  const CollectionConfig& c = info.config;
-  spec->set_name(c.name);
-  spec->set_dim(c.dim);
-  spec->set_metric(MetricToProto(c.metric));
-  spec->set_dtype(c.dtype == storage::DType::kUint8 ? v1::UINT8 : v1::FLOAT32);
-  v1::IndexSpec* is = spec->mutable_index();
-  is->set_kind(c.index.kind == index::IndexKind::kHnswPq ? v1::HNSW_PQ : v1::IVF_HNSW_PQ);
-  is->set_m(c.index.hnsw.M);
-  is->set_ef_construction(c.index.hnsw.ef_construction);
-  is->set_pq_m(c.index.pq.m);
-  is->set_pq_nbits(c.index.pq.nbits);
-  is->set_nlist(c.index.nlist);
-  is->set_opq(c.index.pq.opq);
-  is->set_compact_links(c.index.hnsw.compact_links);
-  is->set_quantizer(c.index.pq.code == index::CodeKind::kRabitq ? v1::QUANTIZER_RABITQ
-                                                                 : v1::QUANTIZER_PQ);
-  spec->mutable_default_knobs()->set_ef(c.default_ef);
-  spec->mutable_default_knobs()->set_nprobe(c.default_nprobe);
-  spec->mutable_default_knobs()->set_rerank_candidates(c.default_rerank);
-  spec->mutable_default_knobs()->set_target_recall(static_cast<float>(c.default_target_recall));
-  spec->set_cache_bytes(c.cache_bytes);
-  out.set_points(info.points);
-  out.set_deleted_points(info.deleted_records);
-  out.set_stored_records(info.stored_records);
-  out.set_index_state(static_cast<v1::IndexState>(static_cast<int>(info.index_state) + 1));
-  out.set_indexed_points(info.indexed_points);
-  out.set_trained_points(info.trained_points);
-  out.set_auto_retrains(info.auto_retrains);
-  out.set_code_error_ratio(info.code_error_ratio);
-  out.set_drift_retrains(info.drift_retrains);
-  out.set_resident_bytes(info.resident_bytes);
-  out.set_disk_bytes(info.disk_bytes);
-  out.set_build_progress(info.build_progress);
-  out.set_index_error(info.index_error);
-  out.set_compaction_error(info.compaction_error);
-  out.set_maintenance_failures(info.maintenance_failures);
-  if (info.maintenance_failures > 0) {
-    out.set_maintenance_retry_unix_ms(absl::ToUnixMillis(info.maintenance_retry_at));
-  }
-  for (const FieldIndexInfo& f : info.field_indexes) {
-    v1::FieldIndexInfo* fi = out.add_field_indexes();
-    fi->set_field(f.field);
-    fi->set_type(FieldIndexTypeToProto(f.type));
-    fi->set_ready(f.ready);
-    fi->set_points(f.points);
-    fi->set_bytes(f.bytes);
-  }
-  if (info.calibration != nullptr) {
-    const Calibration& cal = *info.calibration;
-    v1::Calibration* pc = out.mutable_calibration();
-    pc->set_k(cal.k);
-    pc->set_queries(cal.queries);
-    pc->set_indexed_points(cal.indexed_points);
-    pc->set_created_unix_ms(cal.created_unix_ms);
-    for (const CalibrationPoint& p : cal.points) {
-      v1::CalibrationPoint* pp = pc->add_points();
-      pp->set_ef(p.ef);
-      pp->set_nprobe(p.nprobe);
-      pp->set_rerank_candidates(p.rerank_candidates);
-      pp->set_recall(p.recall);
-      pp->set_recall_lower(p.recall_lower);
-      pp->set_mean_us(p.mean_us);
-      pp->set_ssd_reads(p.ssd_reads);
-      pp->set_work(p.work);
-    }
-  }
-  out.set_calibration_current(info.calibration_current);
-  out.set_calibration_error(info.calibration_error);
-  out.set_default_target_recall(static_cast<float>(info.default_target_recall));
-  return out;
-}
-
-v1::SnapshotInfo ToProto(const SnapshotInfo& i) {
-  v1::SnapshotInfo out;
-  out.set_collection(i.collection);
-  out.set_name(i.name);
-  out.set_size_bytes(i.bytes);
-  out.set_created_unix_ms(i.created_unix_ms);
-  out.set_points(i.points);
-  out.set_records(i.records);
-  out.set_sha256(i.sha256);
-  return out;
-}
-
 namespace api {
 namespace {
 
@@ -227,22 +55,6 @@ absl::Status OptionalFilter(bool has, const v1::Filter& proto,
 }
 
 }  // namespace
-
-absl::StatusOr<CreateCollectionRequest> FromProto(const v1::CreateCollectionRequest& req,
-                                                  const ServiceLimits& limits) {
-  CreateCollectionRequest out;
-  ZOOM_ASSIGN_OR_RETURN(out.config, ConfigFromSpec(req.spec(), limits));
-  out.shards = req.spec().shards();
-  out.replicas = req.spec().replicas();
-  return out;
-}
-
-v1::CollectionInfo ToProto(const CollectionDescription& d) {
-  v1::CollectionInfo out = server::ToProto(d.info);
-  if (d.shards > 0) out.mutable_spec()->set_shards(d.shards);
-  if (d.replicas > 0) out.mutable_spec()->set_replicas(d.replicas);
-  return out;
-}
 
 // ---- points -------------------------------------------------------------------
 
@@ -537,6 +349,121 @@ BuildIndexRequest FromProto(const v1::BuildIndexRequest& req) {
   out.wait = req.wait();
   out.after = TokensFromProto(req.after());
   return out;
+}
+
+// ---- what a router sends its nodes, and reads back ----------------------------------
+
+void ToProto(const Query& q, const std::string& local, v1::SearchRequest* out) {
+  out->set_collection(local);
+  out->mutable_vector()->Assign(q.vector.begin(), q.vector.end());
+  out->set_k(q.k);
+  v1::SearchKnobs* k = out->mutable_knobs();
+  k->set_ef(q.knobs.ef);
+  k->set_nprobe(q.knobs.nprobe);
+  k->set_rerank_candidates(q.knobs.rerank_candidates);
+  k->set_rerank_stop_sd(static_cast<float>(q.knobs.rerank_stop_sd));
+  k->set_target_recall(static_cast<float>(q.knobs.target_recall));
+  out->set_preview_only(q.preview_only || q.degrade);
+  out->set_exact(q.exact);
+  out->set_with_payload(q.with_payload);
+  out->set_with_vectors(q.with_vectors);
+  out->set_allow_partial(q.allow_partial);
+  if (q.filter != nullptr) FilterToProto(*q.filter, out->mutable_filter());
+  out->set_consistency(q.consistency == Consistency::kSession ? v1::SESSION : v1::EVENTUAL);
+  TokensToProto(q.after, out->mutable_after());
+}
+
+v1::CountRequest ToProto(const CountRequest& r, const std::string& local) {
+  v1::CountRequest out;
+  out.set_collection(local);
+  if (r.filter != nullptr) FilterToProto(*r.filter, out.mutable_filter());
+  return out;
+}
+
+v1::ScrollRequest ToProto(const ScrollRequest& r, const std::string& local) {
+  v1::ScrollRequest out;
+  out.set_collection(local);
+  if (r.filter != nullptr) FilterToProto(*r.filter, out.mutable_filter());
+  out.set_offset(r.offset);
+  out.set_limit(r.limit);
+  out.set_with_payload(r.with_payload);
+  out.set_with_vectors(r.with_vectors);
+  return out;
+}
+
+FilterStrategy FilterStrategyFromName(const std::string& name) {
+  for (FilterStrategy s : {FilterStrategy::kExact, FilterStrategy::kFilteredPreview,
+                           FilterStrategy::kPostFilter, FilterStrategy::kMatchScan}) {
+    if (name == FilterStrategyName(s)) return s;
+  }
+  return FilterStrategy::kNone;
+}
+
+absl::StatusOr<SearchAnswer> FromProto(v1::SearchResponse resp) {
+  SearchAnswer a;
+  a.coverage = resp.coverage();
+  a.degraded = resp.degraded();
+  a.hits.reserve(resp.hits_size());
+  for (v1::Hit& h : *resp.mutable_hits()) {
+    Hit out;
+    out.id = h.id();
+    out.score = h.score();
+    out.payload = std::move(*h.mutable_payload());
+    out.vector.assign(h.vector().begin(), h.vector().end());
+    if (!h.fields().empty()) {
+      ZOOM_ASSIGN_OR_RETURN(out.fields, FieldsFromProto(h.fields()));
+    }
+    a.hits.push_back(std::move(out));
+  }
+  const v1::QueryStats& s = resp.stats();
+  QueryStats& st = a.stats;
+  st.preview_us = static_cast<double>(s.preview_us());
+  st.fullview_us = static_cast<double>(s.fullview_us());
+  st.rerank_us = static_cast<double>(s.rerank_us());
+  st.reads = s.ssd_reads();
+  st.fullview_rounds = s.fullview_rounds();
+  st.bytes_read = s.bytes_read();
+  st.candidates = s.candidates();
+  st.distance_evals = s.distance_evals();
+  st.cache_hits = s.cache_hits();
+  st.degraded = s.degraded();
+  st.exact = s.exact();
+  st.filter_strategy = FilterStrategyFromName(s.filter_strategy());
+  st.filter_matches = s.filter_matches();
+  st.filter_expansions = s.filter_expansions();
+  st.filter_scan = s.filter_scan();
+  st.target_recall = s.target_recall();
+  st.calibrated_recall = s.calibrated_recall();
+  st.target_reached = s.target_reached();
+  st.knob_ef = s.knobs().ef();
+  st.knob_nprobe = s.knobs().nprobe();
+  st.knob_rerank = s.knobs().rerank_candidates();
+  a.warning = s.warning();
+  return a;
+}
+
+
+absl::StatusOr<PointData> FromProto(v1::Point p) {
+  PointData out;
+  out.id = p.id();
+  out.vector.assign(p.vector().begin(), p.vector().end());
+  out.payload = std::move(*p.mutable_payload());
+  if (!p.fields().empty()) {
+    ZOOM_ASSIGN_OR_RETURN(out.fields, FieldsFromProto(p.fields()));
+  }
+  return out;
+}
+
+absl::StatusOr<ScrollAnswer> FromProto(v1::ScrollResponse resp) {
+  ScrollAnswer a;
+  a.points.reserve(resp.points_size());
+  for (v1::Point& p : *resp.mutable_points()) {
+    ZOOM_ASSIGN_OR_RETURN(PointData d, FromProto(std::move(p)));
+    a.points.push_back(std::move(d));
+  }
+  if (resp.has_next_offset()) a.next_offset = resp.next_offset();
+  a.filter_scan = resp.filter_scan();
+  return a;
 }
 
 std::vector<WriteToken> TokensFromProto(

@@ -108,6 +108,20 @@ void ToProto(ScrollAnswer answer, v1::ScrollResponse* out);
 absl::StatusOr<CreateFieldIndexRequest> FromProto(const v1::CreateFieldIndexRequest& req);
 BuildIndexRequest FromProto(const v1::BuildIndexRequest& req);
 
+// ---- what a router sends its nodes, and reads back -------------------------------
+// (requests as protos for collection `local`, the shard's name on a node;
+// answers as the API's; InvalidArgument for an answer that does not convert)
+
+void ToProto(const Query& q, const std::string& local, v1::SearchRequest* out);
+v1::CountRequest ToProto(const CountRequest& r, const std::string& local);
+v1::ScrollRequest ToProto(const ScrollRequest& r, const std::string& local);
+absl::StatusOr<SearchAnswer> FromProto(v1::SearchResponse resp);
+absl::StatusOr<CollectionDescription> FromProto(const v1::CollectionInfo& info);
+absl::StatusOr<PointData> FromProto(v1::Point p);
+absl::StatusOr<ScrollAnswer> FromProto(v1::ScrollResponse resp);
+// The strategy QueryStats names ("exact", ...); kNone for "" or unknown.
+FilterStrategy FilterStrategyFromName(const std::string& name);
+
 std::vector<WriteToken> TokensFromProto(
     const google::protobuf::RepeatedPtrField<v1::WriteToken>& tokens);
 void TokensToProto(const std::vector<WriteToken>& tokens,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -344,6 +345,108 @@ absl::Status FilterFromProto(const v1::Filter& proto, Filter* out, const FilterL
   ZOOM_RETURN_IF_ERROR(ValidateFilter(*out, limits));
   NormalizeFilter(out);
   return absl::OkStatus();
+}
+
+namespace {
+
+void BoundsTo(const RangeBounds& b, v1::Range* r) {
+  if (b.gt) r->set_gt(*b.gt);
+  if (b.gte) r->set_gte(*b.gte);
+  if (b.lt) r->set_lt(*b.lt);
+  if (b.lte) r->set_lte(*b.lte);
+}
+
+void GeoTo(const GeoPoint& g, v1::GeoPoint* p) {
+  p->set_lat(g.lat);
+  p->set_lon(g.lon);
+}
+
+void ConditionTo(const Condition& c, v1::Condition* out) {
+  using T = Condition::Type;
+  switch (c.type) {
+    case T::kHasId: {
+      std::vector<uint64_t> ids(c.ids.begin(), c.ids.end());
+      std::sort(ids.begin(), ids.end());  // a set: the same filter, the same bytes
+      for (uint64_t id : ids) out->add_has_id(id);
+      return;
+    }
+    case T::kIsEmpty:
+      out->mutable_is_empty()->set_key(c.key);
+      return;
+    case T::kIsNull:
+      out->mutable_is_null()->set_key(c.key);
+      return;
+    case T::kNested:
+      if (c.nested != nullptr) {
+        FilterToProto(*c.nested, out->mutable_filter());
+      } else {
+        out->mutable_filter();
+      }
+      return;
+    default:
+      break;
+  }
+  out->set_key(c.key);
+  switch (c.type) {
+    case T::kRange: return BoundsTo(c.range, out->mutable_range());
+    case T::kValuesCount: return BoundsTo(c.range, out->mutable_values_count());
+    case T::kGeoRadius:
+      GeoTo(c.center, out->mutable_geo_radius()->mutable_center());
+      out->mutable_geo_radius()->set_radius(c.radius_m);
+      return;
+    case T::kGeoBox:
+      GeoTo(c.top_left, out->mutable_geo_bounding_box()->mutable_top_left());
+      GeoTo(c.bottom_right, out->mutable_geo_bounding_box()->mutable_bottom_right());
+      return;
+    case T::kMatch: {
+      v1::Match* m = out->mutable_match();
+      if (const auto* s = std::get_if<std::string>(&c.value)) {
+        m->set_keyword(*s);
+      } else if (const auto* i = std::get_if<int64_t>(&c.value)) {
+        m->set_integer(*i);
+      } else if (const auto* b = std::get_if<bool>(&c.value)) {
+        m->set_boolean(*b);
+      }
+      return;
+    }
+    case T::kMatchAny:
+    case T::kMatchExcept: {
+      v1::Match* m = out->mutable_match();
+      const bool ints = !c.values.empty() && std::holds_alternative<int64_t>(c.values[0]);
+      if (ints) {
+        v1::Integers* l =
+            c.type == T::kMatchAny ? m->mutable_integers() : m->mutable_except_integers();
+        for (const FieldScalar& v : c.values) l->add_values(std::get<int64_t>(v));
+      } else {
+        google::protobuf::ListValue* l =
+            c.type == T::kMatchAny ? m->mutable_any() : m->mutable_except();
+        for (const FieldScalar& v : c.values) {
+          if (const auto* s = std::get_if<std::string>(&v)) l->add_values()->set_string_value(*s);
+        }
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void ConditionsTo(const std::vector<Condition>& in,
+                  google::protobuf::RepeatedPtrField<v1::Condition>* out) {
+  for (const Condition& c : in) ConditionTo(c, out->Add());
+}
+
+}  // namespace
+
+void FilterToProto(const Filter& filter, v1::Filter* out) {
+  out->Clear();
+  ConditionsTo(filter.must, out->mutable_must());
+  ConditionsTo(filter.should, out->mutable_should());
+  ConditionsTo(filter.must_not, out->mutable_must_not());
+  if (!filter.min_should.empty()) {
+    ConditionsTo(filter.min_should, out->mutable_min_should()->mutable_conditions());
+    out->mutable_min_should()->set_min_count(filter.min_should_count);
+  }
 }
 
 absl::StatusOr<FieldIndexType> FieldIndexTypeFromProto(v1::FieldIndexType type) {

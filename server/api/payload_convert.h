@@ -45,6 +45,9 @@ void FieldsToProto(const PayloadFields& fields, ProtoFields* out);
 // any/except list over its limit. ValidateFilter checks the rest.
 absl::Status FilterFromProto(const v1::Filter& proto, Filter* out,
                              const FilterLimits& limits = {});
+// A valid engine filter as a v1::Filter that converts back to the same one
+// (the typed match forms; what a router sends its nodes).
+void FilterToProto(const Filter& filter, v1::Filter* out);
 // The engine's index type of a v1 one (InvalidArgument for UNSPECIFIED).
 absl::StatusOr<FieldIndexType> FieldIndexTypeFromProto(v1::FieldIndexType type);
 v1::FieldIndexType FieldIndexTypeToProto(FieldIndexType type);

@@ -1113,9 +1113,7 @@ absl::Status Collection::EngineParams(const Segment& seg, const CollectionSearch
 }
 
 double Collection::DefaultTarget() const {
-  if (config_.default_target_recall > 0) return config_.default_target_recall;
-  // Knobs of its own (not the built-in ones) say what the collection wants.
-  return config_.DefaultKnobsGiven() ? 0 : options_.default_target_recall;
+  return config_.DefaultTarget(options_.default_target_recall);
 }
 
 std::shared_ptr<const Calibration> Collection::CurrentCalibration() const {
@@ -1382,7 +1380,7 @@ absl::Status Collection::RunBuild() {
                  : overtaken                              ? IndexState::kNone
                                                           : IndexState::kFailed;
   if (st.ok()) {
-    // The phases (zoombench --benchmarks=scale reads this line): the
+    // The phases (zoomload --workload scale reads this line): the
     // streaming build's own (zero for hnsw_pq, which builds in RAM), the
     // install (the index snapshot written), the recall curve's calibration.
     ZOOM_LOG(INFO, "collection ", config_.name, ": index build over ", n, " points (",

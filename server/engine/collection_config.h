@@ -43,6 +43,12 @@ struct CollectionConfig {
   bool DefaultKnobsGiven() const {
     return default_ef != 64 || default_nprobe != 16 || default_rerank != 100;
   }
+  // The target a search naming none aims at: its own default_target_recall,
+  // else none when it gave knobs of its own, else the server's.
+  double DefaultTarget(double server_default) const {
+    if (default_target_recall > 0) return default_target_recall;
+    return DefaultKnobsGiven() ? 0 : server_default;
+  }
   // DRAM cache of hot full vectors (0: the server's default,
   // CollectionOptions::engine.cache_bytes).
   uint64_t cache_bytes = 0;

@@ -314,7 +314,7 @@ grpc::ServerUnaryReactor* VectorSearchService::Search(grpc::CallbackServerContex
   //    hand-off to a worker and back costs (~300 µs at p50 on a 2-core VM).
   //    A search that reads the SSD stays on the workers: measured inline,
   //    50-read searches lost throughput at 2-4 callers (a gRPC thread waits
-  //    on the disk), README "grpc".
+  //    on the disk), docs/benchmarks.md "grpc".
   const bool ram_only =
       !req->exact() && !req->with_payload() && !req->with_vectors() && !req->has_filter();
   const bool shed = ram_only && req->allow_partial() && deadline != absl::InfiniteFuture() &&

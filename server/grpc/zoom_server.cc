@@ -64,7 +64,7 @@ absl::Status ZoomServer::Start() {
       !IsLoopbackAddress(options_.grpc_address)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "refusing to serve ", options_.grpc_address,
-        " without API keys: give --api_key_file (see the README, \"Security\"), listen on "
+        " without API keys: give --api_key_file (see docs/operations.md, \"Security\"), listen on "
         "127.0.0.1, or pass --allow_unauthenticated to run open"));
   }
   if (options_.metrics_require_key && !auth_->enabled()) {
@@ -218,8 +218,7 @@ absl::Status ZoomServer::Start() {
     auto gate = std::make_unique<ConnectionGate>(limits);
     if (absl::Status st = gate->Listen(options_.grpc_address, listen_host, listen_port);
         !st.ok()) {
-      router_decoder_.reset();
-      router_.reset();
+      ReleaseServices();
       db_.reset();
       return absl::Status(st.code(), absl::StrCat(st.message(),
                                                   " (address in use or not local? set "
@@ -238,8 +237,7 @@ absl::Status ZoomServer::Start() {
       server_->Wait();
       server_.reset();
     }
-    router_decoder_.reset();
-    router_.reset();
+    ReleaseServices();
     db_.reset();
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", options_.grpc_address,
@@ -308,19 +306,51 @@ absl::Status ZoomServer::Start() {
 }
 
 absl::Status ZoomServer::StartRouter(grpc::ServerBuilder& builder) {
-  RouterOptions ro = options_.cluster.router;
+  router::RouterOptions ro = options_.cluster.router;
   ro.catalog.cluster = options_.cluster.name;
   ro.catalog.nats_replicas = options_.cluster.nats_replicas;
   ro.catalog.node_ttl = options_.cluster.node_ttl;
   ro.nats.servers = options_.cluster.nats;
-  ro.limits = options_.limits;
-  ro.version = options_.version;
-  ZOOM_ASSIGN_OR_RETURN(router_, RouterService::Create(ro, metrics_.get(), pool_.get(),
-                                                       auth_.get()));
-  builder.RegisterService(router_.get());
-  router_decoder_ = std::make_unique<RouterDecoderService>(router_.get());
+  Metrics* metrics = metrics_.get();
+  router::RouterHooks hooks;
+  hooks.event = [metrics](router::RouterEvent e) {
+    switch (e) {
+      case router::RouterEvent::kHedge:
+        return metrics->RecordRouterEvent(Metrics::RouterEvent::kHedge);
+      case router::RouterEvent::kFailover:
+        return metrics->RecordRouterEvent(Metrics::RouterEvent::kFailover);
+      case router::RouterEvent::kPartial:
+        return metrics->RecordRouterEvent(Metrics::RouterEvent::kPartial);
+      case router::RouterEvent::kUnavailable:
+        return metrics->RecordRouterEvent(Metrics::RouterEvent::kUnavailable);
+      case router::RouterEvent::kMapRefresh:
+        return metrics->RecordRouterEvent(Metrics::RouterEvent::kMapRefresh);
+    }
+  };
+  hooks.live_nodes = [metrics](int n) { metrics->SetRouterLiveNodes(n); };
+  ZOOM_ASSIGN_OR_RETURN(router_, router::RouterCore::Create(ro, std::move(hooks)));
+  router::ClusterBackend::Defaults defaults;
+  defaults.max_dim = options_.database.max_dim;
+  defaults.max_cache_bytes = options_.database.collection.max_cache_bytes;
+  defaults.default_target_recall = options_.database.collection.default_target_recall;
+  backend_ = std::make_unique<router::ClusterBackend>(router_.get(), options_.limits, defaults);
+  service_ = std::make_unique<VectorSearchService>(backend_.get(), metrics_.get(), pool_.get(),
+                                                   options_.limits, auth_.get());
+  service_->SetServerVersion(options_.version);
+  builder.RegisterService(service_.get());
+  model_router_ = std::make_unique<router::ModelRouter>(router_.get());
+  router_decoder_ = std::make_unique<RouterDecoderService>(
+      model_router_.get(), ro.default_deadline, metrics_.get(), pool_.get(), auth_.get());
   builder.RegisterService(router_decoder_.get());
   return absl::OkStatus();
+}
+
+void ZoomServer::ReleaseServices() {
+  router_decoder_.reset();
+  service_.reset();
+  backend_.reset();
+  model_router_.reset();
+  router_.reset();
 }
 
 absl::Status ZoomServer::JoinCluster() {
@@ -497,8 +527,7 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   // leaves the cluster's bucket (a clean leave).
   joined_ = nullptr;
   cluster_node_.reset();
-  router_decoder_.reset();
-  router_.reset();
+  ReleaseServices();
   if (db_ != nullptr) {
     absl::Status st = db_->SyncWal();
     if (!st.ok()) ZOOM_LOG(ERROR, "final WAL sync failed: ", st.message());

@@ -35,7 +35,10 @@
 #include "server/grpc/connection_gate.h"
 #include "server/grpc/health_service.h"
 #include "server/grpc/reflection_service.h"
-#include "server/grpc/router_service.h"
+#include "server/cluster/router/cluster_backend.h"
+#include "server/cluster/router/model_router.h"
+#include "server/cluster/router/router_core.h"
+#include "server/grpc/router_decoder_service.h"
 #include "server/api/local_backend.h"
 #include "server/grpc/vector_search_service.h"
 
@@ -75,7 +78,7 @@ struct ServerOptions {
   absl::Duration wal_sync_interval = absl::Milliseconds(100);  // --sync=batch
   absl::Duration maintenance_interval = absl::Seconds(5);     // automatic compaction
   std::string version = "0.1.0";
-  // Security (see server/grpc/auth.h and the README): API keys ("" = every
+  // Security (see server/grpc/auth.h and docs/operations.md): API keys ("" = every
   // call allowed), reloaded by ReloadApiKeys (zoomd: SIGHUP); /metrics
   // behind an admin key; TLS with this certificate and key (PEM files), and
   // client certificates signed by tls_client_ca required (mTLS).
@@ -88,7 +91,7 @@ struct ServerOptions {
   // (zoomd sets it unless --allow_unauthenticated).
   bool require_key_off_loopback = false;
 
-  // Connections (server/grpc/connection_gate.h, README "zoomd flags",
+  // Connections (server/grpc/connection_gate.h, docs/operations.md "zoomd flags",
   // deploy/README.md "Connections and file descriptors"). On a host:port
   // address zoomd accepts the TCP connections itself and hands them to gRPC
   // once they send their first bytes (gRPC 1.51 has no connection cap, and
@@ -134,7 +137,7 @@ struct ServerOptions {
     bool permit_without_calls = false;
   } connections;
 
-  // A cluster (server/cluster, README "Cluster"). role "" (standalone: the
+  // A cluster (server/cluster, docs/cluster.md). role "" (standalone: the
   // embedded default), "node" (hosts shard replicas, applies their logs) or
   // "router" (no data: routes the API to the nodes and the logs).
   struct Cluster {
@@ -156,7 +159,7 @@ struct ServerOptions {
     // How long a node's search waits for a session's writes to apply.
     absl::Duration max_session_wait = absl::Seconds(1);
     int router_threads = 64;  // a router's handlers wait on nodes, not cores
-    RouterOptions router;     // its other knobs (the names above win)
+    router::RouterOptions router;  // its other knobs (the names above win)
     // A node fetches a peer's shard snapshot with it (zoomd's main: over
     // gRPC, DownloadSnapshot); empty: shards start empty and replay.
     cluster::SnapshotFetcher fetch_snapshot;
@@ -180,7 +183,6 @@ class ZoomServer {
   Database* database() { return db_.get(); }  // null on a router
   // A node's cluster membership (null unless role "node").
   cluster::ClusterNode* cluster_node() { return cluster_node_.get(); }
-  RouterService* router() { return router_.get(); }
   DecoderEngine* decoder() { return decoder_.get(); }
   Metrics* metrics() { return metrics_.get(); }
   WorkerPool* pool() { return pool_.get(); }
@@ -198,6 +200,8 @@ class ZoomServer {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() const;
   void Maintenance();
   absl::Status StartRouter(grpc::ServerBuilder& builder);
+  // The services and backends, in the order they depend on each other.
+  void ReleaseServices();
   absl::Status JoinCluster();
   // A node's session wait (api::NodeOptions::wait_applied).
   absl::Status WaitApplied(const std::string& collection,
@@ -208,9 +212,10 @@ class ZoomServer {
   std::unique_ptr<Database> db_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<router::RouterCore> router_;  // a router's
+  std::unique_ptr<router::ModelRouter> model_router_;
   std::unique_ptr<api::CollectionBackend> backend_;  // the service's (standalone, node)
   std::unique_ptr<VectorSearchService> service_;
-  std::unique_ptr<RouterService> router_;
   std::unique_ptr<RouterDecoderService> router_decoder_;
   std::unique_ptr<cluster::ClusterNode> cluster_node_;
   std::atomic<cluster::ClusterNode*> joined_{nullptr};  // cluster_node_ once started

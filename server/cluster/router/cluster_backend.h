@@ -1,0 +1,137 @@
+// File: server/cluster/router/cluster_backend.h
+//
+// ClusterBackend: the CollectionBackend of a router (zoomd --role=router):
+// the collections of a zoomd cluster, served through the same adapter as a
+// standalone's (server/grpc/vector_search_service.h), so that a request is
+// checked once and answered alike on both (tests/conformance).
+//
+// Writes (Upsert, Delete by ids, SetPayload, DeletePayload, field indexes):
+// checked here as a node would (PointRefsOf, ValidatePoints: what a replica
+// would refuse never enters the log), then published through the shards'
+// logs (WritePublisher); the answer carries a WriteToken a shard written.
+// A write does not read first: Delete's, SetPayload's and DeletePayload's
+// counts are the ids sent (zoom.proto says so for clustered collections).
+//
+// Reads: one replica a shard (RouterCore::FanOut: failover, hedging), each
+// with the client's deadline (default_deadline when none) less the merge
+// margin, merged over the API's types (merge.h). A search's `coverage` is
+// the share of shards that answered; short of 1 it is `degraded` and
+// returned only when the request allows it (allow_partial, or coverage >=
+// min_coverage), else UNAVAILABLE naming the shards and why. Count, Scroll,
+// Get and GetCollection need every shard.
+//
+// Scroll: each shard's page from the offset, merged by id. Compact and
+// BuildIndex: every live replica, its own files. Delete by filter: the ids
+// matching when the router reads them (Scroll), deleted by id through the
+// log (not atomic with writes racing it). Snapshots: not routed yet
+// (UNIMPLEMENTED saying so).
+#ifndef ZOOM_SERVER_CLUSTER_ROUTER_CLUSTER_BACKEND_H_
+#define ZOOM_SERVER_CLUSTER_ROUTER_CLUSTER_BACKEND_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/api/backend.h"
+#include "server/api/convert.h"
+#include "server/cluster/router/router_core.h"
+#include "server/cluster/router/write_publisher.h"
+
+namespace zoom::server::router {
+
+class ClusterBackend final : public api::CollectionBackend {
+ public:
+  // What a router checks a new collection against, as a standalone's
+  // Database does (zoomd's --max_dim, --max_cache_bytes), and the target a
+  // search naming none aims at (--default_target_recall).
+  struct Defaults {
+    uint32_t max_dim = 4096;
+    uint64_t max_cache_bytes = uint64_t{1} << 30;
+    double default_target_recall = 0.95;
+  };
+  // `core` outlives the backend.
+  ClusterBackend(RouterCore* core, const ServiceLimits& limits, const Defaults& defaults)
+      : core_(core), limits_(limits), defaults_(defaults), writes_(core) {}
+
+  absl::StatusOr<api::CollectionDescription> CreateCollection(
+      const api::Call& call, const api::CreateCollectionRequest& req) override;
+  absl::Status DropCollection(const api::Call& call, const std::string& name) override;
+  absl::StatusOr<std::vector<api::CollectionDescription>> ListCollections(
+      const api::Call& call) override;
+  absl::StatusOr<api::CollectionDescription> GetCollection(const api::Call& call,
+                                                           const std::string& name) override;
+
+  absl::StatusOr<api::WriteAnswer> Upsert(const api::Call& call,
+                                          const api::UpsertRequest& req) override;
+  absl::StatusOr<api::WriteAnswer> Delete(const api::Call& call,
+                                          const api::DeleteRequest& req) override;
+  absl::StatusOr<std::vector<PointData>> Get(const api::Call& call,
+                                             const api::GetRequest& req) override;
+  absl::StatusOr<api::WriteAnswer> SetPayload(const api::Call& call,
+                                              const api::SetPayloadRequest& req) override;
+  absl::StatusOr<api::WriteAnswer> DeletePayload(const api::Call& call,
+                                                 const api::DeletePayloadRequest& req) override;
+
+  absl::StatusOr<api::SearchAnswer> Search(const api::Call& call,
+                                           const api::SearchRequest& req) override;
+  absl::StatusOr<std::vector<api::SearchAnswer>> SearchBatch(
+      const api::Call& call, const api::SearchBatchRequest& req) override;
+  absl::StatusOr<api::CountAnswer> Count(const api::Call& call,
+                                         const api::CountRequest& req) override;
+  absl::StatusOr<api::ScrollAnswer> Scroll(const api::Call& call,
+                                           const api::ScrollRequest& req) override;
+
+  absl::StatusOr<api::CollectionDescription> CreateFieldIndex(
+      const api::Call& call, const api::CreateFieldIndexRequest& req) override;
+  absl::StatusOr<api::CollectionDescription> DeleteFieldIndex(
+      const api::Call& call, const api::DeleteFieldIndexRequest& req) override;
+  void BuildIndex(const api::Call& call, const api::BuildIndexRequest& req,
+                  std::function<void(absl::StatusOr<api::CollectionDescription>)> done) override;
+  absl::StatusOr<api::CollectionDescription> Compact(const api::Call& call,
+                                                     const std::string& collection) override;
+
+  absl::StatusOr<SnapshotInfo> CreateSnapshot(const api::Call& call,
+                                              const std::string& collection) override;
+  absl::StatusOr<std::vector<SnapshotInfo>> ListSnapshots(const api::Call& call,
+                                                          const std::string& collection) override;
+  absl::Status DeleteSnapshot(const api::Call& call, const std::string& collection,
+                              const std::string& name) override;
+  absl::StatusOr<std::unique_ptr<api::SnapshotReader>> OpenSnapshot(
+      const api::Call& call, const std::string& collection, const std::string& name) override;
+  absl::StatusOr<std::unique_ptr<api::SnapshotRestore>> BeginRestore(
+      const api::Call& call, const std::string& collection, bool overwrite,
+      const std::string& source) override;
+
+ private:
+  // Every shard's info (UNAVAILABLE without all of them).
+  absl::StatusOr<std::vector<std::pair<uint32_t, api::CollectionDescription>>> ShardInfos(
+      const cluster::VersionedShardMap& vm, absl::Time deadline, const api::Call& call);
+  // The info merged once every shard's satisfies `shard_done` (or at the
+  // deadline: as it is then).
+  absl::StatusOr<api::CollectionDescription> InfoWhen(
+      const cluster::VersionedShardMap& vm, absl::Time deadline, const api::Call& call,
+      const std::function<bool(const CollectionInfo&)>& shard_done);
+  // Every shard's info merged (UNAVAILABLE without all of them).
+  absl::StatusOr<api::CollectionDescription> Info(const cluster::VersionedShardMap& vm,
+                                                  absl::Time deadline, const api::Call& call);
+  absl::StatusOr<api::SearchAnswer> SearchOne(const api::Call& call,
+                                              const cluster::VersionedShardMap& vm,
+                                              const api::Query& q, absl::Time deadline);
+  absl::StatusOr<api::CountAnswer> CountIn(const cluster::VersionedShardMap& vm,
+                                           const api::CountRequest& req, absl::Time deadline,
+                                           const api::Call& call);
+  absl::StatusOr<api::ScrollAnswer> ScrollIn(const cluster::VersionedShardMap& vm,
+                                             const api::ScrollRequest& req, absl::Time deadline,
+                                             const api::Call& call);
+  absl::StatusOr<api::WriteAnswer> DeleteByFilter(const api::Call& call,
+                                                  const api::DeleteRequest& req);
+
+  RouterCore* core_;
+  ServiceLimits limits_;
+  Defaults defaults_;
+  WritePublisher writes_;
+};
+
+}  // namespace zoom::server::router
+
+#endif  // ZOOM_SERVER_CLUSTER_ROUTER_CLUSTER_BACKEND_H_

@@ -1,0 +1,59 @@
+// File: server/cluster/router/model_router.h
+//
+// ModelRouter: the zoom.v1.Decoder models of a cluster, as a router serves
+// them. Models are read-only and every node serves each one, loaded from
+// its own --models_dir (the same files on every node):
+//   * Load records the model in the models bucket (the same model again is
+//     OK; another under its name AlreadyExists) and the nodes load it; with
+//     `wait` the answer comes once every live node serves it (a node whose
+//     load failed fails the call, naming the node and its error, and the
+//     model is removed again), else at once, LOADING.
+//   * Unload removes it (NotFound when absent); the nodes unload it.
+//   * List: each model as the nodes report it (serving before loading
+//     before failed).
+//   * TopK goes to the next node serving the model (round-robin; a node
+//     that failed recently last), with failover to the others; NotFound for
+//     a model the cluster does not have, Unavailable while no node serves
+//     it yet (saying their states).
+// (The decoder's API is still proto-level: issue 50 gives it a backend.)
+#ifndef ZOOM_SERVER_CLUSTER_ROUTER_MODEL_ROUTER_H_
+#define ZOOM_SERVER_CLUSTER_ROUTER_MODEL_ROUTER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/api/types.h"
+#include "server/cluster/router/router_core.h"
+#include "zoom/v1/decoder.pb.h"
+
+namespace zoom::server::router {
+
+class ModelRouter {
+ public:
+  // `core` outlives the router.
+  explicit ModelRouter(RouterCore* core) : core_(core) {}
+
+  absl::Status TopK(const v1::TopKRequest& req, absl::Time deadline, const api::Call& call,
+                    v1::TopKResponse* resp);
+  absl::StatusOr<v1::ModelInfo> Load(const v1::LoadModelRequest& req, absl::Time deadline,
+                                     const api::Call& call);
+  absl::Status Unload(const std::string& name);
+  absl::StatusOr<std::vector<v1::ModelInfo>> List(absl::Time deadline, const api::Call& call);
+
+ private:
+  // Every live node's ListModels (those that answered), by node id.
+  std::map<std::string, v1::ListModelsResponse> NodeModels(absl::Time deadline,
+                                                           const api::Call& call);
+  // Why no node serves `model`.
+  absl::Status NoModel(const std::string& model);
+
+  RouterCore* core_;
+};
+
+}  // namespace zoom::server::router
+
+#endif  // ZOOM_SERVER_CLUSTER_ROUTER_MODEL_ROUTER_H_

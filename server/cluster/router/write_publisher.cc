@@ -1,0 +1,159 @@
+#include "server/cluster/router/write_publisher.h"
+
+#include <algorithm>
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "server/engine/payload_fields.h"
+
+namespace zoom::server::router {
+namespace {
+
+std::string RandomId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return absl::StrCat(absl::Hex(rng(), absl::kZeroPad16), absl::Hex(rng(), absl::kZeroPad16));
+}
+
+}  // namespace
+
+size_t WritePublisher::MaxEntryBytes() const {
+  const int64_t server = core_->js().max_payload();
+  size_t cap = core_->options().max_entry_bytes;
+  if (server > 4096) cap = std::min<size_t>(cap, static_cast<size_t>(server) - 1024);
+  return cap;
+}
+
+absl::StatusOr<std::vector<api::WriteToken>> WritePublisher::Upsert(
+    const cluster::ShardMap& m, absl::Span<const PointRef> points, absl::Time deadline) const {
+  const size_t cap = MaxEntryBytes();
+  const size_t empty = cluster::UpsertEntryBytes(m.config.dim, 0, 0);
+  std::map<uint32_t, std::vector<std::string>> entries;
+  std::map<uint32_t, cluster::LogEntry> open;  // a shard's entry being filled
+  std::map<uint32_t, size_t> open_bytes;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const PointRef& p = points[i];
+    const uint32_t k = cluster::ShardOf(p.id, m.shards);
+    cluster::LogPoint lp;
+    lp.id = p.id;
+    lp.vector.assign(p.vector, p.vector + m.config.dim);
+    lp.payload = std::string(p.payload);
+    if (p.fields != nullptr) lp.fields = *p.fields;
+    const size_t bytes =
+        cluster::UpsertEntryBytes(m.config.dim, 1,
+                                  lp.payload.size() + EncodeFields(lp.fields).size()) -
+        empty;
+    if (empty + bytes > cap) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "point ", p.id, " (#", i, ") is ", empty + bytes, " bytes in the cluster's log; a "
+          "log entry is at most ", cap, " bytes (the NATS servers' max_payload): make its "
+          "payload smaller"));
+    }
+    cluster::LogEntry& e = open[k];
+    if (!e.points.empty() && open_bytes[k] + bytes > cap) {
+      entries[k].push_back(cluster::EncodeLogEntry(e));
+      e.points.clear();
+    }
+    if (e.points.empty()) {
+      e.op = cluster::LogOp::kUpsert;
+      e.dim = m.config.dim;
+      open_bytes[k] = empty;
+    }
+    open_bytes[k] += bytes;
+    e.points.push_back(std::move(lp));
+  }
+  for (auto& [k, e] : open) {
+    if (!e.points.empty()) entries[k].push_back(cluster::EncodeLogEntry(e));
+  }
+  std::vector<api::WriteToken> tokens;
+  if (absl::Status st = Publish(m, entries, &tokens, deadline); !st.ok()) return st;
+  return tokens;
+}
+
+absl::Status WritePublisher::ToAll(const cluster::ShardMap& m, const cluster::LogEntry& e,
+                                   absl::Time deadline) const {
+  std::map<uint32_t, std::vector<std::string>> entries;
+  const std::string bytes = cluster::EncodeLogEntry(e);
+  for (uint32_t k = 0; k < m.shards; ++k) entries[k].push_back(bytes);
+  std::vector<api::WriteToken> tokens;
+  return Publish(m, entries, &tokens, deadline);
+}
+
+absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
+                                     const std::map<uint32_t, std::vector<std::string>>& entries,
+                                     std::vector<api::WriteToken>* tokens,
+                                     absl::Time deadline) const {
+  struct Part {
+    uint32_t shard;
+    const std::vector<std::string>* list;
+    uint64_t last = 0;
+    absl::Status status;
+  };
+  const std::string& cluster_name = core_->cluster();
+  std::vector<Part> parts;
+  for (const auto& [k, list] : entries) parts.push_back({k, &list, 0, absl::OkStatus()});
+  auto run = [&](Part& p) {
+    const std::string subject = cluster::ShardSubject(cluster_name, m.collection, p.shard);
+    for (const std::string& e : *p.list) {
+      absl::Duration wait = absl::ZeroDuration();  // the publish timeout
+      if (deadline != absl::InfiniteFuture()) {
+        wait = deadline - absl::Now();
+        if (wait <= absl::ZeroDuration()) {
+          p.status = absl::DeadlineExceededError("the call's deadline passed");
+          return;
+        }
+      }
+      absl::StatusOr<cluster::PubAck> ack = core_->js().Publish(subject, e, RandomId(), wait);
+      if (!ack.ok()) {
+        p.status = absl::Status(
+            absl::Now() >= deadline ? absl::StatusCode::kDeadlineExceeded : ack.status().code(),
+            absl::StrCat("its write log (JetStream stream ",
+                         cluster::StreamName(cluster_name, m.collection), ", subject ", subject,
+                         ") did not take the write: ", ack.status().message()));
+        return;
+      }
+      p.last = ack->sequence;
+    }
+  };
+  if (parts.size() == 1) {
+    run(parts[0]);
+  } else {
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> workers;
+    for (size_t w = 0; w < std::min<size_t>(parts.size(), 8); ++w) {
+      workers.emplace_back([&] {
+        for (size_t i; (i = next.fetch_add(1)) < parts.size();) run(parts[i]);
+      });
+    }
+    for (std::thread& t : workers) t.join();
+  }
+  std::vector<uint32_t> done;
+  const Part* failed = nullptr;
+  for (const Part& p : parts) {
+    if (!p.status.ok()) {
+      if (failed == nullptr) failed = &p;
+      continue;
+    }
+    tokens->push_back({p.shard, p.last});
+    done.push_back(p.shard);
+  }
+  if (failed == nullptr) return absl::OkStatus();
+  const bool late = failed->status.code() == absl::StatusCode::kDeadlineExceeded;
+  return absl::Status(
+      late ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kUnavailable,
+      absl::StrCat(
+          "collection ", m.collection, ", shard ", failed->shard, ": ", failed->status.message(),
+          ". NATS: ",
+          core_->js().connected() ? absl::StrCat("connected to ", core_->js().connected_url())
+                                  : std::string("not connected (reconnecting)"),
+          late ? "; the write may or may not be stored. "
+               : "; a stream whose NATS servers lost their majority takes no writes. ",
+          done.empty() ? std::string("No shard acknowledged its part")
+                       : absl::StrCat("Shards ", absl::StrJoin(done, ", "),
+                                      " acknowledged their part"),
+          "; retrying the same request is safe (writes are idempotent)"));
+}
+
+}  // namespace zoom::server::router

@@ -1,0 +1,95 @@
+// File: server/cluster/router/write_publisher.h
+//
+// WritePublisher: a router's writes as log entries (server/cluster/
+// log_entry.h) on the collections' JetStream streams. A write is split by
+// shard (ShardOf) into entries of at most MaxEntryBytes (the NATS servers'
+// max_payload less room, at most RouterOptions::max_entry_bytes); each
+// shard's entries are published in order (the shards in parallel, up to 8
+// at once) and the write is acknowledged once JetStream acknowledged every
+// entry (stored by a quorum of the stream's replicas), with a WriteToken
+// (shard, sequence of its last entry) a shard. A publish that fails is
+// UNAVAILABLE (DEADLINE_EXCEEDED past the deadline) naming the stream and
+// what was acknowledged before it: retrying the whole request is safe,
+// every write is idempotent.
+#ifndef ZOOM_SERVER_CLUSTER_ROUTER_WRITE_PUBLISHER_H_
+#define ZOOM_SERVER_CLUSTER_ROUTER_WRITE_PUBLISHER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "server/api/types.h"
+#include "server/cluster/cluster_map.h"
+#include "server/cluster/log_entry.h"
+#include "server/cluster/router/router_core.h"
+
+namespace zoom::server::router {
+
+class WritePublisher {
+ public:
+  explicit WritePublisher(RouterCore* core) : core_(core) {}
+
+  // The largest log entry the NATS servers take (less room for headers).
+  size_t MaxEntryBytes() const;
+
+  // Points (checked: PointRefsOf, ValidatePoints) into their shards' logs.
+  absl::StatusOr<std::vector<api::WriteToken>> Upsert(const cluster::ShardMap& m,
+                                                      absl::Span<const PointRef> points,
+                                                      absl::Time deadline) const;
+  // One entry kind over ids: `make(ids)` builds it for a shard's ids, split
+  // so that an entry stays under the cap with `extra_bytes` besides them.
+  template <typename Make>
+  absl::StatusOr<std::vector<api::WriteToken>> ByIds(const cluster::ShardMap& m,
+                                                     absl::Span<const uint64_t> ids,
+                                                     size_t extra_bytes, Make make,
+                                                     absl::Time deadline) const;
+  // The same entry for every shard (field indexes).
+  absl::Status ToAll(const cluster::ShardMap& m, const cluster::LogEntry& e,
+                     absl::Time deadline) const;
+
+  // Publishes the entries of each shard, in order; the tokens of the shards
+  // whose part was acknowledged, in shard order.
+  absl::Status Publish(const cluster::ShardMap& m,
+                       const std::map<uint32_t, std::vector<std::string>>& entries,
+                       std::vector<api::WriteToken>* tokens, absl::Time deadline) const;
+
+ private:
+  RouterCore* core_;
+};
+
+template <typename Make>
+absl::StatusOr<std::vector<api::WriteToken>> WritePublisher::ByIds(
+    const cluster::ShardMap& m, absl::Span<const uint64_t> ids, size_t extra_bytes, Make make,
+    absl::Time deadline) const {
+  const size_t cap = MaxEntryBytes();
+  if (extra_bytes + 64 > cap) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request's fields are ", extra_bytes, " bytes in the cluster's log; a log entry is "
+        "at most ", cap, " bytes (the NATS servers' max_payload)"));
+  }
+  const size_t per_entry = std::max<size_t>(1, (cap - extra_bytes - 64) / 8);
+  std::map<uint32_t, std::vector<uint64_t>> by_shard;
+  for (uint64_t id : ids) by_shard[cluster::ShardOf(id, m.shards)].push_back(id);
+  std::map<uint32_t, std::vector<std::string>> entries;
+  for (auto& [k, list] : by_shard) {
+    for (size_t i = 0; i < list.size(); i += per_entry) {
+      std::vector<uint64_t> part(list.begin() + static_cast<std::ptrdiff_t>(i),
+                                 list.begin() + static_cast<std::ptrdiff_t>(
+                                                    std::min(list.size(), i + per_entry)));
+      entries[k].push_back(cluster::EncodeLogEntry(make(std::move(part))));
+    }
+  }
+  std::vector<api::WriteToken> tokens;
+  if (absl::Status st = Publish(m, entries, &tokens, deadline); !st.ok()) return st;
+  return tokens;
+}
+
+}  // namespace zoom::server::router
+
+#endif  // ZOOM_SERVER_CLUSTER_ROUTER_WRITE_PUBLISHER_H_
