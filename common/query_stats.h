@@ -87,23 +87,10 @@ struct QueryStats {
     preview_us += other.preview_us;
     fullview_us += other.fullview_us;
     rerank_us += other.rerank_us;
-    reads += other.reads;
-    bytes_read += other.bytes_read;
-    read_errors += other.read_errors;
     fullview_rounds += other.fullview_rounds;
-    candidates += other.candidates;
-    distance_evals += other.distance_evals;
-    hops += other.hops;
-    cache_hits += other.cache_hits;
-    cache_misses += other.cache_misses;
-    degraded = degraded || other.degraded;
+    AddCounts(other);
     exact = exact || other.exact;
     if (other.filter_strategy != FilterStrategy::kNone) filter_strategy = other.filter_strategy;
-    filter_matches += other.filter_matches;
-    filter_expansions += other.filter_expansions;
-    filter_scan = filter_scan || other.filter_scan;
-    filter_tested += other.filter_tested;
-    filter_matched += other.filter_matched;
   }
 
   // Adds `other`, the stats of a part that ran beside this one (a shard of
@@ -123,6 +110,17 @@ struct QueryStats {
     rerank_us = rerank_us > other.rerank_us ? rerank_us : other.rerank_us;
     fullview_rounds =
         fullview_rounds > other.fullview_rounds ? fullview_rounds : other.fullview_rounds;
+    AddCounts(other);
+    if (filter_strategy == FilterStrategy::kNone) filter_strategy = other.filter_strategy;
+    target_reached = target_reached && other.target_reached;
+    calibrated_recall =
+        calibrated_recall < other.calibrated_recall ? calibrated_recall : other.calibrated_recall;
+    knobs_calibrated = knobs_calibrated && other.knobs_calibrated;
+  }
+
+ private:
+  // The counters both merges sum, and the flags both or.
+  void AddCounts(const QueryStats& other) {
     reads += other.reads;
     bytes_read += other.bytes_read;
     read_errors += other.read_errors;
@@ -132,16 +130,11 @@ struct QueryStats {
     cache_hits += other.cache_hits;
     cache_misses += other.cache_misses;
     degraded = degraded || other.degraded;
-    if (filter_strategy == FilterStrategy::kNone) filter_strategy = other.filter_strategy;
     filter_matches += other.filter_matches;
     filter_expansions += other.filter_expansions;
     filter_scan = filter_scan || other.filter_scan;
     filter_tested += other.filter_tested;
     filter_matched += other.filter_matched;
-    target_reached = target_reached && other.target_reached;
-    calibrated_recall =
-        calibrated_recall < other.calibrated_recall ? calibrated_recall : other.calibrated_recall;
-    knobs_calibrated = knobs_calibrated && other.knobs_calibrated;
   }
 };
 

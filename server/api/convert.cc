@@ -256,6 +256,22 @@ absl::StatusOr<SearchBatchRequest> FromProto(const v1::SearchBatchRequest& req,
   return out;
 }
 
+absl::Status CheckAnswerSize(const std::vector<Query>& queries, uint32_t dim,
+                             const ServiceLimits& limits) {
+  uint64_t estimate = 0;
+  // (k above the limit is refused by the query's validation.)
+  for (const Query& q : queries) {
+    const uint64_t k = std::min(q.k, limits.max_k);
+    estimate += 32 + k * (16 + (q.with_vectors ? uint64_t{dim} * 4 + 8 : 0));
+  }
+  if (estimate <= limits.max_response_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the answer to ", queries.size(), " queries would take about ", estimate >> 20,
+      " MiB, more than the ", limits.max_response_bytes >> 20,
+      " MiB this server sends in one message; split the batch, lower k, or leave out the "
+      "vectors"));
+}
+
 uint64_t AnswerBytes(const Hit& h) {
   uint64_t bytes = 16 + h.payload.size() + h.vector.size() * sizeof(float);
   if (!h.fields.empty()) {

@@ -96,6 +96,11 @@ absl::StatusOr<SearchBatchRequest> FromProto(const v1::SearchBatchRequest& req,
 void ToProto(SearchAnswer answer, v1::SearchResponse* out);
 // The bytes a hit takes in an answer (its payload, fields and vector).
 uint64_t AnswerBytes(const Hit& hit);
+// ResourceExhausted when the answer to `queries` over vectors of `dim`
+// would pass limits.max_response_bytes (known before any search runs,
+// payloads aside): a batch is refused instead of being built first.
+absl::Status CheckAnswerSize(const std::vector<Query>& queries, uint32_t dim,
+                             const ServiceLimits& limits);
 
 absl::StatusOr<CountRequest> FromProto(const v1::CountRequest& req,
                                        const ServiceLimits& limits);

@@ -273,21 +273,7 @@ absl::StatusOr<SearchAnswer> LocalBackend::Search(const Call& call, const Search
 absl::StatusOr<std::vector<SearchAnswer>> LocalBackend::SearchBatch(
     const Call& call, const SearchBatchRequest& req) {
   ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req.collection));
-  // The answer's size, known before any search runs (payloads aside):
-  // refused when it cannot fit one message, instead of being built first.
-  // (k above the limit is refused by the query's validation.)
-  uint64_t estimate = 0;
-  for (const Query& q : req.queries) {
-    const uint64_t k = std::min(q.k, limits_.max_k);
-    estimate += 32 + k * (16 + (q.with_vectors ? c->config().dim * 4 + 8 : 0));
-  }
-  if (estimate > limits_.max_response_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the answer to ", req.queries.size(), " queries would take about ", estimate >> 20,
-        " MiB, more than the ", limits_.max_response_bytes >> 20,
-        " MiB this server sends in one message; split the batch, lower k, or leave out "
-        "the vectors"));
-  }
+  ZOOM_RETURN_IF_ERROR(CheckAnswerSize(req.queries, c->config().dim, limits_));
   uint64_t budget = limits_.max_response_bytes;
   const size_t nq = req.queries.size();
   std::vector<SearchAnswer> out;

@@ -6,23 +6,6 @@
 #include "server/grpc/vector_search_service.h"
 
 namespace zoom::server {
-namespace {
-
-// The call's credentials, for the nodes (from any server context).
-api::Call CallFrom(const grpc::ServerContextBase& ctx, absl::Time deadline) {
-  api::Call call;
-  call.deadline = deadline;
-  for (const char* key : {"authorization", "api-key"}) {
-    auto range = ctx.client_metadata().equal_range(key);
-    for (auto it = range.first; it != range.second; ++it) {
-      call.credentials.emplace_back(key, std::string(it->second.data(), it->second.size()));
-    }
-  }
-  return call;
-}
-
-}  // namespace
-
 void RouterDecoderService::Record(const char* rpc, const absl::Status& status,
                                   double seconds) const {
   if (metrics_ != nullptr) metrics_->RecordRpc(rpc, status.code(), seconds);
@@ -49,7 +32,7 @@ absl::Status RouterDecoderService::Decode(const v1::TopKRequest& req, const Call
                                           v1::TopKResponse* resp) const {
   absl::Time deadline = call.deadline;
   if (deadline == absl::InfiniteFuture()) deadline = absl::Now() + default_deadline_;
-  return models_->TopK(req, deadline, CallFrom(ctx, deadline), resp);
+  return models_->TopK(req, deadline, CallOf(ctx, deadline, nullptr), resp);
 }
 
 grpc::ServerUnaryReactor* RouterDecoderService::LoadModel(grpc::CallbackServerContext* ctx,
@@ -61,7 +44,7 @@ grpc::ServerUnaryReactor* RouterDecoderService::LoadModel(grpc::CallbackServerCo
   if (deadline == absl::InfiniteFuture()) deadline = absl::Now() + absl::Hours(1);
   return Run(ctx, "LoadModel", WorkClass::kAdmin, [this, ctx, req, resp, deadline] {
     ZOOM_ASSIGN_OR_RETURN(v1::ModelInfo info,
-                          models_->Load(*req, deadline, CallFrom(*ctx, deadline)));
+                          models_->Load(*req, deadline, CallOf(*ctx, deadline, nullptr)));
     *resp->mutable_info() = std::move(info);
     return absl::OkStatus();
   });
@@ -80,7 +63,7 @@ grpc::ServerUnaryReactor* RouterDecoderService::ListModels(grpc::CallbackServerC
   const absl::Time deadline = ReadDeadline(ctx);
   return Run(ctx, "ListModels", WorkClass::kRead, [this, ctx, resp, deadline] {
     ZOOM_ASSIGN_OR_RETURN(std::vector<v1::ModelInfo> all,
-                          models_->List(deadline, CallFrom(*ctx, deadline)));
+                          models_->List(deadline, CallOf(*ctx, deadline, nullptr)));
     for (v1::ModelInfo& m : all) *resp->add_models() = std::move(m);
     return absl::OkStatus();
   });
@@ -91,7 +74,7 @@ grpc::ServerUnaryReactor* RouterDecoderService::TopK(grpc::CallbackServerContext
                                                      v1::TopKResponse* resp) {
   const absl::Time deadline = ReadDeadline(ctx);
   return Run(ctx, "TopK", WorkClass::kRead, [this, ctx, req, resp, deadline] {
-    return models_->TopK(*req, deadline, CallFrom(*ctx, deadline), resp);
+    return models_->TopK(*req, deadline, CallOf(*ctx, deadline, nullptr), resp);
   });
 }
 

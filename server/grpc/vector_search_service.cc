@@ -29,17 +29,22 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::move(message));
 }
 
-api::Call CallOf(const grpc::CallbackServerContext* ctx, const std::atomic<bool>* cancelled) {
+api::Call CallOf(const grpc::ServerContextBase& ctx, absl::Time deadline,
+                 const std::atomic<bool>* cancelled) {
   api::Call call;
-  call.deadline = DeadlineOf(ctx);
+  call.deadline = deadline;
   call.cancelled = cancelled;
   for (const char* key : {"authorization", "api-key"}) {
-    auto range = ctx->client_metadata().equal_range(key);
+    auto range = ctx.client_metadata().equal_range(key);
     for (auto it = range.first; it != range.second; ++it) {
       call.credentials.emplace_back(key, std::string(it->second.data(), it->second.size()));
     }
   }
   return call;
+}
+
+api::Call CallOf(const grpc::CallbackServerContext* ctx, const std::atomic<bool>* cancelled) {
+  return CallOf(*ctx, DeadlineOf(ctx), cancelled);
 }
 
 VectorSearchService::VectorSearchService(api::CollectionBackend* backend, Metrics* metrics,

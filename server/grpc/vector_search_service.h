@@ -158,8 +158,12 @@ class VectorSearchService final
   int64_t started_unix_ms_ = absl::ToUnixMillis(absl::Now());
 };
 
-// The call of a gRPC request (its deadline, the client's credentials) for
-// a backend; `cancelled` is the reactor's.
+// The call of a gRPC request for a backend: `deadline`, the client's
+// credentials (its authorization / api-key metadata), `cancelled` (the
+// reactor's; may be null).
+api::Call CallOf(const grpc::ServerContextBase& ctx, absl::Time deadline,
+                 const std::atomic<bool>* cancelled);
+// ... with the call's own deadline.
 api::Call CallOf(const grpc::CallbackServerContext* ctx, const std::atomic<bool>* cancelled);
 
 }  // namespace zoom::server

@@ -42,6 +42,24 @@ bool IsLoopbackAddress(const std::string& address) {
 
 }  // namespace
 
+absl::StatusOr<ServerRole> ParseServerRole(absl::string_view name) {
+  if (name.empty() || name == "standalone") return ServerRole::kStandalone;
+  if (name == "node") return ServerRole::kNode;
+  if (name == "router") return ServerRole::kRouter;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--role must be node or router (or empty: a standalone zoomd), not '",
+      name.substr(0, 64), "'"));
+}
+
+const char* ServerRoleName(ServerRole role) {
+  switch (role) {
+    case ServerRole::kStandalone: return "standalone";
+    case ServerRole::kNode: return "node";
+    case ServerRole::kRouter: return "router";
+  }
+  return "unknown";
+}
+
 ZoomServer::ZoomServer(const ServerOptions& options) : options_(options) {}
 
 ZoomServer::~ZoomServer() { Shutdown(absl::Seconds(1)); }
@@ -49,14 +67,11 @@ ZoomServer::~ZoomServer() { Shutdown(absl::Seconds(1)); }
 absl::Status ZoomServer::Start() {
   if (started_) return absl::FailedPreconditionError("already started");
   if (options_.threads < 1) return absl::InvalidArgumentError("threads must be at least 1");
-  const std::string& cluster_role = options_.cluster.role;
-  if (!cluster_role.empty() && cluster_role != "node" && cluster_role != "router") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--role must be node or router (or empty: a standalone zoomd), not '", cluster_role, "'"));
-  }
-  if (!cluster_role.empty() && options_.cluster.nats.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--role=", cluster_role, " needs the cluster's NATS servers (--nats nats://host:4222,...)"));
+  const ServerRole role = options_.cluster.role;
+  if (role != ServerRole::kStandalone && options_.cluster.nats.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--role=", ServerRoleName(role),
+                                                   " needs the cluster's NATS servers (--nats "
+                                                   "nats://host:4222,...)"));
   }
   auth_ = std::make_unique<Authenticator>(options_.api_key_file);
   ZOOM_RETURN_IF_ERROR(auth_->Load());
@@ -81,8 +96,8 @@ absl::Status ZoomServer::Start() {
   metrics_->SetBuildInfo(options_.version);
 
   WorkerPoolOptions pool_options = WorkerPoolOptions::ForServer(
-      cluster_role == "router" ? std::max(options_.threads, options_.cluster.router_threads)
-                               : options_.threads);
+      role == ServerRole::kRouter ? std::max(options_.threads, options_.cluster.router_threads)
+                                  : options_.threads);
   if (options_.max_queued_reads > 0) pool_options.limits[0].max_queued_units = options_.max_queued_reads;
   if (options_.max_queued_writes > 0) pool_options.limits[1].max_queued_units = options_.max_queued_writes;
   if (options_.max_queued_admin > 0) pool_options.limits[2].max_queued_units = options_.max_queued_admin;
@@ -146,60 +161,12 @@ absl::Status ZoomServer::Start() {
         }));
     builder.experimental().SetInterceptorCreators(std::move(creators));
   }
-  const std::string& role = options_.cluster.role;
   Stopwatch sw;
   std::string backend_note = "none (a router holds no data)";
-  if (role == "router") {
+  if (role == ServerRole::kRouter) {
     ZOOM_RETURN_IF_ERROR(StartRouter(builder));
   } else {
-    // Every collection is recovered before the port opens, so a health check
-    // that gets an answer sees SERVING only with all collections loaded.
-    ZOOM_ASSIGN_OR_RETURN(db_, Database::Open(options_.database));
-    // What the collections' readers use (a fallback to pread included), said
-    // in the start line: a container's seccomp profile refusing io_uring is
-    // the usual reason (deploy/README.md).
-    const IoBackendInfo backend = db_->IoBackendInUse();
-    {
-      absl::MutexLock l(&io_backend_mu_);
-      io_backend_ = backend.name;
-    }
-    metrics_->SetIoBackend(backend.name);
-    backend_note =
-        backend.note.empty() ? backend.name : absl::StrCat(backend.name, " (", backend.note, ")");
-    if (role == "node") {
-      api::NodeOptions node;
-      node.cluster = options_.cluster.name;
-      node.node = options_.cluster.node_id;
-      node.max_session_wait = options_.cluster.max_session_wait;
-      node.wait_applied = [this](const std::string& collection,
-                                 const std::vector<api::WriteToken>& t, absl::Time deadline) {
-        return WaitApplied(collection, t, deadline);
-      };
-      backend_ = std::make_unique<api::NodeBackend>(db_.get(), options_.limits, std::move(node));
-    } else {
-      backend_ = std::make_unique<api::LocalBackend>(db_.get(), options_.limits);
-    }
-    service_ = std::make_unique<VectorSearchService>(backend_.get(), metrics_.get(), pool_.get(),
-                                                     options_.limits, auth_.get());
-    service_->SetServerVersion(options_.version);
-    builder.RegisterService(service_.get());
-    DecoderOptions decoder_options;
-    decoder_options.cache_dir = options_.database.data_dir + "/models";
-    decoder_options.build_threads = options_.database.collection.build_threads;
-    decoder_options.models_dir = options_.models_dir;
-    decoder_options.max_models = options_.max_models;
-    decoder_options.max_model_bytes = options_.max_model_bytes;
-    decoder_options.limits = options_.decoder_limits;
-    decoder_ = std::make_unique<DecoderEngine>(decoder_options);
-    for (const auto& [name, dir] : options_.models) {
-      auto model = decoder_->Load(name, dir, index::FgdOptions());
-      absl::Status st = model.ok() ? decoder_->Wait(*model) : model.status();
-      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("model ", name, ": ", st.message()));
-    }
-    decoder_service_ =
-        std::make_unique<DecoderService>(decoder_.get(), metrics_.get(), pool_.get(), auth_.get());
-    if (role == "node") decoder_service_->SetClusterNode(options_.cluster.name);
-    builder.RegisterService(decoder_service_.get());
+    ZOOM_RETURN_IF_ERROR(StartLocal(builder, &backend_note));
   }
   // Health and both reflection versions are zoomd's own (gRPC's default
   // health service stays off: EnableDefaultHealthCheckService is never
@@ -243,7 +210,7 @@ absl::Status ZoomServer::Start() {
         "cannot listen on ", options_.grpc_address,
         " (address in use or not local? set --grpc_address)"));
   }
-  if (role == "node") {
+  if (role == ServerRole::kNode) {
     // Listening first: peers fetch snapshots from us, routers reach us.
     if (absl::Status st = JoinCluster(); !st.ok()) {
       if (gate_ != nullptr) gate_->Stop();
@@ -290,7 +257,10 @@ absl::Status ZoomServer::Start() {
              " apart", c.permit_without_calls ? "" : " (without calls: 2h)", ", ",
              c.max_ping_strikes, " strikes");
   }
-  ZOOM_LOG(INFO, "zoomd ", options_.version, role.empty() ? "" : absl::StrCat(" (", role, " of cluster ", options_.cluster.name, ")"),
+  ZOOM_LOG(INFO, "zoomd ", options_.version, role == ServerRole::kStandalone
+                                   ? ""
+                                   : absl::StrCat(" (", ServerRoleName(role), " of cluster ",
+                                                  options_.cluster.name, ")"),
            " serving on ", options_.grpc_address, " (port ",
            grpc_port_, "), metrics on ",
            options_.metrics_address.empty() ? std::string("(off)")
@@ -302,6 +272,58 @@ absl::Status ZoomServer::Start() {
            ", sync ", options_.database.sync_always ? "always" : "batch", ", ",
            options_.threads, " workers, ", db_ == nullptr ? 0 : db_->ListCollections().size(),
            " collections loaded in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
+  return absl::OkStatus();
+}
+
+absl::Status ZoomServer::StartLocal(grpc::ServerBuilder& builder, std::string* io_note) {
+  // Every collection is recovered before the port opens, so a health check
+  // that gets an answer sees SERVING only with all collections loaded.
+  ZOOM_ASSIGN_OR_RETURN(db_, Database::Open(options_.database));
+  // What the collections' readers use (a fallback to pread included), said
+  // in the start line: a container's seccomp profile refusing io_uring is
+  // the usual reason (deploy/README.md).
+  const IoBackendInfo backend = db_->IoBackendInUse();
+  {
+    absl::MutexLock l(&io_backend_mu_);
+    io_backend_ = backend.name;
+  }
+  metrics_->SetIoBackend(backend.name);
+  *io_note =
+      backend.note.empty() ? backend.name : absl::StrCat(backend.name, " (", backend.note, ")");
+  if (options_.cluster.role == ServerRole::kNode) {
+    api::NodeOptions node;
+    node.cluster = options_.cluster.name;
+    node.node = options_.cluster.node_id;
+    node.max_session_wait = options_.cluster.max_session_wait;
+    node.wait_applied = [this](const std::string& collection,
+                               const std::vector<api::WriteToken>& t, absl::Time deadline) {
+      return WaitApplied(collection, t, deadline);
+    };
+    backend_ = std::make_unique<api::NodeBackend>(db_.get(), options_.limits, std::move(node));
+  } else {
+    backend_ = std::make_unique<api::LocalBackend>(db_.get(), options_.limits);
+  }
+  service_ = std::make_unique<VectorSearchService>(backend_.get(), metrics_.get(), pool_.get(),
+                                                   options_.limits, auth_.get());
+  service_->SetServerVersion(options_.version);
+  builder.RegisterService(service_.get());
+  DecoderOptions decoder_options;
+  decoder_options.cache_dir = options_.database.data_dir + "/models";
+  decoder_options.build_threads = options_.database.collection.build_threads;
+  decoder_options.models_dir = options_.models_dir;
+  decoder_options.max_models = options_.max_models;
+  decoder_options.max_model_bytes = options_.max_model_bytes;
+  decoder_options.limits = options_.decoder_limits;
+  decoder_ = std::make_unique<DecoderEngine>(decoder_options);
+  for (const auto& [name, dir] : options_.models) {
+    auto model = decoder_->Load(name, dir, index::FgdOptions());
+    absl::Status st = model.ok() ? decoder_->Wait(*model) : model.status();
+    if (!st.ok()) return absl::Status(st.code(), absl::StrCat("model ", name, ": ", st.message()));
+  }
+  decoder_service_ =
+      std::make_unique<DecoderService>(decoder_.get(), metrics_.get(), pool_.get(), auth_.get());
+  if (options_.cluster.role == ServerRole::kNode) decoder_service_->SetClusterNode(options_.cluster.name);
+  builder.RegisterService(decoder_service_.get());
   return absl::OkStatus();
 }
 

@@ -50,6 +50,14 @@ class ServerCredentials;
 
 namespace zoom::server {
 
+// What a zoomd is: standalone (the embedded default: its own collections),
+// a cluster's node (hosts shard replicas, applies their logs) or router (no
+// data: serves the API over the nodes and the logs).
+enum class ServerRole { kStandalone, kNode, kRouter };
+// "" (or "standalone"), "node", "router"; InvalidArgument naming them.
+absl::StatusOr<ServerRole> ParseServerRole(absl::string_view name);
+const char* ServerRoleName(ServerRole role);
+
 struct ServerOptions {
   DatabaseOptions database;
   std::string grpc_address = "127.0.0.1:50051";  // port 0: pick a free one
@@ -137,11 +145,10 @@ struct ServerOptions {
     bool permit_without_calls = false;
   } connections;
 
-  // A cluster (server/cluster, docs/cluster.md). role "" (standalone: the
-  // embedded default), "node" (hosts shard replicas, applies their logs) or
-  // "router" (no data: routes the API to the nodes and the logs).
+  // A cluster (server/cluster, docs/cluster.md): the role, and what a node
+  // or a router needs.
   struct Cluster {
-    std::string role;
+    ServerRole role = ServerRole::kStandalone;
     std::string name = "zoomd";
     std::vector<std::string> nats;  // nats://host:port, ...
     int nats_replicas = 1;          // JetStream replicas of streams and buckets
@@ -199,6 +206,9 @@ class ZoomServer {
   void Housekeeping();
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() const;
   void Maintenance();
+  // The services of each role, registered on `builder`; `io_note`: what the
+  // start line says of the fullview's reads.
+  absl::Status StartLocal(grpc::ServerBuilder& builder, std::string* io_note);
   absl::Status StartRouter(grpc::ServerBuilder& builder);
   // The services and backends, in the order they depend on each other.
   void ReleaseServices();

@@ -441,7 +441,12 @@ int Main(int argc, char** argv) {
     options.models.emplace_back(spec.substr(0, eq), spec.substr(eq + 1));
   }
 
-  options.cluster.role = absl::GetFlag(FLAGS_role);
+  absl::StatusOr<server::ServerRole> role = server::ParseServerRole(absl::GetFlag(FLAGS_role));
+  if (!role.ok()) {
+    std::fprintf(stderr, "zoomd: %s\n", std::string(role.status().message()).c_str());
+    return 2;
+  }
+  options.cluster.role = *role;
   options.cluster.name = absl::GetFlag(FLAGS_cluster);
   options.cluster.nats = absl::GetFlag(FLAGS_nats);
   options.cluster.nats_replicas = absl::GetFlag(FLAGS_nats_replicas);

@@ -4,7 +4,9 @@
 Each source file belongs to a module (its folder); a module may include the
 project headers of the modules the rule lets it use, and third-party headers
 only where the rule puts them. Prints every forbidden edge (file:line, the
-include, the rule) and exits 1 if there is any.
+include, the rule) and exits 1 if there is any. ARCHITECTURE.md's module
+table must say what ALLOWED says (a row a module, the same modules): a
+change to one without the other fails too.
 
     tests/deps/check_includes.py [SOURCE_DIR]
 """
@@ -106,6 +108,18 @@ def self_test():
             rc = main()
     found = out.getvalue()
     missing = [r for r in planted if r != "index/ok.cc" and r not in found]
+    # A doc table that disagrees with ALLOWED is caught too (the planted tree
+    # has no ARCHITECTURE.md: caught as missing; a row that drifted: below).
+    if "ARCHITECTURE.md: missing" not in found:
+        missing.append("ARCHITECTURE.md (missing)")
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "ARCHITECTURE.md"), "w") as f:
+            for mod, allowed in ALLOWED.items():
+                cell = ", ".join(sorted(allowed)) if mod != "index" else "common, storage"
+                f.write(f"| `{mod}/` | {cell} | x |\n")
+        drift = doc_table_problems(d)
+        if len(drift) != 1 or "`index/`" not in drift[0]:
+            missing.append(f"ARCHITECTURE.md row drift (got {drift})")
     if rc != 1 or missing or "index/ok.cc" in found:
         print(found)
         print("self-test failed; not caught:", missing)
@@ -114,8 +128,38 @@ def self_test():
     return 0
 
 
-def main():
+def doc_table_problems(root):
+    """ARCHITECTURE.md's module table says what ALLOWED says: a row a module
+    (its first cell `module/`), its second cell naming exactly the modules it
+    may include (words in parentheses and after a colon are notes). A change
+    to ALLOWED without the doc (or the doc without ALLOWED) fails here."""
+    path = os.path.join(root, "ARCHITECTURE.md")
+    if not os.path.exists(path):
+        return [f"ARCHITECTURE.md: missing (the module table must say what ALLOWED says)"]
+    rows = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = re.match(r"^\|\s*`([^`]+)/`[^|]*\|([^|]*)\|", line)
+            if m:
+                rows[m.group(1)] = m.group(2)
+    known = set(ALLOWED) | {"proto"}
     problems = []
+    for mod, allowed in sorted(ALLOWED.items()):
+        if mod not in rows:
+            problems.append(f"ARCHITECTURE.md: the module table has no row for `{mod}/` "
+                            f"(ALLOWED: {sorted(allowed)})")
+            continue
+        cell = re.sub(r"\([^)]*\)", "", rows[mod]).split(":")[0]
+        said = {w.strip() for w in cell.split(",")} & known
+        if said != allowed:
+            problems.append(f"ARCHITECTURE.md: the row of `{mod}/` says {sorted(said)}, "
+                            f"tests/deps/check_includes.py ALLOWED says {sorted(allowed)}: "
+                            "change both together")
+    return problems
+
+
+def main():
+    problems = doc_table_problems(ROOT)
     checked = 0
     for dirpath, dirnames, filenames in os.walk(ROOT):
         rel_dir = os.path.relpath(dirpath, ROOT)

@@ -393,20 +393,7 @@ absl::StatusOr<api::SearchAnswer> ClusterBackend::Search(const api::Call& call,
 absl::StatusOr<std::vector<api::SearchAnswer>> ClusterBackend::SearchBatch(
     const api::Call& call, const api::SearchBatchRequest& req) {
   ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, core_->MapOf(req.collection));
-  // The answer's size, known before any search runs (as a standalone
-  // checks it).
-  uint64_t estimate = 0;
-  for (const api::Query& q : req.queries) {
-    const uint64_t k = std::min(q.k, limits_.max_k);
-    estimate += 32 + k * (16 + (q.with_vectors ? vm.map.config.dim * 4 + 8 : 0));
-  }
-  if (estimate > limits_.max_response_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the answer to ", req.queries.size(), " queries would take about ", estimate >> 20,
-        " MiB, more than the ", limits_.max_response_bytes >> 20,
-        " MiB this server sends in one message; split the batch, lower k, or leave out "
-        "the vectors"));
-  }
+  ZOOM_RETURN_IF_ERROR(api::CheckAnswerSize(req.queries, vm.map.config.dim, limits_));
   // Query by query, each fanned out (a shard's SearchBatch would be one
   // call a shard; left for when it is measured to matter).
   const absl::Time deadline = core_->ReadDeadline(call);
@@ -503,7 +490,7 @@ absl::StatusOr<api::CollectionDescription> ClusterBackend::CreateFieldIndex(
     const api::Call& call, const api::CreateFieldIndexRequest& req) {
   ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, core_->MapOf(req.collection));
   ZOOM_RETURN_IF_ERROR(ValidateFieldIndexName(req.field));
-  const absl::Time deadline = core_->ReadDeadline(call);
+  const absl::Time deadline = req.wait ? core_->AdminDeadline(call) : core_->ReadDeadline(call);
   // What a replica would refuse must not enter the log: another type on
   // the field (checked against the indexes now).
   ZOOM_ASSIGN_OR_RETURN(api::CollectionDescription now, Info(vm, deadline, call));
@@ -559,7 +546,7 @@ void ClusterBackend::BuildIndex(
   auto run = [&]() -> absl::StatusOr<api::CollectionDescription> {
     ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, core_->MapOf(req.collection));
     const ShardMap& m = vm.map;
-    const absl::Time deadline = core_->ReadDeadline(call);
+    const absl::Time deadline = core_->AdminDeadline(call);
     auto t = core_->Topo();
     // Every live replica builds its own index: one call each, no failover;
     // each first applies its shard's log as far as it is now (a build
@@ -629,7 +616,7 @@ absl::StatusOr<api::CollectionDescription> ClusterBackend::Compact(
     const api::Call& call, const std::string& collection) {
   ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, core_->MapOf(collection));
   const ShardMap& m = vm.map;
-  const absl::Time deadline = core_->ReadDeadline(call);
+  const absl::Time deadline = core_->AdminDeadline(call);
   auto t = core_->Topo();
   // A compaction is a replica's own (its files, not its contents): every
   // live replica compacts, one call each.

@@ -163,6 +163,13 @@ class RouterCore {
     return call.deadline == absl::InfiniteFuture() ? absl::Now() + opt_.default_deadline
                                                    : call.deadline;
   }
+  // An admin call's that waits for the nodes' work (a build, a compaction, a
+  // field index built with `wait`): the client's, or an hour from now (as a
+  // standalone, which has none, would wait for it).
+  absl::Time AdminDeadline(const api::Call& call) const {
+    return call.deadline == absl::InfiniteFuture() ? absl::Now() + absl::Hours(1)
+                                                   : call.deadline;
+  }
 
   template <typename Req, typename Resp, typename Stub = v1::VectorSearch::Stub>
   using AsyncFn = std::function<void(Stub*, grpc::ClientContext*, const Req*, Resp*,
