@@ -66,6 +66,9 @@ class CollectionBackend {
     (void)rpc;
     return absl::OkStatus();
   }
+  // Whether the searches run here (their engine stats are this process's
+  // to count in its metrics); a router's run on its nodes, which count them.
+  virtual bool SearchesHere() const { return false; }
   // Whether a search of `collection` that stays in RAM (no payloads,
   // vectors, filter or exact scan) can be answered on the calling thread:
   // the collection is local and has an index.

@@ -28,6 +28,7 @@ class LocalBackend : public CollectionBackend {
   // `db` outlives the backend.
   LocalBackend(Database* db, const ServiceLimits& limits) : db_(db), limits_(limits) {}
 
+  bool SearchesHere() const override { return true; }
   bool AnswersInRam(const std::string& collection) const override;
 
   absl::StatusOr<CollectionDescription> CreateCollection(

@@ -265,7 +265,9 @@ absl::Status VectorSearchService::DoSearch(const api::Call& call, const v1::Sear
   ZOOM_ASSIGN_OR_RETURN(api::SearchRequest r, api::FromProto(req, limits_));
   r.query.degrade = degrade;
   ZOOM_ASSIGN_OR_RETURN(api::SearchAnswer a, backend_->Search(call, r));
-  if (metrics_ != nullptr) metrics_->RecordQuery(req.collection(), a.stats);
+  if (metrics_ != nullptr && backend_->SearchesHere()) {
+    metrics_->RecordQuery(req.collection(), a.stats);
+  }
   api::ToProto(std::move(a), resp);
   return absl::OkStatus();
 }
@@ -277,7 +279,9 @@ absl::Status VectorSearchService::DoSearchBatch(const api::Call& call,
   for (api::Query& q : r.queries) q.degrade = degrade;
   ZOOM_ASSIGN_OR_RETURN(std::vector<api::SearchAnswer> answers, backend_->SearchBatch(call, r));
   for (api::SearchAnswer& a : answers) {
-    if (metrics_ != nullptr) metrics_->RecordQuery(req.collection(), a.stats);
+    if (metrics_ != nullptr && backend_->SearchesHere()) {
+      metrics_->RecordQuery(req.collection(), a.stats);
+    }
     api::ToProto(std::move(a), resp->add_results());
   }
   return absl::OkStatus();
