@@ -42,6 +42,7 @@
 #include "absl/strings/str_join.h"
 #include "bench/bench_session.h"
 #include "absl/strings/str_split.h"
+#include "common/process.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 
@@ -860,7 +861,7 @@ void PrintBuild(const Baseline& b, const Vectors& v, const BaselineOptions& opti
 // Builds `b`, sweeps it and appends its configurations to `results`.
 absl::Status RunOne(Baseline& b, const Vectors& v, const Dataset& ds,
                     const std::vector<int>& threads, size_t k,
-                    const BaselineOptions& options, Reporter& rep, Table& table,
+                    const BaselineOptions& options, JsonLines& rep, Table& table,
                     std::vector<ConfigResult>* results) {
   b.Plan(v);
   if (absl::Status st = b.CheckSupported(v); !st.ok()) {
@@ -876,20 +877,20 @@ absl::Status RunOne(Baseline& b, const Vectors& v, const Dataset& ds,
   PrintBuild(b, v, options, cached, train_s, add_s, load_before);
   const uint64_t resident = b.ResidentBytes();
   const double per_vector = static_cast<double>(resident) / static_cast<double>(v.n);
-  rep.JsonLine({{"record", std::string("build")},
-                {"name", b.name()},
-                {"dataset", ds.name},
-                {"params", b.BuildParams()},
-                {"build_s", train_s + add_s},
-                {"train_s", train_s},
-                {"add_s", add_s},
-                {"cached", cached},
-                {"build_threads", int64_t{options.build_threads}},
-                {"loadavg_1m", load_before},
-                {"resident_bytes", static_cast<int64_t>(resident)},
-                {"bytes_per_vector", per_vector},
-                {"rss_bytes", static_cast<int64_t>(CurrentRssBytes())},
-                {"peak_rss_bytes", static_cast<int64_t>(PeakRssBytes())}});
+  rep.Line({{"record", std::string("build")},
+            {"name", b.name()},
+            {"dataset", ds.name},
+            {"params", b.BuildParams()},
+            {"build_s", train_s + add_s},
+            {"train_s", train_s},
+            {"add_s", add_s},
+            {"cached", cached},
+            {"build_threads", int64_t{options.build_threads}},
+            {"loadavg_1m", load_before},
+            {"resident_bytes", static_cast<int64_t>(resident)},
+            {"bytes_per_vector", per_vector},
+            {"rss_bytes", static_cast<int64_t>(CurrentRssBytes())},
+            {"peak_rss_bytes", static_cast<int64_t>(PeakRssBytes())}});
 
   std::vector<bool> saturated;
   for (const Knobs& knobs : b.Sweep(options.quick, k)) {
@@ -953,8 +954,8 @@ void PrintParetoFronts(const std::vector<ConfigResult>& results) {
 class BaselinesWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& rep) override;
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& rep) override;
 
  private:
   std::vector<int> threads_;
@@ -993,14 +994,14 @@ absl::Status BaselinesWorkload::Setup() {
   return absl::OkStatus();
 }
 
-absl::Status BaselinesWorkload::Run(Reporter& rep) {
+absl::Status BaselinesWorkload::Run(JsonLines& rep) {
   Table table = MakeResultTable();
   ZOOM_ASSIGN_OR_RETURN(results_, RunBaselines(ds_, threads_, static_cast<size_t>(k_), options_,
                                                rep, table));
   return absl::OkStatus();
 }
 
-absl::Status BaselinesWorkload::Report(Reporter& /*rep*/) {
+absl::Status BaselinesWorkload::Report(JsonLines& /*rep*/) {
   PrintSideBySide(results_, {0.90, 0.95, 0.99});
   // zoombench_main prints them again beside zoomd's when both ran.
   SessionResults().insert(SessionResults().end(), results_.begin(), results_.end());
@@ -1038,7 +1039,7 @@ absl::StatusOr<BaselineOptions> BaselineOptionsFromFlags() {
 
 absl::StatusOr<std::vector<ConfigResult>> RunBaselines(
     const Dataset& ds, const std::vector<int>& threads, size_t k,
-    const BaselineOptions& options, Reporter& rep, Table& table) {
+    const BaselineOptions& options, JsonLines& rep, Table& table) {
   if (ds.base.rows == 0 || ds.queries.rows == 0) {
     return absl::InvalidArgumentError("empty data set");
   }
@@ -1055,7 +1056,7 @@ absl::StatusOr<std::vector<ConfigResult>> RunBaselines(
 }
 
 absl::StatusOr<std::vector<ConfigResult>> RunBaselines(
-    const Dataset& ds, const std::vector<int>& threads, size_t k, Reporter& rep,
+    const Dataset& ds, const std::vector<int>& threads, size_t k, JsonLines& rep,
     Table& table) {
   ZOOM_ASSIGN_OR_RETURN(const BaselineOptions options, BaselineOptionsFromFlags());
   return RunBaselines(ds, threads, k, options, rep, table);

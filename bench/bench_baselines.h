@@ -77,11 +77,11 @@ absl::StatusOr<BaselineOptions> BaselineOptionsFromFlags();
 // results. A baseline that cannot run this metric is skipped with a message.
 absl::StatusOr<std::vector<ConfigResult>> RunBaselines(
     const Dataset& ds, const std::vector<int>& threads, size_t k,
-    const BaselineOptions& options, Reporter& rep, Table& table);
+    const BaselineOptions& options, JsonLines& rep, Table& table);
 // As above with the options from the flags.
 absl::StatusOr<std::vector<ConfigResult>> RunBaselines(
     const Dataset& ds, const std::vector<int>& threads, size_t k,
-    Reporter& rep, Table& table);
+    JsonLines& rep, Table& table);
 
 // ---- Filtered search (zoombench --benchmarks=filter) ----------------------------
 //

@@ -22,6 +22,7 @@
 #include "bench/bench_util.h"
 #include "bench/bench_zoom.h"
 #include "common/metric.h"
+#include "common/recall.h"
 #include "common/status_macros.h"
 #include "index/distance_kernels.h"
 #include "index/vector_index.h"
@@ -126,8 +127,8 @@ PolicyResult Replay(const Dataset& ds, const std::vector<QueryData>& data,
 class BoundWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& /*rep*/) override { return absl::OkStatus(); }
 
  private:
   // The preview's K' candidates of every query with their exact distances;
@@ -135,7 +136,7 @@ class BoundWorkload : public Workload {
   absl::StatusOr<std::vector<QueryData>> Collect(size_t kp, std::vector<double>* all_err,
                                                  std::vector<double>* all_rel) const;
   void Policies(size_t kp, const std::vector<QueryData>& data, double mean, double sd,
-                Reporter& rep) const;
+                JsonLines& rep) const;
 
   ZoomBuilt zb_;
   size_t k_ = 10;
@@ -178,21 +179,21 @@ absl::StatusOr<std::vector<QueryData>> BoundWorkload::Collect(
 }
 
 void BoundWorkload::Policies(size_t kp, const std::vector<QueryData>& data, double mean,
-                             double sd, Reporter& rep) const {
+                             double sd, JsonLines& rep) const {
   const Dataset& ds = *zb_.ds;
   const size_t k = k_;
   std::printf("%-34s %8s %8s %8s\n", "policy", "reads", "rounds", "recall");
   auto row = [&](const std::string& name, const PolicyResult& r) {
     std::printf("%-34s %8.2f %8.2f %8.4f\n", name.c_str(), r.reads, r.rounds,
                 r.recall);
-    rep.JsonLine({{"name", std::string("bound")},
-                  {"policy", name},
-                  {"params", zb_.params},
-                  {"dataset", ds.name},
-                  {"rerank", static_cast<int64_t>(kp)},
-                  {"reads_per_query", r.reads},
-                  {"rounds", r.rounds},
-                  {"recall_at_10", r.recall}});
+    rep.Line({{"name", std::string("bound")},
+              {"policy", name},
+              {"params", zb_.params},
+              {"dataset", ds.name},
+              {"rerank", static_cast<int64_t>(kp)},
+              {"reads_per_query", r.reads},
+              {"rounds", r.rounds},
+              {"recall_at_10", r.recall}});
   };
   row("all K'",
       Replay(ds, data, k, kp,
@@ -230,7 +231,7 @@ void BoundWorkload::Policies(size_t kp, const std::vector<QueryData>& data, doub
   }
 }
 
-absl::Status BoundWorkload::Run(Reporter& rep) {
+absl::Status BoundWorkload::Run(JsonLines& rep) {
   const Dataset& ds = *zb_.ds;
   for (int kp_int : kps_) {
     const size_t kp = static_cast<size_t>(kp_int);

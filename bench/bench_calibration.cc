@@ -57,14 +57,14 @@ std::string Knobs(uint32_t ef, uint32_t nprobe, uint32_t rerank, bool ivf) {
 class CalibrationWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& rep) override;
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& rep) override;
 
  private:
-  absl::Status Calibrate(Reporter& rep);
-  absl::Status Sweep(Reporter& rep);
-  absl::Status Defaults(Reporter& rep) const;
-  absl::Status Target(double target, Reporter& rep) const;
+  absl::Status Calibrate(JsonLines& rep);
+  absl::Status Sweep(JsonLines& rep);
+  absl::Status Defaults(JsonLines& rep) const;
+  absl::Status Target(double target, JsonLines& rep) const;
 
   ZoomBuilt zb_;
   index::IndexKind kind_{};
@@ -98,7 +98,7 @@ absl::Status CalibrationWorkload::Setup() {
 }
 
 // 1. The calibration, as a build runs it, and its Pareto front.
-absl::Status CalibrationWorkload::Calibrate(Reporter& rep) {
+absl::Status CalibrationWorkload::Calibrate(JsonLines& rep) {
   const NoneExcluded live;
   Stopwatch sw;
   ZOOM_ASSIGN_OR_RETURN(cal_, server::Calibrate(*zb_.engine, kind_, live, options_));
@@ -118,18 +118,18 @@ absl::Status CalibrationWorkload::Calibrate(Reporter& rep) {
     std::printf("%10.4f %10.4f %10.1f %8.1f  %s\n", p.recall, p.recall_lower, p.mean_us,
                 p.ssd_reads, Knobs(p.ef, p.nprobe, p.rerank_candidates, ivf_).c_str());
   }
-  rep.JsonLine({{"name", std::string("calibration_run")},
-                {"dataset", zb_.ds->name},
-                {"params", zb_.params},
-                {"queries", static_cast<int64_t>(cal_.queries)},
-                {"points", static_cast<int64_t>(cal_.points.size())},
-                {"calibration_s", calib_s}});
+  rep.Line({{"name", std::string("calibration_run")},
+            {"dataset", zb_.ds->name},
+            {"params", zb_.params},
+            {"queries", static_cast<int64_t>(cal_.queries)},
+            {"points", static_cast<int64_t>(cal_.points.size())},
+            {"calibration_s", calib_s}});
   return absl::OkStatus();
 }
 
 // 3. Every nprobe (or ef) of the calibration's grid x --calib_rerank on the
 // held-back queries (before 2, so that its rows print as one table).
-absl::Status CalibrationWorkload::Sweep(Reporter& rep) {
+absl::Status CalibrationWorkload::Sweep(JsonLines& rep) {
   std::printf("\n== hand-picked sweep on the %zu held-back queries, %d threads\n",
               static_cast<size_t>(zb_.ds->queries.rows), t_);
   Table table = MakeResultTable();
@@ -151,25 +151,25 @@ absl::Status CalibrationWorkload::Sweep(Reporter& rep) {
 
 // What a search without knobs ran before calibration: the built-in
 // defaults (ef 64, nprobe 16, K' 100).
-absl::Status CalibrationWorkload::Defaults(Reporter& rep) const {
+absl::Status CalibrationWorkload::Defaults(JsonLines& rep) const {
   const server::SearchParams defaults;
   ZOOM_ASSIGN_OR_RETURN(ConfigResult r, RunZoomConfig(defaults, t_, k_));
   std::printf("\nthe built-in default knobs (%s): recall@10 %.4f, %.0f QPS, p99 %.0f us, "
               "%.1f reads\n",
               Knobs(defaults.ef, defaults.nprobe, defaults.rerank_candidates, ivf_).c_str(),
               r.run.recall_at_10, r.run.qps, r.run.p99_us, r.run.reads_per_query);
-  rep.JsonLine({{"name", std::string("calibration_defaults")},
-                {"dataset", zb_.ds->name},
-                {"params", r.params},
-                {"threads", int64_t{t_}},
-                {"recall_at_10", r.run.recall_at_10},
-                {"qps", r.run.qps},
-                {"p99_us", r.run.p99_us},
-                {"reads_per_query", r.run.reads_per_query}});
+  rep.Line({{"name", std::string("calibration_defaults")},
+            {"dataset", zb_.ds->name},
+            {"params", r.params},
+            {"threads", int64_t{t_}},
+            {"recall_at_10", r.run.recall_at_10},
+            {"qps", r.run.qps},
+            {"p99_us", r.run.p99_us},
+            {"reads_per_query", r.run.reads_per_query}});
   return absl::OkStatus();
 }
 
-absl::Status CalibrationWorkload::Run(Reporter& rep) {
+absl::Status CalibrationWorkload::Run(JsonLines& rep) {
   ZOOM_RETURN_IF_ERROR(Calibrate(rep));
   ZOOM_RETURN_IF_ERROR(Sweep(rep));
   return Defaults(rep);
@@ -177,7 +177,7 @@ absl::Status CalibrationWorkload::Run(Reporter& rep) {
 
 // 2. One target: the calibrated pick run on the held-back queries beside
 // the fastest hand-picked configuration that reached the target there.
-absl::Status CalibrationWorkload::Target(double target, Reporter& rep) const {
+absl::Status CalibrationWorkload::Target(double target, JsonLines& rep) const {
   const server::Calibration::Choice c = cal_.Choose(target);
   server::SearchParams p;
   p.ef = c.point.ef;
@@ -199,27 +199,27 @@ absl::Status CalibrationWorkload::Target(double target, Reporter& rep) const {
               best ? best->run.recall_at_10 : 0.0, best ? best->run.qps : 0.0, ratio,
               c.reached ? "" : "  (calibration: not reached)",
               mine.run.recall_at_10 >= target ? "" : "  MISSED");
-  rep.JsonLine({{"name", std::string("calibration")},
-                {"dataset", zb_.ds->name},
-                {"params", zb_.params},
-                {"threads", int64_t{t_}},
-                {"target_recall", target},
-                {"knobs", knobs},
-                {"calibrated_recall", c.point.recall},
-                {"calibrated_recall_lower", c.point.recall_lower},
-                {"reached_in_calibration", c.reached},
-                {"recall_at_10", mine.run.recall_at_10},
-                {"qps", mine.run.qps},
-                {"p99_us", mine.run.p99_us},
-                {"reads_per_query", mine.run.reads_per_query},
-                {"best_params", best ? best->params : std::string()},
-                {"best_recall_at_10", best ? best->run.recall_at_10 : 0.0},
-                {"best_qps", best ? best->run.qps : 0.0},
-                {"cost_ratio", ratio}});
+  rep.Line({{"name", std::string("calibration")},
+            {"dataset", zb_.ds->name},
+            {"params", zb_.params},
+            {"threads", int64_t{t_}},
+            {"target_recall", target},
+            {"knobs", knobs},
+            {"calibrated_recall", c.point.recall},
+            {"calibrated_recall_lower", c.point.recall_lower},
+            {"reached_in_calibration", c.reached},
+            {"recall_at_10", mine.run.recall_at_10},
+            {"qps", mine.run.qps},
+            {"p99_us", mine.run.p99_us},
+            {"reads_per_query", mine.run.reads_per_query},
+            {"best_params", best ? best->params : std::string()},
+            {"best_recall_at_10", best ? best->run.recall_at_10 : 0.0},
+            {"best_qps", best ? best->run.qps : 0.0},
+            {"cost_ratio", ratio}});
   return absl::OkStatus();
 }
 
-absl::Status CalibrationWorkload::Report(Reporter& rep) {
+absl::Status CalibrationWorkload::Report(JsonLines& rep) {
   std::printf("\n== target_recall against the best hand-picked knobs (%d threads)\n", t_);
   std::printf("%8s %-32s %8s %8s %9s %8s %8s | %-32s %8s %9s %7s\n", "target", "calibrated pick",
               "cal_rec", "recall", "qps", "p99_us", "reads", "best hand-picked", "recall", "qps",

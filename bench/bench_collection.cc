@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_dataset.h"
 #include "bench/bench_util.h"
+#include "common/process.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "server/engine/collection.h"
@@ -47,8 +48,8 @@ namespace {
 class CollectionWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& rep) override;
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& rep) override;
 
  private:
   bool Wants(const std::string& part) const {
@@ -129,16 +130,16 @@ SearchFn CollectionWorkload::Search(bool preview_only) const {
   };
 }
 
-absl::Status CollectionWorkload::Run(Reporter& rep) {
+absl::Status CollectionWorkload::Run(JsonLines& rep) {
   if (Wants("floor")) {
     ZOOM_ASSIGN_OR_RETURN(const RunResult preview, RunQueries(ds_, k_, 1, Search(true)));
     std::printf("floor, 1 caller: preview-only Search in-process p50 %.0f us\n",
                 preview.p50_us);
-    rep.JsonLine({{"workload", std::string("collection")},
-                  {"dataset", ds_.name},
-                  {"path", std::string("floor")},
-                  {"callers", int64_t{1}},
-                  {"preview_in_process_p50_us", preview.p50_us}});
+    rep.Line({{"workload", std::string("collection")},
+              {"dataset", ds_.name},
+              {"path", std::string("floor")},
+              {"callers", int64_t{1}},
+              {"preview_in_process_p50_us", preview.p50_us}});
   }
   if (!Wants("search")) return absl::OkStatus();
   // CPU us/q: this process's CPU time per query (the engine's and the
@@ -150,21 +151,21 @@ absl::Status CollectionWorkload::Run(Reporter& rep) {
     table.Row({std::to_string(c), "in-process", Fmt(r.recall_at_10, 4), Fmt(r.qps, 0),
                Fmt(r.p50_us, 0), Fmt(r.p99_us, 0), Fmt(r.reads_per_query, 1),
                Fmt(r.cpu_us_per_query, 0)});
-    rep.JsonLine({{"workload", std::string("collection")},
-                  {"dataset", ds_.name},
-                  {"path", std::string("in-process")},
-                  {"callers", static_cast<int64_t>(c)},
-                  {"recall_at_10", r.recall_at_10},
-                  {"qps", r.qps},
-                  {"p50_us", r.p50_us},
-                  {"p99_us", r.p99_us},
-                  {"reads_per_query", r.reads_per_query},
-                  {"cpu_us_per_query", r.cpu_us_per_query}});
+    rep.Line({{"workload", std::string("collection")},
+              {"dataset", ds_.name},
+              {"path", std::string("in-process")},
+              {"callers", static_cast<int64_t>(c)},
+              {"recall_at_10", r.recall_at_10},
+              {"qps", r.qps},
+              {"p50_us", r.p50_us},
+              {"p99_us", r.p99_us},
+              {"reads_per_query", r.reads_per_query},
+              {"cpu_us_per_query", r.cpu_us_per_query}});
   }
   return absl::OkStatus();
 }
 
-absl::Status CollectionWorkload::Report(Reporter& /*rep*/) {
+absl::Status CollectionWorkload::Report(JsonLines& /*rep*/) {
   std::printf("load average (1 min) after the run: %.2f\n", LoadAverage1m());
   collection_.reset();
   db_.reset();

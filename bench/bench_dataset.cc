@@ -5,23 +5,17 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <thread>
 #include <utility>
 
-#include <sys/resource.h>
-
 #include "absl/flags/flag.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
+#include "common/process.h"
+#include "common/recall.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
-#include "common/vector_dataset.h"
 
 ABSL_FLAG(std::string, dataset, "",
           "Data set folder (base.*vecs, query.*vecs, groundtruth_<metric>*); "
@@ -38,23 +32,6 @@ namespace zoom::bench {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Reads "Key:   123 kB" from a /proc/<pid>/status file.
-uint64_t ProcStatusBytes(const std::string& status_path, const std::string& key) {
-  std::ifstream in(status_path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) != 0) continue;
-    absl::string_view rest(line);
-    rest.remove_prefix(key.size());
-    rest = absl::StripAsciiWhitespace(rest);
-    const size_t space = rest.find(' ');
-    uint64_t kb = 0;
-    if (absl::SimpleAtoi(rest.substr(0, space), &kb)) return kb * 1024;
-    return 0;
-  }
-  return 0;
-}
 
 std::string FmtRecall(double r) {
   return std::isnan(r) ? std::string("-") : Fmt(r, 4);
@@ -93,105 +70,11 @@ std::string DatasetDirFlag() {
 }
 
 absl::StatusOr<Metric> MetricFlag(const std::string& dir) {
-  const std::string m = absl::GetFlag(FLAGS_metric);
-  if (!m.empty()) return ParseMetric(m);
-  ZOOM_ASSIGN_OR_RETURN(const DatasetFolder folder, OpenDatasetFolder(dir, /*need_base=*/false));
-  return folder.DefaultMetric();
-}
-
-absl::StatusOr<std::vector<int>> ParseIntList(const std::string& s) {
-  std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(s, ',', absl::SkipEmpty())) {
-    int v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad number '", part, "' in '", s, "'"));
-    }
-    out.push_back(v);
-  }
-  if (out.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("empty list '", s, "'"));
-  }
-  return out;
+  return MetricOrDefault(absl::GetFlag(FLAGS_metric), dir);
 }
 
 absl::StatusOr<std::vector<int>> ThreadsFlag() {
   return ParseIntList(absl::GetFlag(FLAGS_threads));
-}
-
-absl::StatusOr<Dataset> LoadDataset(const std::string& dir, Metric metric,
-                                    size_t max_queries) {
-  ZOOM_ASSIGN_OR_RETURN(const DatasetFolder folder, OpenDatasetFolder(dir, /*need_base=*/true));
-  Dataset ds;
-  ds.dir = folder.dir;
-  ds.name = folder.name;
-  ds.metric = metric;
-  ds.is_uint8 = folder.base_is_uint8;
-  ZOOM_ASSIGN_OR_RETURN(ds.gt, LoadGroundTruth(folder, metric, max_queries, &ds.gt_dist));
-  if (ds.is_uint8) {
-    ZOOM_ASSIGN_OR_RETURN(ds.base_u8, LoadBvecs(folder.base_path));
-    ds.base.dim = ds.base_u8.dim;
-    ds.base.rows = ds.base_u8.rows;
-    ds.base.data.assign(ds.base_u8.data.begin(), ds.base_u8.data.end());
-  } else {
-    ZOOM_ASSIGN_OR_RETURN(ds.base, LoadBase(folder));
-  }
-  ZOOM_ASSIGN_OR_RETURN(ds.queries, LoadQueries(folder, max_queries));
-  return ds;
-}
-
-double TrueScore(const Dataset& ds, size_t q, size_t id) {
-  const float* a = ds.queries.row(q);
-  const float* b = ds.base.row(id);
-  const size_t d = ds.base.dim;
-  switch (ds.metric) {
-    case Metric::kL2: {
-      double sum = 0;
-      for (size_t i = 0; i < d; ++i) {
-        const double diff = double{a[i]} - double{b[i]};
-        sum += diff * diff;
-      }
-      return sum;
-    }
-    case Metric::kInnerProduct: {
-      double dot = 0;
-      for (size_t i = 0; i < d; ++i) dot += double{a[i]} * double{b[i]};
-      return dot;
-    }
-    case Metric::kCosine: {
-      double dot = 0, na = 0, nb = 0;
-      for (size_t i = 0; i < d; ++i) {
-        dot += double{a[i]} * double{b[i]};
-        na += double{a[i]} * double{a[i]};
-        nb += double{b[i]} * double{b[i]};
-      }
-      if (!(na > 0) || !(nb > 0)) return 0;
-      return dot / (std::sqrt(na) * std::sqrt(nb));
-    }
-  }
-  return 0;
-}
-
-double RecallAtK(const Dataset& ds, size_t q, const int64_t* ids, size_t n_ids,
-                 size_t k) {
-  if (k == 0 || k > ds.gt_dist.dim || q >= ds.gt_dist.rows) {
-    return std::numeric_limits<double>::quiet_NaN();
-  }
-  const double threshold = ds.gt_dist.row(q)[k - 1];
-  // The stored scores are float32 roundings of float64 values.
-  const double tol = 1e-6 * std::max(std::abs(threshold), 1e-12);
-  std::vector<int64_t> unique(ids, ids + std::min(n_ids, k));
-  std::sort(unique.begin(), unique.end());
-  unique.erase(std::unique(unique.begin(), unique.end()), unique.end());
-  size_t hits = 0;
-  for (int64_t id : unique) {
-    if (id < 0 || static_cast<uint64_t>(id) >= ds.base.rows) continue;
-    const double s = TrueScore(ds, q, static_cast<size_t>(id));
-    const bool good = HigherIsBetter(ds.metric) ? s >= threshold - tol
-                                                : s <= threshold + tol;
-    if (good) ++hits;
-  }
-  return static_cast<double>(hits) / static_cast<double>(k);
 }
 
 namespace {
@@ -302,29 +185,6 @@ absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
                    &rerank_us, thread_stats);
 }
 
-uint64_t CurrentRssBytes() { return ProcStatusBytes("/proc/self/status", "VmRSS:"); }
-uint64_t PeakRssBytes() { return ProcStatusBytes("/proc/self/status", "VmHWM:"); }
-uint64_t RssBytesOf(int pid) {
-  return ProcStatusBytes(absl::StrCat("/proc/", pid, "/status"), "VmRSS:");
-}
-uint64_t PeakRssBytesOf(int pid) {
-  return ProcStatusBytes(absl::StrCat("/proc/", pid, "/status"), "VmHWM:");
-}
-
-double ProcessCpuSeconds() {
-  rusage u{};
-  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
-  auto secs = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
-  return secs(u.ru_utime) + secs(u.ru_stime);
-}
-
-double LoadAverage1m() {
-  std::ifstream in("/proc/loadavg");
-  double load = -1;
-  if (!(in >> load)) return -1;
-  return load;
-}
-
 Table MakeResultTable() {
   return Table({"threads", "recall@1", "recall@10", "recall@100", "QPS",
                 "p50_us", "p99_us", "p99.9_us", "reads/q", "resident_MiB",
@@ -332,37 +192,37 @@ Table MakeResultTable() {
                13);
 }
 
-void Report(Reporter& rep, Table& table, const ConfigResult& r) {
+void Report(JsonLines& rep, Table& table, const ConfigResult& r) {
   const RunResult& x = r.run;
   table.Row({absl::StrCat(r.threads), FmtRecall(x.recall_at_1),
              FmtRecall(x.recall_at_10), FmtRecall(x.recall_at_100),
              Fmt(x.qps, 0), Fmt(x.p50_us), Fmt(x.p99_us), Fmt(x.p999_us),
              Fmt(x.reads_per_query, 1), FmtMiB(r.resident_bytes),
              Fmt(BytesPerVector(r), 1), r.params, "  " + r.name});
-  rep.JsonLine({{"name", r.name},
-                {"dataset", r.dataset},
-                {"params", r.params},
-                {"recall_at_1", x.recall_at_1},
-                {"recall_at_10", x.recall_at_10},
-                {"recall_at_100", x.recall_at_100},
-                {"qps", x.qps},
-                {"p50_us", x.p50_us},
-                {"p99_us", x.p99_us},
-                {"p999_us", x.p999_us},
-                {"reads_per_query", x.reads_per_query},
-                {"bytes_per_query", x.bytes_per_query},
-                {"preview_p50_us", x.preview_p50_us},
-                {"preview_p99_us", x.preview_p99_us},
-                {"fullview_p50_us", x.fullview_p50_us},
-                {"fullview_p99_us", x.fullview_p99_us},
-                {"rerank_p50_us", x.rerank_p50_us},
-                {"rerank_p99_us", x.rerank_p99_us},
-                {"resident_bytes", static_cast<int64_t>(r.resident_bytes)},
-                {"bytes_per_vector", BytesPerVector(r)},
-                {"rss_bytes", static_cast<int64_t>(r.rss_bytes)},
-                {"threads", int64_t{r.threads}},
-                {"k", static_cast<int64_t>(r.k)},
-                {"queries", static_cast<int64_t>(x.queries)}});
+  rep.Line({{"name", r.name},
+            {"dataset", r.dataset},
+            {"params", r.params},
+            {"recall_at_1", x.recall_at_1},
+            {"recall_at_10", x.recall_at_10},
+            {"recall_at_100", x.recall_at_100},
+            {"qps", x.qps},
+            {"p50_us", x.p50_us},
+            {"p99_us", x.p99_us},
+            {"p999_us", x.p999_us},
+            {"reads_per_query", x.reads_per_query},
+            {"bytes_per_query", x.bytes_per_query},
+            {"preview_p50_us", x.preview_p50_us},
+            {"preview_p99_us", x.preview_p99_us},
+            {"fullview_p50_us", x.fullview_p50_us},
+            {"fullview_p99_us", x.fullview_p99_us},
+            {"rerank_p50_us", x.rerank_p50_us},
+            {"rerank_p99_us", x.rerank_p99_us},
+            {"resident_bytes", static_cast<int64_t>(r.resident_bytes)},
+            {"bytes_per_vector", BytesPerVector(r)},
+            {"rss_bytes", static_cast<int64_t>(r.rss_bytes)},
+            {"threads", int64_t{r.threads}},
+            {"k", static_cast<int64_t>(r.k)},
+            {"queries", static_cast<int64_t>(x.queries)}});
 }
 
 bool IsOurs(const std::string& name) { return name.rfind("zoomd", 0) == 0; }

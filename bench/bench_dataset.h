@@ -1,13 +1,15 @@
 // File: bench/bench_dataset.h
 //
-// The measurement harness shared by zoombench's search workloads: loading a
-// data set folder with its exact ground truth, tie-aware recall, running the
-// queries from N threads with per-query latency, memory helpers, and the
-// reporting of one configuration (table row + JSON line) and of many
-// (side-by-side at recall targets, Pareto front).
+// The measurement harness shared by zoombench's search workloads: the data
+// set flags, running the queries from N threads with per-query latency,
+// and the reporting of one configuration (table row + JSON line) and of
+// many (side-by-side at recall targets, Pareto front).
 //
-// A data set folder is laid out like ../shared/data/<set>/ and read by
-// common/vector_dataset.h, the reader zoomload shares.
+// What zoomload's server workloads measure the same way is in common/:
+// the data set in memory (Dataset, LoadDataset: common/vector_dataset.h,
+// folders laid out like ../shared/data/<set>/), the tie-aware recall
+// (common/recall.h), the tables, JSON lines and percentiles
+// (common/report_table.h), and the process figures (common/process.h).
 //
 // Flags shared by the workloads are defined in bench_dataset.cc and declared
 // here: --dataset, --metric, --threads, --k, --max_queries. Read them through
@@ -28,8 +30,8 @@
 #include "absl/status/statusor.h"
 #include "common/metric.h"
 #include "common/query_stats.h"
-#include "common/texmex.h"
-#include "bench/bench_util.h"
+#include "common/report_table.h"
+#include "common/vector_dataset.h"
 
 // Data set folder; "" = DefaultDataRoot() + "/glove-6b-100d".
 ABSL_DECLARE_FLAG(std::string, dataset);
@@ -45,30 +47,6 @@ ABSL_DECLARE_FLAG(int64_t, max_queries);
 
 namespace zoom::bench {
 
-// A data set in memory. Vectors are as stored (never normalised): a workload
-// that needs unit vectors (cosine) makes its own copies.
-struct Dataset {
-  std::string name;  // folder name, e.g. "glove-6b-100d"
-  std::string dir;
-  Metric metric = Metric::kL2;
-  bool is_uint8 = false;        // base was .bvecs
-  VecsMatrix<float> base;       // widened to float when uint8; NOT normalised
-  VecsMatrix<uint8_t> base_u8;  // filled only when is_uint8
-  VecsMatrix<float> queries;    // NOT normalised
-  VecsMatrix<int32_t> gt;       // top-100 ids per query, best first
-  // Matching scores: l2 = squared distance ascending; ip / cosine =
-  // similarity descending.
-  VecsMatrix<float> gt_dist;
-
-  size_t dim() const { return base.dim; }
-};
-
-// Loads DIR for `metric`: all base vectors and at most `max_queries` queries
-// (0 = all) with their ground-truth rows. Errors name the missing file, or
-// say which dimensions or row counts disagree.
-absl::StatusOr<Dataset> LoadDataset(const std::string& dir, Metric metric,
-                                    size_t max_queries = 0);
-
 // The default root of the data set folders: "../shared/data" relative to the
 // current directory when it exists, else relative to the source tree
 // (ZOOM_SOURCE_DIR "/../shared/data", normalised).
@@ -78,23 +56,8 @@ std::string DefaultDataRoot();
 std::string DatasetDirFlag();
 // --metric resolved for folder `dir` (see the flag's default rule).
 absl::StatusOr<Metric> MetricFlag(const std::string& dir);
-// --threads parsed ("1,2" -> {1, 2}); every entry must be >= 1.
+// --threads parsed ("1,2" -> {1, 2}; ParseIntList); every entry must be >= 1.
 absl::StatusOr<std::vector<int>> ThreadsFlag();
-// Parses a comma list of positive integers ("16,32,64").
-absl::StatusOr<std::vector<int>> ParseIntList(const std::string& s);
-
-// The exact score of base row `id` for query `q` under ds.metric, in double:
-// squared L2, inner product, or cosine similarity.
-double TrueScore(const Dataset& ds, size_t q, size_t id);
-
-// Tie-aware recall@k for query q of the returned ids `ids[0..n_ids)` (best
-// first; -1 = none). Only the first min(n_ids, k) ids are considered. An id
-// counts if its true score (TrueScore) is at least as good as
-// gt_dist[q][k-1], with a 1e-6 relative tolerance for float32 rounding of
-// the stored scores; each id counts once. Returns hits / k, or NaN when the
-// ground truth has fewer than k columns or k == 0.
-double RecallAtK(const Dataset& ds, size_t q, const int64_t* ids,
-                 size_t n_ids, size_t k);
 
 struct RunResult {
   // Mean tie-aware recall; NaN when the run's k (or the ground truth) is too
@@ -132,20 +95,6 @@ using SearchFn = std::function<absl::Status(size_t q, size_t k,
 absl::StatusOr<RunResult> RunQueries(const Dataset& ds, size_t k, int threads,
                                      const SearchFn& fn);
 
-// Resident set size (VmRSS) and its peak (VmHWM) of this process in bytes,
-// from /proc/self/status; 0 when unavailable.
-uint64_t CurrentRssBytes();
-uint64_t PeakRssBytes();
-// The same of another process (/proc/PID/status); 0 when unavailable.
-uint64_t RssBytesOf(int pid);
-uint64_t PeakRssBytesOf(int pid);
-// The 1-minute load average (/proc/loadavg), -1 when unavailable. This
-// machine is shared: a load above the core count means the timings are
-// contaminated by other processes, so workloads print it beside them.
-double LoadAverage1m();
-// This process's CPU time so far (user + system, all threads), in seconds.
-double ProcessCpuSeconds();
-
 // One configuration of one system.
 struct ConfigResult {
   std::string name;     // system, e.g. "faiss_hnsw_flat"; "zoomd..." = ours
@@ -165,7 +114,7 @@ Table MakeResultTable();
 // fields name, dataset, params, recall_at_1, recall_at_10, recall_at_100,
 // qps, p50_us, p99_us, p999_us, reads_per_query, bytes_per_query,
 // resident_bytes, bytes_per_vector, rss_bytes, threads, k, queries.
-void Report(Reporter& rep, Table& table, const ConfigResult& r);
+void Report(JsonLines& rep, Table& table, const ConfigResult& r);
 
 // True for the systems that are not baselines (names starting with "zoomd").
 bool IsOurs(const std::string& name);

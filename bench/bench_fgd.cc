@@ -38,6 +38,7 @@
 #include "cblas.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/process.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "index/distance_kernels.h"
@@ -238,25 +239,25 @@ absl::StatusOr<Eval> LoadEval(const std::string& dir, size_t max_contexts) {
 class FgdWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& rep) override;
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& rep) override;
 
  private:
   bool Want(const char* section) const { return absl::StrContains(sections_, section); }
-  void Machine(Reporter& rep) const;
+  void Machine(JsonLines& rep) const;
   absl::Status BuildAndTime();
-  void QualitySection(Reporter& rep) const;
-  absl::Status LatencySection(Reporter& rep) const;
-  absl::Status TailSection(Reporter& rep) const;
-  absl::Status DefaultSection(Reporter& rep) const;
-  absl::Status SweepSection(Reporter& rep) const;
-  absl::Status ScalingSection(Reporter& rep) const;
+  void QualitySection(JsonLines& rep) const;
+  absl::Status LatencySection(JsonLines& rep) const;
+  absl::Status TailSection(JsonLines& rep) const;
+  absl::Status DefaultSection(JsonLines& rep) const;
+  absl::Status SweepSection(JsonLines& rep) const;
+  absl::Status ScalingSection(JsonLines& rep) const;
   // One vocabulary size of the scaling section: the graph over `v` rows
   // (the real ones, then synthesised from `rng`), ef doubled until P@10
   // reaches 0.99.
   absl::Status ScaleTo(uint32_t v, size_t n_scale, std::mt19937_64& rng, Table& table,
-                       Reporter& rep) const;
-  void InProcessSection(Reporter& rep) const;
+                       JsonLines& rep) const;
+  void InProcessSection(JsonLines& rep) const;
 
   std::string dir_, sections_;
   Eval ev_;
@@ -285,7 +286,7 @@ absl::Status FgdWorkload::Setup() {
   return absl::OkStatus();
 }
 
-void FgdWorkload::Machine(Reporter& rep) const {
+void FgdWorkload::Machine(JsonLines& rep) const {
   // Which OpenBLAS kernel the baseline runs (Debian's build picks it per CPU
   // at load; OPENBLAS_CORETYPE in the environment forces one).
   const char* forced = std::getenv("OPENBLAS_CORETYPE");
@@ -293,11 +294,11 @@ void FgdWorkload::Machine(Reporter& rep) const {
               openblas_get_corename(),
               forced ? ", forced by OPENBLAS_CORETYPE=" : " (its own choice)",
               forced ? forced : "", index::KernelChoices());
-  rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("machine")},
-                {"openblas_core", std::string(openblas_get_corename())},
-                {"openblas_config", std::string(openblas_get_config())},
-                {"openblas_coretype_forced", std::string(forced ? forced : "")},
-                {"kernels", std::string(index::KernelChoices())}});
+  rep.Line({{"workload", std::string("fgd")}, {"section", std::string("machine")},
+            {"openblas_core", std::string(openblas_get_corename())},
+            {"openblas_config", std::string(openblas_get_config())},
+            {"openblas_coretype_forced", std::string(forced ? forced : "")},
+            {"kernels", std::string(index::KernelChoices())}});
 }
 
 // The default graph, and FGD, its exact mode and the full softmax timed on
@@ -329,18 +330,18 @@ absl::Status FgdWorkload::BuildAndTime() {
 }
 
 // (1) quality with the default graph.
-void FgdWorkload::QualitySection(Reporter& rep) const {
+void FgdWorkload::QualitySection(JsonLines& rep) const {
   std::printf("\n(1) quality, k = 10, ef = %u\n", fgd_.ef);
   Table qt({"method", "P@1", "P@5", "P@10", "true in top10", "PPL top10", "not covered",
             "tail MAE"}, 14);
   for (const auto& [name, q] : {std::pair{"FGD", qf_}, std::pair{"full softmax", qe_}}) {
     qt.Row({name, Fmt(q.p_at[0], 4), Fmt(q.p_at[1], 4), Fmt(q.p_at[2], 4), Fmt(q.coverage, 4),
             Fmt(q.ppl, 2), Fmt(q.uncovered, 4), Fmt(q.tail_mae, 4)});
-    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("quality")},
-                  {"method", std::string(name)}, {"ef", static_cast<int64_t>(fgd_.ef)},
-                  {"p_at_1", q.p_at[0]}, {"p_at_5", q.p_at[1]}, {"p_at_10", q.p_at[2]},
-                  {"true_in_top10", q.coverage}, {"ppl_top10", q.ppl},
-                  {"not_covered", q.uncovered}, {"tail_mae", q.tail_mae}});
+    rep.Line({{"workload", std::string("fgd")}, {"section", std::string("quality")},
+              {"method", std::string(name)}, {"ef", static_cast<int64_t>(fgd_.ef)},
+              {"p_at_1", q.p_at[0]}, {"p_at_5", q.p_at[1]}, {"p_at_10", q.p_at[2]},
+              {"true_in_top10", q.coverage}, {"ppl_top10", q.ppl},
+              {"not_covered", q.uncovered}, {"tail_mae", q.tail_mae}});
   }
   std::printf("(the exact top-10 holds the true word for %.4f of contexts; the tail estimate: "
               "the model's %u cluster summaries)\n",
@@ -348,7 +349,7 @@ void FgdWorkload::QualitySection(Reporter& rep) const {
 }
 
 // (2) latency per context by batch, with and without the tail estimate.
-absl::Status FgdWorkload::LatencySection(Reporter& rep) const {
+absl::Status FgdWorkload::LatencySection(JsonLines& rep) const {
   std::printf("\n(2) latency per context, k = 10, ef = %u (exact: sgemv at batch 1, sgemm above); "
               "FGD with the default tail estimate (clusters) and without one\n",
               fgd_.ef);
@@ -362,15 +363,15 @@ absl::Status FgdWorkload::LatencySection(Reporter& rep) const {
         FullSoftmaxUs(ev_.model.W, ev_.model.b, V_, d_, ev_.H.data(), ev_.n, batch, 10);
     lt.Row({std::to_string(batch), Fmt(f, 1), Fmt(f0, 1), Fmt(e, 1), Fmt(e / f, 2),
             Fmt(e / f0, 2)});
-    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("latency")},
-                  {"batch", static_cast<int64_t>(batch)}, {"fgd_us", f}, {"fgd_no_tail_us", f0},
-                  {"softmax_us", e}, {"speedup", e / f}, {"speedup_no_tail", e / f0}});
+    rep.Line({{"workload", std::string("fgd")}, {"section", std::string("latency")},
+              {"batch", static_cast<int64_t>(batch)}, {"fgd_us", f}, {"fgd_no_tail_us", f0},
+              {"softmax_us", e}, {"speedup", e / f}, {"speedup_no_tail", e / f0}});
   }
   return absl::OkStatus();
 }
 
 // (2b) the tail-mass estimators side by side.
-absl::Status FgdWorkload::TailSection(Reporter& rep) const {
+absl::Status FgdWorkload::TailSection(JsonLines& rep) const {
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> tail_efs, ParseIntList(absl::GetFlag(FLAGS_fgd_tail_ef)));
   // The baseline timed again here; the ratios use the faster of the two
   // timings (the machine's noise counts against FGD, not for it).
@@ -398,11 +399,11 @@ absl::Status FgdWorkload::TailSection(Reporter& rep) const {
       // "none" reports 0 for the tail: its error is the tail itself.
       tt.Row({std::to_string(tail_ef), est.name, Fmt(us, 1), Fmt(softmax_us / us, 2),
               Fmt(q.tail_mae, 4), Fmt(q.p_at[0], 4), Fmt(q.p_at[1], 4)});
-      rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("tail")},
-                    {"estimate", std::string(est.name)}, {"ef", static_cast<int64_t>(tail_ef)},
-                    {"us", us}, {"softmax_us", softmax_us}, {"speedup", softmax_us / us},
-                    {"tail_mae", q.tail_mae},
-                    {"p_at_1", q.p_at[0]}, {"p_at_5", q.p_at[1]}});
+      rep.Line({{"workload", std::string("fgd")}, {"section", std::string("tail")},
+                {"estimate", std::string(est.name)}, {"ef", static_cast<int64_t>(tail_ef)},
+                {"us", us}, {"softmax_us", softmax_us}, {"speedup", softmax_us / us},
+                {"tail_mae", q.tail_mae},
+                {"p_at_1", q.p_at[0]}, {"p_at_5", q.p_at[1]}});
     }
   }
   return absl::OkStatus();
@@ -411,7 +412,7 @@ absl::Status FgdWorkload::TailSection(Reporter& rep) const {
 // (2c) the calibrated default ef, on held-out contexts: what LoadModel does
 // with the model directory's H.f32, here on its first half only; the second
 // half is never seen by the calibration.
-absl::Status FgdWorkload::DefaultSection(Reporter& rep) const {
+absl::Status FgdWorkload::DefaultSection(JsonLines& rep) const {
   const size_t half = ev_.n / 2;
   Stopwatch cal_sw;
   ZOOM_ASSIGN_OR_RETURN(server::FgdCalibration cal,
@@ -444,21 +445,21 @@ absl::Status FgdWorkload::DefaultSection(Reporter& rep) const {
     dt.Row({std::to_string(k), std::to_string(p.ef), Fmt(us, 1), Fmt(softmax_us / us, 2),
             Fmt(q.p_at[0], 4), k >= 5 ? Fmt(q.p_at[1], 4) : std::string("-"),
             Fmt(q.tail_mae, 4)});
-    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("default")},
-                  {"k", static_cast<int64_t>(k)}, {"default_ef", static_cast<int64_t>(cal.ef)},
-                  {"ef", static_cast<int64_t>(p.ef)},
-                  {"calibration_contexts", static_cast<int64_t>(cal.contexts)},
-                  {"calibration_p1", cal.p1}, {"calibration_p5", cal.p5},
-                  {"calibration_s", cal_s}, {"held_out_contexts", static_cast<int64_t>(held.n)},
-                  {"us", us}, {"softmax_us", softmax_us}, {"speedup", softmax_us / us},
-                  {"p_at_1", q.p_at[0]}, {"p_at_5", k >= 5 ? q.p_at[1] : NAN},
-                  {"tail_mae", q.tail_mae}});
+    rep.Line({{"workload", std::string("fgd")}, {"section", std::string("default")},
+              {"k", static_cast<int64_t>(k)}, {"default_ef", static_cast<int64_t>(cal.ef)},
+              {"ef", static_cast<int64_t>(p.ef)},
+              {"calibration_contexts", static_cast<int64_t>(cal.contexts)},
+              {"calibration_p1", cal.p1}, {"calibration_p5", cal.p5},
+              {"calibration_s", cal_s}, {"held_out_contexts", static_cast<int64_t>(held.n)},
+              {"us", us}, {"softmax_us", softmax_us}, {"speedup", softmax_us / us},
+              {"p_at_1", q.p_at[0]}, {"p_at_5", k >= 5 ? q.p_at[1] : NAN},
+              {"tail_mae", q.tail_mae}});
   }
   return absl::OkStatus();
 }
 
 // (3) sweep over M and ef, with the Pareto front of P@1 against time.
-absl::Status FgdWorkload::SweepSection(Reporter& rep) const {
+absl::Status FgdWorkload::SweepSection(JsonLines& rep) const {
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> ms, ParseIntList(absl::GetFlag(FLAGS_fgd_m)));
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> efs, ParseIntList(absl::GetFlag(FLAGS_fgd_ef)));
   std::printf("\n(3) sweep, batch 1, k = 10 (full softmax %.1f us per context)\n", exact_us_);
@@ -487,10 +488,10 @@ absl::Status FgdWorkload::SweepSection(Reporter& rep) const {
     }
     st.Row({std::to_string(p.m), std::to_string(p.ef), Fmt(p.p1, 4), Fmt(p.p10, 4),
             Fmt(p.us, 1), Fmt(exact_us_ / p.us, 2), dominated ? "" : "*"});
-    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("sweep")},
-                  {"M", static_cast<int64_t>(p.m)}, {"ef", static_cast<int64_t>(p.ef)},
-                  {"p_at_1", p.p1}, {"p_at_10", p.p10}, {"us", p.us},
-                  {"speedup", exact_us_ / p.us}, {"pareto", !dominated}});
+    rep.Line({{"workload", std::string("fgd")}, {"section", std::string("sweep")},
+              {"M", static_cast<int64_t>(p.m)}, {"ef", static_cast<int64_t>(p.ef)},
+              {"p_at_1", p.p1}, {"p_at_10", p.p10}, {"us", p.us},
+              {"speedup", exact_us_ / p.us}, {"pareto", !dominated}});
   }
   return absl::OkStatus();
 }
@@ -532,7 +533,7 @@ void Synthesise(const server::SoftmaxModel& m, uint32_t v, float rel, std::mt199
 }
 
 absl::Status FgdWorkload::ScaleTo(uint32_t v, size_t n_scale, std::mt19937_64& rng,
-                                  Table& table, Reporter& rep) const {
+                                  Table& table, JsonLines& rep) const {
   std::vector<float> W, b;
   Synthesise(ev_.model, v, static_cast<float>(absl::GetFlag(FLAGS_fgd_noise)), rng, &W, &b);
   index::FgdOptions o = opts_;
@@ -565,17 +566,17 @@ absl::Status FgdWorkload::ScaleTo(uint32_t v, size_t n_scale, std::mt19937_64& r
     evals /= rf.size();
     table.Row({std::to_string(v), std::to_string(ef), Fmt(build_s, 1), Fmt(f, 1), Fmt(e, 1),
                Fmt(e / f, 1), Fmt(prec, 4), Fmt(evals, 0)});
-    rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("scaling")},
-                  {"vocab", static_cast<int64_t>(v)}, {"ef", static_cast<int64_t>(ef)},
-                  {"build_s", build_s}, {"fgd_us", f}, {"softmax_us", e}, {"speedup", e / f},
-                  {"p_at_10_vs_exact", prec}, {"distance_evals", evals}});
+    rep.Line({{"workload", std::string("fgd")}, {"section", std::string("scaling")},
+              {"vocab", static_cast<int64_t>(v)}, {"ef", static_cast<int64_t>(ef)},
+              {"build_s", build_s}, {"fgd_us", f}, {"softmax_us", e}, {"speedup", e / f},
+              {"p_at_10_vs_exact", prec}, {"distance_evals", evals}});
     if (prec >= 0.99) break;
   }
   return absl::OkStatus();
 }
 
 // (4) scaling to larger vocabularies made from the real W.
-absl::Status FgdWorkload::ScalingSection(Reporter& rep) const {
+absl::Status FgdWorkload::ScalingSection(JsonLines& rep) const {
   ZOOM_ASSIGN_OR_RETURN(std::vector<int> sizes, ParseIntList(absl::GetFlag(FLAGS_fgd_scaling)));
   std::printf("\n(4) scaling, batch 1, k = 10, M = 16, ef_construction = %d; ef doubles "
               "until P@10 >= 0.99 (rows beyond the real %u: a random mix of two real rows + %.2f "
@@ -594,16 +595,16 @@ absl::Status FgdWorkload::ScalingSection(Reporter& rep) const {
 // (5) the in-process time per context: zoomload --workload fgd measures
 // TopK and StreamTopK through gRPC; loadtest/grpc_overhead.py --workload fgd
 // puts this time beside them.
-void FgdWorkload::InProcessSection(Reporter& rep) const {
+void FgdWorkload::InProcessSection(JsonLines& rep) const {
   std::printf("\n(5) in process, batch 1, k = 10, ef = %u, %zu contexts: %.1f us per context "
               "(FgdIndex::Search, the clusters tail)\n",
               fgd_.ef, ev_.n, fgd_us_);
-  rep.JsonLine({{"workload", std::string("fgd")}, {"section", std::string("in_process")},
-                {"ef", static_cast<int64_t>(fgd_.ef)},
-                {"contexts", static_cast<int64_t>(ev_.n)}, {"in_process_us", fgd_us_}});
+  rep.Line({{"workload", std::string("fgd")}, {"section", std::string("in_process")},
+            {"ef", static_cast<int64_t>(fgd_.ef)},
+            {"contexts", static_cast<int64_t>(ev_.n)}, {"in_process_us", fgd_us_}});
 }
 
-absl::Status FgdWorkload::Run(Reporter& rep) {
+absl::Status FgdWorkload::Run(JsonLines& rep) {
   openblas_set_num_threads(1);  // same threads for both: one (BLAS included)
   Machine(rep);
   ZOOM_RETURN_IF_ERROR(BuildAndTime());
@@ -617,7 +618,7 @@ absl::Status FgdWorkload::Run(Reporter& rep) {
   return absl::OkStatus();
 }
 
-absl::Status FgdWorkload::Report(Reporter& /*rep*/) {
+absl::Status FgdWorkload::Report(JsonLines& /*rep*/) {
   std::printf("load average (1 min) after the run: %.2f\n", LoadAverage1m());
   return absl::OkStatus();
 }

@@ -54,6 +54,7 @@
 #include "bench/bench_filter_harness.h"
 #include "bench/bench_util.h"
 #include "bench/bench_zoom.h"
+#include "common/process.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "index/distance_kernels.h"
@@ -99,29 +100,29 @@ void PrintRow(const Row& r, size_t nq) {
   std::fflush(stdout);
 }
 
-void JsonRow(Reporter& rep, const Dataset& ds, const Case& c, double share, const Row& r) {
-  rep.JsonLine({{"record", std::string("filter")},
-                {"name", r.system},
-                {"dataset", ds.name},
-                {"case", c.name},
-                {"kind", c.kind},
-                {"target_share", c.target},
-                {"share", share},
-                {"params", r.params},
-                {"threads", int64_t{r.threads}},
-                {"recall_at_10", r.o.recall},
-                {"qps", r.o.qps},
-                {"p50_us", r.o.p50_us},
-                {"p99_us", r.o.p99_us},
-                {"reads_per_query", r.o.reads},
-                {"preview_us", r.o.preview_us},
-                {"fullview_us", r.o.fullview_us},
-                {"rerank_us", r.o.rerank_us},
-                {"distance_evals", r.o.distance_evals},
-                {"queries", static_cast<int64_t>(r.o.queries)},
-                {"short_answers", static_cast<int64_t>(r.o.short_answers)},
-                {"violations", static_cast<int64_t>(r.o.violations)},
-                {"strategies", Strategies(r.o)}});
+void JsonRow(JsonLines& rep, const Dataset& ds, const Case& c, double share, const Row& r) {
+  rep.Line({{"record", std::string("filter")},
+            {"name", r.system},
+            {"dataset", ds.name},
+            {"case", c.name},
+            {"kind", c.kind},
+            {"target_share", c.target},
+            {"share", share},
+            {"params", r.params},
+            {"threads", int64_t{r.threads}},
+            {"recall_at_10", r.o.recall},
+            {"qps", r.o.qps},
+            {"p50_us", r.o.p50_us},
+            {"p99_us", r.o.p99_us},
+            {"reads_per_query", r.o.reads},
+            {"preview_us", r.o.preview_us},
+            {"fullview_us", r.o.fullview_us},
+            {"rerank_us", r.o.rerank_us},
+            {"distance_evals", r.o.distance_evals},
+            {"queries", static_cast<int64_t>(r.o.queries)},
+            {"short_answers", static_cast<int64_t>(r.o.short_answers)},
+            {"violations", static_cast<int64_t>(r.o.violations)},
+            {"strategies", Strategies(r.o)}});
 }
 
 // zoomd's strategies: the planner, then each one forced.
@@ -142,13 +143,13 @@ const std::vector<std::pair<std::string, FilterStrategy>>& ZoomStrategies() {
 class FilterWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& rep) override;
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& rep) override;
 
  private:
   absl::Status IndexPayloads();
   absl::Status SelectCases();
-  absl::Status RunOneCase(const Case& c, Reporter& rep);
+  absl::Status RunOneCase(const Case& c, JsonLines& rep);
   // zoomd's search of query q of case c: the filter evaluated through the
   // payload indexes (in its time), then the engine with `forced` and `knobs`.
   QueryFn ZoomFn(const Case& c, FilterStrategy forced, const ZoomKnobs& knobs) const;
@@ -163,13 +164,13 @@ class FilterWorkload : public Workload {
   // is not what is compared.
   absl::Status Rounds(const Case& c, const Truth& truth, double share,
                       const std::vector<ZoomKnobs>& chosen, const std::vector<size_t>& swept,
-                      Reporter& rep);
+                      JsonLines& rep);
   // The row's share of the mix; a forced strategy's row may be the case's
   // oracle pick at its thread count.
   void CountInMix(const std::string& name, FilterStrategy forced, const Row& row,
                   std::map<int, Outcome>* case_best);
   // The baselines: each filter's bitmap precomputed (outside their time).
-  absl::Status Baselines(const Case& c, const Truth& truth, double share, Reporter& rep) const;
+  absl::Status Baselines(const Case& c, const Truth& truth, double share, JsonLines& rep) const;
 
   ZoomBuilt zb_;
   size_t n_ = 0, nq_ = 0;
@@ -336,7 +337,7 @@ void FilterWorkload::CountInMix(const std::string& name, FilterStrategy forced, 
 
 absl::Status FilterWorkload::Rounds(const Case& c, const Truth& truth, double share,
                                     const std::vector<ZoomKnobs>& chosen,
-                                    const std::vector<size_t>& swept, Reporter& rep) {
+                                    const std::vector<size_t>& swept, JsonLines& rep) {
   const auto& strategies = ZoomStrategies();
   const int rounds = std::max(1, absl::GetFlag(FLAGS_filter_rounds));
   std::map<int, Outcome> case_best;  // threads -> the oracle's pick
@@ -373,7 +374,7 @@ absl::Status FilterWorkload::Rounds(const Case& c, const Truth& truth, double sh
 }
 
 absl::Status FilterWorkload::Baselines(const Case& c, const Truth& truth, double share,
-                                       Reporter& rep) const {
+                                       JsonLines& rep) const {
   std::vector<server::MatchSet> sets(c.per_query ? nq_ : 1);
   for (size_t q = 0; q < sets.size(); ++q) {
     ZOOM_RETURN_IF_ERROR(pindex_.Evaluate(c.filter(q), ids_, n_, &sets[q]));
@@ -412,7 +413,7 @@ absl::Status FilterWorkload::Baselines(const Case& c, const Truth& truth, double
   return absl::OkStatus();
 }
 
-absl::Status FilterWorkload::RunOneCase(const Case& c, Reporter& rep) {
+absl::Status FilterWorkload::RunOneCase(const Case& c, JsonLines& rep) {
   Stopwatch sw;
   const Truth truth = Oracle(space_, c, n_, nq_);
   double share = 0;
@@ -430,12 +431,12 @@ absl::Status FilterWorkload::RunOneCase(const Case& c, Reporter& rep) {
   return Baselines(c, truth, share, rep);
 }
 
-absl::Status FilterWorkload::Run(Reporter& rep) {
+absl::Status FilterWorkload::Run(JsonLines& rep) {
   for (const Case& c : cases_) ZOOM_RETURN_IF_ERROR(RunOneCase(c, rep));
   return absl::OkStatus();
 }
 
-absl::Status FilterWorkload::Report(Reporter& rep) {
+absl::Status FilterWorkload::Report(JsonLines& rep) {
   std::printf("\n== the whole query mix (%zu cases x %zu queries): QPS = queries / time\n",
               cases_.size(), nq_);
   for (int t : threads_) {
@@ -460,16 +461,16 @@ absl::Status FilterWorkload::Report(Reporter& rep) {
                 "single: %.2fx; planner / oracle: %.2fx\n",
                 best_name.c_str(), t, t == 1 ? "" : "s", planner / std::max(best_single, 1e-9),
                 oracle / std::max(best_single, 1e-9), planner / std::max(oracle, 1e-9));
-    rep.JsonLine({{"record", std::string("filter_mix")},
-                  {"dataset", zb_.ds->name},
-                  {"threads", int64_t{t}},
-                  {"planner_qps", planner},
-                  {"best_single_qps", best_single},
-                  {"best_single", best_name},
-                  {"planner_over_best_single", planner / std::max(best_single, 1e-9)},
-                  {"oracle_qps", oracle},
-                  {"oracle_over_best_single", oracle / std::max(best_single, 1e-9)},
-                  {"planner_over_oracle", planner / std::max(oracle, 1e-9)}});
+    rep.Line({{"record", std::string("filter_mix")},
+              {"dataset", zb_.ds->name},
+              {"threads", int64_t{t}},
+              {"planner_qps", planner},
+              {"best_single_qps", best_single},
+              {"best_single", best_name},
+              {"planner_over_best_single", planner / std::max(best_single, 1e-9)},
+              {"oracle_qps", oracle},
+              {"oracle_over_best_single", oracle / std::max(best_single, 1e-9)},
+              {"planner_over_oracle", planner / std::max(oracle, 1e-9)}});
   }
   return absl::OkStatus();
 }

@@ -59,6 +59,7 @@
 #include "bench/bench_filter_harness.h"
 #include "bench/bench_util.h"
 #include "bench/bench_zoom.h"
+#include "common/process.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "common/vector_dataset.h"
@@ -288,36 +289,36 @@ void PrintLabelRow(const Case& c, double share, const LabelRow& r, size_t nq, in
   std::fflush(stdout);
 }
 
-void JsonLabelRow(Reporter& rep, const Dataset& ds, const std::string& index_key,
+void JsonLabelRow(JsonLines& rep, const Dataset& ds, const std::string& index_key,
                   const Case& c, double share, const LabelRow& r, int rounds) {
   const Outcome& o = r.row.o;
-  rep.JsonLine({{"record", std::string("filter_labels")},
-                {"name", r.row.system},
-                {"dataset", ds.name},
-                {"index", index_key},
-                {"case", c.name},
-                {"kind", c.kind},
-                {"share", share},
-                {"knobs", r.knobs},
-                {"params", r.row.params},
-                {"threads", int64_t{r.row.threads}},
-                {"qps", o.qps},
-                {"qps_low", r.qps_low},
-                {"qps_high", r.qps_high},
-                {"rounds", int64_t{rounds}},
-                {"recall_at_10", o.recall},
-                {"min_recall_at_10", o.min_recall},
-                {"below_0_9", static_cast<int64_t>(o.below_0_9)},
-                {"below_0_5", static_cast<int64_t>(o.below_0_5)},
-                {"reads_per_query", o.reads},
-                {"p50_us", o.p50_us},
-                {"p99_us", o.p99_us},
-                {"queries", static_cast<int64_t>(o.queries)},
-                {"short_answers", static_cast<int64_t>(o.short_answers)},
-                {"violations", static_cast<int64_t>(o.violations)},
-                {"strategies", Strategies(o)},
-                {"simd", std::string(index::SimdLevelName(index::ActiveSimdLevel()))},
-                {"kernels", std::string(index::KernelChoices())}});
+  rep.Line({{"record", std::string("filter_labels")},
+            {"name", r.row.system},
+            {"dataset", ds.name},
+            {"index", index_key},
+            {"case", c.name},
+            {"kind", c.kind},
+            {"share", share},
+            {"knobs", r.knobs},
+            {"params", r.row.params},
+            {"threads", int64_t{r.row.threads}},
+            {"qps", o.qps},
+            {"qps_low", r.qps_low},
+            {"qps_high", r.qps_high},
+            {"rounds", int64_t{rounds}},
+            {"recall_at_10", o.recall},
+            {"min_recall_at_10", o.min_recall},
+            {"below_0_9", static_cast<int64_t>(o.below_0_9)},
+            {"below_0_5", static_cast<int64_t>(o.below_0_5)},
+            {"reads_per_query", o.reads},
+            {"p50_us", o.p50_us},
+            {"p99_us", o.p99_us},
+            {"queries", static_cast<int64_t>(o.queries)},
+            {"short_answers", static_cast<int64_t>(o.short_answers)},
+            {"violations", static_cast<int64_t>(o.violations)},
+            {"strategies", Strategies(o)},
+            {"simd", std::string(index::SimdLevelName(index::ActiveSimdLevel()))},
+            {"kernels", std::string(index::KernelChoices())}});
 }
 
 // The workload: Setup reads the labels (skipping the workload when there
@@ -326,8 +327,8 @@ void JsonLabelRow(Reporter& rep, const Dataset& ds, const std::string& index_key
 class FilterLabelsWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& /*rep*/) override { return absl::OkStatus(); }
 
  private:
   absl::Status ReadFlags();
@@ -339,7 +340,7 @@ class FilterLabelsWorkload : public Workload {
   QueryFn ZoomFn(const Case& c, const ZoomKnobs& knobs) const;
   // The knobs of each setting (best: this case's sweep, one thread).
   absl::StatusOr<std::vector<ZoomKnobs>> ChooseKnobs(const Case& c, const Truth& truth) const;
-  absl::Status RunOneCase(const Case& c, Reporter& rep) const;
+  absl::Status RunOneCase(const Case& c, JsonLines& rep) const;
 
   bool skipped_ = false;
   std::string dir_;
@@ -514,7 +515,7 @@ absl::StatusOr<std::vector<ZoomKnobs>> FilterLabelsWorkload::ChooseKnobs(
   return chosen;
 }
 
-absl::Status FilterLabelsWorkload::RunOneCase(const Case& c, Reporter& rep) const {
+absl::Status FilterLabelsWorkload::RunOneCase(const Case& c, JsonLines& rep) const {
   const Truth truth = Oracle(space_, c, n_, nq_);
   double share = 0;
   for (uint64_t m : truth.matches) share += static_cast<double>(m) / n_;
@@ -553,7 +554,7 @@ absl::Status FilterLabelsWorkload::RunOneCase(const Case& c, Reporter& rep) cons
   return absl::OkStatus();
 }
 
-absl::Status FilterLabelsWorkload::Run(Reporter& rep) {
+absl::Status FilterLabelsWorkload::Run(JsonLines& rep) {
   if (skipped_) return absl::OkStatus();
   std::printf("\n");
   PrintHeader();

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/aligned_buffer.h"
+#include "common/process.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "bench/bench_util.h"
@@ -172,8 +173,7 @@ absl::StatusOr<FioResult> RunFio(const std::string& path, uint64_t bytes,
       std::max(1, static_cast<int>(seconds)),
       " --ioengine=io_uring --iodepth=", iodepth,
       " --output-format=json 2>/dev/null");
-  std::string out;
-  ZOOM_RETURN_IF_ERROR(RunCommand(cmd, &out));
+  ZOOM_ASSIGN_OR_RETURN(const std::string out, RunCommand(cmd));
   FioResult r;
   r.iodepth = iodepth;
   const size_t read = out.find("\"read\"");
@@ -205,18 +205,18 @@ absl::StatusOr<std::vector<int>> ParseInts(const std::string& s) {
 class IoWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& rep) override;
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& rep) override;
 
  private:
   struct Variant {
     storage::IoBackend backend;
     bool registered;
   };
-  absl::Status Fio(int qd, Reporter& rep);
+  absl::Status Fio(int qd, JsonLines& rep);
   // One row: `variant` at K' = k from t threads; skipped (a line says why)
   // when the backend cannot be made here.
-  absl::Status Simulate(const Variant& variant, int k, int t, Table& table, Reporter& rep);
+  absl::Status Simulate(const Variant& variant, int k, int t, Table& table, JsonLines& rep);
   const IoResult* Find(const std::string& backend, bool registered, int k, int t) const;
 
   std::string path_;
@@ -241,21 +241,21 @@ absl::Status IoWorkload::Setup() {
   return absl::OkStatus();
 }
 
-absl::Status IoWorkload::Fio(int qd, Reporter& rep) {
+absl::Status IoWorkload::Fio(int qd, JsonLines& rep) {
   ZOOM_ASSIGN_OR_RETURN(FioResult f, RunFio(path_, bytes_, qd, seconds_));
   fio_.push_back(f);
   std::printf("  fio QD%-4d  %9.0f IOPS  p50 %7.0f us  p99 %7.0f us\n", qd,
               f.iops, f.p50_us, f.p99_us);
-  rep.JsonLine({{"name", std::string("fio")},
-                {"iodepth", int64_t{qd}},
-                {"reads_per_s", f.iops},
-                {"p50_us", f.p50_us},
-                {"p99_us", f.p99_us},
-                {"mb_per_s", f.iops * kRecord / 1e6}});
+  rep.Line({{"name", std::string("fio")},
+            {"iodepth", int64_t{qd}},
+            {"reads_per_s", f.iops},
+            {"p50_us", f.p50_us},
+            {"p99_us", f.p99_us},
+            {"mb_per_s", f.iops * kRecord / 1e6}});
   return absl::OkStatus();
 }
 
-absl::Status IoWorkload::Simulate(const Variant& v, int k, int t, Table& table, Reporter& rep) {
+absl::Status IoWorkload::Simulate(const Variant& v, int k, int t, Table& table, JsonLines& rep) {
   storage::BlockReaderOptions opt;
   opt.backend = v.backend;
   opt.register_file = v.registered;
@@ -281,21 +281,21 @@ absl::Status IoWorkload::Simulate(const Variant& v, int k, int t, Table& table, 
              absl::StrCat(t), absl::StrCat(r.queries), Fmt(r.p50_us),
              Fmt(r.p99_us), Fmt(r.p999_us), Fmt(r.reads_per_s, 0),
              Fmt(r.mb_per_s)});
-  rep.JsonLine({{"backend", r.backend},
-                {"registered", r.registered},
-                {"k_prime", int64_t{k}},
-                {"threads", int64_t{t}},
-                {"queries", static_cast<int64_t>(r.queries)},
-                {"p50_us", r.p50_us},
-                {"p99_us", r.p99_us},
-                {"p999_us", r.p999_us},
-                {"reads_per_s", r.reads_per_s},
-                {"mb_per_s", r.mb_per_s}});
+  rep.Line({{"backend", r.backend},
+            {"registered", r.registered},
+            {"k_prime", int64_t{k}},
+            {"threads", int64_t{t}},
+            {"queries", static_cast<int64_t>(r.queries)},
+            {"p50_us", r.p50_us},
+            {"p99_us", r.p99_us},
+            {"p999_us", r.p999_us},
+            {"reads_per_s", r.reads_per_s},
+            {"mb_per_s", r.mb_per_s}});
   results_.push_back(r);
   return absl::OkStatus();
 }
 
-absl::Status IoWorkload::Run(Reporter& rep) {
+absl::Status IoWorkload::Run(JsonLines& rep) {
   if (use_fio_) {
     std::printf("fio (random 4 KiB, direct=1, io_uring, %.0f s each):\n", seconds_);
     for (int qd : {1, 32, 128}) ZOOM_RETURN_IF_ERROR(Fio(qd, rep));
@@ -334,7 +334,7 @@ const IoResult* IoWorkload::Find(const std::string& backend, bool registered, in
   return nullptr;
 }
 
-absl::Status IoWorkload::Report(Reporter& /*rep*/) {
+absl::Status IoWorkload::Report(JsonLines& /*rep*/) {
   std::printf("\nsummary:\n");
   for (int t : threads_) {
     const IoResult* u = Find("io_uring", true, 100, t);

@@ -33,6 +33,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/process.h"
+#include "common/recall.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "index/distance_kernels.h"
@@ -165,7 +167,10 @@ absl::StatusOr<std::unique_ptr<storage::VectorStore>> OpenOrWriteStore(const Dat
   for (size_t first = 0; first < ds.base.rows; first += 8192) {
     const size_t n = std::min<size_t>(8192, ds.base.rows - first);
     if (ds.is_uint8) {
-      ZOOM_RETURN_IF_ERROR(store->Append(ds.base_u8.data.data() + first * d, n));
+      // The base was widened from bytes: narrowing it back is exact.
+      const float* rows = ds.base.row(first);
+      std::vector<uint8_t> x(rows, rows + n * d);
+      ZOOM_RETURN_IF_ERROR(store->Append(x.data(), n));
     } else {
       std::vector<float> x(ds.base.row(first), ds.base.row(first) + n * d);
       if (ds.metric == Metric::kCosine) {
@@ -215,7 +220,7 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> LoadOrBuildIndex(
 // Builds (or loads from --work_dir) the store and index of folder `dir`
 // under `metric`.
 absl::StatusOr<Built*> GetBuiltFor(const std::string& dir, Metric metric, bool report_build,
-                                   Reporter* rep) {
+                                   JsonLines* rep) {
   const int64_t maxq = absl::GetFlag(FLAGS_max_queries);
   if (Cache() && Cache()->ds.dir == dir && Cache()->ds.metric == metric) {
     ZOOM_ASSIGN_OR_RETURN(auto spec, SpecFromFlags(Cache()->ds));
@@ -233,13 +238,13 @@ absl::StatusOr<Built*> GetBuiltFor(const std::string& dir, Metric metric, bool r
   ZOOM_ASSIGN_OR_RETURN(auto store, OpenOrWriteStore(ds, b->store_path));
   ZOOM_ASSIGN_OR_RETURN(auto idx, LoadOrBuildIndex(b.get(), spec, report_build));
   if (report_build && rep != nullptr) {
-    rep->JsonLine({{"name", std::string("zoomd_build")},
-                   {"dataset", ds.name},
-                   {"params", b->key},
-                   {"build_s", b->build_s},
-                   {"peak_rss_bytes", static_cast<int64_t>(b->peak_rss)},
-                   {"resident_bytes", static_cast<int64_t>(idx->ResidentBytes())},
-                   {"n_vectors", static_cast<int64_t>(ds.base.rows)}});
+    rep->Line({{"name", std::string("zoomd_build")},
+               {"dataset", ds.name},
+               {"params", b->key},
+               {"build_s", b->build_s},
+               {"peak_rss_bytes", static_cast<int64_t>(b->peak_rss)},
+               {"resident_bytes", static_cast<int64_t>(idx->ResidentBytes())},
+               {"n_vectors", static_cast<int64_t>(ds.base.rows)}});
   }
   b->engine = std::make_unique<server::SearchEngine>(metric, std::move(store), std::move(idx));
   Cache() = std::move(b);
@@ -247,7 +252,7 @@ absl::StatusOr<Built*> GetBuiltFor(const std::string& dir, Metric metric, bool r
 }
 
 // The same for --dataset.
-absl::StatusOr<Built*> GetBuilt(bool report_build, Reporter* rep) {
+absl::StatusOr<Built*> GetBuilt(bool report_build, JsonLines* rep) {
   const std::string dir = DatasetDirFlag();
   ZOOM_ASSIGN_OR_RETURN(Metric metric, MetricFlag(dir));
   return GetBuiltFor(dir, metric, report_build, rep);
@@ -319,18 +324,18 @@ double FioCeilingIops(const std::string& path) {
   if (!absl::GetFlag(FLAGS_sweep_fio) || ::access("/usr/bin/fio", X_OK) != 0) return -1;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return -1;
-  std::string out;
   const std::string cmd = absl::StrCat(
       "fio --name=ceiling --filename=", path, " --size=", st.st_size,
       " --rw=randread --bs=4k --direct=1 --time_based --runtime=5 --ioengine=io_uring"
       " --iodepth=128 --readonly --output-format=terse --terse-version=3 2>/dev/null");
-  if (!RunCommand(cmd, &out).ok()) return -1;
+  const absl::StatusOr<std::string> out = RunCommand(cmd);
+  if (!out.ok()) return -1;
   // Terse v3: field 8 (1-based) is read IOPS.
   std::vector<std::string> f;
   size_t start = 0;
-  for (size_t i = 0; i <= out.size(); ++i) {
-    if (i == out.size() || out[i] == ';') {
-      f.push_back(out.substr(start, i - start));
+  for (size_t i = 0; i <= out->size(); ++i) {
+    if (i == out->size() || (*out)[i] == ';') {
+      f.push_back(out->substr(start, i - start));
       start = i + 1;
     }
   }
@@ -343,10 +348,10 @@ double FioCeilingIops(const std::string& path) {
 class BuildWorkload : public Workload {
  public:
   absl::Status Setup() override { return absl::OkStatus(); }
-  absl::Status Run(Reporter& rep) override {
+  absl::Status Run(JsonLines& rep) override {
     return GetBuilt(/*report_build=*/true, &rep).status();
   }
-  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+  absl::Status Report(JsonLines& /*rep*/) override { return absl::OkStatus(); }
 };
 
 // search (and recall): one configuration, the first of --ef, --nprobe and
@@ -364,7 +369,7 @@ class SearchWorkload : public Workload {
     p_.rerank_candidates = reranks[0];
     return absl::OkStatus();
   }
-  absl::Status Run(Reporter& rep) override {
+  absl::Status Run(JsonLines& rep) override {
     Table table = MakeResultTable();
     for (int t : threads_) {
       ZOOM_ASSIGN_OR_RETURN(ConfigResult r,
@@ -375,7 +380,7 @@ class SearchWorkload : public Workload {
     }
     return absl::OkStatus();
   }
-  absl::Status Report(Reporter& /*rep*/) override {
+  absl::Status Report(JsonLines& /*rep*/) override {
     PrintStages(mine_);
     return absl::OkStatus();
   }
@@ -393,13 +398,13 @@ class SearchWorkload : public Workload {
 class SweepWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& rep) override;
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& rep) override;
 
  private:
   // The rows of one (threads, ef, nprobe): preview only, then each K' and
   // stop rule.
-  absl::Status Point(int t, int ef, int np, Table& table, Reporter& rep);
+  absl::Status Point(int t, int ef, int np, Table& table, JsonLines& rep);
 
   Built* b_ = nullptr;
   bool ivf_ = false;
@@ -438,7 +443,7 @@ absl::Status SweepWorkload::Setup() {
   return absl::OkStatus();
 }
 
-absl::Status SweepWorkload::Point(int t, int ef, int np, Table& table, Reporter& rep) {
+absl::Status SweepWorkload::Point(int t, int ef, int np, Table& table, JsonLines& rep) {
   server::SearchParams p;
   p.ef = static_cast<uint32_t>(std::max(ef, ivf_ ? 2 * np : ef));
   p.nprobe = static_cast<uint32_t>(np);
@@ -459,7 +464,7 @@ absl::Status SweepWorkload::Point(int t, int ef, int np, Table& table, Reporter&
   return absl::OkStatus();
 }
 
-absl::Status SweepWorkload::Run(Reporter& rep) {
+absl::Status SweepWorkload::Run(JsonLines& rep) {
   Table table = MakeResultTable();
   for (int t : threads_) {
     for (int ef : efs_) {
@@ -469,7 +474,7 @@ absl::Status SweepWorkload::Run(Reporter& rep) {
   return absl::OkStatus();
 }
 
-absl::Status SweepWorkload::Report(Reporter& rep) {
+absl::Status SweepWorkload::Report(JsonLines& rep) {
   std::printf("\nPareto front (recall@10 up, QPS up), zoomd:\n");
   Table front = MakeResultTable();
   for (const ConfigResult& r : ParetoFront(mine_)) bench::Report(rep, front, r);
@@ -482,13 +487,13 @@ absl::Status SweepWorkload::Report(Reporter& rep) {
       std::printf("  %-55s threads=%d recall@10=%.3f qps=%.0f ceiling=%.0f (%.0f%%)\n",
                   r.params.c_str(), r.threads, r.run.recall_at_10, r.run.qps, ceiling,
                   100.0 * r.run.qps / ceiling);
-      rep.JsonLine({{"name", std::string("zoomd_disk_ceiling")},
-                    {"params", r.params},
-                    {"threads", int64_t{r.threads}},
-                    {"fio_qd128_iops", ceiling_iops_},
-                    {"reads_per_query", r.run.reads_per_query},
-                    {"ceiling_qps", ceiling},
-                    {"qps", r.run.qps}});
+      rep.Line({{"name", std::string("zoomd_disk_ceiling")},
+                {"params", r.params},
+                {"threads", int64_t{r.threads}},
+                {"fio_qd128_iops", ceiling_iops_},
+                {"reads_per_query", r.run.reads_per_query},
+                {"ceiling_qps", ceiling},
+                {"qps", r.run.qps}});
     }
   }
   for (auto& r : mine_) SessionResults().push_back(r);
@@ -497,7 +502,7 @@ absl::Status SweepWorkload::Report(Reporter& rep) {
 
 // --quantizer pq,rabitq: each code's index swept in turn (one run, the same
 // grid), the flag restored after.
-absl::Status RunSweep(Reporter& rep) {
+absl::Status RunSweep(JsonLines& rep) {
   const std::string all = absl::GetFlag(FLAGS_quantizer);
   const std::vector<std::string> codes = absl::StrSplit(all, ',');
   absl::Status st;
@@ -522,8 +527,8 @@ absl::Status RunSweep(Reporter& rep) {
 class LinksWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& /*rep*/) override { return absl::OkStatus(); }
 
  private:
   // Every query's preview on layout `which` from t_ threads: the answers
@@ -597,7 +602,7 @@ absl::Status LinksWorkload::TimeLayout(int which, const index::IndexSearchParams
   return failed;
 }
 
-absl::Status LinksWorkload::Run(Reporter& rep) {
+absl::Status LinksWorkload::Run(JsonLines& rep) {
   const Dataset& ds = b_->ds;
   const size_t nq = ds.queries.rows;
   for (int ef : efs_) {
@@ -626,19 +631,19 @@ absl::Status LinksWorkload::Run(Reporter& rep) {
     const double overlap = total > 0 ? double(same) / double(total) : 0;
     std::printf("%8d %16.1f %16.1f %10.3f %10.4f\n", ef, u0, u1, u1 / u0,
                 overlap);
-    rep.JsonLine(
+    rep.Line(
         {{"name", std::string("zoomd_links")},
-         {"dataset", ds.name},
-         {"params", absl::StrCat(b_->key, ",ef=", ef, ",kprime=", kprime_)},
-         {"threads", int64_t{t_}},
-         {"unpacked_us_per_query", u0},
-         {"packed_us_per_query", u1},
-         {"packed_over_unpacked", u1 / u0},
-         {"candidate_overlap", overlap},
-         {"unpacked_resident_bytes",
-          static_cast<int64_t>(layouts_[0]->ResidentBytes())},
-         {"packed_resident_bytes",
-          static_cast<int64_t>(layouts_[1]->ResidentBytes())}});
+     {"dataset", ds.name},
+     {"params", absl::StrCat(b_->key, ",ef=", ef, ",kprime=", kprime_)},
+     {"threads", int64_t{t_}},
+     {"unpacked_us_per_query", u0},
+     {"packed_us_per_query", u1},
+     {"packed_over_unpacked", u1 / u0},
+     {"candidate_overlap", overlap},
+     {"unpacked_resident_bytes",
+      static_cast<int64_t>(layouts_[0]->ResidentBytes())},
+     {"packed_resident_bytes",
+      static_cast<int64_t>(layouts_[1]->ResidentBytes())}});
   }
   return absl::OkStatus();
 }
@@ -652,12 +657,12 @@ absl::Status LinksWorkload::Run(Reporter& rep) {
 class PipelineWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& /*rep*/) override { return absl::OkStatus(); }
 
  private:
   // One K': both ways, then its row.
-  absl::Status OneRerank(int rr, Reporter& rep) const;
+  absl::Status OneRerank(int rr, JsonLines& rep) const;
 
   Built* b_ = nullptr;
   bool ivf_ = false;
@@ -685,7 +690,7 @@ absl::Status PipelineWorkload::Setup() {
   return absl::OkStatus();
 }
 
-absl::Status PipelineWorkload::OneRerank(int rr, Reporter& rep) const {
+absl::Status PipelineWorkload::OneRerank(int rr, JsonLines& rep) const {
   const Dataset& ds = b_->ds;
   const size_t nq = ds.queries.rows, k = k_;
   server::SearchParams p;
@@ -730,21 +735,21 @@ absl::Status PipelineWorkload::OneRerank(int rr, Reporter& rep) const {
       params.c_str(), s_qps, b_qps, b_qps / s_qps, single_recall,
       batch_recall, reads, ceiling > 0 ? 100 * s_qps / ceiling : 0.0,
       ceiling > 0 ? 100 * b_qps / ceiling : 0.0);
-  rep.JsonLine({{"name", std::string("zoomd_pipeline")},
-                {"dataset", ds.name},
-                {"params", params},
-                {"threads", int64_t{t_}},
-                {"single_qps", s_qps},
-                {"batch_qps", b_qps},
-                {"single_recall_at_10", single_recall},
-                {"batch_recall_at_10", batch_recall},
-                {"reads_per_query", reads},
-                {"fio_qd128_iops", ceiling_iops_},
-                {"ceiling_qps", ceiling}});
+  rep.Line({{"name", std::string("zoomd_pipeline")},
+            {"dataset", ds.name},
+            {"params", params},
+            {"threads", int64_t{t_}},
+            {"single_qps", s_qps},
+            {"batch_qps", b_qps},
+            {"single_recall_at_10", single_recall},
+            {"batch_recall_at_10", batch_recall},
+            {"reads_per_query", reads},
+            {"fio_qd128_iops", ceiling_iops_},
+            {"ceiling_qps", ceiling}});
   return absl::OkStatus();
 }
 
-absl::Status PipelineWorkload::Run(Reporter& rep) {
+absl::Status PipelineWorkload::Run(JsonLines& rep) {
   for (int rr : reranks_) ZOOM_RETURN_IF_ERROR(OneRerank(rr, rep));
   return absl::OkStatus();
 }
@@ -761,15 +766,15 @@ absl::Status PipelineWorkload::Run(Reporter& rep) {
 class CacheWorkload : public Workload {
  public:
   absl::Status Setup() override;
-  absl::Status Run(Reporter& rep) override;
-  absl::Status Report(Reporter& /*rep*/) override { return absl::OkStatus(); }
+  absl::Status Run(JsonLines& rep) override;
+  absl::Status Report(JsonLines& /*rep*/) override { return absl::OkStatus(); }
 
  private:
   // The warm and timed streams: query numbers drawn Zipf(zipf_) over ranks
   // 1..nq, the ranks assigned to queries by a fixed shuffle.
   void MakeStreams();
   // One cache size: a fresh engine over the store and index.
-  absl::Status OneSize(int mib, Reporter& rep);
+  absl::Status OneSize(int mib, JsonLines& rep);
 
   Built* b_ = nullptr;
   std::vector<int> mibs_;
@@ -837,7 +842,7 @@ absl::Status CacheWorkload::Setup() {
   return absl::OkStatus();
 }
 
-absl::Status CacheWorkload::OneSize(int mib, Reporter& rep) {
+absl::Status CacheWorkload::OneSize(int mib, JsonLines& rep) {
   const Dataset& ds = b_->ds;
   const size_t len = len_, k = k_;
   ZOOM_ASSIGN_OR_RETURN(auto store, storage::VectorStore::Open(b_->store_path));
@@ -896,25 +901,25 @@ absl::Status CacheWorkload::OneSize(int mib, Reporter& rep) {
   std::printf("%10d %10.4f %10.2f %10.2f %14.4f %10.0f %10.1f %10.1f %10.4f\n", mib,
               hit_rate, reads, saved, per_mib, qps, Percentile(lat, 50), Percentile(lat, 99),
               recall);
-  rep.JsonLine({{"name", std::string("zoomd_cache")},
-                {"dataset", ds.name},
-                {"params", b_->key},
-                {"zipf", zipf_},
-                {"threads", int64_t{t_}},
-                {"cache_mib", int64_t{mib}},
-                {"cache_resident_bytes", static_cast<int64_t>(engine.CacheBytes())},
-                {"hit_rate", hit_rate},
-                {"reads_per_query", reads},
-                {"reads_saved_per_query", saved},
-                {"reads_saved_per_query_per_mib", per_mib},
-                {"qps", qps},
-                {"p50_us", Percentile(lat, 50)},
-                {"p99_us", Percentile(lat, 99)},
-                {"recall_at_10", recall}});
+  rep.Line({{"name", std::string("zoomd_cache")},
+            {"dataset", ds.name},
+            {"params", b_->key},
+            {"zipf", zipf_},
+            {"threads", int64_t{t_}},
+            {"cache_mib", int64_t{mib}},
+            {"cache_resident_bytes", static_cast<int64_t>(engine.CacheBytes())},
+            {"hit_rate", hit_rate},
+            {"reads_per_query", reads},
+            {"reads_saved_per_query", saved},
+            {"reads_saved_per_query_per_mib", per_mib},
+            {"qps", qps},
+            {"p50_us", Percentile(lat, 50)},
+            {"p99_us", Percentile(lat, 99)},
+            {"recall_at_10", recall}});
   return absl::OkStatus();
 }
 
-absl::Status CacheWorkload::Run(Reporter& rep) {
+absl::Status CacheWorkload::Run(JsonLines& rep) {
   for (int mib : mibs_) ZOOM_RETURN_IF_ERROR(OneSize(mib, rep));
   return absl::OkStatus();
 }

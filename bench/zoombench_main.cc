@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
       "zoomd benchmarks. --benchmarks=" + absl::StrJoin(names, "|") +
       " [--json FILE]");
   absl::ParseCommandLine(argc, argv);
-  zoom::bench::Reporter reporter(absl::GetFlag(FLAGS_json));
+  zoom::JsonLines reporter(absl::GetFlag(FLAGS_json));
   if (!reporter.ok()) {
     std::fprintf(stderr, "zoombench: cannot write --json %s\n",
                  absl::GetFlag(FLAGS_json).c_str());

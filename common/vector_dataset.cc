@@ -153,4 +153,24 @@ absl::StatusOr<VecsMatrix<int32_t>> LoadGroundTruth(const DatasetFolder& folder,
   return gt;
 }
 
+absl::StatusOr<Metric> MetricOrDefault(const std::string& name, const std::string& dir) {
+  if (!name.empty()) return ParseMetric(name);
+  ZOOM_ASSIGN_OR_RETURN(const DatasetFolder folder, OpenDatasetFolder(dir, /*need_base=*/false));
+  return folder.DefaultMetric();
+}
+
+absl::StatusOr<Dataset> LoadDataset(const std::string& dir, Metric metric,
+                                    uint64_t max_queries) {
+  ZOOM_ASSIGN_OR_RETURN(const DatasetFolder folder, OpenDatasetFolder(dir, /*need_base=*/true));
+  Dataset ds;
+  ds.name = folder.name;
+  ds.dir = folder.dir;
+  ds.metric = metric;
+  ds.is_uint8 = folder.base_is_uint8;
+  ZOOM_ASSIGN_OR_RETURN(ds.gt, LoadGroundTruth(folder, metric, max_queries, &ds.gt_dist));
+  ZOOM_ASSIGN_OR_RETURN(ds.base, LoadBase(folder));
+  ZOOM_ASSIGN_OR_RETURN(ds.queries, LoadQueries(folder, max_queries));
+  return ds;
+}
+
 }  // namespace zoom

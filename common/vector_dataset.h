@@ -13,8 +13,9 @@
 //
 // with <metric> one of l2, ip, cosine. OpenDatasetFolder looks at the files
 // (names, dimensions, row counts; nothing is loaded); the Load functions
-// read them, checking that they agree. Errors name the file and say what to
-// fix.
+// read them, checking that they agree; LoadDataset reads what a benchmark
+// measures against into one Dataset (its recall: common/recall.h). Errors
+// name the file and say what to fix.
 #ifndef ZOOM_COMMON_VECTOR_DATASET_H_
 #define ZOOM_COMMON_VECTOR_DATASET_H_
 
@@ -69,6 +70,38 @@ absl::StatusOr<VecsMatrix<float>> LoadBase(const DatasetFolder& folder, uint64_t
 absl::StatusOr<VecsMatrix<int32_t>> LoadGroundTruth(const DatasetFolder& folder, Metric metric,
                                                     uint64_t max_rows = 0,
                                                     VecsMatrix<float>* dist = nullptr);
+
+// The metric named by `name` (ParseMetric) or, when `name` is empty, the
+// folder's DefaultMetric(): how zoombench and zoomload read their --metric
+// flag. Errors: ParseMetric's, OpenDatasetFolder's.
+absl::StatusOr<Metric> MetricOrDefault(const std::string& name, const std::string& dir);
+
+// A data set folder in memory for one metric, what zoombench's workloads
+// measure and zoomload's server workloads import and score. The vectors are
+// as stored, never normalised: a workload that needs unit vectors (cosine)
+// makes its own copies.
+struct Dataset {
+  std::string name;  // the folder's name, e.g. "glove-6b-100d"
+  std::string dir;   // without a trailing '/'
+  Metric metric = Metric::kL2;
+  // base.bvecs: every base value is an integer in 0..255, so narrowing
+  // `base` back to uint8 is exact.
+  bool is_uint8 = false;
+  VecsMatrix<float> base;     // every row, widened to float when uint8
+  VecsMatrix<float> queries;  // the first max_queries (LoadDataset)
+  VecsMatrix<int32_t> gt;     // per query, the exact top ids, best first
+  // Their scores: l2, squared distance ascending; ip and cosine, similarity
+  // descending (float32 roundings of float64 values).
+  VecsMatrix<float> gt_dist;
+
+  uint32_t dim() const { return base.dim; }
+};
+
+// Loads the folder `dir` for `metric`: every base row, at most
+// `max_queries` queries (0 = all) and their ground truth with scores.
+// Errors: OpenDatasetFolder's (with the base required), LoadGroundTruth's.
+absl::StatusOr<Dataset> LoadDataset(const std::string& dir, Metric metric,
+                                    uint64_t max_queries = 0);
 
 }  // namespace zoom
 

@@ -68,7 +68,8 @@ class Table:
 
 
 def json_line(fields):
-    """One line as zoombench's Reporter writes it: doubles as %.6g, null when not finite."""
+    """One line as JsonLines (common/report_table.h) writes it: doubles as %.6g,
+    null when not finite."""
     parts = []
     for key, value in fields:
         if isinstance(value, bool):

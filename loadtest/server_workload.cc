@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/vector_dataset.h"
-#include "loadtest/zoomd_child.h"
 
 ABSL_FLAG(std::string, zoomd, "",
           "grpc, fgd, scale: the zoomd binary they start (default: ../server/main/zoomd next to "
@@ -31,10 +34,34 @@ absl::StatusOr<std::string> ZoomdFlag() {
 }
 
 absl::StatusOr<Metric> MetricFor(const std::string& dir) {
-  const std::string name = absl::GetFlag(FLAGS_metric);
-  if (!name.empty()) return ParseMetric(name);
-  ZOOM_ASSIGN_OR_RETURN(const DatasetFolder folder, OpenDatasetFolder(dir, /*need_base=*/false));
-  return folder.DefaultMetric();
+  return MetricOrDefault(absl::GetFlag(FLAGS_metric), dir);
+}
+
+absl::StatusOr<uint32_t> KFlag() {
+  const uint32_t k = absl::GetFlag(FLAGS_k);
+  if (k == 0 || k > 1000) return absl::InvalidArgumentError("--k must be 1..1000");
+  return k;
+}
+
+absl::StatusOr<std::unique_ptr<ZoomdChild>> StartZoomd(const std::string& data_dir, DataDir mode,
+                                                       std::vector<std::string> flags) {
+  ZoomdChildOptions options;
+  ZOOM_ASSIGN_OR_RETURN(options.binary, ZoomdFlag());
+  options.data_dir = data_dir;
+  options.log_path = data_dir + ".log";
+  options.flags = std::move(flags);
+  if (mode == DataDir::kWipe) {
+    std::error_code ec;
+    std::filesystem::remove_all(options.data_dir, ec);
+    if (!ec) std::filesystem::remove(options.log_path, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("cannot wipe ", options.data_dir, " and its log: ", ec.message()));
+    }
+  }
+  auto zoomd = std::make_unique<ZoomdChild>(std::move(options));
+  ZOOM_RETURN_IF_ERROR(zoomd->Start().status());
+  return zoomd;
 }
 
 }  // namespace zoom::load

@@ -21,9 +21,15 @@
 // on stdout as they come, JSON lines to --json) and Report (the closing
 // lines; stops zoomd). An error from Setup, Run or Report ends the run with
 // exit status 1.
+//
+// They measure what zoombench measures in process, the same way: the data
+// set (Dataset: common/vector_dataset.h), the tie-aware recall
+// (common/recall.h), the tables and JSON lines (common/report_table.h), the
+// process figures (common/process.h).
 #ifndef ZOOM_LOADTEST_SERVER_WORKLOAD_H_
 #define ZOOM_LOADTEST_SERVER_WORKLOAD_H_
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -34,7 +40,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/metric.h"
-#include "loadtest/measure.h"
+#include "common/report_table.h"
+#include "loadtest/zoomd_child.h"
 
 // Defined in zoomload_main.cc, shared with the load-test workloads.
 ABSL_DECLARE_FLAG(std::string, dataset);
@@ -77,8 +84,26 @@ struct RegisterServerWorkload {
 // not an executable file.
 absl::StatusOr<std::string> ZoomdFlag();
 // --metric resolved for the folder `dir`: the flag, or the folder's default
-// (the first of cosine, l2, ip with ground truth), as zoombench does.
+// (the first of cosine, l2, ip with ground truth), as zoombench does
+// (MetricOrDefault).
 absl::StatusOr<Metric> MetricFor(const std::string& dir);
+// --k checked: InvalidArgument unless 1..1000.
+absl::StatusOr<uint32_t> KFlag();
+
+// What StartZoomd does with the data dir it is given.
+enum class DataDir {
+  kKeep,  // serve what is there (or start empty)
+  kWipe,  // remove it and its log first
+};
+
+// The zoomd of --zoomd (ZoomdFlag) started on `data_dir`, its output
+// appended to data_dir + ".log", with `flags` after the fixed ones
+// (ZoomdChildOptions::flags) and ZoomdChildOptions' default timeouts.
+// Returns it once it serves; errors: ZoomdFlag's, a data dir that cannot be
+// wiped, ZoomdChild::Start's. Call from the thread that will stop it
+// (ZoomdChild).
+absl::StatusOr<std::unique_ptr<ZoomdChild>> StartZoomd(const std::string& data_dir, DataDir mode,
+                                                       std::vector<std::string> flags);
 
 }  // namespace zoom::load
 

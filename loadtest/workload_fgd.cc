@@ -26,9 +26,10 @@
 #include "client/decoder_client.h"
 #include "common/binary_io.h"
 #include "common/json.h"
+#include "common/process.h"
+#include "common/report_table.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
-#include "loadtest/measure.h"
 #include "loadtest/server_workload.h"
 #include "loadtest/zoomd_child.h"
 #include "zoom/v1/decoder.pb.h"
@@ -75,10 +76,9 @@ absl::Status FgdWorkload::ReadFlags() {
   if (model_.empty()) model_ = "lm";
   work_dir_ = absl::GetFlag(FLAGS_fgd_work_dir);
   if (work_dir_.empty()) return absl::InvalidArgumentError("--fgd_work_dir is empty");
-  k_ = absl::GetFlag(FLAGS_k);
+  ZOOM_ASSIGN_OR_RETURN(k_, KFlag());
   ef_ = absl::GetFlag(FLAGS_ef);
   calls_ = absl::GetFlag(FLAGS_fgd_calls);
-  if (k_ == 0 || k_ > 1000) return absl::InvalidArgumentError("--k must be 1..1000");
   if (calls_ == 0) return absl::InvalidArgumentError("--fgd_calls must be >= 1");
   return absl::OkStatus();
 }
@@ -108,21 +108,14 @@ absl::Status FgdWorkload::LoadContexts() {
 
 absl::Status FgdWorkload::Setup() {
   ZOOM_RETURN_IF_ERROR(LoadContexts());
-  ZOOM_ASSIGN_OR_RETURN(const std::string zoomd, ZoomdFlag());
   // The model's parent is zoomd's models directory; LoadModel names the
   // model's directory under it.
   fs::path model_path = fs::path(dataset_).lexically_normal();
   if (!model_path.has_filename()) model_path = model_path.parent_path();  // "dir/"
-  ZoomdChildOptions options;
-  options.binary = zoomd;
-  options.data_dir = work_dir_;
-  options.log_path = work_dir_ + ".log";
-  options.flags = {"--threads=2", absl::StrCat("--models_dir=", model_path.parent_path().string())};
-  std::error_code ec;
-  fs::remove_all(work_dir_, ec);
-  fs::remove(options.log_path, ec);
-  zoomd_ = std::make_unique<ZoomdChild>(options);
-  ZOOM_RETURN_IF_ERROR(zoomd_->Start().status());
+  ZOOM_ASSIGN_OR_RETURN(
+      zoomd_, StartZoomd(work_dir_, DataDir::kWipe,
+                         {"--threads=2",
+                          absl::StrCat("--models_dir=", model_path.parent_path().string())}));
   // One channel for the load and the calls (it is connected when they start).
   client::ClientOptions client_options;
   client_options.timeout = absl::Minutes(30);

@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,9 +41,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "client/zoom_client.h"
+#include "common/process.h"
+#include "common/recall.h"
+#include "common/report_table.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
-#include "loadtest/measure.h"
+#include "common/vector_dataset.h"
 #include "loadtest/server_workload.h"
 #include "loadtest/zoomd_child.h"
 #include "zoom/v1/zoom.pb.h"
@@ -64,8 +66,6 @@ ABSL_FLAG(std::string, grpc_batch_callers, "1,2", "grpc: SearchBatch calls in fl
 
 namespace zoom::load {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr char kCollection[] = "bench";
 constexpr int kChannels = 64;  // one per client thread, as separate clients would have
@@ -105,7 +105,7 @@ class GrpcWorkload : public ServerWorkload {
   uint32_t k_ = 10, ef_ = 0, nprobe_ = 0, rerank_ = 0;
   int pq_m_ = 0, server_threads_ = 16, batch_size_ = 32;
   uint64_t max_queries_ = 0;
-  ScoredSet set_;
+  Dataset set_;
   std::unique_ptr<ZoomdChild> zoomd_;
   std::vector<std::unique_ptr<client::ZoomClient>> clients_;
 };
@@ -132,7 +132,7 @@ absl::Status GrpcWorkload::ReadFlags() {
   }
   work_dir_ = absl::GetFlag(FLAGS_grpc_work_dir);
   if (work_dir_.empty()) return absl::InvalidArgumentError("--grpc_work_dir is empty");
-  k_ = absl::GetFlag(FLAGS_k);
+  ZOOM_ASSIGN_OR_RETURN(k_, KFlag());
   ef_ = absl::GetFlag(FLAGS_ef);
   nprobe_ = absl::GetFlag(FLAGS_nprobe);
   rerank_ = absl::GetFlag(FLAGS_rerank);
@@ -140,7 +140,6 @@ absl::Status GrpcWorkload::ReadFlags() {
   server_threads_ = absl::GetFlag(FLAGS_grpc_server_threads);
   batch_size_ = absl::GetFlag(FLAGS_grpc_batch_size);
   max_queries_ = absl::GetFlag(FLAGS_max_queries);
-  if (k_ == 0 || k_ > 1000) return absl::InvalidArgumentError("--k must be 1..1000");
   if (server_threads_ < 1) return absl::InvalidArgumentError("--grpc_server_threads must be >= 1");
   if (batch_size_ < 0) return absl::InvalidArgumentError("--grpc_batch_size must be >= 0");
   return absl::OkStatus();
@@ -148,20 +147,10 @@ absl::Status GrpcWorkload::ReadFlags() {
 
 absl::Status GrpcWorkload::Setup() {
   ZOOM_ASSIGN_OR_RETURN(const Metric metric, MetricFor(dataset_));
-  ZOOM_ASSIGN_OR_RETURN(set_, LoadScoredSet(dataset_, metric, max_queries_));
-  ZOOM_ASSIGN_OR_RETURN(const std::string zoomd, ZoomdFlag());
-  ZoomdChildOptions options;
-  options.binary = zoomd;
-  options.data_dir = work_dir_;
-  options.log_path = work_dir_ + ".log";
-  options.flags = {absl::StrCat("--threads=", server_threads_), "--auto_build_points=0"};
-  if (Wants("setup")) {
-    std::error_code ec;
-    fs::remove_all(work_dir_, ec);
-    fs::remove(options.log_path, ec);
-  }
-  zoomd_ = std::make_unique<ZoomdChild>(options);
-  ZOOM_RETURN_IF_ERROR(zoomd_->Start().status());
+  ZOOM_ASSIGN_OR_RETURN(set_, LoadDataset(dataset_, metric, max_queries_));
+  ZOOM_ASSIGN_OR_RETURN(
+      zoomd_, StartZoomd(work_dir_, Wants("setup") ? DataDir::kWipe : DataDir::kKeep,
+                         {absl::StrCat("--threads=", server_threads_), "--auto_build_points=0"}));
   for (int i = 0; i < kChannels; ++i) {
     clients_.push_back(client::ZoomClient::Connect(zoomd_->target()));
   }

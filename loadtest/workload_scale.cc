@@ -52,11 +52,12 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/zoom_client.h"
+#include "common/process.h"
+#include "common/report_table.h"
 #include "common/status_macros.h"
 #include "common/texmex.h"
 #include "common/timer.h"
 #include "common/vector_dataset.h"
-#include "loadtest/measure.h"
 #include "loadtest/server_workload.h"
 #include "loadtest/zoomd_child.h"
 #include "zoom/v1/zoom.pb.h"
@@ -89,6 +90,12 @@ namespace {
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr uint32_t kK = 10;
 const char kCollection[] = "scale";
+
+// zoomd's flags: every write synced, no DRAM cache, an index built only when
+// asked (BuildIndex).
+std::vector<std::string> ZoomdFlags() {
+  return {"--sync=always", "--auto_build_points=0", "--cache_bytes=0"};
+}
 
 struct QuerySet {
   VecsMatrix<float> queries;
@@ -214,8 +221,8 @@ using QueryRows = std::vector<std::pair<std::string, Knobs>>;
 // the "point" JSON line in the order they are measured).
 class ScalePoint {
  public:
-  ScalePoint(uint64_t n, uint64_t empty_rss, const std::string& zoomd, std::vector<int> threads)
-      : n_(n), empty_rss_(empty_rss), zoomd_(zoomd), threads_(std::move(threads)) {
+  ScalePoint(uint64_t n, uint64_t empty_rss, std::vector<int> threads)
+      : n_(n), empty_rss_(empty_rss), threads_(std::move(threads)) {
     result_.n = n;
     json_ = {{"scale", std::string("point")}, {"n", static_cast<int64_t>(n)}};
   }
@@ -236,9 +243,8 @@ class ScalePoint {
   absl::Status Compact(const Knobs& knobs);
 
   const uint64_t n_, empty_rss_;
-  const std::string zoomd_;
   const std::vector<int> threads_;
-  std::string data_dir_, log_path_;
+  std::string data_dir_;
   QuerySet qs_;
   std::unique_ptr<ZoomdChild> server_;
   ScaleResult result_;
@@ -249,16 +255,8 @@ absl::Status ScalePoint::Create(const DatasetFolder& folder) {
   ZOOM_ASSIGN_OR_RETURN(qs_.queries, LoadQueries(folder));
   ZOOM_ASSIGN_OR_RETURN(qs_.gt, LoadGroundTruth(folder, Metric::kL2, 0, &qs_.gt_dist));
   data_dir_ = absl::StrCat(absl::GetFlag(FLAGS_scale_dir), "/zoomd-", n_);
-  log_path_ = data_dir_ + ".log";
-  ZOOM_RETURN_IF_ERROR(RunCommand(absl::StrCat("rm -rf ", data_dir_, " ", log_path_)).status());
   std::printf("\n-- N = %llu (%s)\n", static_cast<unsigned long long>(n_), folder.dir.c_str());
-  ZoomdChildOptions options;
-  options.binary = zoomd_;
-  options.data_dir = data_dir_;
-  options.log_path = log_path_;
-  options.flags = {"--sync=always", "--auto_build_points=0", "--cache_bytes=0"};
-  server_ = std::make_unique<ZoomdChild>(options);
-  ZOOM_RETURN_IF_ERROR(server_->Start().status());
+  ZOOM_ASSIGN_OR_RETURN(server_, StartZoomd(data_dir_, DataDir::kWipe, ZoomdFlags()));
   v1::CollectionSpec spec;
   spec.set_name(kCollection);
   spec.set_dim(folder.base_dim);
@@ -346,7 +344,7 @@ absl::Status ScalePoint::Build() {
   }
   const uint64_t peak = server_->PeakRss();
   const uint64_t after = server_->Rss();
-  const std::map<std::string, double> phases = BuildPhases(log_path_);
+  const std::map<std::string, double> phases = BuildPhases(server_->log_path());
   std::string phase_text;
   for (const char* p : {"sample", "train", "encode", "layout", "install", "calibration"}) {
     auto it = phases.find(p);
@@ -660,24 +658,17 @@ absl::Status ScaleWorkload::Setup() {
   ZOOM_RETURN_IF_ERROR(RunCommand(absl::StrCat("mkdir -p ", scale_dir)).status());
   // An empty zoomd's RSS, the floor the per-point growth is counted over
   // (and its log names the SIMD kernels the server runs).
-  const std::string dir = scale_dir + "/zoomd-empty";
-  ZOOM_RETURN_IF_ERROR(RunCommand(absl::StrCat("rm -rf ", dir, " ", dir, ".log")).status());
-  ZoomdChildOptions options;
-  options.binary = zoomd_;
-  options.data_dir = dir;
-  options.log_path = dir + ".log";
-  options.flags = {"--sync=always", "--auto_build_points=0", "--cache_bytes=0"};
-  ZoomdChild empty(options);
-  ZOOM_RETURN_IF_ERROR(empty.Start().status());
+  ZOOM_ASSIGN_OR_RETURN(const std::unique_ptr<ZoomdChild> empty,
+                        StartZoomd(scale_dir + "/zoomd-empty", DataDir::kWipe, ZoomdFlags()));
   absl::SleepFor(absl::Seconds(1));
-  empty_rss_ = empty.Rss();
-  ZOOM_RETURN_IF_ERROR(empty.Stop());
+  empty_rss_ = empty->Rss();
+  ZOOM_RETURN_IF_ERROR(empty->Stop());
   std::printf(
       "scale: N = %s, SIFT-like 128-d uint8 (zoomdatagen), ivf_hnsw_pq pq_m %u%s, zoomd %s "
       "(--sync always, no DRAM cache), SIMD %s, load %.1f\n",
       absl::GetFlag(FLAGS_scale_n).c_str(), absl::GetFlag(FLAGS_scale_pq_m),
       absl::GetFlag(FLAGS_scale_opq) ? " opq" : "", zoomd_.c_str(),
-      KernelsFromLog(options.log_path).c_str(), LoadAverage1m());
+      KernelsFromLog(empty->log_path()).c_str(), LoadAverage1m());
   std::printf("an empty zoomd: RSS %.1f MiB\n", empty_rss_ / kMiB);
   return absl::OkStatus();
 }
@@ -685,7 +676,7 @@ absl::Status ScaleWorkload::Setup() {
 absl::Status ScaleWorkload::Run(JsonLines& json) {
   for (uint64_t n : ns_) {
     ZOOM_ASSIGN_OR_RETURN(const DatasetFolder folder, EnsureSet(n));
-    ScalePoint point(n, empty_rss_, zoomd_, threads_);
+    ScalePoint point(n, empty_rss_, threads_);
     ZOOM_ASSIGN_OR_RETURN(ScaleResult r, point.Run(folder, json));
     results_.push_back(std::move(r));
   }

@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/process.h"
 #include "common/timer.h"
-#include "loadtest/measure.h"
 
 namespace zoom::load {
 

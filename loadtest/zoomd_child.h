@@ -59,6 +59,7 @@ class ZoomdChild {
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   const std::string& target() const { return target_; }  // "127.0.0.1:PORT"
+  const std::string& log_path() const { return options_.log_path; }
   // The client of the running server (its options' client_timeout).
   client::ZoomClient& client() { return *client_; }
 

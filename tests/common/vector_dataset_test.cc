@@ -14,6 +14,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::zoom::testing::IsOkAndHolds;
 using ::zoom::testing::StatusIs;
 using ::zoom::testing::TempDir;
 
@@ -103,6 +104,51 @@ TEST(VectorDatasetTest, DisagreeingFilesAreClearErrors) {
   std::filesystem::remove(dir + "/query.fvecs");
   EXPECT_THAT(OpenDatasetFolder(dir, false).status(),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("neither query.fvecs")));
+}
+
+TEST(VectorDatasetTest, LoadDatasetReadsWhatABenchmarkMeasures) {
+  TempDir tmp;
+  const std::string dir = MakeFolder(tmp, "small");
+  ASSERT_OK_AND_ASSIGN(Dataset ds, LoadDataset(dir + "/", Metric::kInnerProduct, 1));
+  EXPECT_EQ(ds.name, "small");
+  EXPECT_EQ(ds.dir, dir);
+  EXPECT_EQ(ds.metric, Metric::kInnerProduct);
+  EXPECT_FALSE(ds.is_uint8);
+  EXPECT_EQ(ds.dim(), 2u);
+  EXPECT_EQ(ds.base.rows, 4u);  // every base row
+  EXPECT_THAT(ds.queries.data, ElementsAre(0.1f, 0));  // the first query only
+  EXPECT_THAT(ds.gt.data, ElementsAre(0, 1, 2));
+  EXPECT_THAT(ds.gt_dist.data, ElementsAre(0.01f, 0.81f, 1.01f));
+  ASSERT_OK_AND_ASSIGN(ds, LoadDataset(dir, Metric::kL2));
+  EXPECT_EQ(ds.queries.rows, 2u);  // 0: all
+  EXPECT_EQ(ds.gt.rows, 2u);
+  EXPECT_THAT(LoadDataset(dir, Metric::kCosine).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("ground truth for: l2, ip")));
+  // A uint8 base is widened to float, exactly.
+  std::filesystem::remove(dir + "/base.fvecs");
+  Write<uint8_t>(dir + "/base.bvecs", VecsType::kUint8, 2, {0, 0, 255, 0, 0, 7, 1, 1});
+  Write<uint8_t>(dir + "/query.bvecs", VecsType::kUint8, 2, {3, 4, 5, 6});
+  std::filesystem::remove(dir + "/query.fvecs");
+  ASSERT_OK_AND_ASSIGN(ds, LoadDataset(dir, Metric::kL2));
+  EXPECT_TRUE(ds.is_uint8);
+  EXPECT_THAT(ds.base.data, ElementsAre(0, 0, 255, 0, 0, 7, 1, 1));
+  EXPECT_THAT(ds.queries.data, ElementsAre(3, 4, 5, 6));
+  // No base: a benchmark needs one.
+  std::filesystem::remove(dir + "/base.bvecs");
+  EXPECT_THAT(LoadDataset(dir, Metric::kL2).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("neither base.fvecs nor")));
+}
+
+TEST(VectorDatasetTest, MetricOrDefaultTakesTheNameElseTheFolders) {
+  TempDir tmp;
+  const std::string dir = MakeFolder(tmp, "small");
+  EXPECT_THAT(MetricOrDefault("ip", dir), IsOkAndHolds(Metric::kInnerProduct));
+  EXPECT_THAT(MetricOrDefault("cosine", tmp.File("none")), IsOkAndHolds(Metric::kCosine));
+  EXPECT_THAT(MetricOrDefault("", dir), IsOkAndHolds(Metric::kL2));  // no cosine ground truth
+  EXPECT_THAT(MetricOrDefault("hamming", dir).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MetricOrDefault("", tmp.File("none")).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("does not exist")));
 }
 
 }  // namespace
