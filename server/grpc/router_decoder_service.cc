@@ -53,8 +53,9 @@ grpc::ServerUnaryReactor* RouterDecoderService::LoadModel(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* RouterDecoderService::UnloadModel(grpc::CallbackServerContext* ctx,
                                                             const v1::UnloadModelRequest* req,
                                                             v1::UnloadModelResponse*) {
+  const absl::Time deadline = ReadDeadline(ctx);
   return Run(ctx, "UnloadModel", WorkClass::kAdmin,
-             [this, req] { return models_->Unload(req->name()); });
+             [this, req, deadline] { return models_->Unload(req->name(), deadline); });
 }
 
 grpc::ServerUnaryReactor* RouterDecoderService::ListModels(grpc::CallbackServerContext* ctx,

@@ -13,7 +13,7 @@ import pytest
 
 # ---- drift: what the router answers differently today ----------------------------------
 # case id -> what differs (read against main at 8792410, the redesign's inventory;
-# 45 of its 73 went when the router became a backend of the one adapter). A cluster
+# 51 of its 73 went when the router became a backend of the one adapter). A cluster
 # case listed here is xfail(strict=True): when the router is fixed, the case passes,
 # the xfail turns it red, and its entry goes.
 
@@ -89,29 +89,6 @@ DRIFT: Dict[str, str] = {
         "dir 'tiny' (m 0, ef_construction 0): unload it first, or choose another name\" (m "
         "and ef_construction as requested, 0, not the 16 / 200 in force), the standalone "
         "\"model 'tiny' is already loaded; unload it first\"",
-    "UnloadModel.unknown":
-        "message: the router says 'model nosuch is not loaded in cluster conf', the standalone "
-        "\"model 'nosuch' is not loaded\"",
-    "UnloadModel.bad_name":
-        "the router validates the model name first (INVALID_ARGUMENT \"model name 'bad name!' "
-        "has the character ' '...\"); the standalone answers NOT_FOUND \"model 'bad name!' is "
-        "not loaded\"",
-    "UnloadModel.then_TopK":
-        "UnloadModel is asynchronous on a cluster: it removes the model from the bucket and "
-        "answers; until the nodes unload it and heartbeat, the router still sends TopK to "
-        "them and it answers OK (after: NOT_FOUND with the router's own message, see "
-        "TopK.unknown_model), where the standalone answers NOT_FOUND \"model 'X' is not "
-        "loaded (LoadModel it)\" at once",
-    "TopK.unknown_model":
-        "message: the router says 'model nosuch is not loaded in cluster conf (LoadModel "
-        "through a router loads it on every node)', the standalone \"model 'nosuch' is not "
-        "loaded (LoadModel it)\"",
-    "TopK.bad_model_name":
-        "the router validates the model name first (INVALID_ARGUMENT); the standalone answers "
-        "NOT_FOUND \"model 'bad name!' is not loaded (LoadModel it)\"",
-    "StreamTopK.unknown_model":
-        "message (inside 'step 0: '): the router's 'model nosuch is not loaded in cluster conf "
-        "(...)', the standalone's \"model 'nosuch' is not loaded (LoadModel it)\"",
 }
 
 BACKENDS = ["standalone", "cluster"]

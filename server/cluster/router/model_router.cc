@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/echo.h"
 #include "common/status_macros.h"
-#include "server/engine/decoder_engine.h"
 
 namespace zoom::server::router {
 namespace {
@@ -41,11 +41,9 @@ absl::Status ModelRouter::NoModel(const std::string& model) {
   if (!specs.ok()) return specs.status();
   const bool known = std::any_of(specs->begin(), specs->end(),
                                  [&](const cluster::ModelSpec& s) { return s.name == model; });
-  if (!known) {
-    return absl::NotFoundError(absl::StrCat("model ", model, " is not loaded in cluster ",
-                                            core_->cluster(),
-                                            " (LoadModel through a router loads it on every "
-                                            "node)"));
+  if (!known) {  // as a standalone says it
+    return absl::NotFoundError(
+        absl::StrCat("model '", EchoForMessage(model), "' is not loaded (LoadModel it)"));
   }
   std::vector<std::string> states;
   const std::shared_ptr<const Topology> t = core_->Topo();
@@ -65,7 +63,7 @@ absl::Status ModelRouter::NoModel(const std::string& model) {
 
 absl::Status ModelRouter::TopK(const v1::TopKRequest& req, absl::Time deadline,
                                const api::Call& call, v1::TopKResponse* resp) {
-  ZOOM_RETURN_IF_ERROR(ValidateModelName(req.model()));
+  // A name no model can have is a model not loaded (as on a standalone).
   std::vector<ShardCall<v1::TopKRequest, v1::TopKResponse>> calls(1);
   calls[0].candidates = core_->ModelCandidates(*core_->Topo(), req.model());
   if (calls[0].candidates.empty()) {
@@ -177,8 +175,31 @@ absl::StatusOr<v1::ModelInfo> ModelRouter::Load(const v1::LoadModelRequest& req,
   }
 }
 
-absl::Status ModelRouter::Unload(const std::string& name) {
-  return core_->catalog().RemoveModel(name);
+absl::Status ModelRouter::Unload(const std::string& name, absl::Time deadline) {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<cluster::ModelSpec> specs, core_->catalog().ListModels());
+  if (std::none_of(specs.begin(), specs.end(),
+                   [&](const cluster::ModelSpec& s) { return s.name == name; })) {
+    return absl::NotFoundError(absl::StrCat("model '", EchoForMessage(name), "' is not loaded"));
+  }
+  ZOOM_RETURN_IF_ERROR(core_->catalog().RemoveModel(name));
+  // Answered once no live node serves it any more (as a standalone's unload
+  // is done when it answers): a TopK after it is NOT_FOUND, not answered by
+  // a node that has not heard yet. Bounded by `deadline`: then it goes on.
+  for (;;) {
+    (void)core_->Refresh();
+    const std::shared_ptr<const Topology> t = core_->Topo();
+    const bool gone = std::none_of(t->nodes.begin(), t->nodes.end(), [&](const auto& n) {
+      return std::any_of(n.second.models.begin(), n.second.models.end(),
+                         [&](const cluster::HostedModel& h) { return h.name == name; });
+    });
+    if (gone) return absl::OkStatus();
+    if (absl::Now() + absl::Milliseconds(50) >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "model '", EchoForMessage(name), "' was removed from the cluster; some nodes still "
+          "unload it (ListModels says when none serves it)"));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
 }
 
 absl::StatusOr<std::vector<v1::ModelInfo>> ModelRouter::List(absl::Time deadline,

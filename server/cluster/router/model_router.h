@@ -8,7 +8,8 @@
 //     `wait` the answer comes once every live node serves it (a node whose
 //     load failed fails the call, naming the node and its error, and the
 //     model is removed again), else at once, LOADING.
-//   * Unload removes it (NotFound when absent); the nodes unload it.
+//   * Unload removes it (NotFound when absent) and answers once no live node
+//     serves it any more (DeadlineExceeded past `deadline`: they go on).
 //   * List: each model as the nodes report it (serving before loading
 //     before failed).
 //   * TopK goes to the next node serving the model (round-robin; a node
@@ -41,7 +42,7 @@ class ModelRouter {
                     v1::TopKResponse* resp);
   absl::StatusOr<v1::ModelInfo> Load(const v1::LoadModelRequest& req, absl::Time deadline,
                                      const api::Call& call);
-  absl::Status Unload(const std::string& name);
+  absl::Status Unload(const std::string& name, absl::Time deadline);
   absl::StatusOr<std::vector<v1::ModelInfo>> List(absl::Time deadline, const api::Call& call);
 
  private:
