@@ -317,18 +317,23 @@ DecoderEngine::~DecoderEngine() {
   for (auto& t : loaders_) t.join();
 }
 
+absl::Status ValidateLoadRequest(const std::string& name, const std::string& dir,
+                                 const index::FgdOptions& options, uint32_t default_ef,
+                                 const DecodeLimits& limits) {
+  ZOOM_RETURN_IF_ERROR(ValidateModelName(name));
+  ZOOM_RETURN_IF_ERROR(options.hnsw.Validate());
+  if (default_ef > limits.max_ef) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "default_ef ", default_ef, " is above this server's max ef of ", limits.max_ef));
+  }
+  if (dir.empty()) return absl::InvalidArgumentError("the model directory is required");
+  return ConfinedDir::ValidateName(dir, "model directory");
+}
+
 absl::StatusOr<std::shared_ptr<LoadedModel>> DecoderEngine::Load(
     const std::string& name, const std::string& dir, const index::FgdOptions& options,
     uint32_t default_ef) {
-  ZOOM_RETURN_IF_ERROR(ValidateModelName(name));
-  ZOOM_RETURN_IF_ERROR(options.hnsw.Validate());
-  if (default_ef > options_.limits.max_ef) {
-    return absl::InvalidArgumentError(absl::StrCat("default_ef ", default_ef,
-                                                   " is above this server's max ef of ",
-                                                   options_.limits.max_ef));
-  }
-  if (dir.empty()) return absl::InvalidArgumentError("the model directory is required");
-  ZOOM_RETURN_IF_ERROR(ConfinedDir::ValidateName(dir, "model directory"));
+  ZOOM_RETURN_IF_ERROR(ValidateLoadRequest(name, dir, options, default_ef, options_.limits));
   if (root_ == nullptr) {
     return absl::FailedPreconditionError(
         options_.models_dir.empty()

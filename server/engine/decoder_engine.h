@@ -191,6 +191,15 @@ struct TopKStats {
 // model's name; the message echoes at most 64 bytes of it).
 absl::Status ValidateModelName(const std::string& name);
 
+// What a load of `name` from `dir` with `options` and `default_ef` must
+// pass before anything is read, with `limits`: the name, the graph's
+// options, default_ef within max_ef, a directory given and confined (no
+// "..", no absolute path). A cluster's router checks a model with it
+// before recording it (every node would refuse it alike).
+absl::Status ValidateLoadRequest(const std::string& name, const std::string& dir,
+                                 const index::FgdOptions& options, uint32_t default_ef,
+                                 const DecodeLimits& limits);
+
 struct DecoderOptions {
   DecodeLimits limits;
   std::string cache_dir;   // "" = no graph cache

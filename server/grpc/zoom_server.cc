@@ -360,7 +360,7 @@ absl::Status ZoomServer::StartRouter(grpc::ServerBuilder& builder) {
                                                    options_.limits, auth_.get());
   service_->SetServerVersion(options_.version);
   builder.RegisterService(service_.get());
-  model_router_ = std::make_unique<router::ModelRouter>(router_.get());
+  model_router_ = std::make_unique<router::ModelRouter>(router_.get(), options_.decoder_limits);
   router_decoder_ = std::make_unique<RouterDecoderService>(
       model_router_.get(), ro.default_deadline, metrics_.get(), pool_.get(), auth_.get());
   builder.RegisterService(router_decoder_.get());

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/echo.h"
 #include "common/status_macros.h"
+#include "server/engine/decoder_engine.h"
 
 namespace zoom::server::router {
 namespace {
@@ -127,6 +128,23 @@ absl::StatusOr<v1::ModelInfo> ModelRouter::Load(const v1::LoadModelRequest& req,
   spec.m = req.m();
   spec.ef_construction = req.ef_construction();
   spec.default_ef = req.default_ef();
+  // What every node would refuse is refused here, as a node says it; another
+  // model under this name is loaded already (as on a standalone). The same
+  // model again is OK (the catalog's AddModel is idempotent: a retried load
+  // is safe), where a standalone says ALREADY_EXISTS (a drift kept on
+  // purpose, tests/conformance/conformance_drift.py).
+  index::FgdOptions options;
+  if (req.m() != 0) options.hnsw.M = req.m();
+  if (req.ef_construction() != 0) options.hnsw.ef_construction = req.ef_construction();
+  ZOOM_RETURN_IF_ERROR(
+      ValidateLoadRequest(spec.name, spec.dir, options, spec.default_ef, limits_));
+  ZOOM_ASSIGN_OR_RETURN(std::vector<cluster::ModelSpec> specs, core_->catalog().ListModels());
+  if (std::any_of(specs.begin(), specs.end(), [&](const cluster::ModelSpec& s) {
+        return s.name == spec.name && !s.SameModel(spec);
+      })) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("model '", spec.name, "' is already loaded; unload it first"));
+  }
   ZOOM_ASSIGN_OR_RETURN(cluster::ModelSpec added, core_->catalog().AddModel(spec));
   if (!req.wait()) return Best(added, {});
   // Until every live node serves it, or one failed to load it.

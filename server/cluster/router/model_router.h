@@ -29,14 +29,16 @@
 #include "absl/time/time.h"
 #include "server/api/types.h"
 #include "server/cluster/router/router_core.h"
+#include "server/engine/decoder_engine.h"
 #include "zoom/v1/decoder.pb.h"
 
 namespace zoom::server::router {
 
 class ModelRouter {
  public:
-  // `core` outlives the router.
-  explicit ModelRouter(RouterCore* core) : core_(core) {}
+  // `core` outlives the router; `limits`: the nodes' (a model they would
+  // refuse is refused before it is recorded).
+  ModelRouter(RouterCore* core, const DecodeLimits& limits) : core_(core), limits_(limits) {}
 
   absl::Status TopK(const v1::TopKRequest& req, absl::Time deadline, const api::Call& call,
                     v1::TopKResponse* resp);
@@ -53,6 +55,7 @@ class ModelRouter {
   absl::Status NoModel(const std::string& model);
 
   RouterCore* core_;
+  DecodeLimits limits_;
 };
 
 }  // namespace zoom::server::router
