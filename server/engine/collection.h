@@ -7,11 +7,18 @@
 //   CollectionManifest  which files and record spaces make it up now; the
 //                       collection is its one writer (collection_manifest.h)
 //   Segment             the serving vector file + SearchEngine + IdTracker
-//                       (segment.h, id_tracker.h); replaced as a whole by
-//                       compaction, retired without I/O on a reader's thread
+//                       + payload indexes, and every operation on them:
+//                       writes, Search with its join, Match, Get, Scroll
+//                       (segment.h); replaced as a whole by compaction,
+//                       retired without I/O on a reader's thread
 //   MaintenanceTask     the background index build (index_builder.h)
 //   Compactor           the copy and catch-up of a compaction (compactor.h)
 //   snapshots           WriteSnapshot / Restore (collection_snapshot.cc)
+//
+// Files by concern: collection.cc (open, close, manifest, Info),
+// collection_write.cc (writes, payload index declarations and builds),
+// collection_read.cc (reads: the knobs of a target), collection_maintenance.cc
+// (builds, compaction, calibration, backoff), collection_snapshot.cc.
 //
 // Ids: a point's vector lives at a dense InternalId in the vector file.
 // Overwriting a point appends its new vector and kills the old record, so
@@ -159,15 +166,6 @@ struct CollectionInfo {
   double default_target_recall = 0;
 };
 
-// One point of an Upsert: `vector` holds dim floats; `fields` (may be
-// null: none) its typed payload.
-struct PointRef {
-  uint64_t id;
-  const float* vector;
-  std::string_view payload;
-  const PayloadFields* fields = nullptr;
-};
-
 // What Collection::Upsert refuses (InvalidArgument naming the point):
 // none, a vector with NaN/Inf or a magnitude the metric cannot take, fields
 // ValidateFields refuses, a uint8 collection's component outside 0..255 or
@@ -179,38 +177,6 @@ absl::Status ValidatePoints(const CollectionConfig& config, absl::Span<const Poi
 // InvalidArgument unless `field` can name a payload index (1..256 bytes,
 // no NUL byte): what CreateFieldIndex refuses first.
 absl::Status ValidateFieldIndexName(std::string_view field);
-
-struct PointData {
-  uint64_t id = 0;
-  std::vector<float> vector;  // empty unless asked for
-  std::string payload;        // empty unless asked for
-  PayloadFields fields;       // empty unless asked for
-};
-
-struct CollectionSearchParams {
-  // k and knobs (a knob left 0: the collection's default), exact,
-  // with_vectors. The filter is set by the collection (its liveness).
-  SearchParams engine;
-  QueryContext context;  // the call: deadline, cancellation, allow_partial, limits
-  bool with_payload = false;
-  // Only points that pass it (filter.h; may be null). Evaluated from the
-  // payload indexes, or from the stored payloads when a field has no ready
-  // index (stats.filter_scan); the engine's planner then picks how to
-  // search (SearchParams::match).
-  const Filter* filter = nullptr;
-  // The answer's payload and vector bytes at most (ResourceExhausted beyond,
-  // found before it is all in memory).
-  uint64_t max_answer_bytes = UINT64_MAX;
-  // The recall@10 to aim at, in (0, 1] (0: the collection's default, see
-  // CollectionConfig::default_target_recall; InvalidArgument outside
-  // [0, 1]). The knobs the request leaves 0 are then the cheapest that
-  // reached it in the index's calibration (the highest-recall ones when
-  // none did: stats.target_reached false), K' scaled by k / 10 when k > 10
-  // and ef raised to K' for hnsw_pq. The knobs the request sets are kept.
-  // Without a calibration (none measured yet) the default knobs run.
-  // stats.target_recall / calibrated_recall say what was chosen.
-  double target_recall = 0;
-};
 
 class Collection {
  public:
@@ -312,10 +278,7 @@ class Collection {
 
   // How many live points pass `filter` (null or empty: all), and whether
   // it was evaluated from the stored payloads (a scan).
-  struct FilterCount {
-    uint64_t count = 0;
-    bool scan = false;
-  };
+  using FilterCount = server::FilterCount;
   absl::StatusOr<FilterCount> Count(const Filter* filter) const;
   // A field `filter` names that has no ready payload index now (the first
   // found), "" if every one has: what a scan's warning names.
@@ -443,29 +406,12 @@ class Collection {
   // write lock.
   absl::Status RunBuild();
   absl::Status CompactOnce() ABSL_LOCKS_EXCLUDED(write_mu_);
-  // The payloads and typed fields of `ids` (internal; `external` their
-  // external ids) into `payloads` and `fields`, taking their bytes from
-  // *budget; ResourceExhausted once it would go below zero.
-  absl::Status ReadPayloadsWithin(const Segment& seg, absl::Span<const InternalId> ids,
-                                  absl::Span<const uint64_t> external, uint64_t* budget,
-                                  std::vector<std::string>* payloads,
-                                  std::vector<PayloadFields>* fields) const;
-  // SetPayload / DeletePayload: `change` edits the fields of each point
-  // found (returns whether it changed them); the changed ones are
-  // committed in one batch.
-  absl::StatusOr<uint64_t> DeleteLocked(absl::Span<const uint64_t> ids)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // SetPayload / DeletePayload: Segment::EditFields under the write lock.
   absl::StatusOr<uint64_t> EditFields(absl::Span<const uint64_t> ids,
                                       const std::function<bool(PayloadFields*)>& change);
-  // The engine's answer as the collection's: external ids, and payloads
-  // when asked, their bytes and the vectors' taken from *budget
-  // (ResourceExhausted beyond).
-  absl::Status JoinHits(const Segment& seg, const CollectionSearchParams& params,
-                        uint64_t* budget, QueryResult* result) const;
-  // The engine's params of a search: for knobs left 0 the calibrated ones
+  // The engine's knobs of a search: for knobs left 0 the calibrated ones
   // of the target, else the collection's defaults (see
-  // CollectionSearchParams::target_recall), and the segment's liveness
-  // filter; the choice into *stats. InvalidArgument for a bad target.
+  // CollectionSearchParams::target_recall); the choice into *stats. InvalidArgument for a bad target.
   absl::Status EngineParams(const Segment& seg, const CollectionSearchParams& params,
                             SearchParams* out, QueryStats* stats) const;
   // The target of a search that names none (CollectionInfo's
@@ -475,27 +421,6 @@ class Collection {
   // Installs a curve (current: measured on the serving index).
   void SetCalibration(std::shared_ptr<const Calibration> calibration, bool current);
   absl::Status RunCalibration();
-  // The ids of `seg` that pass `filter` (live only), from the payload
-  // indexes or (*scan) from the stored payloads.
-  // A scan stops at ctx's deadline or cancellation (ctx may be null).
-  absl::Status MatchFilter(const Segment& seg, const Filter& filter, MatchSet* out,
-                           bool* scan, const QueryContext* ctx = nullptr) const;
-  // Validates params.filter and evaluates it into *match, setting the
-  // engine's match and live_points; nothing without a filter.
-  absl::Status PrepareFilter(const Segment& seg, const CollectionSearchParams& params,
-                             MatchSet* match, SearchParams* engine, bool* scan) const;
-  // Every stored point's typed fields, decoded, in batches of 1024:
-  // each(external id, its live record in `ids`, fields) for those with a
-  // live record, then after_batch(points in the batch) (its error stops
-  // the scan).
-  absl::Status ScanStoredFields(
-      const IdTracker& ids,
-      const std::function<void(uint64_t, InternalId, const PayloadFields&)>& each,
-      const std::function<absl::Status(uint64_t)>& after_batch) const;
-  // Declares the fields of `declared` in seg's payload index, ready, and
-  // fills them from every stored point's fields.
-  absl::Status FillPayloadIndex(Segment* seg,
-                                const std::vector<CollectionManifest::FieldIndex>& declared) const;
   // The build of one declared field (CreateFieldIndex) of the index's
   // `generation` (it stops when the field is deleted or declared again).
   absl::Status BuildFieldIndex(const std::string& field, uint64_t generation);
@@ -529,10 +454,6 @@ class Collection {
   // Serialises writers (Upsert, Delete, a compaction's plan and switch,
   // index install) and guards the durable state.
   mutable absl::Mutex write_mu_;
-  // Payload edits in place (EditFields: the points keep their internal
-  // ids), counted so that DeleteByFilter can tell its evaluation is stale.
-  // Written under write_mu_.
-  std::atomic<uint64_t> edits_{0};
   CollectionManifest manifest_ ABSL_GUARDED_BY(write_mu_);
   // Replaced segments, held until no reader does (ReleaseRetired).
   std::vector<std::shared_ptr<Segment>> retired_ ABSL_GUARDED_BY(write_mu_);

@@ -60,8 +60,8 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
     log_position = log_position_.load(std::memory_order_relaxed);
     gen = Current();
     field_indexes = manifest_.field_indexes;
-    records = gen->ids.visible();
-    live = gen->ids.LiveRecords();
+    records = gen->visible();
+    live = gen->LiveRecords();
     meta = metadata_->TakeSnapshot();
     const std::string& snapshot_file = manifest_.snapshot;
     if (!snapshot_file.empty()) {
@@ -94,7 +94,7 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
   {
     // 2. The copy, without the lock.
     ZOOM_ASSIGN_OR_RETURN(auto writer, storage::ArchiveWriter::Create(path, options_.store.file_system));
-    const storage::VectorStore& store = gen->engine->store();
+    const storage::VectorStore& store = gen->store();
     // The typed fields as of the snapshot's moment (only live points have
     // any: a delete erases them in the same batch).
     uint64_t field_points = 0, field_bytes = 0;
@@ -156,7 +156,7 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
       const size_t m = std::min<size_t>(256, live.size() - first);
       chunk_ids.resize(m);
       for (size_t i = 0; i < m; ++i) chunk_ids[i] = live[first + i].first;
-      st = metadata_->GetPayloads(gen->space, chunk_ids, &payloads, meta.get());
+      st = metadata_->GetPayloads(gen->space(), chunk_ids, &payloads, meta.get());
       for (size_t i = 0; i < m && st.ok(); ++i) {
         payload_sizes[first + i] = static_cast<uint32_t>(payloads[i].size());
         rec_bytes += 16 + payloads[i].size();
@@ -167,7 +167,7 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
       const size_t m = std::min<size_t>(256, live.size() - first);
       chunk_ids.resize(m);
       for (size_t i = 0; i < m; ++i) chunk_ids[i] = live[first + i].first;
-      st = metadata_->GetPayloads(gen->space, chunk_ids, &payloads, meta.get());
+      st = metadata_->GetPayloads(gen->space(), chunk_ids, &payloads, meta.get());
       rec.clear();
       for (size_t i = 0; i < m && st.ok(); ++i) {
         PutLe(&rec, live[first + i].first, 4);

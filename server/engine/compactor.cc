@@ -15,7 +15,7 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
     const CompactorOptions& options, storage::MetadataStore* metadata,
     const std::atomic<bool>& stop, const absl::Status& stop_error) {
   const std::string path = (std::filesystem::path(dir) / plan.vectors_file).string();
-  const storage::VectorStore& src = plan.old->engine->store();
+  const storage::VectorStore& src = plan.old->store();
   const size_t rb = src.record_bytes();
   const uint64_t n = plan.live_ids.size();
   {
@@ -39,10 +39,10 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
       ZOOM_RETURN_IF_ERROR(writer->Append(raw.data(), m));
       // A record deleted since the plan has no payload any more: it is
       // copied as is and killed by CatchUp.
-      ZOOM_RETURN_IF_ERROR(metadata->GetPayloads(plan.old->space, chunk, &payloads));
+      ZOOM_RETURN_IF_ERROR(metadata->GetPayloads(plan.old->space(), chunk, &payloads));
       writes.resize(m);
       for (uint64_t i = 0; i < m; ++i) {
-        writes[i] = {static_cast<InternalId>(first + i), plan.old->ids.External(chunk[i]),
+        writes[i] = {static_cast<InternalId>(first + i), plan.old->External(chunk[i]),
                      payloads[i]};
       }
       ZOOM_RETURN_IF_ERROR(metadata->Commit(plan.space, writes, {}));
@@ -51,7 +51,8 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
     writer.reset();
     ZOOM_ASSIGN_OR_RETURN(auto fresh,
                           Segment::Open(dir, plan.vectors_file, plan.space, /*create=*/false,
-                                        config, options.store, options.engine, *metadata));
+                                        config, options.store, options.engine, metadata,
+                                        plan.old->collection_id()));
     if (plan.rebuild_index) {
       // Saved as the new segment's snapshot; CatchUp's records are
       // replayed after it.
@@ -59,12 +60,12 @@ absl::StatusOr<std::shared_ptr<Segment>> CopyLiveRecords(
       // streams it: the live vectors are never all in RAM).
       std::atomic<double> progress{0};
       const std::shared_ptr<const index::VectorIndex> old_index =
-          plan.keep_quantizer ? plan.old->engine->index() : nullptr;
+          plan.keep_quantizer ? plan.old->index() : nullptr;
       ZOOM_ASSIGN_OR_RETURN(auto idx, BuildSegmentIndex(config, options.build_threads, *fresh, n,
                                                         &progress, nullptr, old_index.get(),
                                                         options.cancel));
-      ZOOM_RETURN_IF_ERROR(fresh->engine->SetIndex(std::move(idx)));
-      ZOOM_RETURN_IF_ERROR(fresh->engine->index()->Save(
+      ZOOM_RETURN_IF_ERROR(fresh->SetIndex(std::move(idx)));
+      ZOOM_RETURN_IF_ERROR(fresh->index()->Save(
           (std::filesystem::path(dir) / plan.snapshot_file).string(), options.store.file_system));
     }
     if (stop.load()) return stop_error;
@@ -79,36 +80,26 @@ absl::Status CatchUp(const CompactionPlan& plan, Segment* fresh, storage::Metada
   // (a) Copied records deleted or overwritten since: dead in the new one.
   std::vector<InternalId> killed;
   for (uint64_t i = 0; i < n; ++i) {
-    if (old.ids.IsDead(plan.live_ids[i])) killed.push_back(static_cast<InternalId>(i));
+    if (old.IsDead(plan.live_ids[i])) killed.push_back(static_cast<InternalId>(i));
   }
   // (b) Records added since (live ones): appended to the new one.
-  const uint64_t now_visible = old.ids.visible();
+  const uint64_t now_visible = old.visible();
   std::vector<InternalId> added;
   for (uint64_t i = plan.visible; i < now_visible; ++i) {
-    if (!old.ids.IsDead(static_cast<InternalId>(i))) added.push_back(static_cast<InternalId>(i));
+    if (!old.IsDead(static_cast<InternalId>(i))) added.push_back(static_cast<InternalId>(i));
   }
   *added_out = added.size();
   *removed_out = killed.size();
   if (killed.empty() && added.empty()) return absl::OkStatus();
-  const size_t d = fresh->engine->dim();
-  std::vector<float> vectors(added.size() * d);
+  std::vector<float> vectors(added.size() * old.store().dim());
   std::vector<std::string> payloads;
+  std::vector<uint64_t> externals(added.size());
   if (!added.empty()) {
-    ZOOM_RETURN_IF_ERROR(old.engine->store().ReadVectors(added, vectors.data()));
-    ZOOM_RETURN_IF_ERROR(metadata->GetPayloads(old.space, added, &payloads));
+    ZOOM_RETURN_IF_ERROR(old.store().ReadVectors(added, vectors.data()));
+    ZOOM_RETURN_IF_ERROR(metadata->GetPayloads(old.space(), added, &payloads));
   }
-  const uint64_t base = fresh->engine->size();
-  fresh->ids.Reserve(base + added.size());
-  ZOOM_RETURN_IF_ERROR(fresh->engine->Add(vectors.data(), added.size()));
-  std::vector<storage::RecordWrite> adds(added.size());
-  for (size_t i = 0; i < added.size(); ++i) {
-    adds[i] = {static_cast<InternalId>(base + i), old.ids.External(added[i]), payloads[i]};
-  }
-  ZOOM_RETURN_IF_ERROR(metadata->Commit(fresh->space, adds, killed));
-  for (InternalId k : killed) fresh->ids.Kill(k);
-  for (const auto& a : adds) fresh->ids.Set(a.id, a.external_id);
-  fresh->ids.Publish(base + added.size());
-  return absl::OkStatus();
+  for (size_t i = 0; i < added.size(); ++i) externals[i] = old.External(added[i]);
+  return fresh->AppendRecords(vectors, externals, payloads, killed);
 }
 
 }  // namespace zoom::server

@@ -30,7 +30,7 @@ absl::Status CheckTrainable(const CollectionConfig& config, const Segment& segme
     if (VectorMagnitudeOk(config.metric, v, d)) continue;
     absl::Status why = CheckVectorMagnitude(config.metric, v, d);
     return absl::FailedPreconditionError(absl::StrCat(
-        "point ", segment.ids.External(id), " cannot be indexed: ", why.message(),
+        "point ", segment.External(id), " cannot be indexed: ", why.message(),
         " (stored by an older zoomd, before this rule); delete or overwrite it, then build "
         "again"));
   }
@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     options.times = times;
     options.trained_from = trained_from;
     index::RowReader read = [&](absl::Span<const InternalId> ids, float* out) {
-      ZOOM_RETURN_IF_ERROR(segment.engine->store().ReadVectors(ids, out));
+      ZOOM_RETURN_IF_ERROR(segment.store().ReadVectors(ids, out));
       return CheckTrainable(config, segment, out, ids.size(), ids.data());
     };
     return GuardedBuild(n, [&] {
@@ -102,7 +102,7 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     const uint64_t m = std::min<uint64_t>(4096, n - first);
     ids.resize(m);
     for (uint64_t i = 0; i < m; ++i) ids[i] = static_cast<InternalId>(first + i);
-    ZOOM_RETURN_IF_ERROR(segment.engine->store().ReadVectors(ids, vectors.data() + first * d));
+    ZOOM_RETURN_IF_ERROR(segment.store().ReadVectors(ids, vectors.data() + first * d));
     *progress = 0.1 * static_cast<double>(first + m) / static_cast<double>(n);
   }
   *progress = 0.1;
