@@ -31,6 +31,26 @@ const char* IndexStateName(IndexState state) {
 
 // ---- Open / create -----------------------------------------------------------
 
+Collection::Collection(const CollectionOptions& options) : options_(options) {
+  jobs_ = options_.jobs;
+  if (jobs_ == nullptr) {
+    JobRunner::Options jo;
+    jo.threads = 2;
+    jo.retry_base = options_.maintenance_retry_base;
+    jo.retry_max = options_.maintenance_retry_max;
+    jobs_ = std::make_shared<JobRunner>(jo);
+  }
+  // A group of its own, never reused (a collection dropped and created
+  // again under the same id gets a new one).
+  static std::atomic<uint64_t> next{0};
+  jobs_group_ = absl::StrCat("collection-", next.fetch_add(1), "/");
+  calibration_.store(std::make_shared<const CalibrationState>());
+}
+
+std::string Collection::JobKey(std::string_view what) const {
+  return absl::StrCat(jobs_group_, absl::string_view(what.data(), what.size()));
+}
+
 absl::StatusOr<std::shared_ptr<Segment>> Collection::OpenSegment(uint32_t space,
                                                                  const std::string& vectors_file,
                                                                  bool create) const {
@@ -53,12 +73,11 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Create(
     return absl::InternalError(absl::StrCat("cannot create the collection directory ", dir, ": ",
                                             ec ? ec.message() : "it exists"));
   }
-  std::unique_ptr<Collection> c(new Collection());
+  std::unique_ptr<Collection> c(new Collection(options));
   c->dir_ = dir;
   c->metadata_ = metadata;
   c->id_ = id;
   c->config_ = config;
-  c->options_ = options;
   ZOOM_ASSIGN_OR_RETURN(auto seg, c->OpenSegment(id, "vectors-1.zvec", /*create=*/true));
   {
     absl::MutexLock w(&c->write_mu_);
@@ -89,12 +108,11 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
   }
   ZOOM_ASSIGN_OR_RETURN(CollectionManifest manifest,
                         CollectionManifest::Decode(record.state, record.id));
-  std::unique_ptr<Collection> c(new Collection());
+  std::unique_ptr<Collection> c(new Collection(options));
   c->dir_ = dir;
   c->metadata_ = metadata;
   c->id_ = record.id;
   c->config_ = config;
-  c->options_ = options;
 
   absl::MutexLock w(&c->write_mu_);
   ZOOM_ASSIGN_OR_RETURN(uint64_t log_position, metadata->GetLogPosition(record.id));
@@ -151,7 +169,7 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
       ZOOM_LOG(WARNING, "collection ", config.name, ": index snapshot ", snapshot,
                " unusable (", st.message(), "); searching exactly until BuildIndex");
       c->index_state_ = IndexState::kFailed;
-      c->build_.set_last_status(absl::Status(
+      c->jobs_->SetLastStatus(c->JobKey("build"), absl::Status(
           st.code(), absl::StrCat("index snapshot ", snapshot, " unusable: ", st.message())));
     }
   }
@@ -179,10 +197,11 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
 
 
 Collection::~Collection() {
-  JoinFieldBuilds();
-  closing_ = true;  // a calibration (its own or a build's) stops
-  calibrate_.Join();
-  build_.Join();
+  // Its waiting jobs are dropped; the running ones stop at their next
+  // cancellation point (a build, a calibration, a payload index build).
+  stopping_ = true;
+  closing_ = true;
+  jobs_->CancelGroup(jobs_group_, /*wait=*/true);
   absl::MutexLock w(&write_mu_);
   std::shared_ptr<Segment> seg = Current();
   const std::shared_ptr<const index::VectorIndex> idx = seg ? seg->index() : nullptr;
@@ -318,19 +337,17 @@ CollectionInfo Collection::Info() const {
       info.disk_bytes += entry.file_size(ec);
     }
   }
-  info.build_progress = build_.running() ? build_progress_.load() : 0;
-  info.index_error = std::string(build_.last_status().message());
-  {
-    absl::MutexLock l(&calibration_mu_);
-    info.calibration = calibration_;
-    info.calibration_current = calibration_current_;
-    info.calibration_error = calibration_error_;
-  }
+  info.build_progress = jobs_->Active(JobKey("build")) ? build_progress_.load() : 0;
+  info.index_error = std::string(jobs_->LastStatus(JobKey("build")).message());
+  const std::shared_ptr<const CalibrationState> cal = calibration_.load();
+  info.calibration = cal->curve;
+  info.calibration_current = cal->current;
+  info.calibration_error = cal->error;
   info.default_target_recall = DefaultTarget();
-  absl::MutexLock b(&maintenance_mu_);
-  info.compaction_error = std::string(compaction_status_.message());
-  info.maintenance_failures = maintenance_failures_;
-  info.maintenance_retry_at = maintenance_retry_at_;
+  info.compaction_error = std::string(jobs_->LastStatus(JobKey("compact")).message());
+  const JobRunner::Backoff backoff = jobs_->BackoffOf(JobKey("maintenance"));
+  info.maintenance_failures = backoff.failures;
+  info.maintenance_retry_at = backoff.retry_at;
   return info;
 }
 

@@ -46,7 +46,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -63,6 +62,7 @@
 #include "server/engine/collection_config.h"
 #include "server/engine/collection_manifest.h"
 #include "server/engine/index_builder.h"
+#include "server/engine/job_runner.h"
 #include "server/engine/filter.h"
 #include "server/engine/payload_fields.h"
 #include "server/engine/payload_index.h"
@@ -109,9 +109,13 @@ struct CollectionOptions {
   uint64_t auto_compact_min_dead = 10000;
   // Threads of a background index build.
   int build_threads = 2;
+  // Where the background work runs (job_runner.h): the database's runner
+  // (null: the collection makes one of its own).
+  std::shared_ptr<JobRunner> jobs;
   // After a failed build or compaction, the automatic ones wait
   // retry_base * 2^(failures - 1), at most retry_max, before trying again
   // (a failure never takes the process down; the collection keeps serving).
+  // The runner's (JobRunner::Options) when the database makes it.
   absl::Duration maintenance_retry_base = absl::Seconds(10);
   absl::Duration maintenance_retry_max = absl::Minutes(15);
   // Recall as a knob (calibration.h): every new index is calibrated with
@@ -330,7 +334,7 @@ class Collection {
   // index, Aborted when the index was replaced meanwhile.
   absl::Status CalibrateNow();
   // Blocks until no background calibration runs; its status.
-  absl::Status WaitForCalibration() { return calibrate_.Wait(); }
+  absl::Status WaitForCalibration() { return jobs_->Wait(JobKey("calibrate")); }
   // The collection closes: stops its background work and waits for the
   // background calibration. A running calibration stops (a build's: the
   // build then ends without a new curve); a running index build stops at
@@ -389,7 +393,8 @@ class Collection {
   std::vector<uint32_t> record_spaces() const;
 
  private:
-  Collection() = default;
+  // The options, and the job runner (the options' or its own).
+  explicit Collection(const CollectionOptions& options);
   std::shared_ptr<Segment> Current() const;
   // options_.engine with this collection's own cache budget.
   EngineOptions EngineOptionsFor() const;
@@ -420,12 +425,14 @@ class Collection {
   std::shared_ptr<const Calibration> CurrentCalibration() const;
   // Installs a curve (current: measured on the serving index).
   void SetCalibration(std::shared_ptr<const Calibration> calibration, bool current);
+  void SetCalibrationError(std::string error);
+  // The key of this collection's job `what` on the runner.
+  std::string JobKey(std::string_view what) const;
   absl::Status RunCalibration();
   // The build of one declared field (CreateFieldIndex) of the index's
   // `generation` (it stops when the field is deleted or declared again).
   absl::Status BuildFieldIndex(const std::string& field, uint64_t generation);
-  bool FieldBuildRunning(const std::string& field);
-  void JoinFieldBuilds();
+  bool FieldBuildRunning(const std::string& field) const;
   // Books a failed (or successful) build/compaction for the retry backoff.
   void NoteMaintenance(bool compaction, const absl::Status& st);
   // Unavailable: `what` stopped or did not start because the collection
@@ -464,18 +471,27 @@ class Collection {
   mutable absl::Mutex segment_mu_;
   std::shared_ptr<Segment> segment_ ABSL_GUARDED_BY(segment_mu_);
 
-  // Background build. build_start_mu_ serialises starts (state, then the
-  // job).
-  absl::Mutex build_start_mu_;
-  MaintenanceTask build_;
-  // The calibration of a loaded or compacted index (a build's own runs in
-  // the build); closing_ stops a running one (the destructor).
-  MaintenanceTask calibrate_;
+  // Background work runs on the database's JobRunner under this
+  // collection's keys (JobKey): "build", "calibrate", "compact" (the last
+  // compaction's status), "field/<name>"; the group is the collection's
+  // (its jobs are dropped and awaited at close); "maintenance" books the
+  // builds' and compactions' failures for the retry backoff.
+  std::shared_ptr<JobRunner> jobs_;
+  std::string jobs_group_;
+  // closing_ stops a running build or calibration (StopBackgroundWork, the
+  // destructor); stopping_ the payload index builds (the destructor).
   std::atomic<bool> closing_{false};
-  mutable absl::Mutex calibration_mu_;
-  std::shared_ptr<const Calibration> calibration_ ABSL_GUARDED_BY(calibration_mu_);
-  bool calibration_current_ ABSL_GUARDED_BY(calibration_mu_) = false;
-  std::string calibration_error_ ABSL_GUARDED_BY(calibration_mu_);
+  std::atomic<bool> stopping_{false};
+
+  // The recall curve the knobs of a target come from (read by every
+  // search, without a lock), whether it was measured on the serving index,
+  // and why the last measurement failed.
+  struct CalibrationState {
+    std::shared_ptr<const Calibration> curve;
+    bool current = false;
+    std::string error;
+  };
+  std::atomic<std::shared_ptr<const CalibrationState>> calibration_;
   // The index epoch a measurement last started on (UINT64_MAX: none).
   uint64_t calibration_tried_epoch_ ABSL_GUARDED_BY(write_mu_) = UINT64_MAX;
   std::atomic<IndexState> index_state_{IndexState::kNone};
@@ -487,21 +503,6 @@ class Collection {
   // TrainedPointsLocked() as of the last manifest saved (read by Info
   // without the write lock).
   std::atomic<uint64_t> trained_points_{0};
-
-  // Payload index builds (CreateFieldIndex); stopping_ ends them early.
-  absl::Mutex field_build_mu_;
-  struct FieldBuild {
-    std::string field;
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
-  std::vector<FieldBuild> field_builds_ ABSL_GUARDED_BY(field_build_mu_);
-  std::atomic<bool> stopping_{false};
-
-  mutable absl::Mutex maintenance_mu_;
-  absl::Status compaction_status_ ABSL_GUARDED_BY(maintenance_mu_);
-  uint32_t maintenance_failures_ ABSL_GUARDED_BY(maintenance_mu_) = 0;
-  absl::Time maintenance_retry_at_ ABSL_GUARDED_BY(maintenance_mu_) = absl::InfinitePast();
 };
 
 }  // namespace zoom::server

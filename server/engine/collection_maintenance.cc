@@ -36,7 +36,8 @@ absl::Status Collection::StartBuild() { return StartBuildImpl(/*join_running=*/f
 absl::Status Collection::StartOrJoinBuild() { return StartBuildImpl(/*join_running=*/true); }
 
 absl::Status Collection::StartBuildImpl(bool join_running) {
-  if (join_running && build_.running()) return absl::OkStatus();
+  const std::string key = JobKey("build");
+  if (join_running && jobs_->Active(key)) return absl::OkStatus();
   if (dropped_) return DroppedError();
   if (closing_) return ClosingError("index build");
   if (compacting_.load()) {
@@ -52,15 +53,24 @@ absl::Status Collection::StartBuildImpl(bool join_running) {
         min_points, min_points > kMinIndexPoints ? " (its nlist)" : "",
         " to train (searches are exact until then)"));
   }
-  absl::MutexLock start(&build_start_mu_);
-  if (build_.running()) {
-    if (join_running) return absl::OkStatus();
+  JobRunner::Job job;
+  job.key = key;
+  job.group = jobs_group_;
+  job.priority = JobRunner::Priority::kUser;
+  job.run = [this] { return RunBuild(); };
+  auto before = std::make_shared<IndexState>(IndexState::kNone);
+  job.on_queued = [this, before] {
+    build_progress_ = 0;
+    *before = index_state_.exchange(IndexState::kBuilding);
+  };
+  job.on_dropped = [this, before] { index_state_ = *before; };  // it never ran
+  job.dropped = ClosingError("index build");
+  if (!jobs_->TrySubmit(std::move(job))) {
+    if (join_running && jobs_->Active(key)) return absl::OkStatus();
+    if (!jobs_->Active(key)) return ClosingError("index build");  // the runner stops
     return absl::FailedPreconditionError(
         absl::StrCat("an index build of '", config_.name, "' is already running"));
   }
-  build_progress_ = 0;
-  index_state_ = IndexState::kBuilding;
-  build_.TryStart([this] { return RunBuild(); });  // cannot fail: none runs, starts serialised
   return absl::OkStatus();
 }
 
@@ -140,41 +150,27 @@ absl::Status Collection::RunBuild() {
 }
 
 void Collection::WhenBuildDone(std::function<void(absl::Status)> done) {
-  build_.WhenDone(std::move(done));
+  jobs_->WhenDone(JobKey("build"), std::move(done));
 }
 
-absl::Status Collection::WaitForBuild() { return build_.Wait(); }
+absl::Status Collection::WaitForBuild() { return jobs_->Wait(JobKey("build")); }
 
 void Collection::NoteMaintenance(bool compaction, const absl::Status& st) {
-  absl::MutexLock b(&maintenance_mu_);
-  if (compaction) compaction_status_ = st;
-  if (st.ok()) {
-    maintenance_failures_ = 0;
-    maintenance_retry_at_ = absl::InfinitePast();
-    return;
-  }
-  ++maintenance_failures_;
-  absl::Duration wait = options_.maintenance_retry_base;
-  for (uint32_t i = 1; i < maintenance_failures_ && wait < options_.maintenance_retry_max; ++i) {
-    wait *= 2;
-  }
-  wait = std::min(wait, options_.maintenance_retry_max);
-  maintenance_retry_at_ = absl::Now() + wait;
+  if (compaction) jobs_->SetLastStatus(JobKey("compact"), st);
+  const JobRunner::Backoff b = jobs_->NoteResult(JobKey("maintenance"), st);
+  if (st.ok()) return;
   ZOOM_LOG(WARNING, "collection ", config_.name, ": ", compaction ? "compaction" : "index build",
-           " failed (", maintenance_failures_, " in a row); automatic maintenance retries in ",
-           absl::FormatDuration(wait));
+           " failed (", b.failures, " in a row); automatic maintenance retries in ",
+           absl::FormatDuration(absl::Trunc(b.retry_at - absl::Now(), absl::Seconds(1))));
 }
 
-bool Collection::MaintenanceDue() const {
-  absl::MutexLock b(&maintenance_mu_);
-  return absl::Now() >= maintenance_retry_at_;
-}
+bool Collection::MaintenanceDue() const { return jobs_->Due(JobKey("maintenance")); }
 
 // ---- Compaction --------------------------------------------------------------
 
 absl::Status Collection::Compact() {
   if (closing_ && !dropped_) return ClosingError("compaction");  // dropped: CompactOnce says so
-  if (build_.running()) {
+  if (jobs_->Active(JobKey("build"))) {
     return absl::FailedPreconditionError(
         absl::StrCat("an index build of '", config_.name, "' is running; compact after it"));
   }
@@ -212,7 +208,7 @@ absl::Status Collection::CompactOnce() {
     plan.visible = plan.old->visible();
     for (const auto& [id, ext] : plan.old->LiveRecords()) plan.live_ids.push_back(id);
     if (plan.live_ids.size() == plan.old->records()) return absl::OkStatus();  // none dead
-    if (build_.running()) {
+    if (jobs_->Active(JobKey("build"))) {
       return absl::FailedPreconditionError(
           absl::StrCat("an index build of '", config_.name, "' is running; compact after it"));
     }
@@ -302,7 +298,7 @@ absl::Status Collection::CompactOnce() {
 }
 
 bool Collection::NeedsCompaction() const {
-  if (options_.auto_compact_dead_ratio <= 0 || dropped_ || build_.running()) return false;
+  if (options_.auto_compact_dead_ratio <= 0 || dropped_ || jobs_->Active(JobKey("build"))) return false;
   if (!MaintenanceDue()) return false;  // a failed one waits for its backoff
   std::shared_ptr<Segment> seg = Current();
   const uint64_t stored = seg->records();
@@ -355,8 +351,7 @@ absl::Status Collection::RunCalibration() {
       return st;
     }
     ZOOM_LOG(WARNING, "collection ", config_.name, ": calibration failed: ", st.message());
-    absl::MutexLock l(&calibration_mu_);
-    calibration_error_ = std::string(st.message());
+    SetCalibrationError(std::string(st.message()));
     return st;
   }
   const double target = options_.default_target_recall > 0 ? options_.default_target_recall : 0.95;
@@ -379,7 +374,8 @@ absl::Status Collection::CalibrateNow() {
 
 void Collection::StopBackgroundWork() {
   closing_ = true;
-  calibrate_.Join();
+  jobs_->CancelGroup(jobs_group_, /*wait=*/false);  // what waits is dropped
+  jobs_->Wait(JobKey("calibrate")).IgnoreError();
 }
 
 absl::Status Collection::ClosingError(absl::string_view what) const {
@@ -391,17 +387,22 @@ absl::Status Collection::ClosingError(absl::string_view what) const {
 
 bool Collection::MaybeStartCalibration() {
   if (options_.calibration_queries == 0 || dropped_ || closing_ || compacting_.load() ||
-      build_.running() || calibrate_.running()) {
+      jobs_->Active(JobKey("build")) || jobs_->Active(JobKey("calibrate"))) {
     return false;
   }
   {
     absl::MutexLock w(&write_mu_);
     if (Current()->index() == nullptr) return false;
     if (calibration_tried_epoch_ == manifest_.index_epoch) return false;
-    absl::MutexLock l(&calibration_mu_);
-    if (calibration_current_) return false;
+    if (calibration_.load()->current) return false;
   }
-  return calibrate_.TryStart([this] { return RunCalibration(); });
+  JobRunner::Job job;
+  job.key = JobKey("calibrate");
+  job.group = jobs_group_;
+  job.priority = JobRunner::Priority::kIdle;
+  job.run = [this] { return RunCalibration(); };
+  job.dropped = ClosingError("calibration");
+  return jobs_->TrySubmit(std::move(job));
 }
 
 
@@ -412,7 +413,7 @@ void Collection::MaybeAutoMaintainLocked() {
   // After a failed build, the automatic one waits for the backoff (else
   // every write would start it again).
   if (options_.auto_build_min_points > 0 && live >= options_.auto_build_min_points &&
-      seg->index() == nullptr && !build_.running() && MaintenanceDue()) {
+      seg->index() == nullptr && !jobs_->Active(JobKey("build")) && MaintenanceDue()) {
     absl::Status st = StartBuild();
     ZOOM_LOG(INFO, "collection ", config_.name, ": ", live, " points, automatic index build: ",
              st.ok() ? absl::string_view("started") : st.message());
@@ -426,7 +427,7 @@ void Collection::MaybeAutoMaintainLocked() {
   //   added after the build (the baseline, kept in the manifest so that a
   //   restart does not take a drifted window for it).
   const std::shared_ptr<const index::VectorIndex> idx = seg->index();
-  if (idx == nullptr || compacting_.load() || build_.running()) return;
+  if (idx == nullptr || compacting_.load() || jobs_->Active(JobKey("build"))) return;
   std::string why;
   bool drift = false;
   const uint64_t trained = TrainedPointsLocked();

@@ -94,15 +94,29 @@ double Collection::DefaultTarget() const {
 }
 
 std::shared_ptr<const Calibration> Collection::CurrentCalibration() const {
-  absl::MutexLock l(&calibration_mu_);
-  return calibration_;
+  return calibration_.load()->curve;
 }
 
 void Collection::SetCalibration(std::shared_ptr<const Calibration> calibration, bool current) {
-  absl::MutexLock l(&calibration_mu_);
-  calibration_ = std::move(calibration);
-  calibration_current_ = current;
-  if (current) calibration_error_.clear();
+  std::shared_ptr<const CalibrationState> now = calibration_.load();
+  std::shared_ptr<const CalibrationState> next;
+  do {
+    auto s = std::make_shared<CalibrationState>(*now);
+    s->curve = calibration;
+    s->current = current;
+    if (current) s->error.clear();
+    next = std::move(s);
+  } while (!calibration_.compare_exchange_weak(now, next));
+}
+
+void Collection::SetCalibrationError(std::string error) {
+  std::shared_ptr<const CalibrationState> now = calibration_.load();
+  std::shared_ptr<const CalibrationState> next;
+  do {
+    auto s = std::make_shared<CalibrationState>(*now);
+    s->error = error;
+    next = std::move(s);
+  } while (!calibration_.compare_exchange_weak(now, next));
 }
 
 namespace {

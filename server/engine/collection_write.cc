@@ -2,7 +2,6 @@
 // indexes' declarations and builds.
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -13,12 +12,8 @@
 
 namespace zoom::server {
 
-bool Collection::FieldBuildRunning(const std::string& field) {
-  absl::MutexLock b(&field_build_mu_);
-  for (const FieldBuild& f : field_builds_) {
-    if (f.field == field && !f.done->load()) return true;
-  }
-  return false;
+bool Collection::FieldBuildRunning(const std::string& field) const {
+  return jobs_->Active(JobKey(absl::StrCat("field/", field)));
 }
 
 absl::Status Collection::CreateFieldIndex(const std::string& field, FieldIndexType type,
@@ -54,25 +49,19 @@ absl::Status Collection::CreateFieldIndex(const std::string& field, FieldIndexTy
     generation = Current()->DeclareField(field, type);
   }
   if (!background) return BuildFieldIndex(field, generation);
-  absl::MutexLock b(&field_build_mu_);
-  // Builds that ended are joined here (and the rest at destruction).
-  for (auto it = field_builds_.begin(); it != field_builds_.end();) {
-    if (it->done->load()) {
-      it->thread.join();
-      it = field_builds_.erase(it);
-    } else {
-      ++it;
-    }
+  // After a build of the field that still runs (of a declaration deleted
+  // since: it ends at its next step), as a job of its own.
+  JobRunner::Job job;
+  job.key = JobKey(absl::StrCat("field/", field));
+  job.group = jobs_group_;
+  job.priority = JobRunner::Priority::kUser;
+  job.run = [this, field, generation] {
+    return BuildFieldIndex(field, generation);  // logged; filters scan meanwhile
+  };
+  if (!jobs_->Submit(std::move(job))) {
+    return absl::UnavailableError("the server is stopping: the payload index is built at the "
+                                  "next start");
   }
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  FieldBuild build;
-  build.field = field;
-  build.done = done;
-  build.thread = std::thread([this, field, generation, done] {
-    BuildFieldIndex(field, generation).IgnoreError();  // logged; filters scan meanwhile
-    done->store(true);
-  });
-  field_builds_.push_back(std::move(build));
   return absl::OkStatus();
 }
 
@@ -123,16 +112,6 @@ absl::Status Collection::DeleteFieldIndex(const std::string& field) {
   return absl::OkStatus();
 }
 
-void Collection::JoinFieldBuilds() {
-  stopping_ = true;
-  std::vector<FieldBuild> builds;
-  {
-    absl::MutexLock b(&field_build_mu_);
-    builds.swap(field_builds_);
-  }
-  for (FieldBuild& b : builds) b.thread.join();
-  stopping_ = false;
-}
 // ---- Writes ------------------------------------------------------------------
 
 absl::Status Collection::SetLogPosition(uint64_t position) {

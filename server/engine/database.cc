@@ -28,6 +28,8 @@ namespace {
 
 // Catalog names of restores in progress: "<target>~restoring~<n>".
 constexpr char kRestoringMark[] = "~restoring~";
+// The job group of the database's own jobs (the maintenance tick).
+constexpr char kDatabaseJobs[] = "database";
 
 absl::Status ValidateSnapshotName(const std::string& name) {
   if (name.empty() || name.size() > 128) {
@@ -72,6 +74,16 @@ absl::StatusOr<SnapshotInfo> ReadInfo(const std::string& path) {
 absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& options) {
   std::unique_ptr<Database> db(new Database());
   db->options_ = options;
+  // One runner for every collection's background work (a runner given in
+  // the options, e.g. shared by tests, is used as is).
+  if (db->options_.collection.jobs == nullptr) {
+    JobRunner::Options jo;
+    jo.threads = options.job_threads;
+    jo.retry_base = options.collection.maintenance_retry_base;
+    jo.retry_max = options.collection.maintenance_retry_max;
+    db->options_.collection.jobs = std::make_shared<JobRunner>(jo);
+  }
+  db->jobs_ = db->options_.collection.jobs;
   std::error_code ec;
   fs::create_directories(fs::path(options.data_dir) / "collections", ec);
   if (ec) {
@@ -107,7 +119,7 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& 
       continue;
     }
     // Past the cache budget (lowered since), a collection gets what is left.
-    CollectionOptions copts = options.collection;
+    CollectionOptions copts = db->options_.collection;
     const uint64_t in_use = db->CacheBytesInUseLocked(nullptr);
     const uint64_t left = options.max_total_cache_bytes - std::min(in_use, options.max_total_cache_bytes);
     copts.max_cache_bytes = std::min(copts.max_cache_bytes, left);
@@ -126,10 +138,16 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& 
              IndexStateName(info.index_state));
     db->collections_[rec.name] = std::shared_ptr<Collection>(std::move(*c));
   }
+  db->ScheduleTick();
   return db;
 }
 
 Database::~Database() {
+  // The tick first (it lists the collections under mu_), then any tick it
+  // queued before it saw closing_.
+  closing_ = true;
+  jobs_->CancelGroup(kDatabaseJobs, /*wait=*/true);
+  jobs_->CancelGroup(kDatabaseJobs, /*wait=*/false);
   absl::MutexLock lock(&mu_);
   // Every build ends before the metadata store goes, whoever still holds a
   // collection (a waiting call's callback).
@@ -141,7 +159,24 @@ Database::~Database() {
   metadata_.reset();
 }
 
+void Database::ScheduleTick() {
+  if (closing_ || options_.maintenance_interval <= absl::ZeroDuration()) return;
+  JobRunner::Job tick;
+  tick.key = "database/maintenance";
+  tick.group = kDatabaseJobs;
+  tick.priority = JobRunner::Priority::kAuto;
+  tick.not_before = absl::Now() + options_.maintenance_interval;
+  tick.run = [this] {
+    RunMaintenance();
+    ScheduleTick();
+    return absl::OkStatus();
+  };
+  jobs_->Submit(std::move(tick));
+}
+
 void Database::StopBackgroundWork() {
+  closing_ = true;
+  jobs_->CancelGroup(kDatabaseJobs, /*wait=*/false);
   absl::MutexLock lock(&mu_);
   for (const auto& [name, c] : collections_) c->StopBackgroundWork();
 }

@@ -14,6 +14,7 @@
 #ifndef ZOOM_SERVER_ENGINE_DATABASE_H_
 #define ZOOM_SERVER_ENGINE_DATABASE_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/engine/collection.h"
+#include "server/engine/job_runner.h"
 #include "storage/metadata_store.h"
 
 namespace zoom::server {
@@ -48,6 +50,12 @@ struct DatabaseOptions {
   // Snapshots live in SNAPSHOTS_DIR/<collection>/<name>.zsnap ("" =
   // DATA_DIR/snapshots).
   std::string snapshots_dir;
+  // The maintenance tick (RunMaintenance) runs as a job every this long
+  // (0: never; zoomd runs it every --maintenance interval of its own).
+  absl::Duration maintenance_interval = absl::ZeroDuration();
+  // Threads of the database's JobRunner: index builds and their
+  // calibrations, payload index builds, the maintenance tick.
+  int job_threads = 4;
 };
 
 // The fullview reads' backend: "io_uring" or "pread", and why not io_uring
@@ -124,6 +132,7 @@ class Database {
   // (Collection::MaybeStartCalibration, in the background) and compacts the collections whose dead records passed the thresholds
   // (Collection::NeedsCompaction), one after another. Returns how many it
   // compacted.
+  // zoomd runs it every DatabaseOptions::maintenance_interval, as a job.
   int RunMaintenance();
   // The server stops: every collection's builds, compactions and
   // calibrations stop at their next cancellation point and none starts
@@ -148,7 +157,14 @@ class Database {
   std::string snapshots_dir_;
   // Removes what a killed snapshot or upload staged (at Open).
   void RemoveStagingLeftovers() const;
+  // Queues the next maintenance tick (unless the database closes).
+  void ScheduleTick();
+
   std::unique_ptr<storage::MetadataStore> metadata_;
+  // The background work of every collection (options_.collection.jobs);
+  // outlives them (they hold it too).
+  std::shared_ptr<JobRunner> jobs_;
+  std::atomic<bool> closing_{false};
   mutable absl::Mutex mu_;  // guards collections_; serialises create/drop
   std::map<std::string, std::shared_ptr<Collection>> collections_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,7 +1,7 @@
 // File: server/engine/index_builder.h
 //
-// Index builds for a collection's segments, and the one background task
-// that runs them.
+// Index builds for a collection's segments (they run as jobs on the
+// database's JobRunner: job_runner.h).
 //
 // BuildIndexOver: trains and builds the preview over rows [0, n) of
 // `vectors` (the segment's records in id order), on the live ones only,
@@ -9,9 +9,6 @@
 // older zoomd may break it: FailedPrecondition naming it, never a FAISS
 // abort). Allocation failure and exceptions become a Status: a build runs
 // on a background thread and must never take the process down.
-//
-// MaintenanceTask: one background job at a time (a build), with
-// condition-variable waits and completion callbacks; no polling.
 #ifndef ZOOM_SERVER_ENGINE_INDEX_BUILDER_H_
 #define ZOOM_SERVER_ENGINE_INDEX_BUILDER_H_
 
@@ -19,13 +16,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "index/vector_index.h"
 #include "server/engine/collection_config.h"
 #include "server/engine/segment.h"
@@ -53,41 +47,6 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     const CollectionConfig& config, int threads, const Segment& segment, uint64_t n,
     std::atomic<double>* progress, index::StreamingBuildTimes* times = nullptr,
     const index::VectorIndex* trained_from = nullptr, const std::atomic<bool>* cancel = nullptr);
-
-class MaintenanceTask {
- public:
-  MaintenanceTask() = default;
-  // Join()s.
-  ~MaintenanceTask();
-  // Waits for a running job's thread to end, callbacks included (on the
-  // job's own thread, which cannot join itself: detaches it).
-  void Join();
-  MaintenanceTask(const MaintenanceTask&) = delete;
-  MaintenanceTask& operator=(const MaintenanceTask&) = delete;
-
-  // Runs `work` on a new thread, unless a job runs (false). Its status is
-  // handed to the waiters when it ends.
-  bool TryStart(std::function<absl::Status()> work);
-  bool running() const { return running_.load(); }
-  // Calls done(status of the job) once none runs: at once (on this thread)
-  // when none does, else on the job's thread as it ends. Never blocks.
-  void WhenDone(std::function<void(absl::Status)> done);
-  // Blocks until no job runs; the last job's status.
-  absl::Status Wait();
-  // The last job's status (OK before any).
-  absl::Status last_status() const;
-  // Sets the status a new task starts with (a failure found at open).
-  void set_last_status(absl::Status st);
-
- private:
-  std::atomic<bool> running_{false};
-  absl::Mutex thread_mu_;  // start, join, destroy
-  std::thread thread_ ABSL_GUARDED_BY(thread_mu_);
-  mutable absl::Mutex mu_;
-  absl::CondVar done_;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::function<void(absl::Status)>> waiters_ ABSL_GUARDED_BY(mu_);
-};
 
 }  // namespace zoom::server
 

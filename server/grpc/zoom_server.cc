@@ -232,7 +232,6 @@ absl::Status ZoomServer::Start() {
   if (service_ != nullptr) service_->RefreshCollectionMetrics();
   if (db_ != nullptr) {
     housekeeping_ = std::thread([this] { Housekeeping(); });
-    maintenance_ = std::thread([this] { Maintenance(); });
   }
   started_ = true;
   {
@@ -278,7 +277,10 @@ absl::Status ZoomServer::Start() {
 absl::Status ZoomServer::StartLocal(grpc::ServerBuilder& builder, std::string* io_note) {
   // Every collection is recovered before the port opens, so a health check
   // that gets an answer sees SERVING only with all collections loaded.
-  ZOOM_ASSIGN_OR_RETURN(db_, Database::Open(options_.database));
+  // The maintenance tick runs on the database's job runner.
+  DatabaseOptions db_options = options_.database;
+  db_options.maintenance_interval = options_.maintenance_interval;
+  ZOOM_ASSIGN_OR_RETURN(db_, Database::Open(db_options));
   // What the collections' readers use (a fallback to pread included), said
   // in the start line: a container's seccomp profile refusing io_uring is
   // the usual reason (deploy/README.md).
@@ -520,16 +522,6 @@ void ZoomServer::Housekeeping() {
   }
 }
 
-void ZoomServer::Maintenance() {
-  absl::Time next = absl::Now() + options_.maintenance_interval;
-  while (!stopping_.load()) {
-    absl::SleepFor(absl::Milliseconds(50));
-    if (absl::Now() < next) continue;
-    db_->RunMaintenance();
-    next = absl::Now() + options_.maintenance_interval;
-  }
-}
-
 void ZoomServer::Shutdown(absl::Duration grace) {
   if (!started_) return;
   started_ = false;
@@ -544,7 +536,6 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   pool_->Stop();
   stopping_ = true;
   if (housekeeping_.joinable()) housekeeping_.join();
-  if (maintenance_.joinable()) maintenance_.join();
   // Replicas stop applying before the database closes; the node's record
   // leaves the cluster's bucket (a clean leave).
   joined_ = nullptr;

@@ -205,7 +205,6 @@ class ZoomServer {
  private:
   void Housekeeping();
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials() const;
-  void Maintenance();
   // The services of each role, registered on `builder`; `io_note`: what the
   // start line says of the fullview's reads.
   absl::Status StartLocal(grpc::ServerBuilder& builder, std::string* io_note);
@@ -237,7 +236,6 @@ class ZoomServer {
   std::unique_ptr<ConnectionGate> gate_;  // null on a unix: address
   std::unique_ptr<grpc::Server> server_;
   std::thread housekeeping_;
-  std::thread maintenance_;
   std::atomic<bool> stopping_{false};
   int grpc_port_ = 0;
   mutable absl::Mutex io_backend_mu_;

@@ -21,6 +21,7 @@
 #include "server/engine/id_map.h"
 #include "server/engine/id_tracker.h"
 #include "server/engine/index_builder.h"
+#include "server/engine/job_runner.h"
 #include "server/engine/key_value_text.h"
 #include "server/engine/payload_fields.h"
 #include "server/engine/query.h"
@@ -530,38 +531,193 @@ TEST(ExternalIdMapTest, BytesPerEntryByBlockKind) {
   EXPECT_EQ(runs.size(), n - 1);
 }
 
-// ---- MaintenanceTask ---------------------------------------------------------
+// ---- JobRunner ---------------------------------------------------------------
 
-TEST(MaintenanceTaskTest, OneJobAtATimeWithWaitersAndCallbacks) {
-  MaintenanceTask task;
-  EXPECT_OK(task.Wait());  // none ran: OK at once
-  absl::Notification release;
-  ASSERT_TRUE(task.TryStart([&] {
+JobRunner::Job MakeJob(std::string key, std::function<absl::Status()> run,
+                       JobRunner::Priority priority = JobRunner::Priority::kAuto,
+                       std::string group = "g") {
+  JobRunner::Job job;
+  job.key = std::move(key);
+  job.group = std::move(group);
+  job.priority = priority;
+  job.run = std::move(run);
+  return job;
+}
+
+// (Was MaintenanceTaskTest: the collection's background work moved onto
+// the database's JobRunner; the same guarantees, per key.)
+TEST(JobRunnerTest, OneJobOfAKeyAtATimeWithWaitersAndCallbacks) {
+  JobRunner runner(JobRunner::Options{});
+  EXPECT_OK(runner.Wait("build"));  // none ran: OK at once
+  absl::Notification release, started;
+  ASSERT_TRUE(runner.TrySubmit(MakeJob("build", [&] {
+    started.Notify();
     release.WaitForNotification();
     return absl::InternalError("job failed");
-  }));
-  EXPECT_TRUE(task.running());
-  EXPECT_FALSE(task.TryStart([] { return absl::OkStatus(); }));  // one at a time
+  })));
+  EXPECT_TRUE(runner.Active("build"));
+  EXPECT_FALSE(runner.TrySubmit(MakeJob("build", [] { return absl::OkStatus(); })));
   absl::Notification called;
   absl::Status seen;
-  task.WhenDone([&](absl::Status st) {
+  runner.WhenDone("build", [&](absl::Status st) {
     seen = st;
     called.Notify();
   });
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(absl::Seconds(60)));
   EXPECT_FALSE(called.HasBeenNotified());  // the job waits for `release`
   release.Notify();
-  EXPECT_THAT(task.Wait(), StatusIs(absl::StatusCode::kInternal, HasSubstr("job failed")));
+  EXPECT_THAT(runner.Wait("build"), StatusIs(absl::StatusCode::kInternal, HasSubstr("job failed")));
   ASSERT_TRUE(called.WaitForNotificationWithTimeout(absl::Seconds(60)));
   EXPECT_THAT(seen, StatusIs(absl::StatusCode::kInternal));
-  EXPECT_FALSE(task.running());
+  EXPECT_FALSE(runner.Active("build"));
+  EXPECT_THAT(runner.LastStatus("build"), StatusIs(absl::StatusCode::kInternal));
   // Done: a new waiter is called at once, with the last status.
   bool at_once = false;
-  task.WhenDone([&](absl::Status st) { at_once = !st.ok(); });
+  runner.WhenDone("build", [&](absl::Status st) { at_once = !st.ok(); });
   EXPECT_TRUE(at_once);
   // And the next job starts.
-  ASSERT_TRUE(task.TryStart([] { return absl::OkStatus(); }));
-  EXPECT_OK(task.Wait());
-  task.Join();
+  ASSERT_TRUE(runner.TrySubmit(MakeJob("build", [] { return absl::OkStatus(); })));
+  EXPECT_OK(runner.Wait("build"));
+}
+
+TEST(JobRunnerTest, SubmitQueuesBehindTheRunningJobOfItsKeyAndReplacesAWaitingOne) {
+  JobRunner runner(JobRunner::Options{});
+  absl::Notification release, started;
+  std::atomic<int> ran{0};
+  ASSERT_TRUE(runner.Submit(MakeJob("field/a", [&] {
+    started.Notify();
+    release.WaitForNotification();
+    ran.fetch_add(1);
+    return absl::OkStatus();
+  })));
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  // Two more while it runs: the second replaces the first (one waits).
+  ASSERT_TRUE(runner.Submit(MakeJob("field/a", [&] {
+    ran.fetch_add(10);
+    return absl::OkStatus();
+  })));
+  ASSERT_TRUE(runner.Submit(MakeJob("field/a", [&] {
+    ran.fetch_add(100);
+    return absl::OkStatus();
+  })));
+  release.Notify();
+  EXPECT_OK(runner.Wait("field/a"));
+  EXPECT_EQ(ran.load(), 101);
+}
+
+TEST(JobRunnerTest, HigherPriorityStartsFirstAndDelayedJobsWaitForTheirTime) {
+  JobRunner::Options o;
+  o.threads = 1;
+  JobRunner runner(o);
+  absl::Notification release, started;
+  ASSERT_TRUE(runner.Submit(MakeJob("blocker", [&] {
+    started.Notify();
+    release.WaitForNotification();
+    return absl::OkStatus();
+  })));
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  absl::Mutex mu;
+  std::vector<std::string> order;
+  auto record = [&](std::string name) {
+    return [&, name] {
+      absl::MutexLock l(&mu);
+      order.push_back(name);
+      return absl::OkStatus();
+    };
+  };
+  ASSERT_TRUE(runner.Submit(MakeJob("idle", record("idle"), JobRunner::Priority::kIdle)));
+  ASSERT_TRUE(runner.Submit(MakeJob("auto", record("auto"), JobRunner::Priority::kAuto)));
+  ASSERT_TRUE(runner.Submit(MakeJob("user", record("user"), JobRunner::Priority::kUser)));
+  JobRunner::Job later = MakeJob("later", record("later"), JobRunner::Priority::kUser);
+  later.not_before = absl::InfiniteFuture();  // never due
+  ASSERT_TRUE(runner.Submit(std::move(later)));
+  release.Notify();
+  EXPECT_OK(runner.Wait("idle"));
+  {
+    absl::MutexLock l(&mu);
+    EXPECT_THAT(order, ::testing::ElementsAre("user", "auto", "idle"));
+  }
+  EXPECT_TRUE(runner.Active("later"));  // still waiting for its time
+  // A past time is due at once.
+  JobRunner::Job due = MakeJob("due", record("due"));
+  due.not_before = absl::InfinitePast();
+  ASSERT_TRUE(runner.Submit(std::move(due)));
+  EXPECT_OK(runner.Wait("due"));
+}
+
+TEST(JobRunnerTest, CancelGroupDropsItsWaitingJobsAndWaitsForItsRunningOnes) {
+  JobRunner::Options o;
+  o.threads = 1;
+  JobRunner runner(o);
+  absl::Notification release, started;
+  ASSERT_TRUE(runner.Submit(MakeJob("a/build", [&] {
+    started.Notify();
+    release.WaitForNotification();
+    return absl::OkStatus();
+  }, JobRunner::Priority::kUser, "a")));
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  JobRunner::Job waiting = MakeJob("a/calibrate", [] { return absl::OkStatus(); },
+                                   JobRunner::Priority::kIdle, "a");
+  waiting.dropped = absl::UnavailableError("closing");
+  bool put_back = false;
+  waiting.on_dropped = [&] { put_back = true; };
+  ASSERT_TRUE(runner.Submit(std::move(waiting)));
+  bool other_ran = false;
+  ASSERT_TRUE(runner.Submit(MakeJob("b/build", [&] {
+    other_ran = true;
+    return absl::OkStatus();
+  }, JobRunner::Priority::kAuto, "b")));
+  absl::Status heard;
+  runner.WhenDone("a/calibrate", [&](absl::Status st) { heard = st; });
+  runner.CancelGroup("a", /*wait=*/false);
+  EXPECT_THAT(heard, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("closing")));
+  EXPECT_TRUE(put_back);
+  EXPECT_FALSE(runner.Active("a/calibrate"));
+  EXPECT_TRUE(runner.Active("a/build"));  // running: its owner stops it
+  EXPECT_TRUE(runner.Active("b/build"));  // another group's: kept
+  release.Notify();
+  runner.CancelGroup("a", /*wait=*/true);
+  EXPECT_FALSE(runner.Active("a/build"));
+  EXPECT_OK(runner.Wait("b/build"));
+  EXPECT_TRUE(other_ran);
+}
+
+TEST(JobRunnerTest, BackoffDoublesUpToItsMaximumAndClearsOnSuccess) {
+  JobRunner::Options o;
+  o.retry_base = absl::Seconds(10);
+  o.retry_max = absl::Seconds(25);
+  JobRunner runner(o);
+  EXPECT_TRUE(runner.Due("m"));
+  const absl::Time t0 = absl::Now();
+  JobRunner::Backoff b = runner.NoteResult("m", absl::InternalError("x"));
+  EXPECT_EQ(b.failures, 1u);
+  EXPECT_GE(b.retry_at, t0 + absl::Seconds(10));
+  EXPECT_FALSE(runner.Due("m"));
+  b = runner.NoteResult("m", absl::InternalError("x"));
+  EXPECT_EQ(b.failures, 2u);
+  EXPECT_GE(b.retry_at, t0 + absl::Seconds(20));
+  b = runner.NoteResult("m", absl::InternalError("x"));
+  EXPECT_EQ(b.failures, 3u);
+  EXPECT_LE(b.retry_at, absl::Now() + absl::Seconds(25));  // capped
+  EXPECT_EQ(runner.BackoffOf("m").failures, 3u);
+  b = runner.NoteResult("m", absl::OkStatus());
+  EXPECT_EQ(b.failures, 0u);
+  EXPECT_TRUE(runner.Due("m"));
+}
+
+TEST(JobRunnerTest, StoppingDropsWaitingJobsAndRefusesNewOnes) {
+  absl::Status heard;
+  {
+    JobRunner::Options o;
+    o.threads = 1;
+    JobRunner runner(o);
+    JobRunner::Job later = MakeJob("later", [] { return absl::OkStatus(); });
+    later.not_before = absl::InfiniteFuture();
+    later.dropped = absl::CancelledError("stopped");
+    ASSERT_TRUE(runner.Submit(std::move(later)));
+    runner.WhenDone("later", [&](absl::Status st) { heard = st; });
+  }
+  EXPECT_THAT(heard, StatusIs(absl::StatusCode::kCancelled, HasSubstr("stopped")));
 }
 
 // ---- ValidateQuery: the one check of a query, its messages for the client --
