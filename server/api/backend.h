@@ -12,8 +12,8 @@
 //                   clients' writes (the shards are written by their logs),
 //                   waits for session tokens
 //   ClusterBackend  a router's: the collections of a cluster, written
-//                   through their logs, read from the nodes (to come:
-//                   server/cluster/router/)
+//                   through their logs, read from the nodes
+//                   (server/cluster/router/cluster_backend.h)
 //
 // Every method answers one request: a Status with the code and message the
 // client gets (NotFound "collection 'x' does not exist", ...). A backend
@@ -102,6 +102,21 @@ class CollectionBackend {
   // #i: ..."). The answer's size is checked before anything runs.
   virtual absl::StatusOr<std::vector<SearchAnswer>> SearchBatch(
       const Call& call, const SearchBatchRequest& req) = 0;
+  // Search and SearchBatch whose answer comes to `done`, once: on this
+  // thread before the call returns, or later on another one (a router's:
+  // no thread waits while its nodes answer; `done` must then be short, it
+  // holds a gRPC thread). The request is the backend's (kept as long as it
+  // needs it); `call`'s credentials are copied, its `cancelled` flag must
+  // outlive `done`. By default the blocking call, then `done`.
+  virtual void SearchAsync(const Call& call, SearchRequest req,
+                           std::function<void(absl::StatusOr<SearchAnswer>)> done) {
+    done(Search(call, req));
+  }
+  virtual void SearchBatchAsync(
+      const Call& call, SearchBatchRequest req,
+      std::function<void(absl::StatusOr<std::vector<SearchAnswer>>)> done) {
+    done(SearchBatch(call, req));
+  }
   virtual absl::StatusOr<CountAnswer> Count(const Call& call, const CountRequest& req) = 0;
   virtual absl::StatusOr<ScrollAnswer> Scroll(const Call& call, const ScrollRequest& req) = 0;
 

@@ -1,6 +1,8 @@
 // The unary-RPC pattern of zoomd's callback services: the gRPC thread hands
 // the work to the WorkerPool and returns at once; a worker runs it and
-// finishes the call.
+// finishes the call (RunUnaryOnPool), or starts what finishes it later,
+// holding no worker meanwhile (RunDeferredOnPool: a build, a model load;
+// RunAsyncOnPool: a router's search, finished from its fan-out's `done`).
 //
 //   return RunUnaryOnPool(pool_, ctx, [this](absl::Status st, double s) { Record(...); },
 //                         [=](const std::atomic<bool>* cancelled) -> absl::Status { ... });
@@ -212,6 +214,9 @@ class PendingReply {
   template <typename R, typename W>
   friend grpc::ServerUnaryReactor* RunDeferredOnPool(WorkerPool*, grpc::CallbackServerContext*,
                                                      WorkClass, uint64_t, R, W);
+  template <typename R, typename W>
+  friend grpc::ServerUnaryReactor* RunAsyncOnPool(WorkerPool*, grpc::CallbackServerContext*,
+                                                  WorkClass, uint64_t, R, W);
   mutable absl::Mutex mu_;
   grpc::ServerUnaryReactor* call_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::function<void(const absl::Status&, double)> record_;
@@ -264,6 +269,83 @@ grpc::ServerUnaryReactor* RunDeferredOnPool(WorkerPool* pool, grpc::CallbackServ
       reply->Complete(absl::InternalError(absl::StrCat("internal error: ", e.what())));
     }
   });
+  if (!admitted.ok()) reply->Complete(admitted);
+  return call;
+}
+
+// ---- Replies from a continuation ------------------------------------------
+//
+// A call whose work starts something that answers on another thread (a
+// router's search: its fan-out's `done` runs on a gRPC callback thread):
+// the worker starts it and returns, and the continuation completes the
+// reply.
+//
+//   return RunAsyncOnPool(pool_, ctx, cls, units, record,
+//                         [=](const std::atomic<bool>* cancelled,
+//                             std::shared_ptr<PendingReply> reply) {
+//     backend->SearchAsync(..., [=](auto answer) {
+//       reply->Complete(status, [&] { fill *resp from *req and answer });
+//     });
+//   });
+//
+// Unlike RunDeferredOnPool, neither a cancellation nor the deadline finishes
+// the call: only the reply's first Complete does, which the work promises
+// (its continuation always comes: the fan-out ends by its deadline). So
+// ctx, the request and the response stay valid until then, as on a worker
+// of RunUnaryOnPool: the continuation may read the request, and write the
+// response inside `fill`. The rest is RunUnaryOnPool's: a call still
+// queued when cancelled or past its deadline is not run (QueuedCallStatus),
+// an exception escaping the work becomes INTERNAL (a Complete after that
+// does nothing), `record` is called once, before the call finishes. A call
+// still waiting for its continuation when the work returns keeps its units
+// held in the pool (WorkerPool::Hold): routed searches are shed at the
+// read queue's limit.
+template <typename Record, typename Work>
+grpc::ServerUnaryReactor* RunAsyncOnPool(WorkerPool* pool, grpc::CallbackServerContext* ctx,
+                                         WorkClass cls, uint64_t units, Record record,
+                                         Work work) {
+  // Once the work has returned to the worker without a reply (it waits
+  // for its continuation), the call's units are held in the pool until the
+  // reply (WorkerPool::Hold): admission sheds a flood as it would queued
+  // work. A reply on the worker's own thread holds nothing.
+  struct Held {
+    absl::Mutex mu;
+    bool replied ABSL_GUARDED_BY(mu) = false;
+    bool held ABSL_GUARDED_BY(mu) = false;
+  };
+  auto held = std::make_shared<Held>();
+  auto reply = std::make_shared<PendingReply>(
+      [record = std::move(record), pool, cls, units, held](const absl::Status& st,
+                                                             double s) mutable {
+        record(st, s);
+        absl::MutexLock l(&held->mu);
+        held->replied = true;
+        if (held->held) pool->Release(cls, units);
+        held->held = false;
+      });
+  auto* call = new UnaryCall();
+  {
+    absl::MutexLock l(&reply->mu_);
+    reply->call_ = call;
+  }
+  absl::Status admitted = pool->TrySubmit(
+      cls, units, DeadlineOf(ctx),
+      [ctx, call, reply, pool, cls, units, held, work = std::move(work)]() mutable {
+        if (absl::Status st = QueuedCallStatus(ctx, call->cancelled.load()); !st.ok()) {
+          reply->Complete(st);
+          return;
+        }
+        try {
+          work(&call->cancelled, reply);
+        } catch (const std::exception& e) {
+          reply->Complete(absl::InternalError(absl::StrCat("internal error: ", e.what())));
+        }
+        absl::MutexLock l(&held->mu);
+        if (!held->replied) {
+          pool->Hold(cls, units);
+          held->held = true;
+        }
+      });
   if (!admitted.ok()) reply->Complete(admitted);
   return call;
 }

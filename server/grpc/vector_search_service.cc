@@ -74,6 +74,21 @@ grpc::ServerUnaryReactor* VectorSearchService::Run(grpc::CallbackServerContext* 
                         });
 }
 
+template <typename Work>
+grpc::ServerUnaryReactor* VectorSearchService::RunAsync(grpc::CallbackServerContext* ctx,
+                                                        const char* rpc, WorkClass cls,
+                                                        uint64_t units, Work work) {
+  auto record = [this, rpc](const absl::Status& st, double seconds) { Record(rpc, st, seconds); };
+  if (absl::Status st = AuthorizeCall(auth_, *ctx, RoleFor(cls)); !st.ok()) {
+    return FinishNow(st, record);
+  }
+  return RunAsyncOnPool(pool_, ctx, cls, units, std::move(record),
+                        [ctx, work = std::move(work)](const std::atomic<bool>* cancelled,
+                                                      std::shared_ptr<PendingReply> reply) {
+                          work(CallOf(ctx, cancelled), std::move(reply));
+                        });
+}
+
 void VectorSearchService::RefreshCollectionMetrics() const {
   if (metrics_ == nullptr) return;
   absl::StatusOr<std::vector<api::CollectionDescription>> all =
@@ -260,15 +275,29 @@ grpc::ServerReadReactor<grpc::ByteBuffer>* VectorSearchService::Import(
 
 // ---- Search ------------------------------------------------------------------
 
+void VectorSearchService::FillSearch(const std::string& collection, api::SearchAnswer a,
+                                     v1::SearchResponse* resp) const {
+  if (metrics_ != nullptr && backend_->SearchesHere()) metrics_->RecordQuery(collection, a.stats);
+  api::ToProto(std::move(a), resp);
+}
+
+void VectorSearchService::FillSearchBatch(const std::string& collection,
+                                          std::vector<api::SearchAnswer> answers,
+                                          v1::SearchBatchResponse* resp) const {
+  for (api::SearchAnswer& a : answers) {
+    if (metrics_ != nullptr && backend_->SearchesHere()) {
+      metrics_->RecordQuery(collection, a.stats);
+    }
+    api::ToProto(std::move(a), resp->add_results());
+  }
+}
+
 absl::Status VectorSearchService::DoSearch(const api::Call& call, const v1::SearchRequest& req,
                                            bool degrade, v1::SearchResponse* resp) const {
   ZOOM_ASSIGN_OR_RETURN(api::SearchRequest r, api::FromProto(req, limits_));
   r.query.degrade = degrade;
   ZOOM_ASSIGN_OR_RETURN(api::SearchAnswer a, backend_->Search(call, r));
-  if (metrics_ != nullptr && backend_->SearchesHere()) {
-    metrics_->RecordQuery(req.collection(), a.stats);
-  }
-  api::ToProto(std::move(a), resp);
+  FillSearch(req.collection(), std::move(a), resp);
   return absl::OkStatus();
 }
 
@@ -278,13 +307,42 @@ absl::Status VectorSearchService::DoSearchBatch(const api::Call& call,
   ZOOM_ASSIGN_OR_RETURN(api::SearchBatchRequest r, api::FromProto(req, limits_));
   for (api::Query& q : r.queries) q.degrade = degrade;
   ZOOM_ASSIGN_OR_RETURN(std::vector<api::SearchAnswer> answers, backend_->SearchBatch(call, r));
-  for (api::SearchAnswer& a : answers) {
-    if (metrics_ != nullptr && backend_->SearchesHere()) {
-      metrics_->RecordQuery(req.collection(), a.stats);
-    }
-    api::ToProto(std::move(a), resp->add_results());
-  }
+  FillSearchBatch(req.collection(), std::move(answers), resp);
   return absl::OkStatus();
+}
+
+// The request and response stay valid until the reply completes
+// (RunAsyncOnPool), so the continuation reads and writes them in `fill`.
+void VectorSearchService::StartSearch(const api::Call& call, const v1::SearchRequest* req,
+                                      v1::SearchResponse* resp,
+                                      std::shared_ptr<PendingReply> reply) const {
+  absl::StatusOr<api::SearchRequest> r = api::FromProto(*req, limits_);
+  if (!r.ok()) return reply->Complete(r.status());
+  r->query.degrade = false;
+  backend_->SearchAsync(call, std::move(*r),
+                        [this, req, resp, reply](absl::StatusOr<api::SearchAnswer> a) {
+                          if (!a.ok()) return reply->Complete(a.status());
+                          reply->Complete(absl::OkStatus(), [&] {
+                            FillSearch(req->collection(), std::move(*a), resp);
+                          });
+                        });
+}
+
+void VectorSearchService::StartSearchBatch(const api::Call& call,
+                                           const v1::SearchBatchRequest* req,
+                                           v1::SearchBatchResponse* resp,
+                                           std::shared_ptr<PendingReply> reply) const {
+  absl::StatusOr<api::SearchBatchRequest> r = api::FromProto(*req, limits_);
+  if (!r.ok()) return reply->Complete(r.status());
+  for (api::Query& q : r->queries) q.degrade = false;
+  backend_->SearchBatchAsync(
+      call, std::move(*r),
+      [this, req, resp, reply](absl::StatusOr<std::vector<api::SearchAnswer>> answers) {
+        if (!answers.ok()) return reply->Complete(answers.status());
+        reply->Complete(absl::OkStatus(), [&] {
+          FillSearchBatch(req->collection(), std::move(*answers), resp);
+        });
+      });
 }
 
 absl::Status VectorSearchService::AnswerSearch(const v1::SearchRequest& req,
@@ -336,8 +394,12 @@ grpc::ServerUnaryReactor* VectorSearchService::Search(grpc::CallbackServerContex
       return call;
     }
   }
-  return Run(ctx, "Search", WorkClass::kRead, 1, Writes::kNo,
-             [this, req, resp](const api::Call& call) { return DoSearch(call, *req, false, resp); });
+  // On a worker, which starts the search and returns: a router's nodes
+  // answer to its fan-out, whose continuation finishes the call.
+  return RunAsync(ctx, "Search", WorkClass::kRead, 1,
+                  [this, req, resp](const api::Call& call, std::shared_ptr<PendingReply> reply) {
+                    StartSearch(call, req, resp, std::move(reply));
+                  });
 }
 
 grpc::ServerUnaryReactor* VectorSearchService::SearchBatch(grpc::CallbackServerContext* ctx,
@@ -362,10 +424,10 @@ grpc::ServerUnaryReactor* VectorSearchService::SearchBatch(grpc::CallbackServerC
           return DoSearchBatch(CallOf(ctx, cancelled), *req, /*degrade=*/true, resp);
         });
   }
-  return Run(ctx, "SearchBatch", WorkClass::kRead, std::max(1, req->queries_size()), Writes::kNo,
-             [this, req, resp](const api::Call& call) {
-               return DoSearchBatch(call, *req, false, resp);
-             });
+  return RunAsync(ctx, "SearchBatch", WorkClass::kRead, std::max(1, req->queries_size()),
+                  [this, req, resp](const api::Call& call, std::shared_ptr<PendingReply> reply) {
+                    StartSearchBatch(call, req, resp, std::move(reply));
+                  });
 }
 
 grpc::ServerUnaryReactor* VectorSearchService::Count(grpc::CallbackServerContext* ctx,

@@ -7,7 +7,10 @@
 // on the SSD or on other servers), converts the proto into a checked request
 // (server/api/convert.h: the server's limits, applied once), runs it on the
 // backend, converts the answer back and maps absl::Status to the same gRPC
-// code with the message. Every RPC is counted in Metrics.
+// code with the message. Every RPC is counted in Metrics. Search and
+// SearchBatch start the backend's SearchAsync on a worker and return it:
+// the answer finishes the call from wherever it comes (a router's fan-out:
+// a gRPC callback thread; a local backend: the worker, at once).
 //
 // Thread safety: gRPC calls the handlers from many threads; the service has
 // no mutable state of its own. The backend, Metrics (may be null) and pool
@@ -17,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +34,8 @@
 #include "zoom/v1/zoom.grpc.pb.h"
 
 namespace zoom::server {
+
+class PendingReply;  // unary_call.h
 
 // Import is a raw method (grpc::ByteBuffer messages, parsed here): gRPC's
 // typed streaming handler reports a message that does not parse like the
@@ -139,6 +145,11 @@ class VectorSearchService final
   template <typename Work>
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* ctx, const char* rpc,
                                 WorkClass cls, uint64_t units, Writes writes, Work work);
+  // Runs `work(call, reply)` on the pool; the RPC finishes at the reply's
+  // Complete, on whichever thread calls it (unary_call.h RunAsyncOnPool).
+  template <typename Work>
+  grpc::ServerUnaryReactor* RunAsync(grpc::CallbackServerContext* ctx, const char* rpc,
+                                     WorkClass cls, uint64_t units, Work work);
 
   // A Search on this thread (load shedding, an idle server's preview).
   grpc::ServerUnaryReactor* SearchHere(grpc::CallbackServerContext* ctx,
@@ -148,6 +159,18 @@ class VectorSearchService final
                         v1::SearchResponse* resp) const;
   absl::Status DoSearchBatch(const api::Call& call, const v1::SearchBatchRequest& req,
                              bool degrade, v1::SearchBatchResponse* resp) const;
+  // A search started on the backend (SearchAsync) whose answer completes
+  // `reply`: no thread waits for it.
+  void StartSearch(const api::Call& call, const v1::SearchRequest* req, v1::SearchResponse* resp,
+                   std::shared_ptr<PendingReply> reply) const;
+  void StartSearchBatch(const api::Call& call, const v1::SearchBatchRequest* req,
+                        v1::SearchBatchResponse* resp, std::shared_ptr<PendingReply> reply) const;
+  // An answer into the response, its stats into Metrics (where the search
+  // ran here).
+  void FillSearch(const std::string& collection, api::SearchAnswer a,
+                  v1::SearchResponse* resp) const;
+  void FillSearchBatch(const std::string& collection, std::vector<api::SearchAnswer> answers,
+                       v1::SearchBatchResponse* resp) const;
 
   api::CollectionBackend* backend_;
   Metrics* metrics_;

@@ -66,9 +66,10 @@ absl::Status WorkerPool::TrySubmit(WorkClass cls, uint64_t units, absl::Time dea
   if (stopping_) return absl::UnavailableError("the server is shutting down");
   ClassState& c = classes_[i];
   const uint64_t cap = options_.limits[i].max_queued_units;
-  if (c.queued_units > 0 && c.queued_units + units > cap) {
+  const uint64_t waiting = c.queued_units + c.held_units;
+  if (waiting > 0 && waiting + units > cap) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the server is overloaded: its ", WorkClassName(cls), " queue holds ", c.queued_units,
+        "the server is overloaded: its ", WorkClassName(cls), " queue holds ", waiting,
         " of ", cap, " units (this request is ", units,
         "); retry with backoff, or send smaller requests"));
   }
@@ -86,6 +87,22 @@ absl::Status WorkerPool::TrySubmit(WorkClass cls, uint64_t units, absl::Time dea
   c.queue.push_back({units, std::move(task)});
   c.queued_units += units;
   return absl::OkStatus();
+}
+
+void WorkerPool::Hold(WorkClass cls, uint64_t units) {
+  absl::MutexLock lock(&mu_);
+  classes_[static_cast<int>(cls)].held_units += std::max<uint64_t>(units, 1);
+}
+
+void WorkerPool::Release(WorkClass cls, uint64_t units) {
+  absl::MutexLock lock(&mu_);
+  ClassState& c = classes_[static_cast<int>(cls)];
+  c.held_units -= std::min(c.held_units, std::max<uint64_t>(units, 1));
+}
+
+uint64_t WorkerPool::held_units(WorkClass cls) const {
+  absl::MutexLock lock(&mu_);
+  return classes_[static_cast<int>(cls)].held_units;
 }
 
 bool WorkerPool::TryBeginInline(WorkClass cls) {

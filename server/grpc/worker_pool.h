@@ -91,6 +91,13 @@ class WorkerPool {
   // not feed the class's time per unit: they are short by choice, and the
   // estimate is for the work that queues.
   bool TryBeginInline(WorkClass cls);
+  // Work a task started that goes on without a worker (a router's search
+  // waiting for its nodes): its units count against the class's queue
+  // limit from Hold until Release, so that a flood of such calls is shed
+  // as queued work is (ResourceExhausted), not held without bound.
+  void Hold(WorkClass cls, uint64_t units);
+  void Release(WorkClass cls, uint64_t units);
+  uint64_t held_units(WorkClass cls) const;
   void EndInline(WorkClass cls);
   // Inline runs so far (metrics, tests).
   uint64_t inline_runs() const;
@@ -108,6 +115,7 @@ class WorkerPool {
   struct ClassState {
     std::deque<Task> queue;
     uint64_t queued_units = 0;
+    uint64_t held_units = 0;  // Hold .. Release
     int running = 0;
     double unit_us = 0;  // moving average of the time per unit
   };

@@ -165,7 +165,10 @@ struct ServerOptions {
     absl::Duration log_hold = absl::Hours(1);
     // How long a node's search waits for a session's writes to apply.
     absl::Duration max_session_wait = absl::Seconds(1);
-    int router_threads = 64;  // a router's handlers wait on nodes, not cores
+    // A router's workers: its searches hold none while the nodes answer
+    // (their units stay held in the read queue's limit, WorkerPool::Hold);
+    // its other reads and admin calls wait on nodes, not cores.
+    int router_threads = 64;
     router::RouterOptions router;  // its other knobs (the names above win)
     // A node fetches a peer's shard snapshot with it (zoomd's main: over
     // gRPC, DownloadSnapshot); empty: shards start empty and replay.

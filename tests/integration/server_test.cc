@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "client/zoom_client.h"
 #include "common/status_macros.h"
@@ -1373,6 +1374,31 @@ TEST(WorkerPoolTest, InlineRunsOnlyWhenNothingWaitsAndCountAgainstTheCap) {
   EXPECT_EQ(pool.inline_runs(), 2u);
   server::WorkerPool plain(2);
   EXPECT_FALSE(plain.TryBeginInline(server::WorkClass::kRead));
+}
+
+// Held work (a router's search waiting for its nodes, no worker busy):
+// its units count against the class's queue limit until released, so a
+// flood is shed as queued work would be.
+TEST(WorkerPoolTest, HeldUnitsCountAgainstTheQueueLimitUntilReleased) {
+  server::WorkerPoolOptions o;
+  o.threads = 1;
+  o.limits[static_cast<int>(server::WorkClass::kRead)].max_queued_units = 10;
+  server::WorkerPool pool(o);
+  pool.Hold(server::WorkClass::kRead, 8);
+  EXPECT_EQ(pool.held_units(server::WorkClass::kRead), 8u);
+  EXPECT_THAT(pool.TrySubmit(server::WorkClass::kRead, 3, absl::InfiniteFuture(), [] {}),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("holds 8 of 10")));
+  // Another class is not held by the reads.
+  absl::Notification admin;
+  ASSERT_OK(pool.TrySubmit(server::WorkClass::kAdmin, 3, absl::InfiniteFuture(),
+                           [&] { admin.Notify(); }));
+  ASSERT_TRUE(admin.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  pool.Release(server::WorkClass::kRead, 8);
+  EXPECT_EQ(pool.held_units(server::WorkClass::kRead), 0u);
+  absl::Notification read;
+  ASSERT_OK(pool.TrySubmit(server::WorkClass::kRead, 3, absl::InfiniteFuture(),
+                           [&] { read.Notify(); }));
+  ASSERT_TRUE(read.WaitForNotificationWithTimeout(absl::Seconds(60)));
 }
 
 // An idle server answers a preview-only Search on gRPC's thread; one that

@@ -17,28 +17,6 @@ namespace {
 using cluster::ShardMap;
 using cluster::VersionedShardMap;
 
-// UNAVAILABLE naming the shards in `calls` that did not answer.
-template <typename Req, typename Resp>
-absl::Status Uncovered(const std::string& collection,
-                       const std::vector<ShardCall<Req, Resp>>& calls, uint32_t shards) {
-  std::vector<std::string> why;
-  for (const auto& sc : calls) {
-    if (sc.answered) continue;
-    why.push_back(absl::StrCat(
-        "shard ", sc.shard, " (",
-        sc.last_error.empty() ? "no answer before the deadline" : sc.last_error, ")"));
-  }
-  return absl::UnavailableError(absl::StrCat(
-      "collection ", collection, ": ", why.size(), " of ", shards,
-      " shards did not answer: ", absl::StrJoin(why, "; "),
-      ". Set allow_partial or min_coverage to accept an answer from the others"));
-}
-
-template <typename Req, typename Resp>
-bool AllAnswered(const std::vector<ShardCall<Req, Resp>>& calls) {
-  return std::all_of(calls.begin(), calls.end(), [](const auto& sc) { return sc.answered; });
-}
-
 // The catalog's words for a collection it lacks or has, as a standalone
 // says them.
 absl::Status AsStandalone(const absl::Status& st, const std::string& collection) {
@@ -339,72 +317,6 @@ absl::StatusOr<std::vector<PointData>> ClusterBackend::Get(const api::Call& call
     if (it == found.end()) continue;
     ZOOM_ASSIGN_OR_RETURN(PointData d, api::FromProto(*it->second));
     out.push_back(std::move(d));
-  }
-  return out;
-}
-
-absl::StatusOr<api::SearchAnswer> ClusterBackend::SearchOne(const api::Call& call,
-                                                            const VersionedShardMap& vm,
-                                                            const api::Query& q,
-                                                            absl::Time deadline) {
-  const ShardMap& m = vm.map;
-  auto t = core_->Topo();
-  std::map<uint32_t, uint64_t> session;
-  if (q.consistency == api::Consistency::kSession) {
-    for (const api::WriteToken& tok : q.after) {
-      session[tok.shard] = std::max(session[tok.shard], tok.sequence);
-    }
-  }
-  std::vector<ShardCall<v1::SearchRequest, v1::SearchResponse>> calls(m.shards);
-  for (uint32_t k = 0; k < m.shards; ++k) {
-    calls[k].shard = k;
-    api::ToProto(q, m.LocalName(k), &calls[k].req);
-    calls[k].candidates = core_->Candidates(*t, m, k, true, session[k]);
-  }
-  ZOOM_RETURN_IF_ERROR((core_->FanOut<v1::SearchRequest, v1::SearchResponse>(
-      m.uid, calls, deadline, call, core_->options().hedge,
-      [](v1::VectorSearch::Stub* s, grpc::ClientContext* c, const v1::SearchRequest* r,
-         v1::SearchResponse* a, std::function<void(grpc::Status)> f) {
-        s->async()->Search(c, r, a, std::move(f));
-      })));
-  std::vector<api::SearchAnswer> parts;
-  for (auto& sc : calls) {
-    if (!sc.answered) continue;
-    ZOOM_ASSIGN_OR_RETURN(api::SearchAnswer a, api::FromProto(std::move(sc.answer)));
-    parts.push_back(std::move(a));
-  }
-  if (parts.size() < m.shards) {
-    const float coverage = static_cast<float>(parts.size()) / static_cast<float>(m.shards);
-    if (!q.allow_partial && !(q.min_coverage > 0 && coverage >= q.min_coverage)) {
-      core_->Event(RouterEvent::kUnavailable);
-      return Uncovered(m.collection, calls, m.shards);
-    }
-    core_->Event(RouterEvent::kPartial);
-  }
-  return MergeSearch(m.config.metric, q.k, std::move(parts), m.shards);
-}
-
-absl::StatusOr<api::SearchAnswer> ClusterBackend::Search(const api::Call& call,
-                                                         const api::SearchRequest& req) {
-  ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, core_->MapOf(req.collection));
-  return SearchOne(call, vm, req.query, core_->ReadDeadline(call));
-}
-
-absl::StatusOr<std::vector<api::SearchAnswer>> ClusterBackend::SearchBatch(
-    const api::Call& call, const api::SearchBatchRequest& req) {
-  ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, core_->MapOf(req.collection));
-  ZOOM_RETURN_IF_ERROR(api::CheckAnswerSize(req.queries, vm.map.config.dim, limits_));
-  // Query by query, each fanned out (a shard's SearchBatch would be one
-  // call a shard; left for when it is measured to matter).
-  const absl::Time deadline = core_->ReadDeadline(call);
-  std::vector<api::SearchAnswer> out;
-  for (size_t i = 0; i < req.queries.size(); ++i) {
-    absl::StatusOr<api::SearchAnswer> a = SearchOne(call, vm, req.queries[i], deadline);
-    if (!a.ok()) {
-      return absl::Status(a.status().code(),
-                          absl::StrCat("query #", i, ": ", a.status().message()));
-    }
-    out.push_back(std::move(*a));
   }
   return out;
 }

@@ -12,13 +12,17 @@
 // A write does not read first: Delete's, SetPayload's and DeletePayload's
 // counts are the ids sent (zoom.proto says so for clustered collections).
 //
-// Reads: one replica a shard (RouterCore::FanOut: failover, hedging), each
-// with the client's deadline (default_deadline when none) less the merge
-// margin, merged over the API's types (merge.h). A search's `coverage` is
-// the share of shards that answered; short of 1 it is `degraded` and
-// returned only when the request allows it (allow_partial, or coverage >=
-// min_coverage), else UNAVAILABLE naming the shards and why. Count, Scroll,
-// Get and GetCollection need every shard.
+// Reads: one replica a shard (the router's fan-out, fan_out.h: failover,
+// hedging), each with the client's deadline (default_deadline when none)
+// less the merge margin, merged over the API's types (merge.h). Search and
+// SearchBatch are completion-driven (SearchAsync, SearchBatchAsync: no
+// thread waits while the nodes answer; the merge runs in the fan-out's
+// continuation, a batch's next query starts there); their blocking forms
+// wait for those. The other reads block their caller's thread. A search's
+// `coverage` is the share of shards that answered; short of 1 it is
+// `degraded` and returned only when the request allows it (allow_partial,
+// or coverage >= min_coverage), else UNAVAILABLE naming the shards and why.
+// Count, Scroll, Get and GetCollection need every shard.
 //
 // Scroll: each shard's page from the offset, merged by id. Compact and
 // BuildIndex: every live replica, its own files. Delete by filter: the ids
@@ -28,6 +32,7 @@
 #ifndef ZOOM_SERVER_CLUSTER_ROUTER_CLUSTER_BACKEND_H_
 #define ZOOM_SERVER_CLUSTER_ROUTER_CLUSTER_BACKEND_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +81,11 @@ class ClusterBackend final : public api::CollectionBackend {
                                            const api::SearchRequest& req) override;
   absl::StatusOr<std::vector<api::SearchAnswer>> SearchBatch(
       const api::Call& call, const api::SearchBatchRequest& req) override;
+  void SearchAsync(const api::Call& call, api::SearchRequest req,
+                   std::function<void(absl::StatusOr<api::SearchAnswer>)> done) override;
+  void SearchBatchAsync(
+      const api::Call& call, api::SearchBatchRequest req,
+      std::function<void(absl::StatusOr<std::vector<api::SearchAnswer>>)> done) override;
   absl::StatusOr<api::CountAnswer> Count(const api::Call& call,
                                          const api::CountRequest& req) override;
   absl::StatusOr<api::ScrollAnswer> Scroll(const api::Call& call,
@@ -114,9 +124,14 @@ class ClusterBackend final : public api::CollectionBackend {
   // Every shard's info merged (UNAVAILABLE without all of them).
   absl::StatusOr<api::CollectionDescription> Info(const cluster::VersionedShardMap& vm,
                                                   absl::Time deadline, const api::Call& call);
-  absl::StatusOr<api::SearchAnswer> SearchOne(const api::Call& call,
-                                              const cluster::VersionedShardMap& vm,
-                                              const api::Query& q, absl::Time deadline);
+  // One query over every shard (cluster_backend_search.cc); `done` as
+  // SearchAsync's.
+  void SearchOne(const api::Call& call, const cluster::VersionedShardMap& vm,
+                 const api::Query& q, absl::Time deadline,
+                 std::function<void(absl::StatusOr<api::SearchAnswer>)> done);
+  // A SearchBatch's queries, one after another from b->next.
+  struct Batch;
+  void RunBatch(std::shared_ptr<Batch> b);
   absl::StatusOr<api::CountAnswer> CountIn(const cluster::VersionedShardMap& vm,
                                            const api::CountRequest& req, absl::Time deadline,
                                            const api::Call& call);

@@ -48,17 +48,6 @@ struct RouterCore::ShardLatency {
   }
 };
 
-RouterCore::RouterCore(RouterOptions options, RouterHooks hooks)
-    : opt_(std::move(options)), hooks_(std::move(hooks)) {}
-
-RouterCore::~RouterCore() {
-  {
-    absl::MutexLock l(&topo_mu_);
-    stopping_ = true;
-  }
-  if (refresher_.joinable()) refresher_.join();
-}
-
 absl::StatusOr<std::unique_ptr<RouterCore>> RouterCore::Create(RouterOptions options,
                                                                RouterHooks hooks) {
   std::unique_ptr<RouterCore> core(new RouterCore(std::move(options), std::move(hooks)));
@@ -158,6 +147,44 @@ std::shared_ptr<Stub> RouterCore::StubOf(const std::string& address) {
 }
 template std::shared_ptr<v1::VectorSearch::Stub> RouterCore::StubOf(const std::string&);
 template std::shared_ptr<v1::Decoder::Stub> RouterCore::StubOf(const std::string&);
+
+class RouterCore::Env final : public FanOutEnv {
+ public:
+  explicit Env(RouterCore* core) : core_(core) {}
+  std::shared_ptr<v1::VectorSearch::Stub> SearchStub(const std::string& address) override {
+    return core_->StubOf<v1::VectorSearch::Stub>(address);
+  }
+  std::shared_ptr<v1::Decoder::Stub> DecoderStub(const std::string& address) override {
+    return core_->StubOf<v1::Decoder::Stub>(address);
+  }
+  void Started(const std::string& node) override { core_->Started(node); }
+  void Finished(const std::string& node, uint64_t uid, uint32_t shard, double us, bool ok,
+                bool counted_latency, bool suspect) override {
+    core_->Finished(node, uid, shard, us, ok, counted_latency, suspect);
+  }
+  absl::Duration HedgeDelay(uint64_t uid, uint32_t shard) override {
+    return core_->HedgeDelay(uid, shard);
+  }
+  void Event(RouterEvent e) override { core_->Event(e); }
+  void MarkStale() override { core_->MarkStale(); }
+
+ private:
+  RouterCore* core_;
+};
+
+RouterCore::RouterCore(RouterOptions options, RouterHooks hooks)
+    : opt_(std::move(options)),
+      hooks_(std::move(hooks)),
+      env_(std::make_unique<Env>(this)),
+      fan_out_(std::make_unique<router::FanOut>(env_.get(), opt_.merge_margin)) {}
+
+RouterCore::~RouterCore() {
+  {
+    absl::MutexLock l(&topo_mu_);
+    stopping_ = true;
+  }
+  if (refresher_.joinable()) refresher_.join();
+}
 
 std::shared_ptr<RouterCore::NodeStats> RouterCore::StatsOf(const std::string& node) {
   absl::MutexLock l(&stats_mu_);

@@ -13,10 +13,13 @@
 //              that applied its token; then the fewest outstanding
 //              requests, then the lowest recent latency
 //   channels   one gRPC channel a node, the stubs of both services over it
-//   FanOut     one call a shard (or a node), with failover to the next
+//   fan-out    one call a shard (or a node), with failover to the next
 //              replica and (`hedge`) a second replica asked once the first
 //              has not answered after the shard's recent p95 latency; the
-//              first answer wins, the rest are cancelled
+//              first answer wins, the rest are cancelled. Completion-driven
+//              (FanOutAsync: no thread waits while the nodes answer; the
+//              state machine and its timer thread are fan_out.h's), or
+//              waited for (FanOut)
 //
 // The API is served by ClusterBackend (cluster_backend.h) through the one
 // adapter; the decoder's models by the router's Decoder service.
@@ -46,6 +49,7 @@
 #include "server/api/types.h"
 #include "server/cluster/cluster_catalog.h"
 #include "server/cluster/jetstream.h"
+#include "server/cluster/router/fan_out.h"
 #include "zoom/v1/decoder.grpc.pb.h"
 #include "zoom/v1/zoom.grpc.pb.h"
 
@@ -75,8 +79,6 @@ struct RouterOptions {
   std::shared_ptr<grpc::ChannelCredentials> node_credentials;
 };
 
-// What a router counts (the adapter maps them to its metrics).
-enum class RouterEvent { kHedge, kFailover, kPartial, kUnavailable, kMapRefresh };
 struct RouterHooks {
   std::function<void(RouterEvent)> event;
   std::function<void(int live_nodes)> live_nodes;
@@ -87,48 +89,14 @@ struct Topology {
   std::map<std::string, cluster::NodeInfo> nodes;  // live, by id
 };
 
-// A replica (or a node) a call may go to.
-struct Candidate {
-  std::string node, address;
-  uint64_t applied = 0;
-};
-
-// One call to one replica.
-template <typename Resp>
-struct Attempt {
-  grpc::ClientContext ctx;
-  Resp resp;
-  std::string node;
-  absl::Time start;
-  bool finished = false;
-};
-
-// One shard's part of a fan-out: the request, the replicas to try in
-// order, and (answered) the answer, else the last error.
-template <typename Req, typename Resp>
-struct ShardCall {
-  uint32_t shard = 0;
-  Req req;
-  std::vector<Candidate> candidates;
-  size_t next = 0;
-  int inflight = 0;
-  bool answered = false;
-  bool need_next = false;
-  bool hedged = false;
-  absl::Time hedge_at = absl::InfiniteFuture();
-  Resp answer;
-  std::string last_error;
-  grpc::StatusCode last_code = grpc::StatusCode::UNAVAILABLE;
-  std::vector<std::unique_ptr<Attempt<Resp>>> attempts;
-  bool settled() const { return answered || (inflight == 0 && next >= candidates.size()); }
-};
-
 class RouterCore {
  public:
   // Connects to NATS, opens the catalog, reads the topology once and starts
   // the refresh thread.
   static absl::StatusOr<std::unique_ptr<RouterCore>> Create(RouterOptions options,
                                                             RouterHooks hooks);
+  // REQUIRES: every fan-out's `done` ran (a server finishes its calls only
+  // from `done`: a stopped gRPC server leaves none running).
   ~RouterCore();
 
   const RouterOptions& options() const { return opt_; }
@@ -172,18 +140,34 @@ class RouterCore {
   }
 
   template <typename Req, typename Resp, typename Stub = v1::VectorSearch::Stub>
-  using AsyncFn = std::function<void(Stub*, grpc::ClientContext*, const Req*, Resp*,
-                                     std::function<void(grpc::Status)>)>;
+  using AsyncFn = router::FanOut::Invoke<Req, Resp, Stub>;
 
   // Asks one replica of each shard in `calls` (their candidates set), with
   // failover and (`hedge`) hedging, until every shard answered or ran out
-  // of replicas, or `deadline` less the merge margin. Returns the first
+  // of replicas, or `deadline` less the merge margin; then `done(status,
+  // calls)`, once, after every attempt finished: the status is the first
   // request error (the request's fault: no failover helps), else OK; each
-  // call says whether its shard answered.
+  // call says whether its shard answered. Returns at once: `done` runs on
+  // a gRPC callback thread or the fan-out's timer thread (or on this one,
+  // before FanOutAsync returns, when no call could be started). The calls
+  // (requests included) are owned by the fan-out until `done`. See
+  // fan_out.h.
+  template <typename Req, typename Resp, typename Stub = v1::VectorSearch::Stub>
+  void FanOutAsync(uint64_t uid, std::vector<ShardCall<Req, Resp>> calls, absl::Time deadline,
+                   const api::Call& call, bool hedge,
+                   std::type_identity_t<AsyncFn<Req, Resp, Stub>> invoke,
+                   std::type_identity_t<router::FanOut::Done<Req, Resp>> done) {
+    fan_out_->Start<Req, Resp, Stub>(uid, std::move(calls), deadline, call, hedge,
+                                     std::move(invoke), std::move(done));
+  }
+  // FanOutAsync, waiting for `done` on this thread (for callers that have a
+  // thread to spend): the calls back in `calls`, the status returned.
   template <typename Req, typename Resp, typename Stub = v1::VectorSearch::Stub>
   absl::Status FanOut(uint64_t uid, std::vector<ShardCall<Req, Resp>>& calls,
                       absl::Time deadline, const api::Call& call, bool hedge,
-                      const std::type_identity_t<AsyncFn<Req, Resp, Stub>>& invoke);
+                      const std::type_identity_t<AsyncFn<Req, Resp, Stub>>& invoke) {
+    return fan_out_->Run<Req, Resp, Stub>(uid, calls, deadline, call, hedge, invoke);
+  }
 
  private:
   struct NodeStats;
@@ -197,7 +181,8 @@ class RouterCore {
   std::shared_ptr<Stub> StubOf(const std::string& address);
   std::shared_ptr<NodeStats> StatsOf(const std::string& node);
   std::shared_ptr<ShardLatency> LatencyOf(uint64_t uid, uint32_t shard);
-  // Node bookkeeping of one finished attempt (FanOut's callbacks).
+  class Env;  // the fan-out's view of the core (FanOutEnv)
+  // Node bookkeeping of one finished attempt (the fan-out's callbacks).
   void Started(const std::string& node);
   void Finished(const std::string& node, uint64_t uid, uint32_t shard, double us, bool ok,
                 bool counted_latency, bool suspect);
@@ -226,163 +211,10 @@ class RouterCore {
   std::map<std::string, std::shared_ptr<NodeStats>> node_stats_ ABSL_GUARDED_BY(stats_mu_);
   std::map<std::pair<uint64_t, uint32_t>, std::shared_ptr<ShardLatency>> latency_
       ABSL_GUARDED_BY(stats_mu_);
+  // Last: destroyed first (its timer thread joined) while the rest lives.
+  std::unique_ptr<Env> env_;
+  std::unique_ptr<router::FanOut> fan_out_;
 };
-
-// Errors that are the request's, not the replica's: every replica would
-// answer the same, so they end the call instead of a failover.
-inline bool RequestError(grpc::StatusCode c) {
-  return c == grpc::StatusCode::INVALID_ARGUMENT || c == grpc::StatusCode::OUT_OF_RANGE ||
-         c == grpc::StatusCode::PERMISSION_DENIED || c == grpc::StatusCode::UNAUTHENTICATED;
-}
-
-// ---- FanOut -------------------------------------------------------------------
-
-template <typename Req, typename Resp, typename Stub>
-absl::Status RouterCore::FanOut(uint64_t uid, std::vector<ShardCall<Req, Resp>>& calls,
-                                absl::Time deadline, const api::Call& call, bool hedge,
-                                const std::type_identity_t<AsyncFn<Req, Resp, Stub>>& invoke) {
-  const absl::Time shard_deadline = deadline - opt_.merge_margin;
-  absl::Mutex mu;
-  uint64_t events = 0;
-  absl::Status request_error;
-  struct Start {
-    ShardCall<Req, Resp>* sc;
-    Attempt<Resp>* at;
-    std::string address;
-  };
-  // Under mu: the next candidate of `sc` as an attempt to start.
-  auto prepare = [&](ShardCall<Req, Resp>& sc, std::vector<Start>* out) {
-    const Candidate& c = sc.candidates[sc.next++];
-    auto at = std::make_unique<Attempt<Resp>>();
-    at->node = c.node;
-    ++sc.inflight;
-    out->push_back({&sc, at.get(), c.address});
-    sc.attempts.push_back(std::move(at));
-  };
-  auto start = [&](std::vector<Start>& todo) {
-    for (Start& s : todo) {
-      Attempt<Resp>* at = s.at;
-      ShardCall<Req, Resp>* sc = s.sc;
-      at->ctx.set_deadline(absl::ToChronoTime(shard_deadline));
-      for (const auto& [key, value] : call.credentials) at->ctx.AddMetadata(key, value);
-      at->start = absl::Now();
-      Started(at->node);
-      invoke(StubOf<Stub>(s.address).get(), &at->ctx, &sc->req, &at->resp,
-             [&, at, sc, uid](grpc::Status st) {
-               const double us = absl::ToDoubleMicroseconds(absl::Now() - at->start);
-               absl::MutexLock l(&mu);
-               at->finished = true;
-               --sc->inflight;
-               ++events;
-               if (st.ok()) {
-                 Finished(at->node, uid, sc->shard, us, true, true, false);
-                 if (!sc->answered) {
-                   sc->answered = true;
-                   sc->answer = std::move(at->resp);
-                 }
-                 return;
-               }
-               if (sc->answered) {  // a hedge's loser: slow, counted so
-                 Finished(at->node, uid, sc->shard, us, true, false, false);
-                 return;
-               }
-               const bool cancelled = st.error_code() == grpc::StatusCode::CANCELLED;
-               Finished(at->node, uid, sc->shard, us, false, false,
-                        !cancelled && !RequestError(st.error_code()));
-               if (RequestError(st.error_code())) {
-                 if (request_error.ok()) {
-                   request_error = absl::Status(static_cast<absl::StatusCode>(st.error_code()),
-                                                st.error_message());
-                 }
-                 return;
-               }
-               sc->last_error =
-                   absl::StrCat(at->node, ": ",
-                                absl::StatusCodeToString(
-                                    static_cast<absl::StatusCode>(st.error_code())),
-                                " ", st.error_message());
-               sc->last_code = st.error_code();
-               if (st.error_code() == grpc::StatusCode::NOT_FOUND) MarkStale();
-               if (sc->inflight == 0) sc->need_next = true;
-             });
-    }
-  };
-
-  std::vector<Start> todo;
-  {
-    absl::MutexLock l(&mu);
-    for (ShardCall<Req, Resp>& sc : calls) {
-      if (sc.candidates.empty()) {
-        if (sc.last_error.empty()) sc.last_error = "no serving replica";
-        continue;
-      }
-      sc.hedge_at = absl::Now() + HedgeDelay(uid, sc.shard);
-      prepare(sc, &todo);
-    }
-  }
-  start(todo);
-  for (;;) {
-    todo.clear();
-    {
-      absl::MutexLock l(&mu);
-      uint64_t seen = events;
-      for (;;) {
-        const absl::Time now = absl::Now();
-        if (!request_error.ok() || now >= shard_deadline) break;
-        bool all = true;
-        for (auto& sc : calls) all = all && sc.settled();
-        if (all) break;
-        absl::Time wake = shard_deadline;
-        for (auto& sc : calls) {
-          if (sc.answered) continue;
-          if (sc.need_next) {
-            sc.need_next = false;
-            if (sc.next < sc.candidates.size()) {
-              Event(RouterEvent::kFailover);
-              prepare(sc, &todo);
-            }
-          } else if (hedge && !sc.hedged && sc.inflight > 0 && sc.next < sc.candidates.size()) {
-            if (now >= sc.hedge_at) {
-              sc.hedged = true;
-              Event(RouterEvent::kHedge);
-              prepare(sc, &todo);
-            } else {
-              wake = std::min(wake, sc.hedge_at);
-            }
-          }
-        }
-        if (!todo.empty()) break;
-        auto changed = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) { return events != seen; };
-        mu.AwaitWithDeadline(absl::Condition(&changed), wake);
-        seen = events;
-      }
-    }
-    if (todo.empty()) break;
-    start(todo);
-  }
-  // The calls still out are cancelled; their callbacks come at once.
-  std::vector<Attempt<Resp>*> out;
-  {
-    absl::MutexLock l(&mu);
-    for (auto& sc : calls) {
-      for (auto& at : sc.attempts) {
-        if (!at->finished) out.push_back(at.get());
-      }
-    }
-  }
-  for (Attempt<Resp>* at : out) at->ctx.TryCancel();
-  {
-    absl::MutexLock l(&mu);
-    auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) {
-      for (auto& sc : calls) {
-        if (sc.inflight > 0) return false;
-      }
-      return true;
-    };
-    mu.Await(absl::Condition(&done));
-  }
-  return request_error;
-}
 
 }  // namespace zoom::server::router
 
