@@ -227,7 +227,9 @@ class Bench:
         self.client["single"].build_index("f1", wait=True)
         for name in ("f1", "cu", "f2", "f4"):
             t0 = time.monotonic()
-            self.client["router"].build_index(name, wait=True)
+            # An explicit deadline: a router before 66f8f11 gave a build
+            # without one its 10 s read default (side-by-side runs).
+            self.client["router"].build_index(name, wait=True, timeout=3600)
             say(f"built {name} through the router in {time.monotonic() - t0:.1f} s")
 
     def part_router(self) -> None:
