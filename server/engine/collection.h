@@ -11,7 +11,8 @@
 //                       writes, Search with its join, Match, Get, Scroll
 //                       (segment.h); replaced as a whole by compaction,
 //                       retired without I/O on a reader's thread
-//   MaintenanceTask     the background index build (index_builder.h)
+//   JobRunner           the database's: builds, calibrations, payload index
+//                       builds run as this collection's jobs (job_runner.h)
 //   Compactor           the copy and catch-up of a compaction (compactor.h)
 //   snapshots           WriteSnapshot / Restore (collection_snapshot.cc)
 //
@@ -35,7 +36,7 @@
 //
 // Thread safety: Search, Get and Info are const and safe from many threads,
 // also during writes, builds and compaction. Writers (Upsert, Delete,
-// Compact) are serialised inside; BuildIndex runs in a background thread.
+// Compact) are serialised inside; a build runs as a job on the JobRunner.
 #ifndef ZOOM_SERVER_ENGINE_COLLECTION_H_
 #define ZOOM_SERVER_ENGINE_COLLECTION_H_
 
