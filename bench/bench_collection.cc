@@ -148,19 +148,14 @@ absl::Status CollectionWorkload::Run(JsonLines& rep) {
                "CPU us/q"});
   for (int c : concurrency_) {
     ZOOM_ASSIGN_OR_RETURN(const RunResult r, RunQueries(ds_, k_, c, Search(false)));
-    table.Row({std::to_string(c), "in-process", Fmt(r.recall_at_10, 4), Fmt(r.qps, 0),
-               Fmt(r.p50_us, 0), Fmt(r.p99_us, 0), Fmt(r.reads_per_query, 1),
-               Fmt(r.cpu_us_per_query, 0)});
-    rep.Line({{"workload", std::string("collection")},
-              {"dataset", ds_.name},
-              {"path", std::string("in-process")},
-              {"callers", static_cast<int64_t>(c)},
-              {"recall_at_10", r.recall_at_10},
-              {"qps", r.qps},
-              {"p50_us", r.p50_us},
-              {"p99_us", r.p99_us},
-              {"reads_per_query", r.reads_per_query},
-              {"cpu_us_per_query", r.cpu_us_per_query}});
+    ServingFigures f;
+    f.recall_at_10 = r.recall_at_10;
+    f.qps = r.qps;
+    f.p50_us = r.p50_us;
+    f.p99_us = r.p99_us;
+    f.reads_per_query = r.reads_per_query;
+    f.cpu_us_per_query = r.cpu_us_per_query;
+    ServingRow("collection", ds_.name, "in-process", "in-process", c, f, table, rep);
   }
   return absl::OkStatus();
 }

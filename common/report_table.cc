@@ -83,4 +83,22 @@ absl::StatusOr<std::vector<int>> ParseIntList(const std::string& text) {
   return out;
 }
 
+void ServingRow(const std::string& workload, const std::string& dataset,
+                const std::string& path, const std::string& label, int callers,
+                const ServingFigures& f, Table& table, JsonLines& json) {
+  table.Row({std::to_string(callers), label, Fmt(f.recall_at_10, 4), Fmt(f.qps, 0),
+             Fmt(f.p50_us, 0), Fmt(f.p99_us, 0), Fmt(f.reads_per_query, 1),
+             Fmt(f.cpu_us_per_query, 0)});
+  json.Line({{"workload", workload},
+             {"dataset", dataset},
+             {"path", path},
+             {"callers", static_cast<int64_t>(callers)},
+             {"recall_at_10", f.recall_at_10},
+             {"qps", f.qps},
+             {"p50_us", f.p50_us},
+             {"p99_us", f.p99_us},
+             {"reads_per_query", f.reads_per_query},
+             {"cpu_us_per_query", f.cpu_us_per_query}});
+}
+
 }  // namespace zoom

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <utility>
 #include <variant>
@@ -81,6 +82,22 @@ class Table {
 
 // "%.*f" of `v`: Fmt(2.345, 2) == "2.35" (printf's rounding), Fmt(7, 0) == "7".
 std::string Fmt(double v, int digits = 1);
+
+// ---- The serving path's rows --------------------------------------------------------
+
+// One row of the serving-path comparison: zoombench's collection workload
+// (in process) and zoomload's grpc workload (over the wire) print and write
+// it alike, so that loadtest/grpc_overhead.py reads both halves the same way.
+struct ServingFigures {
+  double recall_at_10 = std::numeric_limits<double>::quiet_NaN();
+  double qps = 0, p50_us = 0, p99_us = 0, reads_per_query = 0, cpu_us_per_query = 0;
+};
+// The table's row (callers, `label`, recall, QPS, p50, p99, reads, CPU) and
+// the JSON line {workload, dataset, path, callers, recall_at_10, qps, p50_us,
+// p99_us, reads_per_query, cpu_us_per_query}.
+void ServingRow(const std::string& workload, const std::string& dataset,
+                const std::string& path, const std::string& label, int callers,
+                const ServingFigures& f, Table& table, JsonLines& json);
 
 // ---- Figures ----------------------------------------------------------------------
 

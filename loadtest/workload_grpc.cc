@@ -72,10 +72,7 @@ constexpr int kChannels = 64;  // one per client thread, as separate clients wou
 const char* const kParts[] = {"setup", "floor", "search", "batch"};
 
 // One pass of every query, as zoombench's RunResult has it.
-struct Figures {
-  double recall_at_10 = std::nan("");
-  double qps = 0, p50_us = 0, p99_us = 0, reads_per_query = 0, cpu_us_per_query = 0;
-};
+using Figures = ServingFigures;
 
 class GrpcWorkload : public ServerWorkload {
  public:
@@ -318,19 +315,7 @@ absl::Status GrpcWorkload::Floor(JsonLines& json) {
 
 absl::Status GrpcWorkload::SearchAt(int callers, Table& table, JsonLines& json) {
   ZOOM_ASSIGN_OR_RETURN(const Figures r, RunQueries(callers, /*preview_only=*/false));
-  table.Row({std::to_string(callers), "gRPC", Fmt(r.recall_at_10, 4), Fmt(r.qps, 0),
-             Fmt(r.p50_us, 0), Fmt(r.p99_us, 0), Fmt(r.reads_per_query, 1),
-             Fmt(r.cpu_us_per_query, 0)});
-  json.Line({{"workload", std::string("grpc")},
-             {"dataset", set_.name},
-             {"path", std::string("grpc")},
-             {"callers", static_cast<int64_t>(callers)},
-             {"recall_at_10", r.recall_at_10},
-             {"qps", r.qps},
-             {"p50_us", r.p50_us},
-             {"p99_us", r.p99_us},
-             {"reads_per_query", r.reads_per_query},
-             {"cpu_us_per_query", r.cpu_us_per_query}});
+  ServingRow("grpc", set_.name, "grpc", "gRPC", callers, r, table, json);
   return absl::OkStatus();
 }
 

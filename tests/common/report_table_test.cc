@@ -88,6 +88,30 @@ TEST(TableTest, PrintsTheHeaderAndRuleOnceThenRightAlignedRows) {
             "           a\n------------\n           x\n");  // width 12 by default
 }
 
+// Both halves of the serving comparison write the same keys in the same
+// order (loadtest/grpc_overhead.py reads them alike).
+TEST(ServingRowTest, WritesTheSameKeysForEitherPath) {
+  TempDir tmp;
+  const std::string path = tmp.File("out.json");
+  {
+    JsonLines json(path);
+    Table table({"callers", "path", "recall@10", "QPS", "p50_us", "p99_us", "reads/q", "cpu_us"});
+    ServingFigures f;
+    f.recall_at_10 = 0.92415;
+    f.qps = 1234.4;
+    f.p50_us = 800;
+    f.p99_us = 2000;
+    f.reads_per_query = 49.9;
+    f.cpu_us_per_query = 321;
+    ServingRow("grpc", "glove", "grpc", "gRPC", 4, f, table, json);
+  }
+  EXPECT_THAT(ReadFileToString(path),
+              IsOkAndHolds(std::string(
+                  "{\"workload\": \"grpc\", \"dataset\": \"glove\", \"path\": \"grpc\", "
+                  "\"callers\": 4, \"recall_at_10\": 0.92415, \"qps\": 1234.4, \"p50_us\": 800, "
+                  "\"p99_us\": 2000, \"reads_per_query\": 49.9, \"cpu_us_per_query\": 321}\n")));
+}
+
 TEST(FmtTest, FixedDigits) {
   EXPECT_EQ(Fmt(2.345, 2), "2.35");
   EXPECT_EQ(Fmt(7, 0), "7");
