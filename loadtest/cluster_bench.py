@@ -80,6 +80,19 @@ def cpu_seconds(p: Proc) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
+def context_switches(p: Proc) -> int:
+    """Voluntary + involuntary context switches of every thread of the process so far."""
+    total = 0
+    for t in pathlib.Path(f"/proc/{p.p.pid}/task").iterdir():
+        try:
+            for line in (t / "status").read_text().splitlines():
+                if "ctxt_switches:" in line:
+                    total += int(line.split()[1])
+        except OSError:  # the thread ended while we read
+            pass
+    return total
+
+
 class Bench:
     def __init__(self, a: argparse.Namespace) -> None:
         self.a = a
@@ -234,14 +247,29 @@ class Bench:
 
     def part_router(self) -> None:
         runs: Dict[str, List[dict]] = {"single": [], "router": []}
+        # Who pays: the CPU and context switches a query costs the serving
+        # process (the router, or the standalone) and the nodes.
+        procs = {"single": ["single"], "router": ["router"] + NODES}
         for i in range(self.a.runs):
             for h in ("single", "router"):
+                c0 = {n: cpu_seconds(self.procs[n]) for n in procs[h]}
+                s0 = {n: context_switches(self.procs[n]) for n in procs[h]}
                 r = self.zoomload(h, "f1")
+                q = max(1, r["ok"])
+                r["cpu_us_per_query"] = (cpu_seconds(self.procs[h]) - c0[h]) / q * 1e6
+                r["switches_per_query"] = (context_switches(self.procs[h]) - s0[h]) / q
+                r["node_cpu_us_per_query"] = sum(
+                    cpu_seconds(self.procs[n]) - c0[n] for n in procs[h][1:]) / q * 1e6
                 runs[h].append(r)
                 say(f"search f1 via {h:<6} run {i + 1}: {r['qps']:8.1f} QPS, p50 {r['p50_us']} "
                     f"us, p99 {r['p99_us']} us, recall@10 {r['recall_at_k']:.4f}, "
-                    f"errors {r['errors']}")
-        med = {h: {k: statistics.median(x[k] for x in v) for k in ("qps", "p99_us", "p50_us")}
+                    f"errors {r['errors']}; {h} {r['cpu_us_per_query']:.0f} CPU-us and "
+                    f"{r['switches_per_query']:.1f} context switches a query"
+                    + (f", nodes {r['node_cpu_us_per_query']:.0f} CPU-us" if h == "router"
+                       else ""))
+        keys = ("qps", "p99_us", "p50_us", "recall_at_k", "cpu_us_per_query",
+                "switches_per_query", "node_cpu_us_per_query")
+        med = {h: {k: round(statistics.median(x[k] for x in v), 4) for k in keys}
                for h, v in runs.items()}
         qps_ratio = med["router"]["qps"] / med["single"]["qps"]
         p99_ratio = med["router"]["p99_us"] / med["single"]["p99_us"]
