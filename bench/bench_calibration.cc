@@ -81,7 +81,7 @@ class CalibrationWorkload : public Workload {
 absl::Status CalibrationWorkload::Setup() {
   ZOOM_ASSIGN_OR_RETURN(zb_, GetZoomBuilt());
   kind_ = zb_.engine->index()->spec().kind;
-  ivf_ = kind_ == index::IndexKind::kIvfHnswPq;
+  ivf_ = ScansLists(*zb_.engine->index());
   ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
   t_ = threads.back();
   k_ = static_cast<size_t>(absl::GetFlag(FLAGS_k));

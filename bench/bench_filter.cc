@@ -70,8 +70,6 @@ ABSL_FLAG(std::string, filter_buckets, "0.5,0.1,0.01,0.001,0.0001",
 ABSL_FLAG(double, filter_budget_s, 3.0,
           "filter: a configuration stops after this many seconds (its numbers are over the "
           "queries it ran)");
-ABSL_FLAG(double, filter_two_hop_share, 0.3,
-          "filter: hnsw_pq's filtered preview walks two hops below this share (0: never)");
 ABSL_FLAG(bool, filter_baselines, true, "filter: also run hnswlib and FAISS filtered");
 ABSL_FLAG(int, filter_rounds, 5,
           "filter: the chosen configurations are measured again in this many interleaved "
@@ -221,7 +219,7 @@ absl::Status FilterWorkload::Setup() {
   // zoomd's knobs are swept like the baselines': the planner's over
   // nprobe (ivf_hnsw_pq) or ef (hnsw_pq) x K' on one thread, then its best
   // on every --threads; each forced strategy the same way.
-  zoom_sweep_ = ZoomSweep(zb_.engine->index()->spec().kind == index::IndexKind::kIvfHnswPq);
+  zoom_sweep_ = ZoomSweep(ScansLists(*zb_.engine->index()));
   return absl::OkStatus();
 }
 
@@ -277,12 +275,12 @@ QueryFn FilterWorkload::ZoomFn(const Case& c, FilterStrategy forced,
     p.ef = knobs.ef;
     p.nprobe = knobs.nprobe;
     p.rerank_candidates = knobs.rerank;
-    p.match = &match;
-    p.live_points = n_;
     p.force_strategy = forced;
-    p.filter_two_hop_share = absl::GetFlag(FLAGS_filter_two_hop_share);
-    ZOOM_RETURN_IF_ERROR(
-        zb_.engine->Search(absl::MakeConstSpan(zb_.ds->queries.row(q), zb_.ds->dim()), p, &r));
+    server::QueryContext ctx;
+    ctx.match = &match;
+    ctx.live_points = n_;
+    ZOOM_RETURN_IF_ERROR(zb_.engine->Search(
+        absl::MakeConstSpan(zb_.ds->queries.row(q), zb_.ds->dim()), p, &r, ctx));
     *st = r.stats;
     for (size_t i = 0; i < kK; ++i) {
       out[i] = i < r.hits.size() ? static_cast<int64_t>(r.hits[i].id) : -1;

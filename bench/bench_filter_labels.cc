@@ -250,7 +250,7 @@ absl::StatusOr<ZoomKnobs> DefaultKnobs(const server::SearchEngine& engine, std::
   k.rerank = c.rerank_candidates;
   k.nprobe = c.nprobe != 0 ? c.nprobe : config.default_nprobe;
   k.ef = c.ef;
-  if (kind == index::IndexKind::kHnswPq) k.ef = std::max(k.ef, k.rerank);
+  if (index::TraitsOf(engine.index()->spec()).ef_at_least_k) k.ef = std::max(k.ef, k.rerank);
   *note = absl::StrFormat(
       "calibrated (%u stored points as queries, %zu knob settings, %.1f s) for the default "
       "target %.2f: %s, calibrated recall %.4f (lower bound %.4f)%s",
@@ -429,7 +429,7 @@ absl::Status FilterLabelsWorkload::FixKnobs() {
   }
   const server::SearchParams builtin;
   fixed_["built_in"] = ZoomKnobs{builtin.ef, builtin.nprobe, builtin.rerank_candidates};
-  sweep_ = ZoomSweep(zb_.engine->index()->spec().kind == index::IndexKind::kIvfHnswPq);
+  sweep_ = ZoomSweep(ScansLists(*zb_.engine->index()));
   return absl::OkStatus();
 }
 
@@ -477,14 +477,15 @@ QueryFn FilterLabelsWorkload::ZoomFn(const Case& c, const ZoomKnobs& knobs) cons
     p.ef = knobs.ef;
     p.nprobe = knobs.nprobe;
     p.rerank_candidates = knobs.rerank;
-    p.live_points = n_;
+    server::QueryContext ctx;
+    ctx.live_points = n_;
     if (!f.empty()) {
       ZOOM_RETURN_IF_ERROR(pindex_.Evaluate(f, ids_, n_, &match));
-      p.match = &match;
+      ctx.match = &match;
     }
     const Dataset& ds = *zb_.ds;
-    ZOOM_RETURN_IF_ERROR(
-        zb_.engine->Search(absl::MakeConstSpan(ds.queries.row(sample_[q]), ds.dim()), p, &r));
+    ZOOM_RETURN_IF_ERROR(zb_.engine->Search(
+        absl::MakeConstSpan(ds.queries.row(sample_[q]), ds.dim()), p, &r, ctx));
     *st = r.stats;
     for (size_t i = 0; i < kK; ++i) {
       out[i] = i < r.hits.size() ? static_cast<int64_t>(r.hits[i].id) : -1;

@@ -49,6 +49,9 @@
 ABSL_FLAG(std::string, work_dir, "/var/tmp/zoombench",
           "Where the vector store and index files are kept between workloads");
 ABSL_FLAG(std::string, index_kind, "ivf_hnsw_pq", "hnsw_pq | ivf_hnsw_pq");
+ABSL_FLAG(double, filter_two_hop_share, 0.3,
+          "hnsw_pq's filtered preview walks two hops below this share (0: never; the "
+          "engine's index::FilterTuning)");
 ABSL_FLAG(int32_t, pq_m, 0, "PQ sub-quantisers (code bytes); 0 = dim / 2 for float, dim / 8 for uint8");
 ABSL_FLAG(int32_t, pq_nbits, 8,
           "Bits per PQ sub-quantiser: 8, or 4 (ivf_hnsw_pq's fast scan; pq_m 0 then means "
@@ -246,7 +249,10 @@ absl::StatusOr<Built*> GetBuiltFor(const std::string& dir, Metric metric, bool r
                {"resident_bytes", static_cast<int64_t>(idx->ResidentBytes())},
                {"n_vectors", static_cast<int64_t>(ds.base.rows)}});
   }
-  b->engine = std::make_unique<server::SearchEngine>(metric, std::move(store), std::move(idx));
+  server::EngineOptions options;
+  options.filter.two_hop_share = absl::GetFlag(FLAGS_filter_two_hop_share);
+  b->engine =
+      std::make_unique<server::SearchEngine>(metric, std::move(store), std::move(idx), options);
   Cache() = std::move(b);
   return Cache().get();
 }
@@ -288,7 +294,7 @@ absl::StatusOr<ConfigResult> RunConfig(Built& b, const server::SearchParams& p, 
   r.name = p.preview_only ? "zoomd_preview_only" : "zoomd";
   if (engine.index()->spec().pq.code == index::CodeKind::kRabitq) r.name += "_rabitq";
   r.dataset = ds.name;
-  const bool ivf = engine.index()->spec().kind == index::IndexKind::kIvfHnswPq;
+  const bool ivf = ScansLists(*engine.index());
   r.params = absl::StrCat(
       index::IndexKindName(engine.index()->spec().kind),
       ",m=", engine.index()->spec().pq.m, NbitsSuffix(engine.index()->spec()),
@@ -418,7 +424,7 @@ class SweepWorkload : public Workload {
 absl::Status SweepWorkload::Setup() {
   ZOOM_ASSIGN_OR_RETURN(b_, GetBuilt(false, nullptr));
   ZOOM_ASSIGN_OR_RETURN(threads_, ThreadsFlag());
-  ivf_ = b_->engine->index()->spec().kind == index::IndexKind::kIvfHnswPq;
+  ivf_ = ScansLists(*b_->engine->index());
   ZOOM_ASSIGN_OR_RETURN(efs_, ListFlag(absl::GetFlag(FLAGS_ef),
                                        ivf_ ? std::vector<int>{64}
                                             : std::vector<int>{32, 64, 128, 256}));
@@ -546,7 +552,7 @@ class LinksWorkload : public Workload {
 
 absl::Status LinksWorkload::Setup() {
   ZOOM_ASSIGN_OR_RETURN(b_, GetBuilt(false, nullptr));
-  if (b_->engine->index()->spec().kind != index::IndexKind::kHnswPq) {
+  if (ScansLists(*b_->engine->index())) {  // a graph over every point: hnsw_pq
     return absl::InvalidArgumentError(
         "links measures hnsw_pq: pass --index_kind hnsw_pq");
   }
@@ -675,7 +681,7 @@ class PipelineWorkload : public Workload {
 absl::Status PipelineWorkload::Setup() {
   ZOOM_ASSIGN_OR_RETURN(b_, GetBuilt(false, nullptr));
   ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
-  ivf_ = b_->engine->index()->spec().kind == index::IndexKind::kIvfHnswPq;
+  ivf_ = ScansLists(*b_->engine->index());
   ZOOM_ASSIGN_OR_RETURN(efs_, ListFlag(absl::GetFlag(FLAGS_ef), {64}));
   ZOOM_ASSIGN_OR_RETURN(nprobes_, ListFlag(absl::GetFlag(FLAGS_nprobe), {16}));
   ZOOM_ASSIGN_OR_RETURN(reranks_, ListFlag(absl::GetFlag(FLAGS_rerank), {20}));
@@ -933,6 +939,10 @@ const RegisterWorkload kSweep("sweep", RunSweep);
 const RegisterWorkload kCache("cache", RunWorkload<CacheWorkload>);
 
 }  // namespace
+
+bool ScansLists(const index::VectorIndex& idx) {
+  return index::TraitsOf(idx.spec()).breadth == index::KindTraits::Breadth::kNprobe;
+}
 
 absl::StatusOr<ZoomBuilt> GetZoomBuilt() {
   ZOOM_ASSIGN_OR_RETURN(Built * b, GetBuilt(/*report_build=*/true, nullptr));

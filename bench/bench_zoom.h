@@ -20,6 +20,10 @@ struct ZoomBuilt {
   std::string params;                            // the build key
 };
 
+// Whether the index's breadth knob is nprobe (lists scanned; else ef, the
+// walk's list): index::TraitsOf, so that the workloads name no kind.
+bool ScansLists(const index::VectorIndex& idx);
+
 // The engine over --dataset with the index flags (--index_kind, --pq_m,
 // ...), built or loaded from --work_dir; owned by the workloads' cache
 // (valid until another dataset or index is asked for).

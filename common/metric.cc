@@ -1,6 +1,7 @@
 #include "common/metric.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -30,6 +31,15 @@ const char* MetricName(Metric metric) {
       return "cosine";
   }
   return "unknown";
+}
+
+float Scorer::Worst() const {
+  return HigherIsBetter(metric_) ? -std::numeric_limits<float>::infinity()
+                                 : std::numeric_limits<float>::infinity();
+}
+
+bool Scorer::PrepareQuery(float* query, size_t dim) const {
+  return metric_ != Metric::kCosine || NormalizeL2(query, dim);
 }
 
 bool NormalizeL2(float* v, size_t dim) {

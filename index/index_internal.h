@@ -62,7 +62,7 @@ inline std::vector<float> PrepareVectors(Metric metric, const float* x,
 // Lloyd iterations from seeded random starts; `spherical` normalises the
 // centroids). Every row of x is used: the caller samples. InvalidArgument
 // for k = 0, d = 0 or n < k; FAISS's failures as Internal (its exceptions
-// are caught in ivf_hnsw_pq_index.cc, the file that calls FAISS).
+// are caught in ivf_hnsw_pq_build.cc, the file that calls FAISS).
 absl::StatusOr<std::vector<float>> KMeans(const float* x, size_t n, size_t d, size_t k,
                                           int iterations, uint64_t seed, bool spherical);
 
@@ -93,7 +93,7 @@ absl::Status BuildCancelledError();
 // Installs (once per process) FAISS's InterruptCallback answering
 // BuildCancelled() for the calling thread, so that k-means and PQ training
 // stop between iterations (FAISS then throws; the caller maps it to
-// BuildCancelledError()). Defined in ivf_hnsw_pq_index.cc (the file that
+// BuildCancelledError()). Defined in ivf_hnsw_pq_build.cc (the file that
 // calls FAISS's clustering).
 void EnsureFaissInterruptHook();
 

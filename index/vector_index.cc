@@ -35,6 +35,23 @@ const char* IndexKindName(IndexKind kind) {
   return kind == IndexKind::kHnswPq ? "hnsw_pq" : "ivf_hnsw_pq";
 }
 
+KindTraits TraitsOf(const IndexSpec& spec) {
+  KindTraits t;
+  switch (spec.kind) {
+    case IndexKind::kHnswPq:
+      t.breadth = KindTraits::Breadth::kEf;
+      t.ef_at_least_k = true;
+      break;
+    case IndexKind::kIvfHnswPq:
+      t.breadth = KindTraits::Breadth::kNprobe;
+      t.lists_nest = spec.pq.nbits != 4;
+      t.streaming_build = true;
+      t.min_train_points = spec.nlist;
+      break;
+  }
+  return t;
+}
+
 absl::Status IndexSpec::Validate() const {
   if (dim == 0 || dim > 65536) {
     return absl::InvalidArgumentError(

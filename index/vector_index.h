@@ -73,6 +73,31 @@ struct IndexSpec {
   absl::Status Validate() const;
 };
 
+// How a kind's knobs and builds behave, for the layers that tune, build
+// and search it without naming the kind (the calibration, the collection's
+// defaults, the builder, the compactor).
+struct KindTraits {
+  // The knob that sets how much of the index a search looks at: ef (hnsw_pq:
+  // the walk's list) or nprobe (ivf_hnsw_pq: the lists scanned; its ef only
+  // routes them).
+  enum class Breadth { kEf, kNprobe };
+  Breadth breadth = Breadth::kNprobe;
+  // A search of k candidates walks a list of at least k (its ef is raised
+  // to k).
+  bool ef_at_least_k = false;
+  // The best k' of one search's K' > k' candidates are those a search for
+  // k' finds, so one search per breadth serves every K' (not ivf_hnsw_pq
+  // with 4-bit codes: its scan re-scores the best 2 K' by rough distances,
+  // so a longer list holds better candidates).
+  bool lists_nest = true;
+  // BuildIndexStreaming builds it without the vectors in RAM, and can keep
+  // a built index's quantiser (StreamingBuildOptions::trained_from).
+  bool streaming_build = false;
+  // The fewest live points it trains on (besides BuildIndex's 256).
+  uint64_t min_train_points = 0;
+};
+KindTraits TraitsOf(const IndexSpec& spec);
+
 struct IndexSearchParams {
   // hnsw_pq: the candidate list size (raised to k when smaller).
   // ivf_hnsw_pq: the candidate list of the centroid search (raised to nprobe).
@@ -137,8 +162,32 @@ class VectorIndex {
   // graph / appended to their cluster's list. Single writer.
   virtual absl::Status Add(const float* vectors, size_t n) = 0;
 
-  // The up to k best candidates for `query` (dim floats), ascending by the
-  // index's distance, into `out`. Adds its work to `stats` when not null.
+  // A query's candidates: the up to k best for `query` (dim floats) among
+  // `allowed` (empty: every id params.filter does not exclude), ascending
+  // by the index's distance, into `out`. Each kind owns how: with a filter
+  // it picks its strategy (the plain preview oversampled then filtered, a
+  // scan of every matching code, or a preview admitting matches only,
+  // widened until it holds k; ivf_hnsw_pq widens by rings of farther lists
+  // where the filter fights the vectors), sets stats->filter_strategy and
+  // may return up to ctx->pool candidates (ctx->fights). Without one it
+  // widens (each kind its own way) while it holds fewer than ctx->need.
+  // Stops as ctx says (deadline, cancellation). ctx->stats gets the work.
+  // params.allow is ignored (the kind sets it for its passes).
+  virtual absl::Status Search(const float* query, size_t k, const IndexSearchParams& params,
+                              const AllowedIds& allowed, SearchContext* ctx,
+                              std::vector<Neighbor>* out) const = 0;
+  // What Search with `allowed` (not empty) would cost, in code distances,
+  // and which strategy it would run (ctx->force aside): what the caller
+  // weighs an exact search over the matches against.
+  virtual CostEstimate EstimateCost(size_t k, const IndexSearchParams& params,
+                                    const AllowedIds& allowed,
+                                    const SearchContext& ctx) const = 0;
+
+  // One pass, the kinds' building block (what Search runs, and tests): the
+  // up to k best candidates for `query` with these knobs exactly (no
+  // strategy, no widening), ascending by the index's distance, into `out`;
+  // only ids of params.allow when it is set. Adds its work to `stats` when
+  // not null.
   virtual absl::Status Search(const float* query, size_t k,
                               const IndexSearchParams& params,
                               std::vector<Neighbor>* out,

@@ -67,8 +67,9 @@ absl::Status ExactNeighbours(const SearchEngine& engine, const index::IdFilter& 
   const size_t d = engine.dim();
   const size_t nq = self.size();
   const uint64_t n = engine.size();
+  const Scorer scorer(engine.metric());
   const bool l2 = engine.metric() == Metric::kL2;
-  using Scored = std::pair<float, InternalId>;  // max-heap: worst on top
+  using Scored = std::pair<float, InternalId>;  // the index's distance; max-heap: worst on top
   std::vector<std::vector<Scored>> heaps(nq);
   constexpr uint64_t kChunk = 4096;
   std::vector<InternalId> ids;
@@ -94,7 +95,7 @@ absl::Status ExactNeighbours(const SearchEngine& engine, const index::IdFilter& 
       std::vector<Scored>& heap = heaps[q];
       for (uint64_t i = 0; i < m; ++i) {
         if (excluded[i] || ids[i] == self[q]) continue;
-        const float s = l2 ? dist[i] : -dist[i];
+        const float s = static_cast<float>(scorer.Distance(dist[i]));
         if (std::isnan(s)) continue;
         if (heap.size() < k) {
           heap.emplace_back(s, ids[i]);
@@ -220,7 +221,8 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
   }
   std::sort(rerank.begin(), rerank.end());
   if (rerank.empty()) rerank.push_back(k);
-  const bool ivf = kind == index::IndexKind::kIvfHnswPq;
+  const index::KindTraits traits = index::TraitsOf(engine.index()->spec());
+  const bool ivf = traits.breadth == index::KindTraits::Breadth::kNprobe;
   std::vector<uint32_t> primary = ivf ? options.nprobe : options.ef;
   std::sort(primary.begin(), primary.end());
   if (primary.empty()) return absl::InvalidArgumentError("an empty calibration grid");
@@ -255,10 +257,11 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
   const auto search = [&](size_t q, SearchParams p) -> absl::Status {
     ZOOM_RETURN_IF_ERROR(CheckCancelled(options));
     const AllButOne filter(live, self[q]);
-    p.filter = &filter;
-    p.hidden = self[q];
-    p.maintenance = true;
-    return engine.Search(absl::MakeConstSpan(queries.data() + q * d, d), p, &result);
+    QueryContext ctx;
+    ctx.deleted = &filter;
+    ctx.hidden = self[q];
+    ctx.maintenance = true;
+    return engine.Search(absl::MakeConstSpan(queries.data() + q * d, d), p, &result, ctx);
   };
   // The knobs of primary value `value` with K' `kprime`.
   const auto knobs = [&](uint32_t value, uint32_t kprime) {
@@ -290,7 +293,7 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKi
   // for ivf_hnsw_pq's 4-bit fast scan: it re-scores the best 2 K' by its
   // rough distances, so a longer list holds better candidates than a
   // search at a smaller K' would; there, one preview per (primary, K').
-  const bool one_list = !(ivf && engine.index()->spec().pq.nbits == 4);
+  const bool one_list = traits.lists_nest;
   std::vector<double> sum(rerank.size()), sum2(rerank.size()), preview_us(rerank.size()),
       preview_evals(rerank.size());
   std::vector<uint32_t> found(rerank.size());

@@ -62,7 +62,9 @@ absl::Status Collection::EngineParams(const Segment& seg, const CollectionSearch
     }
     if (p.ef == 0) {
       p.ef = c.ef;
-      if (config_.index.kind == index::IndexKind::kHnswPq) p.ef = std::max(p.ef, p.rerank_candidates);
+      if (index::TraitsOf(config_.index).ef_at_least_k) {
+        p.ef = std::max(p.ef, p.rerank_candidates);
+      }
       p.ef = std::min(p.ef, params.context.limits.max_ef);
     }
     // Knobs cut by this server's limits are not the curve's any more.

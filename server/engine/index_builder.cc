@@ -71,7 +71,7 @@ absl::StatusOr<std::unique_ptr<index::VectorIndex>> BuildSegmentIndex(
     std::atomic<double>* progress, index::StreamingBuildTimes* times,
     const index::VectorIndex* trained_from, const std::atomic<bool>* cancel) {
   const size_t d = config.dim;
-  if (config.index.kind == index::IndexKind::kIvfHnswPq) {
+  if (index::TraitsOf(config.index).streaming_build) {
     // Streaming: the vectors are read a chunk at a time, never all in RAM.
     index::StreamingBuildOptions options;
     options.progress = [progress](double p) { *progress = p; };

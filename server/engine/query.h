@@ -5,7 +5,9 @@
 //
 //   SearchParams  the knobs: what to compute (k, ef, nprobe, K', ...)
 //   QueryContext  the call: when to stop (deadline, cancellation,
-//                 allow_partial) and what this server allows (SearchLimits)
+//                 allow_partial), what this server allows (SearchLimits)
+//                 and what the query runs over (deleted ids, a filter's
+//                 matches, a hidden point)
 //   QueryResult   the answer: Hits, best first, and the query's QueryStats
 //
 // A query is validated once, by ValidateQuery, at the engine boundary
@@ -63,66 +65,11 @@ struct SearchParams {
   // Hits carry their full vectors (taken from the fullview's reads; read
   // once more only when no fullview ran: preview only, degraded, exact).
   bool with_vectors = false;
-  // Ids never returned (deleted); may be null.
-  const index::IdFilter* filter = nullptr;
-  // A stored point searched as if the index had never seen it
-  // (index::IndexSearchParams::hidden; the calibration's queries). Not a
-  // client knob.
-  InternalId hidden = kInvalidInternalId;
-  // A maintenance search (the calibration's): the fullview neither looks in
-  // nor fills the DRAM cache (its reads are the cost it measures, and its
-  // sample must not evict the clients' hot vectors), and its time does not
-  // move the fullview's moving average (allow_partial's estimate). Not a
-  // client knob.
-  bool maintenance = false;
-
-  // A filter's matching ids (live ones only; see PayloadIndex::Evaluate),
-  // or null. When set it replaces `filter`, and the planner picks how to
-  // search (SearchEngine::Search): exact over the matches when they are
-  // few (cheaper by the cost model below), then the cheaper of the match
-  // scan (every matching code scored) and the filtered preview, the
-  // oversampled plain preview when at least
-  // filter_broad_share of the live points match; never fewer than k hits
-  // when k points match (the preview is widened, then exact runs).
-  const MatchSet* match = nullptr;
-  // The live points the search runs over (`filter` excluded): the
-  // selectivity's denominator, and how many hits a search owes (never
-  // fewer than min(k, live_points): an unfiltered search that finds fewer
-  // widens, then falls back to brute force). 0: unknown, no such check.
-  uint64_t live_points = 0;
-  // Forces one strategy (benchmarks, tests); kNone: the planner's choice.
+  // Forces one filtered strategy (benchmarks, tests); kNone: the
+  // planner's choice (SearchEngine::Search: exact over the matches when
+  // that reads less than the index's strategy would cost, else the index's
+  // own, index::VectorIndex::Search).
   FilterStrategy force_strategy = FilterStrategy::kNone;
-  // The planner's cost model (SearchEngine::FilteredSearch): exact over m
-  // matches costs m reads; the filtered preview K' reads plus the codes it
-  // scans (ivf_hnsw_pq: its first guess of lists, max(nprobe / sqrt(share),
-  // 1.5 K' nlist / m), and half a round more, each code costing a
-  // membership test, filter_test_cost of a code distance, and a distance
-  // for the matching share, at most N; hnsw_pq: 2 ef M / share graph nodes,
-  // ef the walk's list (2 K' for the two-hop walk), at most 4 N) - a read
-  // costs as much as filter_codes_per_read code distances.
-  // Measured by zoombench --benchmarks=filter here (an SSD read ~18 us in a
-  // batch, a code ~30 ns): on GloVe-100 200K (ivf_hnsw_pq) exact wins at
-  // ~20 matches (0.43 ms vs 0.87 ms), loses at ~195 (3.4 ms vs 0.9 ms).
-  // filter_exact_max caps the exact strategy.
-  // The plain preview post-filtered was no faster than the filtered one at
-  // the same knobs even at 50-60% shares, and less accurate: only
-  // near-unfiltered queries (>= filter_broad_share) take it.
-  // The match scan (VectorIndex::SearchIds) scores each matching code,
-  // gathered from wherever it lies: filter_match_scan_cost code distances
-  // of a list's contiguous scan each (ivf_hnsw_pq: plus a centroid distance
-  // per list the matches are in, at most nlist). Measured here (GloVe,
-  // ivf_hnsw_pq, 1 thread, 2026-12-03): ~130 ns a matching code at 13,500
-  // matches (its place in its list read directly, then the gather from
-  // scattered lists) against ~30 ns a code in a contiguous scan.
-  uint32_t filter_exact_max = 100000;
-  double filter_codes_per_read = 600;
-  double filter_test_cost = 0.15;
-  double filter_match_scan_cost = 3.0;
-  double filter_broad_share = 0.8;
-  // hnsw_pq's filtered preview walks two hops (index::IndexSearchParams::
-  // allow) below this share of the index's points, else the plain walk
-  // admitting matches only.
-  double filter_two_hop_share = 0.3;
 };
 
 // What this server allows one query (zoomd's --max_k etc.).
@@ -144,6 +91,29 @@ struct QueryContext {
   // ranking is returned with stats.degraded set.
   bool allow_partial = false;
   SearchLimits limits;
+
+  // What the query runs over: set by the Segment (and the calibration),
+  // never by a client.
+  // Ids never returned (deleted); may be null.
+  const index::IdFilter* deleted = nullptr;
+  // A filter's matching ids (live ones only; see PayloadIndex::Evaluate),
+  // or null. When set it replaces `deleted`, and the search plans how to
+  // run it (SearchEngine::Search); never fewer than k hits when k points
+  // match.
+  const MatchSet* match = nullptr;
+  // The live points the search runs over (`deleted` excluded): the
+  // filter's share's denominator, and how many hits a search owes (never
+  // fewer than min(k, live_points): an unfiltered search that finds fewer
+  // widens, then falls back to brute force). 0: unknown, no such check.
+  uint64_t live_points = 0;
+  // A stored point searched as if the index had never seen it
+  // (index::IndexSearchParams::hidden; the calibration's queries).
+  InternalId hidden = kInvalidInternalId;
+  // A maintenance search (the calibration's): the fullview neither looks
+  // in nor fills the DRAM cache (its reads are the cost it measures, and
+  // its sample must not evict the clients' hot vectors), and its time does
+  // not move the fullview's moving average (allow_partial's estimate).
+  bool maintenance = false;
 };
 
 // One hit. `id`: internal in the engine's answer, external in the

@@ -39,21 +39,19 @@ void SearchEngine::PreviewHits(const std::vector<index::Neighbor>& candidates, s
                                std::vector<Hit>* hits) const {
   // The index's distance as the metric's score (see vector_index.h).
   hits->clear();
+  const Scorer scorer(metric_);
   for (size_t i = 0; i < candidates.size() && i < k; ++i) {
     const index::Neighbor& nb = candidates[i];
-    const float score = metric_ == Metric::kL2       ? nb.distance
-                        : metric_ == Metric::kCosine ? 1.0f - nb.distance / 2
-                                                     : -nb.distance;
     Hit& h = hits->emplace_back();
     h.id = nb.id;
-    h.score = score;
+    h.score = scorer.Score(nb.distance);
   }
 }
 
 SearchEngine::SearchEngine(Metric metric, std::unique_ptr<storage::VectorStore> store,
                            std::unique_ptr<index::VectorIndex> index,
                            const EngineOptions& options)
-    : metric_(metric), store_(std::move(store)) {
+    : metric_(metric), options_(options), store_(std::move(store)) {
   if (options.cache_bytes > 0) {
     cache_ = std::make_unique<VectorCache>(options.cache_bytes, store_->dim());
   }
@@ -68,11 +66,7 @@ float SearchEngine::Score(const float* q, const float* x) const {
   // Vectors within the magnitude rule never overflow; a record stored by
   // an older zoomd may (+Inf - Inf): a NaN would break the ranking's order,
   // so it ranks last.
-  if (std::isnan(s)) {
-    return metric_ == Metric::kL2 ? std::numeric_limits<float>::infinity()
-                                  : -std::numeric_limits<float>::infinity();
-  }
-  return s;
+  return std::isnan(s) ? Scorer(metric_).Worst() : s;
 }
 
 absl::Status SearchEngine::Add(const float* vectors, size_t n) {
@@ -189,7 +183,7 @@ absl::Status SearchEngine::ExactValid(const float* query, const SearchParams& pa
   const size_t d = store_->dim();
   Scratch& s = ThreadScratch();
   s.query.assign(query, query + d);
-  if (metric_ == Metric::kCosine) NormalizeL2(s.query.data(), d);
+  Scorer(metric_).PrepareQuery(s.query.data(), d);
   const uint64_t n = store_->count();
   Stopwatch sw;
   std::vector<Scored>& heap = s.scored;  // worst on top
@@ -209,7 +203,7 @@ absl::Status SearchEngine::ExactValid(const float* query, const SearchParams& pa
     s.vectors.resize(m * d);
     ZOOM_RETURN_IF_ERROR(store_->ReadVectors(s.ids, s.vectors.data(), stats));
     for (uint64_t i = 0; i < m; ++i) {
-      if (params.filter != nullptr && params.filter->IsExcluded(s.ids[i])) continue;
+      if (ctx.deleted != nullptr && ctx.deleted->IsExcluded(s.ids[i])) continue;
       Offer(metric_, {s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)}, params.k,
             &heap);
     }
@@ -240,96 +234,100 @@ absl::Status SearchEngine::Search(absl::Span<const float> query, const SearchPar
   result->hits.clear();
   result->stats = QueryStats();
   ZOOM_RETURN_IF_ERROR(ValidateQuery(metric_, dim(), query, params, ctx.limits));
-  return SearchValid(query.data(), params, result, ctx);
+  // A batch of one (its messages unprefixed).
+  std::vector<QueryResult> one(1);
+  one[0] = std::move(*result);
+  absl::Status st = RunQueries(query.data(), 1, params, 1, &one, ctx);
+  *result = std::move(one[0]);
+  return st;
 }
 
-absl::Status SearchEngine::SearchValid(const float* query, const SearchParams& params,
-                                       QueryResult* result, const QueryContext& ctx) const {
-  const std::shared_ptr<const index::VectorIndex> idx = params.exact ? nullptr : index();
-  if (params.match != nullptr) return FilteredSearch(idx.get(), query, params, result, ctx);
-  if (idx == nullptr) return ExactValid(query, params, result, ctx);
-  result->hits.clear();
-  Scratch& s = ThreadScratch();
-  ZOOM_RETURN_IF_ERROR(Preview(*idx, query, params, &s.candidates, &result->stats));
-  Fullview fv;
-  ZOOM_RETURN_IF_ERROR(FullviewStart(params, ctx, s.candidates, result, &fv));
-  ZOOM_RETURN_IF_ERROR(FullviewEnd(query, params, s.candidates, result, &fv, /*overlapped_us=*/0));
-  return NeverFewer(*idx, query, params, result, ctx);
-}
-
-absl::Status SearchEngine::NeverFewer(const index::VectorIndex& idx, const float* query,
-                                      const SearchParams& params, QueryResult* result,
-                                      const QueryContext& ctx) const {
-  const uint64_t want = std::min<uint64_t>(params.k, params.live_points);
-  if (result->hits.size() >= want || result->stats.degraded) return absl::OkStatus();
-  // The index found fewer than k live points: a layout its knobs do not
-  // reach (duplicates that leave lists empty, a graph region cut off, two
-  // antipodal clusters). Widen the preview, then brute force.
-  QueryStats* stats = &result->stats;
-  Scratch& s = ThreadScratch();
-  SearchParams p = params;
-  const uint32_t nlist = std::max<uint32_t>(1, idx.spec().nlist);
-  const uint32_t max_ef = std::max(params.ef, ctx.limits.max_ef);
-  const bool ivf = idx.spec().kind == index::IndexKind::kIvfHnswPq;
-  for (int round = 0; round < 3; ++round) {
-    if (ivf ? p.nprobe >= nlist : p.ef >= max_ef) break;
-    if (absl::Status stop = CheckStop(ctx); !stop.ok()) {
-      if (ctx.allow_partial && stop.code() == absl::StatusCode::kDeadlineExceeded) {
-        stats->degraded = true;  // what was found, fewer than k
-        return absl::OkStatus();
-      }
-      return stop;
-    }
-    ++stats->filter_expansions;
-    if (ivf) {
-      p.nprobe = static_cast<uint32_t>(std::min<uint64_t>(nlist, uint64_t{p.nprobe} * 8));
-      p.ef = std::max(p.ef, p.nprobe);
-    } else {
-      p.ef = static_cast<uint32_t>(std::min<uint64_t>(max_ef, uint64_t{p.ef} * 8));
-    }
-    QueryResult wider;
-    ZOOM_RETURN_IF_ERROR(Preview(idx, query, p, &s.candidates, &wider.stats));
-    Fullview fv;
-    ZOOM_RETURN_IF_ERROR(FullviewStart(p, ctx, s.candidates, &wider, &fv));
-    ZOOM_RETURN_IF_ERROR(FullviewEnd(query, p, s.candidates, &wider, &fv, 0));
-    stats->Merge(wider.stats);
-    result->hits = std::move(wider.hits);
-    if (result->hits.size() >= want || stats->degraded) return absl::OkStatus();
-  }
-  ++stats->filter_expansions;
-  return ExactValid(query, params, result, ctx);  // adds to the stats
-}
-
-absl::Status SearchEngine::Preview(const index::VectorIndex& idx,
-                                   const float* query,
-                                   const SearchParams& params,
-                                   std::vector<index::Neighbor>* candidates,
-                                   QueryStats* stats, const MatchSet* allow,
-                                   double allow_share, bool match_scan,
-                                   uint32_t first_probe) const {
-  Stopwatch sw;
+index::IndexSearchParams SearchEngine::IndexParams(const SearchParams& params,
+                                                   const QueryContext& ctx) const {
   index::IndexSearchParams ip;
   ip.ef = params.ef;
   ip.nprobe = params.nprobe;
-  ip.first_probe = first_probe;
-  ip.filter = params.filter;
-  ip.hidden = params.hidden;
-  if (allow != nullptr) {
-    ip.allow.words = allow->words().data();
-    ip.allow.size = allow->size();
-    ip.allow.share = allow_share;
-    ip.two_hop_share = params.filter_two_hop_share;
+  ip.filter = ctx.deleted;
+  ip.hidden = ctx.hidden;
+  return ip;
+}
+
+index::SearchContext SearchEngine::IndexContext(const SearchParams& params,
+                                                const QueryContext& ctx,
+                                                QueryStats* stats) const {
+  index::SearchContext ic;
+  ic.deadline = ctx.deadline;
+  ic.cancelled = ctx.cancelled;
+  ic.allow_partial = ctx.allow_partial;
+  ic.max_ef = std::max(params.ef, ctx.limits.max_ef);
+  ic.max_candidates = ctx.limits.max_rerank;
+  ic.live = ctx.live_points;
+  ic.answer_k = params.k;
+  ic.tuning = options_.filter;
+  ic.force = params.force_strategy;
+  ic.stats = stats;
+  return ic;
+}
+
+absl::Status SearchEngine::Start(const index::VectorIndex* idx, const float* query,
+                                 const SearchParams& params, const QueryContext& ctx,
+                                 QueryResult* result, Run* run) const {
+  result->hits.clear();
+  run->params = params;
+  run->first_batch = 0;
+  run->exact = Run::Exact::kNone;
+  run->answered = false;
+  run->stopped = false;
+  run->candidates.clear();
+  if (ctx.match != nullptr) return StartFiltered(idx, query, params, ctx, result, run);
+  if (idx == nullptr) {
+    run->exact = Run::Exact::kAll;
+    return absl::OkStatus();
   }
+  // The preview: K' candidates from the index, widened by it while it
+  // holds fewer than the query is owed (a layout its knobs do not reach:
+  // duplicates that leave lists empty, a graph region cut off, two
+  // antipodal clusters).
+  run->want = std::min<uint64_t>(params.k, ctx.live_points);
   const size_t kprime =
       params.preview_only ? params.k : std::max(params.k, params.rerank_candidates);
-  if (match_scan && allow != nullptr) {
-    ZOOM_RETURN_IF_ERROR(idx.SearchIds(query, kprime, ip.allow, ip, candidates, stats));
-  } else {
-    ZOOM_RETURN_IF_ERROR(idx.Search(query, kprime, ip, candidates, stats));
-  }
-  stats->preview_us += sw.ElapsedMicros();
-  stats->candidates += candidates->size();
+  index::SearchContext ic = IndexContext(params, ctx, &result->stats);
+  ic.need = run->want;
+  Stopwatch sw;
+  ZOOM_RETURN_IF_ERROR(
+      idx->Search(query, kprime, IndexParams(params, ctx), {}, &ic, &run->candidates));
+  result->stats.preview_us += sw.ElapsedMicros();
+  run->stopped = ic.stopped;
   return absl::OkStatus();
+}
+
+absl::Status SearchEngine::Submit(const QueryContext& ctx, QueryResult* result, Run* run,
+                                  bool degrade) const {
+  if (run->answered || run->exact != Run::Exact::kNone) return absl::OkStatus();
+  return FullviewStart(run->params, ctx, run->candidates, result, &run->fv, run->first_batch,
+                       degrade);
+}
+
+absl::Status SearchEngine::Finish(const float* query, const QueryContext& ctx,
+                                  QueryResult* result, Run* run, double overlapped_us) const {
+  if (run->answered) return absl::OkStatus();
+  const SearchParams& params = run->params;
+  if (run->exact == Run::Exact::kAll) return ExactValid(query, params, result, ctx);
+  if (run->exact == Run::Exact::kMatches) return ExactOverMatches(query, params, result, ctx);
+  ZOOM_RETURN_IF_ERROR(
+      FullviewEnd(query, params, ctx, run->candidates, result, &run->fv, overlapped_us));
+  QueryStats* stats = &result->stats;
+  if (result->hits.size() >= run->want || stats->degraded) return absl::OkStatus();
+  if (run->stopped) {
+    stats->degraded = true;  // what was found, fewer than k
+    return absl::OkStatus();
+  }
+  // The index could not find what the query is owed (a filter the graph
+  // does not connect, a layout the widened knobs do not reach): brute
+  // force, never fewer than k.
+  ++stats->filter_expansions;
+  if (ctx.match != nullptr) return ExactOverMatches(query, params, result, ctx);
+  return ExactValid(query, params, result, ctx);  // adds to the stats
 }
 
 absl::Status SearchEngine::FullviewStart(const SearchParams& params, const QueryContext& ctx,
@@ -384,7 +382,7 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
       params.rerank_stop_sd > 0 ? std::min<size_t>(n, first_batch > 0 ? first_batch : params.k) : n;
   fv->submitted = first;
   ++stats->fullview_rounds;
-  VectorCache* cache = params.maintenance ? nullptr : cache_.get();
+  VectorCache* cache = ctx.maintenance ? nullptr : cache_.get();
   if (cache == nullptr) {
     fv->pending = store_->SubmitReadVectors(absl::MakeConstSpan(s.ids.data(), first),
                                             s.vectors.data(), stats);
@@ -398,6 +396,7 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
 }
 
 absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& params,
+                                       const QueryContext& ctx,
                                        const std::vector<index::Neighbor>& candidates,
                                        QueryResult* result, Fullview* fv,
                                        double overlapped_us) const {
@@ -407,10 +406,10 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
   Scratch& s = ThreadScratch();
   ZOOM_RETURN_IF_ERROR(fv->pending->Wait());
   fv->pending.reset();
-  if (cache_ != nullptr && !params.maintenance) StoreMisses(cache_.get(), d, s);
+  if (cache_ != nullptr && !ctx.maintenance) StoreMisses(cache_.get(), d, s);
   const double fullview_us = std::max(0.0, fv->timer.ElapsedMicros() - overlapped_us);
   stats->fullview_us += fullview_us;
-  if (overlapped_us == 0 && !params.maintenance) {
+  if (overlapped_us == 0 && !ctx.maintenance) {
     // Exponential moving average of plain fullviews (an overlapped one's
     // reads partly finish during the other work, so it would understate
     // what a lone query waits); races between threads only blur it.
@@ -424,14 +423,14 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
   const size_t n = candidates.size();
   const size_t first = fv->submitted;
   s.query.assign(query, query + d);
-  if (metric_ == Metric::kCosine) NormalizeL2(s.query.data(), d);
+  Scorer(metric_).PrepareQuery(s.query.data(), d);
   s.scored.resize(first);
   for (size_t i = 0; i < first; ++i) {
     s.scored[i] = {s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
   }
   if (first < n) {
     stats->rerank_us += sw.ElapsedMicros();
-    ZOOM_RETURN_IF_ERROR(FullviewRounds(params, candidates, stats, first));
+    ZOOM_RETURN_IF_ERROR(FullviewRounds(params, ctx, candidates, stats, first));
     sw.Reset();
   }
   TakeBest(metric_, &s.scored, params.k, &result->hits);
@@ -448,7 +447,7 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
   return absl::OkStatus();
 }
 
-absl::Status SearchEngine::FullviewRounds(const SearchParams& params,
+absl::Status SearchEngine::FullviewRounds(const SearchParams& params, const QueryContext& ctx,
                                           const std::vector<index::Neighbor>& candidates,
                                           QueryStats* stats, size_t first) const {
   // s.scored holds the exact scores of candidates [0, first), in order.
@@ -456,15 +455,10 @@ absl::Status SearchEngine::FullviewRounds(const SearchParams& params,
   const size_t n = candidates.size();
   const size_t d = store_->dim();
   const size_t k = std::max<size_t>(1, params.k);
-  // The index's distance of an exact score (vector_index.h's convention).
-  const auto distance = [this](float score) -> double {
-    switch (metric_) {
-      case Metric::kL2: return score;
-      case Metric::kCosine: return 2.0 - 2.0 * static_cast<double>(score);
-      default: return -static_cast<double>(score);
-    }
-  };
-  VectorCache* cache = params.maintenance ? nullptr : cache_.get();
+  // The index's distance of an exact score.
+  const Scorer scorer(metric_);
+  const auto distance = [&scorer](float score) { return scorer.Distance(score); };
+  VectorCache* cache = ctx.maintenance ? nullptr : cache_.get();
   s.read.assign(n, 0);
   double sum = 0, sum_sq = 0;
   size_t seen = 0;
@@ -533,6 +527,12 @@ absl::Status SearchEngine::SearchBatch(absl::Span<const float> queries, size_t n
       return absl::Status(st.code(), absl::StrCat("query #", q, ": ", st.message()));
     }
   }
+  return RunQueries(queries.data(), nq, params, threads, results, ctx);
+}
+
+absl::Status SearchEngine::RunQueries(const float* data, size_t nq, const SearchParams& params,
+                                      int threads, std::vector<QueryResult>* results,
+                                      const QueryContext& ctx) const {
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   absl::Mutex mu;
@@ -543,12 +543,11 @@ absl::Status SearchEngine::SearchBatch(absl::Span<const float> queries, size_t n
     failed = true;
   };
   const size_t d = dim();
-  const float* data = queries.data();
   const std::shared_ptr<const index::VectorIndex> idx = params.exact ? nullptr : index();
   // allow_partial with a deadline: the batch must answer before it, as a
   // lone search does. When the queries left, at the batch's pace so far,
   // would outlast it, the rest are answered by their previews (degraded).
-  const bool budgeted = ctx.allow_partial && ctx.deadline != absl::InfiniteFuture();
+  const bool budgeted = nq > 1 && ctx.allow_partial && ctx.deadline != absl::InfiniteFuture();
   const absl::Time started = absl::Now();
   std::atomic<size_t> done{0};
   std::atomic<bool> degrade_rest{false};
@@ -564,46 +563,30 @@ absl::Status SearchEngine::SearchBatch(absl::Span<const float> queries, size_t n
     degrade_rest = true;
     return true;
   };
-  SearchParams preview_params = params;
-  preview_params.preview_only = true;
+  // Pipelined: query q's reads are in flight while query q2 starts (its
+  // candidates found in RAM; an exact answer waits for Finish).
   auto work = [&] {
-    if (idx == nullptr || params.preview_only || params.match != nullptr) {
-      for (size_t q; !failed.load() && (q = next.fetch_add(1)) < nq;) {
-        QueryResult& r = (*results)[q];
-        absl::Status st;
-        if (idx != nullptr && !params.preview_only && out_of_time(q)) {
-          st = SearchValid(data + q * d, preview_params, &r, ctx);
-          r.stats.degraded = true;
-        } else {
-          st = SearchValid(data + q * d, params, &r, ctx);
-        }
-        done.fetch_add(1, std::memory_order_relaxed);
-        if (!st.ok()) fail(st);
-      }
-      return;
-    }
-    // Pipelined: query q's reads are in flight while query q2's preview runs.
-    std::vector<index::Neighbor> cur, nxt;
+    Run runs[2];
+    Run* cur = &runs[0];
+    Run* nxt = &runs[1];
     size_t q = next.fetch_add(1);
     if (q >= nq) return;
-    absl::Status st = Preview(*idx, data + q * d, params, &cur, &(*results)[q].stats);
-    Fullview fv;
+    absl::Status st = Start(idx.get(), data + q * d, params, ctx, &(*results)[q], cur);
     while (st.ok() && !failed.load()) {
       const size_t q2 = next.fetch_add(1);
       const bool more = q2 < nq;
-      // Submit query q's reads, preview query q2 while they fly, then
+      // Submit query q's reads, start query q2 while they fly, then
       // complete q (two-phase I/O: no callback into the engine).
-      st = FullviewStart(params, ctx, cur, &(*results)[q], &fv, 0, out_of_time(q));
+      st = Submit(ctx, &(*results)[q], cur, out_of_time(q));
       if (!st.ok()) break;
       absl::Status st2;
       double overlapped_us = 0;
       if (more) {
         Stopwatch t;
-        st2 = Preview(*idx, data + q2 * d, params, &nxt, &(*results)[q2].stats);
-        if (!fv.answered) overlapped_us = t.ElapsedMicros();
+        st2 = Start(idx.get(), data + q2 * d, params, ctx, &(*results)[q2], nxt);
+        if (!cur->fv.answered) overlapped_us = t.ElapsedMicros();
       }
-      st = FullviewEnd(data + q * d, params, cur, &(*results)[q], &fv, overlapped_us);
-      if (st.ok()) st = NeverFewer(*idx, data + q * d, params, &(*results)[q], ctx);
+      st = Finish(data + q * d, ctx, &(*results)[q], cur, overlapped_us);
       done.fetch_add(1, std::memory_order_relaxed);
       if (!st.ok()) break;
       if (!more) return;

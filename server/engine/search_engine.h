@@ -3,10 +3,20 @@
 // SearchEngine: one collection's query path end to end, the only place where
 // index/ and storage/ meet (no gRPC here, so benchmarks and tests link it):
 //
-//   1. preview   VectorIndex::Search -> K' = rerank_candidates ids (RAM)
+//   1. preview   VectorIndex::Search -> K' = rerank_candidates ids (RAM);
+//                with a filter (QueryContext::match) the index runs its own
+//                strategy over the matches (index/planned_search.h), unless
+//                the engine's one choice says reading every match is
+//                cheaper (VectorIndex::EstimateCost against
+//                EngineOptions::filter_codes_per_read)
 //   2. fullview  VectorStore::SubmitReadVectors(ids) -> one batch of O_DIRECT
 //                reads (two-phase: submitted, then waited for)
-//   3. rerank    exact distances over the K' full vectors -> top k
+//   3. rerank    exact distances over the K' full vectors -> top k; fewer
+//                hits than the query is owed (min(k, live points or
+//                matches)): brute force
+//
+// Search is a SearchBatch of one: one per-query run (Start, Submit,
+// Finish), which a batch pipelines.
 //
 // Without an index (too few points to train one yet) search is exact over
 // the stored vectors. Scores are the metric's own: squared L2 distance
@@ -44,6 +54,17 @@ struct EngineOptions {
   // DRAM cache of hot full vectors in front of the SSD, in bytes.
   // Default 0: off (every fullview candidate is read from the SSD).
   uint64_t cache_bytes = 0;
+  // The filtered search's one choice left to the engine: exact over the m
+  // matches costs m reads; the index's strategy K' reads plus its code
+  // distances (index::VectorIndex::EstimateCost), a read costing as much as
+  // filter_codes_per_read of them. Measured by zoombench --benchmarks=filter
+  // here (an SSD read ~18 us in a batch, a code ~30 ns): on GloVe-100 200K
+  // (ivf_hnsw_pq) exact wins at ~20 matches (0.43 ms vs 0.87 ms), loses at
+  // ~195 (3.4 ms vs 0.9 ms). filter_exact_max caps the exact strategy.
+  double filter_codes_per_read = 600;
+  uint32_t filter_exact_max = 100000;
+  // The index's filtered strategies' costs and switches.
+  index::FilterTuning filter;
 };
 
 class SearchEngine {
@@ -111,54 +132,46 @@ class SearchEngine {
   static absl::Status CheckStop(const QueryContext& ctx);
   void PreviewHits(const std::vector<index::Neighbor>& candidates, size_t k,
                    std::vector<Hit>* hits) const;
-  // Search / ExactSearch after validation.
-  absl::Status SearchValid(const float* query, const SearchParams& params, QueryResult* result,
-                           const QueryContext& ctx) const;
+  // ExactSearch after validation.
   absl::Status ExactValid(const float* query, const SearchParams& params, QueryResult* result,
                           const QueryContext& ctx) const;
-  // A query with params.match: the planner (see SearchParams) and its
-  // strategies; idx may be null (then exact).
-  absl::Status FilteredSearch(const index::VectorIndex* idx, const float* query,
-                              const SearchParams& params, QueryResult* result,
-                              const QueryContext& ctx) const;
-  // After an unfiltered search's fullview: when it found fewer than
-  // min(k, params.live_points) hits (and is not degraded), the preview
-  // widened (nprobe or ef x8, up to 3 times) and at last brute force, so
-  // that no search answers OK with fewer hits than it could (each step
-  // counted in stats.filter_expansions).
-  absl::Status NeverFewer(const index::VectorIndex& idx, const float* query,
-                          const SearchParams& params, QueryResult* result,
-                          const QueryContext& ctx) const;
-  // Brute force over the ids of params.match.
+  // Brute force over the ids of ctx.match.
   absl::Status ExactOverMatches(const float* query, const SearchParams& params,
                                 QueryResult* result, const QueryContext& ctx) const;
   // The hits' full vectors when asked for and no fullview supplied them.
   absl::Status ReadHitVectors(const SearchParams& params, QueryResult* result) const;
-  // Search's two halves. Preview: the K' candidates (index must be set);
-  // only ids of `allow` when it is not null (tested before scoring;
-  // allow_share: the share of the index's ids it holds); with match_scan,
-  // every id of `allow` is scored instead of a search (VectorIndex::
-  // SearchIds).
-  // first_probe: ivf_hnsw_pq scans only the lists ranked [first_probe,
-  // nprobe) (index::IndexSearchParams::first_probe).
-  absl::Status Preview(const index::VectorIndex& idx, const float* query,
-                       const SearchParams& params,
-                       std::vector<index::Neighbor>* candidates,
-                       QueryStats* stats, const MatchSet* allow = nullptr,
-                       double allow_share = 1.0, bool match_scan = false,
-                       uint32_t first_probe = 0) const;
-  // ivf_hnsw_pq's filtered widening by rings: `candidates` (the best K'
-  // matching ones of the nearest `probed` lists) meet the matching codes of
-  // the next as many lists again, until a ring adds none to the best k by
-  // the preview's distance (or every list is scanned). A filter that fights
-  // the vectors (the query's own class excluded) has no match in the lists
-  // nearest the query: the rings go on to where the matches are, however
-  // large the filter's global share. *widened: some ring added to the
-  // best k.
-  absl::Status FilteredRings(const index::VectorIndex& idx, const float* query,
-                             const SearchParams& params, uint32_t probed, double index_share,
-                             std::vector<index::Neighbor>* candidates, QueryStats* stats,
-                             const QueryContext& ctx, bool* widened) const;
+  // The index's view of a query: its knobs and its run.
+  index::IndexSearchParams IndexParams(const SearchParams& params, const QueryContext& ctx) const;
+  index::SearchContext IndexContext(const SearchParams& params, const QueryContext& ctx,
+                                    QueryStats* stats) const;
+
+  struct Fullview;
+  // One query's run. Search is a batch of one; SearchBatch pipelines the
+  // runs of a thread's queries (query i+1 started while query i's reads
+  // fly). Start finds the candidates in RAM: the index's Search (with a
+  // filter, after the planner's one choice: exact over the matches when
+  // that reads less than the index's strategy would cost), or nothing when
+  // the answer is exact (Finish computes it: it reads the store, which must
+  // not happen while another query's reads fly). Submit sends the
+  // fullview's reads, or answers from the preview (preview only, degraded).
+  // Finish waits for them, re-ranks, and falls back to brute force when the
+  // index found fewer hits than the query is owed (min(k, live points),
+  // min(k, matches)): no search answers OK with fewer hits than it could.
+  struct Run;
+  absl::Status Start(const index::VectorIndex* idx, const float* query,
+                     const SearchParams& params, const QueryContext& ctx, QueryResult* result,
+                     Run* run) const;
+  absl::Status StartFiltered(const index::VectorIndex* idx, const float* query,
+                             const SearchParams& params, const QueryContext& ctx,
+                             QueryResult* result, Run* run) const;
+  absl::Status Submit(const QueryContext& ctx, QueryResult* result, Run* run,
+                      bool degrade) const;
+  absl::Status Finish(const float* query, const QueryContext& ctx, QueryResult* result,
+                      Run* run, double overlapped_us) const;
+  // nq validated queries on `threads` threads (SearchBatch's contract).
+  absl::Status RunQueries(const float* queries, size_t nq, const SearchParams& params,
+                          int threads, std::vector<QueryResult>* results,
+                          const QueryContext& ctx) const;
   // The rest in two phases. FullviewStart: the deadline check, then the
   // fullview's reads submitted (storage::VectorStore::SubmitReadVectors;
   // cached vectors need none); or the answer at once (preview only,
@@ -172,6 +185,16 @@ class SearchEngine {
     std::unique_ptr<storage::VectorStore::PendingVectors> pending;
     Stopwatch timer;
   };
+  struct Run {
+    std::vector<index::Neighbor> candidates;
+    SearchParams params;     // the fullview's (a filtered search's pool)
+    size_t first_batch = 0;  // FullviewStart's
+    uint64_t want = 0;       // the hits the query is owed
+    enum class Exact { kNone, kAll, kMatches } exact = Exact::kNone;  // Finish computes it
+    bool answered = false;   // nothing left to do (no match)
+    bool stopped = false;    // the index's widening stopped at the deadline
+    Fullview fv;
+  };
   // first_batch: with params.rerank_stop_sd, the candidates read at once
   // (0: params.k). degrade (with ctx.allow_partial): the preview's ranking
   // at once, degraded (a batch out of time).
@@ -180,16 +203,18 @@ class SearchEngine {
                              QueryResult* result, Fullview* fv, size_t first_batch = 0,
                              bool degrade = false) const;
   absl::Status FullviewEnd(const float* query, const SearchParams& params,
+                           const QueryContext& ctx,
                            const std::vector<index::Neighbor>& candidates, QueryResult* result,
                            Fullview* fv, double overlapped_us) const;
   // The rounds of the re-rank that stops early (SearchParams::
   // rerank_stop_sd), after the first batch of fv->submitted candidates is
   // scored into the thread's scratch.
-  absl::Status FullviewRounds(const SearchParams& params,
+  absl::Status FullviewRounds(const SearchParams& params, const QueryContext& ctx,
                               const std::vector<index::Neighbor>& candidates,
                               QueryStats* stats, size_t first) const;
 
   const Metric metric_;
+  const EngineOptions options_;
   std::unique_ptr<storage::VectorStore> store_;
   mutable absl::Mutex index_mu_;
   std::shared_ptr<index::VectorIndex> index_ ABSL_GUARDED_BY(index_mu_);

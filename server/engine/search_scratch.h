@@ -51,8 +51,7 @@ inline Scratch& ThreadScratch() {
 }
 
 inline bool Better(Metric metric, const Scored& a, const Scored& b) {
-  if (a.score != b.score) return IsBetter(metric, a.score, b.score);
-  return a.id < b.id;
+  return Scorer(metric).Before(a.score, a.id, b.score, b.id);
 }
 
 // Keeps the best k in *heap (a heap with the worst on top).

@@ -249,10 +249,10 @@ class Segment : public index::IdFilter {
   // stats.filter_scan set. nq == 1 runs SearchEngine::Search, more
   // SearchEngine::SearchBatch (pipelined on this thread). A query's error
   // is "query #i: ..." when nq > 1.
-  absl::Status Search(absl::Span<const float> queries, size_t nq, SearchParams knobs,
+  absl::Status Search(absl::Span<const float> queries, size_t nq, const SearchParams& knobs,
                       const CollectionSearchParams& params,
                       std::vector<QueryResult>* results) const;
-  absl::Status Search(absl::Span<const float> query, SearchParams knobs,
+  absl::Status Search(absl::Span<const float> query, const SearchParams& knobs,
                       const CollectionSearchParams& params, QueryResult* result) const;
 
   // Every stored point's typed fields, decoded, in batches of 1024:
@@ -265,10 +265,11 @@ class Segment : public index::IdFilter {
 
  private:
   Segment() = default;
-  // The filter of `params` evaluated into *match and set on *knobs (with
-  // the liveness filter and the live count); nothing without a filter.
+  // The query's context: params.context with what it runs over (this
+  // segment's liveness filter and live count, and the filter of `params`
+  // evaluated into *match, when it has one).
   absl::Status Prepare(const CollectionSearchParams& params, MatchSet* match,
-                       SearchParams* knobs, bool* scan) const;
+                       QueryContext* ctx, bool* scan) const;
   // The engine's answer as the collection's: external ids, and payloads
   // when asked, their bytes and the vectors' taken from *budget
   // (ResourceExhausted beyond).

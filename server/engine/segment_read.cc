@@ -215,14 +215,15 @@ absl::Status Segment::Scroll(const Filter* filter, uint64_t offset, uint32_t lim
 // ---- Search ------------------------------------------------------------------
 
 absl::Status Segment::Prepare(const CollectionSearchParams& params, MatchSet* match,
-                              SearchParams* knobs, bool* scan) const {
+                              QueryContext* ctx, bool* scan) const {
   *scan = false;
-  knobs->filter = this;
-  knobs->live_points = ids_.live();
+  *ctx = params.context;
+  ctx->deleted = this;
+  ctx->live_points = ids_.live();
   if (params.filter == nullptr || params.filter->empty()) return absl::OkStatus();
   ZOOM_RETURN_IF_ERROR(ValidateFilter(*params.filter));
   ZOOM_RETURN_IF_ERROR(Match(*params.filter, match, scan, &params.context));
-  knobs->match = match;
+  ctx->match = match;
   return absl::OkStatus();
 }
 
@@ -257,26 +258,28 @@ absl::Status Segment::JoinHits(const CollectionSearchParams& params, uint64_t* b
   return absl::OkStatus();
 }
 
-absl::Status Segment::Search(absl::Span<const float> query, SearchParams knobs,
+absl::Status Segment::Search(absl::Span<const float> query, const SearchParams& knobs,
                              const CollectionSearchParams& params, QueryResult* result) const {
   result->hits.clear();
   MatchSet match;
   bool scan = false;
-  ZOOM_RETURN_IF_ERROR(Prepare(params, &match, &knobs, &scan));
-  ZOOM_RETURN_IF_ERROR(engine_->Search(query, knobs, result, params.context));
+  QueryContext ctx;
+  ZOOM_RETURN_IF_ERROR(Prepare(params, &match, &ctx, &scan));
+  ZOOM_RETURN_IF_ERROR(engine_->Search(query, knobs, result, ctx));
   result->stats.filter_scan = scan;
   uint64_t budget = params.max_answer_bytes;
   return JoinHits(params, &budget, result);
 }
 
-absl::Status Segment::Search(absl::Span<const float> queries, size_t nq, SearchParams knobs,
+absl::Status Segment::Search(absl::Span<const float> queries, size_t nq,
+                             const SearchParams& knobs,
                              const CollectionSearchParams& params,
                              std::vector<QueryResult>* results) const {
   MatchSet match;
   bool scan = false;
-  ZOOM_RETURN_IF_ERROR(Prepare(params, &match, &knobs, &scan));
-  ZOOM_RETURN_IF_ERROR(
-      engine_->SearchBatch(queries, nq, knobs, /*threads=*/1, results, params.context));
+  QueryContext ctx;
+  ZOOM_RETURN_IF_ERROR(Prepare(params, &match, &ctx, &scan));
+  ZOOM_RETURN_IF_ERROR(engine_->SearchBatch(queries, nq, knobs, /*threads=*/1, results, ctx));
   uint64_t budget = params.max_answer_bytes;
   for (size_t q = 0; q < nq; ++q) {
     QueryResult& r = (*results)[q];

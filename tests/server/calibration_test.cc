@@ -261,11 +261,12 @@ TEST_P(CalibrateTest, ReportsTheRecallOfRealSearchesAtEachPoint) {
       sp.ef = p.ef;
       sp.nprobe = ivf ? p.nprobe : 16;
       sp.rerank_candidates = p.rerank_candidates;
-      sp.filter = &filter;
-      sp.hidden = self;
+      QueryContext ctx;
+      ctx.deleted = &filter;
+      ctx.hidden = self;
       QueryResult got, exact;
-      ASSERT_OK(engine->Search(q, sp, &got));
-      ASSERT_OK(engine->ExactSearch(q, sp, &exact));
+      ASSERT_OK(engine->Search(q, sp, &got, ctx));
+      ASSERT_OK(engine->ExactSearch(q, sp, &exact, ctx));
       ASSERT_EQ(exact.hits.size(), 10u);
       for (const Hit& h : got.hits) ASSERT_FALSE(filter.IsExcluded(h.id)) << h.id;
       sum += RecallOf(got.hits, exact.hits, 10);
@@ -373,13 +374,14 @@ TEST(CalibrateTest, NeitherUsesNorFillsTheCache) {
   sp.nprobe = 8;
   sp.ef = 64;
   sp.rerank_candidates = 20;
-  sp.filter = &filter;
-  sp.hidden = sample[0];
+  QueryContext sctx;
+  sctx.deleted = &filter;
+  sctx.hidden = sample[0];
   QueryResult first, second;
-  ASSERT_OK(engine->Search(q, sp, &first));
+  ASSERT_OK(engine->Search(q, sp, &first, sctx));
   EXPECT_EQ(first.stats.cache_hits, 0u);
   EXPECT_EQ(first.stats.cache_misses, 20u);
-  ASSERT_OK(engine->Search(q, sp, &second));  // a client's search does fill it
+  ASSERT_OK(engine->Search(q, sp, &second, sctx));  // a client's search does fill it
   EXPECT_EQ(second.stats.cache_hits, 20u);
 }
 

@@ -31,10 +31,12 @@ using ::zoom::testing::TestDataPath;
 // One query of `engine.dim()` floats through SearchEngine::Search (or
 // ExactSearch), its answer split into hits and stats for the assertions.
 absl::Status RunSearch(const SearchEngine& engine, const float* q, const SearchParams& p,
-                       std::vector<Hit>* hits, QueryStats* stats, bool exact = false) {
+                       std::vector<Hit>* hits, QueryStats* stats, bool exact = false,
+                       const QueryContext& ctx = QueryContext()) {
   QueryResult r;
   const absl::Span<const float> query(q, engine.dim());
-  absl::Status st = exact ? engine.ExactSearch(query, p, &r) : engine.Search(query, p, &r);
+  absl::Status st =
+      exact ? engine.ExactSearch(query, p, &r, ctx) : engine.Search(query, p, &r, ctx);
   *hits = std::move(r.hits);
   if (stats != nullptr) *stats = r.stats;
   return st;
@@ -230,10 +232,10 @@ TEST(SearchEngineTest, DeletedIdsAreNeverReturnedAndKStillIs) {
       ASSERT_OK(RunExact(*f.engine, SiftData().queries.row(q), p20, &exact, nullptr));
       ExcludeSet deleted;
       for (const auto& h : exact) deleted.ids.insert(h.id);
-      SearchParams pf = p;
-      pf.filter = &deleted;
+      QueryContext ctx;
+      ctx.deleted = &deleted;
       std::vector<Hit> hits;
-      ASSERT_OK(RunSearch(*f.engine, SiftData().queries.row(q), pf, &hits, nullptr));
+      ASSERT_OK(RunSearch(*f.engine, SiftData().queries.row(q), p, &hits, nullptr, false, ctx));
       ASSERT_EQ(hits.size(), 10u);
       for (const auto& h : hits) EXPECT_EQ(deleted.ids.count(h.id), 0u) << h.id;
     }

@@ -28,10 +28,9 @@ api::SearchAnswer MergeSearch(Metric metric, uint32_t k, std::vector<api::Search
   // A shard where nothing matched ran no search: it does not make the
   // answer approximate.
   out.stats.exact = any_hits ? all_exact : (every_exact && !parts.empty());
-  const bool lower_better = metric == Metric::kL2;
-  std::sort(out.hits.begin(), out.hits.end(), [lower_better](const Hit& a, const Hit& b) {
-    if (a.score != b.score) return lower_better ? a.score < b.score : a.score > b.score;
-    return a.id < b.id;
+  const Scorer scorer(metric);
+  std::sort(out.hits.begin(), out.hits.end(), [&scorer](const Hit& a, const Hit& b) {
+    return scorer.Before(a.score, a.id, b.score, b.id);
   });
   if (out.hits.size() > k) out.hits.resize(k);
   out.coverage = shards == 0 ? 1.0f
