@@ -41,7 +41,12 @@ v1::ModelInfo ToProto(const LoadedModel& m) {
     info.set_calibration_p5(m.calibration.p5);
     info.set_calibration_error(m.calibration_error);
   }
-  if (state == ModelState::kFailed) info.set_error(m.error);
+  if (state == ModelState::kFailed) {
+    info.set_error(m.error);
+    info.set_error_code(static_cast<int32_t>(m.error_code == absl::StatusCode::kOk
+                                                 ? absl::StatusCode::kInternal
+                                                 : m.error_code));
+  }
   return info;
 }
 

@@ -23,6 +23,19 @@ import zoomd  # noqa: E402
 
 NATS = shutil.which("nats-server") or "/usr/sbin/nats-server"
 
+# The max_payload zoomd's NATS servers get (docs/cluster.md, "NATS
+# max_payload"): a log entry holds a point's payload and fields (up to 1 MiB
+# as sent, up to 2.25x that in the log) with its vector; nats-server's
+# default (1 MB) is too small. nats-server 2.9 has no flag for it: a config
+# file holds it, the rest stays on the command line (merged over the file).
+NATS_MAX_PAYLOAD = "8MB"
+
+
+def nats_config(path: pathlib.Path, max_payload: str = NATS_MAX_PAYLOAD) -> pathlib.Path:
+    """Writes a nats-server config file setting max_payload; its path."""
+    path.write_text(f"max_payload: {max_payload}\n")
+    return path
+
 
 def wait_until(what, fn, timeout: float = 60.0, every: float = 0.05,
                fail: Optional[Callable[[str], None]] = None):
@@ -121,8 +134,12 @@ def metric(url: str, name: str) -> float:
 
 def start_nats(procs: List[Proc], wait_until: Callable) -> None:
     """Starts the nats-servers (argv: -a HOST -p PORT ...) and waits until
-    each listens."""
+    each listens. Each gets zoomd's max_payload (NATS_MAX_PAYLOAD) from a
+    config file beside its log (-c, kept in its argv for a restart) unless
+    its argv names a config file of its own."""
     for p in procs:
+        if "-c" not in p.argv and "--config" not in p.argv:
+            p.argv += ["-c", str(nats_config(p.log.with_suffix(".conf")))]
         p.start()
     for p in procs:
         wait_until(f"{p.name} to listen", lambda p=p: accepts(p.argv[2], int(p.argv[4])), 30)

@@ -7,6 +7,7 @@
 // what a node or a router refuses says what to do instead.
 #include <grpcpp/grpcpp.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -33,6 +34,7 @@
 namespace zoom {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::zoom::testing::NatsServer;
 using ::zoom::testing::StatusIs;
@@ -534,6 +536,50 @@ double TopKCalls(server::ZoomServer* n) {
   return total;
 }
 
+// A NATS server with a small max_payload on purpose (zoomd's deployments
+// give it 8 MB): a point or fields that cannot fit one log entry are
+// refused, saying the cap and the max_payload every write needs; a batch
+// larger than the cap is split into entries.
+TEST_F(RouterTest, WhatDoesNotFitTheNatsMaxPayloadIsRefusedSayingWhatItNeeds) {
+  nats_->Signal(SIGKILL);
+  nats_->set_max_payload(64 << 10);
+  ASSERT_TRUE(nats_->Start()) << nats_->Log();
+  ASSERT_NE(StartNode("a"), nullptr);
+  StartRouter();
+  ASSERT_OK(client_->CreateCollection(Spec("docs", 1, 1)).status());
+  const std::vector<float> data = Vectors(5, 4);
+  auto point = [&](v1::UpsertRequest* req, uint64_t id, size_t payload) {
+    v1::Point* p = req->add_points();
+    p->set_id(id);
+    p->mutable_vector()->Assign(data.begin() + id * kDim, data.begin() + (id + 1) * kDim);
+    p->set_payload(std::string(payload, 'x'));
+  };
+  v1::UpsertRequest big;
+  big.set_collection("docs");
+  point(&big, 0, 100000);
+  // 1 MiB as the request counts it, up to 2.25x in the log; 8-d vectors.
+  const std::string needs = absl::StrCat("a max_payload of at least ",
+                                         (uint64_t{1} << 20) / 4 * 9 + 4 * kDim + (64 << 10));
+  EXPECT_THAT(client_->Upsert(big),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("point 0 (#0) is 100"),
+                             HasSubstr("a log entry is at most 64512 bytes (the NATS servers' "
+                                       "max_payload of 65536 less 1024)"),
+                             HasSubstr(needs))));
+  v1::SetPayloadRequest fields;
+  fields.set_collection("docs");
+  fields.add_ids(0);
+  (*fields.mutable_fields())["big"].set_string_value(std::string(100000, 'y'));
+  EXPECT_THAT(client_->SetPayload(fields),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("the request's fields are 100"), HasSubstr(needs))));
+  // Five points of 30,000 bytes: three entries, one write.
+  v1::UpsertRequest batch;
+  batch.set_collection("docs");
+  for (uint64_t id = 0; id < 5; ++id) point(&batch, id, 30000);
+  EXPECT_THAT(client_->Upsert(batch), testing::IsOkAndHolds(5u));
+}
+
 TEST_F(RouterTest, DecoderModelsAreServedByEveryNodeInTurn) {
   const TinyModel model(dir_.File("models/tiny"));
   server::ZoomServer* a = StartNode("a");
@@ -609,11 +655,13 @@ TEST_F(RouterTest, DecoderModelsAreServedByEveryNodeInTurn) {
   none.set_model("nope");
   EXPECT_THAT(dec->TopK(none), StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope")));
 
-  // A model some node cannot read fails the load, naming the node, and is
-  // not left behind.
+  // A model the nodes cannot read fails the load with the node's own answer
+  // (a standalone's: the load's code, "model 'x' cannot be loaded: ...")
+  // and is not left behind.
   std::filesystem::create_directories(dir_.File("models/empty"));
   EXPECT_THAT(dec->LoadModel("broken", "empty", true),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("did not load on node")));
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("model 'broken' cannot be loaded: ")));
   ASSERT_OK_AND_ASSIGN(auto listed, dec->ListModels());
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].name(), "tiny");

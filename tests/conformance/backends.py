@@ -2,7 +2,8 @@
 zoom.v1.VectorSearch and zoom.v1.Decoder API served by
 
   * Standalone: one zoomd (its own temporary data directory);
-  * Cluster:    a nats-server with JetStream, two zoomd nodes
+  * Cluster:    a nats-server with JetStream (max_payload 8MB, as
+                docs/cluster.md asks: cluster_procs.start_nats), two zoomd nodes
                 (--role=node) and a router (--role=router) in front of
                 them; every collection the suite creates through it has
                 S = 2 shards and R = 2 replicas (each node holds a replica

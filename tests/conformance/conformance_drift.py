@@ -21,26 +21,12 @@ _SNAPSHOT_UNROUTED_UNARY = (
     "snapshots are not routed (ClusterBackend): UNIMPLEMENTED '<RPC> is not routed to a "
     "clustered collection (yet): ...' whatever the request (issue 47's cluster-wide snapshots)")
 _SNAPSHOT_UNROUTED_RESTORE = _SNAPSHOT_UNROUTED_UNARY
-_MODEL_LOAD_FAILED = (
-    "a load that fails on the nodes: the router answers FAILED_PRECONDITION 'model X did not "
-    "load on node nK: <reason>. It was removed from the cluster: ...' where the standalone "
-    "answers the load's own code (NOT_FOUND, INVALID_ARGUMENT) \"model 'X' cannot be loaded: "
-    "<reason>\"")
 
 DRIFT: Dict[str, str] = {
     # -- points
-    "Upsert.payload_under_limit_over_log_entry":
-        "the router refuses a point whose log entry passes the NATS max payload (1,000,000 "
-        "bytes) although its payload is within --max_payload_bytes (1 MiB), which the "
-        "standalone takes: INVALID_ARGUMENT \"point 77000 (#0) is 1040100 bytes in the "
-        "cluster's log; a log entry is at most 1000000 bytes ...\"",
     "Delete.ids_missing":
         "DeleteResponse.deleted counts the ids sent, not the ids that existed (the router "
         "does not read before it writes; zoom.proto documents it for clustered collections)",
-    "SetPayload.fields_under_limit_over_log_entry":
-        "SetPayload fields within --max_payload_bytes (1 MiB) but over the log entry's cap "
-        "(1,000,000 bytes): the router refuses them (INVALID_ARGUMENT 'the request's fields "
-        "are 1040018 bytes; a log entry is at most 1000000'), the standalone takes them",
     "SetPayload.missing_ids":
         "SetPayloadResponse.updated is the number of ids sent, not the points changed as "
         "the proto promises (ids that do not exist are counted)",
@@ -67,8 +53,6 @@ DRIFT: Dict[str, str] = {
     "RestoreSnapshot.garbage": _SNAPSHOT_UNROUTED_RESTORE,
     "Snapshots": _SNAPSHOT_UNROUTED_UNARY,
     # -- decoder
-    "LoadModel.dir_missing": _MODEL_LOAD_FAILED,
-    "LoadModel.broken_files": _MODEL_LOAD_FAILED,
     "LoadModel.same_again":
         "LoadModel of a name already loaded with the same spec: the router answers OK (the "
         "catalog's AddModel is idempotent: a retried load is safe, and RouterTest."

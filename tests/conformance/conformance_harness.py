@@ -182,6 +182,9 @@ def fill(b: B.Backend) -> None:
                                                      type=pb.KEYWORD, wait=True), timeout=60)
     upsert(b, "scratch", [point(i, fields=pvals({"cat": f"c{i % 2}", "n": i}))
                           for i in range(20)])
+    # The point SetPayload.fields_under_limit_over_log_entry sets (it exists:
+    # the case is about the fields' size, not about ids that do not).
+    upsert(b, "scratch", [point(0, id=77001)])
     b.dec.LoadModel(dpb.LoadModelRequest(name="tiny", dir="tiny", wait=True), timeout=120)
 
 

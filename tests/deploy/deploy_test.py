@@ -524,6 +524,8 @@ class ClusterKubernetesTest(KubernetesTest):
         self.assertIn("storage", sts["volumeClaimTemplates"][0]["spec"]["resources"]["requests"])
         conf = by[("ConfigMap", "nats-config")]["data"]["nats.conf"]
         self.assertIn("jetstream", conf)
+        # zoomd's largest log entries (docs/cluster.md, "NATS max_payload").
+        self.assertIn("max_payload: 8MB", conf)
         for i in range(3):
             self.assertIn(f"nats://nats-{i}.nats-headless:6222", conf)
         pod = sts["template"]["spec"]
@@ -598,6 +600,9 @@ class ClusterComposeTest(unittest.TestCase):
         for i in range(3):
             cmd = s[f"nats{i}"]["command"]
             self.assertIn("-js", cmd)
+            # max_payload has no flag: a config file (docs/cluster.md).
+            conf = cmd[cmd.index("-c") + 1]
+            self.assertEqual([c["target"] for c in s[f"nats{i}"]["configs"]], [conf])
             routes = cmd[cmd.index("--routes") + 1]
             self.assertEqual(sorted(routes.split(",")),
                              sorted(f"nats://nats{j}:6222" for j in range(3) if j != i))
@@ -614,6 +619,8 @@ class ClusterComposeTest(unittest.TestCase):
         for n in ("node0", "node1", "router"):
             self.assertEqual(s[n]["environment"]["ZOOMD_NATS"],
                              "nats://nats0:4222,nats://nats1:4222,nats://nats2:4222")
+        with open(os.path.join(DEPLOY, self.c["configs"]["nats-conf"]["file"])) as f:
+            self.assertIn("max_payload: 8MB", f.read())
         ctx = os.path.normpath(os.path.join(DEPLOY, s["node0"]["build"]["context"]))
         self.assertTrue(os.path.isfile(os.path.join(ctx, s["node0"]["build"]["dockerfile"])))
 

@@ -45,6 +45,7 @@ NatsServer::NatsServer(std::string name, std::string store_dir, std::vector<int>
     : name_(std::move(name)),
       store_dir_(std::move(store_dir)),
       log_path_(store_dir_ + ".log"),
+      config_path_(store_dir_ + ".conf"),
       route_ports_(std::move(route_ports)),
       clustered_(clustered || !route_ports_.empty()) {}
 
@@ -56,10 +57,18 @@ bool NatsServer::Start(absl::Duration timeout) {
   if (pid_ > 0) return true;
   const std::string bin = NatsServerBinary();
   if (bin.empty()) return false;
+  // max_payload has no flag: a config file for it, the rest on the command
+  // line (which nats-server merges over the file).
+  {
+    std::ofstream conf(config_path_, std::ios::trunc);
+    conf << "max_payload: " << max_payload_ << "\n";
+    if (!conf.flush()) return false;
+  }
   // Everything the child needs is made before fork (no allocation after
   // fork in a threaded process).
-  std::vector<std::string> args = {bin, "-a", "127.0.0.1", "-p", std::to_string(client_.port()),
-                                   "-js", "-sd", store_dir_, "-n", name_};
+  std::vector<std::string> args = {bin, "-c", config_path_, "-a", "127.0.0.1", "-p",
+                                   std::to_string(client_.port()), "-js", "-sd", store_dir_,
+                                   "-n", name_};
   if (clustered_) {
     std::vector<std::string> routes;
     for (int p : route_ports_) routes.push_back(absl::StrCat("nats://127.0.0.1:", p));

@@ -7,11 +7,18 @@
 //
 // A server can be killed (SIGKILL, SIGSTOP...) and started again on the same
 // ports and store, as a restarted machine would.
+//
+// Its max_payload is zoomd's (kZoomdNatsMaxPayload, 8 MB: a log entry holds
+// a point's payload and fields, up to 1 MiB as sent, with its vector;
+// nats-server's default of 1 MB is too small, docs/cluster.md), set in a
+// config file beside its store (nats-server 2.9 has no flag for it);
+// set_max_payload gives a test another one.
 #ifndef ZOOM_TESTS_TESTING_NATS_SERVER_H_
 #define ZOOM_TESTS_TESTING_NATS_SERVER_H_
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +30,9 @@ namespace zoom::testing {
 
 // The nats-server binary ("" when not installed).
 std::string NatsServerBinary();
+
+// The max_payload the servers get unless a test says otherwise.
+inline constexpr int64_t kZoomdNatsMaxPayload = int64_t{8} << 20;
 
 class NatsServer {
  public:
@@ -44,11 +54,14 @@ class NatsServer {
   std::string url() const { return "nats://127.0.0.1:" + std::to_string(client_.port()); }
   int cluster_port() const { return cluster_.port(); }
   void set_route_ports(std::vector<int> ports) { route_ports_ = std::move(ports); }
+  // Takes effect at the next Start.
+  void set_max_payload(int64_t bytes) { max_payload_ = bytes; }
   // The server's log so far (for failure messages).
   std::string Log() const;
 
  private:
-  std::string name_, store_dir_, log_path_;
+  std::string name_, store_dir_, log_path_, config_path_;
+  int64_t max_payload_ = kZoomdNatsMaxPayload;
   std::vector<int> route_ports_;
   bool clustered_;
   RefusedPort client_{true}, cluster_{true};

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/echo.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/engine/decoder_engine.h"
 
@@ -120,6 +121,34 @@ std::map<std::string, v1::ListModelsResponse> ModelRouter::NodeModels(absl::Time
   return out;
 }
 
+absl::Status ModelRouter::LoadFailed(
+    const cluster::ModelSpec& spec, const std::string& node,
+    const std::map<std::string, v1::ListModelsResponse>& nodes) const {
+  const std::string removed = absl::StrCat(
+      "It was removed from the cluster: every node needs the model's files under its "
+      "--models_dir, as '", spec.dir.substr(0, 256), "'");
+  auto it = nodes.find(node);
+  if (it != nodes.end()) {
+    for (const v1::ModelInfo& info : it->second.models()) {
+      if (info.name() != spec.name || info.state() != v1::MODEL_FAILED) continue;
+      // The node's own answer, as a standalone zoomd gives it
+      // (DecoderEngine::StatusOf); a node that does not report the code
+      // (older than ModelInfo.error_code): FAILED_PRECONDITION.
+      const int code = info.error_code();
+      const absl::StatusCode c = code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code)
+                                                        : absl::StatusCode::kFailedPrecondition;
+      ZOOM_LOG(WARNING, "router: model ", spec.name, " did not load on node ", node, ": ",
+               info.error(), ". ", removed);
+      return absl::Status(c, absl::StrCat("model '", spec.name, "' cannot be loaded: ",
+                                          info.error()));
+    }
+  }
+  // The node did not say why (its ListModels did not answer in time).
+  return absl::FailedPreconditionError(absl::StrCat(
+      "model ", spec.name, " did not load on node ", node,
+      ": it was refused there (its log says why). ", removed));
+}
+
 absl::StatusOr<v1::ModelInfo> ModelRouter::Load(const v1::LoadModelRequest& req,
                                                 absl::Time deadline, const api::Call& call) {
   cluster::ModelSpec spec;
@@ -172,17 +201,7 @@ absl::StatusOr<v1::ModelInfo> ModelRouter::Load(const v1::LoadModelRequest& req,
       if (failed_on.empty()) return Best(added, nodes);
       // Nothing half-loaded behind a failed wait (as on a single zoomd).
       (void)core_->catalog().RemoveModel(spec.name);
-      std::string why = "it was refused there (its log says why)";
-      auto it = nodes.find(failed_on);
-      if (it != nodes.end()) {
-        for (const v1::ModelInfo& info : it->second.models()) {
-          if (info.name() == spec.name && !info.error().empty()) why = info.error();
-        }
-      }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "model ", spec.name, " did not load on node ", failed_on, ": ", why,
-          ". It was removed from the cluster: every node needs the model's files under "
-          "its --models_dir, as '", spec.dir.substr(0, 256), "'"));
+      return LoadFailed(spec, failed_on, nodes);
     }
     if (absl::Now() + absl::Milliseconds(100) >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(

@@ -6,8 +6,9 @@
 //   * Load records the model in the models bucket (the same model again is
 //     OK; another under its name AlreadyExists) and the nodes load it; with
 //     `wait` the answer comes once every live node serves it (a node whose
-//     load failed fails the call, naming the node and its error, and the
-//     model is removed again), else at once, LOADING.
+//     load failed fails the call with that node's own answer, the code and
+//     message a standalone zoomd gives, and the model is removed again: the
+//     router's log names the node), else at once, LOADING.
 //   * Unload removes it (NotFound when absent) and answers once no live node
 //     serves it any more (DeadlineExceeded past `deadline`: they go on).
 //   * List: each model as the nodes report it (serving before loading
@@ -53,6 +54,10 @@ class ModelRouter {
                                                            const api::Call& call);
   // Why no node serves `model`.
   absl::Status NoModel(const std::string& model);
+  // The answer to a load that failed on `node` (`nodes`: their ListModels):
+  // the node's own code and message ("model 'x' cannot be loaded: ...").
+  absl::Status LoadFailed(const cluster::ModelSpec& spec, const std::string& node,
+                          const std::map<std::string, v1::ListModelsResponse>& nodes) const;
 
   RouterCore* core_;
   DecodeLimits limits_;

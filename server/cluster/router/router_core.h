@@ -70,8 +70,10 @@ struct RouterOptions {
   bool hedge = true;
   // A replica that failed is asked last for this long.
   absl::Duration suspect_for = absl::Seconds(2);
-  // A log entry's size at most (NATS's max payload is 1 MiB by default).
-  size_t max_entry_bytes = 1000000;
+  // A log entry's size at most, besides the NATS servers' max_payload less
+  // room for headers (which decides by default: nats-server's own default
+  // is 1 MB, too small for the largest writes; docs/cluster.md gives it 8MB).
+  size_t max_entry_bytes = size_t{64} << 20;
   // How long CreateCollection waits for every shard to have a serving
   // replica before it answers (OK either way: nodes converge on their own).
   absl::Duration create_wait = absl::Seconds(10);

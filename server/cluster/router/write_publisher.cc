@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/logging.h"
+#include "server/api/convert.h"
 #include "server/engine/payload_fields.h"
 
 namespace zoom::server::router {
@@ -17,13 +19,59 @@ std::string RandomId() {
   return absl::StrCat(absl::Hex(rng(), absl::kZeroPad16), absl::Hex(rng(), absl::kZeroPad16));
 }
 
+// nats-server's own default max_payload (1 MB), taken while the connected
+// server's is not known.
+constexpr int64_t kNatsDefaultMaxPayload = 1 << 20;
+
+int64_t ServerMaxPayload(const cluster::JetStream& js) {
+  const int64_t server = js.max_payload();
+  return server > 4096 ? server : kNatsDefaultMaxPayload;
+}
+
 }  // namespace
 
+size_t NatsMaxPayloadNeeded(uint64_t max_payload_bytes, uint32_t dim) {
+  return static_cast<size_t>((max_payload_bytes * 9 + 3) / 4) + size_t{4} * dim +
+         (size_t{64} << 10);
+}
+
+WritePublisher::WritePublisher(RouterCore* core) : core_(core) {
+  const int64_t server = ServerMaxPayload(core_->js());
+  const uint64_t limit = ServiceLimits().max_payload_bytes;
+  const uint32_t dim = 4096;  // --max_dim's default
+  const size_t need = NatsMaxPayloadNeeded(limit, dim);
+  const std::string largest =
+      absl::StrCat(need, " bytes (a point's ", limit, " bytes of payload and fields at ", dim,
+                   "-d)");
+  if (MaxEntryBytes() + kNatsHeaderRoom >= need) {
+    ZOOM_LOG(INFO, "router: NATS max_payload ", server, " bytes: log entries up to ",
+             MaxEntryBytes(), " bytes; every write within zoomd's limits fits (at most ",
+             largest, ")");
+  } else {
+    ZOOM_LOG(WARNING, "router: NATS max_payload ", server, " bytes: log entries up to ",
+             MaxEntryBytes(), " bytes, below the ", largest, " a write within zoomd's limits "
+             "may take: larger writes are refused (INVALID_ARGUMENT) where a standalone zoomd "
+             "takes them; start nats-server with max_payload: 8MB (docs/cluster.md)");
+  }
+}
+
 size_t WritePublisher::MaxEntryBytes() const {
-  const int64_t server = core_->js().max_payload();
-  size_t cap = core_->options().max_entry_bytes;
-  if (server > 4096) cap = std::min<size_t>(cap, static_cast<size_t>(server) - 1024);
-  return cap;
+  return std::min<size_t>(core_->options().max_entry_bytes,
+                          static_cast<size_t>(ServerMaxPayload(core_->js())) - kNatsHeaderRoom);
+}
+
+absl::Status WritePublisher::TooLarge(const std::string& what, uint32_t dim) const {
+  const int64_t server = ServerMaxPayload(core_->js());
+  const size_t cap = MaxEntryBytes();
+  const bool ours = cap < static_cast<size_t>(server) - kNatsHeaderRoom;
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, "; a log entry is at most ", cap, " bytes (",
+      ours ? "the router's max_entry_bytes"
+           : absl::StrCat("the NATS servers' max_payload of ", server, " less ",
+                          kNatsHeaderRoom),
+      "): make it smaller, or give the NATS servers a max_payload of at least ",
+      NatsMaxPayloadNeeded(ServiceLimits().max_payload_bytes, dim),
+      " bytes, which every write zoomd takes fits in (8MB: docs/cluster.md)"));
 }
 
 absl::StatusOr<std::vector<api::WriteToken>> WritePublisher::Upsert(
@@ -46,10 +94,9 @@ absl::StatusOr<std::vector<api::WriteToken>> WritePublisher::Upsert(
                                   lp.payload.size() + EncodeFields(lp.fields).size()) -
         empty;
     if (empty + bytes > cap) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "point ", p.id, " (#", i, ") is ", empty + bytes, " bytes in the cluster's log; a "
-          "log entry is at most ", cap, " bytes (the NATS servers' max_payload): make its "
-          "payload smaller"));
+      return TooLarge(absl::StrCat("point ", p.id, " (#", i, ") is ", empty + bytes,
+                                   " bytes in the cluster's log"),
+                      m.config.dim);
     }
     cluster::LogEntry& e = open[k];
     if (!e.points.empty() && open_bytes[k] + bytes > cap) {

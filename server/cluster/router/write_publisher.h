@@ -3,7 +3,10 @@
 // WritePublisher: a router's writes as log entries (server/cluster/
 // log_entry.h) on the collections' JetStream streams. A write is split by
 // shard (ShardOf) into entries of at most MaxEntryBytes (the NATS servers'
-// max_payload less room, at most RouterOptions::max_entry_bytes); each
+// max_payload less room, at most RouterOptions::max_entry_bytes); a point
+// or a set of fields that does not fit in one entry is INVALID_ARGUMENT,
+// saying the max_payload every write zoomd takes needs
+// (NatsMaxPayloadNeeded: docs/cluster.md gives nats-server 8MB). Each
 // shard's entries are published in order (the shards in parallel, up to 8
 // at once) and the write is acknowledged once JetStream acknowledged every
 // entry (stored by a quorum of the stream's replicas), with a WriteToken
@@ -31,12 +34,29 @@
 
 namespace zoom::server::router {
 
+// Room kept in a NATS message for its headers (the message id).
+inline constexpr size_t kNatsHeaderRoom = 1024;
+
+// The NATS max_payload that every write within `max_payload_bytes`
+// (ServiceLimits: a point's payload and typed fields as sent) fits in at
+// dimension `dim`: the log stores typed fields at up to 2.25 times their
+// request size (a list of small integers: 9 bytes a value, 4 in the
+// request), then the vector, the names and counts of up to 1,024 fields,
+// the entry's framing and the headers. 1 MiB at 4,096-d: 2,441,216 bytes.
+size_t NatsMaxPayloadNeeded(uint64_t max_payload_bytes, uint32_t dim);
+
 class WritePublisher {
  public:
-  explicit WritePublisher(RouterCore* core) : core_(core) {}
+  // Logs the NATS servers' max_payload and what it lets through (a
+  // WARNING when it is below what writes within the default limits need).
+  explicit WritePublisher(RouterCore* core);
 
   // The largest log entry the NATS servers take (less room for headers).
   size_t MaxEntryBytes() const;
+  // InvalidArgument: `what` (e.g. "point 7 (#0) is 2000000 bytes in the
+  // cluster's log") does not fit a log entry; says the cap, where it comes
+  // from and the max_payload the NATS servers need at dimension `dim`.
+  absl::Status TooLarge(const std::string& what, uint32_t dim) const;
 
   // Points (checked: PointRefsOf, ValidatePoints) into their shards' logs.
   absl::StatusOr<std::vector<api::WriteToken>> Upsert(const cluster::ShardMap& m,
@@ -69,9 +89,9 @@ absl::StatusOr<std::vector<api::WriteToken>> WritePublisher::ByIds(
     absl::Time deadline) const {
   const size_t cap = MaxEntryBytes();
   if (extra_bytes + 64 > cap) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the request's fields are ", extra_bytes, " bytes in the cluster's log; a log entry is "
-        "at most ", cap, " bytes (the NATS servers' max_payload)"));
+    return TooLarge(absl::StrCat("the request's fields are ", extra_bytes,
+                                 " bytes in the cluster's log"),
+                    m.config.dim);
   }
   const size_t per_entry = std::max<size_t>(1, (cap - extra_bytes - 64) / 8);
   std::map<uint32_t, std::vector<uint64_t>> by_shard;

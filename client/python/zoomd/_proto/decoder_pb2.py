@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15zoom/v1/decoder.proto\x12\x07zoom.v1\"\x8f\x03\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03\x64ir\x18\x02 \x01(\t\x12\x12\n\nvocab_size\x18\x03 \x01(\r\x12\x0b\n\x03\x64im\x18\x04 \x01(\r\x12\x13\n\x0bgraph_bytes\x18\x05 \x01(\x04\x12\x16\n\x0eresident_bytes\x18\x06 \x01(\x04\x12\"\n\x05state\x18\x07 \x01(\x0e\x32\x13.zoom.v1.ModelState\x12\x10\n\x08progress\x18\x08 \x01(\x01\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\t\n\x01m\x18\n \x01(\r\x12\x17\n\x0f\x65\x66_construction\x18\x0b \x01(\r\x12\x18\n\x10graph_from_cache\x18\x0c \x01(\x08\x12\x12\n\ndefault_ef\x18\r \x01(\r\x12\x19\n\x11\x64\x65\x66\x61ult_ef_source\x18\x0e \x01(\t\x12\x1c\n\x14\x63\x61libration_contexts\x18\x0f \x01(\r\x12\x16\n\x0e\x63\x61libration_p1\x18\x10 \x01(\x01\x12\x16\n\x0e\x63\x61libration_p5\x18\x11 \x01(\x01\x12\x19\n\x11\x63\x61libration_error\x18\x12 \x01(\t\"s\n\x10LoadModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03\x64ir\x18\x02 \x01(\t\x12\t\n\x01m\x18\x03 \x01(\r\x12\x17\n\x0f\x65\x66_construction\x18\x04 \x01(\r\x12\x0c\n\x04wait\x18\x05 \x01(\x08\x12\x12\n\ndefault_ef\x18\x06 \x01(\r\"5\n\x11LoadModelResponse\x12 \n\x04info\x18\x01 \x01(\x0b\x32\x12.zoom.v1.ModelInfo\"\"\n\x12UnloadModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x15\n\x13UnloadModelResponse\"\x13\n\x11ListModelsRequest\"8\n\x12ListModelsResponse\x12\"\n\x06models\x18\x01 \x03(\x0b\x32\x12.zoom.v1.ModelInfo\"\x18\n\x07\x43ontext\x12\r\n\x01h\x18\x01 \x03(\x02\x42\x02\x10\x01\"\xcd\x01\n\x0bTopKRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\"\n\x08\x63ontexts\x18\x02 \x03(\x0b\x32\x10.zoom.v1.Context\x12\t\n\x01k\x18\x03 \x01(\r\x12\n\n\x02\x65\x66\x18\x04 \x01(\r\x12\x14\n\x0creturn_words\x18\x05 \x01(\x08\x12\x14\n\x0creturn_probs\x18\x06 \x01(\x08\x12\r\n\x05\x65xact\x18\x07 \x01(\x08\x12\x14\n\x0ctail_samples\x18\x08 \x01(\r\x12#\n\x04tail\x18\t \x01(\x0e\x32\x15.zoom.v1.TailEstimate\"A\n\x0b\x44\x65\x63odeStats\x12\x0e\n\x06micros\x18\x01 \x01(\x04\x12\x16\n\x0e\x64istance_evals\x18\x02 \x01(\x04\x12\n\n\x02\x65\x66\x18\x03 \x01(\r\"\x8b\x01\n\nTopKResult\x12\x0f\n\x03ids\x18\x01 \x03(\rB\x02\x10\x01\x12\r\n\x05words\x18\x02 \x03(\t\x12\x12\n\x06logits\x18\x03 \x03(\x02\x42\x02\x10\x01\x12\x11\n\x05probs\x18\x04 \x03(\x02\x42\x02\x10\x01\x12\x11\n\ttail_mass\x18\x05 \x01(\x02\x12#\n\x05stats\x18\x06 \x01(\x0b\x32\x14.zoom.v1.DecodeStats\"4\n\x0cTopKResponse\x12$\n\x07results\x18\x01 \x03(\x0b\x32\x13.zoom.v1.TopKResult*U\n\nModelState\x12\x1b\n\x17MODEL_STATE_UNSPECIFIED\x10\x00\x12\x0b\n\x07LOADING\x10\x01\x12\x0b\n\x07SERVING\x10\x02\x12\x10\n\x0cMODEL_FAILED\x10\x03*w\n\x0cTailEstimate\x12\x19\n\x15TAIL_ESTIMATE_DEFAULT\x10\x00\x12\x1a\n\x16TAIL_ESTIMATE_CLUSTERS\x10\x01\x12\x18\n\x14TAIL_ESTIMATE_SAMPLE\x10\x02\x12\x16\n\x12TAIL_ESTIMATE_NONE\x10\x03\x32\xd2\x02\n\x07\x44\x65\x63oder\x12\x42\n\tLoadModel\x12\x19.zoom.v1.LoadModelRequest\x1a\x1a.zoom.v1.LoadModelResponse\x12H\n\x0bUnloadModel\x12\x1b.zoom.v1.UnloadModelRequest\x1a\x1c.zoom.v1.UnloadModelResponse\x12\x45\n\nListModels\x12\x1a.zoom.v1.ListModelsRequest\x1a\x1b.zoom.v1.ListModelsResponse\x12\x33\n\x04TopK\x12\x14.zoom.v1.TopKRequest\x1a\x15.zoom.v1.TopKResponse\x12=\n\nStreamTopK\x12\x14.zoom.v1.TopKRequest\x1a\x15.zoom.v1.TopKResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15zoom/v1/decoder.proto\x12\x07zoom.v1\"\xa3\x03\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03\x64ir\x18\x02 \x01(\t\x12\x12\n\nvocab_size\x18\x03 \x01(\r\x12\x0b\n\x03\x64im\x18\x04 \x01(\r\x12\x13\n\x0bgraph_bytes\x18\x05 \x01(\x04\x12\x16\n\x0eresident_bytes\x18\x06 \x01(\x04\x12\"\n\x05state\x18\x07 \x01(\x0e\x32\x13.zoom.v1.ModelState\x12\x10\n\x08progress\x18\x08 \x01(\x01\x12\r\n\x05\x65rror\x18\t \x01(\t\x12\t\n\x01m\x18\n \x01(\r\x12\x17\n\x0f\x65\x66_construction\x18\x0b \x01(\r\x12\x18\n\x10graph_from_cache\x18\x0c \x01(\x08\x12\x12\n\ndefault_ef\x18\r \x01(\r\x12\x19\n\x11\x64\x65\x66\x61ult_ef_source\x18\x0e \x01(\t\x12\x1c\n\x14\x63\x61libration_contexts\x18\x0f \x01(\r\x12\x16\n\x0e\x63\x61libration_p1\x18\x10 \x01(\x01\x12\x16\n\x0e\x63\x61libration_p5\x18\x11 \x01(\x01\x12\x19\n\x11\x63\x61libration_error\x18\x12 \x01(\t\x12\x12\n\nerror_code\x18\x13 \x01(\x05\"s\n\x10LoadModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03\x64ir\x18\x02 \x01(\t\x12\t\n\x01m\x18\x03 \x01(\r\x12\x17\n\x0f\x65\x66_construction\x18\x04 \x01(\r\x12\x0c\n\x04wait\x18\x05 \x01(\x08\x12\x12\n\ndefault_ef\x18\x06 \x01(\r\"5\n\x11LoadModelResponse\x12 \n\x04info\x18\x01 \x01(\x0b\x32\x12.zoom.v1.ModelInfo\"\"\n\x12UnloadModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x15\n\x13UnloadModelResponse\"\x13\n\x11ListModelsRequest\"8\n\x12ListModelsResponse\x12\"\n\x06models\x18\x01 \x03(\x0b\x32\x12.zoom.v1.ModelInfo\"\x18\n\x07\x43ontext\x12\r\n\x01h\x18\x01 \x03(\x02\x42\x02\x10\x01\"\xcd\x01\n\x0bTopKRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\"\n\x08\x63ontexts\x18\x02 \x03(\x0b\x32\x10.zoom.v1.Context\x12\t\n\x01k\x18\x03 \x01(\r\x12\n\n\x02\x65\x66\x18\x04 \x01(\r\x12\x14\n\x0creturn_words\x18\x05 \x01(\x08\x12\x14\n\x0creturn_probs\x18\x06 \x01(\x08\x12\r\n\x05\x65xact\x18\x07 \x01(\x08\x12\x14\n\x0ctail_samples\x18\x08 \x01(\r\x12#\n\x04tail\x18\t \x01(\x0e\x32\x15.zoom.v1.TailEstimate\"A\n\x0b\x44\x65\x63odeStats\x12\x0e\n\x06micros\x18\x01 \x01(\x04\x12\x16\n\x0e\x64istance_evals\x18\x02 \x01(\x04\x12\n\n\x02\x65\x66\x18\x03 \x01(\r\"\x8b\x01\n\nTopKResult\x12\x0f\n\x03ids\x18\x01 \x03(\rB\x02\x10\x01\x12\r\n\x05words\x18\x02 \x03(\t\x12\x12\n\x06logits\x18\x03 \x03(\x02\x42\x02\x10\x01\x12\x11\n\x05probs\x18\x04 \x03(\x02\x42\x02\x10\x01\x12\x11\n\ttail_mass\x18\x05 \x01(\x02\x12#\n\x05stats\x18\x06 \x01(\x0b\x32\x14.zoom.v1.DecodeStats\"4\n\x0cTopKResponse\x12$\n\x07results\x18\x01 \x03(\x0b\x32\x13.zoom.v1.TopKResult*U\n\nModelState\x12\x1b\n\x17MODEL_STATE_UNSPECIFIED\x10\x00\x12\x0b\n\x07LOADING\x10\x01\x12\x0b\n\x07SERVING\x10\x02\x12\x10\n\x0cMODEL_FAILED\x10\x03*w\n\x0cTailEstimate\x12\x19\n\x15TAIL_ESTIMATE_DEFAULT\x10\x00\x12\x1a\n\x16TAIL_ESTIMATE_CLUSTERS\x10\x01\x12\x18\n\x14TAIL_ESTIMATE_SAMPLE\x10\x02\x12\x16\n\x12TAIL_ESTIMATE_NONE\x10\x03\x32\xd2\x02\n\x07\x44\x65\x63oder\x12\x42\n\tLoadModel\x12\x19.zoom.v1.LoadModelRequest\x1a\x1a.zoom.v1.LoadModelResponse\x12H\n\x0bUnloadModel\x12\x1b.zoom.v1.UnloadModelRequest\x1a\x1c.zoom.v1.UnloadModelResponse\x12\x45\n\nListModels\x12\x1a.zoom.v1.ListModelsRequest\x1a\x1b.zoom.v1.ListModelsResponse\x12\x33\n\x04TopK\x12\x14.zoom.v1.TopKRequest\x1a\x15.zoom.v1.TopKResponse\x12=\n\nStreamTopK\x12\x14.zoom.v1.TopKRequest\x1a\x15.zoom.v1.TopKResponse(\x01\x30\x01\x62\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'zoomd._proto.decoder_pb2', globals())
@@ -28,34 +28,34 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _TOPKRESULT.fields_by_name['logits']._serialized_options = b'\020\001'
   _TOPKRESULT.fields_by_name['probs']._options = None
   _TOPKRESULT.fields_by_name['probs']._serialized_options = b'\020\001'
-  _MODELSTATE._serialized_start=1243
-  _MODELSTATE._serialized_end=1328
-  _TAILESTIMATE._serialized_start=1330
-  _TAILESTIMATE._serialized_end=1449
+  _MODELSTATE._serialized_start=1263
+  _MODELSTATE._serialized_end=1348
+  _TAILESTIMATE._serialized_start=1350
+  _TAILESTIMATE._serialized_end=1469
   _MODELINFO._serialized_start=35
-  _MODELINFO._serialized_end=434
-  _LOADMODELREQUEST._serialized_start=436
-  _LOADMODELREQUEST._serialized_end=551
-  _LOADMODELRESPONSE._serialized_start=553
-  _LOADMODELRESPONSE._serialized_end=606
-  _UNLOADMODELREQUEST._serialized_start=608
-  _UNLOADMODELREQUEST._serialized_end=642
-  _UNLOADMODELRESPONSE._serialized_start=644
-  _UNLOADMODELRESPONSE._serialized_end=665
-  _LISTMODELSREQUEST._serialized_start=667
-  _LISTMODELSREQUEST._serialized_end=686
-  _LISTMODELSRESPONSE._serialized_start=688
-  _LISTMODELSRESPONSE._serialized_end=744
-  _CONTEXT._serialized_start=746
-  _CONTEXT._serialized_end=770
-  _TOPKREQUEST._serialized_start=773
-  _TOPKREQUEST._serialized_end=978
-  _DECODESTATS._serialized_start=980
-  _DECODESTATS._serialized_end=1045
-  _TOPKRESULT._serialized_start=1048
-  _TOPKRESULT._serialized_end=1187
-  _TOPKRESPONSE._serialized_start=1189
-  _TOPKRESPONSE._serialized_end=1241
-  _DECODER._serialized_start=1452
-  _DECODER._serialized_end=1790
+  _MODELINFO._serialized_end=454
+  _LOADMODELREQUEST._serialized_start=456
+  _LOADMODELREQUEST._serialized_end=571
+  _LOADMODELRESPONSE._serialized_start=573
+  _LOADMODELRESPONSE._serialized_end=626
+  _UNLOADMODELREQUEST._serialized_start=628
+  _UNLOADMODELREQUEST._serialized_end=662
+  _UNLOADMODELRESPONSE._serialized_start=664
+  _UNLOADMODELRESPONSE._serialized_end=685
+  _LISTMODELSREQUEST._serialized_start=687
+  _LISTMODELSREQUEST._serialized_end=706
+  _LISTMODELSRESPONSE._serialized_start=708
+  _LISTMODELSRESPONSE._serialized_end=764
+  _CONTEXT._serialized_start=766
+  _CONTEXT._serialized_end=790
+  _TOPKREQUEST._serialized_start=793
+  _TOPKREQUEST._serialized_end=998
+  _DECODESTATS._serialized_start=1000
+  _DECODESTATS._serialized_end=1065
+  _TOPKRESULT._serialized_start=1068
+  _TOPKRESULT._serialized_end=1207
+  _TOPKRESPONSE._serialized_start=1209
+  _TOPKRESPONSE._serialized_end=1261
+  _DECODER._serialized_start=1472
+  _DECODER._serialized_end=1810
 # @@protoc_insertion_point(module_scope)

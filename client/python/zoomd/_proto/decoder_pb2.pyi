@@ -63,7 +63,7 @@ class LoadModelResponse(_message.Message):
     def __init__(self, info: _Optional[_Union[ModelInfo, _Mapping]] = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ["calibration_contexts", "calibration_error", "calibration_p1", "calibration_p5", "default_ef", "default_ef_source", "dim", "dir", "ef_construction", "error", "graph_bytes", "graph_from_cache", "m", "name", "progress", "resident_bytes", "state", "vocab_size"]
+    __slots__ = ["calibration_contexts", "calibration_error", "calibration_p1", "calibration_p5", "default_ef", "default_ef_source", "dim", "dir", "ef_construction", "error", "error_code", "graph_bytes", "graph_from_cache", "m", "name", "progress", "resident_bytes", "state", "vocab_size"]
     CALIBRATION_CONTEXTS_FIELD_NUMBER: _ClassVar[int]
     CALIBRATION_ERROR_FIELD_NUMBER: _ClassVar[int]
     CALIBRATION_P1_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class ModelInfo(_message.Message):
     DIM_FIELD_NUMBER: _ClassVar[int]
     DIR_FIELD_NUMBER: _ClassVar[int]
     EF_CONSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     GRAPH_BYTES_FIELD_NUMBER: _ClassVar[int]
     GRAPH_FROM_CACHE_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +93,7 @@ class ModelInfo(_message.Message):
     dir: str
     ef_construction: int
     error: str
+    error_code: int
     graph_bytes: int
     graph_from_cache: bool
     m: int
@@ -100,7 +102,7 @@ class ModelInfo(_message.Message):
     resident_bytes: int
     state: ModelState
     vocab_size: int
-    def __init__(self, name: _Optional[str] = ..., dir: _Optional[str] = ..., vocab_size: _Optional[int] = ..., dim: _Optional[int] = ..., graph_bytes: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., state: _Optional[_Union[ModelState, str]] = ..., progress: _Optional[float] = ..., error: _Optional[str] = ..., m: _Optional[int] = ..., ef_construction: _Optional[int] = ..., graph_from_cache: bool = ..., default_ef: _Optional[int] = ..., default_ef_source: _Optional[str] = ..., calibration_contexts: _Optional[int] = ..., calibration_p1: _Optional[float] = ..., calibration_p5: _Optional[float] = ..., calibration_error: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., dir: _Optional[str] = ..., vocab_size: _Optional[int] = ..., dim: _Optional[int] = ..., graph_bytes: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., state: _Optional[_Union[ModelState, str]] = ..., progress: _Optional[float] = ..., error: _Optional[str] = ..., m: _Optional[int] = ..., ef_construction: _Optional[int] = ..., graph_from_cache: bool = ..., default_ef: _Optional[int] = ..., default_ef_source: _Optional[str] = ..., calibration_contexts: _Optional[int] = ..., calibration_p1: _Optional[float] = ..., calibration_p5: _Optional[float] = ..., calibration_error: _Optional[str] = ..., error_code: _Optional[int] = ...) -> None: ...
 
 class TopKRequest(_message.Message):
     __slots__ = ["contexts", "ef", "exact", "k", "model", "return_probs", "return_words", "tail", "tail_samples"]
