@@ -67,7 +67,6 @@ class CalibrationWorkload : public Workload {
   absl::Status Target(double target, JsonLines& rep) const;
 
   ZoomBuilt zb_;
-  index::IndexKind kind_{};
   bool ivf_ = false;
   int t_ = 1;
   size_t k_ = 10;
@@ -80,7 +79,6 @@ class CalibrationWorkload : public Workload {
 
 absl::Status CalibrationWorkload::Setup() {
   ZOOM_ASSIGN_OR_RETURN(zb_, GetZoomBuilt());
-  kind_ = zb_.engine->index()->spec().kind;
   ivf_ = ScansLists(*zb_.engine->index());
   ZOOM_ASSIGN_OR_RETURN(auto threads, ThreadsFlag());
   t_ = threads.back();
@@ -101,7 +99,7 @@ absl::Status CalibrationWorkload::Setup() {
 absl::Status CalibrationWorkload::Calibrate(JsonLines& rep) {
   const NoneExcluded live;
   Stopwatch sw;
-  ZOOM_ASSIGN_OR_RETURN(cal_, server::Calibrate(*zb_.engine, kind_, live, options_));
+  ZOOM_ASSIGN_OR_RETURN(cal_, server::Calibrate(*zb_.engine, live, options_));
   const double calib_s = sw.ElapsedSeconds();
   std::printf("\n== calibration of %s: %u stored points as queries, %zu knob settings, %.2f s "
               "(one thread, exact neighbours included)\n",

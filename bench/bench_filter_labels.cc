@@ -24,7 +24,7 @@
 //             (server::Calibrate, CollectionOptions::calibration_queries)
 //             and the cheapest point reaching the server's default target
 //             (CollectionOptions::default_target_recall), as
-//             Collection::EngineParams picks them for a search naming no
+//             CollectionKnobs::EngineParams picks them for a search naming no
 //             knobs
 //   built_in  ef 64, nprobe 16, K' 100 (SearchParams' own, what a search
 //             ran before calibration; the Python script's "built-in")
@@ -233,9 +233,8 @@ class NoneExcluded : public index::IdFilter {
 
 // The knobs a collection over this engine's index searches with when a
 // request names none: its calibration's pick for the server's default target
-// (Collection::RunCalibration, Collection::EngineParams).
+// (CollectionMaintenance::RunCalibration, CollectionKnobs::EngineParams).
 absl::StatusOr<ZoomKnobs> DefaultKnobs(const server::SearchEngine& engine, std::string* note) {
-  const index::IndexKind kind = engine.index()->spec().kind;
   const server::CollectionOptions collection;
   const server::CollectionConfig config;
   server::CalibrationOptions options;
@@ -243,7 +242,7 @@ absl::StatusOr<ZoomKnobs> DefaultKnobs(const server::SearchEngine& engine, std::
   const NoneExcluded live;
   Stopwatch sw;
   ZOOM_ASSIGN_OR_RETURN(server::Calibration cal,
-                        server::Calibrate(engine, kind, live, options));
+                        server::Calibrate(engine, live, options));
   const server::Calibration::Choice choice = cal.Choose(collection.default_target_recall);
   const server::CalibrationPoint& c = choice.point;
   ZoomKnobs k;

@@ -133,7 +133,7 @@ class LocalRestore final : public SnapshotRestore {
 
 bool LocalBackend::AnswersInRam(const std::string& collection) const {
   auto c = db_->GetCollection(collection);
-  return c.ok() && (*c)->engine()->index() != nullptr;
+  return c.ok() && (*c)->core().engine()->index() != nullptr;
 }
 
 // ---- collections ----------------------------------------------------------------
@@ -256,7 +256,7 @@ SearchAnswer LocalBackend::AnswerOf(const Collection& c, const Query& q, QueryRe
 
 absl::StatusOr<SearchAnswer> LocalBackend::SearchOne(const Call& call, const Collection& c,
                                                      const Query& q, uint64_t* budget) const {
-  ZOOM_RETURN_IF_ERROR(BeforeSearch(call, c.name(), q));
+  ZOOM_RETURN_IF_ERROR(BeforeSearch(call, c.config().name, q));
   CollectionSearchParams p = ParamsOf(call, q);
   p.max_answer_bytes = *budget;
   QueryResult result;
@@ -297,7 +297,7 @@ absl::StatusOr<std::vector<SearchAnswer>> LocalBackend::SearchBatch(
   // One pipelined engine batch: query i+1's preview while i's reads fly.
   const Query& first = req.queries[0];
   for (size_t i = 0; i < nq; ++i) {
-    absl::Status st = BeforeSearch(call, c->name(), req.queries[i]);
+    absl::Status st = BeforeSearch(call, c->config().name, req.queries[i]);
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("query #", i, ": ", st.message()));
   }
   const size_t qd = first.vector.size();
@@ -339,14 +339,15 @@ absl::StatusOr<CollectionDescription> LocalBackend::CreateFieldIndex(
     const Call&, const CreateFieldIndexRequest& req) {
   ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req.collection));
   // With wait, the build runs on this (admin) worker.
-  ZOOM_RETURN_IF_ERROR(c->CreateFieldIndex(req.field, req.type, /*background=*/!req.wait));
+  ZOOM_RETURN_IF_ERROR(
+      c->field_indexes().Create(req.field, req.type, /*background=*/!req.wait));
   return Describe(*c);
 }
 
 absl::StatusOr<CollectionDescription> LocalBackend::DeleteFieldIndex(
     const Call&, const DeleteFieldIndexRequest& req) {
   ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req.collection));
-  ZOOM_RETURN_IF_ERROR(c->DeleteFieldIndex(req.field));
+  ZOOM_RETURN_IF_ERROR(c->field_indexes().Delete(req.field));
   return Describe(*c);
 }
 
@@ -358,7 +359,7 @@ void LocalBackend::BuildIndex(const Call& call, const BuildIndexRequest& req,
   if (absl::Status st = BeforeBuild(call, req); !st.ok()) return done(st);
   // A build already running (e.g. the automatic one started during an
   // import) is the build asked for: report it, or wait for it.
-  if (absl::Status st = col->StartOrJoinBuild(); !st.ok()) return done(st);
+  if (absl::Status st = col->maintenance().StartOrJoinBuild(); !st.ok()) return done(st);
   // A weak reference: a waiting call must not keep a dropped collection (or
   // one the database is closing) alive.
   std::weak_ptr<Collection> weak = col;
@@ -369,13 +370,13 @@ void LocalBackend::BuildIndex(const Call& call, const BuildIndexRequest& req,
     done(Describe(*live));
   };
   if (!req.wait) return answer(absl::OkStatus());
-  col->WhenBuildDone(std::move(answer));
+  col->maintenance().WhenBuildDone(std::move(answer));
 }
 
 absl::StatusOr<CollectionDescription> LocalBackend::Compact(const Call&,
                                                             const std::string& collection) {
   ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(collection));
-  ZOOM_RETURN_IF_ERROR(c->Compact());
+  ZOOM_RETURN_IF_ERROR(c->maintenance().Compact());
   return Describe(*c);
 }
 

@@ -119,7 +119,7 @@ absl::Status ClusterNode::CheckDataDir() const {
   }
   std::vector<std::string> standalone;
   for (const auto& c : db_->ListCollections()) {
-    if (!ParseLocalName(c->name()).has_value()) standalone.push_back(c->name());
+    if (!ParseLocalName(c->config().name).has_value()) standalone.push_back(c->config().name);
   }
   if (!standalone.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -275,7 +275,7 @@ absl::Status ClusterNode::Reconcile() {
     for (const auto& [local, h] : hosted_) locals.insert(local);
   }
   for (const auto& c : db_->ListCollections()) {
-    if (ParseLocalName(c->name()).has_value()) locals.insert(c->name());
+    if (ParseLocalName(c->config().name).has_value()) locals.insert(c->config().name);
   }
   std::set<std::string> missing_now;
   std::vector<std::string> drop;

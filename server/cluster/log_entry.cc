@@ -248,9 +248,9 @@ absl::Status ApplyLogEntry(const LogEntry& e, server::Collection* c) {
     case LogOp::kDeletePayload:
       return c->DeletePayload(e.ids, e.keys).status();
     case LogOp::kCreateFieldIndex:
-      return c->CreateFieldIndex(e.field, e.index_type);
+      return c->field_indexes().Create(e.field, e.index_type);
     case LogOp::kDeleteFieldIndex:
-      return c->DeleteFieldIndex(e.field);
+      return c->field_indexes().Delete(e.field);
   }
   return absl::InternalError("log entry: unknown operation");
 }

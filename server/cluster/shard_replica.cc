@@ -86,7 +86,7 @@ void ShardReplica::SetError(const absl::Status& st) {
 }
 
 void ShardReplica::Run() {
-  const std::string& name = collection_->name();
+  const std::string& name = collection_->config().name;
   std::unique_ptr<PullConsumer> consumer;
   absl::Time floor_checked = absl::InfinitePast();
   for (;;) {

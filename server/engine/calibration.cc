@@ -208,7 +208,7 @@ absl::StatusOr<Calibration> Calibration::Decode(std::string_view in) {
   return c;
 }
 
-absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKind kind,
+absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine,
                                       const index::IdFilter& live,
                                       const CalibrationOptions& options) {
   if (engine.index() == nullptr) {

@@ -29,7 +29,7 @@
 // measured times are kept beside (mean_us), for the operator.
 // The query point itself is excluded from every search and every exact
 // answer, and hnsw_pq's walk does not pass through it
-// (SearchParams::hidden): it is in the index, a real query is not. (Walking
+// (QueryContext::hidden): it is in the index, a real query is not. (Walking
 // through it made the curve optimistic by 0.005-0.02 on MNIST, since its
 // links lead straight to its neighbours; ivf_hnsw_pq's lists have no such
 // shortcut.)
@@ -119,7 +119,7 @@ struct CalibrationOptions {
   std::vector<uint32_t> rerank = {10, 12, 15, 18, 20, 25, 30, 40, 50, 60, 80, 100, 120, 160};
   // A fullview read's cost in preview distance evaluations: a 4 KiB read
   // in a batch ~18 us against ~30 ns a PQ code distance here (the
-  // planner's SearchParams::filter_codes_per_read, measured by zoombench
+  // planner's EngineOptions::filter_codes_per_read, measured by zoombench
   // --benchmarks=filter).
   double read_cost = 600;
   // Stops the run early (Cancelled) when it turns true; may be null.
@@ -129,10 +129,11 @@ struct CalibrationOptions {
 };
 
 // Measures the curve of `engine`'s current index (FailedPrecondition
-// without one, or with fewer than k + 1 live points). `live`: the ids a
-// search may return (the collection's liveness). Searches run on the
-// caller's thread, through SearchEngine::Search, alongside any others.
-absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine, index::IndexKind kind,
+// without one, or with fewer than k + 1 live points) over its breadth knob
+// (index::TraitsOf: the grid's nprobe or ef). `live`: the ids a search may
+// return (the collection's liveness). Searches run on the caller's thread,
+// through SearchEngine::Search, alongside any others.
+absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine,
                                       const index::IdFilter& live,
                                       const CalibrationOptions& options = {});
 

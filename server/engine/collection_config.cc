@@ -164,7 +164,7 @@ index::IndexSpec CollectionConfig::BuildSpec(int build_threads) const {
 
 uint64_t CollectionConfig::MinIndexPoints() const {
   uint64_t min = kMinIndexPoints;
-  if (index.kind == index::IndexKind::kIvfHnswPq) min = std::max<uint64_t>(min, index.nlist);
+  min = std::max<uint64_t>(min, index::TraitsOf(index).min_train_points);
   return min;
 }
 

@@ -1,26 +1,31 @@
-// Collection: background work: index builds (and the automatic ones),
-// compaction, calibration, the retry backoff.
+// CollectionMaintenance: index builds (and the automatic ones), the retry
+// backoff, calibration, loading the stored index, closing. Compaction:
+// collection_compaction.cc.
+#include "server/engine/collection_maintenance.h"
+
 #include <malloc.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
+#include <string>
+#include <utility>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
-#include "server/engine/collection.h"
-#include "server/engine/compactor.h"
+#include "index/vector_index.h"
+#include "server/engine/index_builder.h"
 
 namespace zoom::server {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Returns the heap's free memory to the system: after a build or a
-// compaction, glibc keeps the staging buffers' pages (at 1M points the
-// server's RSS stayed ~130 MB above what it serves from).
+// Returns the heap's free memory to the system: after a build, glibc keeps
+// the staging buffers' pages (at 1M points the server's RSS stayed ~130 MB
+// above what it serves from). (A compaction's: collection_compaction.cc.)
 void ReleaseFreedMemory() {
 #if defined(__GLIBC__)
   malloc_trim(0);
@@ -29,33 +34,47 @@ void ReleaseFreedMemory() {
 
 }  // namespace
 
+const char* IndexStateName(IndexState state) {
+  switch (state) {
+    case IndexState::kNone: return "NONE";
+    case IndexState::kBuilding: return "BUILDING";
+    case IndexState::kReady: return "READY";
+    case IndexState::kFailed: return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
 // ---- Index builds ------------------------------------------------------------
 
-absl::Status Collection::StartBuild() { return StartBuildImpl(/*join_running=*/false); }
+absl::Status CollectionMaintenance::StartBuild() { return StartBuildImpl(/*join_running=*/false); }
 
-absl::Status Collection::StartOrJoinBuild() { return StartBuildImpl(/*join_running=*/true); }
+absl::Status CollectionMaintenance::StartOrJoinBuild() {
+  return StartBuildImpl(/*join_running=*/true);
+}
 
-absl::Status Collection::StartBuildImpl(bool join_running) {
-  const std::string key = JobKey("build");
-  if (join_running && jobs_->Active(key)) return absl::OkStatus();
-  if (dropped_) return DroppedError();
+absl::Status CollectionMaintenance::StartBuildImpl(bool join_running) {
+  const CollectionConfig& config = core_.config_;
+  JobRunner& jobs = *core_.jobs_;
+  const std::string key = core_.JobKey("build");
+  if (join_running && jobs.Active(key)) return absl::OkStatus();
+  if (core_.dropped_) return core_.DroppedError();
   if (closing_) return ClosingError("index build");
   if (compacting_.load()) {
     // The compaction rebuilds the index of the segment it makes.
     return absl::FailedPreconditionError(
-        absl::StrCat("a compaction of '", config_.name, "' is running; build after it"));
+        absl::StrCat("a compaction of '", config.name, "' is running; build after it"));
   }
-  const uint64_t live = Current()->live();
-  const uint64_t min_points = config_.MinIndexPoints();
+  const uint64_t live = core_.Current()->live();
+  const uint64_t min_points = config.MinIndexPoints();
   if (live < min_points) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "collection '", config_.name, "' has ", live, " points; an index needs at least ",
+        "collection '", config.name, "' has ", live, " points; an index needs at least ",
         min_points, min_points > kMinIndexPoints ? " (its nlist)" : "",
         " to train (searches are exact until then)"));
   }
   JobRunner::Job job;
   job.key = key;
-  job.group = jobs_group_;
+  job.group = core_.jobs_group_;
   job.priority = JobRunner::Priority::kUser;
   job.run = [this] { return RunBuild(); };
   auto before = std::make_shared<IndexState>(IndexState::kNone);
@@ -65,53 +84,53 @@ absl::Status Collection::StartBuildImpl(bool join_running) {
   };
   job.on_dropped = [this, before] { index_state_ = *before; };  // it never ran
   job.dropped = ClosingError("index build");
-  if (!jobs_->TrySubmit(std::move(job))) {
-    if (join_running && jobs_->Active(key)) return absl::OkStatus();
-    if (!jobs_->Active(key)) return ClosingError("index build");  // the runner stops
+  if (!jobs.TrySubmit(std::move(job))) {
+    if (join_running && jobs.Active(key)) return absl::OkStatus();
+    if (!jobs.Active(key)) return ClosingError("index build");  // the runner stops
     return absl::FailedPreconditionError(
-        absl::StrCat("an index build of '", config_.name, "' is already running"));
+        absl::StrCat("an index build of '", config.name, "' is already running"));
   }
   return absl::OkStatus();
 }
 
-absl::Status Collection::RunBuild() {
+absl::Status CollectionMaintenance::RunBuild() {
+  const CollectionConfig& config = core_.config_;
   Stopwatch sw;
-  std::shared_ptr<Segment> seg = Current();
+  std::shared_ptr<Segment> seg = core_.Current();
   const uint64_t n = seg->records();
   // The live points among [0, n) the build trains on (the live count now:
   // writes after this moment are added to the new index, not trained on).
   const uint64_t trained = seg->live();
   const bool replaces = seg->index() != nullptr;
   index::StreamingBuildTimes phases;
-  auto built =
-      BuildSegmentIndex(config_, options_.build_threads, *seg, n, &build_progress_, &phases,
-                        /*trained_from=*/nullptr, &closing_);
+  auto built = BuildSegmentIndex(config, core_.options_.build_threads, *seg, n, &build_progress_,
+                                 &phases, /*trained_from=*/nullptr, &closing_);
   const double build_s = sw.ElapsedMicros() / 1e6;
   absl::Status st = built.status();
   const bool cancelled = absl::IsCancelled(st) && closing_;
   if (cancelled) st = ClosingError("index build");
   build_progress_ = 0.9;
   if (st.ok()) {
-    absl::MutexLock w(&write_mu_);
-    if (Current() != seg || manifest_.pending_space != 0) {
+    absl::MutexLock w(&core_.write_mu_);
+    if (core_.Current() != seg || core_.manifest_.pending_space != 0) {
       st = absl::AbortedError("the collection was compacted during the build; build again");
     } else {
       st = seg->SetIndex(std::move(*built));
       if (st.ok()) {
-        manifest_.trained_points = trained;
-        manifest_.code_error = 0;  // the new index's first window sets it
-        ++manifest_.index_epoch;  // the earlier curve serves until it is measured
-        st = SaveSnapshotLocked();
+        core_.manifest_.trained_points = trained;
+        core_.manifest_.code_error = 0;  // the new index's first window sets it
+        ++core_.manifest_.index_epoch;  // the earlier curve serves until it is measured
+        st = core_.SaveSnapshotLocked();
         if (st.ok()) {
-          SetCalibration(CurrentCalibration(), /*current=*/false);
+          knobs_.SetCalibration(knobs_.CurrentCalibration(), /*current=*/false);
         } else {
-          --manifest_.index_epoch;  // the stored manifest still names the old index
+          --core_.manifest_.index_epoch;  // the stored manifest still names the old index
         }
       }
     }
   }
   const double installed_s = sw.ElapsedMicros() / 1e6;
-  if (st.ok() && options_.calibration_queries > 0) {
+  if (st.ok() && core_.options_.calibration_queries > 0) {
     build_progress_ = 0.95;
     (void)RunCalibration();  // logged; a failure leaves the default knobs
   }
@@ -123,14 +142,14 @@ absl::Status Collection::RunBuild() {
   // Nor is one cancelled by the close (the server stops; it starts again).
   const bool overtaken = absl::IsAborted(st) || cancelled;
   index_state_ = st.ok() ? IndexState::kReady
-                 : Current()->index() != nullptr ? IndexState::kReady
+                 : core_.Current()->index() != nullptr ? IndexState::kReady
                  : overtaken                              ? IndexState::kNone
                                                           : IndexState::kFailed;
   if (st.ok()) {
     // The phases (zoomload --workload scale reads this line): the
     // streaming build's own (zero for hnsw_pq, which builds in RAM), the
     // install (the index snapshot written), the recall curve's calibration.
-    ZOOM_LOG(INFO, "collection ", config_.name, ": index build over ", n, " points (",
+    ZOOM_LOG(INFO, "collection ", config.name, ": index build over ", n, " points (",
              trained, " live) done in ", absl::SixDigits(sw.ElapsedMicros() / 1e6),
              " s (phases: sample ", absl::SixDigits(phases.sample_s), " s, train ",
              absl::SixDigits(phases.train_s), " s, encode ", absl::SixDigits(phases.encode_s),
@@ -139,207 +158,117 @@ absl::Status Collection::RunBuild() {
              " s, calibration ", absl::SixDigits(sw.ElapsedMicros() / 1e6 - installed_s), " s)",
              replaces ? "; the previous index is freed by the last search holding it" : "");
   } else if (cancelled) {
-    ZOOM_LOG(INFO, "collection ", config_.name, ": index build over ", n,
+    ZOOM_LOG(INFO, "collection ", config.name, ": index build over ", n,
              " points stopped after ", absl::SixDigits(build_s), " s: the collection is closing");
   } else {
-    ZOOM_LOG(WARNING, "collection ", config_.name, ": index build over ", n, " points failed: ",
+    ZOOM_LOG(WARNING, "collection ", config.name, ": index build over ", n, " points failed: ",
              st.message());
   }
   if (!overtaken) NoteMaintenance(/*compaction=*/false, st);
   return st;
 }
 
-void Collection::WhenBuildDone(std::function<void(absl::Status)> done) {
-  jobs_->WhenDone(JobKey("build"), std::move(done));
+void CollectionMaintenance::WhenBuildDone(std::function<void(absl::Status)> done) {
+  core_.jobs_->WhenDone(core_.JobKey("build"), std::move(done));
 }
 
-absl::Status Collection::WaitForBuild() { return jobs_->Wait(JobKey("build")); }
+absl::Status CollectionMaintenance::WaitForBuild() {
+  return core_.jobs_->Wait(core_.JobKey("build"));
+}
 
-void Collection::NoteMaintenance(bool compaction, const absl::Status& st) {
-  if (compaction) jobs_->SetLastStatus(JobKey("compact"), st);
-  const JobRunner::Backoff b = jobs_->NoteResult(JobKey("maintenance"), st);
+void CollectionMaintenance::LoadIndex(Segment* seg, CollectionManifest* manifest) {
+  const CollectionConfig& config = core_.config_;
+  const std::string snapshot = manifest->snapshot;
+  const uint64_t snapshot_count = manifest->snapshot_count;
+  const uint64_t trained_points = manifest->trained_points;
+  const double code_error = manifest->code_error;
+  manifest->snapshot.clear();
+  manifest->snapshot_count = 0;
+  manifest->trained_points = 0;
+  manifest->code_error = 0;
+  if (snapshot.empty()) return;
+  Stopwatch sw;
+  // The config decides the link layout (of a graph over the points: the
+  // kinds without one ignore it).
+  index::LoadIndexOptions load_options;
+  load_options.compact_links = config.index.hnsw.compact_links;
+  auto idx = index::LoadIndex((fs::path(core_.dir_) / snapshot).string(), load_options);
+  if (idx.ok() && (*idx)->spec().pq.code != config.index.pq.code) {
+    // Written by a zoomd that did not know the config's code (a
+    // downgrade and back): not what the collection says it is.
+    idx = absl::FailedPreconditionError(absl::StrCat(
+        "its code is ", index::CodeKindName((*idx)->spec().pq.code), ", the collection's ",
+        index::CodeKindName(config.index.pq.code)));
+  }
+  absl::Status st = idx.ok() ? seg->SetIndex(std::move(*idx)) : idx.status();
+  const uint64_t visible = seg->visible();
+  if (st.ok()) {
+    manifest->snapshot = snapshot;
+    manifest->snapshot_count = snapshot_count;
+    manifest->trained_points = trained_points;
+    manifest->code_error = code_error;
+    index_state_ = IndexState::kReady;
+    ZOOM_LOG(INFO, "collection ", config.name, ": index snapshot ", snapshot, " loaded, ",
+             visible - std::min(visible, manifest->snapshot_count), " points replayed, ",
+             static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
+  } else {
+    ZOOM_LOG(WARNING, "collection ", config.name, ": index snapshot ", snapshot,
+             " unusable (", st.message(), "); searching exactly until BuildIndex");
+    index_state_ = IndexState::kFailed;
+    core_.jobs_->SetLastStatus(core_.JobKey("build"), absl::Status(
+        st.code(), absl::StrCat("index snapshot ", snapshot, " unusable: ", st.message())));
+  }
+}
+
+// ---- The retry backoff -----------------------------------------------------------
+
+void CollectionMaintenance::NoteMaintenance(bool compaction, const absl::Status& st) {
+  if (compaction) core_.jobs_->SetLastStatus(core_.JobKey("compact"), st);
+  const JobRunner::Backoff b = core_.jobs_->NoteResult(core_.JobKey("maintenance"), st);
   if (st.ok()) return;
-  ZOOM_LOG(WARNING, "collection ", config_.name, ": ", compaction ? "compaction" : "index build",
-           " failed (", b.failures, " in a row); automatic maintenance retries in ",
+  ZOOM_LOG(WARNING, "collection ", core_.config_.name, ": ",
+           compaction ? "compaction" : "index build", " failed (", b.failures,
+           " in a row); automatic maintenance retries in ",
            absl::FormatDuration(absl::Trunc(b.retry_at - absl::Now(), absl::Seconds(1))));
 }
 
-bool Collection::MaintenanceDue() const { return jobs_->Due(JobKey("maintenance")); }
-
-// ---- Compaction --------------------------------------------------------------
-
-absl::Status Collection::Compact() {
-  if (closing_ && !dropped_) return ClosingError("compaction");  // dropped: CompactOnce says so
-  if (jobs_->Active(JobKey("build"))) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("an index build of '", config_.name, "' is running; compact after it"));
-  }
-  absl::Status st;
-  try {
-    st = CompactOnce();
-  } catch (const std::bad_alloc&) {
-    st = absl::ResourceExhaustedError("out of memory during compaction");
-  } catch (const std::exception& e) {
-    st = absl::InternalError(absl::StrCat("compaction failed: ", e.what()));
-  }
-  if (!dropped_) NoteMaintenance(/*compaction=*/true, st);
-  ReleaseRetired();
-  return st;
-}
-
-void Collection::MarkDropped(bool dropped) {
-  dropping_ = dropped;  // a compaction in progress stops at its next chunk
-  absl::MutexLock c(&compact_mu_);
-  absl::MutexLock w(&write_mu_);
-  dropped_ = dropped;
-}
-
-absl::Status Collection::CompactOnce() {
-  absl::MutexLock one(&compact_mu_);
-  compacting_ = true;  // no build starts until it ends (StartBuildImpl)
-  absl::Cleanup not_compacting = [this] { compacting_ = false; };
-  // 1. The plan, under the write lock (briefly); the new space announced in
-  //    the manifest (a crash from here on leaves no garbage).
-  CompactionPlan plan;
-  {
-    absl::MutexLock w(&write_mu_);
-    if (dropped_) return DroppedError();
-    plan.old = Current();
-    plan.visible = plan.old->visible();
-    for (const auto& [id, ext] : plan.old->LiveRecords()) plan.live_ids.push_back(id);
-    if (plan.live_ids.size() == plan.old->records()) return absl::OkStatus();  // none dead
-    if (jobs_->Active(JobKey("build"))) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("an index build of '", config_.name, "' is running; compact after it"));
-    }
-    ZOOM_ASSIGN_OR_RETURN(plan.space, metadata_->AllocateId());
-    plan.vectors_file = manifest_.NextFile("vectors", ".zvec");
-    plan.snapshot_file = manifest_.NextFile("index", ".zidx");
-    plan.rebuild_index = plan.old->index() != nullptr &&
-                         plan.live_ids.size() >= config_.MinIndexPoints();
-    plan.keep_quantizer = plan.rebuild_index &&
-                          plan.old->index()->spec().kind == index::IndexKind::kIvfHnswPq &&
-                          !RetrainDueLocked(plan.live_ids.size());
-    manifest_.pending_space = plan.space;
-    if (absl::Status st = SaveManifestLocked(); !st.ok()) {
-      manifest_.pending_space = 0;
-      return st;
-    }
-  }
-  Stopwatch sw;
-  // Removes what the compaction made; under the write lock.
-  auto undo = [&](const absl::Status& why) {
-    metadata_->DropRecords(plan.space).IgnoreError();
-    std::error_code ec;
-    fs::remove(fs::path(dir_) / plan.vectors_file, ec);
-    fs::remove(fs::path(dir_) / plan.snapshot_file, ec);
-    manifest_.pending_space = 0;
-    if (!dropped_) SaveManifestLocked().IgnoreError();
-    return why;
-  };
-  // 2. The copy, without the lock (writes go on).
-  CompactorOptions copts{options_.store, EngineOptionsFor(), options_.build_threads, &closing_};
-  auto fresh_or =
-      CopyLiveRecords(dir_, plan, config_, copts, metadata_, dropping_, DroppedError());
-  absl::MutexLock w(&write_mu_);
-  if (!fresh_or.ok()) return undo(fresh_or.status());
-  if (dropped_) return undo(DroppedError());
-  std::shared_ptr<Segment> fresh = std::move(*fresh_or);
-  // 3. The writes made during the copy.
-  uint64_t added = 0, removed = 0;
-  if (absl::Status st = CatchUp(plan, fresh.get(), metadata_, &added, &removed); !st.ok()) {
-    fresh.reset();
-    return undo(st);
-  }
-  // The payload indexes of the new segment's ids, from the fields as they
-  // are now (under the lock: no write can slip between).
-  if (absl::Status st = fresh->FillFieldIndexes(manifest_.field_indexes); !st.ok()) {
-    fresh.reset();
-    return undo(st);
-  }
-  // 4. The switch: one manifest names the new space, file and snapshot,
-  //    and lists the old space as retired.
-  const CollectionManifest before = manifest_;
-  {
-    absl::MutexLock m(&segment_mu_);
-    std::swap(segment_, fresh);  // `fresh` is now the old segment
-  }
-  manifest_.pending_space = 0;
-  manifest_.snapshot = plan.rebuild_index ? plan.snapshot_file : "";
-  manifest_.snapshot_count = plan.rebuild_index ? plan.live_ids.size() : 0;
-  if (!plan.keep_quantizer) {
-    // Trained anew (or no index): the new index's first window sets the
-    // code error's baseline. A kept quantiser keeps both.
-    manifest_.trained_points = plan.rebuild_index ? plan.live_ids.size() : 0;
-    manifest_.code_error = 0;
-  }
-  if (plan.rebuild_index) ++manifest_.index_epoch;
-  manifest_.retired_spaces.push_back(plan.old->space());
-  if (absl::Status st = SaveManifestLocked(); !st.ok()) {
-    // The stored manifest still names the old files: go back to them.
-    {
-      absl::MutexLock m(&segment_mu_);
-      std::swap(segment_, fresh);
-    }
-    manifest_ = before;
-    return undo(st);
-  }
-  if (plan.rebuild_index) SetCalibration(CurrentCalibration(), /*current=*/false);
-  retired_.push_back(std::move(fresh));  // released once no reader holds it
-  std::error_code ec;
-  fs::remove(fs::path(dir_) / plan.old->vectors_file(), ec);  // open readers keep reading it
-  if (!before.snapshot.empty()) fs::remove(fs::path(dir_) / before.snapshot, ec);
-  index_state_ = Current()->index() != nullptr ? IndexState::kReady : IndexState::kNone;
-  ZOOM_LOG(INFO, "collection ", config_.name, ": compacted ", plan.old->visible(), " -> ",
-           Current()->visible(), " records in ", absl::SixDigits(sw.ElapsedMicros() / 1e6),
-           " s (", added, " added and ", removed, " removed during it, applied at the switch)");
-  ReleaseFreedMemory();
-  return absl::OkStatus();
-}
-
-bool Collection::NeedsCompaction() const {
-  if (options_.auto_compact_dead_ratio <= 0 || dropped_ || jobs_->Active(JobKey("build"))) return false;
-  if (!MaintenanceDue()) return false;  // a failed one waits for its backoff
-  std::shared_ptr<Segment> seg = Current();
-  const uint64_t stored = seg->records();
-  const uint64_t live = seg->live();
-  const uint64_t dead = stored - std::min(stored, live);
-  return dead >= options_.auto_compact_min_dead &&
-         static_cast<double>(dead) >= options_.auto_compact_dead_ratio * static_cast<double>(stored);
+bool CollectionMaintenance::MaintenanceDue() const {
+  return core_.jobs_->Due(core_.JobKey("maintenance"));
 }
 
 // ---- Calibration ---------------------------------------------------------------
 
-absl::Status Collection::RunCalibration() {
+absl::Status CollectionMaintenance::RunCalibration() {
+  const CollectionConfig& config = core_.config_;
   std::shared_ptr<Segment> seg;
   uint64_t epoch = 0;
   {
-    absl::MutexLock w(&write_mu_);
-    if (dropped_) return DroppedError();
-    seg = Current();
-    epoch = manifest_.index_epoch;
+    absl::MutexLock w(&core_.write_mu_);
+    if (core_.dropped_) return core_.DroppedError();
+    seg = core_.Current();
+    epoch = core_.manifest_.index_epoch;
     calibration_tried_epoch_ = epoch;
   }
   Stopwatch sw;
   CalibrationOptions options;
-  options.queries = options_.calibration_queries;
+  options.queries = core_.options_.calibration_queries;
   options.cancelled = &closing_;
   absl::StatusOr<Calibration> cal =
-      seg->Calibrate(config_.index.kind, options);
+      seg->Calibrate(options);
   absl::Status st = cal.status();
   if (st.ok()) {
-    absl::MutexLock w(&write_mu_);
-    if (dropped_ || Current() != seg || manifest_.index_epoch != epoch) {
+    absl::MutexLock w(&core_.write_mu_);
+    if (core_.dropped_ || core_.Current() != seg || core_.manifest_.index_epoch != epoch) {
       st = absl::AbortedError("the index was replaced during its calibration");
     } else {
-      const CollectionManifest before = manifest_;
-      manifest_.calibration = cal->Encode();
-      manifest_.calibration_epoch = epoch;
-      st = SaveManifestLocked();
+      const CollectionManifest before = core_.manifest_;
+      core_.manifest_.calibration = cal->Encode();
+      core_.manifest_.calibration_epoch = epoch;
+      st = core_.SaveManifestLocked();
       if (st.ok()) {
-        SetCalibration(std::make_shared<const Calibration>(*cal), /*current=*/true);
+        knobs_.SetCalibration(std::make_shared<const Calibration>(*cal), /*current=*/true);
       } else {
-        manifest_ = before;
+        core_.manifest_ = before;
       }
     }
   }
@@ -347,16 +276,18 @@ absl::Status Collection::RunCalibration() {
     // Overtaken (a new index is measured next) or stopped by the close:
     // not a failure of the curve.
     if (absl::IsAborted(st) || absl::IsCancelled(st)) {
-      ZOOM_LOG(INFO, "collection ", config_.name, ": calibration not kept: ", st.message());
+      ZOOM_LOG(INFO, "collection ", config.name, ": calibration not kept: ", st.message());
       return st;
     }
-    ZOOM_LOG(WARNING, "collection ", config_.name, ": calibration failed: ", st.message());
-    SetCalibrationError(std::string(st.message()));
+    ZOOM_LOG(WARNING, "collection ", config.name, ": calibration failed: ", st.message());
+    knobs_.SetCalibrationError(std::string(st.message()));
     return st;
   }
-  const double target = options_.default_target_recall > 0 ? options_.default_target_recall : 0.95;
+  const double target = core_.options_.default_target_recall > 0
+                            ? core_.options_.default_target_recall
+                            : 0.95;
   const Calibration::Choice c = cal->Choose(target);
-  ZOOM_LOG(INFO, "collection ", config_.name, ": calibrated over ", cal->queries, " queries, ",
+  ZOOM_LOG(INFO, "collection ", config.name, ": calibrated over ", cal->queries, " queries, ",
            cal->points.size(), " knob settings, in ", absl::SixDigits(sw.ElapsedMicros() / 1e6),
            " s; recall@", cal->k, " ", target, (c.reached ? "" : " not reached; best"), ": ef ",
            c.point.ef, " nprobe ", c.point.nprobe, " K' ", c.point.rerank_candidates, " (recall ",
@@ -364,58 +295,76 @@ absl::Status Collection::RunCalibration() {
   return absl::OkStatus();
 }
 
-absl::Status Collection::CalibrateNow() {
-  if (Current()->index() == nullptr) {
+absl::Status CollectionMaintenance::CalibrateNow() {
+  if (core_.Current()->index() == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat("collection '", config_.name, "' has no index to calibrate"));
+        absl::StrCat("collection '", core_.config_.name, "' has no index to calibrate"));
   }
   return RunCalibration();
 }
 
-void Collection::StopBackgroundWork() {
-  closing_ = true;
-  jobs_->CancelGroup(jobs_group_, /*wait=*/false);  // what waits is dropped
-  jobs_->Wait(JobKey("calibrate")).IgnoreError();
+absl::Status CollectionMaintenance::WaitForCalibration() {
+  return core_.jobs_->Wait(core_.JobKey("calibrate"));
 }
 
-absl::Status Collection::ClosingError(absl::string_view what) const {
-  return absl::UnavailableError(absl::StrCat(
-      "collection '", config_.name, "' is closing (the server is shutting down or it is dropped): the ",
-      what, " stopped or did not start; once the server is back, automatic builds start again, or ",
-      "call it again"));
-}
-
-bool Collection::MaybeStartCalibration() {
-  if (options_.calibration_queries == 0 || dropped_ || closing_ || compacting_.load() ||
-      jobs_->Active(JobKey("build")) || jobs_->Active(JobKey("calibrate"))) {
+bool CollectionMaintenance::MaybeStartCalibration() {
+  JobRunner& jobs = *core_.jobs_;
+  if (core_.options_.calibration_queries == 0 || core_.dropped_ || closing_ ||
+      compacting_.load() || jobs.Active(core_.JobKey("build")) ||
+      jobs.Active(core_.JobKey("calibrate"))) {
     return false;
   }
   {
-    absl::MutexLock w(&write_mu_);
-    if (Current()->index() == nullptr) return false;
-    if (calibration_tried_epoch_ == manifest_.index_epoch) return false;
-    if (calibration_.load()->current) return false;
+    absl::MutexLock w(&core_.write_mu_);
+    if (core_.Current()->index() == nullptr) return false;
+    if (calibration_tried_epoch_ == core_.manifest_.index_epoch) return false;
+    if (knobs_.state()->current) return false;
   }
   JobRunner::Job job;
-  job.key = JobKey("calibrate");
-  job.group = jobs_group_;
+  job.key = core_.JobKey("calibrate");
+  job.group = core_.jobs_group_;
   job.priority = JobRunner::Priority::kIdle;
   job.run = [this] { return RunCalibration(); };
   job.dropped = ClosingError("calibration");
-  return jobs_->TrySubmit(std::move(job));
+  return jobs.TrySubmit(std::move(job));
 }
 
+// ---- Closing -------------------------------------------------------------------
 
-void Collection::MaybeAutoMaintainLocked() {
+void CollectionMaintenance::StopBackgroundWork() {
+  closing_ = true;
+  core_.jobs_->CancelGroup(core_.jobs_group_, /*wait=*/false);  // what waits is dropped
+  core_.jobs_->Wait(core_.JobKey("calibrate")).IgnoreError();
+}
+
+absl::Status CollectionMaintenance::ClosingError(absl::string_view what) const {
+  return absl::UnavailableError(absl::StrCat(
+      "collection '", core_.config_.name,
+      "' is closing (the server is shutting down or it is dropped): the ", what,
+      " stopped or did not start; once the server is back, automatic builds start again, or ",
+      "call it again"));
+}
+
+// ---- The automatic policy --------------------------------------------------------
+
+void CollectionMaintenance::AfterWrite() {
+  core_.write_mu_.AssertHeld();
+  MaybeAutoMaintainLocked();
+}
+
+void CollectionMaintenance::MaybeAutoMaintainLocked() {
   if (closing_) return;  // the server stops: nothing new starts
-  std::shared_ptr<Segment> seg = Current();
+  const CollectionOptions& options = core_.options_;
+  const std::string& name = core_.config_.name;
+  JobRunner& jobs = *core_.jobs_;
+  std::shared_ptr<Segment> seg = core_.Current();
   const uint64_t live = seg->live();
   // After a failed build, the automatic one waits for the backoff (else
   // every write would start it again).
-  if (options_.auto_build_min_points > 0 && live >= options_.auto_build_min_points &&
-      seg->index() == nullptr && !jobs_->Active(JobKey("build")) && MaintenanceDue()) {
+  if (options.auto_build_min_points > 0 && live >= options.auto_build_min_points &&
+      seg->index() == nullptr && !jobs.Active(core_.JobKey("build")) && MaintenanceDue()) {
     absl::Status st = StartBuild();
-    ZOOM_LOG(INFO, "collection ", config_.name, ": ", live, " points, automatic index build: ",
+    ZOOM_LOG(INFO, "collection ", name, ": ", live, " points, automatic index build: ",
              st.ok() ? absl::string_view("started") : st.message());
     return;
   }
@@ -427,26 +376,26 @@ void Collection::MaybeAutoMaintainLocked() {
   //   added after the build (the baseline, kept in the manifest so that a
   //   restart does not take a drifted window for it).
   const std::shared_ptr<const index::VectorIndex> idx = seg->index();
-  if (idx == nullptr || compacting_.load() || jobs_->Active(JobKey("build"))) return;
+  if (idx == nullptr || compacting_.load() || jobs.Active(core_.JobKey("build"))) return;
   std::string why;
   bool drift = false;
-  const uint64_t trained = TrainedPointsLocked();
-  if (options_.auto_retrain_growth > 0 && trained > 0 &&
-      static_cast<double>(live) >= options_.auto_retrain_growth * static_cast<double>(trained)) {
+  const uint64_t trained = core_.manifest_.TrainedPoints();
+  if (options.auto_retrain_growth > 0 && trained > 0 &&
+      static_cast<double>(live) >= options.auto_retrain_growth * static_cast<double>(trained)) {
     why = absl::StrCat(live, " points, ",
                        absl::SixDigits(static_cast<double>(live) / static_cast<double>(trained)),
                        "x the ", trained, " its index was trained on");
-  } else if (options_.auto_retrain_drift > 0) {
+  } else if (options.auto_retrain_drift > 0) {
     const index::CodeErrorStats e = idx->CodeError();
-    if (e.windows > 0 && manifest_.code_error == 0 && e.first_window_mean > 0) {
-      manifest_.code_error = e.first_window_mean;
-      if (absl::Status st = SaveManifestLocked(); !st.ok()) {
-        ZOOM_LOG(WARNING, "collection ", config_.name, ": saving the code error baseline: ",
+    if (e.windows > 0 && core_.manifest_.code_error == 0 && e.first_window_mean > 0) {
+      core_.manifest_.code_error = e.first_window_mean;
+      if (absl::Status st = core_.SaveManifestLocked(); !st.ok()) {
+        ZOOM_LOG(WARNING, "collection ", name, ": saving the code error baseline: ",
                  st.message());
       }
     }
-    const double base = manifest_.code_error;
-    if (e.windows > 0 && base > 0 && e.latest_window_mean >= options_.auto_retrain_drift * base) {
+    const double base = core_.manifest_.code_error;
+    if (e.windows > 0 && base > 0 && e.latest_window_mean >= options.auto_retrain_drift * base) {
       drift = true;
       why = absl::StrCat("the codes fit the latest ", index::CodeErrorStats::kCodeErrorWindow,
                          " points ", absl::SixDigits(e.latest_window_mean / base),
@@ -459,33 +408,40 @@ void Collection::MaybeAutoMaintainLocked() {
     ++auto_retrains_;
     if (drift) ++drift_retrains_;
   }
-  ZOOM_LOG(INFO, "collection ", config_.name, ": ", why, ", automatic retrain: ",
+  ZOOM_LOG(INFO, "collection ", name, ": ", why, ", automatic retrain: ",
            st.ok() ? absl::string_view("started") : st.message());
 }
 
-uint64_t Collection::TrainedPointsLocked() const {
-  if (manifest_.trained_points != 0) return manifest_.trained_points;
-  // A manifest of a zoomd before trained_points: the index covers
-  // snapshot_count records, so it trained on at most that many.
-  return manifest_.snapshot.empty() ? 0 : manifest_.snapshot_count;
-}
-
-bool Collection::RetrainDueLocked(uint64_t live) const {
-  const uint64_t trained = TrainedPointsLocked();
+bool CollectionMaintenance::RetrainDueLocked(uint64_t live) const {
+  const CollectionOptions& options = core_.options_;
+  const uint64_t trained = core_.manifest_.TrainedPoints();
   if (trained == 0) return true;
-  if (options_.auto_retrain_growth > 0 &&
-      static_cast<double>(live) >= options_.auto_retrain_growth * static_cast<double>(trained)) {
+  if (options.auto_retrain_growth > 0 &&
+      static_cast<double>(live) >= options.auto_retrain_growth * static_cast<double>(trained)) {
     return true;
   }
-  const std::shared_ptr<const index::VectorIndex> idx = Current()->index();
-  if (options_.auto_retrain_drift > 0 && idx != nullptr && manifest_.code_error > 0) {
+  const std::shared_ptr<const index::VectorIndex> idx = core_.Current()->index();
+  if (options.auto_retrain_drift > 0 && idx != nullptr && core_.manifest_.code_error > 0) {
     const index::CodeErrorStats e = idx->CodeError();
     return e.windows > 0 &&
-           e.latest_window_mean >= options_.auto_retrain_drift * manifest_.code_error;
+           e.latest_window_mean >= options.auto_retrain_drift * core_.manifest_.code_error;
   }
   return false;
 }
 
+// ---- Info --------------------------------------------------------------------------
 
+void CollectionMaintenance::FillInfo(CollectionInfo* info) const {
+  JobRunner& jobs = *core_.jobs_;
+  info->index_state = index_state_.load();
+  info->auto_retrains = auto_retrains_.load();
+  info->drift_retrains = drift_retrains_.load();
+  info->build_progress = jobs.Active(core_.JobKey("build")) ? build_progress_.load() : 0;
+  info->index_error = std::string(jobs.LastStatus(core_.JobKey("build")).message());
+  info->compaction_error = std::string(jobs.LastStatus(core_.JobKey("compact")).message());
+  const JobRunner::Backoff backoff = jobs.BackoffOf(core_.JobKey("maintenance"));
+  info->maintenance_failures = backoff.failures;
+  info->maintenance_retry_at = backoff.retry_at;
+}
 
 }  // namespace zoom::server

@@ -80,6 +80,14 @@ struct CollectionManifest {
                                                    uint32_t default_space);
   // A file name with the next sequence number ("vectors-7.zvec").
   std::string NextFile(std::string_view prefix, std::string_view extension);
+  // The live points the index was trained on: trained_points, else (a
+  // manifest of a zoomd before trained_points) snapshot_count when there
+  // is a snapshot (the index covers that many records, so it trained on at
+  // most that many); 0 without an index.
+  uint64_t TrainedPoints() const {
+    if (trained_points != 0) return trained_points;
+    return snapshot.empty() ? 0 : snapshot_count;
+  }
 
   bool operator==(const CollectionManifest&) const = default;
 };

@@ -1,5 +1,6 @@
 // Collection: reads. The segment serving now answers them (segment.h);
-// the collection chooses a search's knobs (its target and calibration).
+// CollectionKnobs (collection_knobs.h) chooses a search's knobs (its target
+// and calibration).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -11,27 +12,34 @@ namespace zoom::server {
 absl::Status Collection::Get(absl::Span<const uint64_t> ids, bool with_vectors,
                              bool with_payload, std::vector<PointData>* out,
                              uint64_t max_answer_bytes) const {
-  return Current()->Get(ids, with_vectors, with_payload, out, max_answer_bytes);
+  return core_.Current()->Get(ids, with_vectors, with_payload, out, max_answer_bytes);
 }
 
 absl::Status Collection::Scroll(const Filter* filter, uint64_t offset, uint32_t limit,
                                 bool with_vectors, bool with_payload, std::vector<PointData>* out,
                                 std::optional<uint64_t>* next, bool* scan,
                                 uint64_t max_answer_bytes) const {
-  return Current()->Scroll(filter, offset, limit, with_vectors, with_payload, out, next, scan,
-                           max_answer_bytes);
+  return core_.Current()->Scroll(filter, offset, limit, with_vectors, with_payload, out, next,
+                                 scan, max_answer_bytes);
 }
 
 absl::StatusOr<FilterCount> Collection::Count(const Filter* filter) const {
-  return Current()->Count(filter);
+  return core_.Current()->Count(filter);
 }
 
 std::string Collection::UnindexedField(const Filter& filter) const {
-  return Current()->UnindexedField(filter);
+  return core_.Current()->UnindexedField(filter);
 }
 
-absl::Status Collection::EngineParams(const Segment& seg, const CollectionSearchParams& params,
-                                      SearchParams* out, QueryStats* stats) const {
+// ---- CollectionKnobs -------------------------------------------------------------
+
+CollectionKnobs::CollectionKnobs(const CollectionConfig& config, const CollectionOptions& options)
+    : config_(config), options_(options) {
+  calibration_.store(std::make_shared<const CalibrationState>());
+}
+
+absl::Status CollectionKnobs::EngineParams(const Segment& seg, const CollectionSearchParams& params,
+                                           SearchParams* out, QueryStats* stats) const {
   SearchParams& p = *out;
   p = params.engine;
   const double asked = params.target_recall;
@@ -91,15 +99,16 @@ absl::Status Collection::EngineParams(const Segment& seg, const CollectionSearch
   return absl::OkStatus();
 }
 
-double Collection::DefaultTarget() const {
+double CollectionKnobs::DefaultTarget() const {
   return config_.DefaultTarget(options_.default_target_recall);
 }
 
-std::shared_ptr<const Calibration> Collection::CurrentCalibration() const {
+std::shared_ptr<const Calibration> CollectionKnobs::CurrentCalibration() const {
   return calibration_.load()->curve;
 }
 
-void Collection::SetCalibration(std::shared_ptr<const Calibration> calibration, bool current) {
+void CollectionKnobs::SetCalibration(std::shared_ptr<const Calibration> calibration,
+                                     bool current) {
   std::shared_ptr<const CalibrationState> now = calibration_.load();
   std::shared_ptr<const CalibrationState> next;
   do {
@@ -111,7 +120,7 @@ void Collection::SetCalibration(std::shared_ptr<const Calibration> calibration, 
   } while (!calibration_.compare_exchange_weak(now, next));
 }
 
-void Collection::SetCalibrationError(std::string error) {
+void CollectionKnobs::SetCalibrationError(std::string error) {
   std::shared_ptr<const CalibrationState> now = calibration_.load();
   std::shared_ptr<const CalibrationState> next;
   do {
@@ -139,10 +148,10 @@ absl::Status Collection::Search(absl::Span<const float> query,
                                 const CollectionSearchParams& params,
                                 QueryResult* result) const {
   result->hits.clear();
-  std::shared_ptr<Segment> seg = Current();
+  std::shared_ptr<Segment> seg = core_.Current();
   SearchParams knobs;
   QueryStats chosen;
-  ZOOM_RETURN_IF_ERROR(EngineParams(*seg, params, &knobs, &chosen));
+  ZOOM_RETURN_IF_ERROR(knobs_.EngineParams(*seg, params, &knobs, &chosen));
   ZOOM_RETURN_IF_ERROR(seg->Search(query, knobs, params, result));
   KeepChoice(chosen, &result->stats);
   return absl::OkStatus();
@@ -151,10 +160,10 @@ absl::Status Collection::Search(absl::Span<const float> query,
 absl::Status Collection::SearchBatch(absl::Span<const float> queries, size_t nq,
                                      const CollectionSearchParams& params,
                                      std::vector<QueryResult>* results) const {
-  std::shared_ptr<Segment> seg = Current();
+  std::shared_ptr<Segment> seg = core_.Current();
   SearchParams knobs;
   QueryStats chosen;
-  ZOOM_RETURN_IF_ERROR(EngineParams(*seg, params, &knobs, &chosen));
+  ZOOM_RETURN_IF_ERROR(knobs_.EngineParams(*seg, params, &knobs, &chosen));
   ZOOM_RETURN_IF_ERROR(seg->Search(queries, nq, knobs, params, results));
   for (QueryResult& r : *results) KeepChoice(chosen, &r.stats);
   return absl::OkStatus();

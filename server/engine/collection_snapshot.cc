@@ -54,31 +54,33 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
   std::string index_link;
   std::vector<CollectionManifest::FieldIndex> field_indexes;
   uint64_t log_position = 0;
+  const std::string& dir = core_.dir_;
+  storage::MetadataStore* const metadata = core_.metadata_;
   {
-    absl::MutexLock w(&write_mu_);
-    if (dropped_) return DroppedError();
-    log_position = log_position_.load(std::memory_order_relaxed);
-    gen = Current();
-    field_indexes = manifest_.field_indexes;
+    absl::MutexLock w(&core_.write_mu_);
+    if (core_.dropped_) return core_.DroppedError();
+    log_position = core_.log_position_.load(std::memory_order_relaxed);
+    gen = core_.Current();
+    field_indexes = core_.manifest_.field_indexes;
     records = gen->visible();
     live = gen->LiveRecords();
-    meta = metadata_->TakeSnapshot();
-    const std::string& snapshot_file = manifest_.snapshot;
+    meta = metadata->TakeSnapshot();
+    const std::string& snapshot_file = core_.manifest_.snapshot;
     if (!snapshot_file.empty()) {
       // A hard link keeps the index file as it is now, whatever replaces it.
       static std::atomic<uint64_t> links{0};
-      index_link = (fs::path(dir_) / absl::StrCat(".snapshot-link-", links++, "-", snapshot_file))
+      index_link = (fs::path(dir) / absl::StrCat(".snapshot-link-", links++, "-", snapshot_file))
                        .string();
       std::error_code ec;
       fs::remove(index_link, ec);
-      fs::create_hard_link(fs::path(dir_) / snapshot_file, index_link, ec);
+      fs::create_hard_link(fs::path(dir) / snapshot_file, index_link, ec);
       if (ec) {
         return absl::InternalError(absl::StrCat("cannot link the index snapshot: ", ec.message()));
       }
-      snapshot_count = std::min<uint64_t>(manifest_.snapshot_count, records);
-      trained_points = manifest_.trained_points;
-      if (manifest_.calibration_epoch == manifest_.index_epoch) {
-        calibration = manifest_.calibration;
+      snapshot_count = std::min<uint64_t>(core_.manifest_.snapshot_count, records);
+      trained_points = core_.manifest_.trained_points;
+      if (core_.manifest_.calibration_epoch == core_.manifest_.index_epoch) {
+        calibration = core_.manifest_.calibration;
       }
     }
   }
@@ -93,13 +95,14 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
   SnapshotStats stats;
   {
     // 2. The copy, without the lock.
-    ZOOM_ASSIGN_OR_RETURN(auto writer, storage::ArchiveWriter::Create(path, options_.store.file_system));
+    ZOOM_ASSIGN_OR_RETURN(auto writer,
+                          storage::ArchiveWriter::Create(path, core_.options_.store.file_system));
     const storage::VectorStore& store = gen->store();
     // The typed fields as of the snapshot's moment (only live points have
     // any: a delete erases them in the same batch).
     uint64_t field_points = 0, field_bytes = 0;
-    ZOOM_RETURN_IF_ERROR(metadata_->ScanFields(
-        id_,
+    ZOOM_RETURN_IF_ERROR(metadata->ScanFields(
+        core_.id_,
         [&](uint64_t, std::string_view f) {
           ++field_points;
           field_bytes += 12 + f.size();
@@ -107,8 +110,9 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
         },
         meta.get()));
     st = writer->Add("manifest",
-                     absl::StrCat("format=", field_points > 0 ? 2 : 1, "\ncollection=", config_.name,
-                                  "\nrecords=", records, "\npoints=", live.size(),
+                     absl::StrCat("format=", field_points > 0 ? 2 : 1,
+                                  "\ncollection=", config().name, "\nrecords=", records,
+                                  "\npoints=", live.size(),
                                   "\nrecord_bytes=", store.record_bytes(),
                                   "\nsnapshot_count=", index_link.empty() ? 0 : snapshot_count,
                                   "\nindex=", index_link.empty() ? 0 : 1,
@@ -128,7 +132,7 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
                                       ? absl::StrCat("\nlog_position=", log_position)
                                       : std::string(),
                                   "\ncreated_unix_ms=", absl::ToUnixMillis(absl::Now()), "\n"));
-    if (st.ok()) st = writer->Add("config", config_.Encode());
+    if (st.ok()) st = writer->Add("config", config().Encode());
     // The vector records [0, records): dead ones too, so the index's ids
     // stay the records' positions.
     const size_t rb = store.record_bytes();
@@ -156,7 +160,7 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
       const size_t m = std::min<size_t>(256, live.size() - first);
       chunk_ids.resize(m);
       for (size_t i = 0; i < m; ++i) chunk_ids[i] = live[first + i].first;
-      st = metadata_->GetPayloads(gen->space(), chunk_ids, &payloads, meta.get());
+      st = metadata->GetPayloads(gen->space(), chunk_ids, &payloads, meta.get());
       for (size_t i = 0; i < m && st.ok(); ++i) {
         payload_sizes[first + i] = static_cast<uint32_t>(payloads[i].size());
         rec_bytes += 16 + payloads[i].size();
@@ -167,7 +171,7 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
       const size_t m = std::min<size_t>(256, live.size() - first);
       chunk_ids.resize(m);
       for (size_t i = 0; i < m; ++i) chunk_ids[i] = live[first + i].first;
-      st = metadata_->GetPayloads(gen->space(), chunk_ids, &payloads, meta.get());
+      st = metadata->GetPayloads(gen->space(), chunk_ids, &payloads, meta.get());
       rec.clear();
       for (size_t i = 0; i < m && st.ok(); ++i) {
         PutLe(&rec, live[first + i].first, 4);
@@ -183,8 +187,8 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
       std::string buf;
       uint64_t written = 0;
       if (st.ok()) {
-        st = metadata_->ScanFields(
-            id_,
+        st = metadata->ScanFields(
+            core_.id_,
             [&](uint64_t ext, std::string_view f) {
               PutLe(&buf, ext, 8);
               PutLe(&buf, f.size(), 4);

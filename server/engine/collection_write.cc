@@ -1,5 +1,5 @@
-// Collection: writes (points, payloads, the log position) and the payload
-// indexes' declarations and builds.
+// Collection: writes (points, payloads, the log position). (The payload
+// indexes' declarations and builds: collection_field_indexes.cc.)
 #include <algorithm>
 #include <cmath>
 
@@ -12,122 +12,13 @@
 
 namespace zoom::server {
 
-bool Collection::FieldBuildRunning(const std::string& field) const {
-  return jobs_->Active(JobKey(absl::StrCat("field/", field)));
-}
-
-absl::Status Collection::CreateFieldIndex(const std::string& field, FieldIndexType type,
-                                          bool background) {
-  uint64_t generation = 0;
-  ZOOM_RETURN_IF_ERROR(ValidateFieldIndexName(field));
-  {
-    absl::MutexLock w(&write_mu_);
-    if (dropped_) return DroppedError();
-    bool declared = false;
-    for (const CollectionManifest::FieldIndex& f : manifest_.field_indexes) {
-      if (f.field != field) continue;
-      if (f.type != FieldIndexTypeName(type)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "field '", field.substr(0, 64), "' has a ", f.type, " index; delete it first"));
-      }
-      // Declared already: OK when built (or building); a build that failed
-      // is started again below.
-      if (Current()->FieldReady(field) || FieldBuildRunning(field)) return absl::OkStatus();
-      declared = true;
-    }
-    if (!declared) {
-      if (manifest_.field_indexes.size() >= 64) {
-        return absl::ResourceExhaustedError("a collection has at most 64 payload indexes");
-      }
-      manifest_.field_indexes.push_back({field, FieldIndexTypeName(type)});
-      if (absl::Status st = SaveManifestLocked(); !st.ok()) {
-        manifest_.field_indexes.pop_back();
-        return st;
-      }
-    }
-    // Writes keep it current from here on; the build fills in the rest.
-    generation = Current()->DeclareField(field, type);
-  }
-  if (!background) return BuildFieldIndex(field, generation);
-  // After a build of the field that still runs (of a declaration deleted
-  // since: it ends at its next step), as a job of its own.
-  JobRunner::Job job;
-  job.key = JobKey(absl::StrCat("field/", field));
-  job.group = jobs_group_;
-  job.priority = JobRunner::Priority::kUser;
-  job.run = [this, field, generation] {
-    return BuildFieldIndex(field, generation);  // logged; filters scan meanwhile
-  };
-  if (!jobs_->Submit(std::move(job))) {
-    return absl::UnavailableError("the server is stopping: the payload index is built at the "
-                                  "next start");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Collection::BuildFieldIndex(const std::string& field, uint64_t generation) {
-  // In steps under the write lock: each step reads the fields as they are
-  // now, and writers update the index between steps (idempotent).
-  Stopwatch sw;
-  std::shared_ptr<Segment> seg;
-  uint64_t from = 0, points = 0;
-  for (bool done = false; !done;) {
-    absl::MutexLock w(&write_mu_);
-    if (dropped_) return DroppedError();
-    if (stopping_) return absl::CancelledError("the collection is closing");
-    std::shared_ptr<Segment> now = Current();
-    // Compacted: the new segment's index is complete.
-    if (seg != nullptr && now != seg) return absl::OkStatus();
-    seg = now;
-    if (absl::Status st = seg->FillFieldStep(field, generation, &from, &points, &done); !st.ok()) {
-      ZOOM_LOG(WARNING, "collection ", config_.name, ": payload index of '", field,
-               "' failed: ", st.message(), " (filters on it scan; CreateFieldIndex retries)");
-      return st;  // stays not ready
-    }
-  }
-  if (seg->FieldReady(field)) {
-    ZOOM_LOG(INFO, "collection ", config_.name, ": payload index of '", field, "' built over ",
-             points, " points in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Collection::DeleteFieldIndex(const std::string& field) {
-  absl::MutexLock w(&write_mu_);
-  if (dropped_) return DroppedError();
-  auto& list = manifest_.field_indexes;
-  auto it = std::find_if(list.begin(), list.end(),
-                         [&](const CollectionManifest::FieldIndex& f) { return f.field == field; });
-  if (it == list.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("field '", field.substr(0, 64), "' has no payload index"));
-  }
-  const CollectionManifest::FieldIndex removed = *it;
-  list.erase(it);
-  if (absl::Status st = SaveManifestLocked(); !st.ok()) {
-    list.push_back(removed);
-    return st;
-  }
-  Current()->RemoveField(field);
-  return absl::OkStatus();
-}
-
 // ---- Writes ------------------------------------------------------------------
 
 absl::Status Collection::SetLogPosition(uint64_t position) {
-  absl::MutexLock w(&write_mu_);
-  if (dropped_) return DroppedError();
-  ZOOM_RETURN_IF_ERROR(metadata_->PutLogPosition(id_, position));
-  log_position_.store(position, std::memory_order_release);
-  return absl::OkStatus();
-}
-
-absl::Status ValidateFieldIndexName(std::string_view field) {
-  if (field.empty() || field.size() > FieldLimits().max_name_bytes ||
-      field.find('\0') != std::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a field name has 1..", FieldLimits().max_name_bytes, " bytes and no NUL byte"));
-  }
+  absl::MutexLock w(&core_.write_mu_);
+  if (core_.dropped_) return core_.DroppedError();
+  ZOOM_RETURN_IF_ERROR(core_.metadata_->PutLogPosition(core_.id_, position));
+  core_.log_position_.store(position, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -160,21 +51,21 @@ absl::Status ValidatePoints(const CollectionConfig& config, absl::Span<const Poi
 }
 
 absl::Status Collection::Upsert(absl::Span<const PointRef> points) {
-  ZOOM_RETURN_IF_ERROR(ValidatePoints(config_, points));
-  const UpsertBatch batch(points, config_.dim);  // outside the lock
-  absl::MutexLock w(&write_mu_);
-  if (dropped_) return DroppedError();
-  ZOOM_RETURN_IF_ERROR(Current()->Upsert(batch));
-  MaybeAutoMaintainLocked();
+  ZOOM_RETURN_IF_ERROR(ValidatePoints(config(), points));
+  const UpsertBatch batch(points, config().dim);  // outside the lock
+  absl::MutexLock w(&core_.write_mu_);
+  if (core_.dropped_) return core_.DroppedError();
+  ZOOM_RETURN_IF_ERROR(core_.Current()->Upsert(batch));
+  maintenance_.AfterWrite();
   return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> Collection::Delete(absl::Span<const uint64_t> ids) {
   if (ids.empty()) return absl::InvalidArgumentError("no ids to delete");
-  absl::MutexLock w(&write_mu_);
-  if (dropped_) return DroppedError();
-  ZOOM_ASSIGN_OR_RETURN(uint64_t deleted, Current()->Delete(ids));
-  if (deleted > 0) MaybeAutoMaintainLocked();
+  absl::MutexLock w(&core_.write_mu_);
+  if (core_.dropped_) return core_.DroppedError();
+  ZOOM_ASSIGN_OR_RETURN(uint64_t deleted, core_.Current()->Delete(ids));
+  if (deleted > 0) maintenance_.AfterWrite();
   return deleted;
 }
 
@@ -202,13 +93,13 @@ absl::StatusOr<uint64_t> Collection::DeleteByFilter(const Filter& given, bool al
   // matched. Holds write_mu_.
   const auto delete_batch = [&](Segment& seg,
                                 const std::vector<std::pair<uint64_t, InternalId>>& found,
-                                size_t first, size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_)
-      -> absl::Status {
+                                size_t first, size_t n)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.write_mu_) -> absl::Status {
     absl::StatusOr<uint64_t> d =
         seg.DeleteIfUnchanged(absl::MakeConstSpan(found).subspan(first, n));
     if (!d.ok()) return failed(d.status());
     deleted += *d;
-    if (*d > 0) MaybeAutoMaintainLocked();
+    if (*d > 0) maintenance_.AfterWrite();
     return absl::OkStatus();
   };
   const auto evaluate = [&](const Segment& seg,
@@ -220,7 +111,7 @@ absl::StatusOr<uint64_t> Collection::DeleteByFilter(const Filter& given, bool al
     match.ForEach([&](InternalId id) { found->push_back({seg.External(id), id}); });
     // Every live point matching: refused unless asked for by name (a
     // filter meant to be narrow must not wipe the collection).
-    if (absl::Status st = CheckDeleteMatches(found->size(), seg.live(), all, name());
+    if (absl::Status st = CheckDeleteMatches(found->size(), seg.live(), all, config().name);
         !st.ok()) {
       return failed(st);
     }
@@ -228,14 +119,14 @@ absl::StatusOr<uint64_t> Collection::DeleteByFilter(const Filter& given, bool al
   };
   std::vector<std::pair<uint64_t, InternalId>> found;  // external, internal
   for (int attempt = 0; attempt < kOptimisticAttempts; ++attempt) {
-    std::shared_ptr<Segment> seg = Current();
+    std::shared_ptr<Segment> seg = core_.Current();
     const uint64_t edits = seg->edits();
     ZOOM_RETURN_IF_ERROR(evaluate(*seg, &found));
     bool stale = false;
     for (size_t first = 0; first < found.size(); first += kBatch) {
-      absl::MutexLock w(&write_mu_);
-      if (dropped_) return DroppedError();
-      if (Current() != seg || seg->edits() != edits) {
+      absl::MutexLock w(&core_.write_mu_);
+      if (core_.dropped_) return core_.DroppedError();
+      if (core_.Current() != seg || seg->edits() != edits) {
         stale = true;
         break;
       }
@@ -243,9 +134,9 @@ absl::StatusOr<uint64_t> Collection::DeleteByFilter(const Filter& given, bool al
     }
     if (!stale) return deleted;
   }
-  absl::MutexLock w(&write_mu_);
-  if (dropped_) return DroppedError();
-  std::shared_ptr<Segment> seg = Current();
+  absl::MutexLock w(&core_.write_mu_);
+  if (core_.dropped_) return core_.DroppedError();
+  std::shared_ptr<Segment> seg = core_.Current();
   ZOOM_RETURN_IF_ERROR(evaluate(*seg, &found));
   for (size_t first = 0; first < found.size(); first += kBatch) {
     ZOOM_RETURN_IF_ERROR(delete_batch(*seg, found, first, std::min(kBatch, found.size() - first)));
@@ -253,18 +144,11 @@ absl::StatusOr<uint64_t> Collection::DeleteByFilter(const Filter& given, bool al
   return deleted;
 }
 
-absl::StatusOr<uint64_t> Collection::EditFields(
-    absl::Span<const uint64_t> ids, const std::function<bool(PayloadFields*)>& change) {
-  if (ids.empty()) return absl::InvalidArgumentError("no ids to change the payload of");
-  absl::MutexLock w(&write_mu_);
-  if (dropped_) return DroppedError();
-  return Current()->EditFields(ids, change);
-}
-
+// SetPayload and DeletePayload: Segment::EditFields under the write lock.
 absl::StatusOr<uint64_t> Collection::SetPayload(absl::Span<const uint64_t> ids,
                                                 const PayloadFields& fields, bool overwrite) {
   ZOOM_RETURN_IF_ERROR(ValidateFields(fields));
-  return EditFields(ids, [&](PayloadFields* f) {
+  const auto change = [&](PayloadFields* f) {
     if (overwrite) {
       if (*f == fields) return false;
       *f = fields;
@@ -280,12 +164,16 @@ absl::StatusOr<uint64_t> Collection::SetPayload(absl::Span<const uint64_t> ids,
       changed = changed || inserted;
     }
     return changed;
-  });
+  };
+  if (ids.empty()) return absl::InvalidArgumentError("no ids to change the payload of");
+  absl::MutexLock w(&core_.write_mu_);
+  if (core_.dropped_) return core_.DroppedError();
+  return core_.Current()->EditFields(ids, change);
 }
 
 absl::StatusOr<uint64_t> Collection::DeletePayload(absl::Span<const uint64_t> ids,
                                                    absl::Span<const std::string> keys) {
-  return EditFields(ids, [&](PayloadFields* f) {
+  const auto change = [&](PayloadFields* f) {
     if (f->empty()) return false;
     if (keys.empty()) {
       f->clear();
@@ -294,8 +182,11 @@ absl::StatusOr<uint64_t> Collection::DeletePayload(absl::Span<const uint64_t> id
     bool changed = false;
     for (const std::string& k : keys) changed = f->erase(k) > 0 || changed;
     return changed;
-  });
+  };
+  if (ids.empty()) return absl::InvalidArgumentError("no ids to change the payload of");
+  absl::MutexLock w(&core_.write_mu_);
+  if (core_.dropped_) return core_.DroppedError();
+  return core_.Current()->EditFields(ids, change);
 }
-
 
 }  // namespace zoom::server

@@ -128,9 +128,10 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& 
       return absl::Status(c.status().code(), absl::StrCat("collection '", rec.name, "': ",
                                                           c.status().message()));
     }
-    if (const uint64_t want = db->CacheBytesFor((*c)->config()); (*c)->cache_bytes() < want) {
-      ZOOM_LOG(WARNING, "collection ", rec.name, ": its DRAM cache gets ", (*c)->cache_bytes(),
-               " of its ", want, " bytes: the collections' caches reach the server's budget (",
+    const uint64_t gets = (*c)->core().cache_bytes();
+    if (const uint64_t want = db->CacheBytesFor((*c)->config()); gets < want) {
+      ZOOM_LOG(WARNING, "collection ", rec.name, ": its DRAM cache gets ", gets, " of its ", want,
+               " bytes: the collections' caches reach the server's budget (",
                options.max_total_cache_bytes, " bytes, --max_total_cache_bytes)");
     }
     const CollectionInfo info = (*c)->Info();
@@ -152,8 +153,8 @@ Database::~Database() {
   // Every build ends before the metadata store goes, whoever still holds a
   // collection (a waiting call's callback).
   for (const auto& [name, c] : collections_) {
-    c->StopBackgroundWork();  // builds and curves stop (started again at open)
-    c->WaitForBuild().IgnoreError();
+    c->maintenance().StopBackgroundWork();  // builds and curves stop (started again at open)
+    c->maintenance().WaitForBuild().IgnoreError();
   }
   collections_.clear();  // joins builds, saves snapshots
   metadata_.reset();
@@ -178,7 +179,7 @@ void Database::StopBackgroundWork() {
   closing_ = true;
   jobs_->CancelGroup(kDatabaseJobs, /*wait=*/false);
   absl::MutexLock lock(&mu_);
-  for (const auto& [name, c] : collections_) c->StopBackgroundWork();
+  for (const auto& [name, c] : collections_) c->maintenance().StopBackgroundWork();
 }
 
 std::string Database::CollectionDir(uint32_t id) const {
@@ -194,7 +195,7 @@ uint64_t Database::CacheBytesFor(const CollectionConfig& config) const {
 uint64_t Database::CacheBytesInUseLocked(const Collection* except) const {
   uint64_t sum = 0;
   for (const auto& [name, c] : collections_) {
-    if (c.get() != except) sum += c->cache_bytes();
+    if (c.get() != except) sum += c->core().cache_bytes();
   }
   return sum;
 }
@@ -276,19 +277,19 @@ absl::Status Database::DropCollection(const std::string& name) {
     if (it == collections_.end() || it->second != c) {
       return absl::NotFoundError(absl::StrCat("collection '", name, "' does not exist"));
     }
-    if (absl::Status st = metadata_->DropCollection(name, c->id()); !st.ok()) {
+    if (absl::Status st = metadata_->DropCollection(name, c->core().id()); !st.ok()) {
       c->MarkDropped(false);
       return st;
     }
     collections_.erase(it);
   }
-  for (uint32_t space : c->record_spaces()) {
-    if (space != c->id()) metadata_->DropRecords(space).IgnoreError();
+  for (uint32_t space : c->core().record_spaces()) {
+    if (space != c->core().id()) metadata_->DropRecords(space).IgnoreError();
   }
-  c->StopBackgroundWork();
-  c->WaitForBuild().IgnoreError();
+  c->maintenance().StopBackgroundWork();
+  c->maintenance().WaitForBuild().IgnoreError();
   std::error_code ec;
-  fs::remove_all(c->dir(), ec);
+  fs::remove_all(c->core().dir(), ec);
   ZOOM_LOG(INFO, "collection ", name, " dropped");
   return absl::OkStatus();
 }
@@ -308,14 +309,15 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::GetCollection(const std::s
 int Database::RunMaintenance() {
   int compacted = 0;
   for (const auto& c : ListCollections()) {
-    c->ReleaseRetired();
+    CollectionMaintenance& maintenance = c->maintenance();
+    maintenance.ReleaseRetired();
     // An index without a current recall curve (loaded from an older zoomd,
     // or made by a compaction) is measured in the background.
-    c->MaybeStartCalibration();
-    if (!c->NeedsCompaction()) continue;
+    maintenance.MaybeStartCalibration();
+    if (!maintenance.NeedsCompaction()) continue;
     const CollectionInfo before = c->Info();
-    absl::Status st = c->Compact();
-    ZOOM_LOG(INFO, "collection ", c->name(), ": automatic compaction of ",
+    absl::Status st = maintenance.Compact();
+    ZOOM_LOG(INFO, "collection ", c->config().name, ": automatic compaction of ",
              before.deleted_records, " dead records: ", st.ok() ? "done" : st.ToString());
     compacted += st.ok();
   }
@@ -335,8 +337,8 @@ IoBackendInfo Database::IoBackendInUse() const {
   const storage::IoUringProbe& probe = storage::ProbeIoUring();
   if (!probe.available) return {"pread", absl::StrCat("io_uring unavailable: ", probe.reason)};
   for (const auto& c : ListCollections()) {
-    if (c->engine()->store().reader().backend() == storage::IoBackend::kPread) {
-      return {"pread", absl::StrCat("collection ", c->name(),
+    if (c->core().engine()->store().reader().backend() == storage::IoBackend::kPread) {
+      return {"pread", absl::StrCat("collection ", c->config().name,
                                     " fell back from io_uring: see the log")};
     }
   }
@@ -556,8 +558,8 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
     } else if (existing != nullptr && (it == collections_.end() || it->second != existing)) {
       st = absl::AbortedError(absl::StrCat("collection '", target,
                                            "' changed during the restore; restore again"));
-    } else if (st = CheckCacheBudgetLocked(c->cache_bytes(), existing.get()); st.ok()) {
-      st = metadata_->ReplaceCollection(temp, target, id, existing ? existing->id() : 0);
+    } else if (st = CheckCacheBudgetLocked(c->core().cache_bytes(), existing.get()); st.ok()) {
+      st = metadata_->ReplaceCollection(temp, target, id, existing ? existing->core().id() : 0);
       if (st.ok()) collections_[target] = c;
     }
   }
@@ -575,11 +577,11 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
     return st;
   }
   if (existing != nullptr) {
-    for (uint32_t space : existing->record_spaces()) {
-      if (space != existing->id()) metadata_->DropRecords(space).IgnoreError();
+    for (uint32_t space : existing->core().record_spaces()) {
+      if (space != existing->core().id()) metadata_->DropRecords(space).IgnoreError();
     }
-    existing->WaitForBuild().IgnoreError();
-    fs::remove_all(existing->dir(), ec);
+    existing->maintenance().WaitForBuild().IgnoreError();
+    fs::remove_all(existing->core().dir(), ec);
   }
   ZOOM_LOG(INFO, "collection ", target, " restored from a snapshot (", c->Info().points,
            " points)", existing ? ", replacing the previous one" : "");

@@ -38,7 +38,7 @@ struct DatabaseOptions {
   uint32_t max_dim = 4096;
   uint32_t max_collections = 1024;
   // The DRAM caches of all collections together (each one's
-  // Collection::cache_bytes): a creation or a restore that would pass it is
+  // CollectionCore::cache_bytes): a creation or a restore that would pass it is
   // ResourceExhausted, so that no client can make the server allocate
   // max_collections x max_cache_bytes. A collection opened past it (the
   // budget was lowered) gets what is left, maybe nothing, and a warning,
@@ -127,16 +127,18 @@ class Database {
   IoBackendInfo IoBackendInUse() const;
 
   absl::Status SyncWal() { return metadata_->SyncWal(); }
-  // Releases retired segments no reader holds (Collection::ReleaseRetired),
-  // starts the calibration of indexes without a current recall curve
-  // (Collection::MaybeStartCalibration, in the background) and compacts the collections whose dead records passed the thresholds
-  // (Collection::NeedsCompaction), one after another. Returns how many it
-  // compacted.
+  // Releases retired segments no reader holds
+  // (CollectionMaintenance::ReleaseRetired), starts the calibration of
+  // indexes without a current recall curve
+  // (CollectionMaintenance::MaybeStartCalibration, in the background) and
+  // compacts the collections whose dead records passed the thresholds
+  // (CollectionMaintenance::NeedsCompaction), one after another. Returns
+  // how many it compacted.
   // zoomd runs it every DatabaseOptions::maintenance_interval, as a job.
   int RunMaintenance();
   // The server stops: every collection's builds, compactions and
   // calibrations stop at their next cancellation point and none starts
-  // after (Collection::StopBackgroundWork); the close then joins them
+  // after (CollectionMaintenance::StopBackgroundWork); the close then joins them
   // within moments instead of waiting for a build to finish.
   void StopBackgroundWork();
   const DatabaseOptions& options() const { return options_; }
@@ -144,7 +146,7 @@ class Database {
  private:
   Database() = default;
   std::string CollectionDir(uint32_t id) const;
-  // The cache a collection of `config` would allocate (Collection::cache_bytes).
+  // The cache a collection of `config` would allocate (CollectionCore::cache_bytes).
   uint64_t CacheBytesFor(const CollectionConfig& config) const;
   // The caches of the collections but `except` (may be null).
   uint64_t CacheBytesInUseLocked(const Collection* except) const

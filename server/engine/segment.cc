@@ -84,9 +84,8 @@ absl::Status Segment::SetIndex(std::unique_ptr<index::VectorIndex> index) {
   return engine_->SetIndex(std::move(index));
 }
 
-absl::StatusOr<Calibration> Segment::Calibrate(index::IndexKind kind,
-                                               const CalibrationOptions& options) const {
-  return server::Calibrate(*engine_, kind, *this, options);
+absl::StatusOr<Calibration> Segment::Calibrate(const CalibrationOptions& options) const {
+  return server::Calibrate(*engine_, *this, options);
 }
 
 // ---- Writes ------------------------------------------------------------------

@@ -22,7 +22,7 @@
 // Retirement: a replaced segment does no I/O when its last reader lets go
 // (that may be a search thread). Its records are dropped by the
 // collection's maintenance once it sees no reader holds it
-// (Collection::ReleaseRetired); the manifest lists the space meanwhile, so
+// (CollectionMaintenance::ReleaseRetired); the manifest lists the space meanwhile, so
 // a crash leaves nothing behind either.
 #ifndef ZOOM_SERVER_ENGINE_SEGMENT_H_
 #define ZOOM_SERVER_ENGINE_SEGMENT_H_
@@ -96,7 +96,7 @@ struct CollectionSearchParams {
   // Only points that pass it (filter.h; may be null). Evaluated from the
   // payload indexes, or from the stored payloads when a field has no ready
   // index (stats.filter_scan); the engine's planner then picks how to
-  // search (SearchParams::match).
+  // search (QueryContext::match).
   const Filter* filter = nullptr;
   // The answer's payload and vector bytes at most (ResourceExhausted beyond,
   // found before it is all in memory).
@@ -166,8 +166,7 @@ class Segment : public index::IdFilter {
   // it from the vector file).
   absl::Status SetIndex(std::unique_ptr<index::VectorIndex> index);
   // The recall curve of the serving index (calibration.h).
-  absl::StatusOr<Calibration> Calibrate(index::IndexKind kind,
-                                        const CalibrationOptions& options) const;
+  absl::StatusOr<Calibration> Calibrate(const CalibrationOptions& options) const;
 
   // ---- writes (the collection's one writer, under its write lock)
   // Inserts or replaces the points (the old record of a replaced point

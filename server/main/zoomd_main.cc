@@ -260,12 +260,12 @@ absl::Status LoadDemo(server::Database* db, const std::string& name, const std::
     }
     ZOOM_RETURN_IF_ERROR(c->Upsert(points));
   }
-  ZOOM_RETURN_IF_ERROR(c->StartBuild());
+  ZOOM_RETURN_IF_ERROR(c->maintenance().StartBuild());
   // Not waited for: a SIGTERM during the build must stop it (the server's
   // shutdown cancels it), and searches are exact until it is done.
   ZOOM_LOG(INFO, "demo collection ", name, ": ", m.rows, " points from ", path,
            ", index build started");
-  c->WhenBuildDone([name](absl::Status st) {
+  c->maintenance().WhenBuildDone([name](absl::Status st) {
     if (st.ok()) {
       ZOOM_LOG(INFO, "demo collection ", name, ": index built");
     } else {

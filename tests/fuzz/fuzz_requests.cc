@@ -85,7 +85,9 @@ void Reset(World& w) {
     for (uint64_t i = 0; i < 300; ++i) points.push_back({i, v.data() + i * kDim, "p"});
     if (!(*col)->Upsert(points).ok()) std::abort();
     if (std::string_view(name) != "u8") {
-      if (!(*col)->StartBuild().ok() || !(*col)->WaitForBuild().ok()) std::abort();
+      if (!(*col)->maintenance().StartBuild().ok() || !(*col)->maintenance().WaitForBuild().ok()) {
+        std::abort();
+      }
     }
   }
   w.upserts = 0;

@@ -229,7 +229,7 @@ TEST_P(CalibrateTest, ReportsTheRecallOfRealSearchesAtEachPoint) {
   options.ef = {10, 20, 80};
   options.rerank = {10, 20, 40};
   options.sample_out = &sample;
-  absl::StatusOr<Calibration> cal = Calibrate(*engine, kind, live, options);
+  absl::StatusOr<Calibration> cal = Calibrate(*engine, live, options);
   ASSERT_OK(cal.status());
   EXPECT_EQ(cal->k, 10u);
   EXPECT_EQ(cal->queries, 40u);
@@ -301,7 +301,7 @@ TEST_P(CalibrateTest, TheSameDataChoosesTheSameKnobsUnderLoad) {
   const EverySeventhDead live;
   TempDir dir1, dir2;
   std::unique_ptr<SearchEngine> quiet = MakeEngine(dir1, kind, GetParam().nbits);
-  absl::StatusOr<Calibration> a = Calibrate(*quiet, kind, live, options);
+  absl::StatusOr<Calibration> a = Calibrate(*quiet, live, options);
   ASSERT_OK(a.status());
   std::unique_ptr<SearchEngine> loaded = MakeEngine(dir2, kind, GetParam().nbits);
   std::atomic<bool> stop{false};
@@ -314,7 +314,7 @@ TEST_P(CalibrateTest, TheSameDataChoosesTheSameKnobsUnderLoad) {
       }
     });
   }
-  absl::StatusOr<Calibration> b = Calibrate(*loaded, kind, live, options);
+  absl::StatusOr<Calibration> b = Calibrate(*loaded, live, options);
   stop = true;
   for (std::thread& t : burners) t.join();
   ASSERT_OK(b.status());
@@ -348,7 +348,7 @@ TEST(CalibrateTest, NeitherUsesNorFillsTheCache) {
   options.nprobe = {4, 8};
   options.rerank = {10, 20};
   options.sample_out = &sample;
-  absl::StatusOr<Calibration> cal = Calibrate(*engine, index::IndexKind::kIvfHnswPq, live,
+  absl::StatusOr<Calibration> cal = Calibrate(*engine, live,
                                               options);
   ASSERT_OK(cal.status());
   // The same reads and recall as on the same engine without a cache.
@@ -356,7 +356,7 @@ TEST(CalibrateTest, NeitherUsesNorFillsTheCache) {
   std::unique_ptr<SearchEngine> uncached = MakeEngine(dir2, index::IndexKind::kIvfHnswPq, 8);
   std::vector<InternalId> sample2;
   options.sample_out = &sample2;
-  absl::StatusOr<Calibration> cal2 = Calibrate(*uncached, index::IndexKind::kIvfHnswPq, live,
+  absl::StatusOr<Calibration> cal2 = Calibrate(*uncached, live,
                                                options);
   ASSERT_OK(cal2.status());
   ASSERT_EQ(sample, sample2);
@@ -393,7 +393,7 @@ TEST(CalibrateErrorsTest, NoIndexNoPointsAndCancellation) {
         storage::VectorStore::Create(dir.File("e.zvec"), kDim, storage::DType::kFloat32);
     ASSERT_OK(store.status());
     SearchEngine empty(Metric::kL2, std::move(store).value(), nullptr);
-    EXPECT_THAT(Calibrate(empty, index::IndexKind::kIvfHnswPq, live).status(),
+    EXPECT_THAT(Calibrate(empty, live).status(),
                 StatusIs(absl::StatusCode::kFailedPrecondition));
   }
   std::unique_ptr<SearchEngine> engine = MakeEngine(dir, index::IndexKind::kIvfHnswPq);
@@ -402,13 +402,13 @@ TEST(CalibrateErrorsTest, NoIndexNoPointsAndCancellation) {
    public:
     bool IsExcluded(InternalId) const override { return true; }
   } dead;
-  EXPECT_THAT(Calibrate(*engine, index::IndexKind::kIvfHnswPq, dead).status(),
+  EXPECT_THAT(Calibrate(*engine, dead).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   // Asked to stop before it starts: stops at the first check.
   std::atomic<bool> stop{true};
   CalibrationOptions options;
   options.cancelled = &stop;
-  EXPECT_THAT(Calibrate(*engine, index::IndexKind::kIvfHnswPq, live, options).status(),
+  EXPECT_THAT(Calibrate(*engine, live, options).status(),
               StatusIs(absl::StatusCode::kCancelled));
 }
 

@@ -46,8 +46,8 @@ TEST_F(CollectionTest, CompactDropsDeadRecordsAndKeepsPointsAndResults) {
   ASSERT_NE(c, nullptr);
   Model model;
   UpsertRange(*c, 0, 2000, ClusteredVectors(2000, kDim, 101), &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   std::mt19937 rng(102);
   std::vector<uint64_t> del;
   for (size_t i = 0; i < 2000; ++i) {
@@ -60,7 +60,7 @@ TEST_F(CollectionTest, CompactDropsDeadRecordsAndKeepsPointsAndResults) {
     if (over.size() < 100) over.push_back(id);
   }
   ASSERT_OK(Upsert(*c, over, ClusteredVectors(100, kDim, 103), {}, &model));
-  const uint32_t space_before = c->record_space();
+  const uint32_t space_before = c->core().record_space();
 
   const auto queries = ClusteredVectors(50, kDim, 104);
   std::vector<std::vector<Hit>> before;
@@ -68,18 +68,18 @@ TEST_F(CollectionTest, CompactDropsDeadRecordsAndKeepsPointsAndResults) {
     before.push_back(
         Search(*c, queries.data() + q * kDim, 10, true, nullptr, true));
   }
-  const std::vector<std::string> files_before = FilesIn(c->dir());
+  const std::vector<std::string> files_before = FilesIn(c->core().dir());
 
-  ASSERT_OK(c->Compact());
+  ASSERT_OK(c->maintenance().Compact());
   CollectionInfo info = c->Info();
   EXPECT_EQ(info.points, model.size());
   EXPECT_EQ(info.stored_records, model.size());
   EXPECT_EQ(info.deleted_records, 0u);
   EXPECT_EQ(info.index_state, IndexState::kReady);
   EXPECT_EQ(info.indexed_points, model.size());
-  EXPECT_NE(c->record_space(), space_before);
+  EXPECT_NE(c->core().record_space(), space_before);
   // The old vector file and snapshot are gone; one of each is left.
-  const std::vector<std::string> files_after = FilesIn(c->dir());
+  const std::vector<std::string> files_after = FilesIn(c->core().dir());
   ASSERT_EQ(files_after.size(), 2u) << ::testing::PrintToString(files_after);
   for (const std::string& f : files_after) {
     EXPECT_EQ(std::count(files_before.begin(), files_before.end(), f), 0) << f;
@@ -107,8 +107,8 @@ TEST_F(CollectionTest, CompactDropsDeadRecordsAndKeepsPointsAndResults) {
   std::printf("[ recall@10 after compaction ] %.4f\n", recall);
   EXPECT_GE(recall, kRecallFloor);
   // Nothing dead: a second compaction is a no-op.
-  ASSERT_OK(c->Compact());
-  EXPECT_EQ(FilesIn(c->dir()), files_after);
+  ASSERT_OK(c->maintenance().Compact());
+  EXPECT_EQ(FilesIn(c->core().dir()), files_after);
 
   c.reset();
   ReopenDb();
@@ -118,7 +118,7 @@ TEST_F(CollectionTest, CompactDropsDeadRecordsAndKeepsPointsAndResults) {
   EXPECT_EQ(info.points, model.size());
   EXPECT_EQ(info.stored_records, model.size());
   EXPECT_EQ(info.index_state, IndexState::kReady);
-  EXPECT_EQ(FilesIn(c->dir()), files_after);
+  EXPECT_EQ(FilesIn(c->core().dir()), files_after);
   same_as_before();
   ExpectGetMatchesModel(*c, model);
   // And writes go on in the new generation.
@@ -133,7 +133,7 @@ TEST_F(CollectionTest, CompactDropsDeadRecordsAndKeepsPointsAndResults) {
   ASSERT_NE(c, nullptr);
   ExpectGetMatchesModel(*c, model);
   EXPECT_EQ(c->Info().points, model.size());
-  const uint32_t space_after = c->record_space();
+  const uint32_t space_after = c->core().record_space();
   c.reset();
   CloseDb();
 
@@ -153,7 +153,7 @@ TEST_F(CollectionTest, CompactWithoutAnIndexStaysExact) {
   std::vector<uint64_t> del;
   for (size_t i = 0; i < 600; i += 2) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
-  ASSERT_OK(c->Compact());
+  ASSERT_OK(c->maintenance().Compact());
   const CollectionInfo info = c->Info();
   EXPECT_EQ(info.points, 300u);
   EXPECT_EQ(info.stored_records, 300u);
@@ -182,17 +182,17 @@ TEST_F(CollectionTest, AutomaticCompactionAtTheDeadThreshold) {
   for (size_t i = 0; i < 150; ++i) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
   // 150 of 500 dead: below the 0.4 ratio.
-  EXPECT_FALSE(c->NeedsCompaction());
+  EXPECT_FALSE(c->maintenance().NeedsCompaction());
   EXPECT_EQ(db_->RunMaintenance(), 0);
   del.clear();
   for (size_t i = 150; i < 250; ++i) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
-  EXPECT_TRUE(c->NeedsCompaction());  // 250 of 500
+  EXPECT_TRUE(c->maintenance().NeedsCompaction());  // 250 of 500
   EXPECT_EQ(db_->RunMaintenance(), 1);
   const CollectionInfo info = c->Info();
   EXPECT_EQ(info.points, 250u);
   EXPECT_EQ(info.stored_records, 250u);
-  EXPECT_FALSE(c->NeedsCompaction());
+  EXPECT_FALSE(c->maintenance().NeedsCompaction());
   ExpectGetMatchesModel(*c, model);
 }
 
@@ -210,7 +210,7 @@ TEST_F(CollectionTest, CompactAfterADropSaysSoWithoutPaths) {
   for (size_t i = 0; i < 100; ++i) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
   ASSERT_OK(db_->DropCollection("gone"));
-  const absl::Status st = c->Compact();
+  const absl::Status st = c->maintenance().Compact();
   EXPECT_THAT(st, StatusIs(absl::StatusCode::kNotFound, HasSubstr("was dropped")));
   EXPECT_THAT(std::string(st.message()), Not(HasSubstr(tmp_.path())));
   EXPECT_THAT(Upsert(*c, {1}, std::vector<float>(kDim, 1.0f), {}, nullptr),
@@ -234,8 +234,8 @@ TEST_F(CollectionTest, CompactDuringSearchesAndWrites) {
   Model model;
   const auto base = ClusteredVectors(kInitial, kDim, 181);
   UpsertRange(*c, 0, kInitial, base, &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   std::vector<uint64_t> dead;
   for (size_t i = 0; i < kInitial; i += 2) dead.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, dead, &model));
@@ -265,7 +265,7 @@ TEST_F(CollectionTest, CompactDuringSearchesAndWrites) {
   };
 
   std::thread compactor([&] {
-    if (!c->Compact().ok()) ++errors;
+    if (!c->maintenance().Compact().ok()) ++errors;
     --writers_left;
   });
   std::thread writer([&] {
@@ -423,7 +423,7 @@ TEST_F(CollectionTest, ReadsHeldAcrossACompactionKeepTheirPayloads) {
     }
     // Make something dead for the second compaction to drop.
     ASSERT_OK(Delete(*c, {ExtId(use_get ? 5 : 3)}, &model));
-    ASSERT_OK(c->Compact());
+    ASSERT_OK(c->maintenance().Compact());
     gate->Release();
     reader.join();
     ASSERT_OK(st);
@@ -458,8 +458,8 @@ TEST_F(CollectionTest, WritesGoOnDuringACompactionAndLandInTheNewGeneration) {
   Model model;
   const auto base = ClusteredVectors(1000, kDim, 301);
   UpsertRange(*c, 0, 1000, base, &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   std::vector<uint64_t> del;
   for (size_t i = 0; i < 1000; i += 2) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
@@ -467,7 +467,7 @@ TEST_F(CollectionTest, WritesGoOnDuringACompactionAndLandInTheNewGeneration) {
   absl::Status compacted;
   std::thread compactor([&] {
     gate->ArmForThisThread();
-    compacted = c->Compact();
+    compacted = c->maintenance().Compact();
   });
   absl::Cleanup release = [&] {
     gate->Release();
@@ -499,7 +499,7 @@ TEST_F(CollectionTest, WritesGoOnDuringACompactionAndLandInTheNewGeneration) {
       << "writes waited for the compaction";
   writes.get();
   // A build cannot start on the generation being replaced.
-  EXPECT_THAT(c->StartBuild(),
+  EXPECT_THAT(c->maintenance().StartBuild(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("compaction")));
   std::move(release).Invoke();
   ASSERT_OK(compacted);

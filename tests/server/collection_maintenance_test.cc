@@ -62,8 +62,8 @@ TEST_F(CollectionTest, NonDefaultIndexOptionsBuildAndSurviveReopen) {
     Model model;
     const auto base = ClusteredVectors(kN, kDim, 51);
     UpsertRange(*c, 0, kN, base, &model);
-    ASSERT_OK(c->StartBuild());
-    ASSERT_OK(c->WaitForBuild());
+    ASSERT_OK(c->maintenance().StartBuild());
+    ASSERT_OK(c->maintenance().WaitForBuild());
     EXPECT_EQ(c->Info().index_state, IndexState::kReady);
     EXPECT_EQ(c->config().index.pq.nbits, config.index.pq.nbits);
     EXPECT_EQ(c->config().index.hnsw.compact_links,
@@ -104,24 +104,24 @@ TEST_F(CollectionTest, StartBuildNeedsAtLeast256LivePoints) {
   OpenDb();
   auto c = Create("small", kDim, Metric::kL2);
   ASSERT_NE(c, nullptr);
-  EXPECT_THAT(c->StartBuild(), StatusIs(absl::StatusCode::kFailedPrecondition,
+  EXPECT_THAT(c->maintenance().StartBuild(), StatusIs(absl::StatusCode::kFailedPrecondition,
                                         HasSubstr("0 points")));
   Model model;
   UpsertRange(*c, 0, 255, ClusteredVectors(255, kDim, 51), &model);
-  EXPECT_THAT(c->StartBuild(), StatusIs(absl::StatusCode::kFailedPrecondition,
+  EXPECT_THAT(c->maintenance().StartBuild(), StatusIs(absl::StatusCode::kFailedPrecondition,
                                         HasSubstr("255 points")));
   // Stored records count only while live.
   UpsertRange(*c, 255, 45, ClusteredVectors(45, kDim, 52), &model);
   std::vector<uint64_t> del;
   for (size_t i = 0; i < 100; ++i) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
-  EXPECT_THAT(c->StartBuild(), StatusIs(absl::StatusCode::kFailedPrecondition,
+  EXPECT_THAT(c->maintenance().StartBuild(), StatusIs(absl::StatusCode::kFailedPrecondition,
                                         HasSubstr("200 points")));
   EXPECT_EQ(c->Info().index_state, IndexState::kNone);
   UpsertRange(*c, 300, 56, ClusteredVectors(56, kDim, 53), &model);
   ASSERT_EQ(model.size(), 256u);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   EXPECT_EQ(c->Info().index_state, IndexState::kReady);
 }
 
@@ -135,12 +135,12 @@ TEST_F(CollectionTest, AutoBuildStartsAtTheThreshold) {
   const auto v = ClusteredVectors(600, kDim, 61);
   UpsertRange(*c, 0, 400, v, &model, 100);
   // Below the threshold nothing starts.
-  EXPECT_OK(c->WaitForBuild());
+  EXPECT_OK(c->maintenance().WaitForBuild());
   EXPECT_EQ(c->Info().index_state, IndexState::kNone);
   EXPECT_EQ(c->Info().indexed_points, 0u);
   UpsertRange(*c, 400, 200, std::vector<float>(v.begin() + 400 * kDim, v.end()),
               &model, 100);
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   const CollectionInfo info = c->Info();
   EXPECT_EQ(info.index_state, IndexState::kReady);
   EXPECT_EQ(info.indexed_points, 600u);
@@ -158,13 +158,13 @@ TEST_F(CollectionTest, WritesDuringABuildAreInTheInstalledIndex) {
   ASSERT_NE(c, nullptr);
   Model model;
   UpsertRange(*c, 0, 1000, ClusteredVectors(1000, kDim, 171), &model);
-  ASSERT_OK(c->StartBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
   const auto later = ClusteredVectors(400, kDim, 172);
   UpsertRange(*c, 1000, 400, later, &model, 50);
   std::vector<uint64_t> del;
   for (size_t i = 0; i < 1000; i += 10) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   const CollectionInfo info = c->Info();
   EXPECT_EQ(info.index_state, IndexState::kReady);
   EXPECT_EQ(info.indexed_points, info.stored_records);
@@ -220,12 +220,12 @@ TEST_F(CollectionTest, LegacyPointBreakingTheRuleNeverStopsTheCollection) {
   OpenDb();
   auto c = Create("legacy", kDim, Metric::kL2);
   ASSERT_NE(c, nullptr);
-  const uint32_t id = c->id();
+  const uint32_t id = c->core().id();
   Model model;
   const auto v = ClusteredVectors(600, kDim, 81);
   UpsertRange(*c, 0, 600, v, &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   c.reset();
   CloseDb();
   InjectLegacyPoint(options_.data_dir, id, 9999, 1e20f);
@@ -245,8 +245,8 @@ TEST_F(CollectionTest, LegacyPointBreakingTheRuleNeverStopsTheCollection) {
   EXPECT_EQ(got[0].vector[0], 1e20f);
 
   // A build fails with the point named; the old index keeps serving.
-  ASSERT_OK(c->StartBuild());
-  EXPECT_THAT(c->WaitForBuild(),
+  ASSERT_OK(c->maintenance().StartBuild());
+  EXPECT_THAT(c->maintenance().WaitForBuild(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("point 9999")));
   CollectionInfo info = c->Info();
   EXPECT_EQ(info.index_state, IndexState::kReady);
@@ -259,9 +259,9 @@ TEST_F(CollectionTest, LegacyPointBreakingTheRuleNeverStopsTheCollection) {
   std::vector<uint64_t> del;
   for (size_t i = 0; i < 300; ++i) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
-  EXPECT_FALSE(c->NeedsCompaction());  // backing off
+  EXPECT_FALSE(c->maintenance().NeedsCompaction());  // backing off
   EXPECT_EQ(db_->RunMaintenance(), 0);
-  EXPECT_THAT(c->Compact(),
+  EXPECT_THAT(c->maintenance().Compact(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("point 9999")));
   info = c->Info();
   EXPECT_THAT(info.compaction_error, HasSubstr("9999"));
@@ -272,7 +272,7 @@ TEST_F(CollectionTest, LegacyPointBreakingTheRuleNeverStopsTheCollection) {
 
   // Deleting the point: the compaction trains on live points only.
   ASSERT_OK(c->Delete(std::vector<uint64_t>{9999}).status());
-  ASSERT_OK(c->Compact());
+  ASSERT_OK(c->maintenance().Compact());
   info = c->Info();
   EXPECT_EQ(info.points, 300u);
   EXPECT_EQ(info.stored_records, 300u);
@@ -297,7 +297,7 @@ TEST_F(CollectionTest, BuildTrainsOnLivePointsOnly) {
   OpenDb();
   auto c = Create("dead_bad", kDim, Metric::kL2);
   ASSERT_NE(c, nullptr);
-  const uint32_t id = c->id();
+  const uint32_t id = c->core().id();
   Model model;
   UpsertRange(*c, 0, 400, ClusteredVectors(400, kDim, 91), &model);
   c.reset();
@@ -308,8 +308,8 @@ TEST_F(CollectionTest, BuildTrainsOnLivePointsOnly) {
   c = Get("dead_bad");
   ASSERT_NE(c, nullptr);
   ASSERT_OK(c->Delete(std::vector<uint64_t>{7777}).status());
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   EXPECT_EQ(c->Info().index_state, IndexState::kReady);
   const auto queries = ClusteredVectors(10, kDim, 92);
   EXPECT_GT(IndexedRecall(*c, model, queries, 10), 0.8);
@@ -325,7 +325,7 @@ TEST_F(CollectionTest, FailedAutomaticBuildBacksOffAndKeepsServing) {
   OpenDb();
   auto c = Create("auto_bad", kDim, Metric::kL2);
   ASSERT_NE(c, nullptr);
-  const uint32_t id = c->id();
+  const uint32_t id = c->core().id();
   Model model;
   const auto v = ClusteredVectors(500, kDim, 95);
   UpsertRange(*c, 0, 300, v, &model);
@@ -338,14 +338,14 @@ TEST_F(CollectionTest, FailedAutomaticBuildBacksOffAndKeepsServing) {
   ASSERT_NE(c, nullptr);
   UpsertRange(*c, 300, 100, std::vector<float>(v.begin() + 300 * kDim, v.begin() + 400 * kDim),
               &model);  // 401 live: the automatic build starts and fails
-  EXPECT_THAT(c->WaitForBuild(),
+  EXPECT_THAT(c->maintenance().WaitForBuild(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("point 5555")));
   CollectionInfo info = c->Info();
   EXPECT_EQ(info.index_state, IndexState::kFailed);
   EXPECT_THAT(info.index_error, HasSubstr("5555"));
   EXPECT_EQ(info.maintenance_failures, 1u);
   UpsertRange(*c, 400, 100, std::vector<float>(v.begin() + 400 * kDim, v.end()), &model);
-  EXPECT_THAT(c->WaitForBuild(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(c->maintenance().WaitForBuild(), StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(c->Info().maintenance_failures, 1u);  // not started again
   bool exact_used = false;
   const auto queries = ClusteredVectors(5, kDim, 96);
@@ -366,12 +366,12 @@ TEST_F(CollectionTest, RebuildsUnderSearchesDoNotAccumulateIndexes) {
   ASSERT_NE(c, nullptr);
   Model model;
   UpsertRange(*c, 0, 2000, ClusteredVectors(2000, kDim, 401), &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   const uint64_t resident = c->Info().resident_bytes;
-  const uint64_t one_index = c->engine()->IndexBytes();
+  const uint64_t one_index = c->core().engine()->IndexBytes();
   ASSERT_GT(one_index, 0u);
-  std::weak_ptr<const index::VectorIndex> first = c->engine()->index();
+  std::weak_ptr<const index::VectorIndex> first = c->core().engine()->index();
   ASSERT_FALSE(first.expired());
 
   std::atomic<bool> stop{false};
@@ -391,8 +391,8 @@ TEST_F(CollectionTest, RebuildsUnderSearchesDoNotAccumulateIndexes) {
     });
   }
   for (int i = 0; i < 10; ++i) {
-    ASSERT_OK(c->StartBuild());
-    ASSERT_OK(c->WaitForBuild());
+    ASSERT_OK(c->maintenance().StartBuild());
+    ASSERT_OK(c->maintenance().WaitForBuild());
   }
   stop = true;
   for (auto& t : searchers) t.join();
@@ -400,23 +400,23 @@ TEST_F(CollectionTest, RebuildsUnderSearchesDoNotAccumulateIndexes) {
   // No search runs now: only the serving index is alive.
   EXPECT_TRUE(first.expired()) << "the first index outlived its last search";
   // (The same data and one build thread: each rebuild is the same size.)
-  EXPECT_LE(c->engine()->IndexBytes(), one_index + one_index / 4);
+  EXPECT_LE(c->core().engine()->IndexBytes(), one_index + one_index / 4);
   const uint64_t after = c->Info().resident_bytes;
   EXPECT_LE(after, resident + one_index / 4)
       << "resident bytes grew from " << resident << " to " << after << " over 10 rebuilds";
 
   // A caller holding the serving index keeps it (and its bytes) alive past
   // the next rebuild, and frees it by letting go.
-  std::shared_ptr<const index::VectorIndex> held = c->engine()->index();
+  std::shared_ptr<const index::VectorIndex> held = c->core().engine()->index();
   std::weak_ptr<const index::VectorIndex> held_weak = held;
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   EXPECT_FALSE(held_weak.expired());
-  EXPECT_GE(c->engine()->IndexBytes(), one_index + one_index * 3 / 4);  // two alive
+  EXPECT_GE(c->core().engine()->IndexBytes(), one_index + one_index * 3 / 4);  // two alive
   EXPECT_GE(c->Info().resident_bytes, after + one_index * 3 / 4);
   held.reset();
   EXPECT_TRUE(held_weak.expired());
-  EXPECT_LE(c->engine()->IndexBytes(), one_index + one_index / 4);
+  EXPECT_LE(c->core().engine()->IndexBytes(), one_index + one_index / 4);
   EXPECT_LE(c->Info().resident_bytes, resident + one_index / 4);
 }
 
@@ -492,24 +492,24 @@ TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
   };
 
   upsert(0, 400);  // the first automatic build, on 400 points
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   CollectionInfo info = c->Info();
   ASSERT_EQ(info.index_state, IndexState::kReady);
   EXPECT_EQ(info.trained_points, 400u);
   EXPECT_EQ(info.auto_retrains, 0u);
 
   upsert(400, 1199);  // 1,599 points: under 4x, no retrain
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   info = c->Info();
   EXPECT_EQ(info.trained_points, 400u);
   EXPECT_EQ(info.indexed_points, 1599u);
   EXPECT_EQ(info.auto_retrains, 0u);
   const double recall_400 = recall();
   const uint32_t nprobe_400 = nprobe;
-  std::weak_ptr<const index::VectorIndex> old_index = c->engine()->index();
+  std::weak_ptr<const index::VectorIndex> old_index = c->core().engine()->index();
   searched_through([&] {
     upsert_far(1599);  // the 1,600th point: 4x, the retrain starts
-    ASSERT_OK(c->WaitForBuild());
+    ASSERT_OK(c->maintenance().WaitForBuild());
   });
   info = c->Info();
   EXPECT_EQ(info.index_state, IndexState::kReady);
@@ -519,7 +519,7 @@ TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
   EXPECT_THAT(info.index_error, IsEmpty());
   // Only the serving index is alive: the switch freed the old one.
   EXPECT_TRUE(old_index.expired()) << "the replaced index outlived its last search";
-  EXPECT_EQ(c->engine()->IndexBytes(), c->engine()->index()->ResidentBytes());
+  EXPECT_EQ(c->core().engine()->IndexBytes(), c->core().engine()->index()->ResidentBytes());
   const double recall_1600 = recall();
   std::printf("[ recall@10, K' 12, a quarter of the lists, 1,600 points ] trained on 400: "
               "%.4f (nprobe %u), retrained on 1,600: %.4f (nprobe %u)\n",
@@ -529,16 +529,16 @@ TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
   // Once more at 6,400 (4 x 1,600), with writes during the retrain: they
   // are in the new index at the switch.
   upsert(1600, 4799);  // 6,399
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   EXPECT_EQ(c->Info().auto_retrains, 1u);
   const uint64_t resident_before = c->Info().resident_bytes;
   const double recall_old = recall();
   const uint32_t nprobe_old = nprobe;
-  old_index = c->engine()->index();
+  old_index = c->core().engine()->index();
   searched_through([&] {
     upsert_far(6399);  // the retrain starts
     for (size_t id = kMax; id < kMax + 50; ++id) upsert_far(id);
-    ASSERT_OK(c->WaitForBuild());
+    ASSERT_OK(c->maintenance().WaitForBuild());
   });
   info = c->Info();
   // (It trains on the live points when it starts: 6,400 plus those of the
@@ -548,7 +548,7 @@ TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
   EXPECT_EQ(info.indexed_points, 6450u);
   EXPECT_EQ(info.auto_retrains, 2u);
   EXPECT_TRUE(old_index.expired()) << "the replaced index outlived its last search";
-  EXPECT_EQ(c->engine()->IndexBytes(), c->engine()->index()->ResidentBytes());
+  EXPECT_EQ(c->core().engine()->IndexBytes(), c->core().engine()->index()->ResidentBytes());
   // Resident bytes after the switch: one index (more lists now), not two.
   std::printf("[ resident bytes ] before the retrain %llu, after %llu\n",
               static_cast<unsigned long long>(resident_before),
@@ -571,7 +571,7 @@ TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
   EXPECT_EQ(info.trained_points, trained);
   EXPECT_EQ(info.auto_retrains, 0u);
   upsert_far(kMax + 50);
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   EXPECT_EQ(c->Info().auto_retrains, 0u);
   EXPECT_EQ(c->Info().trained_points, trained);
 
@@ -583,7 +583,7 @@ TEST_F(CollectionTest, GrowthRetrainsInTheBackgroundWhileSearchesGoOn) {
   ASSERT_OK(c->Delete(gone).status());
   for (uint64_t ext : gone) model.erase(ext);
   const double recall_before = recall();
-  ASSERT_OK(c->Compact());
+  ASSERT_OK(c->maintenance().Compact());
   info = c->Info();
   EXPECT_EQ(info.trained_points, trained);
   EXPECT_EQ(info.auto_retrains, 0u);
@@ -626,7 +626,7 @@ TEST_F(CollectionTest, DriftRetrainsBeforeGrowthWould) {
   auto recall = [&] { return RecallAtAQuarterOfTheLists(*c, queries, model); };
 
   upsert(0, kBuilt);
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   CollectionInfo info = c->Info();
   ASSERT_EQ(info.index_state, IndexState::kReady);
   EXPECT_EQ(info.trained_points, kBuilt);
@@ -634,10 +634,10 @@ TEST_F(CollectionTest, DriftRetrainsBeforeGrowthWould) {
   // Two windows from the trained distribution: the first is the baseline,
   // the second fits about as well. No retrain.
   upsert(kBuilt, kWindow);
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   EXPECT_EQ(c->Info().code_error_ratio, 1.0);
   upsert(kBuilt + kWindow, kWindow);
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   info = c->Info();
   std::printf("[ code error, latest window / first ] same distribution: %.3f\n",
               info.code_error_ratio);
@@ -649,12 +649,12 @@ TEST_F(CollectionTest, DriftRetrainsBeforeGrowthWould) {
   // The shifted points, all but the last batch of a window: still the old
   // index (the window is not complete).
   upsert(kSame, kWindow - 64);
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   EXPECT_EQ(c->Info().auto_retrains, 0u);
   const double recall_old = recall();
-  std::weak_ptr<const index::VectorIndex> old_index = c->engine()->index();
+  std::weak_ptr<const index::VectorIndex> old_index = c->core().engine()->index();
   upsert(kSame + kWindow - 64, 64);  // the window completes: the retrain starts
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   info = c->Info();
   EXPECT_EQ(info.auto_retrains, 1u);
   EXPECT_EQ(info.drift_retrains, 1u);
@@ -674,7 +674,7 @@ TEST_F(CollectionTest, DriftRetrainsBeforeGrowthWould) {
   // into the loaded index) the next windows are judged against it, and
   // nothing retrains.
   upsert(kSame + kWindow, kWindow);
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   info = c->Info();
   EXPECT_EQ(info.code_error_ratio, 1.0);
   const double baseline = info.code_error_baseline;
@@ -685,7 +685,7 @@ TEST_F(CollectionTest, DriftRetrainsBeforeGrowthWould) {
   ASSERT_NE(c, nullptr);
   EXPECT_NEAR(c->Info().code_error_baseline, baseline, baseline * 1e-5);
   upsert(kSame + 2 * kWindow, kWindow);
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   info = c->Info();
   EXPECT_NEAR(info.code_error_baseline, baseline, baseline * 1e-5);
   EXPECT_GT(info.code_error_ratio, 0.5);

@@ -94,8 +94,8 @@ TEST_P(IndexedSearchTest, BuildReachesReadyWithRecallAndSeesLaterWrites) {
   for (size_t i = 0; i < kN; i += 10) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
 
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   CollectionInfo info = c->Info();
   EXPECT_EQ(info.index_state, IndexState::kReady);
   EXPECT_EQ(info.indexed_points, kN);  // dead records are indexed, filtered
@@ -201,8 +201,8 @@ TEST_F(CollectionTest, SearchWithVectorsReadsNothingTwice) {
   ASSERT_NE(c, nullptr);
   Model model;
   UpsertRange(*c, 0, 1000, ClusteredVectors(1000, kDim, 601), &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   const auto queries = ClusteredVectors(5, kDim, 602);
   for (size_t q = 0; q < 5; ++q) {
     CollectionSearchParams p;
@@ -252,8 +252,8 @@ TEST_F(CollectionTest, ConcurrentSearchDuringUpsertAndDelete) {
   ASSERT_NE(c, nullptr);
   const auto base = ClusteredVectors(kInitial, kDim, 131);
   UpsertRange(*c, 0, kInitial, base, nullptr);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
 
   // The writer's plan, fixed before any thread starts (read-only after).
   std::vector<uint64_t> delete_plan;  // ExtId(0), ExtId(2), ...
@@ -397,10 +397,10 @@ TEST_F(CollectionTest, ABuildCalibratesAndATargetPicksTheCheapestKnobsReachingIt
   QueryStats none = StatsOf(*c, queries.data(), 0.9);
   EXPECT_FALSE(none.knobs_calibrated);
   EXPECT_FLOAT_EQ(none.target_recall, 0.9f);
-  EXPECT_THAT(c->CalibrateNow(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(c->maintenance().CalibrateNow(), StatusIs(absl::StatusCode::kFailedPrecondition));
 
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   CollectionInfo info = c->Info();
   ASSERT_NE(info.calibration, nullptr);
   EXPECT_TRUE(info.calibration_current);
@@ -462,24 +462,24 @@ TEST_F(CollectionTest, ABuildCalibratesAndATargetPicksTheCheapestKnobsReachingIt
   ASSERT_NE(info.calibration, nullptr);
   EXPECT_TRUE(info.calibration_current);
   EXPECT_EQ(info.calibration->Encode(), cal.Encode());
-  EXPECT_FALSE(c->MaybeStartCalibration());  // nothing to measure
+  EXPECT_FALSE(c->maintenance().MaybeStartCalibration());  // nothing to measure
 
   // A compaction makes a new index: the old curve serves until the new one
   // is measured (in the background, by maintenance).
   std::vector<uint64_t> del;
   for (size_t i = 0; i < 3000; i += 3) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model, nullptr));
-  ASSERT_OK(c->Compact());
+  ASSERT_OK(c->maintenance().Compact());
   info = c->Info();
   ASSERT_NE(info.calibration, nullptr);
   EXPECT_FALSE(info.calibration_current);
   EXPECT_TRUE(StatsOf(*c, queries.data(), 0.95).knobs_calibrated);
-  EXPECT_TRUE(c->MaybeStartCalibration());
-  ASSERT_OK(c->WaitForCalibration());
+  EXPECT_TRUE(c->maintenance().MaybeStartCalibration());
+  ASSERT_OK(c->maintenance().WaitForCalibration());
   info = c->Info();
   EXPECT_TRUE(info.calibration_current);
   EXPECT_EQ(info.calibration->indexed_points, 2000u);
-  EXPECT_FALSE(c->MaybeStartCalibration());
+  EXPECT_FALSE(c->maintenance().MaybeStartCalibration());
   // ... and is what a restart finds.
   const std::string measured = info.calibration->Encode();
   c.reset();
@@ -504,8 +504,8 @@ TEST_F(CollectionTest, TheCollectionsTargetOrKnobsBeatTheServersTarget) {
   ASSERT_OK_AND_ASSIGN(auto c, db_->CreateCollection(config));
   Model model;
   UpsertRange(*c, 0, 1500, base, &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   EXPECT_EQ(c->Info().default_target_recall, 0.0);
   QueryStats s = StatsOf(*c, q.data(), 0);
   EXPECT_FALSE(s.knobs_calibrated);
@@ -518,8 +518,8 @@ TEST_F(CollectionTest, TheCollectionsTargetOrKnobsBeatTheServersTarget) {
   config.default_target_recall = 0.9;
   ASSERT_OK_AND_ASSIGN(auto t, db_->CreateCollection(config));
   UpsertRange(*t, 0, 1500, base, &model);
-  ASSERT_OK(t->StartBuild());
-  ASSERT_OK(t->WaitForBuild());
+  ASSERT_OK(t->maintenance().StartBuild());
+  ASSERT_OK(t->maintenance().WaitForBuild());
   EXPECT_DOUBLE_EQ(t->Info().default_target_recall, 0.9);
   s = StatsOf(*t, q.data(), 0);
   EXPECT_TRUE(s.knobs_calibrated);
@@ -540,10 +540,10 @@ TEST_F(CollectionTest, WithoutCalibrationATargetRunsTheDefaultKnobs) {
   ASSERT_NE(c, nullptr);
   Model model;
   UpsertRange(*c, 0, 1000, ClusteredVectors(1000, kDim, 45), &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   EXPECT_EQ(c->Info().calibration, nullptr);
-  EXPECT_FALSE(c->MaybeStartCalibration());
+  EXPECT_FALSE(c->maintenance().MaybeStartCalibration());
   const auto q = ClusteredVectors(1, kDim, 46);
   QueryStats s = StatsOf(*c, q.data(), 0.95);
   EXPECT_FALSE(s.knobs_calibrated);

@@ -51,8 +51,8 @@ TEST_F(CollectionTest, SnapshotRestoresToTheSameAnswers) {
   ASSERT_NE(c, nullptr);
   Model model;
   UpsertRange(*c, 0, 1200, ClusteredVectors(1200, kDim, 401), &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   std::vector<uint64_t> del;
   for (size_t i = 0; i < 1200; i += 7) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
@@ -166,8 +166,8 @@ TEST_F(CollectionTest, CorruptOrTruncatedSnapshotsAreRefused) {
   auto c = Create("orig", kDim, Metric::kL2);
   ASSERT_NE(c, nullptr);
   UpsertRange(*c, 0, 300, ClusteredVectors(300, kDim, 421), nullptr);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   ASSERT_OK_AND_ASSIGN(SnapshotInfo info, db_->CreateSnapshot("orig"));
   ASSERT_OK_AND_ASSIGN(auto file, db_->SnapshotFile("orig", info.name));
   const uint64_t size = fs::file_size(file.first);
@@ -213,8 +213,8 @@ TEST_F(CollectionTest, RestoresTheGoldenSnapshotOfFormat1_0) {
     config.index.nlist = 16;
     ASSERT_OK_AND_ASSIGN(auto c, db_->CreateCollection(config));
     UpsertRange(*c, 0, 300, v, &model);
-    ASSERT_OK(c->StartBuild());
-    ASSERT_OK(c->WaitForBuild());
+    ASSERT_OK(c->maintenance().StartBuild());
+    ASSERT_OK(c->maintenance().WaitForBuild());
     ASSERT_OK_AND_ASSIGN(SnapshotInfo info, db_->CreateSnapshot("golden"));
     ASSERT_OK_AND_ASSIGN(auto file, db_->SnapshotFile("golden", info.name));
     fs::copy_file(file.first, golden, fs::copy_options::overwrite_existing);

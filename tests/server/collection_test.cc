@@ -124,7 +124,7 @@ TEST_F(CollectionTest, TheServerHasOneCacheBudgetForAllCollections) {
   for (const char* name : {"b", "c", "d"}) {
     auto c = Get(name);
     ASSERT_NE(c, nullptr) << name;
-    EXPECT_LE(c->cache_bytes(), c->config().cache_bytes) << name;
+    EXPECT_LE(c->core().cache_bytes(), c->config().cache_bytes) << name;
   }
 }
 
@@ -252,8 +252,8 @@ TEST_F(CollectionTest, ReopenRecoversPointsPayloadsDeletesAndTheIndex) {
   ASSERT_NE(c, nullptr);
   Model model;
   UpsertRange(*c, 0, 2000, ClusteredVectors(2000, kDim, 71), &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   std::vector<uint64_t> del;
   for (size_t i = 0; i < 2000; i += 3) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
@@ -274,7 +274,7 @@ TEST_F(CollectionTest, ReopenRecoversPointsPayloadsDeletesAndTheIndex) {
     indexed_before.push_back(Search(*c, queries.data() + q * kDim, 10, false));
   }
   const CollectionInfo before = c->Info();
-  const uint32_t id = c->id();
+  const uint32_t id = c->core().id();
   c.reset();
   other.reset();
   ReopenDb();
@@ -282,7 +282,7 @@ TEST_F(CollectionTest, ReopenRecoversPointsPayloadsDeletesAndTheIndex) {
   ASSERT_EQ(db_->ListCollections().size(), 2u);
   c = Get("durable");
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->id(), id);
+  EXPECT_EQ(c->core().id(), id);
   EXPECT_EQ(c->config().dim, kDim);
   EXPECT_EQ(c->config().metric, Metric::kL2);
   const CollectionInfo after = c->Info();
@@ -341,9 +341,9 @@ TEST_F(CollectionTest, PointsAfterTheLastSnapshotAreReplayedIntoTheIndex) {
   ASSERT_NE(c, nullptr);
   Model model;
   UpsertRange(*c, 0, 1000, ClusteredVectors(1000, kDim, 81), &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
-  const std::string dir = c->dir();
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
+  const std::string dir = c->core().dir();
   const auto files_after_build = FilesIn(dir);
   const auto later = ClusteredVectors(300, kDim, 82);
   UpsertRange(*c, 1000, 300, later, &model, 100);
@@ -401,9 +401,9 @@ TEST_F(CollectionTest, TornTailOfTheVectorFileIsNeverServed) {
   ASSERT_NE(c, nullptr);
   Model model;
   UpsertRange(*c, 0, 1000, ClusteredVectors(1000, kDim, 91), &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
-  const std::string vectors = (fs::path(c->dir()) / "vectors-1.zvec").string();
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
+  const std::string vectors = (fs::path(c->core().dir()) / "vectors-1.zvec").string();
   c.reset();
   CloseDb();
 
@@ -511,12 +511,12 @@ TEST_F(CollectionTest, ASnapshotOfAnotherCodeIsNotServed) {
   Model model;
   const std::vector<float> x = ClusteredVectors(kN, kDim, 161);
   UpsertRange(*c, 0, kN, x, &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
-  EXPECT_EQ(c->engine()->index()->spec().pq.code, index::CodeKind::kRabitq);
-  index::IndexSpec pq_spec = c->engine()->index()->spec();
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
+  EXPECT_EQ(c->core().engine()->index()->spec().pq.code, index::CodeKind::kRabitq);
+  index::IndexSpec pq_spec = c->core().engine()->index()->spec();
   pq_spec.pq.code = index::CodeKind::kPq;  // what an older zoomd builds from this config
-  const std::string dir = c->dir();
+  const std::string dir = c->core().dir();
   c.reset();
   CloseDb();
   const std::string snapshot = IndexSnapshotIn(dir);
@@ -528,10 +528,10 @@ TEST_F(CollectionTest, ASnapshotOfAnotherCodeIsNotServed) {
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->Info().index_state, IndexState::kFailed);
   EXPECT_THAT(c->Info().index_error, HasSubstr("its code is pq, the collection's rabitq"));
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   EXPECT_EQ(c->Info().index_state, IndexState::kReady);
-  EXPECT_EQ(c->engine()->index()->spec().pq.code, index::CodeKind::kRabitq);
+  EXPECT_EQ(c->core().engine()->index()->spec().pq.code, index::CodeKind::kRabitq);
 }
 
 // A snapshot that cannot be loaded leaves the collection searchable
@@ -543,9 +543,9 @@ TEST_F(CollectionTest, CorruptSnapshotFallsBackToExactSearchUntilRebuilt) {
   ASSERT_NE(c, nullptr);
   Model model;
   UpsertRange(*c, 0, 800, ClusteredVectors(800, kDim, 151), &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
-  const std::string dir = c->dir();
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
+  const std::string dir = c->core().dir();
   c.reset();
   CloseDb();
   const std::string snapshot = IndexSnapshotIn(dir);
@@ -571,8 +571,8 @@ TEST_F(CollectionTest, CorruptSnapshotFallsBackToExactSearchUntilRebuilt) {
   Search(*c, queries.data(), 10, false, &exact_used);
   EXPECT_TRUE(exact_used);
   ExpectExactSearchesMatchOracle(*c, model, queries, 20);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   EXPECT_EQ(c->Info().index_state, IndexState::kReady);
   EXPECT_THAT(c->Info().index_error, IsEmpty());
   c.reset();
@@ -593,9 +593,9 @@ TEST_F(CollectionTest, LeftoverFilesAreRemovedOnOpen) {
   ASSERT_NE(c, nullptr);
   Model model;
   UpsertRange(*c, 0, 300, ClusteredVectors(300, kDim, 161), &model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
-  const std::string dir = c->dir();
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
+  const std::string dir = c->core().dir();
   c.reset();
   CloseDb();
   const auto files = FilesIn(dir);
@@ -626,16 +626,16 @@ TEST_F(CollectionTest, DropCollectionRemovesItsFilesAndRecords) {
   Model model, keep_model;
   UpsertRange(*c, 0, 600, ClusteredVectors(600, kDim, 121), &model);
   UpsertRange(*keep, 0, 100, ClusteredVectors(100, kDim, 122), &keep_model);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   std::vector<uint64_t> del;
   for (size_t i = 0; i < 300; ++i) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
-  ASSERT_OK(c->Compact());  // the records now live in another space
-  const uint32_t old_id = c->id();
-  const uint32_t old_space = c->record_space();
+  ASSERT_OK(c->maintenance().Compact());  // the records now live in another space
+  const uint32_t old_id = c->core().id();
+  const uint32_t old_space = c->core().record_space();
   ASSERT_NE(old_space, old_id);
-  const std::string old_dir = c->dir();
+  const std::string old_dir = c->core().dir();
   ASSERT_TRUE(fs::exists(old_dir));
   c.reset();
 
@@ -644,14 +644,14 @@ TEST_F(CollectionTest, DropCollectionRemovesItsFilesAndRecords) {
   EXPECT_THAT(db_->GetCollection("doomed"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("doomed")));
   ASSERT_EQ(db_->ListCollections().size(), 1u);
-  EXPECT_EQ(db_->ListCollections()[0]->name(), "keep");
+  EXPECT_EQ(db_->ListCollections()[0]->config().name, "keep");
   EXPECT_THAT(db_->DropCollection("doomed"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("doomed")));
 
   // The same name starts empty.
   c = Create("doomed", kDim, Metric::kL2);
   ASSERT_NE(c, nullptr);
-  EXPECT_NE(c->id(), old_id);
+  EXPECT_NE(c->core().id(), old_id);
   EXPECT_EQ(c->Info().points, 0u);
   EXPECT_EQ(c->Info().stored_records, 0u);
   EXPECT_EQ(c->Info().index_state, IndexState::kNone);
@@ -661,13 +661,13 @@ TEST_F(CollectionTest, DropCollectionRemovesItsFilesAndRecords) {
   EXPECT_THAT(got, IsEmpty());
   const auto q = ClusteredVectors(1, kDim, 123);
   EXPECT_THAT(Search(*c, q.data(), 10, false), IsEmpty());
-  const uint32_t new_id = c->id();
+  const uint32_t new_id = c->core().id();
   c.reset();
   keep.reset();
   ReopenDb();
   c = Get("doomed");
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->id(), new_id);
+  EXPECT_EQ(c->core().id(), new_id);
   EXPECT_EQ(c->Info().points, 0u);
   keep = Get("keep");
   ASSERT_NE(keep, nullptr);
@@ -708,38 +708,39 @@ TEST_F(CollectionTest, RetiredSegmentsAreReleasedByMaintenanceNotByReaders) {
   std::vector<uint64_t> del;
   for (size_t i = 0; i < 600; i += 3) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
-  const uint32_t first_space = c->record_space();
+  const uint32_t first_space = c->core().record_space();
 
   // A reader holds the serving segment across the compaction.
-  std::shared_ptr<const SearchEngine> reader = c->engine();
-  ASSERT_OK(c->Compact());
-  const uint32_t second_space = c->record_space();
+  std::shared_ptr<const SearchEngine> reader = c->core().engine();
+  ASSERT_OK(c->maintenance().Compact());
+  const uint32_t second_space = c->core().record_space();
   ASSERT_NE(second_space, first_space);
-  EXPECT_THAT(c->record_spaces(), ::testing::UnorderedElementsAre(first_space, second_space));
+  EXPECT_THAT(c->core().record_spaces(),
+              ::testing::UnorderedElementsAre(first_space, second_space));
   // The old segment still answers its reader (its file was unlinked, the
   // descriptor stays).
   EXPECT_EQ(reader->size(), 600u);
   ExpectGetMatchesModel(*c, model);
   db_->RunMaintenance();  // held: stays
-  EXPECT_EQ(c->record_spaces().size(), 2u);
+  EXPECT_EQ(c->core().record_spaces().size(), 2u);
   reader.reset();  // the last reader lets go: no I/O here
-  EXPECT_EQ(c->record_spaces().size(), 2u);
+  EXPECT_EQ(c->core().record_spaces().size(), 2u);
   db_->RunMaintenance();
-  EXPECT_THAT(c->record_spaces(), ::testing::ElementsAre(second_space));
+  EXPECT_THAT(c->core().record_spaces(), ::testing::ElementsAre(second_space));
 
   // Held at close: the manifest lists the space, the next open drops it.
   for (size_t i = 1; i < 600; i += 3) del.push_back(ExtId(i));
   ASSERT_OK(Delete(*c, del, &model));
-  reader = c->engine();
-  ASSERT_OK(c->Compact());
-  const uint32_t third_space = c->record_space();
-  EXPECT_EQ(c->record_spaces().size(), 2u);
+  reader = c->core().engine();
+  ASSERT_OK(c->maintenance().Compact());
+  const uint32_t third_space = c->core().record_space();
+  EXPECT_EQ(c->core().record_spaces().size(), 2u);
   c.reset();
   ReopenDb();
   reader.reset();
   c = Get("retire");
   ASSERT_NE(c, nullptr);
-  EXPECT_THAT(c->record_spaces(), ::testing::ElementsAre(third_space));
+  EXPECT_THAT(c->core().record_spaces(), ::testing::ElementsAre(third_space));
   ExpectGetMatchesModel(*c, model);
   c.reset();
   CloseDb();

@@ -353,7 +353,7 @@ class CollectionTest : public ::testing::Test {
                                            const Model& model, uint32_t* nprobe = nullptr) {
     const uint32_t d = c.config().dim;
     const size_t nq = queries.size() / d;
-    const uint32_t np = std::max<uint32_t>(1, c.engine()->index()->spec().nlist / 4);
+    const uint32_t np = std::max<uint32_t>(1, c.core().engine()->index()->spec().nlist / 4);
     if (nprobe != nullptr) *nprobe = np;
     double sum = 0;
     for (size_t q = 0; q < nq; ++q) {

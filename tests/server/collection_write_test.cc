@@ -248,8 +248,8 @@ TEST_F(CollectionTest, MagnitudeRuleRefusesOverflowAndBuildsAtTheBound) {
       // Just inside the bound (norm 8.5e17) is accepted and indexed.
       std::vector<float> big(kDim, 3e17f);
       ASSERT_OK(Upsert(c, {600}, big, {}, &model));
-      ASSERT_OK(c.StartBuild());
-      ASSERT_OK(c.WaitForBuild());
+      ASSERT_OK(c.maintenance().StartBuild());
+      ASSERT_OK(c.maintenance().WaitForBuild());
       EXPECT_EQ(c.Info().index_state, IndexState::kReady);
       // Queries follow the same rule; an accepted one scores finitely.
       CollectionSearchParams p;
@@ -335,8 +335,8 @@ TEST_F(CollectionTest, OverwriteReturnsThePointOnceWithItsNewVector) {
     }
   };
   check(/*exact=*/true);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   ASSERT_EQ(c->Info().index_state, IndexState::kReady);
   // Round 2 moves the same ids again, now through the index.
   check(/*exact=*/false);
@@ -383,8 +383,8 @@ TEST_F(CollectionTest, DeletedPointsAreNeverReturnedAndAreCounted) {
   };
   check(true);
   ExpectExactSearchesMatchOracle(*c, model, ClusteredVectors(20, kDim, 32), 20);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   check(false);
   // Deleting after the build works the same.
   std::vector<uint64_t> del2;
@@ -460,8 +460,8 @@ TEST_F(CollectionTest, TypedFieldsLiveWithThePointThroughEveryPath) {
   // Search answers carry them with payloads (exact, then indexed).
   for (bool exact : {true, false}) {
     if (!exact) {
-      ASSERT_OK(c->StartBuild());
-      ASSERT_OK(c->WaitForBuild());
+      ASSERT_OK(c->maintenance().StartBuild());
+      ASSERT_OK(c->maintenance().WaitForBuild());
     }
     CollectionSearchParams p;
     p.engine.k = 3;
@@ -546,7 +546,7 @@ TEST_F(CollectionTest, TypedFieldsLiveWithThePointThroughEveryPath) {
   c = Get("shop");
   ASSERT_NE(c, nullptr);
   check_all(*c, "after reopen");
-  ASSERT_OK(c->Compact());
+  ASSERT_OK(c->maintenance().Compact());
   check_all(*c, "after compaction");
   ASSERT_OK_AND_ASSIGN(SnapshotInfo snap, db_->CreateSnapshot("shop"));
   ASSERT_OK_AND_ASSIGN(auto file, db_->SnapshotFile("shop", snap.name));
@@ -667,13 +667,13 @@ TEST_F(CollectionTest, WriteFaultsOnEveryPathLoseNothingAcknowledged) {
   // The index snapshot at the end of a build: the build fails, the
   // collection serves (exactly), and the next build succeeds.
   faulty.Inject({Op::kWrite, ".zidx", 0, ENOSPC});
-  ASSERT_OK(c->StartBuild());
-  EXPECT_THAT(c->WaitForBuild(), StatusIs(absl::StatusCode::kResourceExhausted));
+  ASSERT_OK(c->maintenance().StartBuild());
+  EXPECT_THAT(c->maintenance().WaitForBuild(), StatusIs(absl::StatusCode::kResourceExhausted));
   faulty.Clear();
   const auto queries = ClusteredVectors(10, kDim, 503);
   ExpectExactSearchesMatchOracle(*c, model, queries, 10);
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
 
   // Compaction: its new vector file, its index file, and the switch.
   std::vector<uint64_t> del;
@@ -684,11 +684,11 @@ TEST_F(CollectionTest, WriteFaultsOnEveryPathLoseNothingAcknowledged) {
                             FaultInjectingFileSystem::Fault{Op::kWrite, "index-", 0, ENOSPC,
                                                             /*short_write=*/true}}) {
     SCOPED_TRACE(fault.path_contains);
-    const uint32_t space = c->record_space();
+    const uint32_t space = c->core().record_space();
     faulty.Inject(fault);
-    EXPECT_FALSE(c->Compact().ok());
+    EXPECT_FALSE(c->maintenance().Compact().ok());
     faulty.Clear();
-    EXPECT_EQ(c->record_space(), space);  // still the old segment
+    EXPECT_EQ(c->core().record_space(), space);  // still the old segment
     ExpectGetMatchesModel(*c, model);
     EXPECT_GT(IndexedRecall(*c, model, queries, 10), kRecallFloor);
   }
@@ -709,7 +709,7 @@ TEST_F(CollectionTest, WriteFaultsOnEveryPathLoseNothingAcknowledged) {
   EXPECT_EQ(files, 0u);
 
   // After all of it, and a restart: exactly the acknowledged points.
-  ASSERT_OK(c->Compact());
+  ASSERT_OK(c->maintenance().Compact());
   c.reset();
   options_.collection.store.file_system = nullptr;
   ReopenDb();

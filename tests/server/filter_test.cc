@@ -699,8 +699,8 @@ TEST_F(FilteredCollectionTest, EveryStrategyFindsTheFilteredNeighbours) {
     SCOPED_TRACE(index::IndexKindName(kind));
     auto c = Create(absl::StrCat("c", static_cast<int>(kind)), kind, kDim);
     ASSERT_NE(c, nullptr);
-    ASSERT_OK(c->CreateFieldIndex("tag", FieldIndexType::kKeyword, /*background=*/false));
-    ASSERT_OK(c->CreateFieldIndex("price", FieldIndexType::kInteger, /*background=*/false));
+    ASSERT_OK(c->field_indexes().Create("tag", FieldIndexType::kKeyword, /*background=*/false));
+    ASSERT_OK(c->field_indexes().Create("price", FieldIndexType::kInteger, /*background=*/false));
     std::map<uint64_t, std::pair<std::vector<float>, PayloadFields>> model;
     std::vector<PayloadFields> fields(kN);
     std::vector<PointRef> refs;
@@ -712,8 +712,8 @@ TEST_F(FilteredCollectionTest, EveryStrategyFindsTheFilteredNeighbours) {
                   fields[i]};
     }
     ASSERT_OK(c->Upsert(refs));
-    ASSERT_OK(c->StartBuild());
-    ASSERT_OK(c->WaitForBuild());
+    ASSERT_OK(c->maintenance().StartBuild());
+    ASSERT_OK(c->maintenance().WaitForBuild());
     std::vector<Filter> filters = {TagFilter("t0"), TagFilter("t3"), TagFilter("t11")};
     Filter narrow;  // about 1%
     Condition r;
@@ -789,7 +789,7 @@ TEST_F(FilteredCollectionTest, NeverFewerThanKWhenKMatch) {
            {"tag", FieldIndexType::kKeyword}, {"price", FieldIndexType::kInteger},
            {"score", FieldIndexType::kFloat}, {"flag", FieldIndexType::kBool},
            {"loc", FieldIndexType::kGeo}}) {
-    ASSERT_OK(c->CreateFieldIndex(f, t, /*background=*/false));
+    ASSERT_OK(c->field_indexes().Create(f, t, /*background=*/false));
   }
   std::vector<PayloadFields> fields(kN);
   std::vector<uint64_t> ids(kN);
@@ -800,8 +800,8 @@ TEST_F(FilteredCollectionTest, NeverFewerThanKWhenKMatch) {
     refs.push_back({i, base.data() + i * kDim, "", &fields[i]});
   }
   ASSERT_OK(c->Upsert(refs));
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   int tried = 0;
   for (int q = 0; q < 150; ++q) {
     const Filter f = RandomFilter(rng, 1, ids);
@@ -837,7 +837,7 @@ TEST_F(FilteredCollectionTest, IndexesFollowEveryWriteCompactionRestartAndSnapsh
   ASSERT_NE(c, nullptr);
   // Declared before any point: it fills as they arrive (built in the
   // background over nothing).
-  ASSERT_OK(c->CreateFieldIndex("tag", FieldIndexType::kKeyword));
+  ASSERT_OK(c->field_indexes().Create("tag", FieldIndexType::kKeyword));
   std::map<uint64_t, PayloadFields> model;
   std::vector<PayloadFields> fields(kN);
   std::vector<PointRef> refs;
@@ -848,9 +848,9 @@ TEST_F(FilteredCollectionTest, IndexesFollowEveryWriteCompactionRestartAndSnapsh
   }
   ASSERT_OK(c->Upsert(refs));
   // Declared after: built in the background over the points present.
-  ASSERT_OK(c->CreateFieldIndex("price", FieldIndexType::kInteger));
-  ASSERT_OK(c->CreateFieldIndex("price", FieldIndexType::kInteger));  // again: OK
-  EXPECT_THAT(c->CreateFieldIndex("price", FieldIndexType::kKeyword),
+  ASSERT_OK(c->field_indexes().Create("price", FieldIndexType::kInteger));
+  ASSERT_OK(c->field_indexes().Create("price", FieldIndexType::kInteger));  // again: OK
+  EXPECT_THAT(c->field_indexes().Create("price", FieldIndexType::kKeyword),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("delete it first")));
   std::vector<uint64_t> ids;
   for (size_t i = 0; i < kN; ++i) ids.push_back(i);
@@ -898,9 +898,9 @@ TEST_F(FilteredCollectionTest, IndexesFollowEveryWriteCompactionRestartAndSnapsh
   ASSERT_OK(c->Delete(gone).status());
   for (uint64_t id : gone) model.erase(id);
   check("after overwrites, payload edits and deletes");
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
-  ASSERT_OK(c->Compact());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
+  ASSERT_OK(c->maintenance().Compact());
   check("after compaction");
   CollectionInfo info = c->Info();
   ASSERT_EQ(info.field_indexes.size(), 2u);
@@ -962,8 +962,8 @@ TEST_F(FilteredCollectionTest, IndexesFollowEveryWriteCompactionRestartAndSnapsh
   } else {
     ADD_FAILURE() << restored.status();
   }
-  ASSERT_OK(Get("c")->DeleteFieldIndex("price"));
-  EXPECT_THAT(Get("c")->DeleteFieldIndex("price"), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_OK(Get("c")->field_indexes().Delete("price"));
+  EXPECT_THAT(Get("c")->field_indexes().Delete("price"), StatusIs(absl::StatusCode::kNotFound));
   check("after deleting an index (scans)");
 }
 
@@ -976,7 +976,7 @@ TEST_F(FilteredCollectionTest, ScrollPagesAndDeleteByFilter) {
   const std::vector<float> base = ClusteredVectors(kN, 8);
   auto c = Create("c", index::IndexKind::kHnswPq);
   ASSERT_NE(c, nullptr);
-  ASSERT_OK(c->CreateFieldIndex("tag", FieldIndexType::kKeyword, false));
+  ASSERT_OK(c->field_indexes().Create("tag", FieldIndexType::kKeyword, false));
   std::map<uint64_t, PayloadFields> model;
   std::vector<PayloadFields> fields(kN);
   std::vector<PointRef> refs;
@@ -1058,7 +1058,7 @@ TEST_F(FilteredCollectionTest, DeleteByFilterRefusesAWipeUnlessAskedByName) {
   const std::vector<float> base = ClusteredVectors(kN, 4);
   auto c = Create("c", index::IndexKind::kHnswPq);
   ASSERT_NE(c, nullptr);
-  ASSERT_OK(c->CreateFieldIndex("tag", FieldIndexType::kKeyword, false));
+  ASSERT_OK(c->field_indexes().Create("tag", FieldIndexType::kKeyword, false));
   std::vector<PayloadFields> fields(kN);
   std::vector<PointRef> refs;
   for (size_t i = 0; i < kN; ++i) {
@@ -1120,7 +1120,7 @@ TEST_F(FilteredCollectionTest, ConcurrentFilteredSearchesDuringWrites) {
   const std::vector<float> base = ClusteredVectors(kN, 6);
   auto c = Create("c", index::IndexKind::kHnswPq);
   ASSERT_NE(c, nullptr);
-  ASSERT_OK(c->CreateFieldIndex("tag", FieldIndexType::kKeyword, false));
+  ASSERT_OK(c->field_indexes().Create("tag", FieldIndexType::kKeyword, false));
   std::vector<PayloadFields> fields(kN);
   std::vector<PointRef> refs;
   for (size_t i = 0; i < kN; ++i) {
@@ -1128,8 +1128,8 @@ TEST_F(FilteredCollectionTest, ConcurrentFilteredSearchesDuringWrites) {
     refs.push_back({i, base.data() + i * kDim, "", &fields[i]});
   }
   ASSERT_OK(c->Upsert(refs));
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   std::atomic<bool> stop{false};
   std::atomic<int> searches{0};
   const Filter rare = TagFilter("rare");
@@ -1188,7 +1188,7 @@ TEST_F(FilteredCollectionTest, DeleteByFilterDuringWrites) {
   const std::vector<float> base = ClusteredVectors(3 * kN, 9);
   auto c = Create("c", index::IndexKind::kHnswPq);
   ASSERT_NE(c, nullptr);
-  ASSERT_OK(c->CreateFieldIndex("tag", FieldIndexType::kKeyword, false));
+  ASSERT_OK(c->field_indexes().Create("tag", FieldIndexType::kKeyword, false));
   std::vector<PayloadFields> fields(3 * kN);
   std::vector<PointRef> refs;
   for (size_t i = 0; i < 2 * kN; ++i) {

@@ -138,8 +138,8 @@ TEST_P(NeverFewerTest, EverySearchReturnsMinOfKAndTheLivePoints) {
       std::vector<PointRef> refs;
       for (size_t i = 0; i < n; ++i) refs.push_back({i, layout.points.data() + i * d, "", nullptr});
       ASSERT_OK(c->Upsert(refs));
-      ASSERT_OK(c->StartBuild());
-      ASSERT_OK(c->WaitForBuild());
+      ASSERT_OK(c->maintenance().StartBuild());
+      ASSERT_OK(c->maintenance().WaitForBuild());
       ASSERT_EQ(c->Info().index_state, IndexState::kReady);
       size_t live = n;
       if (layout.keep < n) {

@@ -145,8 +145,8 @@ TEST(SnapshotInputTest, ARestoreValidatesEveryRecordItLoads) {
     refs.push_back({i, x.data() + i * kDim, "", &fields[i]});
   }
   ASSERT_OK(c->Upsert(refs));
-  ASSERT_OK(c->StartBuild());
-  ASSERT_OK(c->WaitForBuild());
+  ASSERT_OK(c->maintenance().StartBuild());
+  ASSERT_OK(c->maintenance().WaitForBuild());
   ASSERT_OK_AND_ASSIGN(SnapshotInfo info, db->CreateSnapshot("src"));
   ASSERT_OK_AND_ASSIGN(auto file, db->SnapshotFile("src", info.name));
   // The untouched archive restores (the rewrite itself changes nothing).

@@ -52,9 +52,10 @@ TEST(StopBackgroundWorkTest, NothingStartsOnceTheServerStops) {
   ASSERT_OK_AND_ASSIGN(auto db, Database::Open(Options(tmp)));
   auto c = Filled(db.get(), "c", 1000);
   db->StopBackgroundWork();
-  EXPECT_THAT(c->StartBuild(), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("closing")));
-  EXPECT_THAT(c->StartOrJoinBuild(), StatusIs(absl::StatusCode::kUnavailable));
-  EXPECT_THAT(c->Compact(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(c->maintenance().StartBuild(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("closing")));
+  EXPECT_THAT(c->maintenance().StartOrJoinBuild(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(c->maintenance().Compact(), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ(c->Info().index_state, IndexState::kNone);
   // Searches still answer (exactly: no index) while requests drain.
   std::vector<float> q(16, 0.1f);
@@ -73,9 +74,9 @@ TEST(StopBackgroundWorkTest, ABuildStoppedByTheCloseIsNotAFailure) {
   {
     ASSERT_OK_AND_ASSIGN(auto db, Database::Open(Options(tmp)));
     auto c = Filled(db.get(), "c", 20000);
-    ASSERT_OK(c->StartBuild());
+    ASSERT_OK(c->maintenance().StartBuild());
     db->StopBackgroundWork();
-    const absl::Status st = c->WaitForBuild();
+    const absl::Status st = c->maintenance().WaitForBuild();
     if (st.ok()) {
       EXPECT_EQ(c->Info().index_state, IndexState::kReady);
     } else {
