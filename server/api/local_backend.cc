@@ -319,8 +319,17 @@ absl::StatusOr<std::vector<SearchAnswer>> LocalBackend::SearchBatch(
 absl::StatusOr<CountAnswer> LocalBackend::Count(const Call&, const CountRequest& req) {
   ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req.collection));
   const Filter* filter = req.filter != nullptr ? req.filter.get() : &kNoFilter;
+  // A replica's log position read before the count (it is recorded after
+  // each write is applied): the count covers every write up to it.
+  const uint64_t applied = c->log_position();
   ZOOM_ASSIGN_OR_RETURN(Collection::FilterCount n, c->Count(filter));
-  return CountAnswer{n.count, n.scan, ScanWarning(n.scan, *c, filter)};
+  CountAnswer out;
+  out.count = n.count;
+  out.live = n.live;
+  out.applied = applied;
+  out.filter_scan = n.scan;
+  out.warning = ScanWarning(n.scan, *c, filter);
+  return out;
 }
 
 absl::StatusOr<ScrollAnswer> LocalBackend::Scroll(const Call&, const ScrollRequest& req) {

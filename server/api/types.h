@@ -174,6 +174,12 @@ struct CountRequest {
 
 struct CountAnswer {
   uint64_t count = 0;
+  // The live points `count` was taken over, read with it (count <= live;
+  // CountResponse.live). A router's: the sum of its shards' pairs.
+  uint64_t live = 0;
+  // A cluster node's: the shard log sequence its replica had applied before
+  // it counted (CountResponse.applied); 0 otherwise.
+  uint64_t applied = 0;
   bool filter_scan = false;
   std::string warning;
 };

@@ -113,9 +113,15 @@ struct CollectionSearchParams {
 };
 
 // How many live points pass a filter (null or empty: all), and whether it
-// was evaluated from the stored payloads (a scan).
+// was evaluated from the stored payloads (a scan). `live`: the live points
+// `count` was taken over, from the same read (one look at each record's
+// tombstone serves both), so count <= live, and count == live says that
+// every point live at that read passed; without a filter both are live().
+// (Readers run beside the writer: live() read on its own before or after
+// the match could count a delete or an upsert the match did not see.)
 struct FilterCount {
   uint64_t count = 0;
+  uint64_t live = 0;
   bool scan = false;
 };
 

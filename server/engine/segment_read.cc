@@ -52,13 +52,22 @@ absl::Status Segment::Match(const Filter& filter, MatchSet* out, bool* scan,
 absl::StatusOr<FilterCount> Segment::Count(const Filter* filter) const {
   FilterCount c;
   if (filter == nullptr || filter->empty()) {
-    c.count = ids_.live();
+    c.count = c.live = ids_.live();
     return c;
   }
   ZOOM_RETURN_IF_ERROR(ValidateFilter(*filter));
   MatchSet m;
   ZOOM_RETURN_IF_ERROR(Match(*filter, &m, &c.scan));
+  // The live records of the match's range [0, visible() when it began),
+  // read once after it: a published record only ever dies, so the match
+  // restricted to them is the points that passed among exactly those
+  // (records published since are in neither, a delete since in neither).
+  MatchSet live(m.size());
+  live.SetAll();
+  AndLive(ids_, &live);
+  m.And(live);
   c.count = m.Count();
+  c.live = live.Count();
   return c;
 }
 

@@ -438,6 +438,8 @@ grpc::ServerUnaryReactor* VectorSearchService::Count(grpc::CallbackServerContext
     ZOOM_ASSIGN_OR_RETURN(api::CountRequest r, api::FromProto(*req, limits_));
     ZOOM_ASSIGN_OR_RETURN(api::CountAnswer a, backend_->Count(call, r));
     resp->set_count(a.count);
+    resp->set_live(a.live);
+    resp->set_applied(a.applied);
     resp->set_filter_scan(a.filter_scan);
     resp->set_warning(std::move(a.warning));
     return absl::OkStatus();

@@ -4,13 +4,18 @@
 // write tokens; searches fan out and merge to the single node's answer;
 // nodes leaving are routed around (coverage 1 while a replica of every
 // shard remains; otherwise UNAVAILABLE, or a partial answer when allowed);
-// what a node or a router refuses says what to do instead.
+// what a node or a router refuses says what to do instead. A router's
+// delete by filter against fake replicas whose states the test sets
+// (RouterDeleteGuardTest): its guard never passes on replicas that
+// disagree, nor on one that has not applied an acknowledged write.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -20,11 +25,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/decoder_client.h"
 #include "client/zoom_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/api/convert.h"
+#include "server/cluster/cluster_map.h"
+#include "server/cluster/router/cluster_backend.h"
+#include "server/cluster/router/router_core.h"
 #include "server/grpc/zoom_server.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/nats_server.h"
@@ -692,6 +702,332 @@ TEST_F(RouterTest, DecoderModelsAreServedByEveryNodeInTurn) {
   req.set_k(5);
   req.add_contexts()->mutable_h()->Assign(contexts.begin(), contexts.begin() + kDim);
   EXPECT_THAT(dec->TopK(req), StatusIs(absl::StatusCode::kNotFound));
+}
+
+
+// ---- A delete by filter's guard, against fake replicas ----------------------------
+//
+// A router's ClusterBackend over a real NATS (the catalog, the shard's log)
+// and two fake replicas of a one-shard collection: in-process
+// zoom.v1.VectorSearch servers whose Count and Scroll answer from a state
+// the test sets (the live ids, the log position applied), so that the two
+// replicas disagree exactly as the test says, with no timing involved.
+
+// Passes a filter of has_id conditions (must: one of these ids; must_not:
+// none of them), the only ones these tests send.
+bool PassesIds(const v1::Filter* f, uint64_t id) {
+  if (f == nullptr) return true;
+  const auto in = [id](const v1::Condition& c) {
+    return std::find(c.has_id().begin(), c.has_id().end(), id) != c.has_id().end();
+  };
+  for (const v1::Condition& c : f->must()) {
+    if (!in(c)) return false;
+  }
+  for (const v1::Condition& c : f->must_not()) {
+    if (in(c)) return false;
+  }
+  return true;
+}
+
+class FakeReplica final : public v1::VectorSearch::CallbackService {
+ public:
+  FakeReplica() {
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(this);
+    server_ = b.BuildAndStart();
+    address_ = absl::StrCat("127.0.0.1:", port);
+  }
+  ~FakeReplica() override {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    server_->Wait();
+  }
+  const std::string& address() const { return address_; }
+
+  // The replica's state: its live ids, and the last log sequence applied.
+  void Set(std::set<uint64_t> live, uint64_t applied) {
+    absl::MutexLock l(&mu_);
+    live_ = std::move(live);
+    applied_ = applied;
+  }
+  // Every call fails UNAVAILABLE (a replica down).
+  void SetDown(bool down) {
+    absl::MutexLock l(&mu_);
+    down_ = down;
+  }
+  // A Count without a filter fails UNAVAILABLE: a count with one and a
+  // count without one are then answered by different replicas.
+  void SetFailUnfilteredCounts(bool fail) {
+    absl::MutexLock l(&mu_);
+    fail_unfiltered_ = fail;
+  }
+  int scrolls() {
+    absl::MutexLock l(&mu_);
+    return scrolls_;
+  }
+
+  grpc::ServerUnaryReactor* Count(grpc::CallbackServerContext* ctx, const v1::CountRequest* req,
+                                  v1::CountResponse* resp) override {
+    grpc::Status st = grpc::Status::OK;
+    {
+      absl::MutexLock l(&mu_);
+      if (down_ || (fail_unfiltered_ && !req->has_filter())) {
+        st = grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
+      } else {
+        uint64_t matched = 0;
+        for (uint64_t id : live_) {
+          matched += PassesIds(req->has_filter() ? &req->filter() : nullptr, id) ? 1 : 0;
+        }
+        resp->set_count(matched);
+        resp->set_live(live_.size());
+        resp->set_applied(applied_);
+      }
+    }
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    r->Finish(st);
+    return r;
+  }
+
+  grpc::ServerUnaryReactor* Scroll(grpc::CallbackServerContext* ctx,
+                                   const v1::ScrollRequest* req,
+                                   v1::ScrollResponse* resp) override {
+    grpc::Status st = grpc::Status::OK;
+    {
+      absl::MutexLock l(&mu_);
+      ++scrolls_;
+      if (down_) {
+        st = grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
+      } else {
+        const v1::Filter* f = req->has_filter() ? &req->filter() : nullptr;
+        for (auto it = live_.lower_bound(req->offset()); it != live_.end(); ++it) {
+          if (!PassesIds(f, *it)) continue;
+          if (resp->points_size() == static_cast<int>(req->limit())) {
+            resp->set_next_offset(*it);
+            break;
+          }
+          resp->add_points()->set_id(*it);
+        }
+      }
+    }
+    grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
+    r->Finish(st);
+    return r;
+  }
+
+ private:
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  absl::Mutex mu_;
+  std::set<uint64_t> live_ ABSL_GUARDED_BY(mu_);
+  uint64_t applied_ ABSL_GUARDED_BY(mu_) = 0;
+  bool down_ ABSL_GUARDED_BY(mu_) = false;
+  bool fail_unfiltered_ ABSL_GUARDED_BY(mu_) = false;
+  int scrolls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class RouterDeleteGuardTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kN = 1500;
+
+  void SetUp() override {
+    if (testing::NatsServerBinary().empty()) GTEST_SKIP() << "nats-server not installed";
+    nats_ = std::make_unique<NatsServer>("solo", dir_.File("nats"));
+    ASSERT_TRUE(nats_->Start()) << nats_->Log();
+    server::router::RouterOptions o;
+    o.catalog.cluster = "dg";
+    o.catalog.node_ttl = absl::Minutes(10);  // no heartbeats: the records stay
+    o.nats.servers = {nats_->url()};
+    ASSERT_OK_AND_ASSIGN(core_, server::router::RouterCore::Create(o, {}));
+    for (const char* id : {"a", "b"}) {
+      replicas_[id] = std::make_unique<FakeReplica>();
+      ASSERT_OK(Heartbeat(id));
+    }
+    server::CollectionConfig config;
+    config.name = "docs";
+    config.dim = kDim;
+    ASSERT_OK_AND_ASSIGN(map_, core_->catalog().CreateCollection(config, 1, 2));
+    ASSERT_EQ(map_.assignment.at(0).size(), 2u);
+    for (const char* id : {"a", "b"}) ASSERT_OK(Heartbeat(id));  // now hosting the shard
+    ASSERT_OK(core_->Refresh());
+    backend_ = std::make_unique<server::router::ClusterBackend>(
+        core_.get(), server::ServiceLimits{}, server::router::ClusterBackend::Defaults{});
+  }
+  void TearDown() override {
+    backend_.reset();
+    core_.reset();
+    replicas_.clear();
+  }
+
+  // The node's record: a serving replica of the shard once the map exists.
+  absl::Status Heartbeat(const std::string& id) {
+    cluster::NodeInfo n;
+    n.node = id;
+    n.address = replicas_.at(id)->address();
+    n.heartbeat_unix_ms = absl::ToUnixMillis(absl::Now());
+    if (map_.uid != 0) {
+      cluster::HostedShard h;
+      h.collection = map_.LocalName(0);
+      h.uid = map_.uid;
+      h.shard = 0;
+      h.state = cluster::ReplicaState::kServing;
+      n.hosted.push_back(h);
+    }
+    return core_->catalog().PutNode(n);
+  }
+  // The last sequence of the shard's log: what the router has published.
+  uint64_t Head() {
+    absl::StatusOr<uint64_t> h = core_->js().LastSequence(cluster::StreamName("dg", "docs"),
+                                                         cluster::ShardSubject("dg", "docs", 0));
+    EXPECT_OK(h.status());
+    return h.value_or(0);
+  }
+  absl::StatusOr<server::api::WriteAnswer> DeleteIds(const std::vector<uint64_t>& ids) {
+    server::api::DeleteRequest r;
+    r.collection = "docs";
+    r.ids = ids;
+    server::api::Call call;
+    call.deadline = absl::Now() + absl::Seconds(10);
+    return backend_->Delete(call, r);
+  }
+  // A delete by filter as the adapter runs it (converted, then the backend).
+  absl::StatusOr<server::api::WriteAnswer> DeleteWhere(const v1::Filter& f, bool all = false,
+                                                       absl::Duration within = absl::Seconds(10)) {
+    v1::DeleteRequest req;
+    req.set_collection("docs");
+    *req.mutable_filter() = f;
+    req.set_all(all);
+    absl::StatusOr<server::api::DeleteRequest> r =
+        server::api::FromProto(req, server::ServiceLimits{});
+    if (!r.ok()) return r.status();
+    server::api::Call call;
+    call.deadline = absl::Now() + within;
+    return backend_->Delete(call, *r);
+  }
+  static std::set<uint64_t> Ids(uint64_t from, uint64_t to) {
+    std::set<uint64_t> s;
+    for (uint64_t i = from; i < to; ++i) s.insert(i);
+    return s;
+  }
+  // kN points, 20 of them (ids 10..29) deleted by id through the router:
+  // replica a has applied that delete, replica b has not. Returns the
+  // delete's sequence. A filter excluding those 20 ids then matches every
+  // point a holds, and 1,480 of b's 1,500.
+  uint64_t DeleteTwentyAppliedByAOnly(v1::Filter* every_left) {
+    std::vector<uint64_t> twenty;
+    for (uint64_t id = 10; id < 30; ++id) twenty.push_back(id);
+    absl::StatusOr<server::api::WriteAnswer> del = DeleteIds(twenty);
+    EXPECT_OK(del.status());
+    const uint64_t h = Head();
+    EXPECT_GT(h, 0u);
+    std::set<uint64_t> left = Ids(0, kN);
+    for (uint64_t id : twenty) left.erase(id);
+    replicas_.at("a")->Set(left, h);
+    replicas_.at("b")->Set(Ids(0, kN), h - 1);
+    every_left->Clear();
+    v1::Condition* c = every_left->add_must_not();
+    for (uint64_t id : twenty) c->add_has_id(id);
+    return h;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<NatsServer> nats_;
+  std::unique_ptr<server::router::RouterCore> core_;
+  std::map<std::string, std::unique_ptr<FakeReplica>> replicas_;
+  cluster::ShardMap map_;
+  std::unique_ptr<server::router::ClusterBackend> backend_;
+};
+
+// The replicas disagree (a applied the delete of 20 points, b not yet);
+// the filter matches all 1,480 points left. Replica a answers no count
+// without a filter, so that a guard made of two counts takes the matches
+// from one replica and the live points from the other (1,480 < 1,500) and
+// passes: it then deleted every point. The router must refuse, and
+// publish nothing.
+TEST_F(RouterDeleteGuardTest, ReplicasThatDisagreeNeverLetAFilterMatchingEverythingPass) {
+  v1::Filter every_left;
+  const uint64_t h = DeleteTwentyAppliedByAOnly(&every_left);
+  replicas_.at("a")->SetFailUnfilteredCounts(true);
+  EXPECT_THAT(DeleteWhere(every_left),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("matches all 1480 live points of 'docs'"),
+                             HasSubstr("nothing was deleted"), HasSubstr("all: true"))));
+  EXPECT_EQ(Head(), h);  // no delete published
+  EXPECT_EQ(replicas_.at("a")->scrolls() + replicas_.at("b")->scrolls(), 0);
+}
+
+// Only the replica that has not applied the acknowledged delete answers:
+// its own count and live points (1,480 < 1,500) say the filter is narrow,
+// but they are not the collection as acknowledged. Nothing is deleted.
+TEST_F(RouterDeleteGuardTest, AReplicaBehindTheLogIsNotTrustedForTheGuard) {
+  v1::Filter every_left;
+  const uint64_t h = DeleteTwentyAppliedByAOnly(&every_left);
+  replicas_.at("a")->SetDown(true);
+  EXPECT_THAT(DeleteWhere(every_left, false, absl::Milliseconds(600)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("no replica has applied the writes acknowledged"),
+                             HasSubstr(absl::StrCat("its log is at ", h)),
+                             HasSubstr("0 points passing the filter were deleted"))));
+  EXPECT_EQ(Head(), h);
+  EXPECT_EQ(replicas_.at("b")->scrolls(), 0);
+}
+
+// No replica of the shard answers: the guard cannot be read, and the call
+// fails rather than passes.
+TEST_F(RouterDeleteGuardTest, AShardWithNoReplicaAnsweringDeletesNothing) {
+  v1::Filter every_left;
+  const uint64_t h = DeleteTwentyAppliedByAOnly(&every_left);
+  replicas_.at("a")->SetDown(true);
+  replicas_.at("b")->SetDown(true);
+  v1::Filter narrow;
+  narrow.add_must()->add_has_id(100);
+  for (const v1::Filter* f : {&every_left, &narrow}) {
+    EXPECT_THAT(DeleteWhere(*f),
+                StatusIs(absl::StatusCode::kUnavailable,
+                         AllOf(HasSubstr("shard 0"),
+                               HasSubstr("0 points passing the filter were deleted"))));
+  }
+  EXPECT_EQ(Head(), h);
+}
+
+// A narrow filter passes the guard on the replica that has applied the
+// log, and its pages are read there (b, behind, would add ids 10 and 11,
+// deleted already): exactly the 10 points that match are deleted. With
+// `all` a filter matching every point deletes them, read there too.
+TEST_F(RouterDeleteGuardTest, PagesAreReadFromAReplicaThatHasAppliedTheLog) {
+  v1::Filter every_left;
+  uint64_t h = DeleteTwentyAppliedByAOnly(&every_left);
+  v1::Filter narrow;
+  v1::Condition* c = narrow.add_must();
+  for (uint64_t id : {10, 11}) c->add_has_id(id);
+  for (uint64_t id = 100; id < 110; ++id) c->add_has_id(id);
+  ASSERT_OK_AND_ASSIGN(server::api::WriteAnswer out, DeleteWhere(narrow));
+  EXPECT_EQ(out.count, 10u);
+  ASSERT_EQ(out.tokens.size(), 1u);
+  EXPECT_GT(out.tokens[0].sequence, h);
+  EXPECT_EQ(Head(), out.tokens[0].sequence);
+  EXPECT_EQ(replicas_.at("b")->scrolls(), 0);
+  h = Head();
+  std::set<uint64_t> left = Ids(0, kN);
+  for (uint64_t id = 10; id < 30; ++id) left.erase(id);
+  for (uint64_t id = 100; id < 110; ++id) left.erase(id);
+  replicas_.at("a")->Set(left, h);  // a applied that one too
+  ASSERT_OK_AND_ASSIGN(out, DeleteWhere(every_left, true));
+  EXPECT_EQ(out.count, kN - 30);
+  EXPECT_GT(Head(), h);
+  EXPECT_EQ(replicas_.at("b")->scrolls(), 0);
+}
+
+// An empty collection (nothing in its log): nothing matches, nothing to
+// delete, no refusal (as a standalone's).
+TEST_F(RouterDeleteGuardTest, AnEmptyCollectionDeletesNothing) {
+  EXPECT_EQ(Head(), 0u);
+  v1::Filter f;
+  f.add_must_not()->add_has_id(7);
+  ASSERT_OK_AND_ASSIGN(server::api::WriteAnswer out, DeleteWhere(f));
+  EXPECT_EQ(out.count, 0u);
+  EXPECT_TRUE(out.tokens.empty());
+  EXPECT_EQ(Head(), 0u);
 }
 
 }  // namespace

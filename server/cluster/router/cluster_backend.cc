@@ -187,7 +187,18 @@ absl::StatusOr<api::WriteAnswer> ClusterBackend::Delete(const api::Call& call,
 // The ids that match when the router reads them (a Scroll of ids, page by
 // page), deleted by id through the log. Not one atomic step: a write
 // racing it may make a point match after its page was read (kept) or stop
-// matching before its delete applies (deleted).
+// matching before its delete applies (deleted). What it reads reflects
+// every write acknowledged before it: the pages come from replicas that
+// have applied their shard's log up to its head as of the call's start
+// (CountAtHead), never from one still behind it.
+//
+// The guard (no `all`): a filter that matches every live point deletes
+// nothing. Each shard's count and its live points come from one read on
+// one replica (CountResponse.live), so the sums compare one state a shard,
+// and that state holds every acknowledged write. (Two separate counts,
+// each answered by whichever replica, could compare a replica that had
+// applied a delete with one that had not, and pass while the filter
+// matched everything.)
 absl::StatusOr<api::WriteAnswer> ClusterBackend::DeleteByFilter(const api::Call& call,
                                                                 const api::DeleteRequest& req) {
   ZOOM_RETURN_IF_ERROR(CheckDeleteFilter(*req.filter, req.all));
@@ -200,16 +211,13 @@ absl::StatusOr<api::WriteAnswer> ClusterBackend::DeleteByFilter(const api::Call&
                                                 " points passing the filter were deleted "
                                                 "before it)"));
   };
+  // With `all` only the replicas' positions matter: a count without a
+  // filter (no evaluation) finds them.
+  absl::StatusOr<HeadCounts> head =
+      CountAtHead(vm, {req.collection, req.all ? nullptr : req.filter}, deadline, call);
+  if (!head.ok()) return failed(head.status());
   if (!req.all) {
-    // A filter that matches every live point deletes nothing unless asked
-    // for by name. Counted before, the matches first: a delete racing the
-    // two counts makes the check refuse rather than pass.
-    absl::StatusOr<api::CountAnswer> matched =
-        CountIn(vm, {req.collection, req.filter}, deadline, call);
-    if (!matched.ok()) return failed(matched.status());
-    absl::StatusOr<api::CountAnswer> all = CountIn(vm, {req.collection, nullptr}, deadline, call);
-    if (!all.ok()) return failed(all.status());
-    if (absl::Status st = CheckDeleteMatches(matched->count, all->count, false, req.collection);
+    if (absl::Status st = CheckDeleteMatches(head->matched, head->live, false, req.collection);
         !st.ok()) {
       return failed(st);
     }
@@ -220,7 +228,7 @@ absl::StatusOr<api::WriteAnswer> ClusterBackend::DeleteByFilter(const api::Call&
   scroll.limit = std::min<uint32_t>(10000, limits_.max_ids);
   std::map<uint32_t, uint64_t> last;  // shard -> last sequence
   for (;;) {
-    absl::StatusOr<api::ScrollAnswer> page = ScrollIn(vm, scroll, deadline, call);
+    absl::StatusOr<api::ScrollAnswer> page = ScrollIn(vm, scroll, deadline, call, &head->replicas);
     if (!page.ok()) return failed(page.status());
     if (!page->points.empty()) {
       std::vector<uint64_t> ids;
@@ -241,6 +249,103 @@ absl::StatusOr<api::WriteAnswer> ClusterBackend::DeleteByFilter(const api::Call&
   api::WriteAnswer out{deleted, {}};
   for (const auto& [k, seq] : last) out.tokens.push_back({k, seq});
   return out;
+}
+
+// Every serving replica of every shard still to settle is asked (one call
+// each, no failover: which replica answered matters); a shard settles on
+// the answers of replicas at or past its head, counted from the furthest.
+// A shard whose replicas all answered from behind the head (applying
+// still) is asked again shortly, until the deadline.
+absl::StatusOr<ClusterBackend::HeadCounts> ClusterBackend::CountAtHead(
+    const VersionedShardMap& vm, const api::CountRequest& req, absl::Time deadline,
+    const api::Call& call) {
+  const ShardMap& m = vm.map;
+  // The heads first: a write acknowledged before the call is at or below.
+  std::vector<uint64_t> heads(m.shards);
+  for (uint32_t k = 0; k < m.shards; ++k) {
+    ZOOM_ASSIGN_OR_RETURN(heads[k], core_->js().LastSequence(
+                                        cluster::StreamName(core_->cluster(), m.collection),
+                                        cluster::ShardSubject(core_->cluster(), m.collection, k)));
+  }
+  HeadCounts out;
+  out.replicas.resize(m.shards);
+  std::vector<bool> settled(m.shards, false);
+  std::vector<uint64_t> furthest(m.shards, 0);  // the furthest answer from behind its head
+  for (;;) {
+    auto t = core_->Topo();
+    std::vector<ShardCall<v1::CountRequest, v1::CountResponse>> calls;
+    std::vector<bool> asked(m.shards, false);
+    for (uint32_t k = 0; k < m.shards; ++k) {
+      if (settled[k]) continue;
+      for (Candidate& c : core_->Candidates(*t, m, k, true, 0)) {
+        ShardCall<v1::CountRequest, v1::CountResponse> sc;
+        sc.shard = k;
+        sc.req = api::ToProto(req, m.LocalName(k));
+        sc.candidates = {std::move(c)};
+        calls.push_back(std::move(sc));
+        asked[k] = true;
+      }
+    }
+    ZOOM_RETURN_IF_ERROR((core_->FanOut<v1::CountRequest, v1::CountResponse>(
+        m.uid, calls, deadline, call, false,
+        [](v1::VectorSearch::Stub* s, grpc::ClientContext* c, const v1::CountRequest* q,
+           v1::CountResponse* r, std::function<void(grpc::Status)> f) {
+          s->async()->Count(c, q, r, std::move(f));
+        })));
+    std::vector<std::vector<const ShardCall<v1::CountRequest, v1::CountResponse>*>> fresh(
+        m.shards);
+    std::vector<std::string> why_not(m.shards);
+    std::vector<bool> answered(m.shards, false);
+    for (const auto& sc : calls) {
+      if (!sc.answered) {
+        absl::StrAppend(&why_not[sc.shard], why_not[sc.shard].empty() ? "" : "; ",
+                        sc.candidates.front().node, ": ",
+                        sc.last_error.empty() ? "no answer before the deadline" : sc.last_error);
+        continue;
+      }
+      answered[sc.shard] = true;
+      if (sc.answer.applied() >= heads[sc.shard]) {
+        fresh[sc.shard].push_back(&sc);
+      } else {
+        furthest[sc.shard] = std::max(furthest[sc.shard], sc.answer.applied());
+      }
+    }
+    bool behind = false;
+    for (uint32_t k = 0; k < m.shards; ++k) {
+      if (settled[k]) continue;
+      if (!answered[k]) {
+        // No replica answered: the guard cannot be read; nothing is deleted.
+        return absl::UnavailableError(absl::StrCat(
+            "collection ", m.collection, ": no replica of shard ", k, " answered (",
+            asked[k] ? why_not[k] : "none is serving", ")"));
+      }
+      if (fresh[k].empty()) {
+        behind = true;
+        continue;
+      }
+      std::stable_sort(fresh[k].begin(), fresh[k].end(), [](const auto* a, const auto* b) {
+        return a->answer.applied() > b->answer.applied();
+      });
+      const v1::CountResponse& a = fresh[k].front()->answer;
+      out.matched += a.count();
+      out.live += a.live();
+      for (const auto* sc : fresh[k]) out.replicas[k].push_back(sc->candidates.front());
+      settled[k] = true;
+    }
+    if (!behind) return out;
+    if (absl::Now() + absl::Milliseconds(20) >= deadline) {
+      std::vector<std::string> late;
+      for (uint32_t k = 0; k < m.shards; ++k) {
+        if (settled[k]) continue;
+        late.push_back(absl::StrCat("shard ", k, " (its log is at ", heads[k],
+                                    ", its replicas at most at ", furthest[k], ")"));
+      }
+      return absl::UnavailableError(absl::StrCat(
+          "collection ", m.collection, ": no replica has applied the writes acknowledged "
+          "before this call on ", absl::StrJoin(late, "; "), "; asking again is safe"));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
 }
 
 absl::StatusOr<api::WriteAnswer> ClusterBackend::SetPayload(const api::Call& call,
@@ -343,6 +448,7 @@ absl::StatusOr<api::CountAnswer> ClusterBackend::CountIn(const VersionedShardMap
   api::CountAnswer out;
   for (const auto& sc : calls) {
     out.count += sc.answer.count();
+    out.live += sc.answer.live();
     out.filter_scan = out.filter_scan || sc.answer.filter_scan();
     if (out.warning.empty()) out.warning = sc.answer.warning();
   }
@@ -360,10 +466,9 @@ absl::StatusOr<api::CountAnswer> ClusterBackend::Count(const api::Call& call,
 // so S times the limit would be read and dropped), merged by id. A shard
 // whose part ran short stops the merged page at its next_offset, so a page
 // may be shorter than the limit, never wrong.
-absl::StatusOr<api::ScrollAnswer> ClusterBackend::ScrollIn(const VersionedShardMap& vm,
-                                                           const api::ScrollRequest& req,
-                                                           absl::Time deadline,
-                                                           const api::Call& call) {
+absl::StatusOr<api::ScrollAnswer> ClusterBackend::ScrollIn(
+    const VersionedShardMap& vm, const api::ScrollRequest& req, absl::Time deadline,
+    const api::Call& call, const std::vector<std::vector<Candidate>>* replicas) {
   const ShardMap& m = vm.map;
   auto t = core_->Topo();
   const uint32_t per_shard =
@@ -373,10 +478,11 @@ absl::StatusOr<api::ScrollAnswer> ClusterBackend::ScrollIn(const VersionedShardM
     calls[k].shard = k;
     calls[k].req = api::ToProto(req, m.LocalName(k));
     calls[k].req.set_limit(per_shard);
-    calls[k].candidates = core_->Candidates(*t, m, k, true, 0);
+    calls[k].candidates =
+        replicas != nullptr ? (*replicas)[k] : core_->Candidates(*t, m, k, true, 0);
   }
   ZOOM_RETURN_IF_ERROR((core_->FanOut<v1::ScrollRequest, v1::ScrollResponse>(
-      m.uid, calls, deadline, call, core_->options().hedge,
+      m.uid, calls, deadline, call, replicas == nullptr && core_->options().hedge,
       [](v1::VectorSearch::Stub* s, grpc::ClientContext* c, const v1::ScrollRequest* q,
          v1::ScrollResponse* r, std::function<void(grpc::Status)> f) {
         s->async()->Scroll(c, q, r, std::move(f));

@@ -27,7 +27,11 @@
 // Scroll: each shard's page from the offset, merged by id. Compact and
 // BuildIndex: every live replica, its own files. Delete by filter: the ids
 // matching when the router reads them (Scroll), deleted by id through the
-// log (not atomic with writes racing it). Snapshots: not routed yet
+// log (not atomic with writes racing it), read from replicas that have
+// applied every write acknowledged before the call; without `all`, first
+// the standalone's guard (nothing deleted when the filter matches every
+// live point) over each shard's count and live points read together on
+// one such replica (CountAtHead). Snapshots: not routed yet
 // (UNIMPLEMENTED saying so).
 #ifndef ZOOM_SERVER_CLUSTER_ROUTER_CLUSTER_BACKEND_H_
 #define ZOOM_SERVER_CLUSTER_ROUTER_CLUSTER_BACKEND_H_
@@ -135,9 +139,27 @@ class ClusterBackend final : public api::CollectionBackend {
   absl::StatusOr<api::CountAnswer> CountIn(const cluster::VersionedShardMap& vm,
                                            const api::CountRequest& req, absl::Time deadline,
                                            const api::Call& call);
-  absl::StatusOr<api::ScrollAnswer> ScrollIn(const cluster::VersionedShardMap& vm,
-                                             const api::ScrollRequest& req, absl::Time deadline,
-                                             const api::Call& call);
+  // `replicas` (if given): shard k's page asked of replicas[k] only, in
+  // that order, without a hedge; else of its serving replicas.
+  absl::StatusOr<api::ScrollAnswer> ScrollIn(
+      const cluster::VersionedShardMap& vm, const api::ScrollRequest& req, absl::Time deadline,
+      const api::Call& call, const std::vector<std::vector<Candidate>>* replicas = nullptr);
+  // What a delete by filter reads first: `req` counted on every shard by a
+  // replica that has applied the shard's log up to its head as read now
+  // (every write acknowledged before the call), each shard's count and
+  // live points from that one replica's one read (CountResponse.live), and
+  // per shard the replicas found that far, the one counted first: the
+  // delete's pages are read from them (a replica only moves forward, so
+  // they cannot see the collection before the writes the guard saw).
+  // UNAVAILABLE when a shard has no replica answering, or none that far by
+  // `deadline`.
+  struct HeadCounts {
+    uint64_t matched = 0, live = 0;
+    std::vector<std::vector<Candidate>> replicas;  // by shard
+  };
+  absl::StatusOr<HeadCounts> CountAtHead(const cluster::VersionedShardMap& vm,
+                                         const api::CountRequest& req, absl::Time deadline,
+                                         const api::Call& call);
   absl::StatusOr<api::WriteAnswer> DeleteByFilter(const api::Call& call,
                                                   const api::DeleteRequest& req);
 

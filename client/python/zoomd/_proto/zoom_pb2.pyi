@@ -199,14 +199,18 @@ class CountRequest(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ...) -> None: ...
 
 class CountResponse(_message.Message):
-    __slots__ = ["count", "filter_scan", "warning"]
+    __slots__ = ["applied", "count", "filter_scan", "live", "warning"]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     FILTER_SCAN_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
     WARNING_FIELD_NUMBER: _ClassVar[int]
+    applied: int
     count: int
     filter_scan: bool
+    live: int
     warning: str
-    def __init__(self, count: _Optional[int] = ..., filter_scan: bool = ..., warning: _Optional[str] = ...) -> None: ...
+    def __init__(self, count: _Optional[int] = ..., filter_scan: bool = ..., warning: _Optional[str] = ..., live: _Optional[int] = ..., applied: _Optional[int] = ...) -> None: ...
 
 class CreateCollectionRequest(_message.Message):
     __slots__ = ["spec"]
