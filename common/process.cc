@@ -1,5 +1,6 @@
 #include "common/process.h"
 
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -62,6 +63,12 @@ uint64_t CurrentRssBytes() { return ProcStatusBytes("/proc/self/status", "VmRSS:
 uint64_t PeakRssBytes() { return ProcStatusBytes("/proc/self/status", "VmHWM:"); }
 uint64_t RssBytesOf(int pid) { return ProcStatusBytes(StatusPath(pid), "VmRSS:"); }
 uint64_t PeakRssBytesOf(int pid) { return ProcStatusBytes(StatusPath(pid), "VmHWM:"); }
+
+void ReleaseFreedMemory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
 
 double LoadAverage1m() {
   std::ifstream in("/proc/loadavg");

@@ -83,6 +83,19 @@ struct FilterTuning {
   double two_hop_share = 0.3;
 };
 
+// Ok, or why a search must stop now: Cancelled once *cancelled (may be
+// null) is true, DeadlineExceeded at the deadline. The one check of the
+// index's and the engine's loops.
+inline absl::Status CheckSearchStop(absl::Time deadline, const std::atomic<bool>* cancelled) {
+  if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
+    return absl::CancelledError("the search was cancelled");
+  }
+  if (deadline != absl::InfiniteFuture() && absl::Now() >= deadline) {
+    return absl::DeadlineExceededError("the deadline passed before the search finished");
+  }
+  return absl::OkStatus();
+}
+
 // One query's run through VectorIndex::Search: when it must stop, how far
 // it may widen, what it reports. One per query, on the caller's stack.
 struct SearchContext {
@@ -127,15 +140,7 @@ struct SearchContext {
   bool stopped = false;
 
   // Ok, or why the search must stop now.
-  absl::Status CheckStop() const {
-    if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
-      return absl::CancelledError("the search was cancelled");
-    }
-    if (deadline != absl::InfiniteFuture() && absl::Now() >= deadline) {
-      return absl::DeadlineExceededError("the deadline passed before the search finished");
-    }
-    return absl::OkStatus();
-  }
+  absl::Status CheckStop() const { return CheckSearchStop(deadline, cancelled); }
 };
 
 // What a filtered search will cost (VectorIndex::EstimateCost): the code

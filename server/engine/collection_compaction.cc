@@ -1,6 +1,5 @@
 // CollectionMaintenance: compaction (the plan, the copy, the catch-up and
 // the switch; compactor.h) and the release of retired segments.
-#include <malloc.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/process.h"
 #include "common/timer.h"
 #include "server/engine/collection_maintenance.h"
 #include "server/engine/compactor.h"
@@ -19,15 +19,6 @@ namespace zoom::server {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Returns the heap's free memory to the system: after a compaction, glibc
-// keeps the staging buffers' pages (at 1M points the server's RSS stayed
-// ~130 MB above what it serves from).
-void ReleaseFreedMemory() {
-#if defined(__GLIBC__)
-  malloc_trim(0);
-#endif
-}
 
 }  // namespace
 

@@ -3,7 +3,6 @@
 // collection_compaction.cc.
 #include "server/engine/collection_maintenance.h"
 
-#include <malloc.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/process.h"
 #include "common/timer.h"
 #include "index/vector_index.h"
 #include "server/engine/index_builder.h"
@@ -22,15 +22,6 @@ namespace zoom::server {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Returns the heap's free memory to the system: after a build, glibc keeps
-// the staging buffers' pages (at 1M points the server's RSS stayed ~130 MB
-// above what it serves from). (A compaction's: collection_compaction.cc.)
-void ReleaseFreedMemory() {
-#if defined(__GLIBC__)
-  malloc_trim(0);
-#endif
-}
 
 }  // namespace
 

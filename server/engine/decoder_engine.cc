@@ -1,6 +1,5 @@
 #include "server/engine/decoder_engine.h"
 
-#include <malloc.h>
 #include <sys/stat.h>
 
 #include <cmath>
@@ -13,6 +12,7 @@
 #include "common/echo.h"
 #include "common/json.h"
 #include "common/logging.h"
+#include "common/process.h"
 #include "common/status_macros.h"
 #include "common/timer.h"
 #include "common/vector_limits.h"
@@ -548,7 +548,7 @@ void DecoderEngine::Finish(const std::shared_ptr<LoadedModel>& model, const absl
     for (auto it = range.first; it != range.second; ++it) done.push_back(std::move(it->second));
     waiters_.erase(range.first, range.second);
   }
-  if (model->state.load() == ModelState::kFailed) malloc_trim(0);
+  if (model->state.load() == ModelState::kFailed) ReleaseFreedMemory();
   const absl::Status result = StatusOf(*model);
   for (auto& fn : done) fn(result);
 }
@@ -598,7 +598,7 @@ absl::Status DecoderEngine::Unload(const std::string& name, const LoadedModel* o
   }
   const bool last = gone.use_count() == 1;
   gone.reset();
-  if (last) malloc_trim(0);  // give the freed rows and graph back to the OS
+  if (last) ReleaseFreedMemory();  // give the freed rows and graph back to the OS
   return absl::OkStatus();
 }
 

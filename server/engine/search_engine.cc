@@ -26,13 +26,7 @@ using search_internal::TakeBest;
 using search_internal::ThreadScratch;
 
 absl::Status SearchEngine::CheckStop(const QueryContext& ctx) {
-  if (ctx.cancelled != nullptr && ctx.cancelled->load(std::memory_order_relaxed)) {
-    return absl::CancelledError("the search was cancelled");
-  }
-  if (ctx.deadline != absl::InfiniteFuture() && absl::Now() >= ctx.deadline) {
-    return absl::DeadlineExceededError("the deadline passed before the search finished");
-  }
-  return absl::OkStatus();
+  return index::CheckSearchStop(ctx.deadline, ctx.cancelled);
 }
 
 void SearchEngine::PreviewHits(const std::vector<index::Neighbor>& candidates, size_t k,
