@@ -6,7 +6,11 @@ all on this machine's cores, then measures (--parts, default all):
 
   router    a router + one node (S=1, R=1) against the standalone zoomd:
             QPS and p99 under zoomload (same data, knobs, workers), the runs
-            alternated (--runs each); the ratios of their medians.
+            alternated (--runs each); the ratios of their medians. With
+            --vs_zoomd OLD: a second cluster of that build beside the first
+            (same data), the two builds' router and standalone run in turn
+            (order flipped every round): per-round ratios, their medians
+            (JSON router_ab).
   writes    the base set imported (the Python client's import_points, the
             same batches): into the standalone zoomd (--sync always) against
             through the router, acknowledged by JetStream R=3, at S=1/R=1,
@@ -91,6 +95,43 @@ def context_switches(p: Proc) -> int:
         except OSError:  # the thread ended while we read
             pass
     return total
+
+
+SEARCH_KEYS = ("qps", "p99_us", "p50_us", "recall_at_k", "cpu_us_per_query",
+               "switches_per_query", "node_cpu_us_per_query")
+
+
+def medians(rows: List[dict]) -> Dict[str, float]:
+    return {k: round(statistics.median(x[k] for x in rows), 4) for k in SEARCH_KEYS}
+
+
+def part_router_vs(a: "Bench", b: "Bench") -> dict:
+    """The routed search of two builds' clusters (a: --zoomd, b: --vs_zoomd),
+    side by side on the same data: --runs rounds, each running a's and b's
+    router and standalone in turn, the order flipped every round (a b, b a,
+    ...) so the machine's drift hits both; per-round ratios a/b, medians."""
+    runs: Dict[str, Dict[str, List[dict]]] = {w: {"single": [], "router": []} for w in "ab"}
+    for i in range(a.a.runs):
+        for w in ("ab" if i % 2 == 0 else "ba"):
+            for h in ("router", "single"):
+                r = (a if w == "a" else b).measure_search(h)
+                runs[w][h].append(r)
+                (a if w == "a" else b).say_search(h, r, f"{w} round {i + 1}")
+    out: Dict[str, object] = {"runs": a.a.runs, "concurrency": a.a.concurrency,
+                              "a": a.a.zoomd, "b": b.a.zoomd}
+    for h in ("router", "single"):
+        ratios = {k: round(statistics.median(
+            x[k] / max(y[k], 1e-9) for x, y in zip(runs["a"][h], runs["b"][h])), 3)
+            for k in ("qps", "p50_us", "p99_us", "cpu_us_per_query", "switches_per_query")}
+        out[h] = {"a": medians(runs["a"][h]), "b": medians(runs["b"][h]), "a_over_b": ratios}
+        say(f"{h}: a/b per round, medians of {a.a.runs}: QPS {ratios['qps']:.3f}x, p50 "
+            f"{ratios['p50_us']:.3f}x, p99 {ratios['p99_us']:.3f}x, CPU-us a query "
+            f"{ratios['cpu_us_per_query']:.3f}x, context switches {ratios['switches_per_query']:.3f}x")
+    for w in "ab":
+        rs = [x["qps"] / y["qps"] for x, y in zip(runs[w]["router"], runs[w]["single"])]
+        out[f"{w}_router_over_single_qps"] = round(statistics.median(rs), 3)
+        say(f"{w}: router / single QPS, median of the rounds: {statistics.median(rs):.3f}x")
+    return out
 
 
 class Bench:
@@ -219,7 +260,10 @@ class Bench:
         c.create_collection("f1", dim=self.dim, metric=self.metric)
         rates["single_sync_always"] = self.imported("single", "f1")
         say(f"import, standalone --sync always: {rates['single_sync_always']:,.0f} points/s")
-        for name, s, r in (("f1", 1, 1), ("cu", 1, 2), ("f2", 2, 1), ("f4", 4, 1)):
+        sets = (("f1", 1, 1), ("cu", 1, 2), ("f2", 2, 1), ("f4", 4, 1))
+        if set(self.a.parts.split(",")) == {"router"}:
+            sets = sets[:1]  # the router part reads f1 alone
+        for name, s, r in sets:
             self.create(name, s, r)
             t0 = time.monotonic()
             ack = self.imported("router", name)
@@ -238,39 +282,43 @@ class Bench:
                 f"{ack / rates['single_sync_always']:.2f}x the standalone's")
         self.out["write_throughput"] = rates
         self.client["single"].build_index("f1", wait=True)
-        for name in ("f1", "cu", "f2", "f4"):
+        for name, _, _ in sets:
             t0 = time.monotonic()
             # An explicit deadline: a router before 66f8f11 gave a build
             # without one its 10 s read default (side-by-side runs).
             self.client["router"].build_index(name, wait=True, timeout=3600)
             say(f"built {name} through the router in {time.monotonic() - t0:.1f} s")
 
+    def measure_search(self, h: str, name: str = "f1") -> dict:
+        """One zoomload run of searches through `h` (router or single), with
+        the CPU and context switches a query cost the serving process and,
+        through the router, the nodes (/proc, every thread)."""
+        procs = ["single"] if h == "single" else ["router"] + NODES
+        c0 = {n: cpu_seconds(self.procs[n]) for n in procs}
+        s0 = context_switches(self.procs[h])
+        r = self.zoomload(h, name)
+        q = max(1, r["ok"])
+        r["cpu_us_per_query"] = (cpu_seconds(self.procs[h]) - c0[h]) / q * 1e6
+        r["switches_per_query"] = (context_switches(self.procs[h]) - s0) / q
+        r["node_cpu_us_per_query"] = sum(
+            cpu_seconds(self.procs[n]) - c0[n] for n in procs[1:]) / q * 1e6
+        return r
+
+    def say_search(self, h: str, r: dict, run: str) -> None:
+        say(f"search f1 via {h:<6} {run}: {r['qps']:8.1f} QPS, p50 {r['p50_us']} "
+            f"us, p99 {r['p99_us']} us, recall@10 {r['recall_at_k']:.4f}, "
+            f"errors {r['errors']}; {h} {r['cpu_us_per_query']:.0f} CPU-us and "
+            f"{r['switches_per_query']:.1f} context switches a query"
+            + (f", nodes {r['node_cpu_us_per_query']:.0f} CPU-us" if h == "router" else ""))
+
     def part_router(self) -> None:
         runs: Dict[str, List[dict]] = {"single": [], "router": []}
-        # Who pays: the CPU and context switches a query costs the serving
-        # process (the router, or the standalone) and the nodes.
-        procs = {"single": ["single"], "router": ["router"] + NODES}
         for i in range(self.a.runs):
             for h in ("single", "router"):
-                c0 = {n: cpu_seconds(self.procs[n]) for n in procs[h]}
-                s0 = {n: context_switches(self.procs[n]) for n in procs[h]}
-                r = self.zoomload(h, "f1")
-                q = max(1, r["ok"])
-                r["cpu_us_per_query"] = (cpu_seconds(self.procs[h]) - c0[h]) / q * 1e6
-                r["switches_per_query"] = (context_switches(self.procs[h]) - s0[h]) / q
-                r["node_cpu_us_per_query"] = sum(
-                    cpu_seconds(self.procs[n]) - c0[n] for n in procs[h][1:]) / q * 1e6
+                r = self.measure_search(h)
                 runs[h].append(r)
-                say(f"search f1 via {h:<6} run {i + 1}: {r['qps']:8.1f} QPS, p50 {r['p50_us']} "
-                    f"us, p99 {r['p99_us']} us, recall@10 {r['recall_at_k']:.4f}, "
-                    f"errors {r['errors']}; {h} {r['cpu_us_per_query']:.0f} CPU-us and "
-                    f"{r['switches_per_query']:.1f} context switches a query"
-                    + (f", nodes {r['node_cpu_us_per_query']:.0f} CPU-us" if h == "router"
-                       else ""))
-        keys = ("qps", "p99_us", "p50_us", "recall_at_k", "cpu_us_per_query",
-                "switches_per_query", "node_cpu_us_per_query")
-        med = {h: {k: round(statistics.median(x[k] for x in v), 4) for k in keys}
-               for h, v in runs.items()}
+                self.say_search(h, r, f"run {i + 1}")
+        med = {h: medians(v) for h, v in runs.items()}
         qps_ratio = med["router"]["qps"] / med["single"]["qps"]
         p99_ratio = med["router"]["p99_us"] / med["single"]["p99_us"]
         say(f"router + 1 node / single (medians of {self.a.runs}): QPS {qps_ratio:.3f}x, "
@@ -483,18 +531,30 @@ def main() -> None:
     ap.add_argument("--catchup_points", type=int, default=100000)
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the data and logs")
+    ap.add_argument("--vs_zoomd", default=None,
+                    help="with --parts router: a second build's zoomd (b), its cluster beside "
+                         "--zoomd's (a) on the same data, the rounds interleaved; "
+                         "JSON router_ab")
     a = ap.parse_args()
     for f in (a.zoomd, a.zoomload, NATS):
         if not os.access(f, os.X_OK):
             sys.exit(f"{f} is not an executable")
     parts = set(a.parts.split(","))
+    if a.vs_zoomd and parts != {"router"}:
+        sys.exit("--vs_zoomd goes with --parts router")
     b = Bench(a)
+    benches = [b]
+    if a.vs_zoomd:
+        benches.append(Bench(argparse.Namespace(**{**vars(a), "zoomd": a.vs_zoomd})))
     try:
-        b.start()
-        b.load_data()
-        if parts - {"decoder"}:
-            b.part_writes_and_collections()  # the collections every other part reads
-        if "router" in parts:
+        for x in benches:
+            x.start()
+            x.load_data()
+            if parts - {"decoder"}:
+                x.part_writes_and_collections()  # the collections every other part reads
+        if a.vs_zoomd:
+            b.out["router_ab"] = part_router_vs(b, benches[1])
+        elif "router" in parts:
             b.part_router()
         if "fanout" in parts:
             b.part_fanout()
@@ -507,11 +567,13 @@ def main() -> None:
         if "catchup" in parts:
             b.part_catchup()
     except BaseException:
-        say(f"logs in {b.root}")
+        for x in benches:
+            say(f"logs in {x.root}")
         a.keep = True
         raise
     finally:
-        b.stop()
+        for x in benches:
+            x.stop()
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(b.out, indent=1) + "\n")
 

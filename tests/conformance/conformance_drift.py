@@ -52,12 +52,6 @@ DRIFT: Dict[str, str] = {
     "RestoreSnapshot.unknown_source": _SNAPSHOT_UNROUTED_RESTORE,
     "RestoreSnapshot.garbage": _SNAPSHOT_UNROUTED_RESTORE,
     "Snapshots": _SNAPSHOT_UNROUTED_UNARY,
-    # -- decoder
-    "LoadModel.same_again":
-        "LoadModel of a name already loaded with the same spec: the router answers OK (the "
-        "catalog's AddModel is idempotent: a retried load is safe, and RouterTest."
-        "DecoderModelsAreServedByEveryNodeInTurn asserts it), the standalone ALREADY_EXISTS "
-        "\"model 'tiny' is already loaded; unload it first\": which is right is to decide",
 }
 
 BACKENDS = ["standalone", "cluster"]

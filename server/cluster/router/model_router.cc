@@ -157,22 +157,34 @@ absl::StatusOr<v1::ModelInfo> ModelRouter::Load(const v1::LoadModelRequest& req,
   spec.m = req.m();
   spec.ef_construction = req.ef_construction();
   spec.default_ef = req.default_ef();
-  // What every node would refuse is refused here, as a node says it; another
-  // model under this name is loaded already (as on a standalone). The same
-  // model again is OK (the catalog's AddModel is idempotent: a retried load
-  // is safe), where a standalone says ALREADY_EXISTS (a drift kept on
-  // purpose, tests/conformance/conformance_drift.py).
+  // What every node would refuse is refused here, as a node says it. A
+  // model under this name that is recorded is ALREADY_EXISTS, the same
+  // model again too (as on a standalone: one answer on both backends,
+  // tests/conformance); one that failed to load on a node is replaced (a
+  // standalone loads again over a failed model), its record removed first
+  // so that every node loads it anew.
   index::FgdOptions options;
   if (req.m() != 0) options.hnsw.M = req.m();
   if (req.ef_construction() != 0) options.hnsw.ef_construction = req.ef_construction();
   ZOOM_RETURN_IF_ERROR(
       ValidateLoadRequest(spec.name, spec.dir, options, spec.default_ef, limits_));
   ZOOM_ASSIGN_OR_RETURN(std::vector<cluster::ModelSpec> specs, core_->catalog().ListModels());
-  if (std::any_of(specs.begin(), specs.end(), [&](const cluster::ModelSpec& s) {
-        return s.name == spec.name && !s.SameModel(spec);
-      })) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("model '", spec.name, "' is already loaded; unload it first"));
+  if (std::any_of(specs.begin(), specs.end(),
+                  [&](const cluster::ModelSpec& s) { return s.name == spec.name; })) {
+    (void)core_->Refresh();
+    const std::shared_ptr<const Topology> t = core_->Topo();
+    const bool failed = std::any_of(t->nodes.begin(), t->nodes.end(), [&](const auto& n) {
+      return std::any_of(n.second.models.begin(), n.second.models.end(),
+                         [&](const cluster::HostedModel& h) {
+                           return h.name == spec.name &&
+                                  h.state == cluster::ModelLoadState::kFailed;
+                         });
+    });
+    if (!failed) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("model '", spec.name, "' is already loaded; unload it first"));
+    }
+    ZOOM_RETURN_IF_ERROR(core_->catalog().RemoveModel(spec.name));
   }
   ZOOM_ASSIGN_OR_RETURN(cluster::ModelSpec added, core_->catalog().AddModel(spec));
   if (!req.wait()) return Best(added, {});

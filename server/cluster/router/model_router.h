@@ -3,8 +3,9 @@
 // ModelRouter: the zoom.v1.Decoder models of a cluster, as a router serves
 // them. Models are read-only and every node serves each one, loaded from
 // its own --models_dir (the same files on every node):
-//   * Load records the model in the models bucket (the same model again is
-//     OK; another under its name AlreadyExists) and the nodes load it; with
+//   * Load records the model in the models bucket (a model recorded under
+//     its name AlreadyExists, the same one again too, as on a standalone;
+//     one that failed on a node is replaced) and the nodes load it; with
 //     `wait` the answer comes once every live node serves it (a node whose
 //     load failed fails the call with that node's own answer, the code and
 //     message a standalone zoomd gives, and the model is removed again: the
