@@ -254,6 +254,16 @@ absl::StatusOr<uint64_t> ZoomClient::Delete(const std::string& collection,
   return response.deleted();
 }
 
+absl::StatusOr<v1::DeleteResponse> ZoomClient::Delete(const v1::DeleteRequest& request,
+                                                      absl::Duration timeout) {
+  grpc::ClientContext context;
+  Prepare(&context, timeout);
+  v1::DeleteResponse response;
+  absl::Status status = FromGrpc(stub_->Delete(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
 absl::StatusOr<uint64_t> ZoomClient::SetPayload(const v1::SetPayloadRequest& request) {
   grpc::ClientContext context;
   Prepare(&context, options_.timeout);

@@ -91,6 +91,11 @@ class ZoomClient {
   absl::StatusOr<uint64_t> Upsert(const v1::UpsertRequest& request);
   absl::StatusOr<uint64_t> Delete(const std::string& collection,
                                   const std::vector<uint64_t>& ids);
+  // The whole request (its write concern, a filter) and the whole answer
+  // (tokens, the concern it was acknowledged under), with a per-call
+  // deadline (none when infinite).
+  absl::StatusOr<v1::DeleteResponse> Delete(const v1::DeleteRequest& request,
+                                            absl::Duration timeout);
   absl::StatusOr<v1::GetResponse> Get(const v1::GetRequest& request);
   // The typed payload of existing points (see v1::SetPayloadRequest);
   // returns how many points changed.

@@ -20,6 +20,9 @@ all on this machine's cores, then measures (--parts, default all):
             time without a successful reply around the kill (the failover
             gap, ms) against the longest before it, and the failed
             searches; --trials kills, the killed node restarted between.
+  concerns  write concerns: a one-point Upsert's p50/p99 (one caller) and
+            the Import throughput under log / majority / all at S=1 and
+            R=1, 2, 3 through the router, beside the standalone.
   catchup   a replica killed while --catchup_points points are written;
             restarted: points/s from its gRPC port serving to the points
             applied (its log replayed); then the same node with an empty
@@ -216,10 +219,12 @@ class Bench:
         c.create_collection(name, dim=self.dim, metric=self.metric, shards=shards,
                             replicas=replicas)
 
-    def imported(self, target: str, name: str, ids=None, vectors=None) -> float:
+    def imported(self, target: str, name: str, ids=None, vectors=None,
+                 write_concern=None) -> float:
         """Imports (the base set by default): acknowledged points/s."""
         vectors = self.base if vectors is None else vectors
-        r = self.client[target].import_points(name, vectors, ids=ids, progress=False)
+        r = self.client[target].import_points(name, vectors, ids=ids, progress=False,
+                                              write_concern=write_concern)
         return r.imported / r.seconds
 
     def zoomload(self, h: str, name: str) -> dict:
@@ -261,8 +266,8 @@ class Bench:
         rates["single_sync_always"] = self.imported("single", "f1")
         say(f"import, standalone --sync always: {rates['single_sync_always']:,.0f} points/s")
         sets = (("f1", 1, 1), ("cu", 1, 2), ("f2", 2, 1), ("f4", 4, 1))
-        if set(self.a.parts.split(",")) == {"router"}:
-            sets = sets[:1]  # the router part reads f1 alone
+        if set(self.a.parts.split(",")) <= {"router", "concerns"}:
+            sets = sets[:1]  # those parts read f1 alone (concerns: not even that)
         for name, s, r in sets:
             self.create(name, s, r)
             t0 = time.monotonic()
@@ -471,6 +476,66 @@ class Bench:
         say(f"failover gap: median {statistics.median(gaps):.1f} ms, max {max(gaps):.1f} ms over "
             f"{len(gaps)} kills; failed searches {self.out['failover']['failed']}")
 
+    def part_concerns(self) -> None:
+        """Write concerns (issue 47): a one-point Upsert's latency (one caller)
+        and the Import throughput under log / majority / all, through the
+        router at S = 1 and R = 1, 2, 3, beside the standalone (--sync
+        always); the concerns taken in turn, write by write."""
+        concerns = ("log", "majority", "all")
+        n = self.a.concern_writes
+        vecs = self.base[: max(n, self.a.concern_import)]
+        targets = [("single", "wl", 0)] + [("router", f"w{r}", r) for r in (1, 2, 3)]
+        c = self.client["single"]
+        try:
+            c.drop_collection("wl")
+        except zoomd.NotFound:
+            pass
+        c.create_collection("wl", dim=self.dim, metric=self.metric)
+        for r in (1, 2, 3):
+            self.create(f"w{r}", 1, r)
+        # The concerns alternate write by write (log, majority, all, log, ...),
+        # so that the machine's drift hits each alike, each write after a 5 ms
+        # pause: the replicas have applied the one before (else a write after
+        # a `log` one would wait for its predecessor's apply too).
+        lat: Dict[str, List[float]] = {}
+        next_id = 10_000_000
+        for h, name, r in targets:
+            ws = ("majority",) if h == "single" else concerns
+            for i in range(n):
+                for w in ws:
+                    key = f"{h}_R{r}_{w}" if r else "single"
+                    time.sleep(0.005)
+                    t0 = time.perf_counter()
+                    self.client[h].upsert(name, [next_id], vecs[i:i + 1], write_concern=w)
+                    lat.setdefault(key, []).append(time.perf_counter() - t0)
+                    next_id += 1
+        rows: Dict[str, dict] = {}
+        for key, v in lat.items():
+            v = sorted(v)
+            rows[key] = {"upsert_p50_us": round(v[len(v) // 2] * 1e6),
+                         "upsert_p99_us": round(v[min(len(v) - 1, len(v) * 99 // 100)] * 1e6),
+                         "writes": len(v)}
+        imp = vecs[: self.a.concern_import]
+        for h, name, r in targets:
+            for w in (("majority",) if h == "single" else concerns):
+                key = f"{h}_R{r}_{w}" if r else "single"
+                got = self.client[h].import_points(name, imp, ids=np.arange(
+                    next_id, next_id + len(imp), dtype=np.uint64), progress=False,
+                    write_concern=w)
+                next_id += len(imp)
+                rows[key]["import_points_per_s"] = round(got.imported / got.seconds)
+                rows[key]["acknowledged_under"] = got.write_concern
+        for key, row in rows.items():
+            say(f"write concern {key:<18} upsert p50 {row['upsert_p50_us']:>6} us, p99 "
+                f"{row['upsert_p99_us']:>6} us; import {row['import_points_per_s']:>7,} points/s "
+                f"(acknowledged under {row['acknowledged_under']})")
+        for r in (1, 2, 3):
+            ratio = rows[f"router_R{r}_majority"]["upsert_p50_us"] / rows[f"router_R{r}_log"][
+                "upsert_p50_us"]
+            rows[f"R{r}_majority_over_log_p50"] = round(ratio, 3)
+            say(f"R={r}: majority / log upsert p50 {ratio:.2f}x (target at R=3: <= 2x)")
+        self.out["write_concerns"] = rows
+
     def part_catchup(self) -> None:
         # Only this collection on the nodes: an empty disk bootstraps it alone.
         for name in ("f1", "f2", "f4"):
@@ -483,8 +548,10 @@ class Bench:
         rows = {}
         self.procs["z1"].signal(signal.SIGKILL)
         extra = self.base[np.arange(m) % n0]
+        # One of the shard's two replicas is down: MAJORITY (both, at R = 2)
+        # cannot be met; the log's acknowledgement is what this part times.
         ack = self.imported("router", "cu", ids=np.arange(n0, want, dtype=np.uint64),
-                            vectors=extra)
+                            vectors=extra, write_concern="log")
         say(f"{m:,} points written with z1 down ({ack:,.0f} points/s acknowledged)")
         t_start = time.monotonic()
         t_serving = self.start_zoomd("z1")
@@ -521,7 +588,12 @@ def main() -> None:
     ap.add_argument("--lm_dataset", type=pathlib.Path,
                     default=REPO.parent / "shared" / "data" / "lm-ptb",
                     help="decoder: an LM export (W.f32, b.f32, vocab.txt, meta.json, H.f32)")
-    ap.add_argument("--parts", default="router,writes,failover,catchup,fanout,decoder")
+    ap.add_argument("--parts",
+                    default="router,writes,concerns,failover,catchup,fanout,decoder")
+    ap.add_argument("--concern_writes", type=int, default=300,
+                    help="concerns: one-point upserts timed a concern and replication factor")
+    ap.add_argument("--concern_import", type=int, default=20000,
+                    help="concerns: points imported a concern and replication factor")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--duration", type=float, default=15)
@@ -564,6 +636,8 @@ def main() -> None:
             say(f"decoder part skipped: no LM export in {a.lm_dataset}")
         if "failover" in parts:
             b.part_failover()
+        if "concerns" in parts:
+            b.part_concerns()
         if "catchup" in parts:
             b.part_catchup()
     except BaseException:

@@ -58,9 +58,54 @@ absl::Status OptionalFilter(bool has, const v1::Filter& proto,
 
 // ---- points -------------------------------------------------------------------
 
+const char* WriteConcernName(WriteConcern c) {
+  switch (c) {
+    case WriteConcern::kDefault:
+      return "default";
+    case WriteConcern::kLog:
+      return "log";
+    case WriteConcern::kMajority:
+      return "majority";
+    case WriteConcern::kAll:
+      return "all";
+  }
+  return "?";
+}
+
+absl::StatusOr<WriteConcern> ConcernFromProto(int value) {
+  switch (value) {
+    case v1::WRITE_CONCERN_DEFAULT:
+      return WriteConcern::kDefault;
+    case v1::WRITE_CONCERN_LOG:
+      return WriteConcern::kLog;
+    case v1::WRITE_CONCERN_MAJORITY:
+      return WriteConcern::kMajority;
+    case v1::WRITE_CONCERN_ALL:
+      return WriteConcern::kAll;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "write_concern ", value, " is not one of WRITE_CONCERN_DEFAULT (0), LOG (1), "
+          "MAJORITY (2), ALL (3)"));
+  }
+}
+
+v1::WriteConcern ConcernToProto(WriteConcern c) {
+  switch (c) {
+    case WriteConcern::kLog:
+      return v1::WRITE_CONCERN_LOG;
+    case WriteConcern::kAll:
+      return v1::WRITE_CONCERN_ALL;
+    case WriteConcern::kDefault:
+    case WriteConcern::kMajority:
+      break;
+  }
+  return v1::WRITE_CONCERN_MAJORITY;
+}
+
 absl::StatusOr<UpsertRequest> UpsertFromProto(
     const std::string& collection, const google::protobuf::RepeatedPtrField<v1::Point>& points,
-    const ServiceLimits& limits) {
+    int concern, const ServiceLimits& limits) {
+  ZOOM_ASSIGN_OR_RETURN(WriteConcern wc, ConcernFromProto(concern));
   if (points.empty()) return absl::InvalidArgumentError("the batch has no points");
   if (points.size() > static_cast<int>(limits.max_batch)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -69,6 +114,7 @@ absl::StatusOr<UpsertRequest> UpsertFromProto(
   }
   UpsertRequest out;
   out.collection = collection;
+  out.concern = wc;
   out.points.resize(points.size());
   std::vector<float> scratch;
   for (int i = 0; i < points.size(); ++i) {
@@ -123,6 +169,7 @@ absl::Status PointRefsOf(const CollectionConfig& config, const std::vector<NewPo
 absl::StatusOr<DeleteRequest> FromProto(const v1::DeleteRequest& req,
                                         const ServiceLimits& limits) {
   DeleteRequest out;
+  ZOOM_ASSIGN_OR_RETURN(out.concern, ConcernFromProto(req.write_concern()));
   out.collection = req.collection();
   out.all = req.all();
   if (req.has_filter() || (req.all() && req.ids().empty())) {
@@ -163,6 +210,7 @@ absl::StatusOr<SetPayloadRequest> FromProto(const v1::SetPayloadRequest& req,
                                                    limits.max_payload_bytes));
   }
   SetPayloadRequest out;
+  ZOOM_ASSIGN_OR_RETURN(out.concern, ConcernFromProto(req.write_concern()));
   ZOOM_ASSIGN_OR_RETURN(out.fields, FieldsFromProto(req.fields()));
   out.collection = req.collection();
   out.ids = Ids(req.ids());
@@ -178,6 +226,7 @@ absl::StatusOr<DeletePayloadRequest> FromProto(const v1::DeletePayloadRequest& r
   // name nothing, and each is looked up in every point.
   ZOOM_RETURN_IF_ERROR(CheckRange("number of keys", req.keys_size(), FieldLimits().max_fields));
   DeletePayloadRequest out;
+  ZOOM_ASSIGN_OR_RETURN(out.concern, ConcernFromProto(req.write_concern()));
   out.collection = req.collection();
   out.ids = Ids(req.ids());
   out.keys.assign(req.keys().begin(), req.keys().end());
@@ -486,7 +535,9 @@ std::vector<WriteToken> TokensFromProto(
     const google::protobuf::RepeatedPtrField<v1::WriteToken>& tokens) {
   std::vector<WriteToken> out;
   out.reserve(tokens.size());
-  for (const v1::WriteToken& t : tokens) out.push_back({t.shard(), t.sequence()});
+  for (const v1::WriteToken& t : tokens) {
+    out.push_back({t.shard(), t.sequence(), {t.acknowledged_by().begin(), t.acknowledged_by().end()}});
+  }
   return out;
 }
 
@@ -496,6 +547,7 @@ void TokensToProto(const std::vector<WriteToken>& tokens,
     v1::WriteToken* p = out->Add();
     p->set_shard(t.shard);
     p->set_sequence(t.sequence);
+    for (const std::string& n : t.acknowledged_by) p->add_acknowledged_by(n);
   }
 }
 

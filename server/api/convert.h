@@ -63,13 +63,18 @@ v1::CollectionInfo ToProto(const CollectionDescription& d);
 
 // ---- points
 
-// The points of an Upsert / Import message: InvalidArgument for none or
-// more than limits.max_batch, a vector given both ways, a payload over
-// limits.max_payload_bytes, fields that do not convert. Their dimension is
-// the backend's to check (PointRefsOf).
+// A request's write_concern (the proto enum's number): InvalidArgument for
+// a number the enum does not have.
+absl::StatusOr<WriteConcern> ConcernFromProto(int value);
+v1::WriteConcern ConcernToProto(WriteConcern c);
+
+// The points of an Upsert / Import message: InvalidArgument for an unknown
+// write concern, none or more than limits.max_batch points, a vector given
+// both ways, a payload over limits.max_payload_bytes, fields that do not
+// convert. Their dimension is the backend's to check (PointRefsOf).
 absl::StatusOr<UpsertRequest> UpsertFromProto(
     const std::string& collection, const google::protobuf::RepeatedPtrField<v1::Point>& points,
-    const ServiceLimits& limits);
+    int concern, const ServiceLimits& limits);
 // The points as the engine takes them (pointing into `points`):
 // InvalidArgument naming the first whose dimension is not config.dim.
 absl::Status PointRefsOf(const CollectionConfig& config, const std::vector<NewPoint>& points,

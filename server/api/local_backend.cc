@@ -169,22 +169,34 @@ absl::StatusOr<CollectionDescription> LocalBackend::GetCollection(const Call&,
 
 // ---- points -----------------------------------------------------------------------
 
+// The concern a standalone's write meets: under --sync=always its one copy
+// is on disk when it answers (every concern, the one asked reported);
+// under --sync=batch it is in the WAL, synced later (kLog).
+WriteAnswer LocalBackend::Answer(uint64_t count, WriteConcern asked) const {
+  WriteAnswer a;
+  a.count = count;
+  a.concern = !db_->options().sync_always ? WriteConcern::kLog
+              : asked == WriteConcern::kDefault ? WriteConcern::kMajority
+                                                : asked;
+  return a;
+}
+
 absl::StatusOr<WriteAnswer> LocalBackend::Upsert(const Call&, const UpsertRequest& req) {
   ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req.collection));
   std::vector<PointRef> refs;
   ZOOM_RETURN_IF_ERROR(PointRefsOf(c->config(), req.points, &refs));
   ZOOM_RETURN_IF_ERROR(c->Upsert(refs));
-  return WriteAnswer{refs.size(), {}};
+  return Answer(refs.size(), req.concern);
 }
 
 absl::StatusOr<WriteAnswer> LocalBackend::Delete(const Call&, const DeleteRequest& req) {
   ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req.collection));
   if (req.filter != nullptr) {
     ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->DeleteByFilter(*req.filter, req.all));
-    return WriteAnswer{n, {}};
+    return Answer(n, req.concern);
   }
   ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->Delete(req.ids));
-  return WriteAnswer{n, {}};
+  return Answer(n, req.concern);
 }
 
 absl::StatusOr<std::vector<PointData>> LocalBackend::Get(const Call&, const GetRequest& req) {
@@ -198,14 +210,14 @@ absl::StatusOr<std::vector<PointData>> LocalBackend::Get(const Call&, const GetR
 absl::StatusOr<WriteAnswer> LocalBackend::SetPayload(const Call&, const SetPayloadRequest& req) {
   ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req.collection));
   ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->SetPayload(req.ids, req.fields, req.overwrite));
-  return WriteAnswer{n, {}};
+  return Answer(n, req.concern);
 }
 
 absl::StatusOr<WriteAnswer> LocalBackend::DeletePayload(const Call&,
                                                         const DeletePayloadRequest& req) {
   ZOOM_ASSIGN_OR_RETURN(auto c, db_->GetCollection(req.collection));
   ZOOM_ASSIGN_OR_RETURN(uint64_t n, c->DeletePayload(req.ids, req.keys));
-  return WriteAnswer{n, {}};
+  return Answer(n, req.concern);
 }
 
 // ---- search -----------------------------------------------------------------------

@@ -99,6 +99,8 @@ class LocalBackend : public CollectionBackend {
   // The answer of a query run (its warning, degraded flag, bytes taken).
   SearchAnswer AnswerOf(const Collection& c, const Query& q, QueryResult result,
                         uint64_t* budget) const;
+  // A write's answer: `count` and the concern a standalone meets.
+  WriteAnswer Answer(uint64_t count, WriteConcern asked) const;
 
   Database* db_;
   ServiceLimits limits_;

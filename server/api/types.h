@@ -38,11 +38,21 @@ struct Call {
   std::vector<std::pair<std::string, std::string>> credentials;
 };
 
-// A write's position in a clustered collection's log (shard, sequence).
+// A write's position in a clustered collection's log (shard, sequence),
+// and the replicas that had it on disk when it was acknowledged (empty
+// under kLog).
 struct WriteToken {
   uint32_t shard = 0;
   uint64_t sequence = 0;
+  std::vector<std::string> acknowledged_by;
 };
+
+// When a write is acknowledged (zoom.v1.WriteConcern): a clustered
+// collection's write once its log stored it (kLog), or once more than half
+// (kMajority, the default) or all (kAll) of its shard's replicas have it
+// on disk. A standalone's one copy meets every concern under --sync=always.
+enum class WriteConcern : uint8_t { kDefault = 0, kLog = 1, kMajority = 2, kAll = 3 };
+const char* WriteConcernName(WriteConcern c);
 
 enum class Consistency : uint8_t { kEventual = 0, kSession = 1 };
 
@@ -77,6 +87,7 @@ struct NewPoint {
 struct UpsertRequest {
   std::string collection;
   std::vector<NewPoint> points;  // 1..limits.max_batch, payloads within the limit
+  WriteConcern concern = WriteConcern::kDefault;
 };
 
 // A write's answer: how many points it changed (Upsert: taken; Delete:
@@ -85,6 +96,8 @@ struct UpsertRequest {
 struct WriteAnswer {
   uint64_t count = 0;
   std::vector<WriteToken> tokens;
+  // The concern it was acknowledged under (never kDefault).
+  WriteConcern concern = WriteConcern::kMajority;
 };
 
 struct DeleteRequest {
@@ -94,6 +107,7 @@ struct DeleteRequest {
   // it; a filter that matches every point only with `all`.
   std::shared_ptr<const Filter> filter;
   bool all = false;
+  WriteConcern concern = WriteConcern::kDefault;
 };
 
 struct GetRequest {
@@ -108,12 +122,14 @@ struct SetPayloadRequest {
   std::vector<uint64_t> ids;  // 1..max_ids
   PayloadFields fields;       // within max_payload_bytes as sent
   bool overwrite = false;
+  WriteConcern concern = WriteConcern::kDefault;
 };
 
 struct DeletePayloadRequest {
   std::string collection;
   std::vector<uint64_t> ids;      // 1..max_ids
   std::vector<std::string> keys;  // at most FieldLimits::max_fields
+  WriteConcern concern = WriteConcern::kDefault;
 };
 
 // ---- search -------------------------------------------------------------------

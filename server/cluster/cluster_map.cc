@@ -96,6 +96,9 @@ std::string FloorsBucket(std::string_view cluster) {
 std::string ModelsBucket(std::string_view cluster) {
   return absl::StrCat("zoomd_", AV(cluster), "_models");
 }
+std::string AcksSubject(std::string_view cluster) {
+  return absl::StrCat("zoomd_acks.", AV(cluster));
+}
 std::string FloorKey(uint64_t uid, uint32_t shard) {
   return absl::StrCat(absl::Hex(uid, absl::kZeroPad16), ".", shard);
 }
@@ -364,6 +367,47 @@ absl::StatusOr<NodeInfo> NodeInfo::Decode(std::string_view text) {
     n.models.push_back(std::move(m));
   }
   return n;
+}
+
+std::string ReplicaAck::Encode() const {
+  std::string s = absl::StrCat("format=", kFormat, "\nnode=", node, "\nuid=",
+                               absl::Hex(uid, absl::kZeroPad16), "\nshard=", shard,
+                               "\ndurable=", durable);
+  if (!changed.empty()) {
+    absl::StrAppend(&s, "\nchanged=",
+                    absl::StrJoin(changed, ",", [](std::string* out, const auto& c) {
+                      absl::StrAppend(out, c.first, ":", c.second);
+                    }));
+  }
+  absl::StrAppend(&s, "\n");
+  return s;
+}
+
+absl::StatusOr<ReplicaAck> ReplicaAck::Decode(std::string_view text) {
+  ZOOM_ASSIGN_OR_RETURN(server::KeyValueText kv,
+                        server::KeyValueText::Parse(text, "replica ack"));
+  ZOOM_RETURN_IF_ERROR(CheckFormat(kv, kFormat, "replica ack"));
+  ReplicaAck a;
+  a.node = kv.String("node");
+  if (!ValidateNodeId(a.node).ok()) return absl::DataLossError("replica ack: bad node id");
+  ZOOM_ASSIGN_OR_RETURN(a.uid, ParseHex64(kv.String("uid"), "replica ack uid"));
+  uint64_t shard = 0;
+  ZOOM_RETURN_IF_ERROR(kv.Number("shard", &shard));
+  if (shard >= kMaxShards) return absl::DataLossError("replica ack: shard out of range");
+  a.shard = static_cast<uint32_t>(shard);
+  ZOOM_RETURN_IF_ERROR(kv.Number("durable", &a.durable));
+  const std::string changed = kv.String("changed");
+  if (!changed.empty()) {
+    const std::vector<std::string> items = absl::StrSplit(changed, ',');
+    for (const std::string& item : items) {
+      std::vector<std::string> f = absl::StrSplit(item, ':');
+      if (f.size() != 2) return absl::DataLossError("replica ack: changed malformed");
+      ZOOM_ASSIGN_OR_RETURN(uint64_t seq, ParseU64(f[0], "replica ack changed"));
+      ZOOM_ASSIGN_OR_RETURN(uint64_t n, ParseU64(f[1], "replica ack changed"));
+      a.changed.emplace_back(seq, n);
+    }
+  }
+  return a;
 }
 
 }  // namespace zoom::cluster

@@ -10,6 +10,8 @@
 //           (written with compare-and-set on the revision)
 //   bucket  zoomd_<cluster>_nodes    key <node id> -> NodeInfo (max age:
 //           a node that stops heartbeating leaves it)
+//   subject zoomd_acks.<cluster>   (core NATS, no stream) ReplicaAck: what
+//           each replica has applied and made durable (write concerns)
 //
 // A shard's replica on a node is the local collection
 // <collection>_s<shard>_<uid> (uid: 8 hex digits of the ShardMap's uid, so
@@ -35,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -64,6 +67,11 @@ std::string ModelsBucket(std::string_view cluster);
 std::string FloorKey(uint64_t uid, uint32_t shard);
 // The consumer of (node, collection uid, shard).
 std::string ConsumerName(std::string_view node, uint64_t uid, uint32_t shard);
+
+// Where replicas report their durable positions: core NATS, not a stream
+// (a report is a notice, sent again; its first token is not the streams'
+// "zoomd", so no stream takes it).
+std::string AcksSubject(std::string_view cluster);
 
 // InvalidArgument naming what to fix: a cluster or node name that is not
 // 1..32 of [A-Za-z0-9_-].
@@ -173,6 +181,34 @@ struct NodeInfo {
   std::string Encode() const;
   static absl::StatusOr<NodeInfo> Decode(std::string_view text);
   bool operator==(const NodeInfo&) const = default;
+};
+
+// A replica's report on AcksSubject (a write concern's acknowledgement):
+// node `node`'s replica of shard (uid, shard) has applied every entry of
+// its subject up to stream sequence `durable` and made it durable in its
+// own store (the same sync a standalone's write does). `changed`: for the
+// entries of the batch just applied that change points by id (delete, set
+// and delete payload), the points each changed (sequence, count), which
+// replicas at the same position agree on. Sent after each applied batch
+// and again while idle (a lost notice is made good).
+//
+// Encoding: key=value text (golden tests/data/golden/replica_ack_v1.txt),
+// format=1 first; node, uid (16 hex), shard, durable, changed=<sequence>:
+// <count>,... (absent: none). Unknown keys are ignored.
+struct ReplicaAck {
+  static constexpr uint32_t kFormat = 1;
+
+  std::string node;
+  uint64_t uid = 0;
+  uint32_t shard = 0;
+  uint64_t durable = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> changed;
+
+  std::string Encode() const;
+  // DataLoss for a malformed text (naming the key), FailedPrecondition for
+  // a newer format.
+  static absl::StatusOr<ReplicaAck> Decode(std::string_view text);
+  bool operator==(const ReplicaAck&) const = default;
 };
 
 }  // namespace zoom::cluster

@@ -357,6 +357,20 @@ absl::Status ClusterNode::Reconcile() {
     ro.log_floor = [catalog = catalog_.get(), uid = m.uid, k] {
       return catalog->LogFloor(uid, k);
     };
+    // Durable positions for write concerns: the node's own sync (none
+    // needed under --sync=always), reported on the acks subject.
+    if (!db_->options().sync_always) ro.sync = [db = db_] { return db->SyncWal(); };
+    ro.on_durable = [js = js_.get(), subject = AcksSubject(options_.catalog.cluster),
+                     node = options_.node_id, uid = m.uid,
+                     k](uint64_t durable, const std::vector<std::pair<uint64_t, uint64_t>>& c) {
+      ReplicaAck a;
+      a.node = node;
+      a.uid = uid;
+      a.shard = k;
+      a.durable = durable;
+      a.changed = c;
+      (void)js->PublishNotice(subject, a.Encode());  // a lost notice is sent again
+    };
     absl::StatusOr<std::unique_ptr<ShardReplica>> r = ShardReplica::Start(js_.get(), *coll, ro);
     if (!r.ok()) {
       if (first.ok()) first = r.status();

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 
 namespace zoom::cluster {
 namespace {
@@ -169,6 +170,10 @@ absl::StatusOr<std::unique_ptr<JetStream>> JetStream::Connect(const JetStreamOpt
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts, -1);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts, Millis(options.reconnect_wait));
   // A dead server is noticed within ~2 s on an idle connection.
+  // Publishes leave at once, not when the library's buffer or flusher says:
+  // a replica's notice of its durable position is on a write's path
+  // (write concerns), as is each entry's acknowledgement.
+  if (s == NATS_OK) s = natsOptions_SetSendAsap(opts, true);
   if (s == NATS_OK) s = natsOptions_SetPingInterval(opts, 1000);
   if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(opts, 2);
   auto impl = std::make_unique<Impl>();
@@ -347,6 +352,83 @@ absl::StatusOr<PubAck> JetStream::Publish(const std::string& subject, std::strin
   out.duplicate = ack->Duplicate;
   jsPubAck_Destroy(ack);
   return out;
+}
+
+// ---- notices (core NATS) ------------------------------------------------------------
+
+// The handler's state, shared by the Subscription and the library's
+// closure (a heap copy of the shared_ptr, freed by the completion
+// callback once the library calls the handler no more).
+struct NoticeState {
+  absl::Mutex mu;
+  bool closed ABSL_GUARDED_BY(mu) = false;
+  std::function<void(std::string_view)> on_message;
+};
+
+struct Subscription::Impl {
+  natsSubscription* sub = nullptr;
+  std::shared_ptr<NoticeState> state;
+  ~Impl() {
+    {
+      // Waits for a handler running now; none runs after this.
+      absl::MutexLock l(&state->mu);
+      state->closed = true;
+    }
+    if (sub != nullptr) {
+      (void)natsSubscription_Unsubscribe(sub);
+      natsSubscription_Destroy(sub);
+    }
+  }
+};
+
+Subscription::Subscription(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Subscription::~Subscription() = default;
+
+namespace {
+
+void OnNotice(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
+  auto* state = static_cast<std::shared_ptr<NoticeState>*>(closure);
+  {
+    absl::MutexLock l(&(*state)->mu);
+    if (!(*state)->closed) {
+      const char* data = natsMsg_GetData(msg);
+      (*state)->on_message(data == nullptr
+                               ? std::string_view()
+                               : std::string_view(data, natsMsg_GetDataLength(msg)));
+    }
+  }
+  natsMsg_Destroy(msg);
+}
+
+void OnNoticeComplete(void* closure) { delete static_cast<std::shared_ptr<NoticeState>*>(closure); }
+
+}  // namespace
+
+absl::Status JetStream::PublishNotice(const std::string& subject, std::string_view data) {
+  natsStatus s = natsConnection_Publish(impl_->nc, subject.c_str(), data.data(),
+                                        static_cast<int>(data.size()));
+  return FromNats(s, 0, absl::StrCat("notice on ", subject));
+}
+
+absl::StatusOr<std::unique_ptr<Subscription>> JetStream::Subscribe(
+    const std::string& subject, std::function<void(std::string_view)> on_message) {
+  auto impl = std::make_unique<Subscription::Impl>();
+  impl->state = std::make_shared<NoticeState>();
+  impl->state->on_message = std::move(on_message);
+  auto* closure = new std::shared_ptr<NoticeState>(impl->state);
+  natsStatus s = natsConnection_Subscribe(&impl->sub, impl_->nc, subject.c_str(), OnNotice,
+                                          closure);
+  if (s != NATS_OK) {
+    delete closure;
+    impl->sub = nullptr;
+    return FromNats(s, 0, absl::StrCat("subscribing to ", subject));
+  }
+  s = natsSubscription_SetOnCompleteCB(impl->sub, OnNoticeComplete, closure);
+  if (s != NATS_OK) {
+    // The closure stays (a few bytes) rather than be freed under a handler.
+    return FromNats(s, 0, absl::StrCat("subscribing to ", subject));
+  }
+  return std::unique_ptr<Subscription>(new Subscription(std::move(impl)));
 }
 
 absl::StatusOr<std::unique_ptr<PullConsumer>> JetStream::Consume(const std::string& stream,

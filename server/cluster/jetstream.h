@@ -11,7 +11,10 @@
 //   * pull consumers: a replica reads its shard's subject in order from a
 //     sequence (FetchBatch), acknowledging what it applied;
 //   * key-value buckets: the shard map (compare-and-set on revision) and
-//     the node bucket (entries expire after the bucket's max age).
+//     the node bucket (entries expire after the bucket's max age);
+//   * notices: core NATS publish and subscribe, no stream (a message may be
+//     lost: what is sent this way is sent again), for the replicas'
+//     reports of their durable positions.
 //
 // Errors: every NATS status becomes an absl::Status with the server's
 // words and what was asked: a timeout or a lost connection is Unavailable
@@ -30,6 +33,7 @@
 #define ZOOM_SERVER_CLUSTER_JETSTREAM_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -98,6 +102,22 @@ struct LogMessage {
 };
 
 class JetStream;
+
+// A core NATS subscription (JetStream::Subscribe). Its handler runs on the
+// NATS library's delivery thread, one message at a time, in order; once
+// the destructor returned it runs no more.
+class Subscription {
+ public:
+  ~Subscription();
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+
+ private:
+  friend class JetStream;
+  struct Impl;
+  explicit Subscription(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
 
 // A durable pull consumer of one stream, filtered on one subject.
 class PullConsumer {
@@ -207,6 +227,14 @@ class JetStream {
   absl::StatusOr<PubAck> Publish(const std::string& subject, std::string_view data,
                                  const std::string& message_id = "",
                                  absl::Duration timeout = absl::ZeroDuration());
+
+  // Notices (core NATS): `data` to whoever subscribes to `subject` now; no
+  // stream stores it, nothing acknowledges it (Unavailable when not
+  // connected). Subscribe calls `on_message` with each message's data on
+  // `subject` (a wildcard allowed) until the Subscription is destroyed.
+  absl::Status PublishNotice(const std::string& subject, std::string_view data);
+  absl::StatusOr<std::unique_ptr<Subscription>> Subscribe(
+      const std::string& subject, std::function<void(std::string_view)> on_message);
 
   // The durable pull consumer `durable` of `stream` on `subject`, starting
   // at stream sequence `start_sequence` (>= 1). An existing consumer of that

@@ -227,7 +227,7 @@ absl::StatusOr<LogEntry> DecodeLogEntry(std::string_view bytes) {
   return e;
 }
 
-absl::Status ApplyLogEntry(const LogEntry& e, server::Collection* c) {
+absl::StatusOr<uint64_t> ApplyLogEntry(const LogEntry& e, server::Collection* c) {
   switch (e.op) {
     case LogOp::kUpsert: {
       if (e.dim != c->config().dim) {
@@ -239,18 +239,21 @@ absl::Status ApplyLogEntry(const LogEntry& e, server::Collection* c) {
       for (const LogPoint& p : e.points) {
         refs.push_back({p.id, p.vector.data(), p.payload, p.fields.empty() ? nullptr : &p.fields});
       }
-      return c->Upsert(refs);
+      ZOOM_RETURN_IF_ERROR(c->Upsert(refs));
+      return refs.size();
     }
     case LogOp::kDelete:
-      return c->Delete(e.ids).status();
+      return c->Delete(e.ids);
     case LogOp::kSetPayload:
-      return c->SetPayload(e.ids, e.fields, e.overwrite).status();
+      return c->SetPayload(e.ids, e.fields, e.overwrite);
     case LogOp::kDeletePayload:
-      return c->DeletePayload(e.ids, e.keys).status();
+      return c->DeletePayload(e.ids, e.keys);
     case LogOp::kCreateFieldIndex:
-      return c->field_indexes().Create(e.field, e.index_type);
+      ZOOM_RETURN_IF_ERROR(c->field_indexes().Create(e.field, e.index_type));
+      return 0;
     case LogOp::kDeleteFieldIndex:
-      return c->field_indexes().Delete(e.field);
+      ZOOM_RETURN_IF_ERROR(c->field_indexes().Delete(e.field));
+      return 0;
   }
   return absl::InternalError("log entry: unknown operation");
 }

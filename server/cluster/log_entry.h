@@ -83,8 +83,10 @@ absl::StatusOr<LogEntry> DecodeLogEntry(std::string_view bytes);
 size_t UpsertEntryBytes(uint32_t dim, size_t points, size_t extra_bytes);
 
 // Applies the entry to the collection (its shard's replica) through the
-// collection's own writes: their statuses unchanged.
-absl::Status ApplyLogEntry(const LogEntry& entry, server::Collection* collection);
+// collection's own writes: their statuses unchanged. Returns the points
+// it changed (upsert: taken; delete: deleted; set/delete payload: changed;
+// field indexes: 0).
+absl::StatusOr<uint64_t> ApplyLogEntry(const LogEntry& entry, server::Collection* collection);
 
 }  // namespace zoom::cluster
 

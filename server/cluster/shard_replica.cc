@@ -85,10 +85,40 @@ void ShardReplica::SetError(const absl::Status& st) {
   status_.last_error = st.ok() ? "" : st.ToString();
 }
 
+namespace {
+
+// Entries whose answer counts points (DeleteResponse.deleted,
+// SetPayloadResponse.updated): a write concern's acknowledgement carries it.
+bool CountsPoints(LogOp op) {
+  return op == LogOp::kDelete || op == LogOp::kSetPayload || op == LogOp::kDeletePayload;
+}
+
+}  // namespace
+
+bool ShardReplica::Report(std::vector<std::pair<uint64_t, uint64_t>>* changed) {
+  if (options_.sync) {
+    if (absl::Status st = options_.sync(); !st.ok()) {
+      SetError(absl::Status(st.code(), absl::StrCat("making applied writes durable: ",
+                                                    st.message())));
+      return false;
+    }
+  }
+  uint64_t durable = 0;
+  {
+    absl::MutexLock l(&mu_);
+    durable = status_.durable = status_.applied;
+  }
+  if (options_.on_durable) options_.on_durable(durable, *changed);
+  changed->clear();
+  return true;
+}
+
 void ShardReplica::Run() {
   const std::string& name = collection_->config().name;
   std::unique_ptr<PullConsumer> consumer;
   absl::Time floor_checked = absl::InfinitePast();
+  absl::Time reported = absl::InfinitePast();
+  std::vector<std::pair<uint64_t, uint64_t>> changed;  // not yet reported
   for (;;) {
     {
       absl::MutexLock l(&mu_);
@@ -114,10 +144,15 @@ void ShardReplica::Run() {
       continue;
     }
     if (batch->empty()) {
-      absl::MutexLock l(&mu_);
-      status_.pending = 0;
-      status_.caught_up = true;
-      status_.last_error.clear();
+      {
+        absl::MutexLock l(&mu_);
+        status_.pending = 0;
+        status_.caught_up = true;
+        status_.last_error.clear();
+      }
+      if (absl::Now() - reported >= options_.report_every && Report(&changed)) {
+        reported = absl::Now();
+      }
       continue;
     }
     if (options_.log_floor && absl::Now() - floor_checked >= options_.floor_check) {
@@ -156,7 +191,8 @@ void ShardReplica::Run() {
         status_.last_error = absl::StrCat("entry ", m.sequence, ": ", entry.status().ToString());
         return;
       }
-      absl::Status st = ApplyLogEntry(*entry, collection_.get());
+      absl::StatusOr<uint64_t> applied = ApplyLogEntry(*entry, collection_.get());
+      absl::Status st = applied.status();
       bool skipped = false;
       if (!st.ok() && Deterministic(st)) {
         ZOOM_LOG(WARNING, "collection ", name, ": log entry ", m.sequence, " (",
@@ -173,6 +209,7 @@ void ShardReplica::Run() {
         break;
       }
       acked_through = m.sequence;
+      if (CountsPoints(entry->op)) changed.emplace_back(m.sequence, skipped ? 0 : *applied);
       absl::MutexLock l(&mu_);
       status_.applied = m.sequence;
       status_.pending = m.pending;
@@ -182,6 +219,7 @@ void ShardReplica::Run() {
       status_.last_error.clear();
     }
     if (acked_through > 0) {
+      if (Report(&changed)) reported = absl::Now();
       // The acknowledgement only trims what JetStream redelivers; the
       // position is the truth. A failure here is harmless.
       (void)consumer->AckThrough(acked_through);

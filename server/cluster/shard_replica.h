@@ -32,6 +32,12 @@
 // peer's snapshot instead). Only a replica absent for the node's log_hold
 // (far longer than floor_check) can be purged past.
 //
+// Durable positions (write concerns): after each batch it applied, the
+// replica makes it durable (options.sync: null when every write is durable
+// once it returns, --sync=always) and tells options.on_durable its position
+// and the points each counting entry changed; while idle it tells the same
+// position again every report_every (a lost notice is made good).
+//
 // Thread safety: status() and WaitApplied from any thread.
 #ifndef ZOOM_SERVER_CLUSTER_SHARD_REPLICA_H_
 #define ZOOM_SERVER_CLUSTER_SHARD_REPLICA_H_
@@ -41,6 +47,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -64,10 +72,20 @@ struct ShardReplicaOptions {
   // The shard's log floor (ClusterCatalog::LogFloor); empty: not checked.
   std::function<absl::StatusOr<uint64_t>()> log_floor;
   absl::Duration floor_check = absl::Seconds(5);
+  // Makes every write applied so far durable (null: they are when applied).
+  std::function<absl::Status()> sync;
+  // Told each durable position: (position, [(sequence, points changed)]
+  // of the entries that count points, among those applied since the last
+  // call). On the replica's thread: it must not block.
+  std::function<void(uint64_t durable,
+                     const std::vector<std::pair<uint64_t, uint64_t>>& changed)>
+      on_durable;
+  absl::Duration report_every = absl::Seconds(1);
 };
 
 struct ReplicaStatus {
   uint64_t applied = 0;        // the log position: last stream sequence applied
+  uint64_t durable = 0;        // applied and on disk (sync): what on_durable was told
   uint64_t pending = 0;        // messages after it the consumer has not delivered yet
   bool caught_up = false;      // the last fetch found nothing more (pending == 0)
   bool failed = false;         // stopped on an entry it cannot apply (last_error)
@@ -102,6 +120,9 @@ class ShardReplica {
   // Sleeps `d` unless stopped meanwhile; false when stopping.
   bool Pause(absl::Duration d);
   void SetError(const absl::Status& st);
+  // Syncs (options_.sync) and reports the position (on_durable); false
+  // when the sync failed (retried with the next batch or idle pass).
+  bool Report(std::vector<std::pair<uint64_t, uint64_t>>* changed);
 
   JetStream* js_;
   std::shared_ptr<server::Collection> collection_;

@@ -165,12 +165,15 @@ grpc::ServerUnaryReactor* VectorSearchService::GetCollection(
 
 absl::Status VectorSearchService::ApplyPoints(
     const api::Call& call, const std::string& collection,
-    const google::protobuf::RepeatedPtrField<v1::Point>& points, uint64_t* applied,
-    std::vector<api::WriteToken>* tokens) const {
-  ZOOM_ASSIGN_OR_RETURN(api::UpsertRequest r, api::UpsertFromProto(collection, points, limits_));
+    const google::protobuf::RepeatedPtrField<v1::Point>& points, int concern,
+    api::WriteAnswer* answer) const {
+  ZOOM_ASSIGN_OR_RETURN(api::UpsertRequest r,
+                        api::UpsertFromProto(collection, points, concern, limits_));
   ZOOM_ASSIGN_OR_RETURN(api::WriteAnswer a, backend_->Upsert(call, r));
-  *applied += a.count;
-  if (tokens != nullptr) tokens->insert(tokens->end(), a.tokens.begin(), a.tokens.end());
+  answer->count += a.count;
+  answer->concern = a.concern;
+  answer->tokens.insert(answer->tokens.end(), std::make_move_iterator(a.tokens.begin()),
+                        std::make_move_iterator(a.tokens.end()));
   return absl::OkStatus();
 }
 
@@ -179,11 +182,12 @@ grpc::ServerUnaryReactor* VectorSearchService::Upsert(grpc::CallbackServerContex
                                                       v1::UpsertResponse* resp) {
   return Run(ctx, "Upsert", WorkClass::kWrite, 1 + req->points_size() / 100, Writes::kYes,
              [this, req, resp](const api::Call& call) {
-    uint64_t n = 0;
-    std::vector<api::WriteToken> tokens;
-    ZOOM_RETURN_IF_ERROR(ApplyPoints(call, req->collection(), req->points(), &n, &tokens));
-    resp->set_upserted(n);
-    api::TokensToProto(tokens, resp->mutable_tokens());
+    api::WriteAnswer a;
+    ZOOM_RETURN_IF_ERROR(
+        ApplyPoints(call, req->collection(), req->points(), req->write_concern(), &a));
+    resp->set_upserted(a.count);
+    api::TokensToProto(a.tokens, resp->mutable_tokens());
+    resp->set_write_concern(api::ConcernToProto(a.concern));
     return absl::OkStatus();
   });
 }
@@ -197,6 +201,7 @@ grpc::ServerUnaryReactor* VectorSearchService::Delete(grpc::CallbackServerContex
     ZOOM_ASSIGN_OR_RETURN(api::WriteAnswer a, backend_->Delete(call, r));
     resp->set_deleted(a.count);
     api::TokensToProto(a.tokens, resp->mutable_tokens());
+    resp->set_write_concern(api::ConcernToProto(a.concern));
     return absl::OkStatus();
   });
 }
@@ -228,6 +233,8 @@ grpc::ServerUnaryReactor* VectorSearchService::SetPayload(grpc::CallbackServerCo
     ZOOM_ASSIGN_OR_RETURN(api::SetPayloadRequest r, api::FromProto(*req, limits_));
     ZOOM_ASSIGN_OR_RETURN(api::WriteAnswer a, backend_->SetPayload(call, r));
     resp->set_updated(a.count);
+    api::TokensToProto(a.tokens, resp->mutable_tokens());
+    resp->set_write_concern(api::ConcernToProto(a.concern));
     return absl::OkStatus();
   });
 }
@@ -240,6 +247,8 @@ grpc::ServerUnaryReactor* VectorSearchService::DeletePayload(grpc::CallbackServe
     ZOOM_ASSIGN_OR_RETURN(api::DeletePayloadRequest r, api::FromProto(*req, limits_));
     ZOOM_ASSIGN_OR_RETURN(api::WriteAnswer a, backend_->DeletePayload(call, r));
     resp->set_updated(a.count);
+    api::TokensToProto(a.tokens, resp->mutable_tokens());
+    resp->set_write_concern(api::ConcernToProto(a.concern));
     return absl::OkStatus();
   });
 }
@@ -247,27 +256,35 @@ grpc::ServerUnaryReactor* VectorSearchService::DeletePayload(grpc::CallbackServe
 grpc::ServerReadReactor<grpc::ByteBuffer>* VectorSearchService::Import(
     grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp) {
   // The last token of each shard written goes in the response (clustered
-  // collections).
-  auto tokens = std::make_shared<std::map<uint32_t, uint64_t>>();
+  // collections), with the replicas that acknowledged it; every batch is
+  // acknowledged under the first message's write concern.
+  struct Written {
+    std::map<uint32_t, api::WriteToken> tokens;
+    std::optional<int> concern;
+    api::WriteConcern applied = api::WriteConcern::kMajority;
+  };
+  auto written = std::make_shared<Written>();
   ImportHooks hooks;
   hooks.pool = pool_;
   hooks.auth = auth_;
   hooks.precheck = [this] { return backend_->AcceptsWrites("Import"); };
-  hooks.apply = [this, ctx, tokens](const std::string& collection, v1::ImportRequest* req,
-                                    uint64_t* imported) {
-    std::vector<api::WriteToken> got;
+  hooks.apply = [this, ctx, written](const std::string& collection, v1::ImportRequest* req,
+                                     uint64_t* imported) {
+    if (!written->concern.has_value()) written->concern = req->write_concern();
+    api::WriteAnswer a;
     api::Call call = CallOf(ctx, nullptr);
     call.deadline = absl::InfiniteFuture();  // each message; the stream has its own
-    ZOOM_RETURN_IF_ERROR(ApplyPoints(call, collection, req->points(), imported, &got));
-    for (const api::WriteToken& t : got) (*tokens)[t.shard] = t.sequence;
+    ZOOM_RETURN_IF_ERROR(ApplyPoints(call, collection, req->points(), *written->concern, &a));
+    *imported += a.count;
+    written->applied = a.concern;
+    for (api::WriteToken& t : a.tokens) written->tokens[t.shard] = std::move(t);
     return absl::OkStatus();
   };
-  hooks.finish = [tokens](v1::ImportResponse* out) {
-    for (const auto& [k, seq] : *tokens) {
-      v1::WriteToken* t = out->add_tokens();
-      t->set_shard(k);
-      t->set_sequence(seq);
-    }
+  hooks.finish = [written](v1::ImportResponse* out) {
+    std::vector<api::WriteToken> tokens;
+    for (auto& [k, t] : written->tokens) tokens.push_back(t);
+    api::TokensToProto(tokens, out->mutable_tokens());
+    out->set_write_concern(api::ConcernToProto(written->applied));
   };
   hooks.record = [this](const absl::Status& st, double s) { Record("Import", st, s); };
   return new ImportReactor(std::move(hooks), ctx, resp);

@@ -125,11 +125,12 @@ class VectorSearchService final
   void RefreshCollectionMetrics() const;
 
   // One Upsert / Import message applied as the RPC would (shared with the
-  // Import reactor; the fuzz targets' way in): the points taken added to
-  // *applied, the write's tokens to *tokens (may be null).
+  // Import reactor; the fuzz targets' way in) under write concern `concern`
+  // (zoom.v1.WriteConcern's number): the points taken added to
+  // answer->count, the write's tokens appended, its concern set.
   absl::Status ApplyPoints(const api::Call& call, const std::string& collection,
                            const google::protobuf::RepeatedPtrField<v1::Point>& points,
-                           uint64_t* applied, std::vector<api::WriteToken>* tokens) const;
+                           int concern, api::WriteAnswer* answer) const;
   WorkerPool* pool() const { return pool_; }
   const Authenticator* auth() const { return auth_; }
   // A Search / Get answered as the RPC would (the same validation and

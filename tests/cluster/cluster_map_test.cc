@@ -123,6 +123,38 @@ TEST(ClusterMapTest, GoldenModelRecordsOfFormat1) {
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("model.1")));
 }
 
+// A replica's report of its durable position (core NATS, AcksSubject).
+TEST(ClusterMapTest, GoldenReplicaAckOfFormat1) {
+  ReplicaAck a;
+  a.node = "n2";
+  a.uid = 0x0123456789abcdefULL;
+  a.shard = 3;
+  a.durable = 1234;
+  a.changed = {{1230, 7}, {1234, 0}};
+  const std::string text = Golden("replica_ack_v1.txt", a.Encode());
+  EXPECT_EQ(a.Encode(), text);
+  ASSERT_OK_AND_ASSIGN(ReplicaAck back, ReplicaAck::Decode(text));
+  EXPECT_EQ(back, a);
+  ReplicaAck idle = a;
+  idle.changed.clear();
+  ASSERT_OK_AND_ASSIGN(ReplicaAck idle_back, ReplicaAck::Decode(idle.Encode()));
+  EXPECT_EQ(idle_back, idle);
+  EXPECT_EQ(AcksSubject("prod"), "zoomd_acks.prod");
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"changed=1230:7,1234:0", "changed=1230:7,1234"},
+           {"changed=1230:7,1234:0", "changed=1230:x"},
+           {"shard=3", "shard=99999"},
+           {"durable=1234", "durable=-1"},
+           {"node=n2", "node=a b"},
+           {"uid=0123456789abcdef", "uid=xyz"}}) {
+    EXPECT_THAT(ReplicaAck::Decode(absl::StrReplaceAll(text, {{from, to}})),
+                StatusIs(absl::StatusCode::kDataLoss))
+        << to;
+  }
+  EXPECT_THAT(ReplicaAck::Decode(absl::StrReplaceAll(text, {{"format=1", "format=2"}})),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 TEST(ClusterMapTest, MalformedRecordsAreRefused) {
   const std::string text = GoldenMap().Encode();
   auto with = [&](const std::string& from, const std::string& to) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -174,6 +175,39 @@ TEST_F(JetStreamTest, KeyValueCompareAndSetAndExpiry) {
     ASSERT_OK_AND_ASSIGN(still, nb->Get("node-a"));
   } while (still.has_value() && absl::Now() < end);
   EXPECT_FALSE(still.has_value()) << "the entry outlived the bucket's max age by 29 s";
+}
+
+// Notices: core NATS, no stream; in order to a subscriber, none after its
+// end.
+TEST_F(JetStreamTest, NoticesReachSubscribersInOrderAndStopWithTheSubscription) {
+  absl::Mutex mu;
+  std::vector<std::string> got;
+  ASSERT_OK_AND_ASSIGN(auto sub, js_->Subscribe("zoomd_acks.t", [&](std::string_view d) {
+    absl::MutexLock l(&mu);
+    got.emplace_back(d);
+  }));
+  // A subscription is live once the server has it: a round trip through
+  // the server (a JetStream request on the same connection) orders it.
+  ASSERT_OK(js_->EnsureStream({"order", {"order.x"}}));
+  for (int i = 0; i < 100; ++i) ASSERT_OK(js_->PublishNotice("zoomd_acks.t", absl::StrCat(i)));
+  ASSERT_OK(js_->PublishNotice("zoomd_acks.other", "not for it"));
+  {
+    absl::MutexLock l(&mu);
+    auto all = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) { return got.size() >= 100; };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all), absl::Seconds(30)));
+    for (int i = 0; i < 100; ++i) EXPECT_EQ(got[i], absl::StrCat(i));
+  }
+  sub.reset();
+  const size_t before = [&] {
+    absl::MutexLock l(&mu);
+    return got.size();
+  }();
+  ASSERT_OK(js_->PublishNotice("zoomd_acks.t", "after"));
+  ASSERT_OK(js_->EnsureStream({"order", {"order.x"}}));  // a round trip after it
+  absl::MutexLock l(&mu);
+  EXPECT_EQ(got.size(), before);
+  EXPECT_THAT(js_->Subscribe("bad subject", [](std::string_view) {}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(JetStreamTest, BadInputAndNoStream) {

@@ -9,11 +9,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -208,6 +210,77 @@ TEST_F(ShardReplicaTest, ReplicasApplyInOrderRestartAfterTheirPositionAndBootstr
   EXPECT_TRUE(ra->status().failed);
   EXPECT_THAT(ra->status().last_error, HasSubstr("DATA_LOSS"));
   EXPECT_EQ(a->log_position(), last);
+}
+
+// Write concerns: a replica reports its position once what it applied is
+// durable (options.sync), with the points each counting entry changed, and
+// again while idle; a failing sync holds the report back.
+TEST_F(ShardReplicaTest, DurablePositionsAreReportedWithCountsAndOnlyAfterTheSync) {
+  auto a = Local("docs_s0_a");
+  ASSERT_NE(a, nullptr);
+  struct Reports {
+    absl::Mutex mu;
+    std::vector<uint64_t> positions ABSL_GUARDED_BY(mu);
+    std::map<uint64_t, uint64_t> changed ABSL_GUARDED_BY(mu);  // sequence -> count
+    int repeated ABSL_GUARDED_BY(mu) = 0;  // reports of the position before
+    bool fail_sync ABSL_GUARDED_BY(mu) = false;
+    int syncs ABSL_GUARDED_BY(mu) = 0;
+  } r;
+  ShardReplicaOptions o;
+  o.stream = kStream;
+  o.subject = kShard0;
+  o.durable = "a_docs_0";
+  o.fetch_wait = absl::Milliseconds(50);
+  o.report_every = absl::Milliseconds(50);
+  o.sync = [&r]() -> absl::Status {
+    absl::MutexLock l(&r.mu);
+    ++r.syncs;
+    return r.fail_sync ? absl::UnavailableError("disk away") : absl::OkStatus();
+  };
+  o.on_durable = [&r](uint64_t durable, const std::vector<std::pair<uint64_t, uint64_t>>& c) {
+    absl::MutexLock l(&r.mu);
+    if (!r.positions.empty() && r.positions.back() == durable) ++r.repeated;
+    r.positions.push_back(durable);
+    for (const auto& [seq, n] : c) EXPECT_TRUE(r.changed.emplace(seq, n).second) << seq;
+  };
+  auto reported = [&r](uint64_t seq) {
+    absl::MutexLock l(&r.mu);
+    auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(r.mu) {
+      return !r.positions.empty() && r.positions.back() >= seq;
+    };
+    return r.mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(60));
+  };
+  ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, o));
+  Publish(Upsert(0, 10, 0.0f));
+  const uint64_t del = Publish(Delete({3, 4, 99}));
+  const uint64_t last = Publish(Upsert(20, 2, 0.0f));
+  ASSERT_TRUE(Applied(ra.get(), last)) << ra->status().last_error;
+  ASSERT_TRUE(reported(last));
+  EXPECT_EQ(ra->status().durable, last);
+  {
+    absl::MutexLock l(&r.mu);
+    EXPECT_TRUE(std::is_sorted(r.positions.begin(), r.positions.end()));
+    // Only the counting entry, with the points it deleted (99 did not exist).
+    EXPECT_EQ(r.changed, (std::map<uint64_t, uint64_t>{{del, 2}}));
+    EXPECT_GT(r.syncs, 0);
+    auto twice = [&]() ABSL_SHARED_LOCKS_REQUIRED(r.mu) { return r.repeated >= 2; };
+    EXPECT_TRUE(r.mu.AwaitWithTimeout(absl::Condition(&twice), absl::Seconds(60)))
+        << "an idle replica reports its position again";
+    r.fail_sync = true;
+  }
+  // Applied, not durable: no report of it while the sync fails.
+  const uint64_t held = Publish(Delete({20}));
+  ASSERT_TRUE(Applied(ra.get(), held));
+  EXPECT_LT(ra->status().durable, held);
+  {
+    absl::MutexLock l(&r.mu);
+    EXPECT_LT(r.positions.back(), held);
+    r.fail_sync = false;
+  }
+  ASSERT_TRUE(reported(held));
+  EXPECT_EQ(ra->status().durable, held);
+  absl::MutexLock l(&r.mu);
+  EXPECT_EQ(r.changed[held], 1u);
 }
 
 TEST_F(ShardReplicaTest, AReplicaTheLogWasPurgedPastStopsInsteadOfSkippingTheGap) {

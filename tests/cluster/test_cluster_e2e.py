@@ -292,10 +292,12 @@ def run_cluster_cases(cluster: Cluster, data) -> None:
     acked: Dict[int, bytes] = {}
     tokens: Dict[int, int] = {}
 
-    def write(first: int, n: int, timeout: float = 30) -> zoom_pb2.UpsertResponse:
+    def write(first: int, n: int, timeout: float = 30,
+              concern: int = zoom_pb2.WRITE_CONCERN_DEFAULT) -> zoom_pb2.UpsertResponse:
         pts = [zoom_pb2.Point(id=i, vector=base[i % len(base)].tolist(), payload=b"p%d" % i)
                for i in range(first, first + n)]
-        resp = r.Upsert(zoom_pb2.UpsertRequest(collection="docs", points=pts), timeout=timeout)
+        resp = r.Upsert(zoom_pb2.UpsertRequest(collection="docs", points=pts,
+                                               write_concern=concern), timeout=timeout)
         for p in pts:
             acked[p.id] = p.payload
         for t in resp.tokens:
@@ -490,8 +492,14 @@ def run_cluster_cases(cluster: Cluster, data) -> None:
     assert half.coverage == 0.5 and half.degraded and len(half.hits) == 10
 
     # 4. Restarted replicas catch up (writes happened while they were down)
-    #    and serve again; z1 comes back with an empty disk: a snapshot.
-    write(len(base), 300)
+    #    and serve again; z1 comes back with an empty disk: a snapshot. With
+    #    both of shard 1's replicas down, no write touching it can be on
+    #    disk on a majority of them: under MAJORITY (the default) it is not
+    #    acknowledged; under LOG (JetStream stored it) it is, and replayed.
+    with pytest.raises(grpc.RpcError) as err:
+        write(len(base) + 1000, 20, timeout=3)
+    assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, err.value
+    write(len(base), 300, concern=zoom_pb2.WRITE_CONCERN_LOG)
     shutil.rmtree(cluster.root / "z1")
     restarted_at = time.monotonic()
     for h in ("z1", "z2", "z3"):

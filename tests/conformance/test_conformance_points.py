@@ -94,6 +94,9 @@ ERROR_CASES: List[Case] = [
     Case("Upsert.cosine_zero", "Upsert",
          lambda: U([pb.Point(id=1, vector=[0.0] * SMALL_DIM)], collection="cosc"),
          "INVALID_ARGUMENT", ""),
+    Case("Upsert.bad_write_concern", "Upsert",
+         lambda: pb.UpsertRequest(collection="scratch", points=[point(0)], write_concern=7),
+         "INVALID_ARGUMENT", "write_concern 7 is not one of"),
     Case("Upsert.unknown_collection", "Upsert", lambda: U([point(0)], collection="nosuch"),
          "NOT_FOUND", "nosuch"),
     Case("Upsert.bad_collection_name", "Upsert", lambda: U([point(0)], collection="bad name!"),
@@ -116,6 +119,9 @@ ERROR_CASES: List[Case] = [
     Case("Delete.bad_filter", "Delete",
          lambda: pb.DeleteRequest(collection="scratch", filter=BAD_FILTERS["no_key"][0]),
          "INVALID_ARGUMENT", "needs a key"),
+    Case("Delete.bad_write_concern", "Delete",
+         lambda: pb.DeleteRequest(collection="scratch", ids=[1], write_concern=4),
+         "INVALID_ARGUMENT", "write_concern 4 is not one of"),
     Case("Delete.unknown_collection", "Delete",
          lambda: pb.DeleteRequest(collection="nosuch", ids=[1]), "NOT_FOUND", "nosuch"),
     # -- Get
@@ -134,6 +140,10 @@ ERROR_CASES: List[Case] = [
          lambda: [pb.ImportRequest(collection="scratch", points=[point(0, id=50001)]),
                   pb.ImportRequest(points=[point(1, vector=[1.0] * 3, id=50002)])],
          "INVALID_ARGUMENT", "has 3 dimensions"),
+    Case("Import.bad_write_concern", "Import",
+         lambda: [pb.ImportRequest(collection="scratch", points=[point(0, id=50003)],
+                                   write_concern=5)],
+         "INVALID_ARGUMENT", "write_concern 5 is not one of"),
     Case("Import.empty_message", "Import",
          lambda: [pb.ImportRequest(collection="scratch")], "INVALID_ARGUMENT", ""),
     Case("Import.unknown_collection", "Import",
@@ -169,6 +179,10 @@ ERROR_CASES: List[Case] = [
     Case("SetPayload.empty_field_name", "SetPayload",
          lambda: pb.SetPayloadRequest(collection="scratch", ids=[1], fields={"": val(1)}),
          "INVALID_ARGUMENT", "empty name"),
+    Case("SetPayload.bad_write_concern", "SetPayload",
+         lambda: pb.SetPayloadRequest(collection="scratch", ids=[1], fields={"a": val(1)},
+                                      write_concern=-1),
+         "INVALID_ARGUMENT", "write_concern -1 is not one of"),
     Case("SetPayload.unknown_collection", "SetPayload",
          lambda: pb.SetPayloadRequest(collection="nosuch", ids=[1], fields={"a": val(1)}),
          "NOT_FOUND", "nosuch"),
@@ -183,6 +197,9 @@ ERROR_CASES: List[Case] = [
          lambda: pb.DeletePayloadRequest(collection="scratch", ids=[123456789],
                                          keys=[f"k{i}" for i in range(1025)]),
          "INVALID_ARGUMENT", "number of keys 1025"),
+    Case("DeletePayload.bad_write_concern", "DeletePayload",
+         lambda: pb.DeletePayloadRequest(collection="scratch", ids=[1], write_concern=9),
+         "INVALID_ARGUMENT", "write_concern 9 is not one of"),
     Case("DeletePayload.unknown_collection", "DeletePayload",
          lambda: pb.DeletePayloadRequest(collection="nosuch", ids=[1]), "NOT_FOUND", "nosuch"),
 ]
@@ -245,6 +262,43 @@ def test_delete_by_ids(env: Env, bname: str) -> None:
                                                                  ids=[1, 4]))).points]
         assert (r.deleted, count, left) == (3, 27, [4])
         return r.deleted
+    check(b, ref, run)
+
+
+@pytest.mark.parametrize("bname", over_backends("WriteConcern.answered"))
+def test_write_concerns_are_answered(env: Env, bname: str) -> None:
+    """Every write answers the concern it was acknowledged under (DEFAULT is
+    MAJORITY; a standalone under --sync=always meets each one); on the
+    cluster its tokens name the replicas that had it on disk: under MAJORITY
+    more than half of the shard's, under ALL every one, under LOG none."""
+    b, ref = both(env, bname)
+    replicas = 2  # the conformance cluster: S = 2, R = 2
+
+    def run(x: B.Backend):
+        name = filled(x, "wc", 10)
+        views = []
+        for wc in (pb.WRITE_CONCERN_DEFAULT, pb.WRITE_CONCERN_LOG, pb.WRITE_CONCERN_MAJORITY,
+                   pb.WRITE_CONCERN_ALL):
+            want = pb.WRITE_CONCERN_MAJORITY if wc == pb.WRITE_CONCERN_DEFAULT else wc
+            answers = [
+                ok(outcome(x, "Upsert", pb.UpsertRequest(
+                    collection=name, points=small_points(3), write_concern=wc))),
+                ok(outcome(x, "SetPayload", pb.SetPayloadRequest(
+                    collection=name, ids=[1, 2], fields=pvals({"w": wc}), write_concern=wc))),
+                ok(outcome(x, "DeletePayload", pb.DeletePayloadRequest(
+                    collection=name, ids=[2], keys=["w"], write_concern=wc))),
+                ok(outcome(x, "Delete", pb.DeleteRequest(
+                    collection=name, ids=[3], write_concern=wc))),
+            ]
+            for r in answers:
+                assert r.write_concern == want, (wc, r)
+                for t in r.tokens:  # the cluster's
+                    need = {pb.WRITE_CONCERN_LOG: 0, pb.WRITE_CONCERN_MAJORITY: replicas // 2 + 1,
+                            pb.WRITE_CONCERN_ALL: replicas}[want]
+                    assert len(t.acknowledged_by) >= need, (wc, t)
+                    assert len(set(t.acknowledged_by)) == len(t.acknowledged_by)
+            views.append([r.write_concern for r in answers])
+        return views
     check(b, ref, run)
 
 

@@ -203,9 +203,10 @@ void FuzzRequest(const uint8_t* data, size_t size) {
     case 0: {
       v1::UpsertRequest r;
       if (!r.ParseFromArray(bytes, len)) return;
-      uint64_t n = 0;
-      (void)w.service->ApplyPoints(server::api::Call(), r.collection(), r.points(), &n, nullptr);
-      w.upserts += n;
+      server::api::WriteAnswer a;
+      (void)w.service->ApplyPoints(server::api::Call(), r.collection(), r.points(),
+                                   r.write_concern(), &a);
+      w.upserts += a.count;
       break;
     }
     case 1: {

@@ -40,12 +40,17 @@ def test_cluster_bench_runs_and_reports(tmp_path: pathlib.Path) -> None:
          "--zoomload", zoomload, "--dataset", str(REPO / "tests" / "data" / "sift-ngt-5k"),
          "--metric", "l2", "--duration", "1", "--warmup", "0.5", "--runs", "1", "--trials", "1",
          "--catchup_points", "500", "--threads", "4", "--lm_dataset", str(lm),
+         "--concern_writes", "30", "--concern_import", "500",
          "--json", str(out)],
         capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     got = json.loads(out.read_text())
     assert set(got) == {"write_throughput", "router_vs_single", "fanout", "failover", "catch_up",
-                        "decoder"}
+                        "decoder", "write_concerns"}
+    for r in (1, 2, 3):
+        for w in ("log", "majority", "all"):
+            row = got["write_concerns"][f"router_R{r}_{w}"]
+            assert row["acknowledged_under"] == w and row["upsert_p50_us"] > 0, row
     assert got["decoder"]["qps_ratio"] > 0
     assert sum(got["decoder"]["topk_calls_by_node"].values()) > 0
     assert got["router_vs_single"]["qps_ratio"] > 0

@@ -979,13 +979,59 @@ def tokens_of(after: Any) -> List[zoom_pb2.WriteToken]:
 
 
 def merge_tokens(into: Optional[List[WriteToken]], got: Any) -> None:
-    """Adds a response's tokens to `into`, one a shard (the highest)."""
+    """Adds a response's tokens to `into`, one a shard (the highest
+    sequence, with the replicas that acknowledged it; the same sequence
+    twice: the union of its acknowledged_by, in the order first seen)."""
     if into is None:
         return
-    best = {t.shard: t.sequence for t in into}
-    for t in got:
-        best[t.shard] = max(best.get(t.shard, 0), t.sequence)
-    into[:] = [WriteToken(shard=k, sequence=v) for k, v in sorted(best.items())]
+    best: Dict[int, Tuple[int, Tuple[str, ...]]] = {}
+    for t in list(into) + list(got):
+        seq = int(t.sequence)
+        acks = tuple(getattr(t, "acknowledged_by", ()))
+        have = best.get(int(t.shard))
+        if have is None or seq > have[0]:
+            best[int(t.shard)] = (seq, acks)
+        elif seq == have[0]:
+            best[int(t.shard)] = (seq, have[1] + tuple(a for a in acks if a not in have[1]))
+    into[:] = [WriteToken(shard=k, sequence=v, acknowledged_by=a)
+               for k, (v, a) in sorted(best.items())]
+
+
+# ---- Write concerns ----------------------------------------------------------------------
+
+_CONCERNS = {"log": zoom_pb2.WRITE_CONCERN_LOG, "majority": zoom_pb2.WRITE_CONCERN_MAJORITY,
+             "all": zoom_pb2.WRITE_CONCERN_ALL}
+# A server never answers DEFAULT (it reports what it met); DEFAULT means MAJORITY.
+_CONCERN_NAMES = {zoom_pb2.WRITE_CONCERN_DEFAULT: "majority",
+                  **{v: k for k, v in _CONCERNS.items()}}
+
+
+def write_concern(value: Any) -> int:
+    """A write's `write_concern=` as the zoom.v1.WriteConcern number: None
+    (the server's default, majority), "log" / "majority" / "all" (any case)
+    or a zoom_pb2.WRITE_CONCERN_* value."""
+    if value is None:
+        return zoom_pb2.WRITE_CONCERN_DEFAULT
+    if isinstance(value, str) and value.lower() in _CONCERNS:
+        return _CONCERNS[value.lower()]
+    if not isinstance(value, (bool, str)) and isinstance(value, (int, np.integer)) and \
+            int(value) in _CONCERN_NAMES:
+        return int(value)
+    raise invalid(f"write_concern: expected None (the server's default, majority), 'log', "
+                  f"'majority', 'all' or a zoom_pb2.WRITE_CONCERN_* value (0-3); got "
+                  f"{value!r}")
+
+
+def concern_name(value: int) -> str:
+    """A response's WriteConcern as "log", "majority" or "all" (DEFAULT,
+    which a server does not answer, as "majority", what it stands for)."""
+    name = _CONCERN_NAMES.get(value)
+    if name is not None:
+        return name
+    try:  # a concern newer than this client: its proto name
+        return zoom_pb2.WriteConcern.Name(value).lower().replace("write_concern_", "")
+    except ValueError:
+        return str(value)
 
 
 def field_type(t: str) -> int:

@@ -17,7 +17,8 @@ import numpy as np
 from zoomd import _convert as cv
 from zoomd._proto import decoder_pb2, zoom_pb2
 from zoomd.errors import DeadlineExceeded, ZoomError, error_for, from_rpc_error, invalid
-from zoomd.models import IndexSpec, Record, SearchKnobs, SearchResult, TopKResult, TopKStep
+from zoomd.models import (ImportResult, IndexSpec, Record, SearchKnobs, SearchResult,
+                          TopKResult, TopKStep)
 
 _VS = "/zoom.v1.VectorSearch/"
 _DEC = "/zoom.v1.Decoder/"
@@ -232,11 +233,30 @@ def delete_field_index(name: str, field: str) -> Op:
 
 # ---- Points ------------------------------------------------------------------------------
 
+#: A write's `write_concern=`: None (the server's default, majority), "log",
+#: "majority", "all" (any case) or a zoom_pb2.WRITE_CONCERN_* value.
+WriteConcernLike = Union[None, str, int]
+
+
+def write_concern(value: Any) -> int:
+    """`write_concern=` checked (InvalidArgument, nothing sent) as the
+    zoom.v1.WriteConcern number; an int it returned passes again unchanged."""
+    return cv.write_concern(value)
+
+
+def _concern_field(number: int, concern: int) -> bytes:
+    """The varint field `number` of a request built as bytes (none for DEFAULT)."""
+    return cv.varint(number << 3) + cv.varint(concern) if concern else b""
+
+
 def upsert(name: str, shape: Shape, ids: Any, vectors: Any, payloads: Optional[Sequence[Any]],
-           raw_payloads: Optional[Sequence[Optional[bytes]]], tokens: Optional[list] = None) -> Op:
+           raw_payloads: Optional[Sequence[Optional[bytes]]], tokens: Optional[list] = None,
+           write_concern: WriteConcernLike = None) -> Op:
+    concern = cv.write_concern(write_concern)
     mat = cv.matrix_2d(vectors, shape[0], shape[1])
     id_list = cv.ids_array(ids, mat.shape[0])
-    body = cv.points_message(name, id_list, mat, payloads, raw_payloads, shape[1])
+    body = cv.points_message(name, id_list, mat, payloads, raw_payloads, shape[1]) + \
+        _concern_field(3, concern)  # UpsertRequest.write_concern
 
     def read(r: zoom_pb2.UpsertResponse) -> int:
         cv.merge_tokens(tokens, r.tokens)
@@ -245,13 +265,15 @@ def upsert(name: str, shape: Shape, ids: Any, vectors: Any, payloads: Optional[S
 
 
 def delete(name: str, ids: Any, filter: cv.FilterLike, tokens: Optional[list] = None,
-           all: bool = False) -> Op:
+           all: bool = False, write_concern: WriteConcernLike = None) -> Op:
+    concern = cv.write_concern(write_concern)
     if (ids is None) == (filter is None) and not (all and ids is None):
         raise invalid("delete: pass exactly one of ids and filter (or all=True alone to "
                       "delete every point)")
     if ids is not None and all:
         raise invalid("delete: all=True goes with a filter or alone, not with ids")
-    req = zoom_pb2.DeleteRequest(collection=_name("name", name), all=bool(all))
+    req = zoom_pb2.DeleteRequest(collection=_name("name", name), all=bool(all),
+                                 write_concern=concern)
     if ids is not None:
         req.ids.extend(cv.ids_array(ids))
     elif filter is not None:
@@ -270,17 +292,29 @@ def get(name: str, ids: Any, with_vectors: bool, with_payload: bool) -> Op:
               name)
 
 
-def set_payload(name: str, ids: Any, payload: Mapping[str, Any], overwrite: bool) -> Op:
+def set_payload(name: str, ids: Any, payload: Mapping[str, Any], overwrite: bool,
+                tokens: Optional[list] = None, write_concern: WriteConcernLike = None) -> Op:
+    concern = cv.write_concern(write_concern)
     req = zoom_pb2.SetPayloadRequest(collection=_name("name", name), ids=cv.ids_array(ids),
-                                     overwrite=overwrite)
+                                     overwrite=overwrite, write_concern=concern)
     cv.fill_fields(payload, req.fields)
-    return Op(_VS + "SetPayload", _ser(req), lambda r: r.updated, False, name)
+
+    def read(r: zoom_pb2.SetPayloadResponse) -> int:
+        cv.merge_tokens(tokens, r.tokens)
+        return r.updated
+    return Op(_VS + "SetPayload", _ser(req), read, False, name)
 
 
-def delete_payload(name: str, ids: Any, keys: Optional[Sequence[str]]) -> Op:
+def delete_payload(name: str, ids: Any, keys: Optional[Sequence[str]],
+                   tokens: Optional[list] = None, write_concern: WriteConcernLike = None) -> Op:
+    concern = cv.write_concern(write_concern)
     req = zoom_pb2.DeletePayloadRequest(collection=_name("name", name), ids=cv.ids_array(ids),
-                                        keys=list(keys or []))
-    return Op(_VS + "DeletePayload", _ser(req), lambda r: r.updated, False, name)
+                                        keys=list(keys or []), write_concern=concern)
+
+    def read(r: zoom_pb2.DeletePayloadResponse) -> int:
+        cv.merge_tokens(tokens, r.tokens)
+        return r.updated
+    return Op(_VS + "DeletePayload", _ser(req), read, False, name)
 
 
 def count(name: str, filter: cv.FilterLike) -> Op:
@@ -479,12 +513,22 @@ def import_source(source: Any, ids: Any, payloads: Optional[Sequence[Any]],
     return None, gen_iter()
 
 
-def import_message(name: str, shape: Shape, batch: Any, first: bool) -> Tuple[int, bytes]:
+def import_message(name: str, shape: Shape, batch: Any, first: bool,
+                   write_concern: int = 0) -> Tuple[int, bytes]:
+    """One ImportRequest; the first names the collection and carries the
+    write concern (the server takes the first message's for every batch)."""
     bid, vec, pl, raw = batch
     mat = cv.matrix_2d(vec, shape[0], shape[1])
     id_list = cv.ids_array(bid, mat.shape[0])
-    return mat.shape[0], cv.points_message(name if first else "", id_list, mat, pl, raw,
-                                           shape[1])
+    body = cv.points_message(name if first else "", id_list, mat, pl, raw, shape[1])
+    if first:
+        body += _concern_field(3, cv.write_concern(write_concern))  # ImportRequest.write_concern
+    return mat.shape[0], body
+
+
+def import_result(resp: zoom_pb2.ImportResponse, secs: float) -> ImportResult:
+    return ImportResult(imported=resp.imported, seconds=secs,
+                        write_concern=cv.concern_name(resp.write_concern))
 
 
 # ---- What both clients share -------------------------------------------------------------

@@ -164,22 +164,22 @@ class AsyncClient(ops.Base):
     async def upsert(self, name: str, ids: Any, vectors: Any,
                      payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
                      raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
-                     timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None) -> int:
+                     timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None,
+                     write_concern: ops.WriteConcernLike = None) -> int:
         """See Client.upsert."""
+        concern = ops.write_concern(write_concern)
         op = await self._checked(
-            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads, tokens), timeout,
+            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads, tokens,
+                                       concern), timeout,
             "Upsert")
         return await self._run(op, timeout)
 
     async def delete(self, name: str, ids: Any = None, filter: cv.FilterLike = None,
                      timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None,
-                     all: bool = False) -> int:
-        """Deletes the points with these ids, or every point passing `filter`
-        (one of the two). Returns how many existed. A filter that matches
-        every point (empty, only empty nested filters, or every live point
-        when it runs) is refused (InvalidArgument / FailedPrecondition,
-        nothing deleted) unless all=True; all=True alone deletes every point."""
-        return await self._run(ops.delete(name, ids, filter, tokens, all), timeout)
+                     all: bool = False, write_concern: ops.WriteConcernLike = None) -> int:
+        """See Client.delete."""
+        return await self._run(ops.delete(name, ids, filter, tokens, all, write_concern),
+                               timeout)
 
     async def get(self, name: str, ids: Any, with_vectors: bool = False,
                   with_payload: bool = True, timeout: _Timeout = _DEFAULT) -> List[Record]:
@@ -187,14 +187,19 @@ class AsyncClient(ops.Base):
         return await self._run(ops.get(name, ids, with_vectors, with_payload), timeout)
 
     async def set_payload(self, name: str, ids: Any, payload: Mapping[str, Any],
-                          overwrite: bool = False, timeout: _Timeout = _DEFAULT) -> int:
+                          overwrite: bool = False, timeout: _Timeout = _DEFAULT,
+                          tokens: Optional[list] = None,
+                          write_concern: ops.WriteConcernLike = None) -> int:
         """See Client.set_payload."""
-        return await self._run(ops.set_payload(name, ids, payload, overwrite), timeout)
+        return await self._run(
+            ops.set_payload(name, ids, payload, overwrite, tokens, write_concern), timeout)
 
     async def delete_payload(self, name: str, ids: Any, keys: Optional[Sequence[str]] = None,
-                             timeout: _Timeout = _DEFAULT) -> int:
+                             timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None,
+                             write_concern: ops.WriteConcernLike = None) -> int:
         """See Client.delete_payload."""
-        return await self._run(ops.delete_payload(name, ids, keys), timeout)
+        return await self._run(ops.delete_payload(name, ids, keys, tokens, write_concern),
+                               timeout)
 
     async def count(self, name: str, filter: cv.FilterLike = None,
                     timeout: _Timeout = _DEFAULT) -> int:
@@ -212,8 +217,10 @@ class AsyncClient(ops.Base):
                             payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
                             raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
                             batch_size: Optional[int] = None, progress: bool = True,
-                            start_id: int = 0, timeout: _Timeout = _DEFAULT) -> ImportResult:
+                            start_id: int = 0, timeout: _Timeout = _DEFAULT,
+                            write_concern: ops.WriteConcernLike = None) -> ImportResult:
         """See Client.import_points."""
+        concern = ops.write_concern(write_concern)
         shape = await self._shape(name, timeout)
         bs = int(batch_size) if batch_size else ops.default_batch(shape[0])
         total, batches = ops.import_source(vectors, ids, payloads, raw_payloads, start_id, bs)
@@ -224,7 +231,7 @@ class AsyncClient(ops.Base):
         try:
             for i, batch in enumerate(batches):
                 try:
-                    n, body = ops.import_message(name, shape, batch, i == 0)
+                    n, body = ops.import_message(name, shape, batch, i == 0, concern)
                 except BaseException:
                     call.cancel()
                     raise
@@ -245,7 +252,7 @@ class AsyncClient(ops.Base):
             bar.close()
             raise
         secs = bar.close(resp.imported)
-        return ImportResult(imported=resp.imported, seconds=secs)
+        return ops.import_result(resp, secs)
 
     # ---- Search ----------------------------------------------------------------------------
 

@@ -203,28 +203,34 @@ class Client(ops.Base):
     def upsert(self, name: str, ids: Any, vectors: Any,
                payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
                raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
-               timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None) -> int:
+               timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None,
+               write_concern: ops.WriteConcernLike = None) -> int:
         """Inserts or replaces points: ids (n uint64), vectors (n, dim) as a
         numpy array or lists, payloads (n dicts or None: the typed payload,
         replaced), raw_payloads (n opaque bytes). Durable when it returns.
         Returns the points written. Not retried unless retry.retry_writes.
         tokens: a list the write's WriteTokens are merged into (a clustered
         collection's: one a shard written); pass it to search(after=...) to
-        read this write."""
+        read this write. write_concern: when the write is acknowledged: None
+        (the server's default, "majority"), "log", "majority", "all" or a
+        zoom_pb2.WRITE_CONCERN_* value (see the README's "Write concerns")."""
+        concern = ops.write_concern(write_concern)
         return self._run(self._checked(
-            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads, tokens), timeout,
+            name, lambda s: ops.upsert(name, s, ids, vectors, payloads, raw_payloads, tokens,
+                                       concern), timeout,
             "Upsert"),
             timeout)
 
     def delete(self, name: str, ids: Any = None, filter: cv.FilterLike = None,
                timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None,
-               all: bool = False) -> int:
+               all: bool = False, write_concern: ops.WriteConcernLike = None) -> int:
         """Deletes the points with these ids, or every point passing `filter`
         (one of the two). Returns how many existed. A filter that matches
         every point (empty, only empty nested filters, or every live point
         when it runs) is refused (InvalidArgument / FailedPrecondition,
-        nothing deleted) unless all=True; all=True alone deletes every point."""
-        return self._run(ops.delete(name, ids, filter, tokens, all), timeout)
+        nothing deleted) unless all=True; all=True alone deletes every point.
+        tokens, write_concern: as upsert's."""
+        return self._run(ops.delete(name, ids, filter, tokens, all, write_concern), timeout)
 
     def get(self, name: str, ids: Any, with_vectors: bool = False, with_payload: bool = True,
             timeout: _Timeout = _DEFAULT) -> List[Record]:
@@ -233,15 +239,21 @@ class Client(ops.Base):
         return self._run(ops.get(name, ids, with_vectors, with_payload), timeout)
 
     def set_payload(self, name: str, ids: Any, payload: Mapping[str, Any],
-                    overwrite: bool = False, timeout: _Timeout = _DEFAULT) -> int:
+                    overwrite: bool = False, timeout: _Timeout = _DEFAULT,
+                    tokens: Optional[list] = None,
+                    write_concern: ops.WriteConcernLike = None) -> int:
         """Sets these fields of the points' typed payloads (overwrite: replaces
-        all their fields); vectors untouched. Returns the points changed."""
-        return self._run(ops.set_payload(name, ids, payload, overwrite), timeout)
+        all their fields); vectors untouched. Returns the points changed.
+        tokens, write_concern: as upsert's."""
+        return self._run(ops.set_payload(name, ids, payload, overwrite, tokens, write_concern),
+                         timeout)
 
     def delete_payload(self, name: str, ids: Any, keys: Optional[Sequence[str]] = None,
-                       timeout: _Timeout = _DEFAULT) -> int:
-        """Removes the named fields (every field without keys). Returns the points changed."""
-        return self._run(ops.delete_payload(name, ids, keys), timeout)
+                       timeout: _Timeout = _DEFAULT, tokens: Optional[list] = None,
+                       write_concern: ops.WriteConcernLike = None) -> int:
+        """Removes the named fields (every field without keys). Returns the
+        points changed. tokens, write_concern: as upsert's."""
+        return self._run(ops.delete_payload(name, ids, keys, tokens, write_concern), timeout)
 
     def count(self, name: str, filter: cv.FilterLike = None,
               timeout: _Timeout = _DEFAULT) -> int:
@@ -260,7 +272,8 @@ class Client(ops.Base):
                       payloads: Optional[Sequence[Optional[Mapping[str, Any]]]] = None,
                       raw_payloads: Optional[Sequence[Optional[bytes]]] = None,
                       batch_size: Optional[int] = None, progress: bool = True,
-                      start_id: int = 0, timeout: _Timeout = _DEFAULT) -> ImportResult:
+                      start_id: int = 0, timeout: _Timeout = _DEFAULT,
+                      write_concern: ops.WriteConcernLike = None) -> ImportResult:
         """Bulk load through the client-streaming Import: `vectors` is an
         (n, dim) array, a .fvecs/.bvecs path (memory-mapped), or an iterator
         of batches (arrays, or (ids, vectors[, payloads]) tuples). ids default
@@ -270,7 +283,9 @@ class Client(ops.Base):
         unless `timeout` is given (the client's default bounds only the
         reading of the collection's dim first): past it, DeadlineExceeded
         says the import stopped there, the batches the server had stored
-        kept."""
+        kept. write_concern: as upsert's, for every batch; the result's
+        write_concern is the one the server acknowledged them under."""
+        concern = ops.write_concern(write_concern)
         shape = self._shape(name, timeout)
         bs = int(batch_size) if batch_size else ops.default_batch(shape[0])
         total, batches = ops.import_source(vectors, ids, payloads, raw_payloads, start_id, bs)
@@ -280,7 +295,7 @@ class Client(ops.Base):
         def messages() -> Iterator[bytes]:
             try:
                 for i, batch in enumerate(batches):
-                    n, body = ops.import_message(name, shape, batch, i == 0)
+                    n, body = ops.import_message(name, shape, batch, i == 0, concern)
                     yield body
                     bar.update(n)
             except BaseException as e:
@@ -302,7 +317,7 @@ class Client(ops.Base):
             bar.close()
             raise failure[0]
         secs = bar.close(resp.imported)
-        return ImportResult(imported=resp.imported, seconds=secs)
+        return ops.import_result(resp, secs)
 
     # ---- Search ----------------------------------------------------------------------------
 
@@ -331,8 +346,8 @@ class Client(ops.Base):
         Through a cluster's router: min_coverage in (0, 1] accepts an answer
         from that share of the shards (allow_partial: from any); the result's
         .coverage and .degraded say what answered. after: WriteTokens (from
-        upsert/delete's tokens=): every replica asked applies them first
-        (session consistency)."""
+        the tokens= of upsert, delete, set_payload or delete_payload): every
+        replica asked applies them first (session consistency)."""
         op = self._checked(name, lambda s: ops.search(
             name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
             with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,

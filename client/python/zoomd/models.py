@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -43,9 +43,20 @@ class GeoPoint:
 class WriteToken:
     """Where a write to a clustered collection landed: its shard and the
     sequence the shard's log gave it. Collect them (upsert's `tokens=`) and
-    pass them to search's `after=` to read your own writes (SESSION)."""
+    pass them to search's `after=` to read your own writes (SESSION).
+
+    acknowledged_by: the node ids of the shard's replicas that had the write
+    on disk when it was acknowledged (write concern "majority" or "all";
+    empty under "log"). Informational: it takes no part in equality or
+    hashing (two tokens of the same shard and sequence are equal), and the
+    repr shows it only when it is not empty."""
     shard: int
     sequence: int
+    acknowledged_by: Tuple[str, ...] = field(default=(), compare=False)
+
+    def __repr__(self) -> str:
+        extra = f", acknowledged_by={self.acknowledged_by!r}" if self.acknowledged_by else ""
+        return f"WriteToken(shard={self.shard!r}, sequence={self.sequence!r}{extra})"
 
 
 @dataclass
@@ -271,9 +282,12 @@ class SearchResult(List[ScoredPoint]):
 
 @dataclass
 class ImportResult:
-    """What import_points did: points the server stored, seconds, the rate."""
+    """What import_points did: points the server stored, seconds, the rate,
+    and the write concern the server acknowledged the batches under ("log",
+    "majority" or "all"; see the README's "Write concerns")."""
     imported: int
     seconds: float
+    write_concern: str = "majority"
 
     @property
     def points_per_s(self) -> float:

@@ -5,12 +5,17 @@
 // standalone's (server/grpc/vector_search_service.h), so that a request is
 // checked once and answered alike on both (tests/conformance).
 //
+// Files: cluster_backend.cc (collections, reads, indexes and maintenance),
+// cluster_backend_write.cc (writes), cluster_backend_search.cc (searches).
+//
 // Writes (Upsert, Delete by ids, SetPayload, DeletePayload, field indexes):
 // checked here as a node would (PointRefsOf, ValidatePoints: what a replica
 // would refuse never enters the log), then published through the shards'
-// logs (WritePublisher); the answer carries a WriteToken a shard written.
-// A write does not read first: Delete's, SetPayload's and DeletePayload's
-// counts are the ids sent (zoom.proto says so for clustered collections).
+// logs and acknowledged under the request's write concern (WritePublisher);
+// the answer carries a WriteToken a shard written. A write does not read
+// first: under MAJORITY and ALL Delete's, SetPayload's and DeletePayload's
+// counts are what the replicas reported changing; under LOG the ids sent
+// (zoom.proto says so).
 //
 // Reads: one replica a shard (the router's fan-out, fan_out.h: failover,
 // hedging), each with the client's deadline (default_deadline when none)

@@ -56,6 +56,15 @@ absl::StatusOr<std::unique_ptr<RouterCore>> RouterCore::Create(RouterOptions opt
   ZOOM_ASSIGN_OR_RETURN(core->js_, cluster::JetStream::Connect(nats));
   ZOOM_ASSIGN_OR_RETURN(core->catalog_,
                         cluster::ClusterCatalog::Open(core->js_.get(), core->opt_.catalog));
+  // The replicas' durable positions (write concerns), before any write.
+  ZOOM_ASSIGN_OR_RETURN(
+      core->acks_sub_,
+      core->js_->Subscribe(cluster::AcksSubject(core->opt_.catalog.cluster),
+                           [board = core->acks_.get()](std::string_view data) {
+                             absl::StatusOr<cluster::ReplicaAck> a =
+                                 cluster::ReplicaAck::Decode(data);
+                             if (a.ok()) board->Record(*a);  // else: a newer node's, ignored
+                           }));
   ZOOM_RETURN_IF_ERROR(core->Refresh());
   RouterCore* p = core.get();
   core->refresher_ = std::thread([p] { p->RefreshLoop(); });
@@ -184,6 +193,7 @@ RouterCore::~RouterCore() {
     stopping_ = true;
   }
   if (refresher_.joinable()) refresher_.join();
+  acks_sub_.reset();  // no report is recorded after this
 }
 
 std::shared_ptr<RouterCore::NodeStats> RouterCore::StatsOf(const std::string& node) {

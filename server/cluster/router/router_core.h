@@ -13,6 +13,8 @@
 //              that applied its token; then the fewest outstanding
 //              requests, then the lowest recent latency
 //   channels   one gRPC channel a node, the stubs of both services over it
+//   acks       the replicas' durable positions (AckBoard), for write
+//              concerns, from their notices on the cluster's acks subject
 //   fan-out    one call a shard (or a node), with failover to the next
 //              replica and (`hedge`) a second replica asked once the first
 //              has not answered after the shard's recent p95 latency; the
@@ -49,6 +51,7 @@
 #include "server/api/types.h"
 #include "server/cluster/cluster_catalog.h"
 #include "server/cluster/jetstream.h"
+#include "server/cluster/router/ack_board.h"
 #include "server/cluster/router/fan_out.h"
 #include "zoom/v1/decoder.grpc.pb.h"
 #include "zoom/v1/zoom.grpc.pb.h"
@@ -70,6 +73,9 @@ struct RouterOptions {
   bool hedge = true;
   // A replica that failed is asked last for this long.
   absl::Duration suspect_for = absl::Seconds(2);
+  // How long a write whose client set no deadline waits for its write
+  // concern (MAJORITY, ALL) before UNAVAILABLE.
+  absl::Duration write_concern_wait = absl::Seconds(10);
   // A log entry's size at most, besides the NATS servers' max_payload less
   // room for headers (which decides by default: nats-server's own default
   // is 1 MB, too small for the largest writes; docs/cluster.md gives it 8MB).
@@ -105,6 +111,7 @@ class RouterCore {
   cluster::JetStream& js() const { return *js_; }
   cluster::ClusterCatalog& catalog() const { return *catalog_; }
   const std::string& cluster() const { return opt_.catalog.cluster; }
+  const AckBoard& acks() const { return *acks_; }
 
   // Reads the shard maps and the live nodes now.
   absl::Status Refresh();
@@ -194,6 +201,8 @@ class RouterCore {
   RouterHooks hooks_;
   std::unique_ptr<cluster::JetStream> js_;
   std::unique_ptr<cluster::ClusterCatalog> catalog_;
+  std::unique_ptr<AckBoard> acks_ = std::make_unique<AckBoard>();
+  std::unique_ptr<cluster::Subscription> acks_sub_;  // records into acks_
 
   mutable absl::Mutex topo_mu_;
   std::shared_ptr<const Topology> topo_ ABSL_GUARDED_BY(topo_mu_);

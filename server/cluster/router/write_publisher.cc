@@ -74,8 +74,10 @@ absl::Status WritePublisher::TooLarge(const std::string& what, uint32_t dim) con
       " bytes, which every write zoomd takes fits in (8MB: docs/cluster.md)"));
 }
 
-absl::StatusOr<std::vector<api::WriteToken>> WritePublisher::Upsert(
-    const cluster::ShardMap& m, absl::Span<const PointRef> points, absl::Time deadline) const {
+absl::StatusOr<Written> WritePublisher::Upsert(const cluster::ShardMap& m,
+                                               absl::Span<const PointRef> points,
+                                               api::WriteConcern concern,
+                                               absl::Time deadline) const {
   const size_t cap = MaxEntryBytes();
   const size_t empty = cluster::UpsertEntryBytes(m.config.dim, 0, 0);
   std::map<uint32_t, std::vector<std::string>> entries;
@@ -114,9 +116,9 @@ absl::StatusOr<std::vector<api::WriteToken>> WritePublisher::Upsert(
   for (auto& [k, e] : open) {
     if (!e.points.empty()) entries[k].push_back(cluster::EncodeLogEntry(e));
   }
-  std::vector<api::WriteToken> tokens;
-  if (absl::Status st = Publish(m, entries, &tokens, deadline); !st.ok()) return st;
-  return tokens;
+  Written out;
+  if (absl::Status st = Publish(m, entries, concern, false, deadline, &out); !st.ok()) return st;
+  return out;
 }
 
 absl::Status WritePublisher::ToAll(const cluster::ShardMap& m, const cluster::LogEntry& e,
@@ -124,23 +126,26 @@ absl::Status WritePublisher::ToAll(const cluster::ShardMap& m, const cluster::Lo
   std::map<uint32_t, std::vector<std::string>> entries;
   const std::string bytes = cluster::EncodeLogEntry(e);
   for (uint32_t k = 0; k < m.shards; ++k) entries[k].push_back(bytes);
-  std::vector<api::WriteToken> tokens;
-  return Publish(m, entries, &tokens, deadline);
+  Written out;
+  return Publish(m, entries, api::WriteConcern::kLog, false, deadline, &out);
 }
 
 absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
                                      const std::map<uint32_t, std::vector<std::string>>& entries,
-                                     std::vector<api::WriteToken>* tokens,
-                                     absl::Time deadline) const {
+                                     api::WriteConcern concern, bool counted,
+                                     absl::Time deadline, Written* out) const {
   struct Part {
     uint32_t shard;
     const std::vector<std::string>* list;
-    uint64_t last = 0;
+    std::vector<uint64_t> sequences;  // of its entries, as the log took them
+    std::vector<std::string> acked;   // the replicas that had the last one
     absl::Status status;
   };
+  if (concern == api::WriteConcern::kDefault) concern = api::WriteConcern::kMajority;
+  out->concern = concern;
   const std::string& cluster_name = core_->cluster();
   std::vector<Part> parts;
-  for (const auto& [k, list] : entries) parts.push_back({k, &list, 0, absl::OkStatus()});
+  for (const auto& [k, list] : entries) parts.push_back({k, &list, {}, {}, absl::OkStatus()});
   auto run = [&](Part& p) {
     const std::string subject = cluster::ShardSubject(cluster_name, m.collection, p.shard);
     for (const std::string& e : *p.list) {
@@ -161,7 +166,7 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
                          ") did not take the write: ", ack.status().message()));
         return;
       }
-      p.last = ack->sequence;
+      p.sequences.push_back(ack->sequence);
     }
   };
   if (parts.size() == 1) {
@@ -176,18 +181,61 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
     }
     for (std::thread& t : workers) t.join();
   }
+  // The concern: each part's last entry durable on enough of its replicas
+  // (the shards' waits overlap: each waits for the same deadline).
+  if (concern != api::WriteConcern::kLog) {
+    const absl::Time until = deadline != absl::InfiniteFuture()
+                                 ? deadline
+                                 : absl::Now() + core_->options().write_concern_wait;
+    for (Part& p : parts) {
+      if (!p.status.ok()) continue;
+      const std::vector<std::string>& replicas = m.assignment[p.shard];
+      const size_t need =
+          concern == api::WriteConcern::kAll ? replicas.size() : replicas.size() / 2 + 1;
+      p.acked = core_->acks().Await(m.uid, p.shard, p.sequences.back(), replicas, need, until);
+      if (p.acked.size() < need) {
+        p.status = absl::Status(
+            absl::Now() >= deadline ? absl::StatusCode::kDeadlineExceeded
+                                    : absl::StatusCode::kUnavailable,
+            absl::StrCat(
+                "its write log took the write (sequence ", p.sequences.back(), ") but ",
+                p.acked.empty() ? std::string("none") : absl::StrJoin(p.acked, ", "),
+                " of its replicas ", absl::StrJoin(replicas, ", "), " had it on disk within ",
+                deadline != absl::InfiniteFuture()
+                    ? std::string("the call's deadline")
+                    : absl::StrCat(absl::FormatDuration(core_->options().write_concern_wait),
+                                   " (no deadline was set)"),
+                ", where write concern ", api::WriteConcernName(concern), " needs ", need,
+                " (a replica that applies it later keeps it)"));
+      }
+    }
+  }
   std::vector<uint32_t> done;
   const Part* failed = nullptr;
+  uint64_t changed = 0;
+  bool changed_known = counted && concern != api::WriteConcern::kLog;
   for (const Part& p : parts) {
     if (!p.status.ok()) {
       if (failed == nullptr) failed = &p;
       continue;
     }
-    tokens->push_back({p.shard, p.last});
+    out->tokens.push_back({p.shard, p.sequences.back(), p.acked});
     done.push_back(p.shard);
+    for (uint64_t seq : p.sequences) {
+      if (!changed_known) break;
+      std::optional<uint64_t> n = core_->acks().Changed(m.uid, p.shard, seq);
+      if (n.has_value()) {
+        changed += *n;
+      } else {
+        changed_known = false;
+      }
+    }
   }
+  if (changed_known) out->changed = changed;
   if (failed == nullptr) return absl::OkStatus();
   const bool late = failed->status.code() == absl::StatusCode::kDeadlineExceeded;
+  const bool logged = !failed->sequences.empty() &&
+                      failed->sequences.size() == failed->list->size();
   return absl::Status(
       late ? absl::StatusCode::kDeadlineExceeded : absl::StatusCode::kUnavailable,
       absl::StrCat(
@@ -195,8 +243,8 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
           ". NATS: ",
           core_->js().connected() ? absl::StrCat("connected to ", core_->js().connected_url())
                                   : std::string("not connected (reconnecting)"),
-          late ? "; the write may or may not be stored. "
-               : "; a stream whose NATS servers lost their majority takes no writes. ",
+          late || logged ? "; the write may or may not be kept. "
+                         : "; a stream whose NATS servers lost their majority takes no writes. ",
           done.empty() ? std::string("No shard acknowledged its part")
                        : absl::StrCat("Shards ", absl::StrJoin(done, ", "),
                                       " acknowledged their part"),

@@ -8,17 +8,25 @@
 // saying the max_payload every write zoomd takes needs
 // (NatsMaxPayloadNeeded: docs/cluster.md gives nats-server 8MB). Each
 // shard's entries are published in order (the shards in parallel, up to 8
-// at once) and the write is acknowledged once JetStream acknowledged every
-// entry (stored by a quorum of the stream's replicas), with a WriteToken
-// (shard, sequence of its last entry) a shard. A publish that fails is
-// UNAVAILABLE (DEADLINE_EXCEEDED past the deadline) naming the stream and
-// what was acknowledged before it: retrying the whole request is safe,
-// every write is idempotent.
+// at once). JetStream acknowledges each entry once a quorum of the
+// stream's NATS servers stored it (in memory: nats-server 2.9 syncs its
+// files every two minutes). The write is then acknowledged under its write
+// concern (api::WriteConcern): kLog at once; kMajority (the default) once
+// more than half of each written shard's replicas, kAll once all of them,
+// reported the shard's last entry durable (AckBoard), with a WriteToken
+// (shard, sequence of its last entry, the replicas that had it) a shard.
+// A publish that fails, or a concern not met by the deadline (the
+// client's, else RouterOptions::write_concern_wait), is UNAVAILABLE
+// (DEADLINE_EXCEEDED past the client's deadline) naming the stream, the
+// replicas that had it and what was acknowledged before: the write may or
+// may not be kept, and retrying the whole request is safe, every write is
+// idempotent.
 #ifndef ZOOM_SERVER_CLUSTER_ROUTER_WRITE_PUBLISHER_H_
 #define ZOOM_SERVER_CLUSTER_ROUTER_WRITE_PUBLISHER_H_
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +53,16 @@ inline constexpr size_t kNatsHeaderRoom = 1024;
 // the entry's framing and the headers. 1 MiB at 4,096-d: 2,441,216 bytes.
 size_t NatsMaxPayloadNeeded(uint64_t max_payload_bytes, uint32_t dim);
 
+// A write as it was acknowledged.
+struct Written {
+  std::vector<api::WriteToken> tokens;  // a shard, in shard order
+  api::WriteConcern concern = api::WriteConcern::kMajority;  // never kDefault
+  // The points the entries changed, as their replicas reported (the
+  // entries that count points, under kMajority / kAll); nullopt when some
+  // entry's count is not known.
+  std::optional<uint64_t> changed;
+};
+
 class WritePublisher {
  public:
   // Logs the NATS servers' max_payload and what it lets through (a
@@ -59,34 +77,37 @@ class WritePublisher {
   absl::Status TooLarge(const std::string& what, uint32_t dim) const;
 
   // Points (checked: PointRefsOf, ValidatePoints) into their shards' logs.
-  absl::StatusOr<std::vector<api::WriteToken>> Upsert(const cluster::ShardMap& m,
-                                                      absl::Span<const PointRef> points,
-                                                      absl::Time deadline) const;
+  absl::StatusOr<Written> Upsert(const cluster::ShardMap& m, absl::Span<const PointRef> points,
+                                 api::WriteConcern concern, absl::Time deadline) const;
   // One entry kind over ids: `make(ids)` builds it for a shard's ids, split
   // so that an entry stays under the cap with `extra_bytes` besides them.
   template <typename Make>
-  absl::StatusOr<std::vector<api::WriteToken>> ByIds(const cluster::ShardMap& m,
-                                                     absl::Span<const uint64_t> ids,
-                                                     size_t extra_bytes, Make make,
-                                                     absl::Time deadline) const;
-  // The same entry for every shard (field indexes).
+  absl::StatusOr<Written> ByIds(const cluster::ShardMap& m, absl::Span<const uint64_t> ids,
+                                size_t extra_bytes, Make make, api::WriteConcern concern,
+                                absl::Time deadline) const;
+  // The same entry for every shard (field indexes), acknowledged by the log
+  // (kLog: the callers wait for the replicas' work themselves).
   absl::Status ToAll(const cluster::ShardMap& m, const cluster::LogEntry& e,
                      absl::Time deadline) const;
 
-  // Publishes the entries of each shard, in order; the tokens of the shards
-  // whose part was acknowledged, in shard order.
+  // Publishes the entries of each shard, in order, then waits for the
+  // concern; out->tokens: those of the shards whose part was acknowledged
+  // (by the log, and by the replicas the concern needs), in shard order.
+  // `counted`: the entries count points (out->changed is summed).
   absl::Status Publish(const cluster::ShardMap& m,
                        const std::map<uint32_t, std::vector<std::string>>& entries,
-                       std::vector<api::WriteToken>* tokens, absl::Time deadline) const;
+                       api::WriteConcern concern, bool counted, absl::Time deadline,
+                       Written* out) const;
 
  private:
   RouterCore* core_;
 };
 
 template <typename Make>
-absl::StatusOr<std::vector<api::WriteToken>> WritePublisher::ByIds(
-    const cluster::ShardMap& m, absl::Span<const uint64_t> ids, size_t extra_bytes, Make make,
-    absl::Time deadline) const {
+absl::StatusOr<Written> WritePublisher::ByIds(const cluster::ShardMap& m,
+                                              absl::Span<const uint64_t> ids, size_t extra_bytes,
+                                              Make make, api::WriteConcern concern,
+                                              absl::Time deadline) const {
   const size_t cap = MaxEntryBytes();
   if (extra_bytes + 64 > cap) {
     return TooLarge(absl::StrCat("the request's fields are ", extra_bytes,
@@ -97,17 +118,23 @@ absl::StatusOr<std::vector<api::WriteToken>> WritePublisher::ByIds(
   std::map<uint32_t, std::vector<uint64_t>> by_shard;
   for (uint64_t id : ids) by_shard[cluster::ShardOf(id, m.shards)].push_back(id);
   std::map<uint32_t, std::vector<std::string>> entries;
+  bool counted = false;  // the entries count the points they change
   for (auto& [k, list] : by_shard) {
     for (size_t i = 0; i < list.size(); i += per_entry) {
       std::vector<uint64_t> part(list.begin() + static_cast<std::ptrdiff_t>(i),
                                  list.begin() + static_cast<std::ptrdiff_t>(
                                                     std::min(list.size(), i + per_entry)));
-      entries[k].push_back(cluster::EncodeLogEntry(make(std::move(part))));
+      const cluster::LogEntry e = make(std::move(part));
+      counted = e.op == cluster::LogOp::kDelete || e.op == cluster::LogOp::kSetPayload ||
+                e.op == cluster::LogOp::kDeletePayload;
+      entries[k].push_back(cluster::EncodeLogEntry(e));
     }
   }
-  std::vector<api::WriteToken> tokens;
-  if (absl::Status st = Publish(m, entries, &tokens, deadline); !st.ok()) return st;
-  return tokens;
+  Written out;
+  if (absl::Status st = Publish(m, entries, concern, counted, deadline, &out); !st.ok()) {
+    return st;
+  }
+  return out;
 }
 
 }  // namespace zoom::server::router

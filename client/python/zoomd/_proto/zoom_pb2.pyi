@@ -33,6 +33,10 @@ QUANTIZER_UNSPECIFIED: Quantizer
 READY: IndexState
 SESSION: Consistency
 UINT8: DType
+WRITE_CONCERN_ALL: WriteConcern
+WRITE_CONCERN_DEFAULT: WriteConcern
+WRITE_CONCERN_LOG: WriteConcern
+WRITE_CONCERN_MAJORITY: WriteConcern
 
 class BuildIndexRequest(_message.Message):
     __slots__ = ["after", "collection", "wait"]
@@ -269,40 +273,50 @@ class DeleteFieldIndexResponse(_message.Message):
     def __init__(self, info: _Optional[_Union[CollectionInfo, _Mapping]] = ...) -> None: ...
 
 class DeletePayloadRequest(_message.Message):
-    __slots__ = ["collection", "ids", "keys"]
+    __slots__ = ["collection", "ids", "keys", "write_concern"]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     KEYS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CONCERN_FIELD_NUMBER: _ClassVar[int]
     collection: str
     ids: _containers.RepeatedScalarFieldContainer[int]
     keys: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, collection: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., keys: _Optional[_Iterable[str]] = ...) -> None: ...
+    write_concern: WriteConcern
+    def __init__(self, collection: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., keys: _Optional[_Iterable[str]] = ..., write_concern: _Optional[_Union[WriteConcern, str]] = ...) -> None: ...
 
 class DeletePayloadResponse(_message.Message):
-    __slots__ = ["updated"]
+    __slots__ = ["tokens", "updated", "write_concern"]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CONCERN_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[WriteToken]
     updated: int
-    def __init__(self, updated: _Optional[int] = ...) -> None: ...
+    write_concern: WriteConcern
+    def __init__(self, updated: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ..., write_concern: _Optional[_Union[WriteConcern, str]] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ["all", "collection", "filter", "ids"]
+    __slots__ = ["all", "collection", "filter", "ids", "write_concern"]
     ALL_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CONCERN_FIELD_NUMBER: _ClassVar[int]
     all: bool
     collection: str
     filter: Filter
     ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, collection: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., all: bool = ...) -> None: ...
+    write_concern: WriteConcern
+    def __init__(self, collection: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., all: bool = ..., write_concern: _Optional[_Union[WriteConcern, str]] = ...) -> None: ...
 
 class DeleteResponse(_message.Message):
-    __slots__ = ["deleted", "tokens"]
+    __slots__ = ["deleted", "tokens", "write_concern"]
     DELETED_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CONCERN_FIELD_NUMBER: _ClassVar[int]
     deleted: int
     tokens: _containers.RepeatedCompositeFieldContainer[WriteToken]
-    def __init__(self, deleted: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ...) -> None: ...
+    write_concern: WriteConcern
+    def __init__(self, deleted: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ..., write_concern: _Optional[_Union[WriteConcern, str]] = ...) -> None: ...
 
 class DeleteSnapshotRequest(_message.Message):
     __slots__ = ["collection", "name"]
@@ -456,20 +470,24 @@ class Hit(_message.Message):
     def __init__(self, id: _Optional[int] = ..., score: _Optional[float] = ..., payload: _Optional[bytes] = ..., vector: _Optional[_Iterable[float]] = ..., fields: _Optional[_Mapping[str, Value]] = ...) -> None: ...
 
 class ImportRequest(_message.Message):
-    __slots__ = ["collection", "points"]
+    __slots__ = ["collection", "points", "write_concern"]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CONCERN_FIELD_NUMBER: _ClassVar[int]
     collection: str
     points: _containers.RepeatedCompositeFieldContainer[Point]
-    def __init__(self, collection: _Optional[str] = ..., points: _Optional[_Iterable[_Union[Point, _Mapping]]] = ...) -> None: ...
+    write_concern: WriteConcern
+    def __init__(self, collection: _Optional[str] = ..., points: _Optional[_Iterable[_Union[Point, _Mapping]]] = ..., write_concern: _Optional[_Union[WriteConcern, str]] = ...) -> None: ...
 
 class ImportResponse(_message.Message):
-    __slots__ = ["imported", "tokens"]
+    __slots__ = ["imported", "tokens", "write_concern"]
     IMPORTED_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CONCERN_FIELD_NUMBER: _ClassVar[int]
     imported: int
     tokens: _containers.RepeatedCompositeFieldContainer[WriteToken]
-    def __init__(self, imported: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ...) -> None: ...
+    write_concern: WriteConcern
+    def __init__(self, imported: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ..., write_concern: _Optional[_Union[WriteConcern, str]] = ...) -> None: ...
 
 class IndexSpec(_message.Message):
     __slots__ = ["compact_links", "ef_construction", "kind", "m", "nlist", "opq", "pq_m", "pq_nbits", "quantizer"]
@@ -748,7 +766,7 @@ class SearchResponse(_message.Message):
     def __init__(self, hits: _Optional[_Iterable[_Union[Hit, _Mapping]]] = ..., stats: _Optional[_Union[QueryStats, _Mapping]] = ..., coverage: _Optional[float] = ..., degraded: bool = ...) -> None: ...
 
 class SetPayloadRequest(_message.Message):
-    __slots__ = ["collection", "fields", "ids", "overwrite"]
+    __slots__ = ["collection", "fields", "ids", "overwrite", "write_concern"]
     class FieldsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -760,17 +778,23 @@ class SetPayloadRequest(_message.Message):
     FIELDS_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     OVERWRITE_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CONCERN_FIELD_NUMBER: _ClassVar[int]
     collection: str
     fields: _containers.MessageMap[str, Value]
     ids: _containers.RepeatedScalarFieldContainer[int]
     overwrite: bool
-    def __init__(self, collection: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., fields: _Optional[_Mapping[str, Value]] = ..., overwrite: bool = ...) -> None: ...
+    write_concern: WriteConcern
+    def __init__(self, collection: _Optional[str] = ..., ids: _Optional[_Iterable[int]] = ..., fields: _Optional[_Mapping[str, Value]] = ..., overwrite: bool = ..., write_concern: _Optional[_Union[WriteConcern, str]] = ...) -> None: ...
 
 class SetPayloadResponse(_message.Message):
-    __slots__ = ["updated"]
+    __slots__ = ["tokens", "updated", "write_concern"]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
     UPDATED_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CONCERN_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[WriteToken]
     updated: int
-    def __init__(self, updated: _Optional[int] = ...) -> None: ...
+    write_concern: WriteConcern
+    def __init__(self, updated: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ..., write_concern: _Optional[_Union[WriteConcern, str]] = ...) -> None: ...
 
 class SnapshotChunk(_message.Message):
     __slots__ = ["data", "info", "offset"]
@@ -801,20 +825,24 @@ class SnapshotInfo(_message.Message):
     def __init__(self, collection: _Optional[str] = ..., name: _Optional[str] = ..., size_bytes: _Optional[int] = ..., created_unix_ms: _Optional[int] = ..., points: _Optional[int] = ..., records: _Optional[int] = ..., sha256: _Optional[str] = ...) -> None: ...
 
 class UpsertRequest(_message.Message):
-    __slots__ = ["collection", "points"]
+    __slots__ = ["collection", "points", "write_concern"]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CONCERN_FIELD_NUMBER: _ClassVar[int]
     collection: str
     points: _containers.RepeatedCompositeFieldContainer[Point]
-    def __init__(self, collection: _Optional[str] = ..., points: _Optional[_Iterable[_Union[Point, _Mapping]]] = ...) -> None: ...
+    write_concern: WriteConcern
+    def __init__(self, collection: _Optional[str] = ..., points: _Optional[_Iterable[_Union[Point, _Mapping]]] = ..., write_concern: _Optional[_Union[WriteConcern, str]] = ...) -> None: ...
 
 class UpsertResponse(_message.Message):
-    __slots__ = ["tokens", "upserted"]
+    __slots__ = ["tokens", "upserted", "write_concern"]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     UPSERTED_FIELD_NUMBER: _ClassVar[int]
+    WRITE_CONCERN_FIELD_NUMBER: _ClassVar[int]
     tokens: _containers.RepeatedCompositeFieldContainer[WriteToken]
     upserted: int
-    def __init__(self, upserted: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ...) -> None: ...
+    write_concern: WriteConcern
+    def __init__(self, upserted: _Optional[int] = ..., tokens: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ..., write_concern: _Optional[_Union[WriteConcern, str]] = ...) -> None: ...
 
 class Value(_message.Message):
     __slots__ = ["bool_value", "double_value", "geo_value", "integer_value", "list_value", "null_value", "string_value"]
@@ -835,12 +863,14 @@ class Value(_message.Message):
     def __init__(self, null_value: _Optional[_Union[NullValue, str]] = ..., string_value: _Optional[str] = ..., integer_value: _Optional[int] = ..., double_value: _Optional[float] = ..., bool_value: bool = ..., geo_value: _Optional[_Union[GeoPoint, _Mapping]] = ..., list_value: _Optional[_Union[ListValue, _Mapping]] = ...) -> None: ...
 
 class WriteToken(_message.Message):
-    __slots__ = ["sequence", "shard"]
+    __slots__ = ["acknowledged_by", "sequence", "shard"]
+    ACKNOWLEDGED_BY_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
+    acknowledged_by: _containers.RepeatedScalarFieldContainer[str]
     sequence: int
     shard: int
-    def __init__(self, shard: _Optional[int] = ..., sequence: _Optional[int] = ...) -> None: ...
+    def __init__(self, shard: _Optional[int] = ..., sequence: _Optional[int] = ..., acknowledged_by: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Metric(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
@@ -861,6 +891,9 @@ class FieldIndexType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class NullValue(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class WriteConcern(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class Consistency(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
