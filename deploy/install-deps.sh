@@ -27,12 +27,14 @@ BUILD_PKGS=(
 # the Python client (client/python) and its tests and examples use Debian's
 # grpcio, protobuf, numpy, pytest(-asyncio), tqdm and matplotlib (and pip and
 # venv: test_install.py installs the package without a package index); the
-# cluster tests start their own nats-server (JetStream).
+# cluster tests start their own nats-server (JetStream); libfuse3-dev and
+# fuse3 (fusermount3) build and mount tests/faults/lazyfs.
 TEST_PKGS=(
   fio python3 python3-yaml python3-seccomp prometheus curl openssl
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   python3-grpcio python3-protobuf python3-numpy python3-pytest python3-pytest-asyncio
   python3-tqdm python3-matplotlib python3-pip python3-venv nats-server
+  libfuse3-dev fuse3
 )
 # Shared libraries of a built zoomd (the Docker runtime stage uses these).
 RUNTIME_PKGS=(
