@@ -373,10 +373,11 @@ std::string ReplicaAck::Encode() const {
   std::string s = absl::StrCat("format=", kFormat, "\nnode=", node, "\nuid=",
                                absl::Hex(uid, absl::kZeroPad16), "\nshard=", shard,
                                "\ndurable=", durable);
-  if (!changed.empty()) {
-    absl::StrAppend(&s, "\nchanged=",
-                    absl::StrJoin(changed, ",", [](std::string* out, const auto& c) {
-                      absl::StrAppend(out, c.first, ":", c.second);
+  if (!applied.empty()) {
+    absl::StrAppend(&s, "\napplied=",
+                    absl::StrJoin(applied, ",", [](std::string* out, const AppliedEntry& e) {
+                      absl::StrAppend(out, e.sequence, ":", e.id);
+                      if (e.changed.has_value()) absl::StrAppend(out, ":", *e.changed);
                     }));
   }
   absl::StrAppend(&s, "\n");
@@ -396,15 +397,27 @@ absl::StatusOr<ReplicaAck> ReplicaAck::Decode(std::string_view text) {
   if (shard >= kMaxShards) return absl::DataLossError("replica ack: shard out of range");
   a.shard = static_cast<uint32_t>(shard);
   ZOOM_RETURN_IF_ERROR(kv.Number("durable", &a.durable));
-  const std::string changed = kv.String("changed");
-  if (!changed.empty()) {
-    const std::vector<std::string> items = absl::StrSplit(changed, ',');
+  const std::string applied = kv.String("applied");
+  if (!applied.empty()) {
+    const std::vector<std::string> items = absl::StrSplit(applied, ',');
     for (const std::string& item : items) {
       std::vector<std::string> f = absl::StrSplit(item, ':');
-      if (f.size() != 2) return absl::DataLossError("replica ack: changed malformed");
-      ZOOM_ASSIGN_OR_RETURN(uint64_t seq, ParseU64(f[0], "replica ack changed"));
-      ZOOM_ASSIGN_OR_RETURN(uint64_t n, ParseU64(f[1], "replica ack changed"));
-      a.changed.emplace_back(seq, n);
+      if (f.size() != 2 && f.size() != 3) {
+        return absl::DataLossError("replica ack: applied malformed");
+      }
+      AppliedEntry e;
+      ZOOM_ASSIGN_OR_RETURN(e.sequence, ParseU64(f[0], "replica ack applied"));
+      e.id = f[1];
+      if (e.id.size() > 64 ||
+          !std::all_of(e.id.begin(), e.id.end(),
+                       [](char c) { return absl::ascii_isalnum(c) || c == '-' || c == '_'; })) {
+        return absl::DataLossError("replica ack: applied has a bad message id");
+      }
+      if (f.size() == 3) {
+        ZOOM_ASSIGN_OR_RETURN(uint64_t n, ParseU64(f[2], "replica ack applied"));
+        e.changed = n;
+      }
+      a.applied.push_back(std::move(e));
     }
   }
   return a;

@@ -10,8 +10,8 @@
 //           (written with compare-and-set on the revision)
 //   bucket  zoomd_<cluster>_nodes    key <node id> -> NodeInfo (max age:
 //           a node that stops heartbeating leaves it)
-//   subject zoomd_acks.<cluster>   (core NATS, no stream) ReplicaAck: what
-//           each replica has applied and made durable (write concerns)
+//   subject zoomd_acks.<cluster>   (core NATS, no stream) ReplicaAck: the
+//           entries each replica applied and made durable (write concerns)
 //
 // A shard's replica on a node is the local collection
 // <collection>_s<shard>_<uid> (uid: 8 hex digits of the ShardMap's uid, so
@@ -183,18 +183,31 @@ struct NodeInfo {
   bool operator==(const NodeInfo&) const = default;
 };
 
+// One log entry a replica applied and made durable: its stream sequence,
+// the message id its publisher gave it (the router's: unique a write, ""
+// when none), and for the entries that change points by id (delete, set
+// and delete payload) the points it changed.
+struct AppliedEntry {
+  uint64_t sequence = 0;
+  std::string id;
+  std::optional<uint64_t> changed;
+  bool operator==(const AppliedEntry&) const = default;
+};
+
 // A replica's report on AcksSubject (a write concern's acknowledgement):
 // node `node`'s replica of shard (uid, shard) has applied every entry of
 // its subject up to stream sequence `durable` and made it durable in its
-// own store (the same sync a standalone's write does). `changed`: for the
-// entries of the batch just applied that change points by id (delete, set
-// and delete payload), the points each changed (sequence, count), which
-// replicas at the same position agree on. Sent after each applied batch
-// and again while idle (a lost notice is made good).
+// own store (the same sync a standalone's write does); `applied`: the
+// entries it applied since its last report, each by sequence and id. A
+// write is acknowledged by the replicas that reported its own entry (the
+// same sequence and id), never by a position alone: a log that lost its
+// tail and gave the same sequences to new entries cannot make a replica
+// that applied the old ones acknowledge the new ones. Sent after each
+// applied batch, and again while idle (with no entries: a liveness sign).
 //
 // Encoding: key=value text (golden tests/data/golden/replica_ack_v1.txt),
-// format=1 first; node, uid (16 hex), shard, durable, changed=<sequence>:
-// <count>,... (absent: none). Unknown keys are ignored.
+// format=1 first; node, uid (16 hex), shard, durable, applied=<sequence>:
+// <id>[:<changed>],... (absent: none). Unknown keys are ignored.
 struct ReplicaAck {
   static constexpr uint32_t kFormat = 1;
 
@@ -202,7 +215,7 @@ struct ReplicaAck {
   uint64_t uid = 0;
   uint32_t shard = 0;
   uint64_t durable = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> changed;
+  std::vector<AppliedEntry> applied;
 
   std::string Encode() const;
   // DataLoss for a malformed text (naming the key), FailedPrecondition for

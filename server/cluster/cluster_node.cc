@@ -362,13 +362,13 @@ absl::Status ClusterNode::Reconcile() {
     if (!db_->options().sync_always) ro.sync = [db = db_] { return db->SyncWal(); };
     ro.on_durable = [js = js_.get(), subject = AcksSubject(options_.catalog.cluster),
                      node = options_.node_id, uid = m.uid,
-                     k](uint64_t durable, const std::vector<std::pair<uint64_t, uint64_t>>& c) {
+                     k](uint64_t durable, const std::vector<AppliedEntry>& applied) {
       ReplicaAck a;
       a.node = node;
       a.uid = uid;
       a.shard = k;
       a.durable = durable;
-      a.changed = c;
+      a.applied = applied;
       (void)js->PublishNotice(subject, a.Encode());  // a lost notice is sent again
     };
     absl::StatusOr<std::unique_ptr<ShardReplica>> r = ShardReplica::Start(js_.get(), *coll, ro);

@@ -507,6 +507,8 @@ absl::StatusOr<std::vector<LogMessage>> PullConsumer::Fetch(int max_messages,
     m.subject = natsMsg_GetSubject(msg);
     m.sequence = meta->Sequence.Stream;
     m.pending = meta->NumPending;
+    const char* id = nullptr;
+    if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) m.id = id;
     const char* data = natsMsg_GetData(msg);
     if (data != nullptr) m.data.assign(data, natsMsg_GetDataLength(msg));
     jsMsgMetaData_Destroy(meta);

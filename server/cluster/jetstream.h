@@ -99,6 +99,8 @@ struct LogMessage {
   std::string data;
   // The messages after this one the consumer has not been given yet.
   uint64_t pending = 0;
+  // The message id its publisher gave it (Publish's message_id; "" if none).
+  std::string id;
 };
 
 class JetStream;

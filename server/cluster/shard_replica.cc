@@ -95,7 +95,7 @@ bool CountsPoints(LogOp op) {
 
 }  // namespace
 
-bool ShardReplica::Report(std::vector<std::pair<uint64_t, uint64_t>>* changed) {
+bool ShardReplica::Report(std::vector<AppliedEntry>* applied) {
   if (options_.sync) {
     if (absl::Status st = options_.sync(); !st.ok()) {
       SetError(absl::Status(st.code(), absl::StrCat("making applied writes durable: ",
@@ -108,8 +108,8 @@ bool ShardReplica::Report(std::vector<std::pair<uint64_t, uint64_t>>* changed) {
     absl::MutexLock l(&mu_);
     durable = status_.durable = status_.applied;
   }
-  if (options_.on_durable) options_.on_durable(durable, *changed);
-  changed->clear();
+  if (options_.on_durable) options_.on_durable(durable, *applied);
+  applied->clear();
   return true;
 }
 
@@ -118,7 +118,7 @@ void ShardReplica::Run() {
   std::unique_ptr<PullConsumer> consumer;
   absl::Time floor_checked = absl::InfinitePast();
   absl::Time reported = absl::InfinitePast();
-  std::vector<std::pair<uint64_t, uint64_t>> changed;  // not yet reported
+  std::vector<AppliedEntry> applied;  // not yet reported
   for (;;) {
     {
       absl::MutexLock l(&mu_);
@@ -150,7 +150,7 @@ void ShardReplica::Run() {
         status_.caught_up = true;
         status_.last_error.clear();
       }
-      if (absl::Now() - reported >= options_.report_every && Report(&changed)) {
+      if (absl::Now() - reported >= options_.report_every && Report(&applied)) {
         reported = absl::Now();
       }
       continue;
@@ -191,8 +191,8 @@ void ShardReplica::Run() {
         status_.last_error = absl::StrCat("entry ", m.sequence, ": ", entry.status().ToString());
         return;
       }
-      absl::StatusOr<uint64_t> applied = ApplyLogEntry(*entry, collection_.get());
-      absl::Status st = applied.status();
+      absl::StatusOr<uint64_t> result = ApplyLogEntry(*entry, collection_.get());
+      absl::Status st = result.status();
       bool skipped = false;
       if (!st.ok() && Deterministic(st)) {
         ZOOM_LOG(WARNING, "collection ", name, ": log entry ", m.sequence, " (",
@@ -209,7 +209,9 @@ void ShardReplica::Run() {
         break;
       }
       acked_through = m.sequence;
-      if (CountsPoints(entry->op)) changed.emplace_back(m.sequence, skipped ? 0 : *applied);
+      AppliedEntry done{m.sequence, m.id, std::nullopt};
+      if (CountsPoints(entry->op)) done.changed = skipped ? 0 : *result;
+      applied.push_back(std::move(done));
       absl::MutexLock l(&mu_);
       status_.applied = m.sequence;
       status_.pending = m.pending;
@@ -219,7 +221,7 @@ void ShardReplica::Run() {
       status_.last_error.clear();
     }
     if (acked_through > 0) {
-      if (Report(&changed)) reported = absl::Now();
+      if (Report(&applied)) reported = absl::Now();
       // The acknowledgement only trims what JetStream redelivers; the
       // position is the truth. A failure here is harmless.
       (void)consumer->AckThrough(acked_through);

@@ -35,8 +35,9 @@
 // Durable positions (write concerns): after each batch it applied, the
 // replica makes it durable (options.sync: null when every write is durable
 // once it returns, --sync=always) and tells options.on_durable its position
-// and the points each counting entry changed; while idle it tells the same
-// position again every report_every (a lost notice is made good).
+// and the entries it applied (each by sequence and message id, with the
+// points changed by those that count them); while idle it tells the
+// position again every report_every.
 //
 // Thread safety: status() and WaitApplied from any thread.
 #ifndef ZOOM_SERVER_CLUSTER_SHARD_REPLICA_H_
@@ -54,6 +55,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/cluster/cluster_map.h"
 #include "server/cluster/jetstream.h"
 #include "server/engine/collection.h"
 
@@ -74,12 +76,11 @@ struct ShardReplicaOptions {
   absl::Duration floor_check = absl::Seconds(5);
   // Makes every write applied so far durable (null: they are when applied).
   std::function<absl::Status()> sync;
-  // Told each durable position: (position, [(sequence, points changed)]
-  // of the entries that count points, among those applied since the last
-  // call). On the replica's thread: it must not block.
-  std::function<void(uint64_t durable,
-                     const std::vector<std::pair<uint64_t, uint64_t>>& changed)>
-      on_durable;
+  // Told each durable position and the entries applied since the last call
+  // (sequence, message id, and the points changed by those that count
+  // them); again with none while idle. On the replica's thread: it must
+  // not block.
+  std::function<void(uint64_t durable, const std::vector<AppliedEntry>& applied)> on_durable;
   absl::Duration report_every = absl::Seconds(1);
 };
 
@@ -120,9 +121,10 @@ class ShardReplica {
   // Sleeps `d` unless stopped meanwhile; false when stopping.
   bool Pause(absl::Duration d);
   void SetError(const absl::Status& st);
-  // Syncs (options_.sync) and reports the position (on_durable); false
-  // when the sync failed (retried with the next batch or idle pass).
-  bool Report(std::vector<std::pair<uint64_t, uint64_t>>* changed);
+  // Syncs (options_.sync) and reports the position and `applied`
+  // (on_durable, then cleared); false when the sync failed (retried with
+  // the next batch or idle pass).
+  bool Report(std::vector<AppliedEntry>* applied);
 
   JetStream* js_;
   std::shared_ptr<server::Collection> collection_;

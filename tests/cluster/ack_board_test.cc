@@ -1,6 +1,6 @@
-// The router's board of replicas' durable positions (write concerns),
-// without NATS: reports recorded by hand, waits bounded by deadlines in the
-// past or met by reports made before the wait.
+// The router's board of the entries replicas made durable (write
+// concerns), without NATS: reports recorded by hand, waits bounded by
+// deadlines in the past or met by reports made before the wait.
 #include "server/cluster/router/ack_board.h"
 
 #include <string>
@@ -18,63 +18,79 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 cluster::ReplicaAck Ack(const std::string& node, uint64_t durable,
-                        std::vector<std::pair<uint64_t, uint64_t>> changed = {}) {
+                        std::vector<cluster::AppliedEntry> applied = {}) {
   cluster::ReplicaAck a;
   a.node = node;
   a.uid = 7;
   a.shard = 1;
   a.durable = durable;
-  a.changed = std::move(changed);
+  a.applied = std::move(applied);
   return a;
 }
 
-TEST(AckBoardTest, AWriteIsAcknowledgedOnceEnoughOfItsReplicasReportedItDurable) {
+const absl::Time kPast = absl::InfinitePast();
+
+TEST(AckBoardTest, AWriteIsAcknowledgedByTheReplicasThatReportedItsOwnEntry) {
   AckBoard b;
   const std::vector<std::string> replicas = {"n1", "n2", "n3"};
-  const absl::Time past = absl::Now() - absl::Seconds(1);
-  EXPECT_THAT(b.Await(7, 1, 10, replicas, 2, past), IsEmpty());
-  b.Record(Ack("n2", 12));
-  b.Record(Ack("n9", 50));  // not a replica of the shard: never counts
-  EXPECT_THAT(b.Await(7, 1, 10, replicas, 2, past), ElementsAre("n2"));
-  b.Record(Ack("n3", 10));
-  EXPECT_THAT(b.Await(7, 1, 10, replicas, 2, past), ElementsAre("n2", "n3"));
-  EXPECT_THAT(b.Await(7, 1, 11, replicas, 2, past), ElementsAre("n2"));
-  // Another shard or collection: its own positions.
-  EXPECT_THAT(b.Await(7, 2, 10, replicas, 1, past), IsEmpty());
-  EXPECT_THAT(b.Await(8, 1, 10, replicas, 1, past), IsEmpty());
-  // The latest report counts, not the largest: a replica restored from an
-  // older snapshot counts for less.
-  b.Record(Ack("n2", 5));
-  EXPECT_THAT(b.Await(7, 1, 10, replicas, 1, past), ElementsAre("n3"));
-  EXPECT_EQ(b.Position(7, 1, "n2"), 5u);
-  EXPECT_EQ(b.Position(7, 1, "n1"), 0u);
+  EXPECT_THAT(b.Await(7, 1, 10, "w10", replicas, 2, kPast), IsEmpty());
+  b.Record(Ack("n2", 12, {{10, "w10", std::nullopt}, {12, "w12", std::nullopt}}));
+  b.Record(Ack("n9", 50, {{10, "w10", std::nullopt}}));  // not a replica of the shard
+  EXPECT_THAT(b.Await(7, 1, 10, "w10", replicas, 2, kPast), ElementsAre("n2"));
+  b.Record(Ack("n3", 10, {{10, "w10", std::nullopt}}));
+  EXPECT_THAT(b.Await(7, 1, 10, "w10", replicas, 2, kPast), ElementsAre("n2", "n3"));
+  EXPECT_THAT(b.Await(7, 1, 12, "w12", replicas, 2, kPast), ElementsAre("n2"));
+  // A position alone acknowledges nothing: n1 is past 10 but never
+  // reported entry 10 (its idle notices carry no entries).
+  b.Record(Ack("n1", 40));
+  EXPECT_EQ(b.Position(7, 1, "n1"), 40u);
+  EXPECT_THAT(b.Await(7, 1, 10, "w10", replicas, 3, kPast), ElementsAre("n2", "n3"));
+  // Another shard or collection: its own entries.
+  EXPECT_THAT(b.Await(7, 2, 10, "w10", replicas, 1, kPast), IsEmpty());
+  EXPECT_THAT(b.Await(8, 1, 10, "w10", replicas, 1, kPast), IsEmpty());
+  EXPECT_EQ(b.divergences(), 0u);
+}
+
+// A log that lost its tail gives its sequences to new entries: a replica
+// that applied the old entry at 20 never acknowledges the new one, and the
+// divergence is counted.
+TEST(AckBoardTest, AnotherEntryAtTheSameSequenceNeverAcknowledges) {
+  AckBoard b;
+  const std::vector<std::string> replicas = {"n1", "n2", "n3"};
+  b.Record(Ack("n1", 20, {{20, "old", std::nullopt}}));
+  b.Record(Ack("n2", 20, {{20, "old", std::nullopt}}));
+  b.Record(Ack("n3", 20, {{20, "new", std::nullopt}}));
+  EXPECT_THAT(b.Await(7, 1, 20, "new", replicas, 2, kPast), ElementsAre("n3"));
+  EXPECT_THAT(b.Await(7, 1, 20, "old", replicas, 2, kPast), ElementsAre("n1", "n2"));
+  EXPECT_EQ(b.divergences(), 1u);
 }
 
 TEST(AckBoardTest, AWaitEndsWhenTheReportComes) {
   AckBoard b;
   std::vector<std::string> got;
   std::thread waiter([&] {
-    got = b.Await(7, 1, 20, {"n1", "n2"}, 2, absl::Now() + absl::Seconds(60));
+    got = b.Await(7, 1, 20, "w", {"n1", "n2"}, 2, absl::Now() + absl::Seconds(60));
   });
-  b.Record(Ack("n1", 20));
-  b.Record(Ack("n2", 21));
+  b.Record(Ack("n1", 20, {{20, "w", std::nullopt}}));
+  b.Record(Ack("n2", 21, {{20, "w", std::nullopt}, {21, "x", std::nullopt}}));
   waiter.join();
   EXPECT_THAT(got, ElementsAre("n1", "n2"));
 }
 
 TEST(AckBoardTest, CountsAreTheFirstReportsAndBounded) {
   AckBoard b;
-  EXPECT_EQ(b.Changed(7, 1, 3), std::nullopt);
-  b.Record(Ack("n1", 4, {{3, 2}, {4, 0}}));
-  b.Record(Ack("n2", 4, {{3, 9}}));  // a replica applying it again later
-  EXPECT_EQ(b.Changed(7, 1, 3), 2u);
-  EXPECT_EQ(b.Changed(7, 1, 4), 0u);
-  EXPECT_EQ(b.Changed(7, 1, 5), std::nullopt);
-  std::vector<std::pair<uint64_t, uint64_t>> many;
-  for (uint64_t s = 10; s < 10 + AckBoard::kKeptCounts; ++s) many.emplace_back(s, 1);
-  b.Record(Ack("n1", 10 + AckBoard::kKeptCounts, many));
-  EXPECT_EQ(b.Changed(7, 1, 3), std::nullopt);  // the oldest went
-  EXPECT_EQ(b.Changed(7, 1, 10), 1u);
+  EXPECT_EQ(b.Changed(7, 1, 3, "d"), std::nullopt);
+  b.Record(Ack("n1", 4, {{3, "d", 2}, {4, "e", 0}}));
+  b.Record(Ack("n2", 4, {{3, "d", 9}}));  // a replica applying it again later
+  EXPECT_EQ(b.Changed(7, 1, 3, "d"), 2u);
+  EXPECT_EQ(b.Changed(7, 1, 3, "other"), std::nullopt);
+  EXPECT_EQ(b.Changed(7, 1, 4, "e"), 0u);
+  EXPECT_EQ(b.Changed(7, 1, 5, "f"), std::nullopt);
+  std::vector<cluster::AppliedEntry> many;
+  for (uint64_t s = 10; s < 10 + AckBoard::kKeptEntries; ++s) many.push_back({s, "m", 1});
+  b.Record(Ack("n1", 10 + AckBoard::kKeptEntries, many));
+  EXPECT_EQ(b.Changed(7, 1, 3, "d"), std::nullopt);  // the oldest went
+  EXPECT_EQ(b.Changed(7, 1, 10, "m"), 1u);
 }
 
 }  // namespace

@@ -123,26 +123,30 @@ TEST(ClusterMapTest, GoldenModelRecordsOfFormat1) {
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("model.1")));
 }
 
-// A replica's report of its durable position (core NATS, AcksSubject).
+// A replica's report of the entries it made durable (core NATS,
+// AcksSubject).
 TEST(ClusterMapTest, GoldenReplicaAckOfFormat1) {
   ReplicaAck a;
   a.node = "n2";
   a.uid = 0x0123456789abcdefULL;
   a.shard = 3;
   a.durable = 1234;
-  a.changed = {{1230, 7}, {1234, 0}};
+  a.applied = {{1230, "9f1c00aa77d2e4b3", 7}, {1233, "c0ffee", std::nullopt}, {1234, "", 0}};
   const std::string text = Golden("replica_ack_v1.txt", a.Encode());
   EXPECT_EQ(a.Encode(), text);
   ASSERT_OK_AND_ASSIGN(ReplicaAck back, ReplicaAck::Decode(text));
   EXPECT_EQ(back, a);
   ReplicaAck idle = a;
-  idle.changed.clear();
+  idle.applied.clear();
   ASSERT_OK_AND_ASSIGN(ReplicaAck idle_back, ReplicaAck::Decode(idle.Encode()));
   EXPECT_EQ(idle_back, idle);
   EXPECT_EQ(AcksSubject("prod"), "zoomd_acks.prod");
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"changed=1230:7,1234:0", "changed=1230:7,1234"},
-           {"changed=1230:7,1234:0", "changed=1230:x"},
+           {"1234::0", "1234"},
+           {"1230:9f1c00aa77d2e4b3:7", "1230:9f1c00aa77d2e4b3:x"},
+           {"1230:9f1c00aa77d2e4b3:7", "1230:9f1c00aa77d2e4b3:7:8"},
+           {"1233:c0ffee", "1233:c0 ffee"},
+           {"1233:c0ffee", "x:c0ffee"},
            {"shard=3", "shard=99999"},
            {"durable=1234", "durable=-1"},
            {"node=n2", "node=a b"},

@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/cluster/log_entry.h"
+#include "server/cluster/router/ack_board.h"
 #include "server/engine/database.h"
 #include "tests/testing/nats_server.h"
 #include "tests/testing/status_matchers.h"
@@ -213,7 +214,8 @@ TEST_F(ShardReplicaTest, ReplicasApplyInOrderRestartAfterTheirPositionAndBootstr
 }
 
 // Write concerns: a replica reports its position once what it applied is
-// durable (options.sync), with the points each counting entry changed, and
+// durable (options.sync), with each entry it applied (sequence, message id)
+// and the points each counting entry changed, and
 // again while idle; a failing sync holds the report back.
 TEST_F(ShardReplicaTest, DurablePositionsAreReportedWithCountsAndOnlyAfterTheSync) {
   auto a = Local("docs_s0_a");
@@ -222,6 +224,7 @@ TEST_F(ShardReplicaTest, DurablePositionsAreReportedWithCountsAndOnlyAfterTheSyn
     absl::Mutex mu;
     std::vector<uint64_t> positions ABSL_GUARDED_BY(mu);
     std::map<uint64_t, uint64_t> changed ABSL_GUARDED_BY(mu);  // sequence -> count
+    std::map<uint64_t, std::string> ids ABSL_GUARDED_BY(mu);   // every entry reported
     int repeated ABSL_GUARDED_BY(mu) = 0;  // reports of the position before
     bool fail_sync ABSL_GUARDED_BY(mu) = false;
     int syncs ABSL_GUARDED_BY(mu) = 0;
@@ -237,11 +240,15 @@ TEST_F(ShardReplicaTest, DurablePositionsAreReportedWithCountsAndOnlyAfterTheSyn
     ++r.syncs;
     return r.fail_sync ? absl::UnavailableError("disk away") : absl::OkStatus();
   };
-  o.on_durable = [&r](uint64_t durable, const std::vector<std::pair<uint64_t, uint64_t>>& c) {
+  o.on_durable = [&r](uint64_t durable, const std::vector<AppliedEntry>& applied) {
     absl::MutexLock l(&r.mu);
     if (!r.positions.empty() && r.positions.back() == durable) ++r.repeated;
     r.positions.push_back(durable);
-    for (const auto& [seq, n] : c) EXPECT_TRUE(r.changed.emplace(seq, n).second) << seq;
+    for (const AppliedEntry& e : applied) {
+      EXPECT_LE(e.sequence, durable);
+      EXPECT_TRUE(r.ids.emplace(e.sequence, e.id).second) << e.sequence;
+      if (e.changed.has_value()) EXPECT_TRUE(r.changed.emplace(e.sequence, *e.changed).second);
+    }
   };
   auto reported = [&r](uint64_t seq) {
     absl::MutexLock l(&r.mu);
@@ -251,8 +258,10 @@ TEST_F(ShardReplicaTest, DurablePositionsAreReportedWithCountsAndOnlyAfterTheSyn
     return r.mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(60));
   };
   ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, o));
-  Publish(Upsert(0, 10, 0.0f));
-  const uint64_t del = Publish(Delete({3, 4, 99}));
+  const uint64_t first = Publish(Upsert(0, 10, 0.0f));
+  ASSERT_OK_AND_ASSIGN(PubAck named,
+                       js_->Publish(kShard0, EncodeLogEntry(Delete({3, 4, 99})), "w-0042"));
+  const uint64_t del = named.sequence;
   const uint64_t last = Publish(Upsert(20, 2, 0.0f));
   ASSERT_TRUE(Applied(ra.get(), last)) << ra->status().last_error;
   ASSERT_TRUE(reported(last));
@@ -260,7 +269,9 @@ TEST_F(ShardReplicaTest, DurablePositionsAreReportedWithCountsAndOnlyAfterTheSyn
   {
     absl::MutexLock l(&r.mu);
     EXPECT_TRUE(std::is_sorted(r.positions.begin(), r.positions.end()));
-    // Only the counting entry, with the points it deleted (99 did not exist).
+    // Every entry by sequence and id; counts for the counting one only,
+    // the points it deleted (99 did not exist).
+    EXPECT_EQ(r.ids, (std::map<uint64_t, std::string>{{first, ""}, {del, "w-0042"}, {last, ""}}));
     EXPECT_EQ(r.changed, (std::map<uint64_t, uint64_t>{{del, 2}}));
     EXPECT_GT(r.syncs, 0);
     auto twice = [&]() ABSL_SHARED_LOCKS_REQUIRED(r.mu) { return r.repeated >= 2; };
@@ -281,6 +292,54 @@ TEST_F(ShardReplicaTest, DurablePositionsAreReportedWithCountsAndOnlyAfterTheSyn
   EXPECT_EQ(ra->status().durable, held);
   absl::MutexLock l(&r.mu);
   EXPECT_EQ(r.changed[held], 1u);
+}
+
+// A log that forgets what it acknowledged and gives the same sequences to
+// new entries (what a power failure of every NATS server can do): the
+// replica that applied the old entries skips the new ones, and a router's
+// board never counts it for them (entries are acknowledged by sequence AND
+// message id, not by position).
+TEST_F(ShardReplicaTest, AReplicaNeverAcknowledgesAnEntryItSkippedAfterTheLogForgot) {
+  auto a = Local("docs_s0_a");
+  ASSERT_NE(a, nullptr);
+  server::router::AckBoard board;
+  ShardReplicaOptions o;
+  o.stream = kStream;
+  o.subject = kShard0;
+  o.durable = "a_docs_0";
+  o.fetch_wait = absl::Milliseconds(50);
+  o.retry_wait = absl::Milliseconds(50);
+  o.on_durable = [&board](uint64_t durable, const std::vector<AppliedEntry>& applied) {
+    ReplicaAck ack;
+    ack.node = "a";
+    ack.uid = 7;
+    ack.shard = 0;
+    ack.durable = durable;
+    ack.applied = applied;
+    board.Record(ack);
+  };
+  ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, o));
+  uint64_t last = 0;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(PubAck p, js_->Publish(kShard0, EncodeLogEntry(Upsert(i, 1, 0.0f)),
+                                                absl::StrCat("old", i)));
+    last = p.sequence;
+  }
+  const absl::Time soon = absl::Now() + absl::Seconds(60);
+  ASSERT_THAT(board.Await(7, 0, last, "old2", {"a"}, 1, soon), ::testing::ElementsAre("a"));
+  // The log forgets: its sequences start again below the replica's position.
+  ASSERT_OK(js_->DeleteStream(kStream));
+  ASSERT_OK(js_->EnsureStream({kStream, {kShard0, kShard1}}));
+  ASSERT_OK_AND_ASSIGN(PubAck fresh,
+                       js_->Publish(kShard0, EncodeLogEntry(Upsert(50, 1, 0.0f)), "new0"));
+  ASSERT_LE(fresh.sequence, last);
+  // The replica's position says it is past it; it never applied it, and
+  // never acknowledges it (a wait that cannot be met: its deadline decides).
+  EXPECT_THAT(board.Await(7, 0, fresh.sequence, "new0", {"a"}, 1,
+                          absl::Now() + absl::Seconds(2)),
+              ::testing::IsEmpty());
+  EXPECT_GE(board.Position(7, 0, "a"), fresh.sequence);
+  EXPECT_EQ(Dump(*a).count(50), 0u);
 }
 
 TEST_F(ShardReplicaTest, AReplicaTheLogWasPurgedPastStopsInsteadOfSkippingTheGap) {

@@ -1,51 +1,75 @@
 #include "server/cluster/router/ack_board.h"
 
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
 namespace zoom::server::router {
 
 void AckBoard::Record(const cluster::ReplicaAck& a) {
   absl::MutexLock l(&mu_);
   Shard& s = shards_[{a.uid, a.shard}];
   s.positions[a.node] = a.durable;
-  for (const auto& [seq, n] : a.changed) s.changed.emplace(seq, n);  // the first report stays
-  while (s.changed.size() > kKeptCounts) s.changed.erase(s.changed.begin());
+  for (const cluster::AppliedEntry& e : a.applied) {
+    std::vector<Entry>& at = s.entries[e.sequence];
+    Entry* same = nullptr;
+    for (Entry& x : at) {
+      if (x.id == e.id) same = &x;
+    }
+    if (same == nullptr) {
+      if (!at.empty()) {
+        ++divergences_;
+        ZOOM_LOG(WARNING, "router: replicas of shard ", a.shard, " (collection uid ",
+                 absl::Hex(a.uid, absl::kZeroPad16), ") applied different entries at log "
+                 "sequence ", e.sequence, " (", a.node, ": id '", e.id, "', others: id '",
+                 at.front().id, "'): their logs diverged; writes there are acknowledged only "
+                 "by the replicas that applied them");
+      }
+      at.push_back({e.id, e.changed, {}});
+      same = &at.back();
+    }
+    same->nodes.insert(a.node);
+    if (!same->changed.has_value()) same->changed = e.changed;
+  }
+  while (s.entries.size() > kKeptEntries) s.entries.erase(s.entries.begin());
 }
 
-size_t AckBoard::Reached(const Shard& s, uint64_t sequence,
-                         const std::vector<std::string>& replicas,
-                         std::vector<std::string>* who) const {
-  size_t n = 0;
-  for (const std::string& r : replicas) {
-    auto it = s.positions.find(r);
-    if (it == s.positions.end() || it->second < sequence) continue;
-    ++n;
-    if (who != nullptr) who->push_back(r);
+const AckBoard::Entry* AckBoard::Find(const Key& key, uint64_t sequence,
+                                      const std::string& id) const {
+  auto it = shards_.find(key);
+  if (it == shards_.end()) return nullptr;
+  auto at = it->second.entries.find(sequence);
+  if (at == it->second.entries.end()) return nullptr;
+  for (const Entry& e : at->second) {
+    if (e.id == id) return &e;
   }
-  return n;
+  return nullptr;
 }
 
 std::vector<std::string> AckBoard::Await(uint64_t uid, uint32_t shard, uint64_t sequence,
+                                         const std::string& id,
                                          const std::vector<std::string>& replicas, size_t need,
                                          absl::Time deadline) const {
   const Key key{uid, shard};
-  absl::MutexLock l(&mu_);
-  auto reached = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    auto it = shards_.find(key);
-    return it != shards_.end() && Reached(it->second, sequence, replicas, nullptr) >= need;
+  auto who = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    std::vector<std::string> out;
+    if (const Entry* e = Find(key, sequence, id); e != nullptr) {
+      for (const std::string& r : replicas) {
+        if (e->nodes.contains(r)) out.push_back(r);
+      }
+    }
+    return out;
   };
+  absl::MutexLock l(&mu_);
+  auto reached = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return who().size() >= need; };
   mu_.AwaitWithDeadline(absl::Condition(&reached), deadline);
-  std::vector<std::string> who;
-  auto it = shards_.find(key);
-  if (it != shards_.end()) Reached(it->second, sequence, replicas, &who);
-  return who;
+  return who();
 }
 
-std::optional<uint64_t> AckBoard::Changed(uint64_t uid, uint32_t shard, uint64_t sequence) const {
+std::optional<uint64_t> AckBoard::Changed(uint64_t uid, uint32_t shard, uint64_t sequence,
+                                          const std::string& id) const {
   absl::MutexLock l(&mu_);
-  auto it = shards_.find({uid, shard});
-  if (it == shards_.end()) return std::nullopt;
-  auto c = it->second.changed.find(sequence);
-  if (c == it->second.changed.end()) return std::nullopt;
-  return c->second;
+  const Entry* e = Find({uid, shard}, sequence, id);
+  return e == nullptr ? std::nullopt : e->changed;
 }
 
 uint64_t AckBoard::Position(uint64_t uid, uint32_t shard, const std::string& node) const {
@@ -54,6 +78,11 @@ uint64_t AckBoard::Position(uint64_t uid, uint32_t shard, const std::string& nod
   if (it == shards_.end()) return 0;
   auto p = it->second.positions.find(node);
   return p == it->second.positions.end() ? 0 : p->second;
+}
+
+uint64_t AckBoard::divergences() const {
+  absl::MutexLock l(&mu_);
+  return divergences_;
 }
 
 }  // namespace zoom::server::router

@@ -1,21 +1,18 @@
 // File: server/cluster/router/ack_board.h
 //
-// AckBoard: what a router knows of each shard replica's durable position,
-// from the replicas' notices (cluster::ReplicaAck on AcksSubject: after
-// each batch a replica applied and made durable, and again every second
-// while idle). The write concerns wait on it: a write whose log sequence on
-// shard k is s is acknowledged under MAJORITY once more than half of the
-// shard's replicas (ShardMap::assignment) reported a position at or past s,
-// under ALL once every one did.
+// AckBoard: the log entries each shard replica has applied and made
+// durable, from the replicas' notices (cluster::ReplicaAck on AcksSubject:
+// after each batch a replica applied and synced, each entry by stream
+// sequence and message id). The write concerns wait on it: a write whose
+// last entry on shard k is (s, id) is acknowledged under MAJORITY once more
+// than half of the shard's replicas (ShardMap::assignment) reported that
+// very entry, under ALL once every one did. An entry is known by its
+// sequence AND its id: a replica that applied another entry at sequence s
+// (a log that lost its tail and gave its sequences to new entries) never
+// acknowledges this one, and the board counts such a divergence.
 //
-// A replica's position is its latest report (not the largest seen: a
-// replica restored from an older snapshot reports less, and counts for
-// less). Reports from one replica arrive in order (one NATS connection, one
-// subscriber).
-//
-// Counts: the points each counting entry (delete, set/delete payload)
-// changed, as the first replica to report it said; kept for the last
-// kKeptCounts entries of each shard.
+// Kept: the last kKeptEntries entries of each shard (writers wait right
+// after their publish), and each replica's latest durable position.
 //
 // Thread safety: every method from any thread.
 #ifndef ZOOM_SERVER_CLUSTER_ROUTER_ACK_BOARD_H_
@@ -24,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,36 +34,48 @@ namespace zoom::server::router {
 
 class AckBoard {
  public:
-  static constexpr size_t kKeptCounts = 4096;
+  static constexpr size_t kKeptEntries = 4096;
 
   // One replica's report (the subscription's handler; tests).
   void Record(const cluster::ReplicaAck& a);
 
-  // Waits until at least `need` of `replicas` (node ids) reported a
-  // position at or past `sequence` for shard (uid, shard), or `deadline`
-  // passes; returns those that had, in `replicas` order.
+  // Waits until at least `need` of `replicas` (node ids) reported entry
+  // (sequence, id) of shard (uid, shard) durable, or `deadline` passes;
+  // returns those that had, in `replicas` order.
   std::vector<std::string> Await(uint64_t uid, uint32_t shard, uint64_t sequence,
-                                 const std::vector<std::string>& replicas, size_t need,
-                                 absl::Time deadline) const;
+                                 const std::string& id, const std::vector<std::string>& replicas,
+                                 size_t need, absl::Time deadline) const;
 
-  // The points entry `sequence` of shard (uid, shard) changed, as reported;
-  // nullopt when no replica reported it (yet, or it is no longer kept).
-  std::optional<uint64_t> Changed(uint64_t uid, uint32_t shard, uint64_t sequence) const;
+  // The points entry (sequence, id) of shard (uid, shard) changed, as its
+  // replicas reported; nullopt when none did (yet, or no longer kept).
+  std::optional<uint64_t> Changed(uint64_t uid, uint32_t shard, uint64_t sequence,
+                                  const std::string& id) const;
 
-  // The reported position of `node`'s replica of (uid, shard); 0 if none.
+  // The latest durable position `node`'s replica of (uid, shard) reported;
+  // 0 if none.
   uint64_t Position(uint64_t uid, uint32_t shard, const std::string& node) const;
 
+  // How many times two replicas reported different entries at one sequence
+  // of a shard (their logs diverged), since this board began.
+  uint64_t divergences() const;
+
  private:
+  struct Entry {
+    std::string id;
+    std::optional<uint64_t> changed;
+    std::set<std::string> nodes;  // the replicas that reported it
+  };
   struct Shard {
-    std::map<std::string, uint64_t> positions;  // node -> durable position
-    std::map<uint64_t, uint64_t> changed;       // sequence -> points changed
+    std::map<std::string, uint64_t> positions;          // node -> durable position
+    std::map<uint64_t, std::vector<Entry>> entries;     // sequence -> what was applied there
   };
   using Key = std::pair<uint64_t, uint32_t>;
-  size_t Reached(const Shard& s, uint64_t sequence, const std::vector<std::string>& replicas,
-                 std::vector<std::string>* who) const;
+  const Entry* Find(const Key& key, uint64_t sequence, const std::string& id) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   std::map<Key, Shard> shards_ ABSL_GUARDED_BY(mu_);
+  uint64_t divergences_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace zoom::server::router

@@ -13,7 +13,7 @@
 //              that applied its token; then the fewest outstanding
 //              requests, then the lowest recent latency
 //   channels   one gRPC channel a node, the stubs of both services over it
-//   acks       the replicas' durable positions (AckBoard), for write
+//   acks       the entries replicas made durable (AckBoard), for write
 //              concerns, from their notices on the cluster's acks subject
 //   fan-out    one call a shard (or a node), with failover to the next
 //              replica and (`hedge`) a second replica asked once the first

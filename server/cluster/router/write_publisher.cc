@@ -138,6 +138,7 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
     uint32_t shard;
     const std::vector<std::string>* list;
     std::vector<uint64_t> sequences;  // of its entries, as the log took them
+    std::vector<std::string> ids;     // their message ids (what replicas acknowledge)
     std::vector<std::string> acked;   // the replicas that had the last one
     absl::Status status;
   };
@@ -145,7 +146,7 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
   out->concern = concern;
   const std::string& cluster_name = core_->cluster();
   std::vector<Part> parts;
-  for (const auto& [k, list] : entries) parts.push_back({k, &list, {}, {}, absl::OkStatus()});
+  for (const auto& [k, list] : entries) parts.push_back({k, &list, {}, {}, {}, absl::OkStatus()});
   auto run = [&](Part& p) {
     const std::string subject = cluster::ShardSubject(cluster_name, m.collection, p.shard);
     for (const std::string& e : *p.list) {
@@ -157,7 +158,8 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
           return;
         }
       }
-      absl::StatusOr<cluster::PubAck> ack = core_->js().Publish(subject, e, RandomId(), wait);
+      std::string id = RandomId();
+      absl::StatusOr<cluster::PubAck> ack = core_->js().Publish(subject, e, id, wait);
       if (!ack.ok()) {
         p.status = absl::Status(
             absl::Now() >= deadline ? absl::StatusCode::kDeadlineExceeded : ack.status().code(),
@@ -167,6 +169,7 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
         return;
       }
       p.sequences.push_back(ack->sequence);
+      p.ids.push_back(std::move(id));
     }
   };
   if (parts.size() == 1) {
@@ -181,8 +184,10 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
     }
     for (std::thread& t : workers) t.join();
   }
-  // The concern: each part's last entry durable on enough of its replicas
-  // (the shards' waits overlap: each waits for the same deadline).
+  // The concern: each part's entries durable on enough of its replicas,
+  // every entry by its sequence and id (a replica that skipped one, its
+  // log having diverged, does not count), the last awaited first (the
+  // shards' waits overlap: each waits for the same deadline).
   if (concern != api::WriteConcern::kLog) {
     const absl::Time until = deadline != absl::InfiniteFuture()
                                  ? deadline
@@ -192,7 +197,12 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
       const std::vector<std::string>& replicas = m.assignment[p.shard];
       const size_t need =
           concern == api::WriteConcern::kAll ? replicas.size() : replicas.size() / 2 + 1;
-      p.acked = core_->acks().Await(m.uid, p.shard, p.sequences.back(), replicas, need, until);
+      p.acked = replicas;
+      for (size_t i = p.sequences.size(); i-- > 0 && p.acked.size() >= need;) {
+        std::vector<std::string> had =
+            core_->acks().Await(m.uid, p.shard, p.sequences[i], p.ids[i], p.acked, need, until);
+        p.acked = std::move(had);
+      }
       if (p.acked.size() < need) {
         p.status = absl::Status(
             absl::Now() >= deadline ? absl::StatusCode::kDeadlineExceeded
@@ -221,9 +231,9 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
     }
     out->tokens.push_back({p.shard, p.sequences.back(), p.acked});
     done.push_back(p.shard);
-    for (uint64_t seq : p.sequences) {
+    for (size_t i = 0; i < p.sequences.size(); ++i) {
       if (!changed_known) break;
-      std::optional<uint64_t> n = core_->acks().Changed(m.uid, p.shard, seq);
+      std::optional<uint64_t> n = core_->acks().Changed(m.uid, p.shard, p.sequences[i], p.ids[i]);
       if (n.has_value()) {
         changed += *n;
       } else {

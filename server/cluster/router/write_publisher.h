@@ -13,7 +13,8 @@
 // files every two minutes). The write is then acknowledged under its write
 // concern (api::WriteConcern): kLog at once; kMajority (the default) once
 // more than half of each written shard's replicas, kAll once all of them,
-// reported the shard's last entry durable (AckBoard), with a WriteToken
+// reported each of the shard's entries durable, each by its sequence and
+// message id (AckBoard: never a position alone), with a WriteToken
 // (shard, sequence of its last entry, the replicas that had it) a shard.
 // A publish that fails, or a concern not met by the deadline (the
 // client's, else RouterOptions::write_concern_wait), is UNAVAILABLE
