@@ -349,6 +349,10 @@ absl::Status ZoomServer::StartRouter(grpc::ServerBuilder& builder) {
         return metrics->RecordRouterEvent(Metrics::RouterEvent::kUnavailable);
       case router::RouterEvent::kMapRefresh:
         return metrics->RecordRouterEvent(Metrics::RouterEvent::kMapRefresh);
+      case router::RouterEvent::kConcernUnmet:
+        return metrics->RecordRouterEvent(Metrics::RouterEvent::kConcernUnmet);
+      case router::RouterEvent::kLogDivergence:
+        return metrics->RecordRouterEvent(Metrics::RouterEvent::kLogDivergence);
     }
   };
   hooks.live_nodes = [metrics](int n) { metrics->SetRouterLiveNodes(n); };

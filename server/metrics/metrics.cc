@@ -303,9 +303,16 @@ struct Metrics::Impl {
                               "the shard's recent p95), failover (the next replica asked after "
                               "one failed), partial (an answer short of some shards), "
                               "unavailable (a search refused for a shard without an answer), "
-                              "map_refresh (shard maps read again on a miss).");
-      const char* names[] = {"hedge", "failover", "partial", "unavailable", "map_refresh"};
-      for (int i = 0; i < 5; ++i) router_events[i] = &family.Add({{"event", names[i]}});
+                              "map_refresh (shard maps read again on a miss), concern_unmet "
+                              "(a write whose write concern was not met by its deadline), "
+                              "log_divergence (replicas applied different entries at one "
+                              "sequence of a shard's log).");
+      const char* names[] = {"hedge",       "failover",      "partial",       "unavailable",
+                             "map_refresh", "concern_unmet", "log_divergence"};
+      static_assert(std::size(names) == static_cast<size_t>(RouterEvent::kCount));
+      for (size_t i = 0; i < std::size(names); ++i) {
+        router_events[i] = &family.Add({{"event", names[i]}});
+      }
     }
     router_live_nodes = &Register(prometheus::BuildGauge(), *registry, "zoomd_router_live_nodes",
                                   "The nodes a cluster router routes to now.")
@@ -440,7 +447,7 @@ struct Metrics::Impl {
   Counter* cache_hits_total = nullptr;
   Counter* cache_misses_total = nullptr;
   Histogram* preview_seconds = nullptr;
-  std::array<Counter*, 5> router_events{};
+  std::array<Counter*, static_cast<size_t>(RouterEvent::kCount)> router_events{};
   Gauge* router_live_nodes = nullptr;
   Counter* decoder_contexts_total = nullptr;
   Counter* decoder_distance_evals_total = nullptr;
@@ -619,7 +626,7 @@ void Metrics::RemoveCollection(std::string_view collection) {
 
 void Metrics::RecordRouterEvent(RouterEvent event) {
   const int i = static_cast<int>(event);
-  if (i >= 0 && i < 5) impl_->router_events[i]->Increment();
+  if (i >= 0 && i < static_cast<int>(RouterEvent::kCount)) impl_->router_events[i]->Increment();
 }
 
 void Metrics::SetRouterLiveNodes(int nodes) { impl_->router_live_nodes->Set(nodes); }

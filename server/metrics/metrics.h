@@ -30,7 +30,8 @@
 //                                   current state, 0 for the others
 //             zoomd_io_backend{backend} = 1, zoomd_build_info{version} = 1
 //   cluster   zoomd_router_events_total{event}  counter: hedge, failover,
-//                                   partial, unavailable, map_refresh
+//                                   partial, unavailable, map_refresh,
+//                                   concern_unmet, log_divergence
 //             zoomd_router_live_nodes           gauge
 //   process   zoomd_process_resident_memory_bytes,
 //             zoomd_process_virtual_memory_bytes (read from /proc/self/statm
@@ -108,8 +109,20 @@ class Metrics {
   // replica failed, the next one asked), kPartial (an answer short of some
   // shards, allowed by the request), kUnavailable (a search refused: a
   // shard without an answer), kMapRefresh (the shard maps read again on a
-  // miss).
-  enum class RouterEvent { kHedge = 0, kFailover, kPartial, kUnavailable, kMapRefresh };
+  // miss), kConcernUnmet (a write whose write concern was not met by its
+  // deadline), kLogDivergence (two replicas reported different entries at
+  // one sequence of a shard's log: the log lost entries it had
+  // acknowledged and gave their sequences to others).
+  enum class RouterEvent {
+    kHedge = 0,
+    kFailover,
+    kPartial,
+    kUnavailable,
+    kMapRefresh,
+    kConcernUnmet,
+    kLogDivergence,
+    kCount
+  };
   void RecordRouterEvent(RouterEvent event);
   // The nodes a router routes to now (zoomd_router_live_nodes): those whose
   // heartbeats its last read of the node bucket found current.

@@ -496,9 +496,14 @@ def run_cluster_cases(cluster: Cluster, data) -> None:
     #    both of shard 1's replicas down, no write touching it can be on
     #    disk on a majority of them: under MAJORITY (the default) it is not
     #    acknowledged; under LOG (JetStream stored it) it is, and replayed.
+    unmet = 'zoomd_router_events_total{event="concern_unmet"}'
+    unmet0 = metric(cluster.procs["router"].metrics, unmet)
     with pytest.raises(grpc.RpcError) as err:
         write(len(base) + 1000, 20, timeout=3)
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, err.value
+    # The router counts it (it may answer a moment after the client gave up).
+    wait_until("the router to count the unmet write concern",
+               lambda: metric(cluster.procs["router"].metrics, unmet) > unmet0, 30, 0.1)
     write(len(base), 300, concern=zoom_pb2.WRITE_CONCERN_LOG)
     shutil.rmtree(cluster.root / "z1")
     restarted_at = time.monotonic()

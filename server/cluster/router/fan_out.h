@@ -71,7 +71,15 @@
 namespace zoom::server::router {
 
 // What a router counts (the adapter maps them to its metrics).
-enum class RouterEvent { kHedge, kFailover, kPartial, kUnavailable, kMapRefresh };
+enum class RouterEvent {
+  kHedge,
+  kFailover,
+  kPartial,
+  kUnavailable,
+  kMapRefresh,
+  kConcernUnmet,   // a write whose write concern was not met by its deadline
+  kLogDivergence,  // replicas reported different entries at one log sequence
+};
 
 // A replica (or a node) a call may go to.
 struct Candidate {

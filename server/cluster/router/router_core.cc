@@ -60,10 +60,16 @@ absl::StatusOr<std::unique_ptr<RouterCore>> RouterCore::Create(RouterOptions opt
   ZOOM_ASSIGN_OR_RETURN(
       core->acks_sub_,
       core->js_->Subscribe(cluster::AcksSubject(core->opt_.catalog.cluster),
-                           [board = core->acks_.get()](std::string_view data) {
+                           [core = core.get()](std::string_view data) {
                              absl::StatusOr<cluster::ReplicaAck> a =
                                  cluster::ReplicaAck::Decode(data);
-                             if (a.ok()) board->Record(*a);  // else: a newer node's, ignored
+                             if (!a.ok()) return;  // a newer node's: ignored
+                             // One handler thread: the count moves only here.
+                             const uint64_t before = core->acks_->divergences();
+                             core->acks_->Record(*a);
+                             if (core->acks_->divergences() > before) {
+                               core->Event(RouterEvent::kLogDivergence);
+                             }
                            }));
   ZOOM_RETURN_IF_ERROR(core->Refresh());
   RouterCore* p = core.get();

@@ -204,6 +204,7 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
         p.acked = std::move(had);
       }
       if (p.acked.size() < need) {
+        core_->Event(RouterEvent::kConcernUnmet);
         p.status = absl::Status(
             absl::Now() >= deadline ? absl::StatusCode::kDeadlineExceeded
                                     : absl::StatusCode::kUnavailable,
