@@ -1,6 +1,8 @@
 """The Decoder: load a model, topk against brute force, stream_topk for a
 50-step loop (sync and asyncio)."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -110,6 +112,37 @@ def test_load_and_unload_another_model(client, model):
         client.unload_model("tiny_unload")
     with pytest.raises(zoomd.InvalidArgument):
         client.load_model("bad", "../../etc")  # outside --models_dir
+
+
+def test_a_failed_load_says_its_code(client, server, model):
+    """A model whose files do not agree fails to load: loaded without wait,
+    its ModelInfo says model_failed, why, and the load's own gRPC code (3,
+    INVALID_ARGUMENT), the code LoadModel with wait answers."""
+    broken = server.models / "broken"
+    broken.mkdir()
+    for f in ("W.f32", "b.f32", "vocab.txt", "meta.json"):
+        (broken / f).write_bytes((server.models / "tiny" / f).read_bytes())
+    (broken / "W.f32").write_bytes(b"\0" * 12)  # not vocab_size x dim floats
+    try:
+        with pytest.raises(zoomd.InvalidArgument):
+            client.load_model("broken", "broken", wait=True)
+        try:
+            client.load_model("broken", "broken", wait=False)
+        except zoomd.InvalidArgument:
+            pytest.skip("this server checks the files before it answers a load without wait")
+        deadline = time.monotonic() + 60
+        while True:
+            info = [m for m in client.list_models() if m.name == "broken"]
+            if info and info[0].state == "model_failed":
+                break
+            assert time.monotonic() < deadline, info
+            time.sleep(0.05)
+        assert info[0].error and info[0].error_code == 3, info[0]
+    finally:
+        try:
+            client.unload_model("broken")
+        except zoomd.NotFound:
+            pass
 
 
 def test_default_ef_calibrated_or_asked_for(client, model):

@@ -1047,7 +1047,7 @@ def model_info(m: decoder_pb2.ModelInfo) -> ModelInfo:
                      default_ef_source=m.default_ef_source or "builtin",
                      calibration_contexts=m.calibration_contexts,
                      calibration_p1=m.calibration_p1, calibration_p5=m.calibration_p5,
-                     calibration_error=m.calibration_error)
+                     calibration_error=m.calibration_error, error_code=m.error_code)
 
 
 def server_info(r: zoom_pb2.GetServerInfoResponse) -> ServerInfo:

@@ -320,6 +320,10 @@ class ModelInfo:
     calibration_p1: float = 0.0
     calibration_p5: float = 0.0
     calibration_error: str = ""
+    # state "model_failed": the load's own gRPC status code (5 NOT_FOUND for files
+    # absent, 3 INVALID_ARGUMENT for bad ones, 8 RESOURCE_EXHAUSTED past the
+    # memory budget, ...); 0 otherwise.
+    error_code: int = 0
 
 
 @dataclass
