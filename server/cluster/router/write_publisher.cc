@@ -211,7 +211,16 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
             absl::StrCat(
                 "its write log took the write (sequence ", p.sequences.back(), ") but ",
                 p.acked.empty() ? std::string("none") : absl::StrJoin(p.acked, ", "),
-                " of its replicas ", absl::StrJoin(replicas, ", "), " had it on disk within ",
+                " of its replicas ",
+                absl::StrJoin(replicas, ", ",
+                              [&](std::string* out, const std::string& r) {
+                                // The last position each reported: says whether
+                                // their notices reach this router at all.
+                                absl::StrAppend(out, r, " (reported ",
+                                                core_->acks().Position(m.uid, p.shard, r),
+                                                ")");
+                              }),
+                " had it on disk within ",
                 deadline != absl::InfiniteFuture()
                     ? std::string("the call's deadline")
                     : absl::StrCat(absl::FormatDuration(core_->options().write_concern_wait),
