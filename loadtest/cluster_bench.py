@@ -254,15 +254,19 @@ class Bench:
             f"{self.client['single'].server_info().simd_level}; {os.cpu_count()} cores shared by "
             f"everything; zoomd --threads={self.a.threads}")
 
+    def fresh_single(self, name: str) -> None:
+        """Collection `name` on the standalone, empty."""
+        c = self.client["single"]
+        try:
+            c.drop_collection(name)
+        except zoomd.NotFound:
+            pass
+        c.create_collection(name, dim=self.dim, metric=self.metric)
+
     def part_writes_and_collections(self) -> None:
         """Imports into every collection the other parts search (timed)."""
         rates = {}
-        c = self.client["single"]
-        try:
-            c.drop_collection("f1")
-        except zoomd.NotFound:
-            pass
-        c.create_collection("f1", dim=self.dim, metric=self.metric)
+        self.fresh_single("f1")
         rates["single_sync_always"] = self.imported("single", "f1")
         say(f"import, standalone --sync always: {rates['single_sync_always']:,.0f} points/s")
         sets = (("f1", 1, 1), ("cu", 1, 2), ("f2", 2, 1), ("f4", 4, 1))
@@ -485,12 +489,7 @@ class Bench:
         n = self.a.concern_writes
         vecs = self.base[: max(n, self.a.concern_import)]
         targets = [("single", "wl", 0)] + [("router", f"w{r}", r) for r in (1, 2, 3)]
-        c = self.client["single"]
-        try:
-            c.drop_collection("wl")
-        except zoomd.NotFound:
-            pass
-        c.create_collection("wl", dim=self.dim, metric=self.metric)
+        self.fresh_single("wl")
         for r in (1, 2, 3):
             self.create(f"w{r}", 1, r)
         # The concerns alternate write by write (log, majority, all, log, ...),

@@ -99,6 +99,17 @@ class ShardReplicaTest : public ::testing::Test {
     return replicas_[node].get();
   }
 
+  // Shard 0's options, fetching and retrying every 50 ms.
+  static ShardReplicaOptions QuickOptions(const std::string& durable) {
+    ShardReplicaOptions o;
+    o.stream = kStream;
+    o.subject = kShard0;
+    o.durable = durable;
+    o.fetch_wait = absl::Milliseconds(50);
+    o.retry_wait = absl::Milliseconds(50);
+    return o;
+  }
+
   // Publishes the entry on `subject` and applies it to the model of shard 0.
   uint64_t Publish(const LogEntry& e, const std::string& subject = kShard0) {
     auto ack = js_->Publish(subject, EncodeLogEntry(e));
@@ -229,11 +240,7 @@ TEST_F(ShardReplicaTest, DurablePositionsAreReportedWithCountsAndOnlyAfterTheSyn
     bool fail_sync ABSL_GUARDED_BY(mu) = false;
     int syncs ABSL_GUARDED_BY(mu) = 0;
   } r;
-  ShardReplicaOptions o;
-  o.stream = kStream;
-  o.subject = kShard0;
-  o.durable = "a_docs_0";
-  o.fetch_wait = absl::Milliseconds(50);
+  ShardReplicaOptions o = QuickOptions("a_docs_0");
   o.report_every = absl::Milliseconds(50);
   o.sync = [&r]() -> absl::Status {
     absl::MutexLock l(&r.mu);
@@ -303,12 +310,7 @@ TEST_F(ShardReplicaTest, AReplicaNeverAcknowledgesAnEntryItSkippedAfterTheLogFor
   auto a = Local("docs_s0_a");
   ASSERT_NE(a, nullptr);
   server::router::AckBoard board;
-  ShardReplicaOptions o;
-  o.stream = kStream;
-  o.subject = kShard0;
-  o.durable = "a_docs_0";
-  o.fetch_wait = absl::Milliseconds(50);
-  o.retry_wait = absl::Milliseconds(50);
+  ShardReplicaOptions o = QuickOptions("a_docs_0");
   o.on_durable = [&board](uint64_t durable, const std::vector<AppliedEntry>& applied) {
     ReplicaAck ack;
     ack.node = "a";
