@@ -118,6 +118,8 @@ void ShardReplica::Run() {
   std::unique_ptr<PullConsumer> consumer;
   absl::Time floor_checked = absl::InfinitePast();
   absl::Time reported = absl::InfinitePast();
+  absl::Time stall_checked = absl::Now();
+  uint64_t stalled_at = UINT64_MAX;  // the position at the last check that found the log ahead
   std::vector<AppliedEntry> applied;  // not yet reported
   for (;;) {
     {
@@ -153,8 +155,30 @@ void ShardReplica::Run() {
       if (absl::Now() - reported >= options_.report_every && Report(&applied)) {
         reported = absl::Now();
       }
+      // A consumer that delivers nothing while the log holds entries after
+      // the position (its server lost it, or its Raft group has no leader
+      // after NATS servers restarted: a fetch then just times out) is made
+      // again from the position.
+      if (absl::Now() - stall_checked >= options_.floor_check) {
+        stall_checked = absl::Now();
+        absl::StatusOr<uint64_t> last = js_->LastSequence(options_.stream, options_.subject);
+        const uint64_t position = collection_->log_position();
+        if (!last.ok() || *last <= position) {
+          stalled_at = UINT64_MAX;
+        } else if (stalled_at != position) {
+          stalled_at = position;  // ahead once: a write may have just come
+        } else {
+          SetError(absl::UnavailableError(absl::StrCat(
+              "the consumer delivered nothing while the log is at ", *last, ", past position ",
+              position, ": made again")));
+          consumer.reset();
+          stalled_at = UINT64_MAX;
+        }
+      }
       continue;
     }
+    stall_checked = absl::Now();
+    stalled_at = UINT64_MAX;
     if (options_.log_floor && absl::Now() - floor_checked >= options_.floor_check) {
       absl::StatusOr<uint64_t> floor = options_.log_floor();
       if (!floor.ok()) {

@@ -32,6 +32,11 @@
 // peer's snapshot instead). Only a replica absent for the node's log_hold
 // (far longer than floor_check) can be purged past.
 //
+// A consumer that delivers nothing for two floor_check periods while the
+// shard's log holds entries past the position is made again from it (a
+// consumer whose server lost it, or whose Raft group has no leader after
+// NATS servers restarted, only times out).
+//
 // Durable positions (write concerns): after each batch it applied, the
 // replica makes it durable (options.sync: null when every write is durable
 // once it returns, --sync=always) and tells options.on_durable its position

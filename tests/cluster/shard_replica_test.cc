@@ -344,6 +344,22 @@ TEST_F(ShardReplicaTest, AReplicaNeverAcknowledgesAnEntryItSkippedAfterTheLogFor
   EXPECT_EQ(Dump(*a).count(50), 0u);
 }
 
+// A consumer that delivers nothing while the log is ahead (here: replaced
+// from outside by one that starts far past the log) is made again from the
+// replica's position, and the replica catches up.
+TEST_F(ShardReplicaTest, AConsumerThatDeliversNothingIsMadeAgain) {
+  auto a = Local("docs_s0_a");
+  ASSERT_NE(a, nullptr);
+  ShardReplicaOptions o = QuickOptions("a_docs_0");
+  o.floor_check = absl::Milliseconds(200);
+  ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, o));
+  ASSERT_TRUE(Applied(ra.get(), Publish(Upsert(0, 5, 0.0f))));
+  ASSERT_OK_AND_ASSIGN(auto elsewhere, js_->Consume(kStream, kShard0, "a_docs_0", 1000000));
+  const uint64_t last = Publish(Upsert(10, 5, 0.0f));
+  ASSERT_TRUE(Applied(ra.get(), last)) << ra->status().last_error;
+  EXPECT_EQ(Dump(*a), model_);
+}
+
 TEST_F(ShardReplicaTest, AReplicaTheLogWasPurgedPastStopsInsteadOfSkippingTheGap) {
   LogEntry e;
   e.op = LogOp::kUpsert;
