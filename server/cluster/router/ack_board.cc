@@ -60,7 +60,14 @@ std::vector<std::string> AckBoard::Await(uint64_t uid, uint32_t shard, uint64_t 
     return out;
   };
   absl::MutexLock l(&mu_);
-  auto reached = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return who().size() >= need; };
+  // Evaluated on every release of mu_ while waiting: counts, allocates nothing.
+  auto reached = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    const Entry* e = Find(key, sequence, id);
+    if (e == nullptr) return need == 0;
+    size_t n = 0;
+    for (const std::string& r : replicas) n += e->nodes.contains(r) ? 1 : 0;
+    return n >= need;
+  };
   mu_.AwaitWithDeadline(absl::Condition(&reached), deadline);
   return who();
 }
