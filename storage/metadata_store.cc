@@ -58,6 +58,12 @@ std::string FieldsKey(uint32_t cid, uint64_t external_id) {
   PutBe32(&k, static_cast<uint32_t>(external_id));
   return k;
 }
+std::string LogRecordKey(uint32_t cid, uint64_t sequence) {
+  std::string k = RecordPrefix('t', cid);
+  PutBe32(&k, static_cast<uint32_t>(sequence >> 32));
+  PutBe32(&k, static_cast<uint32_t>(sequence));
+  return k;
+}
 void AddFields(rocksdb::WriteBatch* batch, uint32_t cid,
                absl::Span<const FieldsWrite> fields) {
   for (const FieldsWrite& f : fields) {
@@ -205,7 +211,7 @@ absl::Status MetadataStore::DropCollection(std::string_view name, uint32_t id) {
   batch.Delete(CatalogKey(name));
   batch.Delete(StateKey(id));
   batch.Delete(LogPositionKey(id));
-  for (char family : {'r', 'p', 'f'}) {
+  for (char family : {'r', 'p', 'f', 't'}) {
     const std::string prefix = RecordPrefix(family, id);
     batch.DeleteRange(prefix, PrefixEnd(prefix));
   }
@@ -256,6 +262,47 @@ absl::Status MetadataStore::PutLogPosition(uint32_t cid, uint64_t position) {
   rocksdb::WriteOptions wo;
   wo.sync = false;
   return FromRocks(db_->Put(wo, LogPositionKey(cid), v), "write the log position");
+}
+
+absl::Status MetadataStore::PutLogRecord(uint32_t cid, uint64_t sequence,
+                                         std::string_view record) {
+  rocksdb::WriteOptions wo;
+  wo.sync = false;
+  return FromRocks(db_->Put(wo, LogRecordKey(cid, sequence),
+                            rocksdb::Slice(record.data(), record.size())),
+                   "write a retained log entry");
+}
+
+absl::Status MetadataStore::ScanLogRecords(
+    uint32_t cid, uint64_t from,
+    const std::function<absl::Status(uint64_t, std::string_view)>& fn) const {
+  const std::string prefix = RecordPrefix('t', cid);
+  const std::string end = PrefixEnd(prefix);
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice upper(end);
+  ro.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  for (it->Seek(LogRecordKey(cid, from)); it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key();
+    if (k.size() != prefix.size() + 8) {
+      return absl::DataLossError(absl::StrCat("metadata store: a retained log entry key of "
+                                              "collection ", cid, " is ", k.size(), " bytes"));
+    }
+    const uint64_t seq = (uint64_t{GetBe32(k.data() + prefix.size())} << 32) |
+                         GetBe32(k.data() + prefix.size() + 4);
+    const rocksdb::Slice v = it->value();
+    ZOOM_RETURN_IF_ERROR(fn(seq, std::string_view(v.data(), v.size())));
+  }
+  return FromRocks(it->status(), "scan retained log entries");
+}
+
+absl::Status MetadataStore::DeleteLogRecords(uint32_t cid, uint64_t from, uint64_t to) {
+  if (from >= to) return absl::OkStatus();
+  rocksdb::WriteOptions wo;
+  wo.sync = false;
+  return FromRocks(db_->DeleteRange(wo, db_->DefaultColumnFamily(), LogRecordKey(cid, from),
+                                    LogRecordKey(cid, to)),
+                   "delete retained log entries");
 }
 
 absl::StatusOr<uint64_t> MetadataStore::GetLogPosition(uint32_t cid) const {
@@ -331,7 +378,7 @@ absl::Status MetadataStore::ReplaceCollection(std::string_view from, std::string
   if (old_id != 0) {
     batch.Delete(StateKey(old_id));
     batch.Delete(LogPositionKey(old_id));
-    for (char family : {'r', 'p', 'f'}) {
+    for (char family : {'r', 'p', 'f', 't'}) {
       const std::string prefix = RecordPrefix(family, old_id);
       batch.DeleteRange(prefix, PrefixEnd(prefix));
     }

@@ -24,6 +24,8 @@
 //   'l' u32 cid          -> u64 (little-endian) log position: the replicated
 //                           log's sequence of the collection's last applied
 //                           write (cluster replicas; absent: 0)
+//   't' u32 cid u64 seq  -> a replica's retained log entry at stream
+//                           sequence seq (opaque: server/cluster/retained_log.h)
 //   'v'                  -> u32 schema version (2; a version-1 store is upgraded at open)
 //
 // The write path of the server is: append the vectors to the VectorStore
@@ -169,6 +171,18 @@ class MetadataStore {
   // positions whose writes it takes back too, and the last one.
   absl::Status PutLogPosition(uint32_t cid, uint64_t position);
   absl::StatusOr<uint64_t> GetLogPosition(uint32_t cid) const;
+  // A cluster replica's retained log entries (RetainedLog): an opaque
+  // record per stream sequence of collection `cid`. Written like the log
+  // position (durable with the next synced write); dropped with the
+  // collection.
+  absl::Status PutLogRecord(uint32_t cid, uint64_t sequence, std::string_view record);
+  // Calls fn(sequence, record) in ascending sequence from `from` on; stops
+  // at fn's first error.
+  absl::Status ScanLogRecords(
+      uint32_t cid, uint64_t from,
+      const std::function<absl::Status(uint64_t, std::string_view)>& fn) const;
+  // Removes the records with sequences in [from, to).
+  absl::Status DeleteLogRecords(uint32_t cid, uint64_t from, uint64_t to);
   // Makes every Commit so far durable (for sync = false).
   absl::Status SyncWal();
 

@@ -151,6 +151,44 @@ absl::StatusOr<uint64_t> ClusterCatalog::LogFloor(uint64_t uid, uint32_t shard) 
   return ParseFloor(*e);
 }
 
+absl::StatusOr<std::function<void()>> ClusterCatalog::LockRepair(uint64_t uid, uint32_t shard,
+                                                                 const std::string& holder,
+                                                                 absl::Duration stale,
+                                                                 absl::Duration wait) {
+  const std::string key = absl::StrCat("repair.", FloorKey(uid, shard));
+  const absl::Time deadline = absl::Now() + wait;
+  std::string seen;
+  for (;;) {
+    const std::string value = absl::StrCat(holder, " ", absl::ToUnixMillis(absl::Now()));
+    absl::StatusOr<uint64_t> made = floors_->Create(key, value);
+    if (!made.ok() && absl::IsAlreadyExists(made.status())) {
+      ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, floors_->Get(key));
+      if (e.has_value()) {
+        seen = e->value;
+        int64_t since_ms = 0;
+        const size_t space = e->value.rfind(' ');
+        if (space == std::string::npos ||
+            !absl::SimpleAtoi(e->value.substr(space + 1), &since_ms) ||
+            absl::Now() - absl::FromUnixMillis(since_ms) > stale) {
+          made = floors_->Update(key, value, e->revision);  // its holder is gone
+        }
+      }
+    }
+    if (made.ok()) {
+      KeyValue* kv = floors_.get();
+      return std::function<void()>([kv, key] { (void)kv->Delete(key); });
+    }
+    if (!absl::IsAlreadyExists(made.status()) && !absl::IsAborted(made.status())) {
+      return made.status();
+    }
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat("the repair lock of shard ", shard,
+                                                 " is held by ", seen));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
 absl::Status ClusterCatalog::RaiseLogFloor(uint64_t uid, uint32_t shard, uint64_t floor) {
   const std::string key = FloorKey(uid, shard);
   for (int attempt = 0; attempt < 16; ++attempt) {

@@ -15,6 +15,7 @@
 #ifndef ZOOM_SERVER_CLUSTER_CLUSTER_CATALOG_H_
 #define ZOOM_SERVER_CLUSTER_CLUSTER_CATALOG_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -82,6 +83,16 @@ class ClusterCatalog {
   // Raises the floor to `floor` (never lowers it: compare-and-set on the
   // key's revision, retried). Written BEFORE the purge it announces.
   absl::Status RaiseLogFloor(uint64_t uid, uint32_t shard, uint64_t floor);
+
+  // The repair lock of a shard's log (ShardReplicaOptions::repair_lock:
+  // one repair at a time): a key of the floors bucket created by `holder`,
+  // taken over once older than `stale` (its holder died mid-repair).
+  // Waits up to `wait` (Unavailable naming the holder); returns the
+  // release (deletes the key).
+  absl::StatusOr<std::function<void()>> LockRepair(uint64_t uid, uint32_t shard,
+                                                   const std::string& holder,
+                                                   absl::Duration stale = absl::Minutes(1),
+                                                   absl::Duration wait = absl::Seconds(30));
 
   // Decoder models (every node loads each from its own --models_dir).
   absl::StatusOr<std::vector<ModelSpec>> ListModels() const;

@@ -303,6 +303,7 @@ std::string NodeInfo::Encode() const {
     absl::StrAppend(&s, "\nhosted.", i, "=", h.collection, ",", h.shard, ",",
                     absl::Hex(h.uid, absl::kZeroPad16), ",", h.applied, ",", h.pending, ",",
                     ReplicaStateName(h.state));
+    if (h.repairs > 0) absl::StrAppend(&s, ",", h.repairs);
   }
   for (size_t i = 0; i < models.size(); ++i) {
     absl::StrAppend(&s, "\nmodel.", i, "=", models[i].name, ",", ModelStateName(models[i].state));
@@ -326,7 +327,9 @@ absl::StatusOr<NodeInfo> NodeInfo::Decode(std::string_view text) {
     const std::string key = absl::StrCat("hosted.", i);
     if (!kv.Has(key)) break;
     std::vector<std::string> f = absl::StrSplit(kv.String(key), ',');
-    if (f.size() != 6) return absl::DataLossError(absl::StrCat("node info: ", key, " malformed"));
+    if (f.size() != 6 && f.size() != 7) {
+      return absl::DataLossError(absl::StrCat("node info: ", key, " malformed"));
+    }
     HostedShard h;
     h.collection = f[0];
     ZOOM_ASSIGN_OR_RETURN(uint64_t shard, ParseU64(f[1], key));
@@ -343,6 +346,9 @@ absl::StatusOr<NodeInfo> NodeInfo::Decode(std::string_view text) {
       h.state = ReplicaState::kFailed;
     } else {
       return absl::DataLossError(absl::StrCat("node info: ", key, " has state '", f[5], "'"));
+    }
+    if (f.size() == 7) {
+      ZOOM_ASSIGN_OR_RETURN(h.repairs, ParseU64(f[6], key));
     }
     n.hosted.push_back(std::move(h));
   }

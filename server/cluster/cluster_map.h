@@ -127,6 +127,9 @@ struct HostedShard {
   uint64_t applied = 0;
   uint64_t pending = 0;
   ReplicaState state = ReplicaState::kCatchingUp;
+  // Forks of the shard's log this replica repaired (log_repair.h); written
+  // as a seventh field only when not 0 (older nodes read six).
+  uint64_t repairs = 0;
   bool operator==(const HostedShard&) const = default;
 };
 

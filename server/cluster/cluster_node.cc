@@ -159,6 +159,7 @@ NodeInfo ClusterNode::Info() const {
     const ReplicaStatus st = h.replica->status();
     s.applied = st.applied;
     s.pending = st.pending;
+    s.repairs = st.repairs;
     if (st.failed) {
       s.state = ReplicaState::kFailed;
     } else if (st.caught_up || (st.entries > 0 && st.pending <= options_.max_serving_lag)) {
@@ -316,10 +317,13 @@ absl::Status ClusterNode::Reconcile() {
   // Replicas the log was purged past: stopped, reopened below from a
   // peer's snapshot.
   std::vector<std::shared_ptr<ShardReplica>> behind;
+  std::set<std::string> restore;  // a fork older than the replica retains
   {
     absl::MutexLock l(&mu_);
     for (auto it = hosted_.begin(); it != hosted_.end();) {
-      if (it->second.replica->status().behind_floor) {
+      const ReplicaStatus st = it->second.replica->status();
+      if (st.behind_floor || st.needs_restore) {
+        if (st.needs_restore) restore.insert(it->first);
         behind.push_back(std::move(it->second.replica));
         it = hosted_.erase(it);
       } else {
@@ -338,7 +342,11 @@ absl::Status ClusterNode::Reconcile() {
       continue;  // cannot tell whether the local copy can replay: next pass
     }
     absl::StatusOr<std::shared_ptr<server::Collection>> coll = db_->GetCollection(local);
-    if (coll.ok() && (*coll)->log_position() + 1 < *floor) {
+    if (coll.ok() && restore.contains(local)) {
+      ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
+               " forked from the log before what it retains: restoring a peer's snapshot");
+      coll = OpenShard(m, k, *floor, /*replace=*/true);
+    } else if (coll.ok() && (*coll)->log_position() + 1 < *floor) {
       ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
                " is at log position ", (*coll)->log_position(), ", below the floor ", *floor,
                " (the log before it was purged): restoring a peer's snapshot");
@@ -356,6 +364,9 @@ absl::Status ClusterNode::Reconcile() {
     ro.durable = ConsumerName(options_.node_id, m.uid, k);
     ro.log_floor = [catalog = catalog_.get(), uid = m.uid, k] {
       return catalog->LogFloor(uid, k);
+    };
+    ro.repair_lock = [catalog = catalog_.get(), uid = m.uid, k, node = options_.node_id] {
+      return catalog->LockRepair(uid, k, node);
     };
     // Durable positions for write concerns: the node's own sync (none
     // needed under --sync=always), reported on the acks subject.

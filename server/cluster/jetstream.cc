@@ -1,8 +1,9 @@
 // File: server/cluster/jetstream.cc
 //
-// The one file that calls the NATS C client. Every natsStatus (with its
-// JetStream error code and the library's last error text) becomes an
-// absl::Status here.
+// With jetstream_messages.cc, the files that call the NATS C client: the
+// connection, streams, consumers and buckets here. Every natsStatus (with
+// its JetStream error code and the library's last error text) becomes an
+// absl::Status here (nats_internal::FromNats).
 #include "server/cluster/jetstream.h"
 
 #include <nats/nats.h>
@@ -15,9 +16,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "server/cluster/jetstream_internal.h"
 
 namespace zoom::cluster {
-namespace {
+namespace nats_internal {
 
 int64_t Millis(absl::Duration d) { return std::max<int64_t>(1, absl::ToInt64Milliseconds(d)); }
 
@@ -80,6 +82,13 @@ absl::Status FromNats(natsStatus s, int code, const std::string& what) {
   return absl::UnavailableError(msg);
 }
 
+}  // namespace nats_internal
+
+namespace {
+
+using nats_internal::FromNats;
+using nats_internal::Millis;
+
 bool TokenChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '-';
@@ -107,42 +116,6 @@ bool JetStream::ValidSubject(std::string_view subject) {
   return token > 0;
 }
 
-struct JetStream::Impl {
-  natsConnection* nc = nullptr;
-  jsCtx* js = nullptr;
-  jsCtx* admin = nullptr;  // the same connection, admin_timeout a request
-  ~Impl() {
-    if (admin != nullptr) jsCtx_Destroy(admin);
-    if (js != nullptr) jsCtx_Destroy(js);
-    if (nc != nullptr) {
-      natsConnection_Close(nc);
-      natsConnection_Destroy(nc);
-    }
-  }
-};
-
-struct PullConsumer::Impl {
-  natsSubscription* sub = nullptr;
-  // The last fetch's messages (by stream sequence), kept to acknowledge.
-  std::vector<std::pair<uint64_t, natsMsg*>> held;
-  void Release() {
-    for (auto& [seq, msg] : held) natsMsg_Destroy(msg);
-    held.clear();
-  }
-  ~Impl() {
-    Release();
-    // Destroy only: the durable consumer stays on the server (libnats >= 3.4).
-    if (sub != nullptr) natsSubscription_Destroy(sub);
-  }
-};
-
-struct KeyValue::Impl {
-  kvStore* kv = nullptr;
-  jsCtx* js = nullptr;  // the JetStream's (it outlives the bucket's handle)
-  ~Impl() {
-    if (kv != nullptr) kvStore_Destroy(kv);
-  }
-};
 
 JetStream::JetStream(std::unique_ptr<Impl> impl, JetStreamOptions options)
     : impl_(std::move(impl)), options_(std::move(options)) {}
@@ -323,113 +296,6 @@ absl::Status JetStream::PurgeBefore(const std::string& stream, const std::string
   return FromNats(s, code, absl::StrCat("purging ", subject, " before ", sequence));
 }
 
-absl::StatusOr<PubAck> JetStream::Publish(const std::string& subject, std::string_view data,
-                                          const std::string& message_id,
-                                          absl::Duration timeout) {
-  jsPubOptions po;
-  jsPubOptions_Init(&po);
-  po.MaxWait = Millis(timeout > absl::ZeroDuration()
-                          ? std::max(absl::Milliseconds(1), std::min(timeout,
-                                                                     options_.request_timeout))
-                          : options_.request_timeout);
-  if (!message_id.empty()) po.MsgId = message_id.c_str();
-  jsPubAck* ack = nullptr;
-  jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_Publish(&ack, impl_->js, subject.c_str(), data.data(),
-                            static_cast<int>(data.size()), &po, &code);
-  if (s == NATS_NO_RESPONDERS) {
-    // libnats calls this "JetStream not enabled"; for a publish it means no
-    // stream (leader) takes the subject now.
-    return absl::UnavailableError(absl::StrCat(
-        "publish to ", subject, ": no JetStream stream takes this subject now (the stream is "
-        "missing, or has no leader: is the NATS cluster up?)"));
-  }
-  if (s != NATS_OK) {
-    return FromNats(s, code, absl::StrCat("publish to ", subject, " (", data.size(), " bytes)"));
-  }
-  PubAck out;
-  out.sequence = ack->Sequence;
-  out.duplicate = ack->Duplicate;
-  jsPubAck_Destroy(ack);
-  return out;
-}
-
-// ---- notices (core NATS) ------------------------------------------------------------
-
-// The handler's state, shared by the Subscription and the library's
-// closure (a heap copy of the shared_ptr, freed by the completion
-// callback once the library calls the handler no more).
-struct NoticeState {
-  absl::Mutex mu;
-  bool closed ABSL_GUARDED_BY(mu) = false;
-  std::function<void(std::string_view)> on_message;
-};
-
-struct Subscription::Impl {
-  natsSubscription* sub = nullptr;
-  std::shared_ptr<NoticeState> state;
-  ~Impl() {
-    {
-      // Waits for a handler running now; none runs after this.
-      absl::MutexLock l(&state->mu);
-      state->closed = true;
-    }
-    if (sub != nullptr) {
-      (void)natsSubscription_Unsubscribe(sub);
-      natsSubscription_Destroy(sub);
-    }
-  }
-};
-
-Subscription::Subscription(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Subscription::~Subscription() = default;
-
-namespace {
-
-void OnNotice(natsConnection*, natsSubscription*, natsMsg* msg, void* closure) {
-  auto* state = static_cast<std::shared_ptr<NoticeState>*>(closure);
-  {
-    absl::MutexLock l(&(*state)->mu);
-    if (!(*state)->closed) {
-      const char* data = natsMsg_GetData(msg);
-      (*state)->on_message(data == nullptr
-                               ? std::string_view()
-                               : std::string_view(data, natsMsg_GetDataLength(msg)));
-    }
-  }
-  natsMsg_Destroy(msg);
-}
-
-void OnNoticeComplete(void* closure) { delete static_cast<std::shared_ptr<NoticeState>*>(closure); }
-
-}  // namespace
-
-absl::Status JetStream::PublishNotice(const std::string& subject, std::string_view data) {
-  natsStatus s = natsConnection_Publish(impl_->nc, subject.c_str(), data.data(),
-                                        static_cast<int>(data.size()));
-  return FromNats(s, 0, absl::StrCat("notice on ", subject));
-}
-
-absl::StatusOr<std::unique_ptr<Subscription>> JetStream::Subscribe(
-    const std::string& subject, std::function<void(std::string_view)> on_message) {
-  auto impl = std::make_unique<Subscription::Impl>();
-  impl->state = std::make_shared<NoticeState>();
-  impl->state->on_message = std::move(on_message);
-  auto* closure = new std::shared_ptr<NoticeState>(impl->state);
-  natsStatus s = natsConnection_Subscribe(&impl->sub, impl_->nc, subject.c_str(), OnNotice,
-                                          closure);
-  if (s != NATS_OK) {
-    delete closure;
-    impl->sub = nullptr;
-    return FromNats(s, 0, absl::StrCat("subscribing to ", subject));
-  }
-  s = natsSubscription_SetOnCompleteCB(impl->sub, OnNoticeComplete, closure);
-  if (s != NATS_OK) {
-    // The closure stays (a few bytes) rather than be freed under a handler.
-    return FromNats(s, 0, absl::StrCat("subscribing to ", subject));
-  }
-  return std::unique_ptr<Subscription>(new Subscription(std::move(impl)));
-}
 
 absl::StatusOr<std::unique_ptr<PullConsumer>> JetStream::Consume(const std::string& stream,
                                                                  const std::string& subject,

@@ -230,6 +230,16 @@ class JetStream {
                                  const std::string& message_id = "",
                                  absl::Duration timeout = absl::ZeroDuration());
 
+  // Publish, but stored only if the last message on `subject` is still
+  // `expected_last` (0: none): Aborted ("wrong last sequence") when another
+  // came first. How a log repair appends entries no write can come between.
+  absl::StatusOr<PubAck> PublishAfter(const std::string& subject, std::string_view data,
+                                      const std::string& message_id, uint64_t expected_last);
+  // The message at stream sequence `sequence` (its subject, data and
+  // message id; pending 0): NotFound when the stream holds none there
+  // (never written, purged, deleted, or past the end).
+  absl::StatusOr<LogMessage> GetMessage(const std::string& stream, uint64_t sequence) const;
+
   // Notices (core NATS): `data` to whoever subscribes to `subject` now; no
   // stream stores it, nothing acknowledges it (Unavailable when not
   // connected). Subscribe calls `on_message` with each message's data on

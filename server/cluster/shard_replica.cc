@@ -1,11 +1,13 @@
 #include "server/cluster/shard_replica.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "server/cluster/log_entry.h"
 
 namespace zoom::cluster {
@@ -43,6 +45,15 @@ absl::StatusOr<std::unique_ptr<ShardReplica>> ShardReplica::Start(
                                                    options.durable, "'"));
   }
   std::unique_ptr<ShardReplica> r(new ShardReplica(js, std::move(collection), std::move(options)));
+  r->target_.stream = r->options_.stream;
+  r->target_.subject = r->options_.subject;
+  r->target_.scratch_durable = absl::StrCat(r->options_.durable, "-repair");
+  r->target_.log_floor = r->options_.log_floor;
+  ZOOM_ASSIGN_OR_RETURN(r->retained_,
+                        RetainedLog::Open(r->collection_->metadata_store(),
+                                          r->collection_->metadata_id(),
+                                          r->collection_->log_position(),
+                                          r->options_.retain_bytes));
   {
     absl::MutexLock l(&r->mu_);
     r->status_.applied = r->collection_->log_position();
@@ -113,6 +124,75 @@ bool ShardReplica::Report(std::vector<AppliedEntry>* applied) {
   return true;
 }
 
+bool ShardReplica::CheckAndRepair(std::unique_ptr<PullConsumer>* consumer) {
+  const std::string& name = collection_->config().name;
+  const uint64_t position = collection_->log_position();
+  absl::StatusOr<LogVerdict> verdict = CheckLog(*js_, target_, *retained_, position);
+  if (!verdict.ok()) {
+    SetError(verdict.status());
+    consumer->reset();
+    (void)Pause(options_.retry_wait);
+    return false;
+  }
+  if (verdict->check != LogCheck::kForked) return true;
+  ZOOM_LOG(WARNING, "collection ", name, ": the log forked under this replica: ",
+           verdict->detail, "; repairing");
+  {
+    absl::MutexLock l(&mu_);
+    ++status_.forks;
+    status_.last_fork = verdict->detail;
+  }
+  if (options_.on_fork) options_.on_fork(nullptr, verdict->detail);
+  consumer->reset();
+  std::function<void()> release;
+  if (options_.repair_lock) {
+    absl::StatusOr<std::function<void()>> lock = options_.repair_lock();
+    if (!lock.ok()) {
+      SetError(lock.status());
+      (void)Pause(options_.retry_wait);
+      return false;
+    }
+    release = std::move(*lock);
+  }
+  absl::StatusOr<LogRepairResult> repaired = RepairLog(js_, target_, *retained_, position);
+  absl::Status st = repaired.status();
+  if (st.ok()) {
+    // Rewound: the log from the fork point is applied again.
+    st = retained_->DropAfter(repaired->fork_point);
+    if (st.ok()) st = collection_->SetLogPosition(repaired->fork_point);
+  }
+  if (release) release();
+  if (absl::IsFailedPrecondition(st)) {
+    ZOOM_LOG(ERROR, "collection ", name, ": ", st.message());
+    absl::MutexLock l(&mu_);
+    status_.failed = true;
+    status_.needs_restore = true;
+    status_.last_error = st.ToString();
+    return false;
+  }
+  if (!st.ok()) {
+    SetError(st);
+    (void)Pause(options_.retry_wait);
+    return false;
+  }
+  const std::string done = absl::StrCat(
+      verdict->detail, "; repaired: rewound to ", repaired->fork_point, ", ",
+      repaired->republished, " entries published again and ", repaired->copied,
+      " later ones copied after them");
+  ZOOM_LOG(WARNING, "collection ", name, ": ", done);
+  {
+    absl::MutexLock l(&mu_);
+    status_.applied = repaired->fork_point;
+    status_.durable = std::min(status_.durable, repaired->fork_point);
+    ++status_.repairs;
+    status_.republished += repaired->republished;
+    status_.last_fork = done;
+    status_.last_error.clear();
+  }
+  if (options_.on_fork) options_.on_fork(&*repaired, done);
+  return false;
+}
+
 void ShardReplica::Run() {
   const std::string& name = collection_->config().name;
   std::unique_ptr<PullConsumer> consumer;
@@ -120,6 +200,7 @@ void ShardReplica::Run() {
   absl::Time reported = absl::InfinitePast();
   absl::Time stall_checked = absl::Now();
   uint64_t stalled_at = UINT64_MAX;  // the position at the last check that found the log ahead
+  absl::Time verified = absl::Now();
   std::vector<AppliedEntry> applied;  // not yet reported
   for (;;) {
     {
@@ -154,6 +235,10 @@ void ShardReplica::Run() {
       }
       if (absl::Now() - reported >= options_.report_every && Report(&applied)) {
         reported = absl::Now();
+      }
+      if (absl::Now() - verified >= options_.verify_every) {
+        verified = absl::Now();
+        if (!CheckAndRepair(&consumer)) continue;
       }
       // A consumer that delivers nothing while the log holds entries after
       // the position (its server lost it, or its Raft group has no leader
@@ -202,6 +287,12 @@ void ShardReplica::Run() {
       }
       floor_checked = absl::Now();
     }
+    if (batch->back().sequence > collection_->log_position()) {
+      // Before applying what follows the position: is the log's entry there
+      // still the one applied?
+      verified = absl::Now();
+      if (!CheckAndRepair(&consumer)) continue;
+    }
     uint64_t acked_through = 0;
     bool retry = false;
     for (const LogMessage& m : *batch) {
@@ -214,6 +305,12 @@ void ShardReplica::Run() {
         status_.failed = true;
         status_.last_error = absl::StrCat("entry ", m.sequence, ": ", entry.status().ToString());
         return;
+      }
+      // Kept before it is applied (made durable by the apply's sync).
+      if (absl::Status kept = retained_->Append(m.sequence, m.id, m.data); !kept.ok()) {
+        SetError(kept);
+        retry = true;
+        break;
       }
       absl::StatusOr<uint64_t> result = ApplyLogEntry(*entry, collection_.get());
       absl::Status st = result.status();

@@ -37,6 +37,17 @@
 // consumer whose server lost it, or whose Raft group has no leader after
 // NATS servers restarted, only times out).
 //
+// Forks (log_repair.h): every entry is kept, by sequence and message id,
+// in a RetainedLog before it is applied. Before applying a fetched batch,
+// and every verify_every while idle, the replica checks that the log still
+// holds at its position the entry it applied there (CheckLog: one
+// request). When it does not (JetStream lost an acknowledged tail to a
+// power failure and gave its sequences to new entries), the replica takes
+// the shard's repair lock (options.repair_lock), publishes again what the
+// log lost (RepairLog), rewinds to the fork point and applies the log from
+// there. A fork older than what it retains stops it (failed,
+// needs_restore: the node restores a peer's snapshot).
+//
 // Durable positions (write concerns): after each batch it applied, the
 // replica makes it durable (options.sync: null when every write is durable
 // once it returns, --sync=always) and tells options.on_durable its position
@@ -62,6 +73,8 @@
 #include "absl/time/time.h"
 #include "server/cluster/cluster_map.h"
 #include "server/cluster/jetstream.h"
+#include "server/cluster/log_repair.h"
+#include "server/cluster/retained_log.h"
 #include "server/engine/collection.h"
 
 namespace zoom::cluster {
@@ -87,6 +100,15 @@ struct ShardReplicaOptions {
   // not block.
   std::function<void(uint64_t durable, const std::vector<AppliedEntry>& applied)> on_durable;
   absl::Duration report_every = absl::Seconds(1);
+  // How often an idle replica checks the log at its position.
+  absl::Duration verify_every = absl::Seconds(1);
+  // Held while a fork is repaired (one replica of a shard at a time):
+  // returns its release; empty: no lock (a lone replica, tests).
+  std::function<absl::StatusOr<std::function<void()>>()> repair_lock;
+  // The retained entries' bytes (RetainedLog).
+  uint64_t retain_bytes = RetainedLog::kDefaultMaxBytes;
+  // Told of each fork found and repair made (on the replica's thread).
+  std::function<void(const LogRepairResult* repaired, const std::string& detail)> on_fork;
 };
 
 struct ReplicaStatus {
@@ -96,6 +118,11 @@ struct ReplicaStatus {
   bool caught_up = false;      // the last fetch found nothing more (pending == 0)
   bool failed = false;         // stopped on an entry it cannot apply (last_error)
   bool behind_floor = false;   // stopped (failed): the log was purged past its position
+  bool needs_restore = false;  // stopped (failed): a peer's snapshot must replace it
+  uint64_t forks = 0;          // forks of the log found at its position
+  uint64_t repairs = 0;        // forks repaired (rewound to the fork point)
+  uint64_t republished = 0;    // entries published again by its repairs
+  std::string last_fork;       // what the last fork was, and its repair
   uint64_t entries = 0;        // entries applied by this object
   uint64_t skipped = 0;        // entries refused deterministically (logged)
   std::string last_error;      // "" when the last step succeeded
@@ -130,10 +157,16 @@ class ShardReplica {
   // (on_durable, then cleared); false when the sync failed (retried with
   // the next batch or idle pass).
   bool Report(std::vector<AppliedEntry>* applied);
+  // Checks the log at the position and repairs a fork (the replica then
+  // starts again from the fork point: *consumer reset). False when the
+  // caller must not apply what it fetched.
+  bool CheckAndRepair(std::unique_ptr<PullConsumer>* consumer);
 
   JetStream* js_;
   std::shared_ptr<server::Collection> collection_;
   ShardReplicaOptions options_;
+  LogRepairTarget target_;
+  std::unique_ptr<RetainedLog> retained_;  // the replica thread's
   mutable absl::Mutex mu_;
   ReplicaStatus status_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

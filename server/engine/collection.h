@@ -184,6 +184,11 @@ class Collection {
     return core_.log_position_.load(std::memory_order_acquire);
   }
   absl::Status SetLogPosition(uint64_t position);
+  // Where the collection's records live (its store and id in it): a
+  // cluster replica keeps its retained log entries beside them
+  // (server/cluster/retained_log.h), dropped with the collection.
+  storage::MetadataStore* metadata_store() const { return core_.metadata_; }
+  uint32_t metadata_id() const { return core_.id(); }
 
   // ---- Reads (collection_read.cc): the serving segment answers them
 

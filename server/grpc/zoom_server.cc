@@ -393,6 +393,12 @@ absl::Status ZoomServer::JoinCluster() {
   o.log_hold = options_.cluster.log_hold;
   o.decoder = decoder_.get();
   o.fetch_snapshot = options_.cluster.fetch_snapshot;
+  o.replica.on_fork = [metrics = metrics_.get()](const cluster::LogRepairResult* repaired,
+                                                 const std::string&) {
+    if (repaired == nullptr) return metrics->RecordLogRepair(Metrics::LogRepairEvent::kFork);
+    metrics->RecordLogRepair(Metrics::LogRepairEvent::kRepaired);
+    metrics->RecordLogRepair(Metrics::LogRepairEvent::kRepublished, repaired->republished);
+  };
   o.advertise_address = options_.cluster.advertise_address;
   if (o.advertise_address.empty()) {
     std::string host = options_.grpc_address.substr(0, options_.grpc_address.rfind(':'));

@@ -314,6 +314,18 @@ struct Metrics::Impl {
         router_events[i] = &family.Add({{"event", names[i]}});
       }
     }
+    {
+      auto& family = Register(prometheus::BuildCounter(), *registry, "zoomd_log_repairs_total",
+                              "A cluster node's log repairs: fork (a replica found the log's "
+                              "entry at its position changed: the log lost an acknowledged "
+                              "tail), repaired (a fork repaired, the replica rewound), "
+                              "republished (entries the log had lost, published again).");
+      const char* names[] = {"fork", "repaired", "republished"};
+      static_assert(std::size(names) == static_cast<size_t>(LogRepairEvent::kCount));
+      for (size_t i = 0; i < std::size(names); ++i) {
+        log_repairs[i] = &family.Add({{"event", names[i]}});
+      }
+    }
     router_live_nodes = &Register(prometheus::BuildGauge(), *registry, "zoomd_router_live_nodes",
                                   "The nodes a cluster router routes to now.")
                              .Add({});
@@ -448,6 +460,7 @@ struct Metrics::Impl {
   Counter* cache_misses_total = nullptr;
   Histogram* preview_seconds = nullptr;
   std::array<Counter*, static_cast<size_t>(RouterEvent::kCount)> router_events{};
+  std::array<Counter*, static_cast<size_t>(LogRepairEvent::kCount)> log_repairs{};
   Gauge* router_live_nodes = nullptr;
   Counter* decoder_contexts_total = nullptr;
   Counter* decoder_distance_evals_total = nullptr;
@@ -627,6 +640,13 @@ void Metrics::RemoveCollection(std::string_view collection) {
 void Metrics::RecordRouterEvent(RouterEvent event) {
   const int i = static_cast<int>(event);
   if (i >= 0 && i < static_cast<int>(RouterEvent::kCount)) impl_->router_events[i]->Increment();
+}
+
+void Metrics::RecordLogRepair(LogRepairEvent event, uint64_t n) {
+  const int i = static_cast<int>(event);
+  if (i >= 0 && i < static_cast<int>(LogRepairEvent::kCount)) {
+    impl_->log_repairs[i]->Increment(static_cast<double>(n));
+  }
 }
 
 void Metrics::SetRouterLiveNodes(int nodes) { impl_->router_live_nodes->Set(nodes); }

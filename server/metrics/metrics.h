@@ -33,6 +33,8 @@
 //                                   partial, unavailable, map_refresh,
 //                                   concern_unmet, log_divergence
 //             zoomd_router_live_nodes           gauge
+//             zoomd_log_repairs_total{event}    counter: fork, repaired,
+//                                   republished (a node's replicas)
 //   process   zoomd_process_resident_memory_bytes,
 //             zoomd_process_virtual_memory_bytes (read from /proc/self/statm
 //             at scrape time), zoomd_process_start_time_seconds (unix time)
@@ -124,6 +126,12 @@ class Metrics {
     kCount
   };
   void RecordRouterEvent(RouterEvent event);
+  // A cluster node's log repairs, zoomd_log_repairs_total{event}: fork (a
+  // replica found the log's entry at its position changed: JetStream lost
+  // an acknowledged tail), repaired (a fork repaired: the replica rewound),
+  // republished (entries the log had lost, published again; by count).
+  enum class LogRepairEvent { kFork = 0, kRepaired, kRepublished, kCount };
+  void RecordLogRepair(LogRepairEvent event, uint64_t n = 1);
   // The nodes a router routes to now (zoomd_router_live_nodes): those whose
   // heartbeats its last read of the node bucket found current.
   void SetRouterLiveNodes(int nodes);

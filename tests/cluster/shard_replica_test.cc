@@ -4,7 +4,8 @@
 // applied twice); a replica restored from a peer's snapshot catches up from
 // the snapshot's position; entries refused by the collection are passed on
 // every replica alike; an entry that cannot be decoded stops the replica;
-// a NATS restart is waited out.
+// a NATS restart is waited out; a log that lost an acknowledged tail is
+// repaired from the replicas (log_repair.h).
 #include "server/cluster/shard_replica.h"
 
 #include <signal.h>
@@ -303,14 +304,16 @@ TEST_F(ShardReplicaTest, DurablePositionsAreReportedWithCountsAndOnlyAfterTheSyn
 
 // A log that forgets what it acknowledged and gives the same sequences to
 // new entries (what a power failure of every NATS server can do): the
-// replica that applied the old entries skips the new ones, and a router's
-// board never counts it for them (entries are acknowledged by sequence AND
-// message id, not by position).
-TEST_F(ShardReplicaTest, AReplicaNeverAcknowledgesAnEntryItSkippedAfterTheLogForgot) {
+// replica that applied the old entries finds the fork at its position,
+// publishes them again, then copies of what came after, rewinds and
+// applies the log again; a router's board counts it for the new entry only
+// once it applied it (entries are acknowledged by sequence AND message id).
+TEST_F(ShardReplicaTest, ALogThatForgotItsTailIsRepairedFromTheReplica) {
   auto a = Local("docs_s0_a");
   ASSERT_NE(a, nullptr);
   server::router::AckBoard board;
   ShardReplicaOptions o = QuickOptions("a_docs_0");
+  o.verify_every = absl::Milliseconds(50);
   o.on_durable = [&board](uint64_t durable, const std::vector<AppliedEntry>& applied) {
     ReplicaAck ack;
     ack.node = "a";
@@ -325,23 +328,105 @@ TEST_F(ShardReplicaTest, AReplicaNeverAcknowledgesAnEntryItSkippedAfterTheLogFor
   for (int i = 0; i < 3; ++i) {
     ASSERT_OK_AND_ASSIGN(PubAck p, js_->Publish(kShard0, EncodeLogEntry(Upsert(i, 1, 0.0f)),
                                                 absl::StrCat("old", i)));
+    ApplyToModel(Upsert(i, 1, 0.0f));
     last = p.sequence;
   }
   const absl::Time soon = absl::Now() + absl::Seconds(60);
   ASSERT_THAT(board.Await(7, 0, last, "old2", {"a"}, 1, soon), ::testing::ElementsAre("a"));
-  // The log forgets: its sequences start again below the replica's position.
+  // The log forgets: its sequences start again below the replica's
+  // position, given to writes that came after (one overwrites point 1).
+  // (The replica is stopped meanwhile, so that the new writes are in the
+  // log before it looks: a replica that looks first repairs an empty log,
+  // and they come after; the end is the same.)
+  ra.reset();
   ASSERT_OK(js_->DeleteStream(kStream));
   ASSERT_OK(js_->EnsureStream({kStream, {kShard0, kShard1}}));
   ASSERT_OK_AND_ASSIGN(PubAck fresh,
                        js_->Publish(kShard0, EncodeLogEntry(Upsert(50, 1, 0.0f)), "new0"));
+  ASSERT_OK(js_->Publish(kShard0, EncodeLogEntry(Upsert(1, 1, 0.5f)), "new1").status());
+  ApplyToModel(Upsert(50, 1, 0.0f));
+  ApplyToModel(Upsert(1, 1, 0.5f));
   ASSERT_LE(fresh.sequence, last);
-  // The replica's position says it is past it; it never applied it, and
-  // never acknowledges it (a wait that cannot be met: its deadline decides).
+  ASSERT_OK_AND_ASSIGN(ra, ShardReplica::Start(js_.get(), a, o));
+  // Repaired: acknowledged once applied for real, and the replica holds
+  // the old entries and the new ones, the new one last.
   EXPECT_THAT(board.Await(7, 0, fresh.sequence, "new0", {"a"}, 1,
-                          absl::Now() + absl::Seconds(2)),
-              ::testing::IsEmpty());
-  EXPECT_GE(board.Position(7, 0, "a"), fresh.sequence);
-  EXPECT_EQ(Dump(*a).count(50), 0u);
+                          absl::Now() + absl::Seconds(60)),
+              ::testing::ElementsAre("a"));
+  ASSERT_OK_AND_ASSIGN(uint64_t end, js_->LastSequence(kStream, kShard0));
+  ASSERT_TRUE(Applied(ra.get(), end)) << ra->status().last_error;
+  EXPECT_EQ(Dump(*a), model_);
+  EXPECT_GE(ra->status().forks, 1u);
+  EXPECT_EQ(ra->status().repairs, 1u);
+  EXPECT_EQ(ra->status().republished, 3u);
+  EXPECT_THAT(ra->status().last_fork, HasSubstr("repaired"));
+  // A replica started afresh from the repaired log ends the same.
+  auto b = Local("docs_s0_b");
+  ASSERT_NE(b, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto rb, ShardReplica::Start(js_.get(), b, QuickOptions("b_docs_0")));
+  ASSERT_TRUE(Applied(rb.get(), end)) << rb->status().last_error;
+  EXPECT_EQ(Dump(*b), model_);
+}
+
+// A tail lost after a prefix survived, two replicas at different
+// positions on the old branch: the one further ahead republishes what it
+// has; the one behind finds its entries already back and only rewinds.
+// Both end equal to the model, the write that came after the failure
+// winning over the older one to the same point.
+TEST_F(ShardReplicaTest, ReplicasAtDifferentPositionsOnALostTailConverge) {
+  auto a = Local("docs_s0_a");
+  auto b = Local("docs_s0_b");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ShardReplicaOptions oa = QuickOptions("a_docs_0");
+  ShardReplicaOptions ob = QuickOptions("b_docs_0");
+  oa.verify_every = ob.verify_every = absl::Milliseconds(50);
+  std::vector<std::string> bytes;
+  for (int i = 0; i < 5; ++i) bytes.push_back(EncodeLogEntry(Upsert(i, 1, 0.0f)));
+  uint64_t seq[5];
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(PubAck p, js_->Publish(kShard0, bytes[i], absl::StrCat("old", i)));
+    seq[i] = p.sequence;
+    ApplyToModel(Upsert(i, 1, 0.0f));
+  }
+  {
+    ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, oa));
+    ASSERT_TRUE(Applied(ra.get(), seq[4]));
+  }
+  {
+    // b stops after old2 (its consumer set to end there).
+    ASSERT_OK_AND_ASSIGN(auto rb, ShardReplica::Start(js_.get(), b, ob));
+    ASSERT_TRUE(Applied(rb.get(), seq[4]));
+  }
+  ASSERT_OK(b->SetLogPosition(seq[2]));  // as if it had stopped there
+  // The power failure: the log keeps old0 and old1 only, and a write
+  // after it takes the next sequence (overwriting point 3, adding 60).
+  ASSERT_OK(js_->DeleteStream(kStream));
+  ASSERT_OK(js_->EnsureStream({kStream, {kShard0, kShard1}}));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(PubAck p, js_->Publish(kShard0, bytes[i], absl::StrCat("old", i)));
+    ASSERT_EQ(p.sequence, seq[i]);
+  }
+  LogEntry x = Upsert(3, 1, 0.75f);
+  x.points.push_back(Upsert(60, 1, 0.0f).points[0]);
+  ASSERT_OK(js_->Publish(kShard0, EncodeLogEntry(x), "x").status());
+  ApplyToModel(x);
+  ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, oa));
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  while (ra->status().repairs == 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(ra->status().repairs, 1u) << ra->status().last_error;
+  EXPECT_EQ(ra->status().republished, 3u);  // old2, old3, old4 (b's old2 was lost with them)
+  ASSERT_OK_AND_ASSIGN(auto rb, ShardReplica::Start(js_.get(), b, ob));
+  while (rb->status().repairs == 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(rb->status().repairs, 1u) << rb->status().last_error;
+  EXPECT_EQ(rb->status().republished, 0u);  // old2 was back: rewound only
+  ASSERT_OK_AND_ASSIGN(uint64_t last, js_->LastSequence(kStream, kShard0));
+  EXPECT_EQ(last, seq[1] + 1 + 3 + 1);  // x, three copies, x's copy
+  ASSERT_TRUE(Applied(ra.get(), last)) << ra->status().last_error;
+  ASSERT_TRUE(Applied(rb.get(), last)) << rb->status().last_error;
+  EXPECT_EQ(Dump(*a), model_);
+  EXPECT_EQ(Dump(*b), model_);
+  EXPECT_EQ(model_[3].second, "p3/0.75");
 }
 
 // A consumer that delivers nothing while the log is ahead (here: replaced

@@ -1,0 +1,209 @@
+#include "server/cluster/log_repair.h"
+
+#include <map>
+#include <random>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace zoom::cluster {
+namespace {
+
+std::string CopyId(std::string_view id) {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return absl::StrCat(std::string(OriginalId(id)), "~", absl::Hex(rng(), absl::kZeroPad16));
+}
+
+absl::StatusOr<uint64_t> FloorOf(const LogRepairTarget& target) {
+  if (!target.log_floor) return 0;
+  return target.log_floor();
+}
+
+// Whether the log still holds the entry `id` at `sequence` of the subject
+// (purged below the floor counts as held).
+absl::StatusOr<bool> Held(const JetStream& js, const LogRepairTarget& target,
+                          std::string_view id, uint64_t sequence, uint64_t floor) {
+  absl::StatusOr<LogMessage> m = js.GetMessage(target.stream, sequence);
+  if (absl::IsNotFound(m.status())) return sequence < floor;
+  if (!m.ok()) return m.status();
+  return m->subject == target.subject && m->id == id;
+}
+
+// The log's entries on the subject after `after`, and its last sequence.
+absl::Status ReadAfter(JetStream* js, const LogRepairTarget& target, uint64_t after,
+                       std::vector<LogMessage>* out, uint64_t* last) {
+  out->clear();
+  ZOOM_ASSIGN_OR_RETURN(*last, js->LastSequence(target.stream, target.subject));
+  if (*last <= after) return absl::OkStatus();
+  ZOOM_ASSIGN_OR_RETURN(std::unique_ptr<PullConsumer> c,
+                        js->Consume(target.stream, target.subject, target.scratch_durable,
+                                    after + 1));
+  absl::Status st;
+  for (int empty = 0; empty < 3;) {
+    absl::StatusOr<std::vector<LogMessage>> batch = c->Fetch(512, absl::Milliseconds(200));
+    if (!batch.ok()) {
+      st = batch.status();
+      break;
+    }
+    if (batch->empty()) {
+      ++empty;
+      continue;
+    }
+    for (LogMessage& m : *batch) {
+      if (m.sequence > after) out->push_back(std::move(m));
+    }
+    if (out->back().sequence >= *last && out->back().pending == 0) break;
+  }
+  c.reset();
+  (void)js->DeleteConsumer(target.stream, target.scratch_durable);
+  ZOOM_RETURN_IF_ERROR(st);
+  if (out->empty() || out->back().sequence < *last) {
+    return absl::UnavailableError(absl::StrCat(
+        "log repair of ", target.subject, ": reading the log after ", after, " stopped at ",
+        out->empty() ? after : out->back().sequence, " before its end ", *last));
+  }
+  *last = out->back().sequence;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string_view OriginalId(std::string_view id) { return id.substr(0, id.find('~')); }
+
+absl::StatusOr<LogVerdict> CheckLog(const JetStream& js, const LogRepairTarget& target,
+                                    const RetainedLog& retained, uint64_t position) {
+  LogVerdict v;
+  if (position == 0) return v;
+  const std::optional<std::string> id = retained.IdAt(position);
+  if (!id.has_value()) {
+    v.check = LogCheck::kUnverifiable;
+    return v;
+  }
+  absl::StatusOr<LogMessage> m = js.GetMessage(target.stream, position);
+  if (m.ok()) {
+    if (m->subject == target.subject && m->id == *id) return v;
+    v.check = LogCheck::kForked;
+    v.detail = absl::StrCat("the log's entry ", position, " is '", m->id, "' on ", m->subject,
+                            ", not '", *id, "' as applied");
+    return v;
+  }
+  if (!absl::IsNotFound(m.status())) return m.status();
+  ZOOM_ASSIGN_OR_RETURN(uint64_t floor, FloorOf(target));
+  if (position < floor) return v;  // purged below every replica
+  ZOOM_ASSIGN_OR_RETURN(uint64_t last, js.LastSequence(target.stream, target.subject));
+  v.check = LogCheck::kForked;
+  v.detail = last < position
+                 ? absl::StrCat("the log of ", target.subject, " ends at ", last,
+                                ", before the applied position ", position)
+                 : absl::StrCat("the log holds no entry at the applied position ", position);
+  return v;
+}
+
+absl::StatusOr<LogRepairResult> RepairLog(JetStream* js, const LogRepairTarget& target,
+                                          const RetainedLog& retained, uint64_t position) {
+  ZOOM_ASSIGN_OR_RETURN(const uint64_t floor, FloorOf(target));
+  // 1. The fork point: entries held are a prefix of the retained ones.
+  std::vector<uint64_t> seqs = retained.Sequences();
+  while (!seqs.empty() && seqs.back() > position) seqs.pop_back();
+  size_t lo = 0, hi = seqs.size();  // seqs[0, lo) held; [hi, end) not
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    ZOOM_ASSIGN_OR_RETURN(bool held,
+                          Held(*js, target, *retained.IdAt(seqs[mid]), seqs[mid], floor));
+    if (held) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  LogRepairResult result;
+  if (lo > 0) {
+    result.fork_point = seqs[lo - 1];
+  } else {
+    // Not even the oldest retained entry is held: the fork is at or before
+    // what the replica retains from. Repairable only from the beginning or
+    // from below the floor (purged: held by every replica).
+    const uint64_t cover = retained.covered_from();
+    if (cover > 0 && cover >= floor) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the log of ", target.subject, " forked at or before sequence ", cover,
+          ", from which this replica retains its entries: restore a peer's snapshot"));
+    }
+    result.fork_point = cover;
+  }
+  ZOOM_ASSIGN_OR_RETURN(std::vector<RetainedEntry> mine, retained.After(result.fork_point));
+  std::set<std::string, std::less<>> mine_ids;
+  for (const RetainedEntry& e : mine) mine_ids.insert(std::string(OriginalId(e.id)));
+
+  for (int attempt = 0; attempt < target.max_attempts; ++attempt) {
+    // 2. What the log holds after the fork point.
+    std::vector<LogMessage> log;
+    uint64_t last = 0;
+    ZOOM_RETURN_IF_ERROR(ReadAfter(js, target, result.fork_point, &log, &last));
+    std::set<std::string, std::less<>> present;
+    for (const LogMessage& m : log) present.insert(std::string(OriginalId(m.id)));
+    // 3. Lost: applied here, in the log no more. Or an earlier repair that
+    // stopped between its copies: a write of the log after f none of whose
+    // occurrences follows the last copy of an entry of this replica.
+    uint64_t lost = 0;
+    for (const RetainedEntry& e : mine) lost += present.contains(OriginalId(e.id)) ? 0 : 1;
+    bool unfinished = false;
+    if (lost == 0) {
+      size_t last_copy = log.size();
+      std::map<std::string, size_t, std::less<>> last_seen;  // writes not of this replica
+      for (size_t i = 0; i < log.size(); ++i) {
+        const std::string_view orig = OriginalId(log[i].id);
+        if (mine_ids.contains(orig)) {
+          if (orig.size() != log[i].id.size()) last_copy = i;
+        } else {
+          last_seen[std::string(orig)] = i;
+        }
+      }
+      for (const auto& [orig, i] : last_seen) {
+        if (last_copy < log.size() && i < last_copy) unfinished = true;
+      }
+    }
+    if (lost == 0 && !unfinished) return result;
+    // 4. Every entry of this replica after f, then the writes that came
+    // after, so that they stay after them.
+    std::vector<const std::string*> batch_data;
+    std::vector<std::string> batch_ids;
+    for (const RetainedEntry& e : mine) {
+      batch_data.push_back(&e.data);
+      batch_ids.push_back(CopyId(e.id));
+    }
+    const uint64_t republished = batch_data.size();
+    std::set<std::string, std::less<>> copied;
+    for (const LogMessage& m : log) {
+      const std::string_view orig = OriginalId(m.id);
+      if (mine_ids.contains(orig) || copied.contains(orig)) continue;
+      copied.insert(std::string(orig));
+      batch_data.push_back(&m.data);
+      batch_ids.push_back(CopyId(m.id));
+    }
+    uint64_t expected = last;
+    bool interrupted = false;
+    for (size_t i = 0; i < batch_data.size(); ++i) {
+      absl::StatusOr<PubAck> ack =
+          js->PublishAfter(target.subject, *batch_data[i], batch_ids[i], expected);
+      if (absl::IsAborted(ack.status())) {
+        interrupted = true;  // a write came between: read the log again
+        break;
+      }
+      if (!ack.ok()) return ack.status();
+      expected = ack->sequence;
+    }
+    if (interrupted) continue;
+    result.republished = republished;
+    result.copied = batch_data.size() - republished;
+    return result;
+  }
+  return absl::AbortedError(absl::StrCat("log repair of ", target.subject, ": writes came "
+                                         "between its copies ", target.max_attempts,
+                                         " times; tried again later"));
+}
+
+}  // namespace zoom::cluster

@@ -1,0 +1,147 @@
+#include "server/cluster/retained_log.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace zoom::cluster {
+namespace {
+constexpr uint8_t kRecordVersion = 1;
+}  // namespace
+
+std::string EncodeRetainedRecord(std::string_view id, std::string_view data) {
+  const std::string_view short_id = id.substr(0, 255);
+  std::string out;
+  out.reserve(2 + short_id.size() + data.size());
+  out.push_back(static_cast<char>(kRecordVersion));
+  out.push_back(static_cast<char>(short_id.size()));
+  out.append(short_id);
+  out.append(data);
+  return out;
+}
+
+absl::StatusOr<RetainedEntry> DecodeRetainedRecord(uint64_t sequence, std::string_view record) {
+  if (record.size() < 2 || static_cast<uint8_t>(record[0]) != kRecordVersion) {
+    return absl::DataLossError(absl::StrCat("retained log entry ", sequence, ": ",
+                                            record.empty() ? "empty" : "unknown version"));
+  }
+  const size_t id_len = static_cast<uint8_t>(record[1]);
+  if (record.size() < 2 + id_len) {
+    return absl::DataLossError(absl::StrCat("retained log entry ", sequence, ": ",
+                                            record.size(), " bytes, shorter than its id"));
+  }
+  RetainedEntry e;
+  e.sequence = sequence;
+  e.id = std::string(record.substr(2, id_len));
+  e.data = std::string(record.substr(2 + id_len));
+  return e;
+}
+
+absl::StatusOr<std::unique_ptr<RetainedLog>> RetainedLog::Open(storage::MetadataStore* store,
+                                                               uint32_t cid, uint64_t position,
+                                                               uint64_t max_bytes) {
+  if (store == nullptr) return absl::InvalidArgumentError("a retained log needs a store");
+  std::unique_ptr<RetainedLog> log(new RetainedLog(store, cid, max_bytes));
+  uint64_t past = 0;
+  bool has_cover = false;
+  ZOOM_RETURN_IF_ERROR(store->ScanLogRecords(
+      cid, 0, [&](uint64_t seq, std::string_view record) -> absl::Status {
+        if (seq == 0) {
+          if (record.size() != 8) {
+            return absl::DataLossError("retained log: its covered-from record is not 8 bytes");
+          }
+          for (int i = 7; i >= 0; --i) {
+            log->covered_from_ = (log->covered_from_ << 8) | static_cast<uint8_t>(record[i]);
+          }
+          has_cover = true;
+          return absl::OkStatus();
+        }
+        if (seq > position) {
+          past = past == 0 ? seq : past;
+          return absl::OkStatus();
+        }
+        ZOOM_ASSIGN_OR_RETURN(RetainedEntry e, DecodeRetainedRecord(seq, record));
+        log->bytes_ += record.size();
+        log->index_[seq] = Slot{std::move(e.id), record.size()};
+        return absl::OkStatus();
+      }));
+  if (past != 0) ZOOM_RETURN_IF_ERROR(store->DeleteLogRecords(cid, past, UINT64_MAX));
+  if (!has_cover || (log->index_.empty() && log->covered_from_ < position)) {
+    // Nothing retained before this position (a fresh replica, a restored
+    // snapshot): covered from here.
+    ZOOM_RETURN_IF_ERROR(log->PutCoveredFrom(log->index_.empty() ? position
+                                                                 : log->index_.begin()->first - 1));
+  }
+  return log;
+}
+
+absl::Status RetainedLog::PutCoveredFrom(uint64_t sequence) {
+  std::string v;
+  for (int i = 0; i < 8; ++i) v.push_back(static_cast<char>(sequence >> (8 * i)));
+  ZOOM_RETURN_IF_ERROR(store_->PutLogRecord(cid_, 0, v));
+  covered_from_ = sequence;
+  return absl::OkStatus();
+}
+
+absl::Status RetainedLog::Append(uint64_t sequence, std::string_view id, std::string_view data) {
+  const std::string record = EncodeRetainedRecord(id, data);
+  ZOOM_RETURN_IF_ERROR(store_->PutLogRecord(cid_, sequence, record));
+  auto [it, fresh] = index_.try_emplace(sequence);
+  if (!fresh) bytes_ -= it->second.bytes;
+  it->second = Slot{std::string(id.substr(0, 255)), record.size()};
+  bytes_ += record.size();
+  // The oldest go first; the newest stays whatever its size.
+  uint64_t drop_to = 0;
+  for (auto o = index_.begin(); bytes_ > max_bytes_ && std::next(o) != index_.end();) {
+    bytes_ -= o->second.bytes;
+    drop_to = o->first + 1;
+    o = index_.erase(o);
+  }
+  if (drop_to > 0) {
+    ZOOM_RETURN_IF_ERROR(PutCoveredFrom(drop_to - 1));
+    ZOOM_RETURN_IF_ERROR(store_->DeleteLogRecords(cid_, 1, drop_to));
+  }
+  return absl::OkStatus();
+}
+
+std::optional<std::string> RetainedLog::IdAt(uint64_t sequence) const {
+  auto it = index_.find(sequence);
+  if (it == index_.end()) return std::nullopt;
+  return it->second.id;
+}
+
+std::vector<uint64_t> RetainedLog::Sequences() const {
+  std::vector<uint64_t> out;
+  out.reserve(index_.size());
+  for (const auto& [seq, slot] : index_) out.push_back(seq);
+  return out;
+}
+
+absl::StatusOr<std::vector<RetainedEntry>> RetainedLog::After(uint64_t sequence) const {
+  std::vector<RetainedEntry> out;
+  if (sequence == UINT64_MAX) return out;
+  ZOOM_RETURN_IF_ERROR(store_->ScanLogRecords(
+      cid_, std::max<uint64_t>(sequence + 1, 1), [&](uint64_t seq, std::string_view record) -> absl::Status {
+        if (!index_.contains(seq)) return absl::OkStatus();
+        ZOOM_ASSIGN_OR_RETURN(RetainedEntry e, DecodeRetainedRecord(seq, record));
+        out.push_back(std::move(e));
+        return absl::OkStatus();
+      }));
+  return out;
+}
+
+absl::Status RetainedLog::DropAfter(uint64_t sequence) {
+  if (sequence == UINT64_MAX) return absl::OkStatus();
+  ZOOM_RETURN_IF_ERROR(store_->DeleteLogRecords(cid_, std::max<uint64_t>(sequence + 1, 1),
+                                                UINT64_MAX));
+  if (sequence < covered_from_) ZOOM_RETURN_IF_ERROR(PutCoveredFrom(sequence));
+  for (auto it = index_.upper_bound(sequence); it != index_.end();) {
+    bytes_ -= it->second.bytes;
+    it = index_.erase(it);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace zoom::cluster

@@ -1,0 +1,103 @@
+// File: server/cluster/retained_log.h
+//
+// RetainedLog: the log entries a shard replica applied, kept beside its
+// collection's records (MetadataStore 't' keys) so that entries the shared
+// log loses after acknowledging them can be published again
+// (log_repair.h). JetStream on nats-server 2.9 syncs its files lazily: a
+// coordinated power failure takes back an acknowledged tail, and the
+// stream then hands the same sequences to new entries. The replicas, which
+// sync before they acknowledge (write concern majority), are where those
+// entries survive.
+//
+// A record: stream sequence -> (message id, entry bytes). The message id
+// is the fingerprint a replica checks the log against: the entry at its
+// position must still carry the id it applied (a fork otherwise).
+//
+// Record encoding, version 1 (golden: tests/data/golden/retained_log_v1.hex):
+//   u8 version (1)  u8 id length  id bytes  entry bytes (a ZLOG entry,
+//   which carries its own magic and CRC)
+//
+// Retention: the newest records whose bytes sum to at most `max_bytes`
+// (the newest one always); Append trims the oldest. covered_from() is the
+// sequence after which every entry the replica applied is retained (0 from
+// the start; the position it opened at when it holds no record, as after
+// a snapshot restore; the last trimmed sequence after a trim), kept as the
+// record at sequence 0 (u64 little-endian, no version: sequence 0 is never
+// a stream's). A fork at or before it cannot be repaired from here (the
+// replica restores a peer's snapshot).
+//
+// Durability: written before the entry is applied, without syncing (the
+// apply's synced write makes it durable); records past the collection's
+// log position after a crash are dropped at Open.
+//
+// Thread safety: one writer (the replica's thread); no concurrent reads.
+#ifndef ZOOM_SERVER_CLUSTER_RETAINED_LOG_H_
+#define ZOOM_SERVER_CLUSTER_RETAINED_LOG_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "storage/metadata_store.h"
+
+namespace zoom::cluster {
+
+struct RetainedEntry {
+  uint64_t sequence = 0;
+  std::string id;    // the message id ("" when the publisher gave none)
+  std::string data;  // the encoded LogEntry
+};
+
+std::string EncodeRetainedRecord(std::string_view id, std::string_view data);
+// DataLoss for a record that is not one (short, wrong version).
+absl::StatusOr<RetainedEntry> DecodeRetainedRecord(uint64_t sequence, std::string_view record);
+
+class RetainedLog {
+ public:
+  static constexpr uint64_t kDefaultMaxBytes = uint64_t{256} << 20;
+
+  // Reads the records of collection `cid` in `store` (sequences and ids;
+  // entry bytes are read back when asked), dropping those past `position`.
+  static absl::StatusOr<std::unique_ptr<RetainedLog>> Open(storage::MetadataStore* store,
+                                                           uint32_t cid, uint64_t position,
+                                                           uint64_t max_bytes = kDefaultMaxBytes);
+
+  absl::Status Append(uint64_t sequence, std::string_view id, std::string_view data);
+  // The id of the record at `sequence`; nullopt when none is retained.
+  std::optional<std::string> IdAt(uint64_t sequence) const;
+  // The retained sequences, ascending.
+  std::vector<uint64_t> Sequences() const;
+  // The records after `sequence`, ascending, with their bytes.
+  absl::StatusOr<std::vector<RetainedEntry>> After(uint64_t sequence) const;
+  // Drops the records after `sequence` (a replica rewound to it).
+  absl::Status DropAfter(uint64_t sequence);
+  uint64_t covered_from() const { return covered_from_; }
+  uint64_t bytes() const { return bytes_; }
+  size_t size() const { return index_.size(); }
+
+ private:
+  RetainedLog(storage::MetadataStore* store, uint32_t cid, uint64_t max_bytes)
+      : store_(store), cid_(cid), max_bytes_(max_bytes) {}
+  struct Slot {
+    std::string id;
+    uint64_t bytes = 0;
+  };
+  storage::MetadataStore* store_;
+  uint32_t cid_;
+  uint64_t max_bytes_;
+  absl::Status PutCoveredFrom(uint64_t sequence);
+
+  std::map<uint64_t, Slot> index_;
+  uint64_t bytes_ = 0;
+  uint64_t covered_from_ = 0;
+};
+
+}  // namespace zoom::cluster
+
+#endif  // ZOOM_SERVER_CLUSTER_RETAINED_LOG_H_
