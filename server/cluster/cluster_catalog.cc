@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -12,25 +13,58 @@
 
 namespace zoom::cluster {
 
+namespace {
+
+// The four buckets of a cluster, in this order: shards, nodes, floors, models.
+std::vector<BucketSpec> Buckets(const ClusterCatalogOptions& options) {
+  std::vector<BucketSpec> out = {BucketSpec{ShardsBucket(options.cluster)},
+                                 BucketSpec{NodesBucket(options.cluster)},
+                                 BucketSpec{FloorsBucket(options.cluster)},
+                                 BucketSpec{ModelsBucket(options.cluster)}};
+  for (BucketSpec& b : out) b.replicas = options.nats_replicas;
+  out[1].max_age = options.node_ttl;
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ClusterCatalog>> ClusterCatalog::Open(
     JetStream* js, ClusterCatalogOptions options) {
   ZOOM_RETURN_IF_ERROR(ValidateClusterName(options.cluster));
-  BucketSpec shards{ShardsBucket(options.cluster)};
-  shards.replicas = options.nats_replicas;
-  ZOOM_ASSIGN_OR_RETURN(auto shards_kv, js->EnsureBucket(shards));
-  BucketSpec nodes{NodesBucket(options.cluster)};
-  nodes.replicas = options.nats_replicas;
-  nodes.max_age = options.node_ttl;
-  ZOOM_ASSIGN_OR_RETURN(auto nodes_kv, js->EnsureBucket(nodes));
-  BucketSpec floors{FloorsBucket(options.cluster)};
-  floors.replicas = options.nats_replicas;
-  ZOOM_ASSIGN_OR_RETURN(auto floors_kv, js->EnsureBucket(floors));
-  BucketSpec models{ModelsBucket(options.cluster)};
-  models.replicas = options.nats_replicas;
-  ZOOM_ASSIGN_OR_RETURN(auto models_kv, js->EnsureBucket(models));
+  std::vector<std::unique_ptr<KeyValue>> kv;
+  for (const BucketSpec& b : Buckets(options)) {
+    ZOOM_ASSIGN_OR_RETURN(auto bucket, js->EnsureBucket(b));
+    kv.push_back(std::move(bucket));
+  }
   return std::unique_ptr<ClusterCatalog>(
-      new ClusterCatalog(js, std::move(options), std::move(shards_kv), std::move(nodes_kv),
-                         std::move(floors_kv), std::move(models_kv)));
+      new ClusterCatalog(js, std::move(options), std::move(kv[0]), std::move(kv[1]),
+                         std::move(kv[2]), std::move(kv[3])));
+}
+
+absl::Status ClusterCatalog::EnsureBuckets() {
+  // The handles held stay valid: a bucket is reached by its name.
+  for (const BucketSpec& b : Buckets(options_)) ZOOM_RETURN_IF_ERROR(js_->EnsureBucket(b).status());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ClusterCatalog::HasRecordOf(const std::string& collection) const {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> keys, shards_->Keys());
+  return std::find(keys.begin(), keys.end(), collection) != keys.end();
+}
+
+absl::Status ClusterCatalog::EnsureStreamOf(const ShardMap& map) {
+  StreamSpec stream{StreamName(options_.cluster, map.collection), {}, options_.nats_replicas};
+  for (uint32_t k = 0; k < map.shards; ++k) {
+    stream.subjects.push_back(ShardSubject(options_.cluster, map.collection, k));
+  }
+  return js_->EnsureStream(stream);
+}
+
+absl::Status ClusterCatalog::RestoreMap(const ShardMap& map) {
+  ZOOM_RETURN_IF_ERROR(EnsureStreamOf(map));
+  absl::StatusOr<uint64_t> rev = shards_->Create(map.collection, map.Encode());
+  if (absl::IsAlreadyExists(rev.status())) return absl::OkStatus();
+  return rev.status();
 }
 
 absl::StatusOr<std::optional<VersionedShardMap>> ClusterCatalog::GetMap(
@@ -101,11 +135,7 @@ absl::StatusOr<ShardMap> ClusterCatalog::CreateCollection(const server::Collecti
   map.config = c;
   map.assignment = std::move(assignment);
   map.created_unix_ms = absl::ToUnixMillis(absl::Now());
-  StreamSpec stream{StreamName(options_.cluster, c.name), {}, options_.nats_replicas};
-  for (uint32_t k = 0; k < shards; ++k) {
-    stream.subjects.push_back(ShardSubject(options_.cluster, c.name, k));
-  }
-  ZOOM_RETURN_IF_ERROR(js_->EnsureStream(stream));
+  ZOOM_RETURN_IF_ERROR(EnsureStreamOf(map));
   absl::StatusOr<uint64_t> rev = shards_->Create(c.name, map.Encode());
   if (absl::IsAlreadyExists(rev.status())) {
     return absl::AlreadyExistsError(absl::StrCat("collection ", c.name, " exists in cluster ",

@@ -84,6 +84,20 @@ class ClusterCatalog {
   // key's revision, retried). Written BEFORE the purge it announces.
   absl::Status RaiseLogFloor(uint64_t uid, uint32_t shard, uint64_t floor);
 
+  // What NATS lost (a power failure before JetStream synced its files can
+  // take a bucket or a stream with everything in it):
+  //   * EnsureBuckets creates the buckets again where they are missing;
+  //   * HasRecordOf tells whether the shards bucket knows `collection` at
+  //     all: its map, or the delete marker a drop leaves. A node keeps a
+  //     local replica whose map is absent only while the bucket has no
+  //     record of it (it never drops what the catalog merely lost);
+  //   * RestoreMap puts back a map a node kept a copy of (create-only: a
+  //     map there already wins) with its stream (EnsureStream).
+  absl::Status EnsureBuckets();
+  absl::StatusOr<bool> HasRecordOf(const std::string& collection) const;
+  absl::Status RestoreMap(const ShardMap& map);
+  absl::Status EnsureStreamOf(const ShardMap& map);
+
   // The repair lock of a shard's log (ShardReplicaOptions::repair_lock:
   // one repair at a time): a key of the floors bucket created by `holder`,
   // taken over once older than `stale` (its holder died mid-repair).

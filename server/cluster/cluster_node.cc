@@ -252,15 +252,52 @@ absl::StatusOr<std::shared_ptr<server::Collection>> ClusterNode::OpenShard(const
   return db_->CreateCollection(config);
 }
 
+absl::Status ClusterNode::KeepMapCopy(const ShardMap& map) {
+  std::string text = map.Encode();
+  auto it = map_copies_.find(map.collection);
+  if (it != map_copies_.end() && it->second == text) return absl::OkStatus();
+  ZOOM_RETURN_IF_ERROR(WriteFileAtomically(
+      files(), absl::StrCat(db_->options().data_dir, "/cluster_map.", map.collection), text));
+  map_copies_[map.collection] = std::move(text);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<ShardMap>> ClusterNode::ReadMapCopy(
+    const std::string& collection) const {
+  const std::string path = absl::StrCat(db_->options().data_dir, "/cluster_map.", collection);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return std::optional<ShardMap>();
+  ZOOM_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  ZOOM_ASSIGN_OR_RETURN(ShardMap map, ShardMap::Decode(text));
+  return std::optional<ShardMap>(std::move(map));
+}
+
 absl::Status ClusterNode::Reconcile() {
   absl::MutexLock pass(&reconcile_mu_);
-  ZOOM_ASSIGN_OR_RETURN(std::vector<VersionedShardMap> maps, catalog_->ListMaps());
+  absl::StatusOr<std::vector<VersionedShardMap>> listed = catalog_->ListMaps();
+  if (absl::IsNotFound(listed.status())) {
+    // NATS lost the bucket (a power failure before JetStream synced it):
+    // made again; the maps are put back below from the nodes' copies.
+    ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": ", listed.status().message(),
+             ": creating the cluster's buckets again");
+    ZOOM_RETURN_IF_ERROR(catalog_->EnsureBuckets());
+    listed = catalog_->ListMaps();
+  }
+  ZOOM_ASSIGN_OR_RETURN(std::vector<VersionedShardMap> maps, std::move(listed));
   std::map<std::string, std::pair<const ShardMap*, uint32_t>> want;
   for (const VersionedShardMap& vm : maps) {
+    bool hosts = false;
     for (uint32_t k = 0; k < vm.map.shards; ++k) {
       const auto& nodes = vm.map.assignment[k];
       if (std::find(nodes.begin(), nodes.end(), options_.node_id) != nodes.end()) {
         want[vm.map.LocalName(k)] = {&vm.map, k};
+        hosts = true;
+      }
+    }
+    if (hosts) {
+      if (absl::Status st = KeepMapCopy(vm.map); !st.ok()) {
+        ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": keeping a copy of the map of ",
+                 vm.map.collection, ": ", st.message());
       }
     }
   }
@@ -289,6 +326,27 @@ absl::Status ClusterNode::Reconcile() {
     if (m->has_value()) {
       if (static_cast<uint32_t>((*m)->map.uid & 0xffffffffu) != ls->uid8) drop.push_back(local);
       continue;  // its map is there (a short listing): kept
+    }
+    // Absent: dropped (the bucket holds the drop's delete marker), or lost
+    // with un-synced NATS data (the bucket has no record of it at all):
+    // then kept, and its map put back from this node's copy.
+    absl::StatusOr<bool> known = catalog_->HasRecordOf(ls->collection);
+    if (!known.ok()) continue;
+    if (!*known) {
+      absl::StatusOr<std::optional<ShardMap>> copy = ReadMapCopy(ls->collection);
+      absl::Status st = copy.status();
+      if (st.ok() && copy->has_value() &&
+          static_cast<uint32_t>((*copy)->uid & 0xffffffffu) == ls->uid8) {
+        st = catalog_->RestoreMap(**copy);
+        ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": the catalog has no record of ",
+                 ls->collection, " (NATS lost it): its map put back from this node's copy: ",
+                 st.ok() ? "done" : std::string(st.message()));
+      } else {
+        ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": the catalog has no record of ",
+                 ls->collection, " and this node keeps no copy of its map: ", local,
+                 " kept, not served");
+      }
+      continue;
     }
     if (missing_.count(local) != 0) {
       drop.push_back(local);
@@ -368,6 +426,7 @@ absl::Status ClusterNode::Reconcile() {
     ro.repair_lock = [catalog = catalog_.get(), uid = m.uid, k, node = options_.node_id] {
       return catalog->LockRepair(uid, k, node);
     };
+    ro.ensure_stream = [catalog = catalog_.get(), map = m] { return catalog->EnsureStreamOf(map); };
     // Durable positions for write concerns: the node's own sync (none
     // needed under --sync=always), reported on the acks subject.
     if (!db_->options().sync_always) ro.sync = [db = db_] { return db->SyncWal(); };

@@ -159,6 +159,12 @@ class ClusterNode {
   absl::StatusOr<std::shared_ptr<server::Collection>> OpenShard(const ShardMap& m, uint32_t k,
                                                                 uint64_t floor, bool replace);
   absl::Status CheckDataDir() const;
+  // The copy of a hosted collection's shard map in the data directory
+  // (cluster_map.<collection>: ShardMap::Encode), put back into the
+  // catalog when NATS lost it (ClusterCatalog::RestoreMap). Written when
+  // it changes; Reconcile's own.
+  absl::Status KeepMapCopy(const ShardMap& map);
+  absl::StatusOr<std::optional<ShardMap>> ReadMapCopy(const std::string& collection) const;
   // What the node writes its own files through: the Database's FileSystem.
   FileSystem& files() const;
   // The models part of a reconciliation pass.
@@ -179,6 +185,7 @@ class ClusterNode {
   // Local shard collections whose map the last pass found absent (dropped
   // if the next pass finds it absent too). Reconcile's own.
   std::set<std::string> missing_;
+  std::map<std::string, std::string> map_copies_;  // collection -> encoded map kept
   // Models this node loaded for the cluster (Reconcile's own), and those
   // whose load was refused at once, with the spec tried (reported failed).
   std::map<std::string, ModelSpec> cluster_models_;

@@ -92,9 +92,12 @@ absl::Status RetainedLog::Append(uint64_t sequence, std::string_view id, std::st
   if (!fresh) bytes_ -= it->second.bytes;
   it->second = Slot{std::string(id.substr(0, 255)), record.size()};
   bytes_ += record.size();
-  // The oldest go first; the newest stays whatever its size.
+  // The oldest go first, down to 7/8 of the budget (one range deletion
+  // per eighth of it, not one per entry); the newest stays whatever its
+  // size.
   uint64_t drop_to = 0;
-  for (auto o = index_.begin(); bytes_ > max_bytes_ && std::next(o) != index_.end();) {
+  const uint64_t keep = bytes_ > max_bytes_ ? max_bytes_ - max_bytes_ / 8 : bytes_;
+  for (auto o = index_.begin(); bytes_ > keep && std::next(o) != index_.end();) {
     bytes_ -= o->second.bytes;
     drop_to = o->first + 1;
     o = index_.erase(o);

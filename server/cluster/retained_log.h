@@ -18,7 +18,8 @@
 //   which carries its own magic and CRC)
 //
 // Retention: the newest records whose bytes sum to at most `max_bytes`
-// (the newest one always); Append trims the oldest. covered_from() is the
+// (the newest one always); an Append past it trims the oldest down to 7/8
+// of it. covered_from() is the
 // sequence after which every entry the replica applied is retained (0 from
 // the start; the position it opened at when it holds no record, as after
 // a snapshot restore; the last trimmed sequence after a trim), kept as the

@@ -129,6 +129,13 @@ bool ShardReplica::CheckAndRepair(std::unique_ptr<PullConsumer>* consumer) {
   const uint64_t position = collection_->log_position();
   absl::StatusOr<LogVerdict> verdict = CheckLog(*js_, target_, *retained_, position);
   if (!verdict.ok()) {
+    if (absl::IsNotFound(verdict.status()) && options_.ensure_stream) {
+      // The stream itself is gone (NATS lost it): made again, empty; the
+      // next check finds the log ending before the position and repairs.
+      if (absl::Status st = options_.ensure_stream(); !st.ok()) {
+        ZOOM_LOG(WARNING, "collection ", name, ": creating its stream again: ", st.message());
+      }
+    }
     SetError(verdict.status());
     consumer->reset();
     (void)Pause(options_.retry_wait);

@@ -105,6 +105,9 @@ struct ShardReplicaOptions {
   // Held while a fork is repaired (one replica of a shard at a time):
   // returns its release; empty: no lock (a lone replica, tests).
   std::function<absl::StatusOr<std::function<void()>>()> repair_lock;
+  // Creates the shard's stream again when the log check finds it missing
+  // (NATS lost it); empty: not done.
+  std::function<absl::Status()> ensure_stream;
   // The retained entries' bytes (RetainedLog).
   uint64_t retain_bytes = RetainedLog::kDefaultMaxBytes;
   // Told of each fork found and repair made (on the replica's thread).

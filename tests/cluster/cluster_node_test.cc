@@ -302,6 +302,63 @@ TEST_F(ClusterNodeTest, NodesConvergeOnTheShardMapsAndBootstrapFromPeers) {
   EXPECT_EQ(live[0].node, "n1");
 }
 
+// What a power failure of NATS before it synced anything takes: the shard
+// map's bucket and the collection's stream. The nodes create the buckets
+// again, put the map back from their copies (never dropping a replica
+// whose collection's drop is not recorded), create the stream again, and
+// the replicas publish again what they applied.
+TEST_F(ClusterNodeTest, ACatalogAndALogThatNatsLostAreRebuiltFromTheNodes) {
+  ASSERT_NE(StartNode("n0"), nullptr);
+  ASSERT_NE(StartNode("n1"), nullptr);
+  ASSERT_OK_AND_ASSIGN(ShardMap m, catalog_->CreateCollection(Config("docs"), 1, 2));
+  const std::string subject = ShardSubject("test", "docs", 0);
+  std::map<uint32_t, uint64_t> seq;
+  for (int i = 0; i < 3; ++i) {
+    LogEntry e;
+    e.op = LogOp::kUpsert;
+    e.dim = kDim;
+    for (uint64_t id = i * 10; id < i * 10 + 10; ++id) {
+      e.points.push_back({id, {1.0f, 2.0f, 3.0f, static_cast<float>(id)}, "", {}});
+    }
+    ASSERT_OK_AND_ASSIGN(PubAck ack, js_->Publish(subject, EncodeLogEntry(e),
+                                                  absl::StrCat("w", i)));
+    seq[0] = ack.sequence;
+  }
+  WaitAll(m, seq, {"n0", "n1"});
+  ASSERT_OK(js_->DeleteStream(absl::StrCat("KV_", ShardsBucket("test"))));
+  ASSERT_OK(js_->DeleteStream(StreamName("test", "docs")));
+  // Back: the map (the same uid), the stream with the three entries again,
+  // both replicas with every point.
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  auto rebuilt = [&] {
+    auto got = catalog_->GetMap("docs");
+    auto last = js_->LastSequence(StreamName("test", "docs"), subject);
+    return got.ok() && got->has_value() && (*got)->map.uid == m.uid && last.ok() &&
+           *last >= 3 && Points("n0", m.LocalName(0)) == 30 &&
+           Points("n1", m.LocalName(0)) == 30;
+  };
+  while (!rebuilt() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(rebuilt());
+  uint64_t repairs = 0, republished = 0;
+  for (const char* id : {"n0", "n1"}) {
+    ASSERT_NE(nodes_.at(id)->ReplicaOf(m.LocalName(0)), nullptr) << id;
+    const ReplicaStatus st = nodes_.at(id)->ReplicaOf(m.LocalName(0))->status();
+    repairs += st.repairs;
+    republished += st.republished;
+  }
+  EXPECT_GE(repairs, 1u);
+  EXPECT_EQ(republished, 3u);
+  // Writes go on.
+  LogEntry more;
+  more.op = LogOp::kUpsert;
+  more.dim = kDim;
+  more.points.push_back({100, {1.0f, 1.0f, 1.0f, 1.0f}, "", {}});
+  ASSERT_OK_AND_ASSIGN(PubAck ack, js_->Publish(subject, EncodeLogEntry(more), "w3"));
+  WaitAll(m, {{0, ack.sequence}}, {"n0", "n1"});
+  EXPECT_EQ(Points("n0", m.LocalName(0)), 31u);
+  EXPECT_EQ(Points("n1", m.LocalName(0)), 31u);
+}
+
 TEST_F(ClusterNodeTest, TheLogIsTrimmedBelowItsReplicasAndOneLeftBehindRestoresASnapshot) {
   auto start = [&](const std::string& id, absl::Duration hold) {
     ClusterNodeOptions o = NodeOptions(id);
