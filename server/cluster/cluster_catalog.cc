@@ -145,6 +145,10 @@ absl::StatusOr<ShardMap> ClusterCatalog::CreateCollection(const server::Collecti
   return map;
 }
 
+absl::StatusOr<uint64_t> ClusterCatalog::UpdateMap(const ShardMap& map, uint64_t revision) {
+  return shards_->Update(map.collection, map.Encode(), revision);
+}
+
 absl::Status ClusterCatalog::DropCollection(const std::string& collection) {
   ZOOM_ASSIGN_OR_RETURN(std::optional<VersionedShardMap> existing, GetMap(collection));
   if (!existing.has_value()) {

@@ -63,6 +63,9 @@ class ClusterCatalog {
                                             uint32_t max_dim = 4096);
   // NotFound when absent.
   absl::Status DropCollection(const std::string& collection);
+  // Replaces a collection's map if it is still at `revision` (Aborted
+  // otherwise: read it again); the new revision.
+  absl::StatusOr<uint64_t> UpdateMap(const ShardMap& map, uint64_t revision);
 
   // The records of the nodes heartbeating now (role "node"), by id: those
   // in the bucket (it expires a record node_ttl after its last write) whose

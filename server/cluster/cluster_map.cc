@@ -226,6 +226,31 @@ absl::StatusOr<std::vector<std::vector<std::string>>> AssignShards(
   return out;
 }
 
+int ReplaceGone(std::vector<std::vector<std::string>>* assignment,
+                const std::vector<std::string>& live, const std::set<std::string>& gone,
+                std::map<std::string, int>* load) {
+  int moved = 0;
+  for (std::vector<std::string>& replicas : *assignment) {
+    for (std::string& node : replicas) {
+      if (gone.count(node) == 0) continue;
+      const std::string* best = nullptr;
+      for (const std::string& candidate : live) {
+        if (gone.count(candidate) != 0 ||
+            std::find(replicas.begin(), replicas.end(), candidate) != replicas.end()) {
+          continue;
+        }
+        if (best == nullptr || (*load)[candidate] < (*load)[*best]) best = &candidate;
+      }
+      if (best == nullptr) continue;
+      --(*load)[node];
+      ++(*load)[*best];
+      node = *best;
+      ++moved;
+    }
+  }
+  return moved;
+}
+
 const char* ReplicaStateName(ReplicaState s) {
   switch (s) {
     case ReplicaState::kCatchingUp: return "catching_up";

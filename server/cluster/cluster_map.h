@@ -34,7 +34,9 @@
 #define ZOOM_SERVER_CLUSTER_CLUSTER_MAP_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -116,6 +118,16 @@ std::optional<LocalShard> ParseLocalName(std::string_view local);
 // FailedPrecondition when replicas > nodes.size(), naming both.
 absl::StatusOr<std::vector<std::vector<std::string>>> AssignShards(
     const std::vector<std::string>& nodes, uint32_t shards, uint32_t replicas);
+
+// Re-replication: the assignment with each replica on a node of `gone`
+// moved to a live node (`live`, sorted) that holds no replica of that
+// shard, the one with the fewest replicas of any shard of `load` (node ->
+// replicas it holds, counted over every collection; updated here), ties
+// by name. A replica with no such node stays where it is. Returns the
+// replicas moved (0: `assignment` unchanged).
+int ReplaceGone(std::vector<std::vector<std::string>>* assignment,
+                const std::vector<std::string>& live, const std::set<std::string>& gone,
+                std::map<std::string, int>* load);
 
 enum class ReplicaState { kCatchingUp = 0, kServing = 1, kFailed = 2 };
 const char* ReplicaStateName(ReplicaState s);

@@ -79,6 +79,11 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(server::Database
       p->Every(p->options_.log_trim, "log trim", [p] { return p->TrimLogs().status(); });
     });
   }
+  if (node->options_.rereplicate_after > absl::ZeroDuration()) {
+    node->heal_thread_ = std::thread([p] {
+      p->Every(p->options_.reconcile, "re-replication", [p] { return p->Rereplicate().status(); });
+    });
+  }
   return node;
 }
 
@@ -90,6 +95,7 @@ ClusterNode::~ClusterNode() {
   if (thread_.joinable()) thread_.join();
   if (beat_thread_.joinable()) beat_thread_.join();
   if (trim_thread_.joinable()) trim_thread_.join();
+  if (heal_thread_.joinable()) heal_thread_.join();
   std::map<std::string, Hosted> hosted;
   {
     absl::MutexLock l(&mu_);
@@ -324,8 +330,21 @@ absl::Status ClusterNode::Reconcile() {
     absl::StatusOr<std::optional<VersionedShardMap>> m = catalog_->GetMap(ls->collection);
     if (!m.ok()) continue;  // cannot tell now: kept
     if (m->has_value()) {
-      if (static_cast<uint32_t>((*m)->map.uid & 0xffffffffu) != ls->uid8) drop.push_back(local);
-      continue;  // its map is there (a short listing): kept
+      if (static_cast<uint32_t>((*m)->map.uid & 0xffffffffu) != ls->uid8) {
+        drop.push_back(local);
+      } else if (ls->shard < (*m)->map.shards &&
+                 std::find((*m)->map.assignment[ls->shard].begin(),
+                           (*m)->map.assignment[ls->shard].end(),
+                           options_.node_id) == (*m)->map.assignment[ls->shard].end()) {
+        // Its replica moved to another node (re-replication while this one
+        // was gone): dropped on the second pass that finds it so.
+        if (missing_.count(local) != 0) {
+          drop.push_back(local);
+        } else {
+          missing_now.insert(local);
+        }
+      }
+      continue;  // its map is there and wants it (a short listing): kept
     }
     // Absent: dropped (the bucket holds the drop's delete marker), or lost
     // with un-synced NATS data (the bucket has no record of it at all):
@@ -512,87 +531,6 @@ absl::Status ClusterNode::ReconcileModels() {
              spec.dir, "'");
   }
   return absl::OkStatus();
-}
-
-}  // namespace zoom::cluster
-
-namespace zoom::cluster {
-
-absl::StatusOr<int> ClusterNode::TrimLogs() {
-  ZOOM_ASSIGN_OR_RETURN(std::vector<VersionedShardMap> maps, catalog_->ListMaps());
-  ZOOM_ASSIGN_OR_RETURN(std::vector<NodeInfo> nodes, catalog_->LiveNodes());
-  std::map<std::string, const NodeInfo*> live;
-  for (const NodeInfo& n : nodes) live[n.node] = &n;
-  const absl::Time now = absl::Now();
-  std::map<std::string, absl::Time> absent;
-  {
-    absl::MutexLock l(&trim_mu_);
-    for (const VersionedShardMap& vm : maps) {
-      for (const auto& replicas : vm.map.assignment) {
-        for (const std::string& node : replicas) {
-          if (live.count(node) != 0) {
-            absent_since_.erase(node);
-          } else {
-            absent_since_.emplace(node, now);  // kept if already there
-          }
-        }
-      }
-    }
-    absent = absent_since_;
-  }
-  int purged = 0;
-  absl::Status first;
-  for (const VersionedShardMap& vm : maps) {
-    const ShardMap& m = vm.map;
-    for (uint32_t k = 0; k < m.shards; ++k) {
-      std::vector<std::string> replicas = m.assignment[k];
-      std::sort(replicas.begin(), replicas.end());
-      // The purger of the shard: its first live replica.
-      auto first_live = std::find_if(replicas.begin(), replicas.end(),
-                                     [&](const std::string& n) { return live.count(n) != 0; });
-      if (first_live == replicas.end() || *first_live != options_.node_id) continue;
-      uint64_t floor = UINT64_MAX;
-      bool hold = false;
-      for (const std::string& node : replicas) {
-        auto it = live.find(node);
-        if (it == live.end()) {
-          // Absent for less than log_hold: it may come back and replay.
-          auto a = absent.find(node);
-          hold = hold || a == absent.end() || now - a->second < options_.log_hold;
-          continue;
-        }
-        const HostedShard* h = it->second->Find(m.uid, k);
-        if (h == nullptr) {
-          hold = true;  // opening it (a bootstrap reports its position when done)
-          continue;
-        }
-        floor = std::min(floor, h->applied);
-      }
-      if (hold || floor == UINT64_MAX || floor <= 1) continue;
-      absl::StatusOr<uint64_t> now_floor = catalog_->LogFloor(m.uid, k);
-      if (!now_floor.ok()) {
-        if (first.ok()) first = now_floor.status();
-        continue;
-      }
-      if (floor <= *now_floor) continue;
-      // The floor first: a replica that reads it knows what may be gone.
-      absl::Status st = catalog_->RaiseLogFloor(m.uid, k, floor);
-      if (st.ok()) {
-        st = js_->PurgeBefore(StreamName(options_.catalog.cluster, m.collection),
-                              ShardSubject(options_.catalog.cluster, m.collection, k), floor);
-      }
-      if (!st.ok()) {
-        if (first.ok()) first = st;
-        continue;
-      }
-      ++purged;
-      ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": log of shard ", k, " of ",
-               m.collection, " purged below sequence ", floor,
-               " (the lowest position of its replicas)");
-    }
-  }
-  if (!first.ok()) return first;
-  return purged;
 }
 
 }  // namespace zoom::cluster

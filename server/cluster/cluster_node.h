@@ -108,6 +108,10 @@ struct ClusterNodeOptions {
   // Log retention (0: the log is never trimmed).
   absl::Duration log_trim = absl::Seconds(30);
   absl::Duration log_hold = absl::Hours(1);
+  // Re-replication: a node absent from the node bucket (it expires a record
+  // node_ttl after its last heartbeat) this much longer loses its replicas
+  // to live nodes (0: never; the node must come back with its id).
+  absl::Duration rereplicate_after = absl::Minutes(1);
   SnapshotFetcher fetch_snapshot;  // may be empty: shards start empty
   server::DecoderEngine* decoder = nullptr;  // may be null: no models; outlives the node
   ShardReplicaOptions replica;     // fetch sizes and waits; names are set per shard
@@ -130,6 +134,13 @@ class ClusterNode {
   absl::Status Reconcile();
   // One log trim now (also run by a thread every log_trim): the purges done.
   absl::StatusOr<int> TrimLogs();
+  // One re-replication pass now (also run by a thread every reconcile when
+  // rereplicate_after > 0): on the cluster's first live node by id, each
+  // replica on a node absent from the node bucket for rereplicate_after is
+  // moved to a live node (ReplaceGone) by a compare-and-set of its map; the
+  // new node bootstraps it from a peer's snapshot, the old one, if it comes
+  // back, drops it. Returns the replicas moved.
+  absl::StatusOr<int> Rereplicate();
   // The record this node heartbeats.
   NodeInfo Info() const;
   // The replica applying to local collection `local` (null if none).
@@ -192,9 +203,13 @@ class ClusterNode {
   std::map<std::string, ModelSpec> refused_models_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // TrimLogs': when it first missed each assigned node from the bucket.
+  // Updates absent_since_ from the maps' nodes and the live ones; a copy.
+  std::map<std::string, absl::Time> NoteAbsent(const std::vector<VersionedShardMap>& maps,
+                                               const std::map<std::string, const NodeInfo*>& live,
+                                               absl::Time now);
   absl::Mutex trim_mu_;
   std::map<std::string, absl::Time> absent_since_ ABSL_GUARDED_BY(trim_mu_);
-  std::thread thread_, beat_thread_, trim_thread_;
+  std::thread thread_, beat_thread_, trim_thread_, heal_thread_;
 };
 
 }  // namespace zoom::cluster

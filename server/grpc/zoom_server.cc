@@ -391,6 +391,7 @@ absl::Status ZoomServer::JoinCluster() {
   o.heartbeat = options_.cluster.heartbeat;
   o.log_trim = options_.cluster.log_trim;
   o.log_hold = options_.cluster.log_hold;
+  o.rereplicate_after = options_.cluster.rereplicate_after;
   o.decoder = decoder_.get();
   o.fetch_snapshot = options_.cluster.fetch_snapshot;
   o.replica.on_fork = [metrics = metrics_.get()](const cluster::LogRepairResult* repaired,

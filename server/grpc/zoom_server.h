@@ -163,6 +163,8 @@ struct ServerOptions {
     // (0: never) and how long an absent replica holds them.
     absl::Duration log_trim = absl::Seconds(30);
     absl::Duration log_hold = absl::Hours(1);
+    // Re-replication (ClusterNode::Rereplicate; 0: never).
+    absl::Duration rereplicate_after = absl::Minutes(1);
     // How long a node's search waits for a session's writes to apply.
     absl::Duration max_session_wait = absl::Seconds(1);
     // A router's workers: its searches hold none while the nodes answer

@@ -181,6 +181,10 @@ ABSL_FLAG(int, node_ttl_s, 10,
 ABSL_FLAG(int, log_trim_s, 30,
           "A node: how often it purges its shards' write logs below every replica's position "
           "(0: never; the log then keeps every write).");
+ABSL_FLAG(int, rereplicate_after_s, 60,
+          "A node: how long a node absent from the node bucket (past --node_ttl_s) keeps its "
+          "replicas before they are placed on live nodes (0: never; a lost machine must come "
+          "back with its --node_id).");
 ABSL_FLAG(int, log_hold_s, 3600,
           "A node: how long a replica absent from the cluster holds its shard's log; one back "
           "after longer restores a peer's snapshot instead of replaying the log.");
@@ -462,6 +466,8 @@ int Main(int argc, char** argv) {
   options.cluster.heartbeat = absl::Seconds(ttl_s) / 5;
   options.cluster.log_trim = absl::Seconds(std::max(0, absl::GetFlag(FLAGS_log_trim_s)));
   options.cluster.log_hold = absl::Seconds(std::max(0, absl::GetFlag(FLAGS_log_hold_s)));
+  options.cluster.rereplicate_after =
+      absl::Seconds(std::max(0, absl::GetFlag(FLAGS_rereplicate_after_s)));
   // A node bootstraps a shard from a peer's snapshot over the peers' API,
   // with the admin key of --peer_key_file when the nodes require keys.
   std::string peer_key;

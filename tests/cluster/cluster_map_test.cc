@@ -3,8 +3,10 @@
 // back, shard placement, and the shard hash spreading ids evenly.
 #include "server/cluster/cluster_map.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 
@@ -216,6 +218,36 @@ TEST(ClusterMapTest, NamesValidationAndPlacement) {
   for (const auto& replicas : a) EXPECT_NE(replicas[0], replicas[1]);
   EXPECT_THAT(AssignShards({"a", "b"}, 2, 3),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("2 are present")));
+}
+
+// Re-replication: a gone node's replicas go to live nodes without one of
+// the shard, the least loaded first; never two of a shard on one node; a
+// replica with nowhere to go stays.
+TEST(ClusterMapTest, ReplaceGoneSpreadsTheReplicasOfAGoneNode) {
+  ASSERT_OK_AND_ASSIGN(auto a, AssignShards({"a", "b", "c", "d"}, 4, 2));
+  // a: shards 0 and 2 (a,b) (c,d) (a,b) (c,d).
+  std::map<std::string, int> load;
+  for (const auto& r : a) {
+    for (const std::string& n : r) ++load[n];
+  }
+  EXPECT_EQ(ReplaceGone(&a, {"b", "c", "d", "e"}, {"a"}, &load), 2);
+  for (const auto& replicas : a) {
+    EXPECT_EQ(std::count(replicas.begin(), replicas.end(), "a"), 0);
+    EXPECT_NE(replicas[0], replicas[1]);
+  }
+  // The new node e (no replica) takes both: it stays the least loaded.
+  EXPECT_EQ(a[0][0], "e");
+  EXPECT_EQ(a[2][0], "e");
+  EXPECT_EQ(load["a"], 0);
+  EXPECT_EQ(load["e"], 2);
+  EXPECT_EQ(load["c"] + load["d"] + load["e"] + load["b"], 8);
+  // Nowhere to go: both other nodes already hold the shard.
+  std::vector<std::vector<std::string>> two = {{"x", "y"}};
+  std::map<std::string, int> l2 = {{"x", 1}, {"y", 1}};
+  EXPECT_EQ(ReplaceGone(&two, {"y"}, {"x"}, &l2), 0);
+  EXPECT_THAT(two, ElementsAre(ElementsAre("x", "y")));
+  // Nothing gone: unchanged.
+  EXPECT_EQ(ReplaceGone(&two, {"x", "y", "z"}, {}, &l2), 0);
 }
 
 TEST(ClusterMapTest, ShardOfSpreadsIdsEvenly) {

@@ -359,6 +359,51 @@ TEST_F(ClusterNodeTest, ACatalogAndALogThatNatsLostAreRebuiltFromTheNodes) {
   EXPECT_EQ(Points("n1", m.LocalName(0)), 31u);
 }
 
+// A node gone for good: past rereplicate_after its replica is placed on a
+// live node, which bootstraps it from a peer's snapshot; the replication
+// factor is back without an operator. The old node, back, drops it.
+TEST_F(ClusterNodeTest, AGoneNodesReplicasArePlacedOnLiveNodes) {
+  auto start = [&](const std::string& id) {
+    ClusterNodeOptions o = NodeOptions(id);
+    o.rereplicate_after = absl::Milliseconds(500);
+    auto n = ClusterNode::Start(Db(id), o);
+    EXPECT_OK(n.status());
+    if (n.ok()) nodes_[id] = std::move(*n);
+    return n.ok();
+  };
+  ASSERT_TRUE(start("n0"));
+  ASSERT_TRUE(start("n1"));
+  ASSERT_OK_AND_ASSIGN(ShardMap m, catalog_->CreateCollection(Config("docs"), 1, 2));
+  ASSERT_THAT(m.assignment[0], ::testing::UnorderedElementsAre("n0", "n1"));
+  auto seq = Write(m, 0, 100);
+  WaitAll(m, seq, {"n0", "n1"});
+  ASSERT_TRUE(start("n2"));
+  // n1 leaves (its record goes); n2 takes its replica from n0's snapshot.
+  nodes_.erase("n1");
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  std::optional<VersionedShardMap> now;
+  do {
+    ASSERT_OK_AND_ASSIGN(now, catalog_->GetMap("docs"));
+    if (now.has_value() && now->map.assignment[0] != m.assignment[0]) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  } while (absl::Now() < end);
+  ASSERT_TRUE(now.has_value());
+  EXPECT_THAT(now->map.assignment[0], ::testing::UnorderedElementsAre("n0", "n2"));
+  EXPECT_EQ(now->map.uid, m.uid);
+  auto more = Write(m, 100, 10);
+  WaitAll(now->map, more, {"n0", "n2"});
+  EXPECT_EQ(Points("n2", m.LocalName(0)), 110u);
+  EXPECT_EQ(Points("n0", m.LocalName(0)), 110u);
+  // n1 comes back: its replica is no longer its own, and goes.
+  ASSERT_TRUE(start("n1"));
+  const absl::Time end2 = absl::Now() + absl::Seconds(30);
+  while (Db("n1")->GetCollection(m.LocalName(0)).ok() && absl::Now() < end2) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_FALSE(Db("n1")->GetCollection(m.LocalName(0)).ok());
+  EXPECT_EQ(nodes_.at("n1")->ReplicaOf(m.LocalName(0)), nullptr);
+}
+
 TEST_F(ClusterNodeTest, TheLogIsTrimmedBelowItsReplicasAndOneLeftBehindRestoresASnapshot) {
   auto start = [&](const std::string& id, absl::Duration hold) {
     ClusterNodeOptions o = NodeOptions(id);

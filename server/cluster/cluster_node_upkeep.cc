@@ -1,0 +1,150 @@
+// File: server/cluster/cluster_node_upkeep.cc
+//
+// ClusterNode's upkeep of the cluster, beside its own replicas: the log
+// trim (TrimLogs) and re-replication (Rereplicate), both over the nodes
+// absent from the node bucket (NoteAbsent).
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "server/cluster/cluster_node.h"
+
+namespace zoom::cluster {
+
+std::map<std::string, absl::Time> ClusterNode::NoteAbsent(
+    const std::vector<VersionedShardMap>& maps,
+    const std::map<std::string, const NodeInfo*>& live, absl::Time now) {
+  absl::MutexLock l(&trim_mu_);
+  for (const VersionedShardMap& vm : maps) {
+    for (const auto& replicas : vm.map.assignment) {
+      for (const std::string& node : replicas) {
+        if (live.count(node) != 0) {
+          absent_since_.erase(node);
+        } else {
+          absent_since_.emplace(node, now);  // kept if already there
+        }
+      }
+    }
+  }
+  return absent_since_;
+}
+
+absl::StatusOr<int> ClusterNode::Rereplicate() {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<VersionedShardMap> maps, catalog_->ListMaps());
+  ZOOM_ASSIGN_OR_RETURN(std::vector<NodeInfo> nodes, catalog_->LiveNodes());
+  std::map<std::string, const NodeInfo*> live;
+  for (const NodeInfo& n : nodes) live[n.node] = &n;
+  const absl::Time now = absl::Now();
+  const std::map<std::string, absl::Time> absent = NoteAbsent(maps, live, now);
+  // One healer: the live node first by id (a compare-and-set on each map
+  // keeps two from ever both writing one).
+  if (live.empty() || live.begin()->first != options_.node_id) return 0;
+  std::set<std::string> gone;
+  for (const auto& [node, since] : absent) {
+    if (now - since >= options_.rereplicate_after) gone.insert(node);
+  }
+  if (gone.empty()) return 0;
+  std::vector<std::string> candidates;
+  for (const auto& [node, info] : live) candidates.push_back(node);
+  std::map<std::string, int> load;
+  for (const VersionedShardMap& vm : maps) {
+    for (const auto& replicas : vm.map.assignment) {
+      for (const std::string& node : replicas) ++load[node];
+    }
+  }
+  int moved = 0;
+  absl::Status first;
+  for (const VersionedShardMap& vm : maps) {
+    ShardMap m = vm.map;
+    const int n = ReplaceGone(&m.assignment, candidates, gone, &load);
+    if (n == 0) continue;
+    absl::StatusOr<uint64_t> rev = catalog_->UpdateMap(m, vm.revision);
+    if (!rev.ok()) {
+      if (first.ok()) first = rev.status();  // moved meanwhile: the next pass
+      continue;
+    }
+    moved += n;
+    for (uint32_t k = 0; k < m.shards; ++k) {
+      if (m.assignment[k] == vm.map.assignment[k]) continue;
+      ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
+               ": replicas on ", absl::StrJoin(vm.map.assignment[k], ", "), " are now on ",
+               absl::StrJoin(m.assignment[k], ", "), " (", absl::StrJoin(gone, ", "),
+               " gone longer than ", absl::FormatDuration(options_.rereplicate_after),
+               " past the node bucket's ttl)");
+    }
+  }
+  if (!first.ok() && moved == 0) return first;
+  return moved;
+}
+
+
+absl::StatusOr<int> ClusterNode::TrimLogs() {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<VersionedShardMap> maps, catalog_->ListMaps());
+  ZOOM_ASSIGN_OR_RETURN(std::vector<NodeInfo> nodes, catalog_->LiveNodes());
+  std::map<std::string, const NodeInfo*> live;
+  for (const NodeInfo& n : nodes) live[n.node] = &n;
+  const absl::Time now = absl::Now();
+  const std::map<std::string, absl::Time> absent = NoteAbsent(maps, live, now);
+  int purged = 0;
+  absl::Status first;
+  for (const VersionedShardMap& vm : maps) {
+    const ShardMap& m = vm.map;
+    for (uint32_t k = 0; k < m.shards; ++k) {
+      std::vector<std::string> replicas = m.assignment[k];
+      std::sort(replicas.begin(), replicas.end());
+      // The purger of the shard: its first live replica.
+      auto first_live = std::find_if(replicas.begin(), replicas.end(),
+                                     [&](const std::string& n) { return live.count(n) != 0; });
+      if (first_live == replicas.end() || *first_live != options_.node_id) continue;
+      uint64_t floor = UINT64_MAX;
+      bool hold = false;
+      for (const std::string& node : replicas) {
+        auto it = live.find(node);
+        if (it == live.end()) {
+          // Absent for less than log_hold: it may come back and replay.
+          auto a = absent.find(node);
+          hold = hold || a == absent.end() || now - a->second < options_.log_hold;
+          continue;
+        }
+        const HostedShard* h = it->second->Find(m.uid, k);
+        if (h == nullptr) {
+          hold = true;  // opening it (a bootstrap reports its position when done)
+          continue;
+        }
+        floor = std::min(floor, h->applied);
+      }
+      if (hold || floor == UINT64_MAX || floor <= 1) continue;
+      absl::StatusOr<uint64_t> now_floor = catalog_->LogFloor(m.uid, k);
+      if (!now_floor.ok()) {
+        if (first.ok()) first = now_floor.status();
+        continue;
+      }
+      if (floor <= *now_floor) continue;
+      // The floor first: a replica that reads it knows what may be gone.
+      absl::Status st = catalog_->RaiseLogFloor(m.uid, k, floor);
+      if (st.ok()) {
+        st = js_->PurgeBefore(StreamName(options_.catalog.cluster, m.collection),
+                              ShardSubject(options_.catalog.cluster, m.collection, k), floor);
+      }
+      if (!st.ok()) {
+        if (first.ok()) first = st;
+        continue;
+      }
+      ++purged;
+      ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": log of shard ", k, " of ",
+               m.collection, " purged below sequence ", floor,
+               " (the lowest position of its replicas)");
+    }
+  }
+  if (!first.ok()) return first;
+  return purged;
+}
+
+}  // namespace zoom::cluster
