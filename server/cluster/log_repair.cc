@@ -1,5 +1,6 @@
 #include "server/cluster/log_repair.h"
 
+#include <deque>
 #include <map>
 #include <random>
 #include <set>
@@ -171,9 +172,24 @@ absl::StatusOr<LogRepairResult> RepairLog(JetStream* js, const LogRepairTarget& 
     // after, so that they stay after them.
     std::vector<const std::string*> batch_data;
     std::vector<std::string> batch_ids;
+    std::deque<std::string> made;  // state entries (batch_data points into it)
     for (const RetainedEntry& e : mine) {
-      batch_data.push_back(&e.data);
-      batch_ids.push_back(CopyId(e.id));
+      if (e.data.has_value()) {
+        batch_data.push_back(&*e.data);
+        batch_ids.push_back(CopyId(e.id));
+        continue;
+      }
+      if (!target.state_of) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "log repair of ", target.subject, ": entry ", e.sequence,
+            " is no longer kept and nothing reads its points' state"));
+      }
+      ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> state, target.state_of(e.points));
+      for (std::string& bytes : state) {
+        made.push_back(std::move(bytes));
+        batch_data.push_back(&made.back());
+        batch_ids.push_back(CopyId(e.id));
+      }
     }
     const uint64_t republished = batch_data.size();
     std::set<std::string, std::less<>> copied;

@@ -25,9 +25,11 @@
 //   4. otherwise, in one run that no write may come between (each publish
 //      expects the previous one's sequence: PublishAfter; a write that
 //      comes between restarts from 2, at most max_attempts times): copies
-//      of the replica's entries after f in their order, then copies of
-//      every other entry of the log after f (the writes that came after
-//      the power failure), first occurrences in log order.
+//      of the replica's entries after f in their order (an entry whose
+//      bytes it no longer keeps: the current state of the points it wrote,
+//      target.state_of, under its message id), then copies of every other
+//      entry of the log after f (the writes that came after the power
+//      failure), first occurrences in log order.
 // The caller then rewinds the replica to f and applies the log again from
 // f + 1. Why the state converges: every write kind sets or clears fields of
 // points (or a whole point, or a field index), so applying a sequence S
@@ -45,6 +47,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/cluster/jetstream.h"
@@ -59,6 +62,11 @@ struct LogRepairTarget {
   std::string scratch_durable;
   // The shard's log floor (purged below it); empty: 0.
   std::function<absl::StatusOr<uint64_t>()> log_floor;
+  // The current state of `points` as encoded log entries (upserts of those
+  // that exist, a delete of the others), each small enough to publish: how
+  // an entry whose bytes the replica no longer keeps is published again.
+  std::function<absl::StatusOr<std::vector<std::string>>(const std::vector<uint64_t>& points)>
+      state_of;
   int max_attempts = 10;
 };
 

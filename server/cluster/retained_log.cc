@@ -11,39 +11,81 @@ namespace {
 constexpr uint8_t kRecordVersion = 1;
 }  // namespace
 
-std::string EncodeRetainedRecord(std::string_view id, std::string_view data) {
+namespace {
+constexpr uint8_t kPoints = 1;
+constexpr uint8_t kEntry = 2;
+}  // namespace
+
+std::string EncodeRetainedRecord(std::string_view id, const LogEntry& entry,
+                                 std::string_view data) {
   const std::string_view short_id = id.substr(0, 255);
   std::string out;
-  out.reserve(2 + short_id.size() + data.size());
   out.push_back(static_cast<char>(kRecordVersion));
   out.push_back(static_cast<char>(short_id.size()));
   out.append(short_id);
-  out.append(data);
+  std::vector<uint64_t> points;
+  if (entry.op == LogOp::kUpsert) {
+    for (const LogPoint& p : entry.points) points.push_back(p.id);
+  } else if (entry.op == LogOp::kDelete || entry.op == LogOp::kSetPayload ||
+             entry.op == LogOp::kDeletePayload) {
+    points = entry.ids;
+  } else {
+    out.push_back(static_cast<char>(kEntry));
+    out.append(data);
+    return out;
+  }
+  out.push_back(static_cast<char>(kPoints));
+  const uint32_t n = static_cast<uint32_t>(points.size());
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(n >> (8 * i)));
+  for (uint64_t p : points) {
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(p >> (8 * i)));
+  }
   return out;
 }
 
 absl::StatusOr<RetainedEntry> DecodeRetainedRecord(uint64_t sequence, std::string_view record) {
-  if (record.size() < 2 || static_cast<uint8_t>(record[0]) != kRecordVersion) {
+  if (record.size() < 3 || static_cast<uint8_t>(record[0]) != kRecordVersion) {
     return absl::DataLossError(absl::StrCat("retained log entry ", sequence, ": ",
-                                            record.empty() ? "empty" : "unknown version"));
+                                            record.size() < 3 ? "too short" : "unknown version"));
   }
   const size_t id_len = static_cast<uint8_t>(record[1]);
-  if (record.size() < 2 + id_len) {
+  if (record.size() < 3 + id_len) {
     return absl::DataLossError(absl::StrCat("retained log entry ", sequence, ": ",
                                             record.size(), " bytes, shorter than its id"));
   }
   RetainedEntry e;
   e.sequence = sequence;
   e.id = std::string(record.substr(2, id_len));
-  e.data = std::string(record.substr(2 + id_len));
+  const uint8_t kind = static_cast<uint8_t>(record[2 + id_len]);
+  const std::string_view rest = record.substr(3 + id_len);
+  if (kind == kEntry) {
+    e.data = std::string(rest);
+    return e;
+  }
+  if (kind != kPoints || rest.size() < 4) {
+    return absl::DataLossError(absl::StrCat("retained log entry ", sequence, ": kind ", kind));
+  }
+  uint32_t n = 0;
+  for (int i = 3; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(rest[i]);
+  if ((rest.size() - 4) % 8 != 0 || (rest.size() - 4) / 8 != n) {
+    return absl::DataLossError(absl::StrCat("retained log entry ", sequence, ": ", n,
+                                            " points in ", rest.size() - 4, " bytes"));
+  }
+  e.points.resize(n);
+  for (uint32_t j = 0; j < n; ++j) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(rest[4 + 8 * j + i]);
+    e.points[j] = v;
+  }
   return e;
 }
 
 absl::StatusOr<std::unique_ptr<RetainedLog>> RetainedLog::Open(storage::MetadataStore* store,
                                                                uint32_t cid, uint64_t position,
-                                                               uint64_t max_bytes) {
+                                                               uint64_t max_bytes,
+                                                               uint64_t memory_bytes) {
   if (store == nullptr) return absl::InvalidArgumentError("a retained log needs a store");
-  std::unique_ptr<RetainedLog> log(new RetainedLog(store, cid, max_bytes));
+  std::unique_ptr<RetainedLog> log(new RetainedLog(store, cid, max_bytes, memory_bytes));
   uint64_t past = 0;
   bool has_cover = false;
   ZOOM_RETURN_IF_ERROR(store->ScanLogRecords(
@@ -85,8 +127,22 @@ absl::Status RetainedLog::PutCoveredFrom(uint64_t sequence) {
   return absl::OkStatus();
 }
 
-absl::Status RetainedLog::Append(uint64_t sequence, std::string_view id, std::string_view data) {
-  const std::string record = EncodeRetainedRecord(id, data);
+absl::Status RetainedLog::Append(uint64_t sequence, std::string_view id, const LogEntry& entry,
+                                 std::string_view data) {
+  const std::string record = EncodeRetainedRecord(id, entry, data);
+  // The bytes in memory: the newest stay.
+  if (auto it = recent_.find(sequence); it != recent_.end()) {
+    recent_bytes_ -= it->second.size();
+    recent_.erase(it);
+  }
+  if (data.size() <= memory_bytes_) {
+    recent_bytes_ += data.size();
+    recent_.emplace(sequence, std::string(data));
+    while (recent_bytes_ > memory_bytes_) {
+      recent_bytes_ -= recent_.begin()->second.size();
+      recent_.erase(recent_.begin());
+    }
+  }
   ZOOM_RETURN_IF_ERROR(store_->PutLogRecord(cid_, sequence, record));
   auto [it, fresh] = index_.try_emplace(sequence);
   if (!fresh) bytes_ -= it->second.bytes;
@@ -129,6 +185,7 @@ absl::StatusOr<std::vector<RetainedEntry>> RetainedLog::After(uint64_t sequence)
       cid_, std::max<uint64_t>(sequence + 1, 1), [&](uint64_t seq, std::string_view record) -> absl::Status {
         if (!index_.contains(seq)) return absl::OkStatus();
         ZOOM_ASSIGN_OR_RETURN(RetainedEntry e, DecodeRetainedRecord(seq, record));
+        if (auto r = recent_.find(seq); r != recent_.end()) e.data = r->second;
         out.push_back(std::move(e));
         return absl::OkStatus();
       }));
@@ -143,6 +200,10 @@ absl::Status RetainedLog::DropAfter(uint64_t sequence) {
   for (auto it = index_.upper_bound(sequence); it != index_.end();) {
     bytes_ -= it->second.bytes;
     it = index_.erase(it);
+  }
+  for (auto it = recent_.upper_bound(sequence); it != recent_.end();) {
+    recent_bytes_ -= it->second.size();
+    it = recent_.erase(it);
   }
   return absl::OkStatus();
 }

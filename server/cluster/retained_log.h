@@ -1,21 +1,27 @@
 // File: server/cluster/retained_log.h
 //
-// RetainedLog: the log entries a shard replica applied, kept beside its
-// collection's records (MetadataStore 't' keys) so that entries the shared
-// log loses after acknowledging them can be published again
+// RetainedLog: what a shard replica applied, entry by entry, kept beside
+// its collection's records (MetadataStore 't' keys) so that entries the
+// shared log loses after acknowledging them can be published again
 // (log_repair.h). JetStream on nats-server 2.9 syncs its files lazily: a
 // coordinated power failure takes back an acknowledged tail, and the
 // stream then hands the same sequences to new entries. The replicas, which
 // sync before they acknowledge (write concern majority), are where those
-// entries survive.
+// writes survive.
 //
-// A record: stream sequence -> (message id, entry bytes). The message id
-// is the fingerprint a replica checks the log against: the entry at its
-// position must still carry the id it applied (a fork otherwise).
+// Per stream sequence, durably: the entry's message id (the fingerprint a
+// replica checks the log against: the entry at its position must still
+// carry the id it applied) and the ids of the points it wrote; the entry
+// itself only for writes that name no points (field indexes). In memory,
+// the newest entries' bytes (up to memory_bytes): published again as they
+// were. An entry whose bytes are gone (older, or the node restarted) is
+// published again as the current state of its points, read from the
+// collection (log_repair.h).
 //
-// Record encoding, version 1 (golden: tests/data/golden/retained_log_v1.hex):
-//   u8 version (1)  u8 id length  id bytes  entry bytes (a ZLOG entry,
-//   which carries its own magic and CRC)
+// Record encoding, version 1 (golden: tests/data/golden/retained_log_v1_*.hex):
+//   u8 version (1)  u8 id length  id bytes  u8 kind
+//   kind 1 (points): u32 n, n x u64 point id (little-endian)
+//   kind 2 (entry):  the encoded LogEntry (a ZLOG entry: its own magic, CRC)
 //
 // Retention: the newest records whose bytes sum to at most `max_bytes`
 // (the newest one always); an Append past it trims the oldest down to 7/8
@@ -45,36 +51,43 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/cluster/log_entry.h"
 #include "storage/metadata_store.h"
 
 namespace zoom::cluster {
 
 struct RetainedEntry {
   uint64_t sequence = 0;
-  std::string id;    // the message id ("" when the publisher gave none)
-  std::string data;  // the encoded LogEntry
+  std::string id;                   // the message id ("" when the publisher gave none)
+  std::optional<std::string> data;  // the encoded LogEntry, when kept
+  std::vector<uint64_t> points;     // the points it wrote (when its bytes are not kept)
 };
 
-std::string EncodeRetainedRecord(std::string_view id, std::string_view data);
-// DataLoss for a record that is not one (short, wrong version).
+// The durable record of `entry` (its bytes `data`): the points it wrote, or
+// for an entry that names none (a field index), its bytes.
+std::string EncodeRetainedRecord(std::string_view id, const LogEntry& entry, std::string_view data);
+// DataLoss for a record that is not one (short, wrong version or kind).
 absl::StatusOr<RetainedEntry> DecodeRetainedRecord(uint64_t sequence, std::string_view record);
 
 class RetainedLog {
  public:
-  static constexpr uint64_t kDefaultMaxBytes = uint64_t{256} << 20;
+  static constexpr uint64_t kDefaultMaxBytes = uint64_t{64} << 20;
+  static constexpr uint64_t kDefaultMemoryBytes = uint64_t{64} << 20;
 
   // Reads the records of collection `cid` in `store` (sequences and ids;
-  // entry bytes are read back when asked), dropping those past `position`.
-  static absl::StatusOr<std::unique_ptr<RetainedLog>> Open(storage::MetadataStore* store,
-                                                           uint32_t cid, uint64_t position,
-                                                           uint64_t max_bytes = kDefaultMaxBytes);
+  // the rest is read back when asked), dropping those past `position`.
+  static absl::StatusOr<std::unique_ptr<RetainedLog>> Open(
+      storage::MetadataStore* store, uint32_t cid, uint64_t position,
+      uint64_t max_bytes = kDefaultMaxBytes, uint64_t memory_bytes = kDefaultMemoryBytes);
 
-  absl::Status Append(uint64_t sequence, std::string_view id, std::string_view data);
+  // Keeps `entry` (decoded from `data`) at `sequence`.
+  absl::Status Append(uint64_t sequence, std::string_view id, const LogEntry& entry,
+                      std::string_view data);
   // The id of the record at `sequence`; nullopt when none is retained.
   std::optional<std::string> IdAt(uint64_t sequence) const;
   // The retained sequences, ascending.
   std::vector<uint64_t> Sequences() const;
-  // The records after `sequence`, ascending, with their bytes.
+  // The records after `sequence`, ascending, with their bytes where kept.
   absl::StatusOr<std::vector<RetainedEntry>> After(uint64_t sequence) const;
   // Drops the records after `sequence` (a replica rewound to it).
   absl::Status DropAfter(uint64_t sequence);
@@ -83,8 +96,9 @@ class RetainedLog {
   size_t size() const { return index_.size(); }
 
  private:
-  RetainedLog(storage::MetadataStore* store, uint32_t cid, uint64_t max_bytes)
-      : store_(store), cid_(cid), max_bytes_(max_bytes) {}
+  RetainedLog(storage::MetadataStore* store, uint32_t cid, uint64_t max_bytes,
+              uint64_t memory_bytes)
+      : store_(store), cid_(cid), max_bytes_(max_bytes), memory_bytes_(memory_bytes) {}
   struct Slot {
     std::string id;
     uint64_t bytes = 0;
@@ -92,9 +106,12 @@ class RetainedLog {
   storage::MetadataStore* store_;
   uint32_t cid_;
   uint64_t max_bytes_;
+  uint64_t memory_bytes_;
   absl::Status PutCoveredFrom(uint64_t sequence);
 
   std::map<uint64_t, Slot> index_;
+  std::map<uint64_t, std::string> recent_;  // the newest entries' bytes
+  uint64_t recent_bytes_ = 0;
   uint64_t bytes_ = 0;
   uint64_t covered_from_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "server/cluster/shard_replica.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -49,11 +50,15 @@ absl::StatusOr<std::unique_ptr<ShardReplica>> ShardReplica::Start(
   r->target_.subject = r->options_.subject;
   r->target_.scratch_durable = absl::StrCat(r->options_.durable, "-repair");
   r->target_.log_floor = r->options_.log_floor;
+  r->target_.state_of = [p = r.get()](const std::vector<uint64_t>& points) {
+    return p->StateOf(points);
+  };
   ZOOM_ASSIGN_OR_RETURN(r->retained_,
                         RetainedLog::Open(r->collection_->metadata_store(),
                                           r->collection_->metadata_id(),
                                           r->collection_->log_position(),
-                                          r->options_.retain_bytes));
+                                          r->options_.retain_bytes,
+                                          r->options_.retain_memory_bytes));
   {
     absl::MutexLock l(&r->mu_);
     r->status_.applied = r->collection_->log_position();
@@ -122,6 +127,42 @@ bool ShardReplica::Report(std::vector<AppliedEntry>* applied) {
   if (options_.on_durable) options_.on_durable(durable, *applied);
   applied->clear();
   return true;
+}
+
+absl::StatusOr<std::vector<std::string>> ShardReplica::StateOf(
+    const std::vector<uint64_t>& points) const {
+  std::vector<server::PointData> found;
+  ZOOM_RETURN_IF_ERROR(collection_->Get(points, /*with_vectors=*/true, /*with_payload=*/true,
+                                        &found));
+  // Entries of at most about 512 KiB (under NATS's default max_payload).
+  constexpr size_t kCap = size_t{512} << 10;
+  const uint32_t dim = static_cast<uint32_t>(collection_->config().dim);
+  std::vector<std::string> out;
+  LogEntry up;
+  up.op = LogOp::kUpsert;
+  up.dim = dim;
+  size_t bytes = UpsertEntryBytes(dim, 0, 0);
+  std::set<uint64_t> present;
+  for (server::PointData& p : found) {
+    present.insert(p.id);
+    const size_t extra = p.payload.size() + server::EncodeFields(p.fields).size();
+    const size_t one = UpsertEntryBytes(dim, 1, extra) - UpsertEntryBytes(dim, 0, 0);
+    if (!up.points.empty() && bytes + one > kCap) {
+      out.push_back(EncodeLogEntry(up));
+      up.points.clear();
+      bytes = UpsertEntryBytes(dim, 0, 0);
+    }
+    bytes += one;
+    up.points.push_back({p.id, std::move(p.vector), std::move(p.payload), std::move(p.fields)});
+  }
+  if (!up.points.empty()) out.push_back(EncodeLogEntry(up));
+  LogEntry del;
+  del.op = LogOp::kDelete;
+  for (uint64_t id : points) {
+    if (!present.contains(id)) del.ids.push_back(id);
+  }
+  if (!del.ids.empty()) out.push_back(EncodeLogEntry(del));
+  return out;
 }
 
 bool ShardReplica::CheckAndRepair(std::unique_ptr<PullConsumer>* consumer) {
@@ -314,7 +355,7 @@ void ShardReplica::Run() {
         return;
       }
       // Kept before it is applied (made durable by the apply's sync).
-      if (absl::Status kept = retained_->Append(m.sequence, m.id, m.data); !kept.ok()) {
+      if (absl::Status kept = retained_->Append(m.sequence, m.id, *entry, m.data); !kept.ok()) {
         SetError(kept);
         retry = true;
         break;

@@ -108,8 +108,10 @@ struct ShardReplicaOptions {
   // Creates the shard's stream again when the log check finds it missing
   // (NATS lost it); empty: not done.
   std::function<absl::Status()> ensure_stream;
-  // The retained entries' bytes (RetainedLog).
+  // The retained records' bytes, and the entries' bytes kept in memory
+  // (RetainedLog).
   uint64_t retain_bytes = RetainedLog::kDefaultMaxBytes;
+  uint64_t retain_memory_bytes = RetainedLog::kDefaultMemoryBytes;
   // Told of each fork found and repair made (on the replica's thread).
   std::function<void(const LogRepairResult* repaired, const std::string& detail)> on_fork;
 };
@@ -164,6 +166,9 @@ class ShardReplica {
   // starts again from the fork point: *consumer reset). False when the
   // caller must not apply what it fetched.
   bool CheckAndRepair(std::unique_ptr<PullConsumer>* consumer);
+  // The state of `points` in the collection as log entries
+  // (LogRepairTarget::state_of).
+  absl::StatusOr<std::vector<std::string>> StateOf(const std::vector<uint64_t>& points) const;
 
   JetStream* js_;
   std::shared_ptr<server::Collection> collection_;
