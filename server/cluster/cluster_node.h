@@ -203,6 +203,16 @@ class ClusterNode {
   std::map<std::string, ModelSpec> refused_models_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // TrimLogs': when it first missed each assigned node from the bucket.
+  // The maps, the live nodes (`live` points into `nodes`) and since when
+  // each node of a map has been absent (NoteAbsent), read once.
+  struct Membership {
+    std::vector<VersionedShardMap> maps;
+    std::vector<NodeInfo> nodes;
+    std::map<std::string, const NodeInfo*> live;
+    absl::Time now;
+    std::map<std::string, absl::Time> absent;
+  };
+  absl::StatusOr<Membership> ReadMembership();
   // Updates absent_since_ from the maps' nodes and the live ones; a copy.
   std::map<std::string, absl::Time> NoteAbsent(const std::vector<VersionedShardMap>& maps,
                                                const std::map<std::string, const NodeInfo*>& live,

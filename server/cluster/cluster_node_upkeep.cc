@@ -36,13 +36,22 @@ std::map<std::string, absl::Time> ClusterNode::NoteAbsent(
   return absent_since_;
 }
 
+absl::StatusOr<ClusterNode::Membership> ClusterNode::ReadMembership() {
+  Membership m;
+  ZOOM_ASSIGN_OR_RETURN(m.maps, catalog_->ListMaps());
+  ZOOM_ASSIGN_OR_RETURN(m.nodes, catalog_->LiveNodes());
+  for (const NodeInfo& n : m.nodes) m.live[n.node] = &n;
+  m.now = absl::Now();
+  m.absent = NoteAbsent(m.maps, m.live, m.now);
+  return m;
+}
+
 absl::StatusOr<int> ClusterNode::Rereplicate() {
-  ZOOM_ASSIGN_OR_RETURN(std::vector<VersionedShardMap> maps, catalog_->ListMaps());
-  ZOOM_ASSIGN_OR_RETURN(std::vector<NodeInfo> nodes, catalog_->LiveNodes());
-  std::map<std::string, const NodeInfo*> live;
-  for (const NodeInfo& n : nodes) live[n.node] = &n;
-  const absl::Time now = absl::Now();
-  const std::map<std::string, absl::Time> absent = NoteAbsent(maps, live, now);
+  ZOOM_ASSIGN_OR_RETURN(Membership ms, ReadMembership());
+  const std::vector<VersionedShardMap>& maps = ms.maps;
+  const std::map<std::string, const NodeInfo*>& live = ms.live;
+  const absl::Time now = ms.now;
+  const std::map<std::string, absl::Time>& absent = ms.absent;
   // One healer: the live node first by id (a compare-and-set on each map
   // keeps two from ever both writing one).
   if (live.empty() || live.begin()->first != options_.node_id) return 0;
@@ -84,14 +93,12 @@ absl::StatusOr<int> ClusterNode::Rereplicate() {
   return moved;
 }
 
-
 absl::StatusOr<int> ClusterNode::TrimLogs() {
-  ZOOM_ASSIGN_OR_RETURN(std::vector<VersionedShardMap> maps, catalog_->ListMaps());
-  ZOOM_ASSIGN_OR_RETURN(std::vector<NodeInfo> nodes, catalog_->LiveNodes());
-  std::map<std::string, const NodeInfo*> live;
-  for (const NodeInfo& n : nodes) live[n.node] = &n;
-  const absl::Time now = absl::Now();
-  const std::map<std::string, absl::Time> absent = NoteAbsent(maps, live, now);
+  ZOOM_ASSIGN_OR_RETURN(Membership ms, ReadMembership());
+  const std::vector<VersionedShardMap>& maps = ms.maps;
+  const std::map<std::string, const NodeInfo*>& live = ms.live;
+  const absl::Time now = ms.now;
+  const std::map<std::string, absl::Time>& absent = ms.absent;
   int purged = 0;
   absl::Status first;
   for (const VersionedShardMap& vm : maps) {

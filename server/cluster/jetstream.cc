@@ -210,6 +210,8 @@ absl::Status JetStream::EnsureStream(const StreamSpec& spec) {
   cfg.Duplicates = absl::ToInt64Nanoseconds(spec.duplicate_window);
   cfg.MaxBytes = spec.max_bytes > 0 ? spec.max_bytes : -1;
   cfg.MaxMsgSize = spec.max_message_bytes > 0 ? spec.max_message_bytes : -1;
+  // Any server of the stream answers a direct get (GetMessage's cheap path).
+  cfg.AllowDirect = true;
 
   jsStreamInfo* info = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);

@@ -237,8 +237,12 @@ class JetStream {
                                       const std::string& message_id, uint64_t expected_last);
   // The message at stream sequence `sequence` (its subject, data and
   // message id; pending 0): NotFound when the stream holds none there
-  // (never written, purged, deleted, or past the end).
-  absl::StatusOr<LogMessage> GetMessage(const std::string& stream, uint64_t sequence) const;
+  // (never written, purged, deleted, or past the end). Asked of the
+  // stream's leader; `direct`: of whichever of its servers answers first
+  // (raw bytes, no JSON: cheaper, but a follower may not have the newest
+  // messages yet; the stream must allow it: EnsureStream's do).
+  absl::StatusOr<LogMessage> GetMessage(const std::string& stream, uint64_t sequence,
+                                        bool direct = false) const;
 
   // Notices (core NATS): `data` to whoever subscribes to `subject` now; no
   // stream stores it, nothing acknowledges it (Unavailable when not

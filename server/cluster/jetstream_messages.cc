@@ -20,6 +20,32 @@ namespace zoom::cluster {
 using nats_internal::FromNats;
 using nats_internal::Millis;
 
+namespace {
+
+// One publish with its options; `what` names it in errors.
+absl::StatusOr<PubAck> PublishWith(jsCtx* js, const std::string& subject, std::string_view data,
+                                   jsPubOptions po, const std::string& what) {
+  jsPubAck* ack = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_Publish(&ack, js, subject.c_str(), data.data(), static_cast<int>(data.size()),
+                            &po, &code);
+  if (s == NATS_NO_RESPONDERS) {
+    // libnats calls this "JetStream not enabled"; for a publish it means no
+    // stream (leader) takes the subject now.
+    return absl::UnavailableError(absl::StrCat(
+        what, ": no JetStream stream takes this subject now (the stream is missing, or has no "
+        "leader: is the NATS cluster up?)"));
+  }
+  if (s != NATS_OK) return FromNats(s, code, what);
+  PubAck out;
+  out.sequence = ack->Sequence;
+  out.duplicate = ack->Duplicate;
+  jsPubAck_Destroy(ack);
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<PubAck> JetStream::Publish(const std::string& subject, std::string_view data,
                                           const std::string& message_id,
                                           absl::Duration timeout) {
@@ -30,25 +56,8 @@ absl::StatusOr<PubAck> JetStream::Publish(const std::string& subject, std::strin
                                                                      options_.request_timeout))
                           : options_.request_timeout);
   if (!message_id.empty()) po.MsgId = message_id.c_str();
-  jsPubAck* ack = nullptr;
-  jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_Publish(&ack, impl_->js, subject.c_str(), data.data(),
-                            static_cast<int>(data.size()), &po, &code);
-  if (s == NATS_NO_RESPONDERS) {
-    // libnats calls this "JetStream not enabled"; for a publish it means no
-    // stream (leader) takes the subject now.
-    return absl::UnavailableError(absl::StrCat(
-        "publish to ", subject, ": no JetStream stream takes this subject now (the stream is "
-        "missing, or has no leader: is the NATS cluster up?)"));
-  }
-  if (s != NATS_OK) {
-    return FromNats(s, code, absl::StrCat("publish to ", subject, " (", data.size(), " bytes)"));
-  }
-  PubAck out;
-  out.sequence = ack->Sequence;
-  out.duplicate = ack->Duplicate;
-  jsPubAck_Destroy(ack);
-  return out;
+  return PublishWith(impl_->js, subject, data, po,
+                     absl::StrCat("publish to ", subject, " (", data.size(), " bytes)"));
 }
 
 absl::StatusOr<PubAck> JetStream::PublishAfter(const std::string& subject,
@@ -62,26 +71,23 @@ absl::StatusOr<PubAck> JetStream::PublishAfter(const std::string& subject,
   po.ExpectLastSubjectSeq = expected_last;
   // 0 means "not checked" to libnats: "no message yet" is asked as such.
   if (expected_last == 0) po.ExpectNoMessage = true;
-  jsPubAck* ack = nullptr;
-  jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_Publish(&ack, impl_->js, subject.c_str(), data.data(),
-                            static_cast<int>(data.size()), &po, &code);
-  if (s != NATS_OK) {
-    return FromNats(s, code, absl::StrCat("publish to ", subject, " after sequence ",
-                                          expected_last));
-  }
-  PubAck out;
-  out.sequence = ack->Sequence;
-  out.duplicate = ack->Duplicate;
-  jsPubAck_Destroy(ack);
-  return out;
+  return PublishWith(impl_->js, subject, data, po,
+                     absl::StrCat("publish to ", subject, " after sequence ", expected_last));
 }
 
-absl::StatusOr<LogMessage> JetStream::GetMessage(const std::string& stream,
-                                                 uint64_t sequence) const {
+absl::StatusOr<LogMessage> JetStream::GetMessage(const std::string& stream, uint64_t sequence,
+                                                 bool direct) const {
   natsMsg* msg = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_GetMsg(&msg, impl_->js, stream.c_str(), sequence, nullptr, &code);
+  natsStatus s;
+  if (direct) {
+    jsDirectGetMsgOptions dg;
+    jsDirectGetMsgOptions_Init(&dg);
+    dg.Sequence = sequence;
+    s = js_DirectGetMsg(&msg, impl_->js, stream.c_str(), nullptr, &dg);
+  } else {
+    s = js_GetMsg(&msg, impl_->js, stream.c_str(), sequence, nullptr, &code);
+  }
   if (s == NATS_NOT_FOUND && code != JSStreamNotFoundErr) {
     return absl::NotFoundError(absl::StrCat("no message at sequence ", sequence, " of ",
                                             stream));

@@ -76,14 +76,23 @@ std::string_view OriginalId(std::string_view id) { return id.substr(0, id.find('
 
 absl::StatusOr<LogVerdict> CheckLog(const JetStream& js, const LogRepairTarget& target,
                                     const RetainedLog& retained, uint64_t position) {
+  return CheckLogAt(js, target, position, position == 0 ? std::nullopt : retained.IdAt(position));
+}
+
+absl::StatusOr<LogVerdict> CheckLogAt(const JetStream& js, const LogRepairTarget& target,
+                                      uint64_t position, const std::optional<std::string>& id) {
   LogVerdict v;
   if (position == 0) return v;
-  const std::optional<std::string> id = retained.IdAt(position);
   if (!id.has_value()) {
     v.check = LogCheck::kUnverifiable;
     return v;
   }
-  absl::StatusOr<LogMessage> m = js.GetMessage(target.stream, position);
+  // Cheaply first (any server of the stream, raw bytes): what it says
+  // agrees with the replica in the common case; anything else is asked
+  // again of the stream's leader (a follower may lag).
+  absl::StatusOr<LogMessage> m = js.GetMessage(target.stream, position, /*direct=*/true);
+  if (m.ok() && m->subject == target.subject && m->id == *id) return v;
+  m = js.GetMessage(target.stream, position);
   if (m.ok()) {
     if (m->subject == target.subject && m->id == *id) return v;
     v.check = LogCheck::kForked;

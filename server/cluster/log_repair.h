@@ -45,6 +45,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -83,6 +84,10 @@ struct LogVerdict {
 
 absl::StatusOr<LogVerdict> CheckLog(const JetStream& js, const LogRepairTarget& target,
                                     const RetainedLog& retained, uint64_t position);
+// The same given the id applied at `position` (nullopt: none retained),
+// touching no RetainedLog: may run beside the replica's writer.
+absl::StatusOr<LogVerdict> CheckLogAt(const JetStream& js, const LogRepairTarget& target,
+                                      uint64_t position, const std::optional<std::string>& id);
 
 struct LogRepairResult {
   uint64_t fork_point = 0;   // the last sequence still shared with the log

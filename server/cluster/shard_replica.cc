@@ -1,6 +1,7 @@
 #include "server/cluster/shard_replica.h"
 
 #include <algorithm>
+#include <future>
 #include <set>
 #include <utility>
 #include <vector>
@@ -166,9 +167,13 @@ absl::StatusOr<std::vector<std::string>> ShardReplica::StateOf(
 }
 
 bool ShardReplica::CheckAndRepair(std::unique_ptr<PullConsumer>* consumer) {
-  const std::string& name = collection_->config().name;
   const uint64_t position = collection_->log_position();
-  absl::StatusOr<LogVerdict> verdict = CheckLog(*js_, target_, *retained_, position);
+  return OnVerdict(CheckLog(*js_, target_, *retained_, position), position, consumer);
+}
+
+bool ShardReplica::OnVerdict(const absl::StatusOr<LogVerdict>& verdict, uint64_t position,
+                             std::unique_ptr<PullConsumer>* consumer) {
+  const std::string& name = collection_->config().name;
   if (!verdict.ok()) {
     if (absl::IsNotFound(verdict.status()) && options_.ensure_stream) {
       // The stream itself is gone (NATS lost it): made again, empty; the
@@ -249,6 +254,7 @@ void ShardReplica::Run() {
   absl::Time stall_checked = absl::Now();
   uint64_t stalled_at = UINT64_MAX;  // the position at the last check that found the log ahead
   absl::Time verified = absl::Now();
+  bool unverified = false;  // applied entries whose batch's check failed
   std::vector<AppliedEntry> applied;  // not yet reported
   for (;;) {
     {
@@ -281,12 +287,13 @@ void ShardReplica::Run() {
         status_.caught_up = true;
         status_.last_error.clear();
       }
-      if (absl::Now() - reported >= options_.report_every && Report(&applied)) {
-        reported = absl::Now();
-      }
-      if (absl::Now() - verified >= options_.verify_every) {
+      if (unverified || absl::Now() - verified >= options_.verify_every) {
         verified = absl::Now();
         if (!CheckAndRepair(&consumer)) continue;
+        unverified = false;
+      }
+      if (absl::Now() - reported >= options_.report_every && Report(&applied)) {
+        reported = absl::Now();
       }
       // A consumer that delivers nothing while the log holds entries after
       // the position (its server lost it, or its Raft group has no leader
@@ -335,11 +342,19 @@ void ShardReplica::Run() {
       }
       floor_checked = absl::Now();
     }
-    if (batch->back().sequence > collection_->log_position()) {
-      // Before applying what follows the position: is the log's entry there
-      // still the one applied?
+    // Is the log's entry at the position still the one applied? Asked
+    // beside the apply (its answer awaited before anything is reported
+    // durable): a batch applied across a fork is undone by the repair's
+    // rewind, and every entry in it is in the log.
+    std::future<absl::StatusOr<LogVerdict>> check;
+    const uint64_t checked = collection_->log_position();
+    if (batch->back().sequence > checked) {
       verified = absl::Now();
-      if (!CheckAndRepair(&consumer)) continue;
+      check = std::async(std::launch::async,
+                         [js = js_, target = &target_, checked,
+                          id = checked == 0 ? std::nullopt : retained_->IdAt(checked)] {
+                           return CheckLogAt(*js, *target, checked, id);
+                         });
     }
     uint64_t acked_through = 0;
     bool retry = false;
@@ -388,6 +403,19 @@ void ShardReplica::Run() {
       ++status_.entries;
       if (skipped) ++status_.skipped;
       status_.last_error.clear();
+    }
+    if (check.valid()) {
+      const absl::StatusOr<LogVerdict> verdict = check.get();
+      const bool forked = verdict.ok() && verdict->check == LogCheck::kForked;
+      if (!OnVerdict(verdict, checked, &consumer)) {
+        // Forked (repaired and rewound: nothing of this batch is reported;
+        // it is applied again from the log), or the check failed (reported
+        // after a check that succeeds).
+        if (forked) applied.clear();
+        unverified = !forked;
+        continue;
+      }
+      unverified = false;
     }
     if (acked_through > 0) {
       if (Report(&applied)) reported = absl::Now();

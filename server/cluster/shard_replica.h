@@ -38,9 +38,10 @@
 // NATS servers restarted, only times out).
 //
 // Forks (log_repair.h): every entry is kept, by sequence and message id,
-// in a RetainedLog before it is applied. Before applying a fetched batch,
-// and every verify_every while idle, the replica checks that the log still
-// holds at its position the entry it applied there (CheckLog: one
+// in a RetainedLog before it is applied. For each fetched batch (beside
+// its apply, and always before the batch is reported durable), and every
+// verify_every while idle, the replica checks that the log still holds at
+// the position before it the entry it applied there (CheckLog: one
 // request). When it does not (JetStream lost an acknowledged tail to a
 // power failure and gave its sequences to new entries), the replica takes
 // the shard's repair lock (options.repair_lock), publishes again what the
@@ -166,6 +167,10 @@ class ShardReplica {
   // starts again from the fork point: *consumer reset). False when the
   // caller must not apply what it fetched.
   bool CheckAndRepair(std::unique_ptr<PullConsumer>* consumer);
+  // Acts on the check of `position` (CheckAndRepair's second half): true
+  // when the log holds what was applied there.
+  bool OnVerdict(const absl::StatusOr<LogVerdict>& verdict, uint64_t position,
+                 std::unique_ptr<PullConsumer>* consumer);
   // The state of `points` in the collection as log entries
   // (LogRepairTarget::state_of).
   absl::StatusOr<std::vector<std::string>> StateOf(const std::vector<uint64_t>& points) const;

@@ -368,6 +368,57 @@ TEST_F(ShardReplicaTest, ALogThatForgotItsTailIsRepairedFromTheReplica) {
   EXPECT_EQ(Dump(*b), model_);
 }
 
+// A fork the replica first meets inside a batch (the new writes already
+// run past its position): the batch is applied beside the check, never
+// reported, and undone by the repair's rewind; the replica ends equal to
+// the model, the writes after the failure last.
+TEST_F(ShardReplicaTest, ABatchAppliedAcrossAForkIsUndoneByTheRepair) {
+  auto a = Local("docs_s0_a");
+  ASSERT_NE(a, nullptr);
+  ShardReplicaOptions o = QuickOptions("a_docs_0");
+  o.verify_every = absl::Hours(1);  // only the batches' checks
+  std::vector<uint64_t> reported;
+  absl::Mutex mu;
+  o.on_durable = [&](uint64_t, const std::vector<AppliedEntry>& applied) {
+    absl::MutexLock l(&mu);
+    for (const AppliedEntry& e : applied) reported.push_back(e.sequence);
+  };
+  uint64_t last = 0;
+  {
+    ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, o));
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_OK_AND_ASSIGN(PubAck p, js_->Publish(kShard0, EncodeLogEntry(Upsert(i, 1, 0.0f)),
+                                                  absl::StrCat("old", i)));
+      ApplyToModel(Upsert(i, 1, 0.0f));
+      last = p.sequence;
+    }
+    ASSERT_TRUE(Applied(ra.get(), last));
+  }
+  ASSERT_OK(js_->DeleteStream(kStream));
+  ASSERT_OK(js_->EnsureStream({kStream, {kShard0, kShard1}}));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK(js_->Publish(kShard0, EncodeLogEntry(Upsert(i, 1, 0.5f)), absl::StrCat("new", i))
+                  .status());
+    ApplyToModel(Upsert(i, 1, 0.5f));
+  }
+  {
+    absl::MutexLock l(&mu);
+    reported.clear();
+  }
+  ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, o));
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  while (ra->status().repairs == 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(ra->status().repairs, 1u) << ra->status().last_error;
+  ASSERT_OK_AND_ASSIGN(uint64_t head, js_->LastSequence(kStream, kShard0));
+  ASSERT_TRUE(Applied(ra.get(), head)) << ra->status().last_error;
+  EXPECT_EQ(Dump(*a), model_);
+  // What the batch across the fork held (sequences 4 and 5) was reported
+  // only after the rewind applied it again, in order from sequence 1.
+  absl::MutexLock l(&mu);
+  ASSERT_FALSE(reported.empty());
+  EXPECT_EQ(reported.front(), 1u);
+}
+
 // A tail lost after a prefix survived, two replicas at different
 // positions on the old branch: the one further ahead republishes what it
 // has; the one behind finds its entries already back and only rewinds.
