@@ -442,10 +442,28 @@ absl::Status ClusterNode::Reconcile() {
     ro.log_floor = [catalog = catalog_.get(), uid = m.uid, k] {
       return catalog->LogFloor(uid, k);
     };
-    ro.repair_lock = [catalog = catalog_.get(), uid = m.uid, k, node = options_.node_id] {
+    // A repair (and a stream made again) only for the collection this
+    // replica belongs to: one dropped, or dropped and created again under
+    // its name (the same stream name), is not this replica's to write to.
+    auto still_mine = [catalog = catalog_.get(), collection = m.collection,
+                       uid = m.uid]() -> absl::Status {
+      ZOOM_ASSIGN_OR_RETURN(std::optional<VersionedShardMap> now, catalog->GetMap(collection));
+      if (!now.has_value() || now->map.uid != uid) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "collection ", collection, " was dropped", now.has_value() ? " and made again" : "",
+            ": its old replica repairs nothing"));
+      }
+      return absl::OkStatus();
+    };
+    ro.repair_lock = [catalog = catalog_.get(), uid = m.uid, k, node = options_.node_id,
+                      still_mine]() -> absl::StatusOr<std::function<void()>> {
+      ZOOM_RETURN_IF_ERROR(still_mine());
       return catalog->LockRepair(uid, k, node);
     };
-    ro.ensure_stream = [catalog = catalog_.get(), map = m] { return catalog->EnsureStreamOf(map); };
+    ro.ensure_stream = [catalog = catalog_.get(), map = m, still_mine]() -> absl::Status {
+      ZOOM_RETURN_IF_ERROR(still_mine());
+      return catalog->EnsureStreamOf(map);
+    };
     // Durable positions for write concerns: the node's own sync (none
     // needed under --sync=always), reported on the acks subject.
     if (!db_->options().sync_always) ro.sync = [db = db_] { return db->SyncWal(); };
