@@ -413,9 +413,14 @@ TEST_F(ShardReplicaTest, ABatchAppliedAcrossAForkIsUndoneByTheRepair) {
   ASSERT_TRUE(Applied(ra.get(), head)) << ra->status().last_error;
   EXPECT_EQ(Dump(*a), model_);
   // What the batch across the fork held (sequences 4 and 5) was reported
-  // only after the rewind applied it again, in order from sequence 1.
+  // only after the rewind applied it again, in order from sequence 1 (the
+  // report follows the apply: awaited).
   absl::MutexLock l(&mu);
-  ASSERT_FALSE(reported.empty());
+  auto head_reported = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu) {
+    return std::find(reported.begin(), reported.end(), head) != reported.end();
+  };
+  mu.AwaitWithTimeout(absl::Condition(&head_reported), absl::Seconds(60));
+  ASSERT_TRUE(head_reported());
   EXPECT_EQ(reported.front(), 1u);
 }
 
