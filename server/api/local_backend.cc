@@ -1,13 +1,13 @@
 #include "server/api/local_backend.h"
 
 #include <algorithm>
-#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/file_system.h"
 #include "common/status_macros.h"
+#include "server/api/snapshot_files.h"
 
 namespace zoom::server::api {
 namespace {
@@ -40,94 +40,6 @@ bool SameShape(const Query& a, const Query& b) {
 
 const Filter kNoFilter;
 
-// An archive read out of the snapshots directory.
-class FileSnapshotReader final : public SnapshotReader {
- public:
-  FileSnapshotReader(const std::string& path, SnapshotInfo info)
-      : in_(path, std::ios::binary), info_(std::move(info)) {}
-  bool ok() const { return static_cast<bool>(in_); }
-  const SnapshotInfo& info() const override { return info_; }
-  absl::Status Read(size_t max, std::string* out) override {
-    out->resize(max);
-    in_.read(out->data(), static_cast<std::streamsize>(max));
-    out->resize(static_cast<size_t>(in_.gcount()));
-    if (out->empty() && !in_.eof()) return absl::DataLossError("reading the snapshot failed");
-    return absl::OkStatus();
-  }
-
- private:
-  std::ifstream in_;
-  SnapshotInfo info_;
-};
-
-// A restore: an upload staged through the file layer beside the snapshots,
-// or a snapshot already there.
-class LocalRestore final : public SnapshotRestore {
- public:
-  LocalRestore(Database* db, std::string target, bool overwrite)
-      : db_(db), target_(std::move(target)), overwrite_(overwrite) {}
-  ~LocalRestore() override {
-    if (file_ != nullptr) (void)file_->Close();
-    if (!staged_.empty()) (void)files()->Remove(staged_);
-  }
-  absl::Status StageUpload() {
-    staged_ = db_->UploadPath();
-    auto file = files()->Open(staged_, FileSystem::Mode::kCreateNew);
-    if (!file.ok()) {
-      staged_.clear();
-      return absl::InternalError(
-          absl::StrCat("cannot stage the upload: ", file.status().message()));
-    }
-    file_ = std::move(*file);
-    return absl::OkStatus();
-  }
-  void SetSource(std::string path) { source_ = std::move(path); }
-
-  absl::Status Append(absl::string_view data) override {
-    if (file_ == nullptr) {
-      return absl::InvalidArgumentError(
-          "a restore from a source on the server takes one message; send the archive's data "
-          "in a stream without a source, or the source alone");
-    }
-    if (data.empty()) return absl::OkStatus();
-    if (absl::Status st = file_->PWrite(uploaded_, data.data(), data.size()); !st.ok()) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the upload could not be written after ", uploaded_,
-                       " bytes (disk full?): ", st.message()));
-    }
-    uploaded_ += data.size();
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<CollectionDescription> Finish(const Call&) override {
-    std::string path = source_;
-    if (file_ != nullptr) {
-      absl::Status st = file_->Sync();
-      if (st.ok()) st = file_->Close();
-      file_.reset();
-      if (!st.ok()) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("the upload could not be written: ", st.message()));
-      }
-      path = staged_;
-    }
-    ZOOM_ASSIGN_OR_RETURN(auto c, db_->RestoreSnapshot(path, target_, overwrite_));
-    return Describe(*c);
-  }
-
- private:
-  FileSystem* files() const {
-    FileSystem* f = db_->options().collection.store.file_system;
-    return f != nullptr ? f : FileSystem::Posix();
-  }
-  Database* db_;
-  std::string target_;
-  bool overwrite_;
-  std::string source_;
-  std::string staged_;
-  std::unique_ptr<File> file_;
-  uint64_t uploaded_ = 0;
-};
 
 }  // namespace
 
@@ -429,7 +341,22 @@ absl::StatusOr<std::unique_ptr<SnapshotReader>> LocalBackend::OpenSnapshot(
 absl::StatusOr<std::unique_ptr<SnapshotRestore>> LocalBackend::BeginRestore(
     const Call&, const std::string& collection, bool overwrite, const std::string& source) {
   ZOOM_RETURN_IF_ERROR(ValidateCollectionName(collection));
-  auto restore = std::make_unique<LocalRestore>(db_, collection, overwrite);
+  // A collection's archive is restored by the engine (its files, its index
+  // as they were); a cluster's by replaying its shards' points here.
+  auto restore = std::make_unique<StagedRestore>(
+      db_, [this, collection, overwrite](const Call& call,
+                                         const std::string& path)
+               -> absl::StatusOr<CollectionDescription> {
+        if (IsClusterArchive(path)) {
+          DatabaseOptions scratch = db_->options();
+          scratch.data_dir = db_->snapshots_dir() + "/.incoming";
+          ReplayOptions ro;
+          ro.keep_layout = false;
+          return RestoreByReplay(*this, scratch, call, path, collection, overwrite, ro);
+        }
+        ZOOM_ASSIGN_OR_RETURN(auto c, db_->RestoreSnapshot(path, collection, overwrite));
+        return Describe(*c);
+      });
   if (!source.empty()) {
     ZOOM_ASSIGN_OR_RETURN(std::string path, db_->SnapshotSource(source));
     restore->SetSource(std::move(path));

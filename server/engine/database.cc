@@ -349,7 +349,8 @@ IoBackendInfo Database::IoBackendInUse() const {
 
 void Database::RemoveStagingLeftovers() const {
   // A kill during CreateSnapshot leaves COLL/NAME.zsnap.tmp, one during an
-  // upload .incoming/upload-*.zsnap: nothing refers to either once the
+  // upload .incoming/upload-*.zsnap, one during a restore by replay
+  // .incoming/replay-*/: nothing refers to either once the
   // process is gone (this one has not started any). Only those shapes are
   // removed, and symlinks are removed as links, never followed.
   std::error_code ec;
@@ -367,6 +368,10 @@ void Database::RemoveStagingLeftovers() const {
       const std::string name = e.path().filename().string();
       if (incoming ? absl::StartsWith(name, "upload-") : absl::EndsWith(name, ".zsnap.tmp")) {
         drop(e);
+      } else if (incoming && absl::StartsWith(name, "replay-") && !e.is_symlink(ec2) &&
+                 e.is_directory(ec2)) {
+        // A restore by replay's scratch (api::RestoreByReplay).
+        if (fs::remove_all(e.path(), ec2) != static_cast<std::uintmax_t>(-1)) ++removed;
       }
     }
   }
@@ -378,6 +383,14 @@ void Database::RemoveStagingLeftovers() const {
 
 absl::StatusOr<SnapshotInfo> Database::CreateSnapshot(const std::string& collection) {
   ZOOM_ASSIGN_OR_RETURN(auto c, GetCollection(collection));
+  return CreateSnapshotWith(collection, [&c](const std::string& path) {
+    return c->WriteSnapshot(path);
+  });
+}
+
+absl::StatusOr<SnapshotInfo> Database::CreateSnapshotWith(const std::string& collection,
+                                                          const SnapshotWriter& write) {
+  ZOOM_RETURN_IF_ERROR(ValidateCollectionName(collection));
   const fs::path dir = fs::path(snapshots_dir_) / collection;
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -394,7 +407,7 @@ absl::StatusOr<SnapshotInfo> Database::CreateSnapshot(const std::string& collect
       absl::StrFormat("%04x", (absl::ToUnixMicros(now) ^ (seq++ * 7919)) & 0xffff));
   info.created_unix_ms = absl::ToUnixMillis(now);
   const std::string path = (dir / (info.name + ".zsnap")).string();
-  ZOOM_ASSIGN_OR_RETURN(Collection::SnapshotStats stats, c->WriteSnapshot(path));
+  ZOOM_ASSIGN_OR_RETURN(Collection::SnapshotStats stats, write(path));
   info.bytes = stats.bytes;
   info.points = stats.points;
   info.records = stats.records;

@@ -15,6 +15,7 @@
 #define ZOOM_SERVER_ENGINE_DATABASE_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -103,6 +104,14 @@ class Database {
   // Snapshots (see Collection::WriteSnapshot). Names are
   // [A-Za-z0-9._-], 1..128; NotFound for an unknown collection or snapshot.
   absl::StatusOr<SnapshotInfo> CreateSnapshot(const std::string& collection);
+  // A snapshot of `collection` (named and listed as CreateSnapshot's) whose
+  // archive `write` makes at the path it is given (the file complete and
+  // synced when it returns OK): a router's cluster snapshot. The collection
+  // need not be one of this database's.
+  using SnapshotWriter =
+      std::function<absl::StatusOr<Collection::SnapshotStats>(const std::string& path)>;
+  absl::StatusOr<SnapshotInfo> CreateSnapshotWith(const std::string& collection,
+                                                  const SnapshotWriter& write);
   absl::StatusOr<std::vector<SnapshotInfo>> ListSnapshots(const std::string& collection) const;
   absl::Status DeleteSnapshot(const std::string& collection, const std::string& name);
   // The archive file of a snapshot, and its info.

@@ -361,6 +361,7 @@ absl::Status ZoomServer::StartRouter(grpc::ServerBuilder& builder) {
   defaults.max_dim = options_.database.max_dim;
   defaults.max_cache_bytes = options_.database.collection.max_cache_bytes;
   defaults.default_target_recall = options_.database.collection.default_target_recall;
+  defaults.snapshot_store = options_.database;
   backend_ = std::make_unique<router::ClusterBackend>(router_.get(), options_.limits, defaults);
   service_ = std::make_unique<VectorSearchService>(backend_.get(), metrics_.get(), pool_.get(),
                                                    options_.limits, auth_.get());

@@ -188,10 +188,15 @@ class Net:
 
 
 class Cluster:
-    def __init__(self, root: pathlib.Path) -> None:
+    """`routers`: the router hosts' names; `node_args`: more flags for every
+    node (the fault runner's shorter timings)."""
+
+    def __init__(self, root: pathlib.Path, routers: List[str] = ["router"],  # noqa: B006
+                 node_args: List[str] = []) -> None:  # noqa: B006
         self.root = root
         self.nodes = ["z0", "z1", "z2", "z3"]
-        self.net = Net(self.nodes + ["router"])
+        self.routers = list(routers)
+        self.net = Net(self.nodes + self.routers)
         gw = self.net.gateway
         self.nats_ports = [free_port() for _ in range(3)]
         self.route_ports = [free_port() for _ in range(3)]
@@ -205,20 +210,22 @@ class Cluster:
             self.nats.append(Proc(f"nats{i}", argv, root / f"nats{i}.log"))
         self.ports: Dict[str, int] = {}
         self.procs: Dict[str, Proc] = {}
-        for h in self.nodes + ["router"]:
+        for h in self.nodes + self.routers:
             ip = self.net.ip[h]
             port = 7000 if self.net.netns else free_port()
             mport = 9000 if self.net.netns else free_port()
             self.ports[h] = port
             argv = self.net.prefix(h) + [
-                zoomd_binary(), f"--role={'router' if h == 'router' else 'node'}",
+                zoomd_binary(), f"--role={'router' if h in self.routers else 'node'}",
                 f"--nats={self.nats_urls}", "--nats_replicas=3", "--cluster=e2e",
                 f"--grpc_address={ip}:{port}", f"--metrics_address={ip}:{mport}",
                 f"--node_ttl_s={TTL_S}", "--log_trim_s=1", "--auto_build_points=0",
                 "--threads=4",
                 "--allow_unauthenticated"]
-            if h != "router":
-                argv += [f"--node_id={h}", f"--data_dir={root / h}"]
+            if h in self.routers:
+                argv += [f"--data_dir={root / h}"]  # its snapshots
+            else:
+                argv += [f"--node_id={h}", f"--data_dir={root / h}", *node_args]
             self.procs[h] = Proc(h, argv, root / f"{h}.log")
             self.procs[h].metrics = f"http://{ip}:{mport}/metrics"  # type: ignore[attr-defined]
 
@@ -229,7 +236,8 @@ class Cluster:
         start_nats(self.nats, wait_until)
         for h in self.nodes:
             self.start_zoomd(h)
-        self.start_zoomd("router")
+        for h in self.routers:
+            self.start_zoomd(h)
 
     def start_zoomd(self, h: str) -> None:
         start_serving(self.procs[h], self.target(h), wait_until, 90, 0.1)

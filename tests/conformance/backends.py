@@ -158,6 +158,7 @@ class Cluster(Backend):
         self.target = f"127.0.0.1:{free_port()}"
         mport = free_port()
         router = Proc("router", [zoomd_binary(), "--role=router", *cluster,
+                                 f"--data_dir={self.root / 'router'}",
                                  f"--grpc_address={self.target}",
                                  f"--metrics_address=127.0.0.1:{mport}", *COMMON],
                       self.root / "router.log")

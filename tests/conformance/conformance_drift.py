@@ -17,26 +17,10 @@ import pytest
 # case listed here is xfail(strict=True): when the router is fixed, the case passes,
 # the xfail turns it red, and its entry goes.
 
-_SNAPSHOT_UNROUTED_UNARY = (
-    "snapshots are not routed (ClusterBackend): UNIMPLEMENTED '<RPC> is not routed to a "
-    "clustered collection (yet): ...' whatever the request (issue 47's cluster-wide snapshots)")
-_SNAPSHOT_UNROUTED_RESTORE = _SNAPSHOT_UNROUTED_UNARY
-
 DRIFT: Dict[str, str] = {
-    # (points: the counts of ids sent went with write concerns, issue 47: under
-    # MAJORITY, the default, the replicas report the points each entry changed)
-    # -- snapshots
-    "CreateSnapshot.unknown_collection":
-        "snapshots are not routed: CreateSnapshot answers UNIMPLEMENTED 'CreateSnapshot is "
-        "not routed to a clustered collection (yet): ...' whatever the collection",
-    "ListSnapshots.unknown_collection": _SNAPSHOT_UNROUTED_UNARY,
-    "DeleteSnapshot.unknown": _SNAPSHOT_UNROUTED_UNARY,
-    "DeleteSnapshot.bad_name": _SNAPSHOT_UNROUTED_UNARY,
-    "DownloadSnapshot.unknown": _SNAPSHOT_UNROUTED_UNARY,
-    "RestoreSnapshot.bad_name": _SNAPSHOT_UNROUTED_RESTORE,
-    "RestoreSnapshot.unknown_source": _SNAPSHOT_UNROUTED_RESTORE,
-    "RestoreSnapshot.garbage": _SNAPSHOT_UNROUTED_RESTORE,
-    "Snapshots": _SNAPSHOT_UNROUTED_UNARY,
+    # Empty. The last entries went with issue 47: the counts of ids sent with write
+    # concerns (under MAJORITY, the default, the replicas report the points each entry
+    # changed), the snapshots with the router's cluster snapshots (ClusterSnapshots).
 }
 
 BACKENDS = ["standalone", "cluster"]

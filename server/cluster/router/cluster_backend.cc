@@ -431,35 +431,66 @@ absl::StatusOr<api::CollectionDescription> ClusterBackend::Compact(
   return Info(vm, deadline, call);
 }
 
-// ---- snapshots: not routed yet ----------------------------------------------------
+// ---- snapshots: ClusterSnapshots ------------------------------------------------------
 
-namespace {
-absl::Status NotRouted(const char* rpc) {
-  return absl::UnimplementedError(absl::StrCat(
-      rpc, " is not routed to a clustered collection (yet): the stream and the replicas are "
-           "the backup; snapshot a replica on its node"));
-}
-}  // namespace
+ClusterBackend::ClusterBackend(RouterCore* core, const ServiceLimits& limits,
+                               const Defaults& defaults)
+    : core_(core),
+      limits_(limits),
+      defaults_(defaults),
+      writes_(core),
+      snapshots_(std::make_unique<ClusterSnapshots>(core, defaults.snapshot_store)) {}
 
-absl::StatusOr<SnapshotInfo> ClusterBackend::CreateSnapshot(const api::Call&,
-                                                            const std::string&) {
-  return NotRouted("CreateSnapshot");
+ClusterBackend::~ClusterBackend() = default;
+
+absl::StatusOr<SnapshotInfo> ClusterBackend::CreateSnapshot(const api::Call& call,
+                                                            const std::string& collection) {
+  ZOOM_ASSIGN_OR_RETURN(VersionedShardMap vm, core_->MapOf(collection));
+  api::CountRequest all;
+  all.collection = collection;
+  ZOOM_ASSIGN_OR_RETURN(HeadCounts head,
+                        CountAtHead(vm, all, core_->AdminDeadline(call), call));
+  return snapshots_->Create(call, vm, head.replicas, head.heads);
 }
-absl::StatusOr<std::vector<SnapshotInfo>> ClusterBackend::ListSnapshots(const api::Call&,
-                                                                        const std::string&) {
-  return NotRouted("ListSnapshots");
+
+absl::StatusOr<std::vector<SnapshotInfo>> ClusterBackend::ListSnapshots(
+    const api::Call&, const std::string& collection) {
+  ZOOM_ASSIGN_OR_RETURN(Database * store, snapshots_->Store());
+  return store->ListSnapshots(collection);
 }
-absl::Status ClusterBackend::DeleteSnapshot(const api::Call&, const std::string&,
-                                            const std::string&) {
-  return NotRouted("DeleteSnapshot");
+
+absl::Status ClusterBackend::DeleteSnapshot(const api::Call&, const std::string& collection,
+                                            const std::string& name) {
+  ZOOM_ASSIGN_OR_RETURN(Database * store, snapshots_->Store());
+  return store->DeleteSnapshot(collection, name);
 }
+
 absl::StatusOr<std::unique_ptr<api::SnapshotReader>> ClusterBackend::OpenSnapshot(
-    const api::Call&, const std::string&, const std::string&) {
-  return NotRouted("DownloadSnapshot");
+    const api::Call&, const std::string& collection, const std::string& name) {
+  ZOOM_ASSIGN_OR_RETURN(Database * store, snapshots_->Store());
+  ZOOM_ASSIGN_OR_RETURN(auto file, store->SnapshotFile(collection, name));
+  auto reader = std::make_unique<api::FileSnapshotReader>(file.first, file.second);
+  if (!reader->ok()) return absl::NotFoundError("the snapshot cannot be read");
+  return std::unique_ptr<api::SnapshotReader>(std::move(reader));
 }
+
 absl::StatusOr<std::unique_ptr<api::SnapshotRestore>> ClusterBackend::BeginRestore(
-    const api::Call&, const std::string&, bool, const std::string&) {
-  return NotRouted("RestoreSnapshot");
+    const api::Call&, const std::string& collection, bool overwrite, const std::string& source) {
+  ZOOM_RETURN_IF_ERROR(ValidateCollectionName(collection));
+  ZOOM_ASSIGN_OR_RETURN(Database * store, snapshots_->Store());
+  ZOOM_ASSIGN_OR_RETURN(DatabaseOptions scratch, snapshots_->ScratchOptions());
+  auto restore = std::make_unique<api::StagedRestore>(
+      store, [this, scratch, collection, overwrite](const api::Call& call,
+                                                    const std::string& path) {
+        return api::RestoreByReplay(*this, scratch, call, path, collection, overwrite);
+      });
+  if (!source.empty()) {
+    ZOOM_ASSIGN_OR_RETURN(std::string path, store->SnapshotSource(source));
+    restore->SetSource(std::move(path));
+  } else {
+    ZOOM_RETURN_IF_ERROR(restore->StageUpload());
+  }
+  return std::unique_ptr<api::SnapshotRestore>(std::move(restore));
 }
 
 }  // namespace zoom::server::router

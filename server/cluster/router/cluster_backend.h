@@ -36,8 +36,9 @@
 // applied every write acknowledged before the call; without `all`, first
 // the standalone's guard (nothing deleted when the filter matches every
 // live point) over each shard's count and live points read together on
-// one such replica (CountAtHead). Snapshots: not routed yet
-// (UNIMPLEMENTED saying so).
+// one such replica (CountAtHead). Snapshots: ClusterSnapshots
+// (cluster_snapshots.h): a cut at the shards' heads, kept by the router;
+// restores replay the points through the logs.
 #ifndef ZOOM_SERVER_CLUSTER_ROUTER_CLUSTER_BACKEND_H_
 #define ZOOM_SERVER_CLUSTER_ROUTER_CLUSTER_BACKEND_H_
 
@@ -48,6 +49,7 @@
 
 #include "server/api/backend.h"
 #include "server/api/convert.h"
+#include "server/cluster/router/cluster_snapshots.h"
 #include "server/cluster/router/router_core.h"
 #include "server/cluster/router/write_publisher.h"
 
@@ -62,10 +64,12 @@ class ClusterBackend final : public api::CollectionBackend {
     uint32_t max_dim = 4096;
     uint64_t max_cache_bytes = uint64_t{1} << 30;
     double default_target_recall = 0.95;
+    // Where the router keeps its snapshots (ClusterSnapshots).
+    DatabaseOptions snapshot_store;
   };
   // `core` outlives the backend.
-  ClusterBackend(RouterCore* core, const ServiceLimits& limits, const Defaults& defaults)
-      : core_(core), limits_(limits), defaults_(defaults), writes_(core) {}
+  ClusterBackend(RouterCore* core, const ServiceLimits& limits, const Defaults& defaults);
+  ~ClusterBackend() override;
 
   absl::StatusOr<api::CollectionDescription> CreateCollection(
       const api::Call& call, const api::CreateCollectionRequest& req) override;
@@ -161,6 +165,7 @@ class ClusterBackend final : public api::CollectionBackend {
   struct HeadCounts {
     uint64_t matched = 0, live = 0;
     std::vector<std::vector<Candidate>> replicas;  // by shard
+    std::vector<uint64_t> heads;                     // by shard: the log heads read first
   };
   absl::StatusOr<HeadCounts> CountAtHead(const cluster::VersionedShardMap& vm,
                                          const api::CountRequest& req, absl::Time deadline,
@@ -172,6 +177,7 @@ class ClusterBackend final : public api::CollectionBackend {
   ServiceLimits limits_;
   Defaults defaults_;
   WritePublisher writes_;
+  std::unique_ptr<ClusterSnapshots> snapshots_;
 };
 
 }  // namespace zoom::server::router

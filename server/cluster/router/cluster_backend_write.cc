@@ -151,6 +151,7 @@ absl::StatusOr<ClusterBackend::HeadCounts> ClusterBackend::CountAtHead(
   }
   HeadCounts out;
   out.replicas.resize(m.shards);
+  out.heads = heads;
   std::vector<bool> settled(m.shards, false);
   std::vector<uint64_t> furthest(m.shards, 0);  // the furthest answer from behind its head
   std::vector<bool> ever_answered(m.shards, false);  // in any round so far

@@ -132,6 +132,12 @@ class RouterCore {
   // further), a node that failed recently last.
   std::vector<Candidate> ModelCandidates(const Topology& t, const std::string& model);
 
+  // The VectorSearch stub of the node at `address` (one channel a node),
+  // for the calls a fan-out does not make (a snapshot's download).
+  std::shared_ptr<v1::VectorSearch::Stub> NodeStub(const std::string& address) {
+    return StubOf<v1::VectorSearch::Stub>(address);
+  }
+
   void Event(RouterEvent e) const {
     if (hooks_.event) hooks_.event(e);
   }
