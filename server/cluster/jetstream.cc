@@ -375,6 +375,7 @@ absl::StatusOr<std::vector<LogMessage>> PullConsumer::Fetch(int max_messages,
     m.subject = natsMsg_GetSubject(msg);
     m.sequence = meta->Sequence.Stream;
     m.pending = meta->NumPending;
+    m.delivery = meta->Sequence.Consumer;
     const char* id = nullptr;
     if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) m.id = id;
     const char* data = natsMsg_GetData(msg);

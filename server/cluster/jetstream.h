@@ -101,6 +101,12 @@ struct LogMessage {
   uint64_t pending = 0;
   // The message id its publisher gave it (Publish's message_id; "" if none).
   std::string id;
+  // A consumer's message (Fetch): its delivery's number among the
+  // consumer's deliveries (1, 2, ...: every delivery, a redelivery too,
+  // takes the next one). A number skipped is a delivery that never reached
+  // this consumer (a connection lost mid-fetch): the messages after it
+  // must not be applied across the gap. 0 elsewhere.
+  uint64_t delivery = 0;
 };
 
 class JetStream;

@@ -43,6 +43,7 @@ absl::Status ReadAfter(JetStream* js, const LogRepairTarget& target, uint64_t af
                         js->Consume(target.stream, target.subject, target.scratch_durable,
                                     after + 1));
   absl::Status st;
+  uint64_t next_delivery = 1;  // a gap in the deliveries: read again
   for (int empty = 0; empty < 3;) {
     absl::StatusOr<std::vector<LogMessage>> batch = c->Fetch(512, absl::Milliseconds(200));
     if (!batch.ok()) {
@@ -54,9 +55,17 @@ absl::Status ReadAfter(JetStream* js, const LogRepairTarget& target, uint64_t af
       continue;
     }
     for (LogMessage& m : *batch) {
+      if (m.delivery != next_delivery) {
+        st = absl::UnavailableError(absl::StrCat(
+            "log repair of ", target.subject, ": delivery ", next_delivery,
+            " of the scratch consumer never came (a connection lost?); read again"));
+        break;
+      }
+      ++next_delivery;
       if (m.sequence > after) out->push_back(std::move(m));
     }
-    if (out->back().sequence >= *last && out->back().pending == 0) break;
+    if (!st.ok()) break;
+    if (!out->empty() && out->back().sequence >= *last && out->back().pending == 0) break;
   }
   c.reset();
   (void)js->DeleteConsumer(target.stream, target.scratch_durable);

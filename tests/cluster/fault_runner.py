@@ -1,0 +1,552 @@
+#!/usr/bin/env python3
+"""The cluster's fault runner (issue 47, part 4): bounded, seeded rounds of
+faults over the topology of test_cluster_e2e.py (three nats-servers
+clustered with JetStream R=3, four zoomd nodes, two routers; each zoomd host
+in its own network namespace when run as root), under a mixed workload, with
+a history checker after every round. A run is reproducible from its seed:
+the same faults, on the same processes, at the same offsets, with the same
+operations (what the processes make of them depends on timing).
+
+Workload (one client, through either router at random, each operation with
+a deadline): upserts of new ids (a vector of their own, a payload),
+overwrites of acknowledged points (a new payload), deletes, SetPayload of a
+typed field, and after writes, session searches (exact, k=1, the write's
+tokens): the point just written must be the answer; after a delete, it must
+not be.
+
+Faults, one a round, chosen by the seed:
+  kill_node, kill_nats, kill_router   kill -9, restarted 1-3 s later
+  pause_node                          SIGSTOP past the node TTL, SIGCONT
+  partition_node                      its link down 2-5 s (netns only)
+  one_way_node                        its sends dropped 2-5 s (tc netem loss
+                                      100% on its side; netns only)
+  delay_node                          its sends delayed 4 s: tc netem delay
+                                      100 ms +- 50 ms (netns only)
+A kernel without netem (this VM's) gets tbf instead: a rate of 8 bit/s whose
+queue drops nearly every packet for one_way_node, 2 Mbit/s with up to 300 ms
+of queueing for delay_node; the summary says which ran.
+Without network namespaces the network faults become kill_node.
+
+The checker, after the fault is healed and the replicas have converged (every
+node up and caught up with the acknowledged writes' tokens, the replicas of
+each shard equal): for every id ever written, the state each replica holds
+(absent, or payload and field) must be one the history allows. An
+acknowledged write fixes the state, and an operation that failed or timed
+out adds its outcome as also possible, for ever after (it may have been
+applied, even later). Counted: lost (an acknowledged state missing from a
+replica), diverged (a shard's replicas differ), wrong (a state the history
+does not allow: stale, or never written), session violations. Time to heal:
+from the fault's end to the replicas converged. Exit status 1 when any
+is non-zero.
+
+  tests/cluster/fault_runner.py --rounds 50 --seed 7 --json out.json
+
+Loss of un-synced data (lazyfs power failures of the log) is
+tests/cluster/test_power_failure.py's; bit flips in data files are not here
+yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Dict, List, Optional, Set, Tuple
+
+os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+
+import grpc  # noqa: E402
+import numpy as np  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "client" / "python"))
+sys.path.insert(0, str(REPO / "tests" / "cluster"))
+from zoomd._proto import zoom_pb2, zoom_pb2_grpc  # noqa: E402
+from cluster_procs import NATS, accepts  # noqa: E402
+from cluster_procs import wait_until  # noqa: E402
+from test_cluster_e2e import TTL_S, Cluster  # noqa: E402
+
+FAULTS = ["kill_node", "kill_nats", "kill_router", "pause_node", "partition_node",
+          "one_way_node", "delay_node"]
+NET_FAULTS = {"partition_node", "one_way_node", "delay_node"}
+DIM = 16
+SHARDS, REPLICAS = 2, 3
+ABSENT = ("absent",)  # a point's state: ABSENT, or ("live", payload, field)
+
+State = Tuple
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def stub(target: str):
+    return zoom_pb2_grpc.VectorSearchStub(grpc.insecure_channel(target))
+
+
+def vector_of(i: int) -> List[float]:
+    """Point i's own vector (deterministic): exact search finds it alone."""
+    return np.random.default_rng(i).standard_normal(DIM).astype(np.float32).tolist()
+
+
+class History:
+    """What each id may hold: the state the last acknowledged operation
+    fixed, and every outcome of an operation that failed (it may have been
+    applied, even later)."""
+
+    def __init__(self) -> None:
+        self.fixed: Dict[int, State] = {}
+        self.maybe: Dict[int, Set[State]] = {}
+        self.attempted: Set[int] = set()
+
+    def allowed(self, i: int) -> Set[State]:
+        out = set(self.maybe.get(i, set()))
+        out.add(self.fixed.get(i, ABSENT))
+        return out
+
+    def acked(self, i: int, state: State) -> None:
+        self.attempted.add(i)
+        self.fixed[i] = state
+
+    def failed(self, i: int, state: State) -> None:
+        self.attempted.add(i)
+        self.maybe.setdefault(i, set()).add(state)
+
+    def current(self, i: int) -> State:
+        return self.fixed.get(i, ABSENT)
+
+
+class Workload:
+    """One client thread: writes and session reads through the routers."""
+
+    def __init__(self, cluster: Cluster, rng: random.Random, history: History,
+                 first_id: int) -> None:
+        self.cluster, self.rng, self.h = cluster, rng, history
+        self.next_id = first_id
+        self.stubs = {r: stub(cluster.target(r)) for r in cluster.routers}
+        self.stop = threading.Event()
+        self.acked = self.failed = self.reads = self.read_unavailable = 0
+        self.violations: List[str] = []
+        self.tokens: Dict[int, int] = {}
+        self.thread: Optional[threading.Thread] = None
+        self.version = 0
+        self.errors: Dict[str, int] = {}  # failed operations by gRPC code
+        self.first_error: Dict[str, str] = {}
+
+    def start(self) -> None:
+        self.stop.clear()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def finish(self) -> None:
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=60)
+            assert not self.thread.is_alive(), "the workload did not stop"
+
+    def _failed(self, op: str, e: grpc.RpcError) -> None:
+        """Counts a failed operation; a short pause so that a dead router is
+        not asked thousands of times a second."""
+        self.failed += 1
+        key = f"{op}:{e.code().name}"
+        self.errors[key] = self.errors.get(key, 0) + 1
+        self.first_error.setdefault(key, (e.details() or "")[:200])
+        time.sleep(0.02)
+
+    def _stub(self):
+        return self.stubs[self.rng.choice(self.cluster.routers)]
+
+    def _note_tokens(self, toks) -> None:
+        for t in toks:
+            self.tokens[t.shard] = max(self.tokens.get(t.shard, 0), t.sequence)
+
+    def _live_ids(self) -> List[int]:
+        return [i for i, s in self.h.fixed.items() if s[0] == "live"]
+
+    def _session_search(self, i: int, toks, want_present: bool) -> None:
+        req = zoom_pb2.SearchRequest(collection="docs", vector=vector_of(i), k=1, exact=True,
+                                     consistency=zoom_pb2.SESSION, after=toks)
+        try:
+            got = self._stub().Search(req, timeout=5)
+        except grpc.RpcError:
+            self.read_unavailable += 1
+            return
+        self.reads += 1
+        top = [h.id for h in got.hits]
+        if want_present and top != [i]:
+            self.violations.append(f"session read after writing {i} answered {top}")
+        if not want_present and i in top:
+            self.violations.append(f"session read after deleting {i} still answered it")
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.version += 1
+            live = self._live_ids()
+            op = self.rng.choices(["upsert", "overwrite", "delete", "set_payload"],
+                                  [5, 2, 1, 1] if live else [1, 0, 0, 0])[0]
+            try:
+                if op == "upsert" or op == "overwrite":
+                    if op == "upsert":
+                        ids = list(range(self.next_id, self.next_id + 5))
+                        self.next_id += 5
+                    else:
+                        ids = self.rng.sample(live, min(3, len(live)))
+                    states = {i: ("live", b"v%d-%d" % (i, self.version), None) for i in ids}
+                    pts = [zoom_pb2.Point(id=i, vector=vector_of(i), payload=states[i][1])
+                           for i in ids]
+                    try:
+                        resp = self._stub().Upsert(zoom_pb2.UpsertRequest(
+                            collection="docs", points=pts), timeout=5)
+                    except grpc.RpcError as e:
+                        self._failed(op, e)
+                        for i in ids:
+                            self.h.failed(i, states[i])
+                        continue
+                    self.acked += 1
+                    self._note_tokens(resp.tokens)
+                    for i in ids:
+                        self.h.acked(i, states[i])
+                    self._session_search(ids[0], resp.tokens, True)
+                elif op == "delete":
+                    i = self.rng.choice(live)
+                    try:
+                        resp = self._stub().Delete(zoom_pb2.DeleteRequest(
+                            collection="docs", ids=[i]), timeout=5)
+                    except grpc.RpcError as e:
+                        self._failed(op, e)
+                        self.h.failed(i, ABSENT)
+                        continue
+                    self.acked += 1
+                    self._note_tokens(resp.tokens)
+                    self.h.acked(i, ABSENT)
+                    self._session_search(i, resp.tokens, False)
+                else:
+                    i = self.rng.choice(live)
+                    cur = self.h.current(i)
+                    state = ("live", cur[1], self.version)
+                    try:
+                        resp = self._stub().SetPayload(zoom_pb2.SetPayloadRequest(
+                            collection="docs", ids=[i],
+                            fields={"v": zoom_pb2.Value(integer_value=self.version)}),
+                            timeout=5)
+                    except grpc.RpcError as e:
+                        self._failed(op, e)
+                        self.h.failed(i, state)
+                        # A failed SetPayload on a point an earlier failed op
+                        # may have changed: its field on any of those.
+                        for m in list(self.h.maybe.get(i, set())):
+                            if m[0] == "live":
+                                self.h.failed(i, ("live", m[1], self.version))
+                        continue
+                    self.acked += 1
+                    self._note_tokens(resp.tokens)
+                    self.h.acked(i, state)
+                    for m in list(self.h.maybe.get(i, set())):
+                        if m[0] == "live":  # an uncertain overwrite, its field set now
+                            self.h.failed(i, ("live", m[1], self.version))
+            except Exception as e:  # noqa: BLE001  (a bug here must not hang the run)
+                self.violations.append(f"workload error: {e!r}")
+                time.sleep(0.1)
+
+
+def local_shards(target: str) -> Dict[int, str]:
+    got = stub(target).ListCollections(zoom_pb2.ListCollectionsRequest(), timeout=5)
+    out = {}
+    for c in got.collections:
+        if c.spec.name.startswith("docs_s"):
+            out[int(c.spec.name[len("docs_s"):].split("_")[0])] = c.spec.name
+    return out
+
+
+def caught_up(target: str, tokens: Dict[int, int]) -> bool:
+    try:
+        s = stub(target)
+        for shard, name in local_shards(target).items():
+            if s.Count(zoom_pb2.CountRequest(collection=name), timeout=5).applied < \
+                    tokens.get(shard, 0):
+                return False
+        return True
+    except grpc.RpcError:
+        return False
+
+
+def read_replicas(cluster: Cluster, ids: List[int]) -> Dict[int, Dict[str, Dict[int, State]]]:
+    """shard -> node -> id -> state, for the ids a replica holds."""
+    out: Dict[int, Dict[str, Dict[int, State]]] = {}
+    for h in cluster.nodes:
+        s = stub(cluster.target(h))
+        for shard, name in local_shards(cluster.target(h)).items():
+            have: Dict[int, State] = {}
+            for b in range(0, len(ids), 2000):
+                got = s.Get(zoom_pb2.GetRequest(collection=name, ids=ids[b:b + 2000],
+                                                with_payload=True), timeout=30)
+                for p in got.points:
+                    field = p.fields["v"].integer_value if "v" in p.fields else None
+                    have[p.id] = ("live", p.payload, field)
+            out.setdefault(shard, {})[h] = have
+    return out
+
+
+class Runner:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.a = args
+        self.rng = random.Random(args.seed)
+        self.root = pathlib.Path(tempfile.mkdtemp(prefix="zoom-faults-", dir="/var/tmp"))
+        self.cluster = Cluster(self.root, routers=["r0", "r1"])
+        self.history = History()
+        self.rows: List[dict] = []
+        self.qdisc = ""
+
+    # ---- faults --------------------------------------------------------------------------
+
+    def restart_nats(self, i: int) -> None:
+        p = self.cluster.nats[i]
+        p.start()
+        wait_until(f"{p.name} to listen", lambda: accepts(p.argv[2], int(p.argv[4])), 30)
+
+    def shape(self, host: str, kind: Optional[str]) -> str:
+        """Impairs `host`'s sends: "drop" (all of them) or "slow" (delayed),
+        with tc netem where the kernel has it, else tbf (a rate so low that
+        its queue drops nearly every packet, or one that queues them); None
+        removes it. Which qdisc ran."""
+        net = self.cluster.net
+        i = net.hosts.index(host)
+        dev = net._veth(i, "b")
+        cmd = ["ip", "netns", "exec", net._ns(host), "tc", "qdisc"]
+        if kind is None:
+            subprocess.run(cmd + ["del", "dev", dev, "root"], capture_output=True)
+            return ""
+        netem = {"drop": ["loss", "100%"], "slow": ["delay", "100ms", "50ms"]}[kind]
+        tbf = {"drop": ["rate", "8bit", "burst", "64", "latency", "1ms"],
+               "slow": ["rate", "2mbit", "burst", "16kbit", "latency", "300ms"]}[kind]
+        for qdisc, spec in (("netem", netem), ("tbf", tbf)):
+            got = subprocess.run(cmd + ["replace", "dev", dev, "root", qdisc, *spec],
+                                 capture_output=True, text=True)
+            if got.returncode == 0:
+                return qdisc
+        raise RuntimeError(f"tc cannot shape {dev}: {got.stderr.strip()}")
+
+    def inject(self, fault: str) -> Tuple[str, float]:
+        """Injects `fault` and heals it; what it hit and when the heal ended."""
+        c, rng = self.cluster, self.rng
+        if fault in NET_FAULTS and not c.net.netns:
+            fault = "kill_node"
+        if fault == "kill_node":
+            h = rng.choice(c.nodes)
+            c.procs[h].signal(signal.SIGKILL)
+            time.sleep(rng.uniform(1, 3))
+            c.start_zoomd(h)
+        elif fault == "kill_nats":
+            i = rng.randrange(len(c.nats))
+            h = c.nats[i].name
+            c.nats[i].signal(signal.SIGKILL)
+            time.sleep(rng.uniform(1, 3))
+            self.restart_nats(i)
+        elif fault == "kill_router":
+            h = rng.choice(c.routers)
+            c.procs[h].signal(signal.SIGKILL)
+            time.sleep(rng.uniform(1, 3))
+            c.start_zoomd(h)
+        elif fault == "pause_node":
+            h = rng.choice(c.nodes)
+            c.procs[h].signal(signal.SIGSTOP)
+            time.sleep(TTL_S + rng.uniform(0.5, 2))
+            c.procs[h].signal(signal.SIGCONT)
+        elif fault == "partition_node":
+            h = rng.choice(c.nodes)
+            c.net.partition(h, True)
+            time.sleep(rng.uniform(2, 5))
+            c.net.partition(h, False)
+        elif fault == "one_way_node":
+            h = rng.choice(c.nodes)
+            self.qdisc = self.shape(h, "drop")
+            time.sleep(rng.uniform(2, 5))
+            self.shape(h, None)
+        elif fault == "delay_node":
+            h = rng.choice(c.nodes)
+            self.qdisc = self.shape(h, "slow")
+            time.sleep(4)
+            self.shape(h, None)
+        else:
+            raise ValueError(fault)
+        return h, time.monotonic()
+
+    # ---- the check -----------------------------------------------------------------------
+
+    def converge(self, tokens: Dict[int, int]) -> float:
+        """Waits until every node is caught up and each shard's replicas
+        agree; the seconds it took."""
+        t0 = time.monotonic()
+        for h in self.cluster.nodes:
+            wait_until(f"{h} to catch up", lambda h=h: caught_up(self.cluster.target(h), tokens),
+                       180, 0.1)
+        ids = sorted(self.history.attempted)
+        last = [""]
+
+        def agree() -> bool:
+            try:
+                reps = read_replicas(self.cluster, ids)
+            except grpc.RpcError as e:
+                last[0] = str(e.code())
+                return False
+            for shard, nodes in reps.items():
+                views = list(nodes.values())
+                if len(views) != REPLICAS or any(v != views[0] for v in views[1:]):
+                    last[0] = f"shard {shard}'s {len(views)} replicas differ"
+                    return False
+            return True
+        ok = True
+        try:
+            wait_until(lambda: f"the replicas to agree ({last[0]})", agree, 120, 0.5)
+        except RuntimeError:
+            ok = False
+        self.converged = ok
+        return time.monotonic() - t0
+
+    def check(self) -> Dict[str, int]:
+        ids = sorted(self.history.attempted)
+        reps = read_replicas(self.cluster, ids)
+        lost = diverged = wrong = 0
+        examples: List[str] = []
+        seen: Dict[int, List[State]] = {}
+        for shard, nodes in reps.items():
+            views = list(nodes.values())
+            for i in set().union(*[set(v) for v in views]):
+                states = {v.get(i, ABSENT) for v in views}
+                if len(states) > 1:
+                    diverged += 1
+                    examples.append(f"id {i} differs across shard {shard}'s replicas")
+            for v in views:
+                for i in ids:
+                    seen.setdefault(i, []).append(v.get(i, ABSENT))
+        for i in ids:
+            allowed = self.history.allowed(i)
+            present = [s for s in seen.get(i, []) if s != ABSENT]
+            if not present:
+                if ABSENT not in allowed:
+                    lost += 1
+                    examples.append(f"id {i} lost (acknowledged {self.history.fixed.get(i)})")
+                continue
+            for s in set(present):
+                if s not in allowed:
+                    wrong += 1
+                    examples.append(f"id {i} holds {s}; the history allows {allowed}")
+        for e in examples[:5]:
+            say(f"  ! {e}")
+        return {"lost": lost, "diverged": diverged, "wrong": wrong}
+
+    # ---- the run -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        c = self.cluster
+        c.start()
+        r = stub(c.target(c.routers[0]))
+        r.CreateCollection(zoom_pb2.CreateCollectionRequest(spec=zoom_pb2.CollectionSpec(
+            name="docs", dim=DIM, metric=zoom_pb2.L2, shards=SHARDS, replicas=REPLICAS)),
+            timeout=60)
+        wl = Workload(c, random.Random(self.a.seed + 1), self.history, first_id=1)
+        kinds = self.a.faults.split(",")
+        bad = 0
+        for rnd in range(self.a.rounds):
+            fault = kinds[rnd % len(kinds)] if self.a.cycle else self.rng.choice(kinds)
+            acked0, failed0, viol0 = wl.acked, wl.failed, len(wl.violations)
+            wl.errors.clear()
+            wl.start()
+            time.sleep(self.rng.uniform(0.5, 1.5))
+            target, healed_at = self.inject(fault)
+            time.sleep(self.rng.uniform(0.5, 1.5))
+            wl.finish()
+            self.converge(dict(wl.tokens))
+            heal_s = time.monotonic() - healed_at
+            counts = self.check()
+            row = {"round": rnd, "fault": fault, "target": target,
+                   "acked": wl.acked - acked0, "failed": wl.failed - failed0,
+                   "session_violations": len(wl.violations) - viol0,
+                   "converged": self.converged, "heal_seconds": round(heal_s, 2), **counts}
+            row["errors"] = dict(wl.errors)
+            for v in wl.violations[viol0:viol0 + 3]:
+                say(f"  ! {v}")
+            if wl.errors:
+                say("  failed: " + ", ".join(f"{k} x{n} ('{wl.first_error.get(k, '')[:90]}')"
+                                             for k, n in sorted(wl.errors.items())))
+            self.rows.append(row)
+            say(f"round {rnd:3d} {fault:15s} on {target:6s}: {row['acked']:4d} acked, "
+                f"{row['failed']:3d} failed, lost {counts['lost']}, diverged "
+                f"{counts['diverged']}, wrong {counts['wrong']}, session violations "
+                f"{row['session_violations']}, healed in {heal_s:.1f} s")
+            if counts["lost"] or counts["diverged"] or counts["wrong"] or \
+                    row["session_violations"] or not self.converged:
+                bad += 1
+        self.summary(wl)
+        return 1 if bad else 0
+
+    def summary(self, wl: Workload) -> None:
+        table: Dict[str, dict] = {}
+        for row in self.rows:
+            t = table.setdefault(row["fault"], {"rounds": 0, "acked": 0, "failed": 0, "lost": 0,
+                                                "diverged": 0, "wrong": 0,
+                                                "session_violations": 0, "heal": []})
+            t["rounds"] += 1
+            for k in ("acked", "failed", "lost", "diverged", "wrong", "session_violations"):
+                t[k] += row[k]
+            t["heal"].append(row["heal_seconds"])
+        say(f"\nseed {self.a.seed}, {len(self.rows)} rounds, netns {self.cluster.net.netns}, "
+            f"qdisc {self.qdisc or '-'}; "
+            f"{wl.reads} session reads ({wl.read_unavailable} unavailable)")
+        say(f"{'fault':15s} {'rounds':>6s} {'acked':>6s} {'failed':>6s} {'lost':>5s} "
+            f"{'diverged':>8s} {'wrong':>7s} {'session':>7s} {'heal p50':>8s} {'heal max':>8s}")
+        for f, t in sorted(table.items()):
+            say(f"{f:15s} {t['rounds']:6d} {t['acked']:6d} {t['failed']:6d} {t['lost']:5d} "
+                f"{t['diverged']:8d} {t['wrong']:7d} {t['session_violations']:7d} "
+                f"{statistics.median(t['heal']):8.1f} {max(t['heal']):8.1f}")
+            t["heal_seconds_median"] = statistics.median(t.pop("heal"))
+        if self.a.json:
+            pathlib.Path(self.a.json).write_text(json.dumps(
+                {"seed": self.a.seed, "netns": self.cluster.net.netns, "qdisc": self.qdisc,
+                 "rounds": self.rows,
+                 "by_fault": table, "session_reads": wl.reads,
+                 "session_reads_unavailable": wl.read_unavailable}, indent=1) + "\n")
+
+    def close(self, keep: bool) -> None:
+        self.cluster.stop()
+        if keep:
+            say(f"logs in {self.root}")
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
+    ap.add_argument("--faults", default=",".join(FAULTS))
+    ap.add_argument("--cycle", action="store_true",
+                    help="take the faults in turn instead of at random")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the data and logs")
+    a = ap.parse_args(argv)
+    if not os.access(NATS, os.X_OK):
+        say("nats-server is not installed")
+        return 2
+    say(f"fault runner: seed {a.seed}, {a.rounds} rounds of {a.faults}")
+    runner = Runner(a)
+    code = 1
+    try:
+        code = runner.run()
+    finally:
+        runner.close(a.keep or code != 0)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
