@@ -28,6 +28,12 @@ all on this machine's cores, then measures (--parts, default all):
             applied (its log replayed); then the same node with an empty
             disk: bootstrap (a peer's snapshot streamed, restored, the log
             after it replayed) in points/s.
+  rereplicate
+            a node killed for good (S=2, R=3): seconds until the router
+            declares it dead, then until the live nodes hold R copies of
+            every point again (its replicas placed elsewhere and
+            bootstrapped), against shard bytes / 100 MB/s + 60 s; searches
+            and writes meanwhile, and how many failed.
   fanout    S = 1, 2, 4 (R=1; every shard on its own node): QPS, p99,
             recall and CPU seconds a query (/proc, nodes and router apart),
             against the model of docs/scale-out.md.
@@ -37,7 +43,8 @@ all on this machine's cores, then measures (--parts, default all):
             alternated, and how the calls spread over the nodes.
 
 Every number is printed as it comes and written to --json (one object:
-router_vs_single, write_throughput, failover, catch_up, fanout, decoder). The cores
+router_vs_single, write_throughput, failover, catch_up, fanout, decoder,
+rereplicate). The cores
 are shared by every process (the clients too): read ratios, not scaling.
 
   python3 loadtest/cluster_bench.py --zoomd build2/server/main/zoomd \\
@@ -169,7 +176,8 @@ class Bench:
                 argv += [f"--role={'router' if h == 'router' else 'node'}",
                          f"--nats={self.nats_urls}", "--nats_replicas=3", "--cluster=bench"]
             if h in NODES:
-                argv += [f"--node_id={h}", f"--data_dir={self.root / h}"]
+                argv += [f"--node_id={h}", f"--data_dir={self.root / h}",
+                         f"--rereplicate_after_s={a.rereplicate_after_s}"]
             self.procs[h] = Proc(h, argv, self.root / f"{h}.log")
         self.client: Dict[str, zoomd.Client] = {}
         self.out: Dict[str, object] = {}
@@ -575,6 +583,91 @@ class Bench:
             f"{t_serving - t_start:.2f} s)")
         self.out["catch_up"] = {"catch_up_points_per_s": rows["replay"]["points_per_s"], **rows}
 
+    def part_rereplicate(self) -> None:
+        """A node lost for good: its replicas are placed on the others and
+        bootstrapped from a peer's snapshot, without an operator. Timed from
+        the node being declared dead (the router's live nodes drop: its
+        heartbeats stopped --node_ttl_s ago) to every shard at R again (the
+        live nodes hold R copies of every point), against the issue's target
+        of shard bytes / 100 MB/s + 60 s; searches and writes run
+        throughout (MAJORITY at R = 3: one replica down does not stop them)
+        and their failures are counted."""
+        for name in ("f1", "f2", "f4", "cu"):
+            try:
+                self.client["router"].drop_collection(name)
+            except zoomd.NotFound:
+                pass
+        if self.procs["z1"].p is None or self.procs["z1"].p.poll() is not None:
+            self.start_zoomd("z1")
+        name, r = "rr", 3
+        self.create(name, shards=2, replicas=r)
+        n = len(self.base)
+        self.imported("router", name)
+        wait_until("every replica to hold the import",
+                   lambda: sum(max(0, self.local_points(h, name)) for h in NODES) == r * n,
+                   900, 0.05)
+        victim = "z0"
+        live = [h for h in NODES if h != victim]
+        stop = threading.Event()
+        counts = {"searches": 0, "writes": 0, "failed": 0}
+        written: List[int] = []
+        retry = zoomd.RetryPolicy(attempts=10, max_backoff=2.0, retry_writes=True)
+
+        def searcher() -> None:
+            with zoomd.Client(self.target("router"), timeout=10, retry=retry) as c:
+                i = 0
+                while not stop.is_set():
+                    try:
+                        c.search(name, self.base[i % n], k=10)
+                        counts["searches"] += 1
+                    except zoomd.ZoomError:
+                        counts["failed"] += 1
+                    i += 1
+
+        def writer() -> None:
+            with zoomd.Client(self.target("router"), timeout=30, retry=retry) as c:
+                next_id = n
+                while not stop.is_set():
+                    ids = list(range(next_id, next_id + 10))
+                    next_id += 10
+                    try:
+                        c.upsert(name, ids, self.base[[i % n for i in ids]])
+                        counts["writes"] += 1
+                        written.extend(ids)
+                    except zoomd.ZoomError:
+                        counts["failed"] += 1
+                    time.sleep(0.05)
+        threads = [threading.Thread(target=searcher, daemon=True),
+                   threading.Thread(target=writer, daemon=True)]
+        for t in threads:
+            t.start()
+        t_kill = time.monotonic()
+        self.procs[victim].signal(signal.SIGKILL)
+        wait_until("the router to declare z0 dead", lambda: metric(
+            self.metrics["router"], "zoomd_router_live_nodes") == len(live), 300, 0.05)
+        t_dead = time.monotonic()
+        wait_until("R restored on the live nodes", lambda: sum(
+            max(0, self.local_points(h, name)) for h in live) >= r * (n + len(written)),
+            1800, 0.1)
+        t_done = time.monotonic()
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        shard_bytes = (n + len(written)) / 2 * self.dim * 4
+        target = shard_bytes / 100e6 + 60
+        row = {"points": n, "shards": 2, "replicas": r, "shard_bytes": round(shard_bytes),
+               "seconds_to_declared_dead": round(t_dead - t_kill, 3),
+               "seconds_dead_to_restored": round(t_done - t_dead, 3),
+               "target_seconds": round(target, 3),
+               "searches": counts["searches"], "writes": counts["writes"],
+               "failed": counts["failed"]}
+        say(f"re-replication: {victim} killed, declared dead after {t_dead - t_kill:.1f} s, R = "
+            f"{r} restored {t_done - t_dead:.1f} s later (target {target:.1f} s for "
+            f"{shard_bytes / 1e6:.1f} MB shards); {counts['searches']} searches and "
+            f"{counts['writes']} writes meanwhile, {counts['failed']} failed")
+        self.out["rereplicate"] = row
+
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -588,7 +681,7 @@ def main() -> None:
                     default=REPO.parent / "shared" / "data" / "lm-ptb",
                     help="decoder: an LM export (W.f32, b.f32, vocab.txt, meta.json, H.f32)")
     ap.add_argument("--parts",
-                    default="router,writes,concerns,failover,catchup,fanout,decoder")
+                    default="router,writes,concerns,failover,catchup,fanout,decoder,rereplicate")
     ap.add_argument("--concern_writes", type=int, default=300,
                     help="concerns: one-point upserts timed a concern and replication factor")
     ap.add_argument("--concern_import", type=int, default=20000,
@@ -600,6 +693,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--threads", type=int, default=8)
     ap.add_argument("--catchup_points", type=int, default=100000)
+    ap.add_argument("--rereplicate_after_s", type=int, default=60,
+                    help="rereplicate: the nodes' --rereplicate_after_s (zoomd's default)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the data and logs")
     ap.add_argument("--vs_zoomd", default=None,
@@ -639,6 +734,8 @@ def main() -> None:
             b.part_concerns()
         if "catchup" in parts:
             b.part_catchup()
+        if "rereplicate" in parts:
+            b.part_rereplicate()
     except BaseException:
         for x in benches:
             say(f"logs in {x.root}")

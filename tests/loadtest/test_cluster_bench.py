@@ -40,13 +40,13 @@ def test_cluster_bench_runs_and_reports(tmp_path: pathlib.Path) -> None:
          "--zoomload", zoomload, "--dataset", str(REPO / "tests" / "data" / "sift-ngt-5k"),
          "--metric", "l2", "--duration", "1", "--warmup", "0.5", "--runs", "1", "--trials", "1",
          "--catchup_points", "500", "--threads", "4", "--lm_dataset", str(lm),
-         "--concern_writes", "30", "--concern_import", "500",
+         "--concern_writes", "30", "--concern_import", "500", "--rereplicate_after_s", "2",
          "--json", str(out)],
         capture_output=True, text=True, timeout=600, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     got = json.loads(out.read_text())
     assert set(got) == {"write_throughput", "router_vs_single", "fanout", "failover", "catch_up",
-                        "decoder", "write_concerns"}
+                        "decoder", "write_concerns", "rereplicate"}
     for r in (1, 2, 3):
         for w in ("log", "majority", "all"):
             row = got["write_concerns"][f"router_R{r}_{w}"]
@@ -60,3 +60,5 @@ def test_cluster_bench_runs_and_reports(tmp_path: pathlib.Path) -> None:
     assert got["failover"]["failover_gap_ms_median"] > 0
     assert got["catch_up"]["catch_up_points_per_s"] > 0
     assert got["catch_up"]["bootstrap"]["points"] == 4500 + 500
+    assert got["rereplicate"]["failed"] == 0, got["rereplicate"]
+    assert got["rereplicate"]["seconds_dead_to_restored"] > 0
