@@ -243,6 +243,20 @@ absl::Status ClusterCatalog::RaiseLogFloor(uint64_t uid, uint32_t shard, uint64_
   return absl::AbortedError(absl::StrCat("log floor ", key, ": changed 16 times in a row"));
 }
 
+absl::Status ClusterCatalog::LowerLogFloor(uint64_t uid, uint32_t shard, uint64_t floor) {
+  const std::string key = FloorKey(uid, shard);
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    ZOOM_ASSIGN_OR_RETURN(std::optional<KvEntry> e, floors_->Get(key));
+    if (!e.has_value()) return absl::OkStatus();  // 1: nothing purged
+    ZOOM_ASSIGN_OR_RETURN(uint64_t now, ParseFloor(*e));
+    if (now <= floor) return absl::OkStatus();
+    absl::StatusOr<uint64_t> rev = floors_->Update(key, absl::StrCat(floor), e->revision);
+    if (rev.ok()) return absl::OkStatus();
+    if (!absl::IsAborted(rev.status())) return rev.status();
+  }
+  return absl::AbortedError(absl::StrCat("log floor ", key, ": changed 16 times in a row"));
+}
+
 absl::StatusOr<std::vector<NodeInfo>> ClusterCatalog::LiveNodes() const {
   ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> keys, nodes_->Keys());
   std::vector<NodeInfo> all;

@@ -86,6 +86,12 @@ class ClusterCatalog {
   // Raises the floor to `floor` (never lowers it: compare-and-set on the
   // key's revision, retried). Written BEFORE the purge it announces.
   absl::Status RaiseLogFloor(uint64_t uid, uint32_t shard, uint64_t floor);
+  // Lowers the floor to `floor` when it is above (compare-and-set,
+  // retried): after a log repair re-seeded the log from a fork point F
+  // (every entry after F is in the stream again), the floor a lost history
+  // had raised past F + 1 is F + 1, or every replica rewound to F would
+  // stop as purged past.
+  absl::Status LowerLogFloor(uint64_t uid, uint32_t shard, uint64_t floor);
 
   // What NATS lost (a power failure before JetStream synced its files can
   // take a bucket or a stream with everything in it):

@@ -442,6 +442,9 @@ absl::Status ClusterNode::Reconcile() {
     ro.log_floor = [catalog = catalog_.get(), uid = m.uid, k] {
       return catalog->LogFloor(uid, k);
     };
+    ro.lower_floor = [catalog = catalog_.get(), uid = m.uid, k](uint64_t floor) {
+      return catalog->LowerLogFloor(uid, k, floor);
+    };
     // A repair (and a stream made again) only for the collection this
     // replica belongs to: one dropped, or dropped and created again under
     // its name (the same stream name), is not this replica's to write to.

@@ -1,5 +1,6 @@
 #include "server/cluster/log_repair.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <random>
@@ -24,11 +25,14 @@ absl::StatusOr<uint64_t> FloorOf(const LogRepairTarget& target) {
 }
 
 // Whether the log still holds the entry `id` at `sequence` of the subject
-// (purged below the floor counts as held).
+// (purged below the floor counts as held, but only below the log's end
+// `last`: an entry past the end was lost with the log's tail, whatever the
+// floor says, and the sequences past the end go to new writes).
 absl::StatusOr<bool> Held(const JetStream& js, const LogRepairTarget& target,
-                          std::string_view id, uint64_t sequence, uint64_t floor) {
+                          std::string_view id, uint64_t sequence, uint64_t floor,
+                          uint64_t last) {
   absl::StatusOr<LogMessage> m = js.GetMessage(target.stream, sequence);
-  if (absl::IsNotFound(m.status())) return sequence < floor;
+  if (absl::IsNotFound(m.status())) return sequence < floor && sequence <= last;
   if (!m.ok()) return m.status();
   return m->subject == target.subject && m->id == id;
 }
@@ -111,8 +115,10 @@ absl::StatusOr<LogVerdict> CheckLogAt(const JetStream& js, const LogRepairTarget
   }
   if (!absl::IsNotFound(m.status())) return m.status();
   ZOOM_ASSIGN_OR_RETURN(uint64_t floor, FloorOf(target));
-  if (position < floor) return v;  // purged below every replica
   ZOOM_ASSIGN_OR_RETURN(uint64_t last, js.LastSequence(target.stream, target.subject));
+  // Purged below every replica, unless the log now ends before it (the
+  // floor was raised over a history the log lost).
+  if (position < floor && position <= last) return v;
   v.check = LogCheck::kForked;
   v.detail = last < position
                  ? absl::StrCat("the log of ", target.subject, " ends at ", last,
@@ -124,6 +130,7 @@ absl::StatusOr<LogVerdict> CheckLogAt(const JetStream& js, const LogRepairTarget
 absl::StatusOr<LogRepairResult> RepairLog(JetStream* js, const LogRepairTarget& target,
                                           const RetainedLog& retained, uint64_t position) {
   ZOOM_ASSIGN_OR_RETURN(const uint64_t floor, FloorOf(target));
+  ZOOM_ASSIGN_OR_RETURN(const uint64_t end, js->LastSequence(target.stream, target.subject));
   // 1. The fork point: entries held are a prefix of the retained ones.
   std::vector<uint64_t> seqs = retained.Sequences();
   while (!seqs.empty() && seqs.back() > position) seqs.pop_back();
@@ -131,7 +138,7 @@ absl::StatusOr<LogRepairResult> RepairLog(JetStream* js, const LogRepairTarget& 
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
     ZOOM_ASSIGN_OR_RETURN(bool held,
-                          Held(*js, target, *retained.IdAt(seqs[mid]), seqs[mid], floor));
+                          Held(*js, target, *retained.IdAt(seqs[mid]), seqs[mid], floor, end));
     if (held) {
       lo = mid + 1;
     } else {
@@ -151,7 +158,11 @@ absl::StatusOr<LogRepairResult> RepairLog(JetStream* js, const LogRepairTarget& 
           "the log of ", target.subject, " forked at or before sequence ", cover,
           ", from which this replica retains its entries: restore a peer's snapshot"));
     }
-    result.fork_point = cover;
+    // Never past the log's end: what lies between it and `cover` was purged
+    // below every replica (it is in each one's state) and the log lost it
+    // with its tail; the sequences after the end go to new writes, which a
+    // replica positioned past them would skip.
+    result.fork_point = std::min(cover, end);
   }
   ZOOM_ASSIGN_OR_RETURN(std::vector<RetainedEntry> mine, retained.After(result.fork_point));
   std::set<std::string, std::less<>> mine_ids;

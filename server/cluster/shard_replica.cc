@@ -209,6 +209,13 @@ bool ShardReplica::OnVerdict(const absl::StatusOr<LogVerdict>& verdict, uint64_t
   }
   absl::StatusOr<LogRepairResult> repaired = RepairLog(js_, target_, *retained_, position);
   absl::Status st = repaired.status();
+  if (st.ok() && options_.lower_floor) {
+    // The log after the fork point is whole again: a floor the lost history
+    // raised past it would stop this replica, and every other, as purged
+    // past (found by fault_runner.py's power_nats). Lowered before the
+    // rewind, so that no replica at the fork point ever reads the old one.
+    st = options_.lower_floor(repaired->fork_point + 1);
+  }
   if (st.ok()) {
     // Rewound: the log from the fork point is applied again.
     st = retained_->DropAfter(repaired->fork_point);

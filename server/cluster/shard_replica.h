@@ -92,6 +92,10 @@ struct ShardReplicaOptions {
   absl::Duration retry_wait = absl::Milliseconds(200);
   // The shard's log floor (ClusterCatalog::LogFloor); empty: not checked.
   std::function<absl::StatusOr<uint64_t>()> log_floor;
+  // After a repair rewound the replica to fork point F (the log holds every
+  // entry after F again): lowers the shard's floor to F + 1 if it is above
+  // (ClusterCatalog::LowerLogFloor). Empty: not lowered.
+  std::function<absl::Status(uint64_t floor)> lower_floor;
   absl::Duration floor_check = absl::Seconds(5);
   // Makes every write applied so far durable (null: they are when applied).
   std::function<absl::Status()> sync;

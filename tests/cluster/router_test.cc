@@ -430,7 +430,13 @@ TEST_F(RouterTest, WhatNodesAndRoutersRefuseSaysWhatToDo) {
   v1::Point* nan = bad.mutable_points(0);
   for (uint32_t i = 0; i < kDim; ++i) nan->add_vector(i == 3 ? NAN : 1.0f);
   EXPECT_THAT(client_->Upsert(bad), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(client_->CreateSnapshot("docs"), StatusIs(absl::StatusCode::kUnimplemented));
+  // Snapshots are routed (ClusterSnapshots): one archive of every shard,
+  // kept by the router.
+  absl::StatusOr<v1::SnapshotInfo> snap = client_->CreateSnapshot("docs");
+  ASSERT_OK(snap.status());
+  EXPECT_EQ(snap->collection(), "docs");
+  EXPECT_THAT(client_->CreateSnapshot("nope"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope")));
   // Import through the router: each message a logged upsert; visible once
   // applied (eventual reads: waited for, bounded).
   const std::vector<float> data = Vectors(250, 3);

@@ -368,6 +368,75 @@ TEST_F(ShardReplicaTest, ALogThatForgotItsTailIsRepairedFromTheReplica) {
   EXPECT_EQ(Dump(*b), model_);
 }
 
+// A log that lost its tail past a floor the lost history had raised (a
+// power failure of every NATS server after the log was trimmed): the
+// entries below the floor count as purged only below the log's new end, so
+// the fork point is never past it. The replica does not skip the new
+// writes that reuse the sequences, publishes its lost entries again, and
+// lowers the floor to the fork point + 1 (else every replica rewound there
+// would stop as purged past; found by tests/cluster/fault_runner.py's
+// power_nats).
+TEST_F(ShardReplicaTest, ALogThatLostItsTailPastTheFloorIsRepairedAndTheFloorLowered) {
+  auto a = Local("docs_s0_a");
+  ASSERT_NE(a, nullptr);
+  absl::Mutex mu;
+  uint64_t floor = 1;
+  ShardReplicaOptions o = QuickOptions("a_docs_0");
+  o.verify_every = absl::Milliseconds(50);
+  o.floor_check = absl::ZeroDuration();
+  o.retain_bytes = 1;  // only the newest entry retained: covered from the one before
+  o.log_floor = [&]() -> absl::StatusOr<uint64_t> {
+    absl::MutexLock l(&mu);
+    return floor;
+  };
+  o.lower_floor = [&](uint64_t f) {
+    absl::MutexLock l(&mu);
+    floor = std::min(floor, f);
+    return absl::OkStatus();
+  };
+  ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, o));
+  std::vector<uint64_t> seqs;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(PubAck p, js_->Publish(kShard0, EncodeLogEntry(Upsert(i, 1, 0.0f)),
+                                                absl::StrCat("old", i)));
+    ApplyToModel(Upsert(i, 1, 0.0f));
+    seqs.push_back(p.sequence);
+  }
+  ASSERT_TRUE(Applied(ra.get(), seqs.back())) << ra->status().last_error;
+  ra.reset();
+  {
+    absl::MutexLock l(&mu);
+    floor = seqs[4];  // trimmed: the entries below old4 may be gone
+  }
+  // The log lost everything; the replica finds it empty and repairs it
+  // (its entry above the floor published again) before any new write
+  // comes: the new ones take the sequences after it, below the replica's
+  // old position, where it retains nothing to tell them apart.
+  ASSERT_OK(js_->DeleteStream(kStream));
+  ASSERT_OK(js_->EnsureStream({kStream, {kShard0, kShard1}}));
+  ASSERT_OK_AND_ASSIGN(ra, ShardReplica::Start(js_.get(), a, o));
+  absl::Time until = absl::Now() + absl::Seconds(60);
+  while (ra->status().repairs < 1 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_GE(ra->status().repairs, 1u) << ra->status().last_error;
+  ASSERT_OK_AND_ASSIGN(PubAck fresh,
+                       js_->Publish(kShard0, EncodeLogEntry(Upsert(50, 1, 0.0f)), "new0"));
+  ASSERT_OK(js_->Publish(kShard0, EncodeLogEntry(Upsert(1, 1, 0.5f)), "new1").status());
+  ApplyToModel(Upsert(50, 1, 0.0f));
+  ApplyToModel(Upsert(1, 1, 0.5f));
+  ASSERT_LT(fresh.sequence, seqs[4]);  // a sequence below the old floor, given again
+  until = absl::Now() + absl::Seconds(60);
+  bool done = false;
+  while (!done && absl::Now() < until) {
+    absl::StatusOr<uint64_t> end = js_->LastSequence(kStream, kShard0);
+    done = end.ok() && ra->status().applied >= *end && Dump(*a) == model_;
+    if (!done) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(Dump(*a), model_) << ra->status().last_error;
+  EXPECT_FALSE(ra->status().behind_floor);
+  absl::MutexLock l(&mu);
+  EXPECT_LE(floor, fresh.sequence);
+}
+
 // A fork the replica first meets inside a batch (the new writes already
 // run past its position): the batch is applied beside the check, never
 // reported, and undone by the repair's rewind; the replica ends equal to
