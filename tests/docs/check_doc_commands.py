@@ -60,6 +60,9 @@ WRAPPERS = {"sudo", "exec", "time", "env", "nohup", "nice"}
 # Abseil's own flags, which --helpfull does not list.
 ABSL_BUILTIN = {"help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch",
                 "version", "only_check_args"}
+# Scripts outside loadtest/ whose commands and flags the docs give (run
+# with --help like loadtest/'s).
+TEST_SCRIPTS = ("tests/cluster/fault_runner.py",)
 DEBIAN_PYTHON = "/usr/bin/python3"
 # Flag names the docs use as placeholders (`--flag=value`, `--noflag`).
 PLACEHOLDER_FLAGS = {"flag", "noflag"}
@@ -425,7 +428,9 @@ class Checker:
             flags = {}
             tools = [self.tool(b) for b in sorted(self.binaries)]
             python = DEBIAN_PYTHON if os.path.exists(DEBIAN_PYTHON) else sys.executable
-            for path in sorted(glob.glob(os.path.join(self.source_dir, "loadtest", "*.py"))):
+            scripts = glob.glob(os.path.join(self.source_dir, "loadtest", "*.py")) + [
+                os.path.join(self.source_dir, s) for s in TEST_SCRIPTS]
+            for path in sorted(scripts):
                 with open(path, encoding="utf-8", errors="replace") as f:
                     if "argparse" not in f.read():
                         continue
@@ -513,7 +518,7 @@ class Checker:
         if word.endswith(".py"):
             rel = os.path.normpath(word)
             path = os.path.join(self.source_dir, rel)
-            if rel.startswith("loadtest/") and os.path.isfile(path):
+            if (rel.startswith("loadtest/") or rel in TEST_SCRIPTS) and os.path.isfile(path):
                 with open(path, encoding="utf-8", errors="replace") as f:
                     if "argparse" in f.read():
                         tool = self.script(rel, python)
