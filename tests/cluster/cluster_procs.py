@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "client" / "python"))
@@ -166,3 +166,88 @@ def start_serving(p: Proc, target: str, wait_until: Callable, timeout: float,
             return False
         return port_file.exists() and p.p.poll() is None and health(target)
     wait_until(lambda: f"{p.name} to serve ({p.tail()[-500:]})", up, timeout, every)
+
+
+# ---- shards on a node, and un-synced data --------------------------------------------
+
+
+def _stub(target: str):
+    import grpc
+    from zoomd._proto import zoom_pb2_grpc
+    return zoom_pb2_grpc.VectorSearchStub(grpc.insecure_channel(target))
+
+
+def local_shards(target: str, collection: str = "docs") -> Dict[int, str]:
+    """shard -> the local collection name of `collection`'s replica on the
+    node at `target` (its local collections are COLLECTION_s<K>_<uid>)."""
+    from zoomd._proto import zoom_pb2
+    got = _stub(target).ListCollections(zoom_pb2.ListCollectionsRequest(), timeout=10)
+    out = {}
+    prefix = f"{collection}_s"
+    for c in got.collections:
+        if c.spec.name.startswith(prefix):
+            out[int(c.spec.name[len(prefix):].split("_")[0])] = c.spec.name
+    return out
+
+
+def caught_up(target: str, tokens: Dict[int, int], collection: str = "docs") -> bool:
+    """Every replica of `collection` on the node has applied its shard's log
+    up to `tokens` (shard -> sequence); False while the node cannot say."""
+    import grpc
+    from zoomd._proto import zoom_pb2
+    try:
+        s = _stub(target)
+        for shard, name in local_shards(target, collection).items():
+            if s.Count(zoom_pb2.CountRequest(collection=name), timeout=5).applied < \
+                    tokens.get(shard, 0):
+                return False
+        return True
+    except grpc.RpcError:
+        return False
+
+
+class LazyMount:
+    """A lazyfs mount (tests/faults/lazyfs: writes kept in memory until
+    fsync; crash() drops what was not synced) of BACKING at MNT, its log
+    beside them. start() raises RuntimeError when it cannot mount."""
+
+    def __init__(self, exe: str, backing: pathlib.Path, mnt: pathlib.Path,
+                 log: pathlib.Path) -> None:
+        self.exe, self.backing, self.mnt, self.log = exe, backing, mnt, log
+        self.backing.mkdir(parents=True, exist_ok=True)
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        self.proc: Optional[subprocess.Popen] = None
+
+    def start(self, timeout: float = 15) -> None:
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen([self.exe, str(self.backing), str(self.mnt), "-f"],
+                                         stdout=out, stderr=subprocess.STDOUT)
+        end = time.monotonic() + timeout
+        while not os.path.ismount(self.mnt):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"cannot mount FUSE here: {self.log.read_text().strip()}")
+            if time.monotonic() > end:
+                raise RuntimeError(f"lazyfs did not mount: {self.log.read_text()}")
+            time.sleep(0.01)
+
+    def _ctl(self, what: str) -> None:
+        with open(self.mnt / ".lazyfs-ctl", "w") as ctl:
+            ctl.write(what)
+
+    def crash(self) -> None:
+        """What was not synced is dropped (a power failure)."""
+        self._ctl("crash")
+
+    def sync(self) -> None:
+        """Everything written so far made durable (a periodic flush)."""
+        self._ctl("sync")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True, timeout=30)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

@@ -82,7 +82,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "client" / "python"))
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 from zoomd._proto import zoom_pb2, zoom_pb2_grpc  # noqa: E402
-from cluster_procs import NATS, accepts  # noqa: E402
+from cluster_procs import NATS, LazyMount, accepts, caught_up, local_shards  # noqa: E402
 from cluster_procs import wait_until  # noqa: E402
 from test_cluster_e2e import TTL_S, Cluster  # noqa: E402
 
@@ -283,62 +283,6 @@ def lazyfs_binary() -> Optional[str]:
     return path
 
 
-class LazyMount:
-    """A lazyfs mount (tests/faults/lazyfs: writes kept in memory until
-    fsync; "crash" drops what was not synced)."""
-
-    def __init__(self, exe: str, root: pathlib.Path) -> None:
-        self.exe, self.backing, self.mnt = exe, root / "backing", root / "mnt"
-        self.backing.mkdir(parents=True)
-        self.mnt.mkdir(parents=True)
-        self.log = root / "lazyfs.log"
-        self.proc: Optional[subprocess.Popen] = None
-
-    def start(self) -> None:
-        with open(self.log, "w") as out:
-            self.proc = subprocess.Popen([self.exe, str(self.backing), str(self.mnt), "-f"],
-                                         stdout=out, stderr=subprocess.STDOUT)
-        wait_until(lambda: f"lazyfs to mount {self.mnt} ({self.log.read_text()[-300:]})",
-                   lambda: os.path.ismount(self.mnt) or self.proc.poll() is not None, 15, 0.01)
-        if not os.path.ismount(self.mnt):
-            raise RuntimeError(f"lazyfs did not mount: {self.log.read_text()[-500:]}")
-
-    def crash(self) -> None:
-        with open(self.mnt / ".lazyfs-ctl", "w") as ctl:
-            ctl.write("crash")
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True, timeout=30)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def local_shards(target: str) -> Dict[int, str]:
-    got = stub(target).ListCollections(zoom_pb2.ListCollectionsRequest(), timeout=5)
-    out = {}
-    for c in got.collections:
-        if c.spec.name.startswith("docs_s"):
-            out[int(c.spec.name[len("docs_s"):].split("_")[0])] = c.spec.name
-    return out
-
-
-def caught_up(target: str, tokens: Dict[int, int]) -> bool:
-    try:
-        s = stub(target)
-        for shard, name in local_shards(target).items():
-            if s.Count(zoom_pb2.CountRequest(collection=name), timeout=5).applied < \
-                    tokens.get(shard, 0):
-                return False
-        return True
-    except grpc.RpcError:
-        return False
-
-
 def read_replicas(cluster: Cluster, ids: List[int]) -> Dict[int, Dict[str, Dict[int, State]]]:
     """shard -> node -> id -> state, for the ids a replica holds."""
     out: Dict[int, Dict[str, Dict[int, State]]] = {}
@@ -377,8 +321,10 @@ class Runner:
             if exe is None:
                 raise SystemExit("power faults need lazyfs (build the lazyfs target; set "
                                  "LAZYFS_BINARY) and /dev/fuse")
-            self.lazy = {"nats": LazyMount(exe, self.root / "lazy-nats"),
-                         "z0": LazyMount(exe, self.root / "lazy-z0")}
+            self.lazy = {m: LazyMount(exe, self.root / f"lazy-{m}" / "backing",
+                                      self.root / f"lazy-{m}" / "mnt",
+                                      self.root / f"lazy-{m}" / "lazyfs.log")
+                         for m in ("nats", "z0")}
             for i, p in enumerate(self.cluster.nats):
                 p.argv[p.argv.index("-sd") + 1] = str(self.lazy["nats"].mnt / f"nats{i}")
             z0 = self.cluster.procs["z0"].argv

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, List, Set
+from typing import Dict, List
 
 os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
 
@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "client" / "python"))
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 import zoomd  # noqa: E402
 from zoomd._proto import zoom_pb2, zoom_pb2_grpc  # noqa: E402
-from cluster_procs import NATS, Proc, free_port, health  # noqa: E402
+from cluster_procs import NATS, Proc, caught_up, free_port, health, local_shards  # noqa: E402
 from test_cluster_e2e import SIFT, Cluster, read_bvecs, wait_until, zoomd_binary  # noqa: E402
 
 SHARDS, REPLICAS = 2, 3
@@ -139,30 +139,6 @@ class Load:
                 except zoomd.ZoomError as e:
                     self.failed.append(f"search: {e}")
                 i += 1
-
-
-def local_shards(target: str) -> Dict[int, str]:
-    """shard -> the local collection name of docs' replica on a node."""
-    got = stub(target).ListCollections(zoom_pb2.ListCollectionsRequest(), timeout=10)
-    out = {}
-    for c in got.collections:
-        name = c.spec.name
-        if name.startswith("docs_s"):
-            out[int(name[len("docs_s"):].split("_")[0])] = name
-    return out
-
-
-def caught_up(target: str, tokens: Dict[int, int]) -> bool:
-    """Every replica on the node has applied its shard's log to `tokens`."""
-    try:
-        s = stub(target)
-        for shard, name in local_shards(target).items():
-            got = s.Count(zoom_pb2.CountRequest(collection=name), timeout=5)
-            if got.applied < tokens.get(shard, 0):
-                return False
-        return True
-    except grpc.RpcError:
-        return False
 
 
 def replica_sets(cluster: Cluster, ids: List[int]) -> Dict[str, Dict[int, Dict[int, bytes]]]:

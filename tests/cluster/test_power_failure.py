@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import os
 import pathlib
-import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 from typing import Dict, List, Optional
 
 os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
@@ -41,6 +38,7 @@ sys.path.insert(0, str(REPO / "client" / "python"))
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 import grpc  # noqa: E402
 from zoomd._proto import zoom_pb2, zoom_pb2_grpc  # noqa: E402
+import cluster_procs  # noqa: E402
 from cluster_procs import (NATS, Proc, free_port, metric, start_nats,  # noqa: E402
                            start_serving)
 from cluster_procs import wait_until as procs_wait_until  # noqa: E402
@@ -61,47 +59,23 @@ def binary(env: str, default: pathlib.Path) -> str:
     return path
 
 
-class LazyMount:
+class LazyMount(cluster_procs.LazyMount):
+    """cluster_procs.LazyMount under ROOT, skipping the test where FUSE
+    cannot be mounted."""
+
     def __init__(self, root: pathlib.Path) -> None:
-        self.backing, self.mnt = root / "nats-backing", root / "nats-mnt"
-        self.backing.mkdir()
-        self.mnt.mkdir()
-        self.log = root / "lazyfs.log"
-        self.proc = None
+        super().__init__(binary("LAZYFS_BINARY", REPO / "build" / "tests" / "lazyfs"),
+                         root / "nats-backing", root / "nats-mnt", root / "lazyfs.log")
 
     def start(self) -> None:
-        exe = binary("LAZYFS_BINARY", REPO / "build" / "tests" / "lazyfs")
         if not os.path.exists("/dev/fuse"):
             pytest.skip("no /dev/fuse on this machine")
-        with open(self.log, "w") as out:
-            self.proc = subprocess.Popen([exe, str(self.backing), str(self.mnt), "-f"],
-                                         stdout=out, stderr=subprocess.STDOUT)
-        end = time.monotonic() + 15
-        while not os.path.ismount(self.mnt):
-            if self.proc.poll() is not None:
-                pytest.skip(f"cannot mount FUSE here: {self.log.read_text().strip()}")
-            if time.monotonic() > end:
-                pytest.fail(f"lazyfs did not mount: {self.log.read_text()}")
-            time.sleep(0.01)
-
-    def crash(self) -> None:
-        with open(self.mnt / ".lazyfs-ctl", "w") as ctl:
-            ctl.write("crash")
-
-    def sync(self) -> None:
-        """Everything written so far made durable (a periodic flush)."""
-        with open(self.mnt / ".lazyfs-ctl", "w") as ctl:
-            ctl.write("sync")
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        subprocess.run(["fusermount3", "-u", str(self.mnt)], capture_output=True, timeout=30)
         try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+            super().start()
+        except RuntimeError as e:
+            if "cannot mount" in str(e):
+                pytest.skip(str(e))
+            pytest.fail(str(e))
 
 
 class Cluster:
