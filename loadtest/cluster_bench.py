@@ -278,8 +278,8 @@ class Bench:
         rates["single_sync_always"] = self.imported("single", "f1")
         say(f"import, standalone --sync always: {rates['single_sync_always']:,.0f} points/s")
         sets = (("f1", 1, 1), ("cu", 1, 2), ("f2", 2, 1), ("f4", 4, 1))
-        if set(self.a.parts.split(",")) <= {"router", "concerns"}:
-            sets = sets[:1]  # those parts read f1 alone (concerns: not even that)
+        if set(self.a.parts.split(",")) <= {"router", "concerns", "rereplicate"}:
+            sets = sets[:1]  # those parts read f1 alone (concerns, rereplicate: not even that)
         for name, s, r in sets:
             self.create(name, s, r)
             t0 = time.monotonic()
