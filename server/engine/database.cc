@@ -124,6 +124,21 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& 
     const uint64_t left = options.max_total_cache_bytes - std::min(in_use, options.max_total_cache_bytes);
     copts.max_cache_bytes = std::min(copts.max_cache_bytes, left);
     auto c = Collection::Open(db->CollectionDir(rec.id), db->metadata_.get(), rec, copts);
+    if (!c.ok() && absl::IsDataLoss(c.status()) && options.quarantine_damaged) {
+      const std::string aside = absl::StrCat(db->CollectionDir(rec.id), ".damaged-",
+                                             absl::ToUnixMillis(absl::Now()));
+      std::error_code mv;
+      fs::rename(db->CollectionDir(rec.id), aside, mv);
+      absl::Status dropped = db->metadata_->DropCollection(rec.name, rec.id);
+      ZOOM_LOG(ERROR, "collection ", rec.name, " is damaged (", c.status().message(),
+               "): its files moved to ", mv ? std::string("(could not: ") + mv.message() + ")"
+                                            : aside,
+               " and it is dropped here", dropped.ok() ? "" : " (the catalog kept it: ",
+               dropped.ok() ? "" : dropped.message(), dropped.ok() ? "" : ")",
+               "; a cluster node makes the replica again from a peer");
+      if (!dropped.ok()) return dropped;
+      continue;
+    }
     if (!c.ok()) {
       return absl::Status(c.status().code(), absl::StrCat("collection '", rec.name, "': ",
                                                           c.status().message()));

@@ -57,6 +57,13 @@ struct DatabaseOptions {
   // Threads of the database's JobRunner: index builds and their
   // calibrations, payload index builds, the maintenance tick.
   int job_threads = 4;
+  // A collection whose files are damaged (Collection::Open's DataLoss: a
+  // file cut short, a header or record that does not check) is moved aside
+  // (COLLECTION_DIR.damaged-<unix ms>, kept for the operator) and dropped
+  // from the catalog instead of stopping the open: for a cluster node, whose
+  // replicas are copies a peer can give again (the node bootstraps the
+  // replica afresh). False (a standalone: its only copy): Open fails.
+  bool quarantine_damaged = false;
 };
 
 // The fullview reads' backend: "io_uring" or "pread", and why not io_uring

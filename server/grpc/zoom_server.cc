@@ -280,6 +280,9 @@ absl::Status ZoomServer::StartLocal(grpc::ServerBuilder& builder, std::string* i
   // The maintenance tick runs on the database's job runner.
   DatabaseOptions db_options = options_.database;
   db_options.maintenance_interval = options_.maintenance_interval;
+  // A node's replicas are copies: a damaged one is set aside and made again
+  // from a peer, not a reason to stay down.
+  if (options_.cluster.role == ServerRole::kNode) db_options.quarantine_damaged = true;
   ZOOM_ASSIGN_OR_RETURN(db_, Database::Open(db_options));
   // What the collections' readers use (a fallback to pread included), said
   // in the start line: a container's seccomp profile refusing io_uring is
