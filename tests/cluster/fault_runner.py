@@ -42,7 +42,8 @@ is non-zero.
   tests/cluster/fault_runner.py --rounds 50 --seed 7 --json out.json
 
 Damage to a minority's data files, asked for with --faults (not in the
-default set until the cluster heals from each):
+default set: a flip in a node's RocksDB MANIFEST or table file can keep the
+whole node from opening its store, which nothing heals yet):
   flip_node, truncate_node            a node killed, 8 bits of one of its
                                       vector or RocksDB files flipped (or the
                                       file cut short), started again
