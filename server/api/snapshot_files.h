@@ -155,8 +155,10 @@ struct ReplayOptions {
 //      indexes declared, every live point upserted (its id, vector,
 //      payload and fields) under the default write concern, then an index
 //      build started when the archive had one.
-// A failure in step 3 drops what was made of `target` and says so (restore
-// again). Writes that other clients send to `target` meanwhile are not
+// The answer is `target`'s description once its count covers the points
+// replayed (a router's count lags its acknowledged writes; waited for at
+// most 30 s or the call's deadline). A failure in step 3 drops what was
+// made of `target` and says so (restore again). Writes that other clients send to `target` meanwhile are not
 // fenced off.
 absl::StatusOr<CollectionDescription> RestoreByReplay(
     CollectionBackend& backend, const DatabaseOptions& scratch_options,
