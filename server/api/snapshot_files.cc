@@ -411,9 +411,11 @@ absl::StatusOr<CollectionDescription> RestoreByReplay(
   // A router's count comes from one replica a shard, which may still be
   // applying what a majority acknowledged: the answer waits (bounded) until
   // it covers the points replayed, so that it says what was restored.
-  const absl::Time until = std::min(call.deadline, absl::Now() + absl::Seconds(30));
+  const absl::Time until =
+      std::min(call.deadline, absl::Now() + absl::Seconds(30));
   for (;;) {
-    absl::StatusOr<CollectionDescription> d = backend.GetCollection(call, target);
+    absl::StatusOr<CollectionDescription> d =
+        backend.GetCollection(call, target);
     if (!d.ok() || d->info.points >= replayed || absl::Now() >= until) return d;
     absl::SleepFor(absl::Milliseconds(20));
   }

@@ -158,8 +158,8 @@ struct ReplayOptions {
 // The answer is `target`'s description once its count covers the points
 // replayed (a router's count lags its acknowledged writes; waited for at
 // most 30 s or the call's deadline). A failure in step 3 drops what was
-// made of `target` and says so (restore again). Writes that other clients send to `target` meanwhile are not
-// fenced off.
+// made of `target` and says so (restore again). Writes that other clients send
+// to `target` meanwhile are not fenced off.
 absl::StatusOr<CollectionDescription> RestoreByReplay(
     CollectionBackend& backend, const DatabaseOptions& scratch_options,
     const Call& call, const std::string& path, const std::string& target,
