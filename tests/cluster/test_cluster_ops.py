@@ -244,13 +244,24 @@ def test_cluster_snapshot(cluster: Cluster, base: np.ndarray) -> None:
           f"taken while {load.writes} upserts went on")
 
     def restored_ok(target_stub, name: str) -> None:
+        """Every point acknowledged before the snapshot reads back from
+        `name`. Reads through a router are eventual (one replica a shard,
+        maybe still applying what a majority acknowledged): waited for,
+        bounded; the last difference reported."""
         ids = sorted(before)
-        for b in range(0, len(ids), 2000):
-            got = target_stub.Get(zoom_pb2.GetRequest(collection=name, ids=ids[b:b + 2000],
-                                                      with_payload=True), timeout=30)
-            have = {p.id: p.payload for p in got.points}
-            missing = [i for i in ids[b:b + 2000] if have.get(i) != before[i]]
-            assert missing == [], f"{len(missing)} points missing from {name}, e.g. {missing[:5]}"
+        last = [""]
+
+        def check() -> bool:
+            for b in range(0, len(ids), 2000):
+                got = target_stub.Get(zoom_pb2.GetRequest(collection=name, ids=ids[b:b + 2000],
+                                                          with_payload=True), timeout=30)
+                have = {p.id: p.payload for p in got.points}
+                missing = [i for i in ids[b:b + 2000] if have.get(i) != before[i]]
+                if missing:
+                    last[0] = f"{len(missing)} missing, e.g. {missing[:5]}"
+                    return False
+            return True
+        wait_until(lambda: f"the snapshot's points in {name} ({last[0]})", check, 60, 0.1)
 
     # Through the router, from the router's copy: the same layout.
     got = r.RestoreSnapshot(iter([zoom_pb2.RestoreSnapshotRequest(

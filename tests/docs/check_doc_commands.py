@@ -429,7 +429,8 @@ class Checker:
             tools = [self.tool(b) for b in sorted(self.binaries)]
             python = DEBIAN_PYTHON if os.path.exists(DEBIAN_PYTHON) else sys.executable
             scripts = glob.glob(os.path.join(self.source_dir, "loadtest", "*.py")) + [
-                os.path.join(self.source_dir, s) for s in TEST_SCRIPTS]
+                os.path.join(self.source_dir, s) for s in TEST_SCRIPTS
+                if os.path.isfile(os.path.join(self.source_dir, s))]
             for path in sorted(scripts):
                 with open(path, encoding="utf-8", errors="replace") as f:
                     if "argparse" not in f.read():
