@@ -530,8 +530,16 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
   ZOOM_RETURN_IF_ERROR(ValidateCollectionName(target));
   // The whole archive is checked before anything is created.
   ZOOM_ASSIGN_OR_RETURN(auto archive, storage::ArchiveReader::Open(path));
-  ZOOM_ASSIGN_OR_RETURN(std::string config_text, archive->Read("config", 1 << 16));
-  auto decoded = CollectionConfig::Decode(config_text);
+  absl::StatusOr<std::string> config_text = archive->Read("config", 1 << 16);
+  if (absl::IsNotFound(config_text.status())) {
+    // A whole archive of another kind (a cluster's manifest inside one, an
+    // entry set crafted by hand): not the source the client named missing.
+    return absl::DataLossError(
+        "the archive has no config entry: it is not a collection's snapshot (a cluster's "
+        "snapshot is restored through a router, or as a whole by RestoreSnapshot)");
+  }
+  if (!config_text.ok()) return config_text.status();
+  auto decoded = CollectionConfig::Decode(*config_text);
   if (!decoded.ok()) {
     return absl::DataLossError(absl::StrCat("the snapshot's config: ", decoded.status().message()));
   }

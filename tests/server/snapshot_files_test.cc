@@ -201,5 +201,25 @@ TEST_F(ReplayTest, ACorruptShardIsRefusedBeforeTheTargetChanges) {
   EXPECT_EQ(d.info.points, 50u);
 }
 
+// An archive whose entries check but that is no collection's snapshot (a
+// cluster archive nested as a shard, entries made by hand) is DATA_LOSS,
+// not NOT_FOUND (which would say the source is missing).
+TEST_F(ReplayTest, AnArchiveOfAnotherKindIsDataLoss) {
+  const std::string s0 = Shard("s0", 0, 5);
+  const std::string inner = dir_.File("inner.zsnap"), outer = dir_.File("outer.zsnap");
+  ClusterArchive({s0}, inner);
+  ClusterArchive({inner}, outer);  // its shard 0 is a cluster archive
+  EXPECT_THAT(Restore(outer, "x", false).status(), StatusIs(absl::StatusCode::kDataLoss));
+  const std::string hand = dir_.File("hand.zsnap");
+  {
+    ASSERT_OK_AND_ASSIGN(auto w, storage::ArchiveWriter::Create(hand));
+    ASSERT_OK(w->Add("manifest", "anything=1\n"));
+    ASSERT_OK(w->Finish());
+  }
+  EXPECT_THAT(Restore(hand, "y", false).status(), StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(backend_->GetCollection(Call{}, "x").status(),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
 }  // namespace
 }  // namespace zoom::server::api
