@@ -264,6 +264,18 @@ void ConnectionGate::Stop() {
   }
 }
 
+int ConnectionGate::Sever() {
+  absl::MutexLock l(&mu_);
+  int severed = 0;
+  for (const auto& [fd, conn] : conns_) {
+    if (conn.seq != 0) continue;  // silent: never handed over (Stop closes them)
+    struct stat st {};
+    if (fstat(fd, &st) != 0 || st.st_ino != conn.ino || st.st_dev != conn.dev) continue;
+    if (shutdown(fd, SHUT_RDWR) == 0) ++severed;
+  }
+  return severed;
+}
+
 ConnectionStats ConnectionGate::Stats() const {
   absl::MutexLock l(&mu_);
   ConnectionStats s = counts_;

@@ -167,6 +167,18 @@ class ConnectionGate {
   // connections (those handed over are gRPC's). Idempotent.
   void Stop();
 
+  // Shuts down (shutdown(2), SHUT_RDWR: the descriptor stays gRPC's, to
+  // close) every connection handed to gRPC that is still open (descriptor,
+  // device and inode as recorded); returns how many. For the end of a
+  // drain (zoom_server.h): a call a client sends after it fails on the
+  // client's side as UNAVAILABLE (the connection broke: retryable), where
+  // a call reaching a gRPC server that is shutting down is answered
+  // CANCELLED, which clients do not retry. After Stop: no new connection
+  // comes. A descriptor gRPC closes and the process reuses between the
+  // check and the shutdown would be hit: the window is a system call wide,
+  // and the caller is stopping.
+  int Sever();
+
   // The caps in force and the counts (gated: true).
   ConnectionStats Stats() const;
 

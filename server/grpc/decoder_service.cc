@@ -215,6 +215,10 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
  public:
   StreamReactor(const TopKBackend* service, grpc::CallbackServerContext* ctx)
       : service_(service), ctx_(ctx) {
+    if (absl::Status st = open_.Open(service_->pool()); !st.ok()) {  // the server drains
+      Done(st);
+      return;
+    }
     if (absl::Status st = AuthorizeCall(service_->auth(), *ctx, Role::kRead); !st.ok()) {
       Done(st);
       return;
@@ -274,6 +278,7 @@ class StreamReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grp
     service_->Record("StreamTopK", st, absl::ToDoubleSeconds(absl::Now() - start_));
     Finish(ToGrpc(st));
   }
+  OpenedCall open_;  // in the pool's open calls until gRPC is done with the call
   const TopKBackend* service_;
   grpc::CallbackServerContext* ctx_;
   grpc::ByteBuffer raw_in_, raw_out_;

@@ -45,7 +45,8 @@ class ImportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
   ImportReactor(ImportHooks hooks, grpc::CallbackServerContext* ctx, grpc::ByteBuffer* resp)
       : hooks_(std::move(hooks)), ctx_(ctx), resp_(resp) {
-    absl::Status st = AuthorizeCall(hooks_.auth, *ctx, Role::kAdmin);
+    absl::Status st = open_.Open(hooks_.pool);  // refused while the server drains
+    if (st.ok()) st = AuthorizeCall(hooks_.auth, *ctx, Role::kAdmin);
     if (st.ok() && hooks_.precheck) st = hooks_.precheck();
     if (!st.ok()) {
       Done(st);
@@ -112,6 +113,7 @@ class ImportReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     Finish(ToGrpc(st));
   }
 
+  OpenedCall open_;  // in the pool's open calls until gRPC is done with the call
   ImportHooks hooks_;
   grpc::CallbackServerContext* ctx_;
   grpc::ByteBuffer* resp_;

@@ -17,7 +17,8 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::SnapshotChunk>
   DownloadReactor(const VectorSearchService* service, grpc::CallbackServerContext* ctx,
                   const v1::DownloadSnapshotRequest& req)
       : service_(service) {
-    absl::Status st = AuthorizeCall(service_->auth(), *ctx, Role::kAdmin);
+    absl::Status st = open_.Open(service_->pool());  // refused while the server drains
+    if (st.ok()) st = AuthorizeCall(service_->auth(), *ctx, Role::kAdmin);
     if (st.ok()) {
       auto reader = service_->backend()->OpenSnapshot(CallOf(ctx, nullptr), req.collection(),
                                                       req.name());
@@ -64,6 +65,7 @@ class DownloadReactor final : public grpc::ServerWriteReactor<v1::SnapshotChunk>
     service_->Record("DownloadSnapshot", st, absl::ToDoubleSeconds(absl::Now() - start_));
     Finish(ToGrpc(st));
   }
+  OpenedCall open_;  // in the pool's open calls until gRPC is done with the call
   const VectorSearchService* service_;
   std::unique_ptr<api::SnapshotReader> reader_;
   v1::SnapshotInfo info_;
@@ -77,6 +79,10 @@ class RestoreReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   RestoreReactor(const VectorSearchService* service, grpc::CallbackServerContext* ctx,
                  grpc::ByteBuffer* resp)
       : service_(service), ctx_(ctx), resp_(resp), call_(CallOf(ctx, nullptr)) {
+    if (absl::Status st = open_.Open(service_->pool()); !st.ok()) {  // the server drains
+      Done(st);
+      return;
+    }
     if (absl::Status st = AuthorizeCall(service_->auth(), *ctx, Role::kAdmin); !st.ok()) {
       Done(st);
       return;
@@ -149,6 +155,7 @@ class RestoreReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     Finish(ToGrpc(st));
   }
 
+  OpenedCall open_;  // in the pool's open calls until gRPC is done with the call
   const VectorSearchService* service_;
   grpc::CallbackServerContext* ctx_;
   grpc::ByteBuffer* resp_;

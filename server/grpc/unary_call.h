@@ -50,6 +50,7 @@ inline absl::Time DeadlineOf(const grpc::CallbackServerContext* ctx) {
 class UnaryCall final : public grpc::ServerUnaryReactor {
  public:
   std::atomic<bool> cancelled{false};
+  OpenedCall open;  // in its pool's open calls until gRPC is done with it
   void OnCancel() override { cancelled.store(true); }
   void OnDone() override { delete this; }
 };
@@ -88,6 +89,11 @@ grpc::ServerUnaryReactor* RunUnaryOnPool(WorkerPool* pool, grpc::CallbackServerC
                                          WorkClass cls, uint64_t units, Record record,
                                          Work work) {
   auto* call = new UnaryCall();
+  if (absl::Status st = call->open.Open(pool); !st.ok()) {  // the server is draining
+    record(st, 0.0);
+    call->Finish(ToGrpc(st));
+    return call;
+  }
   auto shared_record = std::make_shared<Record>(std::move(record));
   absl::Status admitted = pool->TrySubmit(cls, units, DeadlineOf(ctx), [ctx, call, shared_record, work = std::move(work),
                 start = absl::Now()]() mutable {
@@ -229,6 +235,7 @@ class DeferredCall final : public grpc::ServerUnaryReactor {
  public:
   DeferredCall(std::shared_ptr<PendingReply> reply, absl::Time deadline)
       : reply_(std::move(reply)), deadline_(deadline) {}
+  OpenedCall open;  // in its pool's open calls until gRPC is done with it
   void OnCancel() override {
     reply_->Complete(DeadlineReached(deadline_, /*cancelled=*/true)
                          ? absl::DeadlineExceededError("the deadline passed while waiting")
@@ -251,6 +258,10 @@ grpc::ServerUnaryReactor* RunDeferredOnPool(WorkerPool* pool, grpc::CallbackServ
   {
     absl::MutexLock l(&reply->mu_);
     reply->call_ = call;
+  }
+  if (absl::Status st = call->open.Open(pool); !st.ok()) {  // the server is draining
+    reply->Complete(st);
+    return call;
   }
   // The task never touches ctx (or the request and response, except in a
   // Complete's fill): once the call is finished by a cancellation, gRPC may
@@ -327,6 +338,10 @@ grpc::ServerUnaryReactor* RunAsyncOnPool(WorkerPool* pool, grpc::CallbackServerC
   {
     absl::MutexLock l(&reply->mu_);
     reply->call_ = call;
+  }
+  if (absl::Status st = call->open.Open(pool); !st.ok()) {  // the server is draining
+    reply->Complete(st);
+    return call;
   }
   absl::Status admitted = pool->TrySubmit(
       cls, units, DeadlineOf(ctx),

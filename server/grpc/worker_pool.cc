@@ -109,7 +109,7 @@ bool WorkerPool::TryBeginInline(WorkClass cls) {
   const int i = static_cast<int>(cls);
   absl::MutexLock lock(&mu_);
   ClassState& c = classes_[i];
-  if (stopping_ || inline_running_ >= options_.max_inline || !c.queue.empty() ||
+  if (stopping_ || draining_ || inline_running_ >= options_.max_inline || !c.queue.empty() ||
       c.running >= options_.limits[i].max_running) {
     return false;
   }
@@ -144,6 +144,44 @@ void WorkerPool::Stop() {
     stopping_ = true;
   }
   for (auto& t : workers_) t.join();
+}
+
+absl::Status WorkerPool::OpenCall() {
+  absl::MutexLock lock(&mu_);
+  if (draining_) return refusal_;
+  ++open_calls_;
+  return absl::OkStatus();
+}
+
+void WorkerPool::CloseCall() {
+  absl::MutexLock lock(&mu_);
+  --open_calls_;
+}
+
+int64_t WorkerPool::open_calls() const {
+  absl::MutexLock lock(&mu_);
+  return open_calls_;
+}
+
+void WorkerPool::Drain(absl::Status refusal) {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+  refusal_ = std::move(refusal);
+}
+
+bool WorkerPool::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline(
+      absl::Condition(
+          +[](WorkerPool* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+            if (p->open_calls_ > 0 || p->inline_running_ > 0) return false;
+            for (const ClassState& c : p->classes_) {
+              if (!c.queue.empty() || c.running > 0 || c.held_units > 0) return false;
+            }
+            return true;
+          },
+          this),
+      deadline);
 }
 
 bool WorkerPool::HasRunnableLocked() const {

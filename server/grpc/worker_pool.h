@@ -28,6 +28,13 @@
 // this saves the hand-off to a worker and back (~300 µs of latency on a
 // 2-core VM, docs/benchmarks.md "grpc").
 //
+// Draining (a server's shutdown, zoom_server.h): from Drain on, a call that
+// starts is refused (OpenCall: UNAVAILABLE, retryable: nothing ran), while
+// the calls already open go on, their later messages and continuations
+// included. WaitIdle returns once every open call is closed (gRPC is done
+// with its reactor: the answer is on its way) and no work is queued,
+// running or held: then nothing a client asked for is half done.
+//
 // Thread safety: all methods are safe from any thread. Stop() runs what is
 // queued and joins.
 #ifndef ZOOM_SERVER_GRPC_WORKER_POOL_H_
@@ -107,6 +114,17 @@ class WorkerPool {
   size_t queued() const;
   void Stop();
 
+  // A call's start: OK, counted open until CloseCall; or, once draining,
+  // the refusal (not counted).
+  absl::Status OpenCall();
+  void CloseCall();
+  int64_t open_calls() const;
+  // From now on OpenCall refuses with `refusal` (see the file comment).
+  void Drain(absl::Status refusal);
+  // True once no call is open and no work is queued, running or held;
+  // false if `deadline` comes first.
+  bool WaitIdle(absl::Time deadline);
+
  private:
   struct Task {
     uint64_t units;
@@ -128,9 +146,37 @@ class WorkerPool {
   std::array<ClassState, kWorkClasses> classes_ ABSL_GUARDED_BY(mu_);
   int next_class_ ABSL_GUARDED_BY(mu_) = 0;  // round-robin start
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status refusal_ ABSL_GUARDED_BY(mu_);
+  int64_t open_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int inline_running_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t inline_runs_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> workers_;
+};
+
+// A call's membership in its pool's open calls: a reactor's member, so that
+// the call closes when gRPC is done with it (the reactor's OnDone deletes
+// it). Release closes it early (a call answered at once with a refusal).
+class OpenedCall {
+ public:
+  OpenedCall() = default;
+  ~OpenedCall() { Release(); }
+  OpenedCall(const OpenedCall&) = delete;
+  OpenedCall& operator=(const OpenedCall&) = delete;
+  // pool->OpenCall(); OK and counted, or the refusal. A null pool: OK.
+  absl::Status Open(WorkerPool* pool) {
+    if (pool == nullptr) return absl::OkStatus();
+    absl::Status st = pool->OpenCall();
+    if (st.ok()) pool_ = pool;
+    return st;
+  }
+  void Release() {
+    if (pool_ != nullptr) pool_->CloseCall();
+    pool_ = nullptr;
+  }
+
+ private:
+  WorkerPool* pool_ = nullptr;
 };
 
 }  // namespace zoom::server

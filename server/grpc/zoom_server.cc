@@ -546,7 +546,14 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   if (db_ != nullptr) db_->StopBackgroundWork();
   health_->Shutdown();  // NOT_SERVING; ends the watches, which would hold up server_->Shutdown
   if (gate_ != nullptr) gate_->Stop();  // no new connections
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  const absl::Time deadline = absl::Now() + grace;
+  pool_->Drain(absl::UnavailableError(
+      "zoomd is shutting down: nothing was done; retry (on another server if there is one)"));
+  const bool idle = pool_->WaitIdle(deadline);
+  const int severed = idle && gate_ != nullptr ? gate_->Sever() : 0;
+  ZOOM_LOG(INFO, "drained: ", idle ? "every call ended" : "calls still open at the grace's end",
+           "; ", severed, " connections closed");
+  server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
   pool_->Stop();
   stopping_ = true;

@@ -188,6 +188,13 @@ class ZoomServer {
   absl::Status ReloadApiKeys();
   // Stops accepting calls, waits up to `grace` for in-flight ones (then
   // cancels them), stops the workers, syncs and closes the database.
+  // The drain, so that no client call fails in a way it would not retry:
+  // NOT_SERVING, no new connection; a call that starts is answered
+  // UNAVAILABLE ("shutting down": nothing ran, retry); the open calls end
+  // (WorkerPool::WaitIdle, within `grace`); then the connections are cut
+  // (ConnectionGate::Sever: a call sent meanwhile fails UNAVAILABLE on the
+  // client's side) before gRPC's own shutdown, which answers a call that
+  // reaches it CANCELLED. unix: addresses have no gate and keep that.
   void Shutdown(absl::Duration grace = absl::Seconds(10));
 
   int grpc_port() const { return grpc_port_; }

@@ -181,10 +181,9 @@ def test_rolling_restart(cluster: Cluster, base: np.ndarray) -> None:
     restart_s = time.monotonic() - t0
     node_failures = list(load.failed)
     # The router last: its clients retry UNAVAILABLE while it is away. Its
-    # own restart is reported, not asserted: a call in flight on the router
-    # at SIGTERM is sometimes answered CANCELLED (not retried by the client)
-    # instead of being drained or answered UNAVAILABLE (1 run in 5 under
-    # load; issue 47's note: open).
+    # drain answers the calls that start after SIGTERM UNAVAILABLE and cuts
+    # the connections before gRPC's shutdown, which would answer a call
+    # reaching it CANCELLED (not retried: it failed 1 run in 5 before).
     load.phase = "router"
     cluster.procs["router"].signal(signal.SIGTERM)
     cluster.start_zoomd("router")
@@ -199,6 +198,7 @@ def test_rolling_restart(cluster: Cluster, base: np.ndarray) -> None:
           f"{restart_s:.1f} s), {len(router_failures)} while the router did "
           f"{router_failures[:2]}")
     assert node_failures == [], node_failures[:5]
+    assert router_failures == [], router_failures[:5]
 
     # Zero lost: every replica of a shard holds the same acknowledged points,
     # payloads included, and the shards together hold all of them.
