@@ -214,11 +214,20 @@ class ClusterNode {
   };
   absl::StatusOr<Membership> ReadMembership();
   // Updates absent_since_ from the maps' nodes and the live ones; a copy.
+  // A node's absence counts from the last heartbeat this node saw it
+  // write (the local time its record's heartbeat last changed: no peer's
+  // clock), not from its record's expiry a ttl later; a node never seen
+  // counts from now.
   std::map<std::string, absl::Time> NoteAbsent(const std::vector<VersionedShardMap>& maps,
                                                const std::map<std::string, const NodeInfo*>& live,
                                                absl::Time now);
   absl::Mutex trim_mu_;
   std::map<std::string, absl::Time> absent_since_ ABSL_GUARDED_BY(trim_mu_);
+  struct Heard {
+    int64_t heartbeat_unix_ms = 0;  // the record's (the peer's clock)
+    absl::Time seen;                // when it changed (ours)
+  };
+  std::map<std::string, Heard> heard_ ABSL_GUARDED_BY(trim_mu_);
   std::thread thread_, beat_thread_, trim_thread_, heal_thread_;
 };
 

@@ -22,13 +22,21 @@ std::map<std::string, absl::Time> ClusterNode::NoteAbsent(
     const std::vector<VersionedShardMap>& maps,
     const std::map<std::string, const NodeInfo*>& live, absl::Time now) {
   absl::MutexLock l(&trim_mu_);
+  for (const auto& [node, info] : live) {
+    Heard& h = heard_[node];
+    if (h.heartbeat_unix_ms != info->heartbeat_unix_ms || h.seen == absl::Time()) {
+      h.heartbeat_unix_ms = info->heartbeat_unix_ms;
+      h.seen = now;
+    }
+  }
   for (const VersionedShardMap& vm : maps) {
     for (const auto& replicas : vm.map.assignment) {
       for (const std::string& node : replicas) {
         if (live.count(node) != 0) {
           absent_since_.erase(node);
-        } else {
-          absent_since_.emplace(node, now);  // kept if already there
+        } else if (absent_since_.count(node) == 0) {
+          auto h = heard_.find(node);
+          absent_since_.emplace(node, h != heard_.end() ? std::min(h->second.seen, now) : now);
         }
       }
     }
@@ -85,8 +93,8 @@ absl::StatusOr<int> ClusterNode::Rereplicate() {
       ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
                ": replicas on ", absl::StrJoin(vm.map.assignment[k], ", "), " are now on ",
                absl::StrJoin(m.assignment[k], ", "), " (", absl::StrJoin(gone, ", "),
-               " gone longer than ", absl::FormatDuration(options_.rereplicate_after),
-               " past the node bucket's ttl)");
+               " silent longer than ", absl::FormatDuration(options_.rereplicate_after),
+               " since the last heartbeat seen)");
     }
   }
   if (!first.ok() && moved == 0) return first;

@@ -182,9 +182,9 @@ ABSL_FLAG(int, log_trim_s, 30,
           "A node: how often it purges its shards' write logs below every replica's position "
           "(0: never; the log then keeps every write).");
 ABSL_FLAG(int, rereplicate_after_s, 60,
-          "A node: how long a node absent from the node bucket (past --node_ttl_s) keeps its "
-          "replicas before they are placed on live nodes (0: never; a lost machine must come "
-          "back with its --node_id).");
+          "A node: how long after its last heartbeat a node absent from the node bucket "
+          "(past --node_ttl_s) keeps its replicas before they are placed on live nodes (0: "
+          "never; a lost machine must come back with its --node_id).");
 ABSL_FLAG(int, log_hold_s, 3600,
           "A node: how long a replica absent from the cluster holds its shard's log; one back "
           "after longer restores a peer's snapshot instead of replaying the log.");
