@@ -1,6 +1,7 @@
 #include "common/binary_io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,12 +22,31 @@ absl::Status ErrnoError(int err, const std::string& what) { return FileErrorToSt
 }  // namespace
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return ErrnoError(errno, absl::StrCat("open ", path));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return ErrnoError(errno, absl::StrCat("read ", path));
-  return std::move(ss).str();
+  // O_NONBLOCK: a FIFO planted under the path must not block the open (nor
+  // the reads: it is refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoError(errno, absl::StrCat("open ", path));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  }
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t got = ::read(fd, buf, sizeof(buf));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int err = errno;
+      ::close(fd);
+      return ErrnoError(err, absl::StrCat("read ", path));
+    }
+    if (got == 0) break;
+    out.append(buf, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return out;
 }
 
 BinaryWriter::BinaryWriter(std::string_view magic8, uint16_t major,

@@ -29,7 +29,9 @@
 namespace zoom {
 
 // The whole file as bytes. NotFound / PermissionDenied / Internal with the
-// path and the OS's reason when it cannot be opened or read.
+// path and the OS's reason when it cannot be opened or read;
+// InvalidArgument for what is not a regular file (a directory, a FIFO: its
+// open does not block).
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
 class BinaryWriter {

@@ -3,6 +3,8 @@
 // streaming BinaryWriter.
 #include "common/file_system.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -187,6 +189,27 @@ TEST(BinaryWriterTest, StreamingWritesTheSameFileAndFailsCleanly) {
   EXPECT_EQ(Slurp(path), old);
   BinaryWriter elsewhere("ZOOMTST", 1, 3, path, nullptr);
   EXPECT_THAT(elsewhere.Commit(tmp.File("other")), StatusIs(absl::StatusCode::kInternal));
+}
+
+// ReadFileToString reads what a path names only when it is a regular file:
+// a FIFO planted in its place is refused at once (its open does not wait
+// for a writer), a directory too.
+TEST(ReadFileToStringTest, ReadsRegularFilesAndRefusesFifosAtOnce) {
+  TempDir dir;
+  {
+    std::ofstream f(dir.File("plain"), std::ios::binary);
+    f << std::string(200000, 'x');
+  }
+  absl::StatusOr<std::string> got = ReadFileToString(dir.File("plain"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->size(), 200000u);
+  ASSERT_EQ(mkfifo(dir.File("fifo").c_str(), 0600), 0);
+  EXPECT_THAT(ReadFileToString(dir.File("fifo")).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a regular file")));
+  EXPECT_THAT(ReadFileToString(dir.path()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(ReadFileToString(dir.File("absent")).status(),
+              StatusIs(absl::StatusCode::kNotFound));
 }
 
 }  // namespace
