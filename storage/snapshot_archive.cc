@@ -1,7 +1,9 @@
 #include "storage/snapshot_archive.h"
 
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,7 +11,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/endian.h"
 #include "common/status_macros.h"
 #include "storage/posix_file.h"
@@ -41,6 +46,15 @@ std::array<uint8_t, 32> Sha256::Final() {
   EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
   return d;
 }
+std::array<uint8_t, 32> Sha256::Peek() const {
+  std::array<uint8_t, 32> d{};
+  EVP_MD_CTX* copy = EVP_MD_CTX_new();
+  EVP_MD_CTX_copy_ex(copy, static_cast<const EVP_MD_CTX*>(ctx_));
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(copy, d.data(), &len);
+  EVP_MD_CTX_free(copy);
+  return d;
+}
 std::string Sha256::Hex(const std::array<uint8_t, 32>& digest) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
@@ -49,6 +63,105 @@ std::string Sha256::Hex(const std::array<uint8_t, 32>& digest) {
     out += kHex[b & 0xf];
   }
   return out;
+}
+
+// ---- SnapshotKey and signatures -----------------------------------------------
+
+namespace {
+
+constexpr size_t kMaxKeyFileBytes = 4096;
+constexpr uint64_t kMaxSignatureBytes = 4096;
+
+std::array<uint8_t, 32> Mac(const SnapshotKey& key, const std::array<uint8_t, 32>& digest) {
+  std::array<uint8_t, 32> out{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.secret.data(), static_cast<int>(key.secret.size()), digest.data(),
+       digest.size(), out.data(), &len);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<SnapshotKey> SnapshotKey::FromSecret(std::string secret) {
+  if (secret.size() < kMinSecretBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a snapshot key needs at least ",
+                                                   kMinSecretBytes, " bytes; this one has ",
+                                                   secret.size()));
+  }
+  SnapshotKey k;
+  Sha256 h;
+  const std::string_view label = "zoomd snapshot key id\n";
+  h.Update(label.data(), label.size());
+  h.Update(secret.data(), secret.size());
+  k.id = Sha256::Hex(h.Final()).substr(0, 16);
+  k.secret = std::move(secret);
+  return k;
+}
+
+absl::StatusOr<SnapshotKey> SnapshotKey::ReadFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("snapshot key file ", path));
+  std::string secret;
+  struct stat st;
+  absl::Status status;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("snapshot key file ", path, " is not a regular file"));
+  } else if (static_cast<uint64_t>(st.st_size) > kMaxKeyFileBytes) {
+    status = absl::InvalidArgumentError(absl::StrCat("snapshot key file ", path, " holds ",
+                                                     st.st_size, " bytes; at most ",
+                                                     kMaxKeyFileBytes));
+  } else {
+    secret.resize(static_cast<size_t>(st.st_size));
+    size_t done = 0;
+    while (done < secret.size()) {
+      const ssize_t got = ::pread(fd, secret.data() + done, secret.size() - done,
+                                  static_cast<off_t>(done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      done += static_cast<size_t>(got);
+    }
+    secret.resize(done);
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  while (!secret.empty() && absl::ascii_isspace(static_cast<unsigned char>(secret.back()))) {
+    secret.pop_back();
+  }
+  absl::StatusOr<SnapshotKey> k = FromSecret(std::move(secret));
+  if (!k.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("snapshot key file ", path, ": ", k.status().message()));
+  }
+  return k;
+}
+
+std::string SignatureText(const SnapshotKey& key, const std::array<uint8_t, 32>& digest) {
+  return absl::StrCat("format=1\nalgorithm=hmac-sha256\nkey_id=", key.id,
+                      "\nmac=", Sha256::Hex(Mac(key, digest)), "\n");
+}
+
+absl::Status ArchiveReader::CheckSignature(const SnapshotKey* key) const {
+  if (key == nullptr) return absl::OkStatus();
+  const std::string name = std::filesystem::path(path_).filename().string();
+  if (!is_signed()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "snapshot ", name, " is not signed; this server restores only snapshots signed with "
+        "its snapshot key (id ", key->id, ", --snapshot_key_file)"));
+  }
+  if (signer_key_id_ != key->id) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "snapshot ", name, " is signed with key ", signer_key_id_, "; this server's key is ",
+        key->id, " (--snapshot_key_file)"));
+  }
+  const std::string want = Sha256::Hex(Mac(*key, signed_digest_));
+  if (want.size() != signed_mac_.size() ||
+      CRYPTO_memcmp(want.data(), signed_mac_.data(), want.size()) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "snapshot ", name, ": its signature does not match its contents (altered, or made "
+        "without key ", key->id, ")"));
+  }
+  return absl::OkStatus();
 }
 
 // ---- ArchiveWriter ------------------------------------------------------------
@@ -133,6 +246,9 @@ absl::Status ArchiveWriter::Add(std::string_view name, std::string_view data) {
 
 absl::Status ArchiveWriter::Finish() {
   if (in_entry_) return absl::FailedPreconditionError("an entry is open");
+  if (key_ != nullptr) {
+    ZOOM_RETURN_IF_ERROR(Add(kSignatureEntry, SignatureText(*key_, body_hash_.Peek())));
+  }
   std::string trailer(kSnapshotTrailer, 8);
   PutLe(&trailer, entries_, 4);
   const std::array<uint8_t, 32> d = body_hash_.Final();
@@ -214,6 +330,8 @@ absl::StatusOr<std::unique_ptr<ArchiveReader>> ArchiveReader::Open(const std::st
       if (pos != r->bytes_) return corrupt("bytes follow the trailer");
       break;
     }
+    if (!r->signer_key_id_.empty()) return corrupt("an entry follows the signature");
+    const std::array<uint8_t, 32> before = body.Peek();
     Sha256 h;
     body.Update(tag, 4);
     h.Update(tag, 4);
@@ -229,10 +347,14 @@ absl::StatusOr<std::unique_ptr<ArchiveReader>> ArchiveReader::Open(const std::st
     e.size = GetLe(size_bytes, 8);
     if (e.size > r->bytes_ - pos) return corrupt("an entry is cut short");
     e.offset = pos;
+    const bool signature = e.name == kSignatureEntry;
+    if (signature && e.size > kMaxSignatureBytes) return corrupt("the signature is too large");
+    std::string signature_text;
     for (uint64_t left = e.size; left > 0;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk.size()));
       ZOOM_RETURN_IF_ERROR(read(chunk.data(), n, &body));
       h.Update(chunk.data(), n);
+      if (signature) signature_text.append(chunk.data(), n);
       left -= n;
     }
     uint8_t digest[32];
@@ -240,6 +362,24 @@ absl::StatusOr<std::unique_ptr<ArchiveReader>> ArchiveReader::Open(const std::st
     const std::array<uint8_t, 32> got = h.Final();
     if (std::memcmp(got.data(), digest, 32) != 0) {
       return corrupt(absl::StrCat("entry #", r->entries_.size(), " fails its checksum"));
+    }
+    if (signature) {
+      std::string format, algorithm, key_id, mac;
+      for (absl::string_view line : absl::StrSplit(signature_text, '\n', absl::SkipEmpty())) {
+        std::pair<absl::string_view, absl::string_view> kv =
+            absl::StrSplit(line, absl::MaxSplits('=', 1));
+        if (kv.first == "format") format = std::string(kv.second);
+        if (kv.first == "algorithm") algorithm = std::string(kv.second);
+        if (kv.first == "key_id") key_id = std::string(kv.second);
+        if (kv.first == "mac") mac = std::string(kv.second);
+      }
+      if (format != "1") return corrupt(absl::StrCat("signature format '", format, "' unknown"));
+      if (algorithm != "hmac-sha256" || key_id.size() != 16 || mac.size() != 64) {
+        return corrupt("the signature entry is malformed");
+      }
+      r->signer_key_id_ = key_id;
+      r->signed_mac_ = mac;
+      r->signed_digest_ = before;
     }
     r->entries_.push_back(std::move(e));
   }

@@ -16,6 +16,23 @@
 // a newer major is FailedPrecondition. The writer writes PATH.tmp and
 // renames it to PATH at Finish (after fsync), so PATH is always whole.
 //
+// Signed archives: a writer given a SnapshotKey ends the entries with one
+// named "signature" (text, format 1; golden tests/data/golden/
+// snapshot_signature_v1.txt):
+//
+//   format=1
+//   algorithm=hmac-sha256
+//   key_id=<16 hex digits: the key's id, SnapshotKey::id>
+//   mac=<64 hex digits: HMAC-SHA-256 under the key of the SHA-256 of every
+//       byte of the file before the signature entry>
+//
+// The entries' own digests and the trailer catch damage; the signature
+// catches an archive made or altered by someone without the key (who can
+// recompute every SHA-256, not the HMAC). A "signature" entry must be the
+// last (DataLoss otherwise). Archives of writers without a key, and of
+// zoomds before signing, carry none: CheckSignature says whether that is
+// acceptable.
+//
 // Thread safety: one thread per writer or reader.
 #ifndef ZOOM_STORAGE_SNAPSHOT_ARCHIVE_H_
 #define ZOOM_STORAGE_SNAPSHOT_ARCHIVE_H_
@@ -48,11 +65,30 @@ class Sha256 {
   Sha256& operator=(const Sha256&) = delete;
   void Update(const void* data, size_t n);
   std::array<uint8_t, 32> Final();
+  // The digest of what was hashed so far; hashing goes on.
+  std::array<uint8_t, 32> Peek() const;
   static std::string Hex(const std::array<uint8_t, 32>& digest);
 
  private:
   void* ctx_;  // EVP_MD_CTX
 };
+
+// The secret that signs and checks snapshots (zoomd --snapshot_key_file).
+struct SnapshotKey {
+  static constexpr size_t kMinSecretBytes = 16;
+  std::string secret;
+  // The first 16 hex digits of SHA-256("zoomd snapshot key id\n" + secret):
+  // names the key in archives and messages without revealing it.
+  std::string id;
+  // InvalidArgument for a secret shorter than kMinSecretBytes.
+  static absl::StatusOr<SnapshotKey> FromSecret(std::string secret);
+  // A file holding the secret (trailing whitespace and newlines dropped),
+  // at most 4 KiB: NotFound, InvalidArgument (not a regular file, too
+  // short or too long) naming the path.
+  static absl::StatusOr<SnapshotKey> ReadFile(const std::string& path);
+};
+
+inline constexpr char kSignatureEntry[] = "signature";
 
 class ArchiveWriter {
  public:
@@ -67,7 +103,11 @@ class ArchiveWriter {
   absl::Status Begin(std::string_view name, uint64_t size);
   absl::Status Append(const void* data, size_t n);
   absl::Status End();
-  // Writes the trailer, syncs, renames PATH.tmp to PATH.
+  // Signs the archive at Finish (the "signature" entry, last): `key` must
+  // outlive the writer. Null: unsigned.
+  void SignWith(const SnapshotKey* key) { key_ = key; }
+  // Writes the signature (if any) and the trailer, syncs, renames PATH.tmp
+  // to PATH.
   absl::Status Finish();
 
   uint64_t bytes() const { return offset_; }
@@ -93,6 +133,7 @@ class ArchiveWriter {
   uint32_t entries_ = 0;
   bool finished_ = false;
   std::string file_sha256_;
+  const SnapshotKey* key_ = nullptr;
 };
 
 class ArchiveReader {
@@ -120,6 +161,16 @@ class ArchiveReader {
   const std::string& file_sha256() const { return file_sha256_; }
   uint64_t bytes() const { return bytes_; }
 
+  // Whether the archive ends with a signature entry, and the key id it
+  // names ("" when unsigned).
+  bool is_signed() const { return !signer_key_id_.empty(); }
+  const std::string& signer_key_id() const { return signer_key_id_; }
+  // OK when `key` is null (this server checks no signatures) or the
+  // archive carries a valid signature by `key`; PermissionDenied, saying
+  // which, when it is unsigned, signed with another key, or its signature
+  // does not match its bytes (altered, or made without the key).
+  absl::Status CheckSignature(const SnapshotKey* key) const;
+
  private:
   ArchiveReader() = default;
   int fd_ = -1;
@@ -127,7 +178,14 @@ class ArchiveReader {
   uint64_t bytes_ = 0;
   std::vector<Entry> entries_;
   std::string file_sha256_;
+  std::string signer_key_id_;
+  std::string signed_mac_;                // hex, from the signature entry
+  std::array<uint8_t, 32> signed_digest_{};  // of the bytes before it
 };
+
+// The signature entry's text for `digest` (the SHA-256 of the bytes before
+// it) under `key` (format 1, above).
+std::string SignatureText(const SnapshotKey& key, const std::array<uint8_t, 32>& digest);
 
 }  // namespace zoom::storage
 

@@ -269,6 +269,10 @@ absl::StatusOr<CollectionDescription> RestoreByReplay(
   // 1. The archive whole, and each collection archive in it.
   ZOOM_ASSIGN_OR_RETURN(std::unique_ptr<storage::ArchiveReader> archive,
                         storage::ArchiveReader::Open(path));
+  // With a key, the archive given must carry its signature (a cluster's
+  // covers its shards' archives: those are restored unchecked below).
+  ZOOM_RETURN_IF_ERROR(
+      archive->CheckSignature(scratch_options.collection.snapshot_key.get()));
   if (!overwrite) {
     if (backend.GetCollection(call, target).ok()) {
       return absl::AlreadyExistsError(absl::StrCat(
@@ -317,6 +321,7 @@ absl::StatusOr<CollectionDescription> RestoreByReplay(
   }
   archive.reset();
   DatabaseOptions so = scratch_options;
+  so.collection.snapshot_key = nullptr;  // checked above, as a whole
   so.data_dir = dir + "/db";
   so.snapshots_dir = dir + "/snapshots";
   so.maintenance_interval = absl::ZeroDuration();

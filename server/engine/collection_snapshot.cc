@@ -97,6 +97,7 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
     // 2. The copy, without the lock.
     ZOOM_ASSIGN_OR_RETURN(auto writer,
                           storage::ArchiveWriter::Create(path, core_.options_.store.file_system));
+    writer->SignWith(core_.options_.snapshot_key.get());
     const storage::VectorStore& store = gen->store();
     // The typed fields as of the snapshot's moment (only live points have
     // any: a delete erases them in the same batch).

@@ -19,6 +19,7 @@
 #include "server/engine/job_runner.h"
 #include "server/engine/payload_index.h"
 #include "server/engine/search_engine.h"
+#include "storage/snapshot_archive.h"
 #include "storage/vector_store.h"
 
 namespace zoom::server {
@@ -76,6 +77,11 @@ struct CollectionOptions {
   // names a target or knobs (CollectionConfig::default_target_recall).
   // 0: none (the collection's default knobs).
   double default_target_recall = 0.95;
+  // Snapshots are signed with it and a restore (RestoreSnapshot, a peer's
+  // snapshot bootstrapping a replica) refuses an archive not signed with
+  // it: PermissionDenied (storage/snapshot_archive.h). Null: unsigned, and
+  // any whole archive is restored.
+  std::shared_ptr<const storage::SnapshotKey> snapshot_key;
 };
 
 struct CollectionInfo {

@@ -268,8 +268,12 @@ absl::Status ZoomServer::Start() {
            db_ == nullptr ? std::string() : absl::StrCat(", data dir ", options_.database.data_dir),
            ", io backend ", backend_note,
            ", kernels ", server::Database::KernelChoices(),
-           ", sync ", options_.database.sync_always ? "always" : "batch", ", ",
-           options_.threads, " workers, ", db_ == nullptr ? 0 : db_->ListCollections().size(),
+           ", sync ", options_.database.sync_always ? "always" : "batch",
+           options_.database.collection.snapshot_key == nullptr
+               ? std::string(", snapshots unsigned")
+               : absl::StrCat(", snapshots signed (key ",
+                              options_.database.collection.snapshot_key->id, ")"),
+           ", ", options_.threads, " workers, ", db_ == nullptr ? 0 : db_->ListCollections().size(),
            " collections loaded in ", static_cast<int64_t>(sw.ElapsedMicros() / 1000), " ms");
   return absl::OkStatus();
 }

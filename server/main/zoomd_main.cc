@@ -109,6 +109,11 @@ ABSL_FLAG(std::string, port_file, "",
 ABSL_FLAG(std::string, snapshots_dir, "",
           "Where collection snapshots are kept (default DATA_DIR/snapshots); RestoreSnapshot "
           "sources are names under it.");
+ABSL_FLAG(std::string, snapshot_key_file, "",
+          "A secret (at least 16 bytes; trailing whitespace dropped) that signs every snapshot "
+          "this zoomd makes (HMAC-SHA-256); RestoreSnapshot and a node's bootstrap from a "
+          "peer then refuse archives not signed with it (PERMISSION_DENIED). A cluster's "
+          "routers and nodes share one.");
 ABSL_FLAG(std::string, api_key_file, "",
           "API keys, one 'admin KEY' or 'read KEY' per line (reloaded on SIGHUP). Without it "
           "every call is allowed, and zoomd serves only on loopback unless "
@@ -427,6 +432,16 @@ int Main(int argc, char** argv) {
   options.limits.max_k = absl::GetFlag(FLAGS_max_k);
   options.limits.max_batch = absl::GetFlag(FLAGS_max_batch);
   options.database.snapshots_dir = absl::GetFlag(FLAGS_snapshots_dir);
+  if (const std::string key_file = absl::GetFlag(FLAGS_snapshot_key_file); !key_file.empty()) {
+    absl::StatusOr<storage::SnapshotKey> key = storage::SnapshotKey::ReadFile(key_file);
+    if (!key.ok()) {
+      std::fprintf(stderr, "zoomd: --snapshot_key_file: %s\n",
+                   std::string(key.status().message()).c_str());
+      return 1;
+    }
+    options.database.collection.snapshot_key =
+        std::make_shared<const storage::SnapshotKey>(std::move(*key));
+  }
   options.api_key_file = absl::GetFlag(FLAGS_api_key_file);
   options.require_key_off_loopback = !absl::GetFlag(FLAGS_allow_unauthenticated);
   options.metrics_require_key = absl::GetFlag(FLAGS_metrics_require_key);

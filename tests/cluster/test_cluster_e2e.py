@@ -189,10 +189,12 @@ class Net:
 
 class Cluster:
     """`routers`: the router hosts' names; `node_args`: more flags for every
-    node (the fault runner's shorter timings)."""
+    node (the fault runner's shorter timings); `zoomd_args`: for every zoomd,
+    routers too (a snapshot key)."""
 
     def __init__(self, root: pathlib.Path, routers: List[str] = ["router"],  # noqa: B006
-                 node_args: List[str] = []) -> None:  # noqa: B006
+                 node_args: List[str] = [],  # noqa: B006
+                 zoomd_args: List[str] = []) -> None:  # noqa: B006
         self.root = root
         self.nodes = ["z0", "z1", "z2", "z3"]
         self.routers = list(routers)
@@ -221,7 +223,7 @@ class Cluster:
                 f"--grpc_address={ip}:{port}", f"--metrics_address={ip}:{mport}",
                 f"--node_ttl_s={TTL_S}", "--log_trim_s=1", "--auto_build_points=0",
                 "--threads=4",
-                "--allow_unauthenticated"]
+                "--allow_unauthenticated", *zoomd_args]
             if h in self.routers:
                 argv += [f"--data_dir={root / h}"]  # its snapshots
             else:

@@ -58,7 +58,10 @@ def cluster():
     if not os.access(NATS, os.X_OK):
         pytest.skip("nats-server is not installed (deploy/install-deps.sh installs it)")
     root = pathlib.Path(tempfile.mkdtemp(prefix="zoom-ops-", dir="/var/tmp"))
-    c = Cluster(root)
+    # Signed snapshots on every zoomd: the router checks its nodes' archives
+    # and signs the cluster's; the restore checks it.
+    (root / "snapshot.key").write_text("ops-test-snapshot-key-0123456789\n")
+    c = Cluster(root, zoomd_args=[f"--snapshot_key_file={root / 'snapshot.key'}"])
     try:
         c.start()
         yield c
@@ -271,16 +274,31 @@ def test_cluster_snapshot(cluster: Cluster, base: np.ndarray) -> None:
     restored_ok(r, "docs_restored")
 
     # Into a standalone zoomd: one node, every shard's points in one collection.
+    # The archive is signed with the cluster's key: a standalone with
+    # another key refuses it, one with the cluster's restores it.
+    up = [zoom_pb2.RestoreSnapshotRequest(collection="docs")] + [
+        zoom_pb2.RestoreSnapshotRequest(data=data[i:i + (1 << 20)])
+        for i in range(0, len(data), 1 << 20)]
+    (cluster.root / "other.key").write_text("some-other-snapshot-key-98765\n")
     port = free_port()
-    single = Proc("single", [zoomd_binary(), f"--data_dir={cluster.root / 'single'}",
-                             f"--grpc_address=127.0.0.1:{port}", "--metrics_address=",
-                             "--auto_build_points=0"], cluster.root / "single.log").start()
+    for key, refused in (("other.key", True), ("snapshot.key", False)):
+        single = Proc("single", [zoomd_binary(), f"--data_dir={cluster.root / 'single'}",
+                                 f"--grpc_address=127.0.0.1:{port}", "--metrics_address=",
+                                 f"--snapshot_key_file={cluster.root / key}",
+                                 "--auto_build_points=0"], cluster.root / "single.log").start()
+        if not refused:
+            break
+        try:
+            wait_until("the standalone", lambda: health(f"127.0.0.1:{port}"), 60)
+            with pytest.raises(grpc.RpcError) as e:
+                stub(f"127.0.0.1:{port}").RestoreSnapshot(iter(up), timeout=600)
+            assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED, e.value
+            assert "signed with key" in e.value.details(), e.value.details()
+        finally:
+            single.signal(signal.SIGTERM)  # waits for it
     try:
         wait_until("the standalone", lambda: health(f"127.0.0.1:{port}"), 60)
         s = stub(f"127.0.0.1:{port}")
-        up = [zoom_pb2.RestoreSnapshotRequest(collection="docs")] + [
-            zoom_pb2.RestoreSnapshotRequest(data=data[i:i + (1 << 20)])
-            for i in range(0, len(data), 1 << 20)]
         one = s.RestoreSnapshot(iter(up), timeout=600)
         assert one.info.points == info.points
         restored_ok(s, "docs")

@@ -127,6 +127,8 @@ absl::Status ClusterSnapshots::FetchShard(const api::Call& call,
   }
   // Verified whole here: what goes into the cluster archive is sound.
   ZOOM_ASSIGN_OR_RETURN(auto archive, storage::ArchiveReader::Open(dest));
+  // With a key, the nodes sign with it too (one key for the cluster).
+  ZOOM_RETURN_IF_ERROR(archive->CheckSignature(store_options_.collection.snapshot_key.get()));
   if (archive->file_sha256() != made.sha256()) {
     return absl::DataLossError(
         "the archive's SHA-256 is not the one its node reported");
@@ -205,12 +207,14 @@ absl::StatusOr<SnapshotInfo> ClusterSnapshots::Create(
     }
   }
   FileSystem* fsys = store->options().collection.store.file_system;
+  const storage::SnapshotKey* key = store->options().collection.snapshot_key.get();
   absl::StatusOr<SnapshotInfo> info = store->CreateSnapshotWith(
       m.collection,
       [&](const std::string& path)
           -> absl::StatusOr<Collection::SnapshotStats> {
         ZOOM_ASSIGN_OR_RETURN(auto w,
                               storage::ArchiveWriter::Create(path, fsys));
+        w->SignWith(key);  // the whole, shards' archives included
         ZOOM_RETURN_IF_ERROR(
             w->Add(api::kClusterManifestEntry, manifest.Encode()));
         for (uint32_t k = 0; k < m.shards; ++k) {
