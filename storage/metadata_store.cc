@@ -475,6 +475,10 @@ absl::Status MetadataStore::ScanFields(
 
 absl::Status MetadataStore::SyncWal() { return FromRocks(db_->SyncWAL(), "sync the WAL"); }
 
+absl::Status MetadataStore::VerifyChecksums() const {
+  return FromRocks(db_->VerifyChecksum(), absl::StrCat("verify the tables of ", dir_));
+}
+
 uint64_t MetadataStore::ApproximateBytes() const {
   uint64_t total = 0;
   std::error_code ec;

@@ -185,6 +185,9 @@ class MetadataStore {
   absl::Status DeleteLogRecords(uint32_t cid, uint64_t from, uint64_t to);
   // Makes every Commit so far durable (for sync = false).
   absl::Status SyncWal();
+  // Reads every table file and checks every block's checksum (RocksDB's
+  // VerifyChecksum: a full read of the store). DataLoss for a damaged one.
+  absl::Status VerifyChecksums() const;
 
   // Bytes of the database files (SST + WAL), approximately.
   uint64_t ApproximateBytes() const;

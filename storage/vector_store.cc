@@ -242,6 +242,7 @@ absl::StatusOr<std::unique_ptr<VectorStore>> VectorStore::Open(
   ZOOM_ASSIGN_OR_RETURN(s->reader_, options.reader_factory
                                             ? options.reader_factory(path, options.reader)
                                             : MakeBlockReader(path, options.reader));
+  if (options.verify_on_open) ZOOM_RETURN_IF_ERROR(s->VerifyData());
   return s;
 }
 

@@ -80,6 +80,11 @@ struct VectorStoreOptions {
   // What the header and records are written through (null: POSIX). Tests
   // inject write faults here.
   FileSystem* file_system = nullptr;
+  // Open reads every committed record and checks the data checksum
+  // (VerifyData: DataLoss for a flipped bit anywhere in them): a full read
+  // of the file, for an opener that has another copy to turn to (a cluster
+  // node).
+  bool verify_on_open = false;
 };
 
 class VectorStore {

@@ -71,6 +71,36 @@ absl::StatusOr<SnapshotInfo> ReadInfo(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// The metadata store (catalog, records, payloads) and the collections'
+// files of a node whose store cannot be read, moved to
+// DATA_DIR/.damaged-<unix ms>/ (kept for the operator): the node starts
+// empty, as on a new volume, and bootstraps its replicas from peers. What
+// else DATA_DIR holds (the node's identity, its copies of the shard maps,
+// the snapshots) stays.
+absl::Status SetStoreAside(const std::string& data_dir, const absl::Status& why) {
+  const fs::path root(data_dir);
+  const fs::path aside = root / absl::StrCat(".damaged-", absl::ToUnixMillis(absl::Now()));
+  std::error_code ec;
+  fs::create_directories(aside, ec);
+  for (const char* part : {"meta", "collections"}) {
+    if (!ec && fs::exists(root / part)) fs::rename(root / part, aside / part, ec);
+  }
+  if (!ec) fs::create_directories(root / "collections", ec);
+  if (ec) {
+    return absl::DataLossError(absl::StrCat("the metadata store is damaged (", why.message(),
+                                            ") and cannot be moved aside to ", aside.string(),
+                                            ": ", ec.message()));
+  }
+  ZOOM_LOG(ERROR, "the metadata store of ", data_dir, " is damaged (", why.message(),
+           "): it and the collections' files are moved to ", aside.string(),
+           "; this node starts empty and makes its replicas again from peers");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& options) {
   std::unique_ptr<Database> db(new Database());
   db->options_ = options;
@@ -92,7 +122,12 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& 
   }
   storage::MetadataOptions mo;
   mo.sync = options.sync_always;
-  auto meta = storage::MetadataStore::Open((fs::path(options.data_dir) / "meta").string(), mo);
+  const std::string meta_dir = (fs::path(options.data_dir) / "meta").string();
+  auto meta = storage::MetadataStore::Open(meta_dir, mo);
+  if (!meta.ok() && absl::IsDataLoss(meta.status()) && options.quarantine_damaged) {
+    ZOOM_RETURN_IF_ERROR(SetStoreAside(options.data_dir, meta.status()));
+    meta = storage::MetadataStore::Open(meta_dir, mo);
+  }
   if (!meta.ok()) {
     if (meta.status().message().find("lock") != std::string_view::npos) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -106,8 +141,18 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& 
                            ? (fs::path(options.data_dir) / "snapshots").string()
                            : options.snapshots_dir;
   db->RemoveStagingLeftovers();
-  ZOOM_ASSIGN_OR_RETURN(std::vector<storage::CollectionRecord> records,
-                        db->metadata_->ListCollections());
+  absl::StatusOr<std::vector<storage::CollectionRecord>> listed = db->metadata_->ListCollections();
+  if (listed.ok() && options.collection.store.verify_on_open) {
+    // Every table's blocks, as every vector file's records (a node).
+    if (absl::Status st = db->metadata_->VerifyChecksums(); !st.ok()) listed = st;
+  }
+  if (!listed.ok() && absl::IsDataLoss(listed.status()) && options.quarantine_damaged) {
+    db->metadata_.reset();  // closes the store (its lock) before the move
+    ZOOM_RETURN_IF_ERROR(SetStoreAside(options.data_dir, listed.status()));
+    ZOOM_ASSIGN_OR_RETURN(db->metadata_, storage::MetadataStore::Open(meta_dir, mo));
+    listed = db->metadata_->ListCollections();
+  }
+  ZOOM_ASSIGN_OR_RETURN(std::vector<storage::CollectionRecord> records, std::move(listed));
   absl::MutexLock lock(&db->mu_);
   for (const storage::CollectionRecord& rec : records) {
     if (rec.name.find(kRestoringMark) != std::string::npos) {
@@ -528,8 +573,10 @@ absl::StatusOr<std::shared_ptr<Collection>> Database::RestoreSnapshot(const std:
                                                                       const std::string& target,
                                                                       bool overwrite) {
   ZOOM_RETURN_IF_ERROR(ValidateCollectionName(target));
-  // The whole archive is checked before anything is created.
+  // The whole archive is checked (and its signature, with a key) before
+  // anything is created.
   ZOOM_ASSIGN_OR_RETURN(auto archive, storage::ArchiveReader::Open(path));
+  ZOOM_RETURN_IF_ERROR(archive->CheckSignature(options_.collection.snapshot_key.get()));
   absl::StatusOr<std::string> config_text = archive->Read("config", 1 << 16);
   if (absl::IsNotFound(config_text.status())) {
     // A whole archive of another kind (a cluster's manifest inside one, an

@@ -63,6 +63,10 @@ struct DatabaseOptions {
   // from the catalog instead of stopping the open: for a cluster node, whose
   // replicas are copies a peer can give again (the node bootstraps the
   // replica afresh). False (a standalone: its only copy): Open fails.
+  // The same for the metadata store itself (RocksDB's Corruption at its
+  // open, at the catalog's read, or, with collection.store.verify_on_open,
+  // in any table's block): with it every collection's files go aside to
+  // DATA_DIR/.damaged-<unix ms>/ and the database opens empty.
   bool quarantine_damaged = false;
 };
 

@@ -286,7 +286,13 @@ absl::Status ZoomServer::StartLocal(grpc::ServerBuilder& builder, std::string* i
   db_options.maintenance_interval = options_.maintenance_interval;
   // A node's replicas are copies: a damaged one is set aside and made again
   // from a peer, not a reason to stay down.
-  if (options_.cluster.role == ServerRole::kNode) db_options.quarantine_damaged = true;
+  if (options_.cluster.role == ServerRole::kNode) {
+    // A node's replicas have copies on peers: damage found at the open
+    // (a vector file's every record checked) sets the replica aside and the
+    // node makes it again from a peer (Database::Open).
+    db_options.quarantine_damaged = true;
+    db_options.collection.store.verify_on_open = true;
+  }
   ZOOM_ASSIGN_OR_RETURN(db_, Database::Open(db_options));
   // What the collections' readers use (a fallback to pread included), said
   // in the start line: a container's seccomp profile refusing io_uring is

@@ -391,42 +391,6 @@ TEST_F(CollectionTest, PointsAfterTheLastSnapshotAreReplayedIntoTheIndex) {
   }
 }
 
-// A collection whose vector file was cut short: a standalone refuses to
-// open (its only copy: DATA_LOSS naming it); with quarantine_damaged (a
-// cluster node, whose replicas a peer can give again) the collection is
-// moved aside and dropped, and the rest opens.
-TEST_F(CollectionTest, ADamagedCollectionIsSetAsideOnlyWhereItHasCopies) {
-  constexpr uint32_t kDim = 8;
-  OpenDb();
-  auto c = Create("hurt", kDim, Metric::kL2);
-  auto fine = Create("fine", kDim, Metric::kL2);
-  ASSERT_NE(c, nullptr);
-  ASSERT_NE(fine, nullptr);
-  Model model, other;
-  UpsertRange(*c, 0, 100, ClusteredVectors(100, kDim, 5), &model);
-  UpsertRange(*fine, 0, 100, ClusteredVectors(100, kDim, 6), &other);
-  const std::string dir = c->core().dir();
-  c.reset();
-  fine.reset();
-  CloseDb();
-  fs::resize_file(fs::path(dir) / "vectors-1.zvec", 100);
-  EXPECT_THAT(Database::Open(options_).status(),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("hurt")));
-  options_.quarantine_damaged = true;
-  OpenDb();
-  EXPECT_THAT(db_->GetCollection("hurt").status(), StatusIs(absl::StatusCode::kNotFound));
-  ASSERT_NE(Get("fine"), nullptr);
-  EXPECT_EQ(Get("fine")->Info().points, 100u);
-  EXPECT_FALSE(fs::exists(dir));
-  bool aside = false;
-  for (const auto& e : fs::directory_iterator(fs::path(dir).parent_path())) {
-    aside = aside || e.path().filename().string().find(".damaged-") != std::string::npos;
-  }
-  EXPECT_TRUE(aside);
-  // Made again under the same name, as a node's bootstrap does.
-  EXPECT_NE(Create("hurt", kDim, Metric::kL2), nullptr);
-}
-
 // Vectors in the file that the record map never acknowledged (a crash
 // between the vector append and the commit) are never served.
 TEST_F(CollectionTest, TornTailOfTheVectorFileIsNeverServed) {

@@ -264,6 +264,11 @@ TEST_F(VectorStoreCorruptionTest, FlippedDataByteFailsVerification) {
   ASSERT_OK_AND_ASSIGN(auto s, VectorStore::Open(path_));
   EXPECT_THAT(s->VerifyData(),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("data checksum")));
+  // An opener that verifies (a cluster node) finds it at the open.
+  VectorStoreOptions verify;
+  verify.verify_on_open = true;
+  EXPECT_THAT(VectorStore::Open(path_, verify),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("data checksum")));
 }
 
 TEST_F(VectorStoreCorruptionTest, TornTailIsIgnoredAndOverwritten) {
