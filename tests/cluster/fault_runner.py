@@ -41,20 +41,23 @@ is non-zero.
 
   tests/cluster/fault_runner.py --rounds 50 --seed 7 --json out.json
 
-Damage to a minority's data files, asked for with --faults (not in the
-default set: a flip in a node's RocksDB MANIFEST or table file can keep the
-whole node from opening its store, which nothing heals yet):
+Damage to a minority's data files:
   flip_node, truncate_node            a node killed, 8 bits of one of its
-                                      vector or RocksDB files flipped (or the
-                                      file cut short), started again
+                                      vector or RocksDB files (tables, WAL,
+                                      MANIFEST) flipped (or the file cut
+                                      short), started again
   flip_nats                           the same to one nats-server's .blk file
-Loss of un-synced data, asked for with --faults (lazyfs, tests/faults/lazyfs:
-the nats-servers' stores on one mount, node z0's data dir on another):
+Loss of un-synced data (lazyfs, tests/faults/lazyfs: each nats-server's
+store on a mount of its own, node z0's data dir on another; only where
+lazyfs is built and /dev/fuse opens, else these kinds are left out and the
+summary says so):
   power_nats                          a power failure of all three
                                       nats-servers at once: kill -9, what they
                                       had not synced dropped, restarted
+  power_nats_one                      the same to one nats-server (a minority)
   power_node                          z0 partitioned, then a power failure of
                                       it, restarted, the link back
+All of them are in the default set (--faults).
 """
 
 from __future__ import annotations
@@ -87,14 +90,13 @@ from cluster_procs import NATS, LazyMount, accepts, caught_up, local_shards  # n
 from cluster_procs import wait_until  # noqa: E402
 from test_cluster_e2e import TTL_S, Cluster  # noqa: E402
 
-FAULTS = ["kill_node", "kill_nats", "kill_router", "pause_node", "partition_node",
-          "one_way_node", "delay_node"]
 NET_FAULTS = {"partition_node", "one_way_node", "delay_node"}
-# Damage to a minority's data files: not in the default set yet (see the
-# module comment), asked for with --faults.
+# Damage to a minority's data files.
 DAMAGE_FAULTS = ["flip_node", "truncate_node", "flip_nats"]
-# Loss of un-synced data (lazyfs): asked for with --faults.
-POWER_FAULTS = {"power_nats", "power_node"}
+# Loss of un-synced data (lazyfs).
+POWER_FAULTS = {"power_nats", "power_nats_one", "power_node"}
+FAULTS = ["kill_node", "kill_nats", "kill_router", "pause_node", "partition_node",
+          "one_way_node", "delay_node"] + DAMAGE_FAULTS + sorted(POWER_FAULTS)
 DIM = 16
 SHARDS, REPLICAS = 2, 3
 ABSENT = ("absent",)  # a point's state: ABSENT, or ("live", payload, field)
@@ -206,6 +208,24 @@ class Workload:
         if not want_present and i in top:
             self.violations.append(f"session read after deleting {i} still answered it")
 
+    def probe(self, router: str) -> bool:
+        """One upsert of a new id through `router` (the workload stopped):
+        True once acknowledged. Recorded in the history as any write."""
+        i = self.next_id
+        self.next_id += 1
+        self.version += 1
+        state = ("live", b"probe%d-%d" % (i, self.version), None)
+        try:
+            resp = self.stubs[router].Upsert(zoom_pb2.UpsertRequest(
+                collection="docs", points=[zoom_pb2.Point(id=i, vector=vector_of(i),
+                                                          payload=state[1])]), timeout=5)
+        except grpc.RpcError:
+            self.h.failed(i, state)
+            return False
+        self._note_tokens(resp.tokens)
+        self.h.acked(i, state)
+        return True
+
     def _run(self) -> None:
         while not self.stop.is_set():
             self.version += 1
@@ -284,6 +304,16 @@ def lazyfs_binary() -> Optional[str]:
     return path
 
 
+def fuse_opens() -> bool:
+    """Whether /dev/fuse can be opened here (a container may list it and
+    refuse it)."""
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+        return True
+    except OSError:
+        return False
+
+
 def read_replicas(cluster: Cluster, ids: List[int]) -> Dict[int, Dict[str, Dict[int, State]]]:
     """shard -> node -> id -> state, for the ids a replica holds."""
     out: Dict[int, Dict[str, Dict[int, State]]] = {}
@@ -312,22 +342,31 @@ class Runner:
         self.a = args
         self.rng = random.Random(args.seed)
         self.root = pathlib.Path(tempfile.mkdtemp(prefix="zoom-faults-", dir="/var/tmp"))
-        self.cluster = Cluster(self.root, routers=["r0", "r1"])
-        # Un-synced data: the nats-servers' stores on one lazyfs mount (a
-        # power failure of all three at once), node z0's data dir on another.
+        # Signed snapshots: every bootstrap from a peer checks the signature.
+        (self.root / "snapshot.key").write_text("fault-runner-snapshot-key-01234\n")
+        self.cluster = Cluster(self.root, routers=["r0", "r1"],
+                               zoomd_args=[f"--snapshot_key_file={self.root / 'snapshot.key'}"])
+        # Un-synced data: each nats-server's store on a lazyfs mount of its
+        # own, node z0's data dir on another.
         self.lazy: Dict[str, LazyMount] = {}
-        kinds = set(args.faults.split(","))
-        if kinds & POWER_FAULTS:
+        kinds = args.faults.split(",")
+        self.left_out: List[str] = []
+        if set(kinds) & POWER_FAULTS:
             exe = lazyfs_binary()
-            if exe is None:
-                raise SystemExit("power faults need lazyfs (build the lazyfs target; set "
-                                 "LAZYFS_BINARY) and /dev/fuse")
+            if exe is None or not fuse_opens():
+                if not args.skip_unavailable:
+                    raise SystemExit("power faults need lazyfs (build the lazyfs target; set "
+                                     "LAZYFS_BINARY) and /dev/fuse")
+                self.left_out = [k for k in kinds if k in POWER_FAULTS]
+                args.faults = ",".join(k for k in kinds if k not in POWER_FAULTS)
+                say(f"lazyfs or /dev/fuse is missing here: {', '.join(self.left_out)} left out")
+        if set(args.faults.split(",")) & POWER_FAULTS:
             self.lazy = {m: LazyMount(exe, self.root / f"lazy-{m}" / "backing",
                                       self.root / f"lazy-{m}" / "mnt",
                                       self.root / f"lazy-{m}" / "lazyfs.log")
-                         for m in ("nats", "z0")}
+                         for m in [f"nats{i}" for i in range(len(self.cluster.nats))] + ["z0"]}
             for i, p in enumerate(self.cluster.nats):
-                p.argv[p.argv.index("-sd") + 1] = str(self.lazy["nats"].mnt / f"nats{i}")
+                p.argv[p.argv.index("-sd") + 1] = str(self.lazy[f"nats{i}"].mnt / f"nats{i}")
             z0 = self.cluster.procs["z0"].argv
             for j, a in enumerate(z0):
                 if a.startswith("--data_dir="):
@@ -411,17 +450,20 @@ class Runner:
             # vector file or a RocksDB file (bits flipped, or cut short).
             h = rng.choice(c.nodes)
             c.procs[h].signal(signal.SIGKILL)
-            self.damage(c.root / h, fault == "truncate_node")
+            self.damage(self.data_dir(h), fault == "truncate_node")
             c.start_zoomd(h)
         elif fault == "power_nats":
-            h = self.power_nats()
+            h = self.power_nats(range(len(c.nats)))
+        elif fault == "power_nats_one":
+            h = self.power_nats([rng.randrange(len(c.nats))])
         elif fault == "power_node":
             h = self.power_node()
         elif fault == "flip_nats":
             i = rng.randrange(len(c.nats))
             h = c.nats[i].name
             c.nats[i].signal(signal.SIGKILL)
-            self.damage(c.root / h, False, suffixes=(".blk",))
+            argv = c.nats[i].argv
+            self.damage(pathlib.Path(argv[argv.index("-sd") + 1]), False, suffixes=(".blk",))
             self.restart_nats(i)
         else:
             raise ValueError(fault)
@@ -431,8 +473,11 @@ class Runner:
                suffixes: Tuple[str, ...] = (".zvec", ".sst", ".log")) -> None:
         """Flips 8 random bits of one data file under `root` (or cuts it to a
         random length), chosen by the seed among those with `suffixes`."""
-        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in suffixes
-                       and p.stat().st_size > 0)
+        def wanted(p: pathlib.Path) -> bool:
+            return p.suffix in suffixes or (".sst" in suffixes and
+                                            p.name.startswith("MANIFEST-"))
+        files = sorted(p for p in root.rglob("*") if p.is_file() and wanted(p)
+                       and ".damaged-" not in str(p) and p.stat().st_size > 0)
         if not files:
             say(f"  (no file to damage under {root})")
             return
@@ -452,15 +497,23 @@ class Runner:
                 fh.write(bytes([b ^ (1 << self.rng.randrange(8))]))
         say(f"  damaged {f.relative_to(root)}: 8 bits flipped in {size} bytes")
 
-    def power_nats(self) -> str:
-        """A power failure of the three nats-servers at once: kill -9, then
+    def data_dir(self, host: str) -> pathlib.Path:
+        for a in self.cluster.procs[host].argv:
+            if a.startswith("--data_dir="):
+                return pathlib.Path(a.split("=", 1)[1])
+        return self.cluster.root / host
+
+    def power_nats(self, which) -> str:
+        """A power failure of nats-servers `which` at once: kill -9, then
         what they had not synced dropped, then started again."""
-        for p in self.cluster.nats:
-            p.signal(signal.SIGKILL)
-        self.lazy["nats"].crash()
-        for i in range(len(self.cluster.nats)):
+        which = list(which)
+        for i in which:
+            self.cluster.nats[i].signal(signal.SIGKILL)
+        for i in which:
+            self.lazy[f"nats{i}"].crash()
+        for i in which:
             self.restart_nats(i)
-        return "nats*"
+        return "nats*" if len(which) == len(self.cluster.nats) else self.cluster.nats[which[0]].name
 
     def power_node(self) -> str:
         """Node z0 cut off, then a power failure of it (kill -9 and what it had
@@ -548,7 +601,7 @@ class Runner:
             m.start()
         for i in range(len(c.nats)):
             if self.lazy:
-                (self.lazy["nats"].mnt / f"nats{i}").mkdir(exist_ok=True)
+                (self.lazy[f"nats{i}"].mnt / f"nats{i}").mkdir(exist_ok=True)
         c.start()
         r = stub(c.target(c.routers[0]))
         r.CreateCollection(zoom_pb2.CreateCollectionRequest(spec=zoom_pb2.CollectionSpec(
@@ -561,6 +614,7 @@ class Runner:
             fault = kinds[rnd % len(kinds)] if self.a.cycle else self.rng.choice(kinds)
             acked0, failed0, viol0 = wl.acked, wl.failed, len(wl.violations)
             wl.errors.clear()
+            wl.first_error.clear()  # this round's own
             wl.start()
             time.sleep(self.rng.uniform(0.5, 1.5))
             target, healed_at = self.inject(fault)
@@ -572,7 +626,17 @@ class Runner:
                     wl.tokens.clear()
             time.sleep(self.rng.uniform(0.5, 1.5))
             wl.finish()
+            # Healed means writable again through every router (a power
+            # failure of the nats-servers can leave JetStream without a
+            # leader for a while), then converged.
+            writable = True
+            for r in c.routers:
+                try:
+                    wait_until(f"a write through {r}", lambda r=r: wl.probe(r), 180, 0.5)
+                except RuntimeError:
+                    writable = False
             self.converge(dict(wl.tokens))
+            self.converged = self.converged and writable
             heal_s = time.monotonic() - healed_at
             counts = self.check()
             row = {"round": rnd, "fault": fault, "target": target,
@@ -606,8 +670,9 @@ class Runner:
             for k in ("acked", "failed", "lost", "diverged", "wrong", "session_violations"):
                 t[k] += row[k]
             t["heal"].append(row["heal_seconds"])
+        left_out = f"; left out: {', '.join(self.left_out)}" if self.left_out else ""
         say(f"\nseed {self.a.seed}, {len(self.rows)} rounds, netns {self.cluster.net.netns}, "
-            f"qdisc {self.qdisc or '-'}; "
+            f"qdisc {self.qdisc or '-'}{left_out}; "
             f"{wl.reads} session reads ({wl.read_unavailable} unavailable)")
         say(f"{'fault':15s} {'rounds':>6s} {'acked':>6s} {'failed':>6s} {'lost':>5s} "
             f"{'diverged':>8s} {'wrong':>7s} {'session':>7s} {'heal p50':>8s} {'heal max':>8s}")
@@ -619,7 +684,7 @@ class Runner:
         if self.a.json:
             pathlib.Path(self.a.json).write_text(json.dumps(
                 {"seed": self.a.seed, "netns": self.cluster.net.netns, "qdisc": self.qdisc,
-                 "rounds": self.rows,
+                 "rounds": self.rows, "left_out": self.left_out,
                  "by_fault": table, "session_reads": wl.reads,
                  "session_reads_unavailable": wl.read_unavailable}, indent=1) + "\n")
 
@@ -642,6 +707,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                     f"{', '.join(FAULTS + DAMAGE_FAULTS + sorted(POWER_FAULTS))}")
     ap.add_argument("--cycle", action="store_true",
                     help="take the faults in turn instead of at random")
+    ap.add_argument("--skip_unavailable", action="store_true",
+                    help="leave out the power faults where lazyfs or /dev/fuse is missing "
+                    "(else: an error)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true", help="keep the data and logs")
     a = ap.parse_args(argv)
