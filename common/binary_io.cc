@@ -145,14 +145,8 @@ absl::StatusOr<BinaryReader> BinaryReader::Open(const std::string& path,
     return absl::DataLossError(
         absl::StrCat(path, ": not a zoomd ", r.what_, " file (bad magic)"));
   }
-  std::memcpy(&r.major_, r.data_.data() + 8, 2);
-  std::memcpy(&r.minor_, r.data_.data() + 10, 2);
-  if (r.major_ > max_major) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, ": ", r.what_, " format ", r.major_, ".", r.minor_,
-        " was written by a newer zoomd; this build reads up to ", max_major,
-        ".x"));
-  }
+  // The checksum before the version (the framing is every major's): a
+  // flipped version field is damage, not a newer format.
   r.end_ = r.data_.size() - 4;
   uint32_t stored;
   std::memcpy(&stored, r.data_.data() + r.end_, 4);
@@ -160,6 +154,14 @@ absl::StatusOr<BinaryReader> BinaryReader::Open(const std::string& path,
   if (stored != computed) {
     return r.Corrupt(absl::StrCat("checksum mismatch (stored ", stored,
                                   ", computed ", computed, ")"));
+  }
+  std::memcpy(&r.major_, r.data_.data() + 8, 2);
+  std::memcpy(&r.minor_, r.data_.data() + 10, 2);
+  if (r.major_ > max_major) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": ", r.what_, " format ", r.major_, ".", r.minor_,
+        " was written by a newer zoomd; this build reads up to ", max_major,
+        ".x"));
   }
   r.pos_ = 12;
   return r;

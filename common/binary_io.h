@@ -7,8 +7,10 @@
 //
 //   char[8] magic | u16 major | u16 minor | payload ... | u32 crc32c
 //
-// where the CRC-32C covers everything before it. Open() checks the magic,
-// refuses a newer major (FailedPrecondition), and checks the CRC (DataLoss).
+// where the CRC-32C covers everything before it; every major keeps this
+// framing. Open() checks the magic, then the CRC (DataLoss: a flipped
+// version field is damage), then refuses a newer major
+// (FailedPrecondition).
 //
 // Thread safety: one thread per writer / reader.
 #ifndef ZOOM_COMMON_BINARY_IO_H_

@@ -182,6 +182,16 @@ absl::StatusOr<std::unique_ptr<VectorStore>> VectorStore::Open(
     return absl::DataLossError(
         absl::StrCat(path, ": not a zoomd vector store (bad magic)"));
   }
+  // The checksum before the version: every major keeps the header's CRC
+  // where 1.0 has it, so a flipped version byte is damage (DataLoss), not a
+  // newer format.
+  const uint32_t want_crc = Get<uint32_t>(h, kOffHeaderCrc);
+  const uint32_t got_crc = Crc32c(h, kOffHeaderCrc);
+  if (want_crc != got_crc) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": header checksum mismatch (stored ", want_crc, ", computed ",
+        got_crc, "): the file is corrupt"));
+  }
   const auto major = Get<uint16_t>(h, kOffMajor);
   const auto minor = Get<uint16_t>(h, kOffMinor);
   if (major > kMajorVersion) {
@@ -193,13 +203,6 @@ absl::StatusOr<std::unique_ptr<VectorStore>> VectorStore::Open(
   if (major != kMajorVersion) {
     return absl::DataLossError(absl::StrCat(
         path, ": unsupported vector store format ", major, ".", minor));
-  }
-  const uint32_t want_crc = Get<uint32_t>(h, kOffHeaderCrc);
-  const uint32_t got_crc = Crc32c(h, kOffHeaderCrc);
-  if (want_crc != got_crc) {
-    return absl::DataLossError(absl::StrCat(
-        path, ": header checksum mismatch (stored ", want_crc, ", computed ",
-        got_crc, "): the file is corrupt"));
   }
   const uint32_t dim = Get<uint32_t>(h, kOffDim);
   const uint32_t dtype_raw = Get<uint32_t>(h, kOffDType);

@@ -34,7 +34,10 @@
 // overwrites. A reader never sees records past the committed count.
 //
 // Minor versions add fields in reserved space; a reader accepts any minor of
-// its major. A newer major is refused with FailedPrecondition.
+// its major. A newer major is refused with FailedPrecondition. Every major
+// keeps the magic and header_crc (CRC-32C of bytes [0, 4092) at 4092) where
+// 1.0 has them, and the reader checks the CRC before the version: a damaged
+// version field is DataLoss.
 //
 // Thread safety: ReadVectors/ReadRaw are const and safe from many threads,
 // also while one writer calls Append (single writer).

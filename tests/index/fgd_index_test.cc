@@ -550,6 +550,8 @@ TEST_F(FgdIndexTest, CorruptFilesAreClearErrors) {
   ASSERT_OK(index_->Save(path));
   const uint16_t major = 2;
   patch(8, &major, 2);
+  EXPECT_THAT(FgdIndex::Load(path), StatusIs(absl::StatusCode::kDataLoss, HasSubstr("checksum")));
+  ASSERT_TRUE(zoom::testing::RecomputeTrailingCrc(path));  // a newer zoomd's file
   EXPECT_THAT(FgdIndex::Load(path), StatusIs(absl::StatusCode::kFailedPrecondition,
                                              HasSubstr("written by a newer zoomd")));
   patch(0, "ZOOMIDX", 8);

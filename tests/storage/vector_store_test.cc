@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/crc32c.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "storage/pread_block_reader.h"
@@ -237,6 +238,19 @@ TEST_F(VectorStoreCorruptionTest, WrongMagic) {
 TEST_F(VectorStoreCorruptionTest, NewerMajorVersion) {
   const uint16_t major = 2;
   Patch(8, &major, 2);
+  // The version changed and the header's CRC not: damage, not a newer file.
+  EXPECT_THAT(VectorStore::Open(path_),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("checksum")));
+  // A newer zoomd's file (its header's CRC right).
+  uint8_t h[4092];
+  {
+    const int fd = ::open(path_.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pread(fd, h, sizeof(h), 0), static_cast<ssize_t>(sizeof(h)));
+    ::close(fd);
+  }
+  const uint32_t crc = Crc32c(h, sizeof(h));
+  Patch(4092, &crc, 4);
   EXPECT_THAT(VectorStore::Open(path_),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("written by a newer zoomd")));

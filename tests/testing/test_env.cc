@@ -6,9 +6,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+
+#include "common/crc32c.h"
 
 namespace zoom::testing {
 
@@ -53,6 +58,18 @@ RefusedPort::RefusedPort(bool shareable) {
 
 RefusedPort::~RefusedPort() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+bool RecomputeTrailingCrc(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  if (bytes.size() < 4) return false;
+  const uint32_t crc = Crc32c(bytes.data(), bytes.size() - 4);
+  std::memcpy(bytes.data() + bytes.size() - 4, &crc, 4);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return static_cast<bool>(out);
 }
 
 }  // namespace zoom::testing

@@ -14,6 +14,11 @@ std::string TestDataDir();
 // TestDataDir() + "/" + relative.
 std::string TestDataPath(const std::string& relative);
 
+// Rewrites `path`'s trailing CRC-32C (common/binary_io.h's framing) over what
+// precedes it: after a test changed a field, the file a newer zoomd would
+// have written, its checksum right. False if it cannot.
+bool RecomputeTrailingCrc(const std::string& path);
+
 // A directory created on construction under $TMPDIR (or /var/tmp, which is
 // a real disk where /tmp may be tmpfs) and removed with its contents on
 // destruction.
