@@ -137,6 +137,7 @@ class BoundWorkload : public Workload {
                                                  std::vector<double>* all_rel) const;
   void Policies(size_t kp, const std::vector<QueryData>& data, double mean, double sd,
                 JsonLines& rep) const;
+  absl::Status Band(size_t kp, const std::vector<QueryData>& data, JsonLines& rep) const;
 
   ZoomBuilt zb_;
   size_t k_ = 10;
@@ -231,6 +232,155 @@ void BoundWorkload::Policies(size_t kp, const std::vector<QueryData>& data, doub
   }
 }
 
+// Issue 48, section 1, measured before it is built: the band. A PQ code's
+// preview distance is exact for the point's reconstruction x^ (the index
+// distance is ||q - x^||^2: L2, and cosine on unit vectors); with
+// r = ||x - x^||, the code's own error for that point, the true distance
+// ||q - x|| lies in [sqrt(est) - r, sqrt(est) + r] whatever the query (the
+// triangle inequality). Of the K' candidates, those whose upper bound is
+// below the (k+1)-th smallest lower bound are certainly in the top k, those
+// whose lower bound is above the k-th smallest upper bound certainly out;
+// only the rest (the band) needs a read, and the top k of the K' comes out
+// as reading all K' gives it. r is taken here exactly (the code's distance
+// to the point's own vector, SearchIds) and as one stored byte (rounded up,
+// on a scale to the largest r), and beside it the probabilistic interval
+// (below). rabitq's distance is an estimate, not ||q - x^||: its interval is
+// another matter (not measured here).
+absl::Status BoundWorkload::Band(size_t kp, const std::vector<QueryData>& data,
+                                 JsonLines& rep) const {
+  const Dataset& ds = *zb_.ds;
+  const index::VectorIndex& idx = *zb_.engine->index();
+  if (ds.metric == Metric::kInnerProduct || idx.spec().pq.code != index::CodeKind::kPq) {
+    std::printf("band: measured for PQ codes under L2 and cosine only\n");
+    return absl::OkStatus();
+  }
+  const size_t d = ds.dim(), k = k_;
+  std::vector<uint64_t> words((idx.size() + 63) / 64, 0);
+  std::vector<std::vector<float>> r(data.size());
+  double r_max = 0;
+  std::vector<float> x(d);
+  for (size_t q = 0; q < data.size(); ++q) {
+    for (int64_t id : data[q].ids) {
+      std::copy(ds.base.row(id), ds.base.row(id) + d, x.begin());
+      if (ds.metric == Metric::kCosine) NormalizeL2(x.data(), d);
+      words[id >> 6] |= uint64_t{1} << (id & 63);
+      index::IdBitsView one;
+      one.words = words.data();
+      one.size = idx.size();
+      std::vector<index::Neighbor> got;
+      ZOOM_RETURN_IF_ERROR(idx.SearchIds(x.data(), 1, one, index::IndexSearchParams{}, &got,
+                                         nullptr));
+      words[id >> 6] = 0;
+      if (got.size() != 1 || got[0].id != id) {
+        return absl::InternalError(absl::StrCat("band: no code for point ", id));
+      }
+      r[q].push_back(std::sqrt(std::max(0.0f, got[0].distance)));
+      r_max = std::max<double>(r_max, r[q].back());
+    }
+  }
+  // The interval models, in the index's (squared) distance. Triangle: the
+  // hard bound above, r exact or as one stored byte. Probabilistic: with
+  // e = x - x^ and v = q - x^, ||q - x||^2 = ||v||^2 - 2<v, e> + r^2 and,
+  // the error's direction about random in d dimensions, |<v, e>| is about
+  // ||v|| r / sqrt(d): the estimate est + r^2 within 2 c ||v|| r / sqrt(d)
+  // (c the confidence; RaBitQ's bound has this shape).
+  struct Model {
+    std::string name;
+    int kind;  // 0 triangle, 1 probabilistic
+    bool byte;
+    double c;
+  };
+  const std::vector<Model> models = {{"band triangle (r exact)", 0, false, 0},
+                                     {"band triangle (r one byte)", 0, true, 0},
+                                     {"band prob c=1", 1, false, 1},
+                                     {"band prob c=2", 1, false, 2},
+                                     {"band prob c=3", 1, false, 3},
+                                     {"band prob c=3 (r one byte)", 1, true, 3}};
+  const double sqrt_d = std::sqrt(static_cast<double>(d));
+  for (const Model& model : models) {
+    std::vector<double> band, in_top, recall;
+    int64_t wrong = 0;
+    for (size_t q = 0; q < data.size(); ++q) {
+      const QueryData& c = data[q];
+      const size_t n = c.est.size();
+      std::vector<double> lo(n), hi(n);
+      for (size_t i = 0; i < n; ++i) {
+        double ri = r[q][i];
+        if (model.byte) ri = std::ceil(ri / r_max * 255.0) * r_max / 255.0;
+        const double est = std::max(0.0f, c.est[i]);
+        const double v = std::sqrt(est);
+        const double slack = 1e-5 * (est + ri * ri) + 1e-6;  // the float ADC's rounding
+        if (model.kind == 0) {
+          const double l = std::max(0.0, v - ri);
+          lo[i] = l * l - slack;
+          hi[i] = (v + ri) * (v + ri) + slack;
+        } else {
+          const double half = 2.0 * model.c * v * ri / sqrt_d;
+          lo[i] = est + ri * ri - half - slack;
+          hi[i] = est + ri * ri + half + slack;
+        }
+      }
+      std::vector<double> slo = lo, shi = hi;
+      std::sort(slo.begin(), slo.end());
+      std::sort(shi.begin(), shi.end());
+      const double lo_k1 = n > k ? slo[k] : std::numeric_limits<double>::infinity();
+      const double hi_k = n >= k ? shi[k - 1] : std::numeric_limits<double>::infinity();
+      // The exact top k of the K' (what reading all K' returns): a
+      // certain-in outside it or a certain-out inside it is a bound that
+      // did not hold.
+      std::vector<size_t> order(n);
+      for (size_t i = 0; i < n; ++i) order[i] = i;
+      std::sort(order.begin(), order.end(),
+                [&](size_t a, size_t b) { return c.exact[a] < c.exact[b]; });
+      std::vector<char> top(n, 0);
+      for (size_t j = 0; j < std::min(k, n); ++j) top[order[j]] = 1;
+      // The answer: the certain-in (unread), then the band's best by exact
+      // distance (read).
+      std::vector<int64_t> out;
+      size_t nin = 0, nout = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const bool in = hi[i] < lo_k1, outside = lo[i] > hi_k;
+        if (in && out.size() < k) out.push_back(c.ids[i]);
+        nin += in;
+        nout += outside;
+        if ((in && !top[i]) || (outside && top[i])) ++wrong;
+      }
+      for (size_t j = 0; j < n && out.size() < k; ++j) {
+        const size_t i = order[j];
+        if (!(hi[i] < lo_k1) && !(lo[i] > hi_k)) out.push_back(c.ids[i]);
+      }
+      out.resize(k, -1);
+      band.push_back(static_cast<double>(n - nin - nout));
+      in_top.push_back(static_cast<double>(nin));
+      recall.push_back(RecallAtK(ds, q, out.data(), k, k));
+    }
+    double mb = 0, mi = 0, mr = 0;
+    for (size_t q = 0; q < band.size(); ++q) {
+      mb += band[q];
+      mi += in_top[q];
+      mr += recall[q];
+    }
+    const double nq = std::max<size_t>(1, band.size());
+    std::printf("%-30s reads mean %.2f p50 %.0f p99 %.0f max %.0f of K'=%zu; certain-in %.2f; "
+                "recall@%zu %.4f; bound violations %lld\n",
+                model.name.c_str(), mb / nq, Quantile(band, 0.5), Quantile(band, 0.99),
+                Quantile(band, 1.0), kp, mi / nq, k, mr / nq, static_cast<long long>(wrong));
+    rep.Line({{"name", std::string("bound")},
+              {"policy", model.name},
+              {"params", zb_.params},
+              {"dataset", ds.name},
+              {"rerank", static_cast<int64_t>(kp)},
+              {"reads_per_query", mb / nq},
+              {"reads_p99", Quantile(band, 0.99)},
+              {"reads_max", Quantile(band, 1.0)},
+              {"certain_in", mi / nq},
+              {"r_max", r_max},
+              {"bound_violations", static_cast<int64_t>(wrong)},
+              {"recall_at_10", mr / nq}});
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BoundWorkload::Run(JsonLines& rep) {
   const Dataset& ds = *zb_.ds;
   for (int kp_int : kps_) {
@@ -256,6 +406,7 @@ absl::Status BoundWorkload::Run(JsonLines& rep) {
         Quantile(all_err, 0.99), Quantile(abs_err, 0.99),
         Quantile(abs_err, 0.999), Quantile(all_rel, 0.99));
     Policies(kp, data, mean, sd, rep);
+    ZOOM_RETURN_IF_ERROR(Band(kp, data, rep));
   }
   return absl::OkStatus();
 }
