@@ -158,6 +158,14 @@ void HealthService::Shutdown() {
   for (WatchReactor* w : watches_) w->Update(hv1::HealthCheckResponse::NOT_SERVING, /*last=*/true);
 }
 
+bool HealthService::WaitWatchesEnded(absl::Time deadline) {
+  absl::MutexLock l(&mu_);
+  return mu_.AwaitWithDeadline(
+      absl::Condition(
+          +[](absl::flat_hash_set<WatchReactor*>* w) { return w->empty(); }, &watches_),
+      deadline);
+}
+
 HealthService::ServingStatus HealthService::Status(const std::string& service) const {
   absl::ReaderMutexLock l(&mu_);
   return StatusLocked(service);

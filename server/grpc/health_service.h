@@ -43,6 +43,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 
 namespace zoom::server {
@@ -65,6 +66,10 @@ class HealthService final : public HealthServiceBase {
   void SetServingStatus(const std::string& service, bool serving);
   // NOT_SERVING everywhere for good; ends every watch (see above).
   void Shutdown();
+  // True once every watch has ended (gRPC is done with it: its last status
+  // and its end went out); false if `deadline` comes first. After Shutdown,
+  // before the connections are cut.
+  bool WaitWatchesEnded(absl::Time deadline);
   // The status Watch would send now (SERVICE_UNKNOWN: a name never set).
   ServingStatus Status(const std::string& service) const;
 

@@ -559,7 +559,9 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   const absl::Time deadline = absl::Now() + grace;
   pool_->Drain(absl::UnavailableError(
       "zoomd is shutting down: nothing was done; retry (on another server if there is one)"));
-  const bool idle = pool_->WaitIdle(deadline);
+  // The open calls, and the health watches' last statuses, out before the
+  // connections are cut.
+  const bool idle = pool_->WaitIdle(deadline) && health_->WaitWatchesEnded(deadline);
   const int severed = idle && gate_ != nullptr ? gate_->Sever() : 0;
   ZOOM_LOG(INFO, "drained: ", idle ? "every call ended" : "calls still open at the grace's end",
            "; ", severed, " connections closed");

@@ -191,7 +191,8 @@ class ZoomServer {
   // The drain, so that no client call fails in a way it would not retry:
   // NOT_SERVING, no new connection; a call that starts is answered
   // UNAVAILABLE ("shutting down": nothing ran, retry); the open calls end
-  // (WorkerPool::WaitIdle, within `grace`); then the connections are cut
+  // (WorkerPool::WaitIdle, within `grace`), and the health watches have
+  // sent their last status; then the connections are cut
   // (ConnectionGate::Sever: a call sent meanwhile fails UNAVAILABLE on the
   // client's side) before gRPC's own shutdown, which answers a call that
   // reaches it CANCELLED. unix: addresses have no gate and keep that.

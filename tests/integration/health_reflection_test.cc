@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/zoom_client.h"
@@ -399,6 +400,11 @@ TEST(HealthReflectionTest, WatchSeesServingThenNotServingAtShutdown) {
     s.server->Shutdown(absl::Seconds(60));
     shutdown_took = absl::Now() - start;
   });
+  // A failed ASSERT below returns with the thread still running: joined
+  // then too (a joinable std::thread destroyed aborts the process).
+  absl::Cleanup join = [&] {
+    if (stopper.joinable()) stopper.join();
+  };
   for (RawCall* call : {&whole, &unknown}) {
     auto last = call->ReadAs<grpc::health::v1::HealthCheckResponse>();
     ASSERT_TRUE(last.has_value());
@@ -407,7 +413,7 @@ TEST(HealthReflectionTest, WatchSeesServingThenNotServingAtShutdown) {
     const grpc::Status st = call->Finish();
     EXPECT_TRUE(st.ok()) << st.error_code() << " " << st.error_message();
   }
-  stopper.join();
+  std::move(join).Invoke();
   EXPECT_LT(shutdown_took, absl::Seconds(30));
 }
 

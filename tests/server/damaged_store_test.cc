@@ -22,6 +22,15 @@ using namespace collection_testing;  // NOLINT(build/namespaces)
 using ::testing::HasSubstr;
 using ::zoom::testing::StatusIs;
 
+// DATA_DIR/.damaged-* directories under `root`.
+int AsideDirs(const fs::path& root) {
+  int aside = 0;
+  for (const auto& e : fs::directory_iterator(root)) {
+    aside += e.path().filename().string().rfind(".damaged-", 0) == 0 ? 1 : 0;
+  }
+  return aside;
+}
+
 // A collection whose vector file was cut short: a standalone refuses to
 // open (its only copy: DATA_LOSS naming it); with quarantine_damaged (a
 // cluster node, whose replicas a peer can give again) the collection is
@@ -58,19 +67,27 @@ TEST_F(CollectionTest, ADamagedCollectionIsSetAsideOnlyWhereItHasCopies) {
   EXPECT_NE(Create("hurt", kDim, Metric::kL2), nullptr);
 }
 
+class DamagedStoreTest : public CollectionTest {
+ protected:
+  static constexpr uint32_t kDim = 8;
+  // Collection "c" of `n` points made, and the database closed.
+  void FillAndClose(size_t n) {
+    OpenDb();
+    auto c = Create("c", kDim, Metric::kL2);
+    ASSERT_NE(c, nullptr);
+    Model model;
+    UpsertRange(*c, 0, n, ClusteredVectors(n, kDim, 5), &model);
+    c.reset();
+    CloseDb();
+  }
+};
+
 // The metadata store (RocksDB) itself damaged: its MANIFEST overwritten, so
 // that it does not open (Corruption). A standalone refuses (DATA_LOSS); a
 // node moves the store and every collection's files to
 // DATA_DIR/.damaged-<ms>/ and opens empty, keeping the rest of DATA_DIR.
-TEST_F(CollectionTest, ADamagedMetadataStoreIsSetAsideOnlyWhereItHasCopies) {
-  constexpr uint32_t kDim = 8;
-  OpenDb();
-  auto c = Create("c", kDim, Metric::kL2);
-  ASSERT_NE(c, nullptr);
-  Model model;
-  UpsertRange(*c, 0, 100, ClusteredVectors(100, kDim, 5), &model);
-  c.reset();
-  CloseDb();
+TEST_F(DamagedStoreTest, ADamagedMetadataStoreIsSetAsideOnlyWhereItHasCopies) {
+  FillAndClose(100);
   const fs::path root(options_.data_dir);
   {
     std::ofstream keep(root / "cluster_map.c");  // a node's file beside the store
@@ -91,14 +108,12 @@ TEST_F(CollectionTest, ADamagedMetadataStoreIsSetAsideOnlyWhereItHasCopies) {
   OpenDb();
   EXPECT_TRUE(db_->ListCollections().empty());
   EXPECT_TRUE(fs::exists(root / "cluster_map.c"));
-  int aside = 0;
+  EXPECT_EQ(AsideDirs(root), 1);
   for (const auto& e : fs::directory_iterator(root)) {
     if (e.path().filename().string().rfind(".damaged-", 0) != 0) continue;
-    ++aside;
     EXPECT_TRUE(fs::exists(e.path() / "meta"));
     EXPECT_TRUE(fs::exists(e.path() / "collections"));
   }
-  EXPECT_EQ(aside, 1);
   // Made again, as a node's bootstrap does.
   EXPECT_NE(Create("c", kDim, Metric::kL2), nullptr);
 }
@@ -107,15 +122,8 @@ TEST_F(CollectionTest, ADamagedMetadataStoreIsSetAsideOnlyWhereItHasCopies) {
 // open without verification may never read): a node's open reads every
 // block (collection.store.verify_on_open) and sets the store aside as
 // above.
-TEST_F(CollectionTest, ADamagedTableIsFoundWhenTheOpenVerifiesEveryBlock) {
-  constexpr uint32_t kDim = 8;
-  OpenDb();
-  auto c = Create("c", kDim, Metric::kL2);
-  ASSERT_NE(c, nullptr);
-  Model model;
-  UpsertRange(*c, 0, 300, ClusteredVectors(300, kDim, 5), &model);
-  c.reset();
-  CloseDb();
+TEST_F(DamagedStoreTest, ADamagedTableIsFoundWhenTheOpenVerifiesEveryBlock) {
+  FillAndClose(300);
   OpenDb();  // the recovery writes what the log held to a table
   CloseDb();
   const fs::path root(options_.data_dir);
@@ -133,11 +141,7 @@ TEST_F(CollectionTest, ADamagedTableIsFoundWhenTheOpenVerifiesEveryBlock) {
   options_.collection.store.verify_on_open = true;
   OpenDb();
   EXPECT_TRUE(db_->ListCollections().empty());
-  int aside = 0;
-  for (const auto& e : fs::directory_iterator(root)) {
-    aside += e.path().filename().string().rfind(".damaged-", 0) == 0 ? 1 : 0;
-  }
-  EXPECT_EQ(aside, 1);
+  EXPECT_EQ(AsideDirs(root), 1);
 }
 
 }  // namespace
