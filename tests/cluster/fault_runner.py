@@ -544,8 +544,13 @@ class Runner:
         agree; the seconds it took."""
         t0 = time.monotonic()
         for h in self.cluster.nodes:
-            wait_until(f"{h} to catch up", lambda h=h: caught_up(self.cluster.target(h), tokens),
-                       180, 0.1)
+            try:
+                wait_until(f"{h} to catch up",
+                           lambda h=h: caught_up(self.cluster.target(h), tokens), 180, 0.1)
+            except RuntimeError as e:  # a round that did not heal, not the run's end
+                say(f"  ! {e}")
+                self.converged = False
+                return time.monotonic() - t0
         ids = sorted(self.history.attempted)
         last = [""]
 
@@ -571,7 +576,12 @@ class Runner:
 
     def check(self) -> Dict[str, int]:
         ids = sorted(self.history.attempted)
-        reps = read_replicas(self.cluster, ids)
+        try:
+            reps = read_replicas(self.cluster, ids)
+        except grpc.RpcError as e:  # a replica unreadable: the round failed, the run goes on
+            say(f"  ! the replicas cannot be read: {e.code()}")
+            self.converged = False
+            return {"lost": 0, "diverged": 0, "wrong": 0}
         lost = diverged = wrong = 0
         examples: List[str] = []
         seen: Dict[int, List[State]] = {}
