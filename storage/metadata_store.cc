@@ -58,6 +58,12 @@ std::string FieldsKey(uint32_t cid, uint64_t external_id) {
   PutBe32(&k, static_cast<uint32_t>(external_id));
   return k;
 }
+std::string WriteVersionKey(uint32_t cid, uint64_t external_id) {
+  std::string k = RecordPrefix('w', cid);
+  PutBe32(&k, static_cast<uint32_t>(external_id >> 32));
+  PutBe32(&k, static_cast<uint32_t>(external_id));
+  return k;
+}
 std::string LogRecordKey(uint32_t cid, uint64_t sequence) {
   std::string k = RecordPrefix('t', cid);
   PutBe32(&k, static_cast<uint32_t>(sequence >> 32));
@@ -141,9 +147,10 @@ absl::StatusOr<std::unique_ptr<MetadataStore>> MetadataStore::Open(
           kSchemaVersion, " (upgrade zoomd)"));
     }
     if (have < kSchemaVersion) {
-      // Version 1 had no 'f' (typed fields) keys: it reads as it is, and
-      // is marked 2 so that an older zoomd, which would not keep the
-      // fields in step with its writes, refuses it.
+      // Version 1 had no 'f' (typed fields) keys, version 2 no 'w' (write
+      // versions) keys and only 8-byte log positions: each reads as it is,
+      // and is marked 3 so that an older zoomd, which would not keep them
+      // in step with its writes (or read a 16-byte position), refuses it.
       std::string v;
       PutBe32(&v, kSchemaVersion);
       rocksdb::WriteOptions wo;
@@ -211,7 +218,7 @@ absl::Status MetadataStore::DropCollection(std::string_view name, uint32_t id) {
   batch.Delete(CatalogKey(name));
   batch.Delete(StateKey(id));
   batch.Delete(LogPositionKey(id));
-  for (char family : {'r', 'p', 'f', 't'}) {
+  for (char family : {'r', 'p', 'f', 't', 'w'}) {
     const std::string prefix = RecordPrefix(family, id);
     batch.DeleteRange(prefix, PrefixEnd(prefix));
   }
@@ -256,12 +263,72 @@ absl::Status MetadataStore::PutState(uint32_t id, std::string_view state) {
                    "write collection state");
 }
 
-absl::Status MetadataStore::PutLogPosition(uint32_t cid, uint64_t position) {
+absl::Status MetadataStore::PutLogPosition(uint32_t cid, uint64_t position, uint64_t version) {
   std::string v;
   for (int i = 0; i < 8; ++i) v.push_back(static_cast<char>(position >> (8 * i)));
+  if (version != 0) {
+    for (int i = 0; i < 8; ++i) v.push_back(static_cast<char>(version >> (8 * i)));
+  }
   rocksdb::WriteOptions wo;
   wo.sync = false;
   return FromRocks(db_->Put(wo, LogPositionKey(cid), v), "write the log position");
+}
+
+absl::Status MetadataStore::PutWriteVersions(
+    uint32_t cid, absl::Span<const std::pair<uint64_t, uint64_t>> versions) {
+  if (versions.empty()) return absl::OkStatus();
+  rocksdb::WriteBatch batch;
+  for (const auto& [ext, version] : versions) {
+    std::string v;
+    for (int i = 0; i < 8; ++i) v.push_back(static_cast<char>(version >> (8 * i)));
+    batch.Put(WriteVersionKey(cid, ext), v);
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = false;
+  return FromRocks(db_->Write(wo, &batch), "write point versions");
+}
+
+absl::Status MetadataStore::GetWriteVersions(uint32_t cid, absl::Span<const uint64_t> external_ids,
+                                             std::vector<uint64_t>* out) const {
+  std::vector<std::string> keys(external_ids.size());
+  for (size_t i = 0; i < external_ids.size(); ++i) keys[i] = WriteVersionKey(cid, external_ids[i]);
+  std::vector<std::string> values;
+  ZOOM_RETURN_IF_ERROR(MultiGetValues(keys, &values, nullptr, "read point versions"));
+  out->assign(external_ids.size(), 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i].empty()) continue;
+    if (values[i].size() != 8) {
+      return absl::DataLossError(absl::StrCat("metadata store: the write version of point ",
+                                              external_ids[i], " of collection ", cid, " is ",
+                                              values[i].size(), " bytes, not 8"));
+    }
+    (*out)[i] = GetLe64(values[i].data());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MetadataStore::ScanWriteVersions(
+    uint32_t cid, const std::function<absl::Status(uint64_t, uint64_t)>& fn,
+    const MetadataSnapshot* at) const {
+  const std::string prefix = RecordPrefix('w', cid);
+  const std::string end = PrefixEnd(prefix);
+  rocksdb::ReadOptions ro;
+  rocksdb::Slice upper(end);
+  ro.iterate_upper_bound = &upper;
+  if (at != nullptr) ro.snapshot = at->snap_;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  for (it->Seek(prefix); it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key();
+    const rocksdb::Slice v = it->value();
+    if (k.size() != prefix.size() + 8 || v.size() != 8) {
+      return absl::DataLossError(absl::StrCat("metadata store: a malformed write version of "
+                                              "collection ", cid));
+    }
+    const uint64_t ext = (uint64_t{GetBe32(k.data() + prefix.size())} << 32) |
+                         GetBe32(k.data() + prefix.size() + 4);
+    ZOOM_RETURN_IF_ERROR(fn(ext, GetLe64(v.data())));
+  }
+  return FromRocks(it->status(), "scan point versions");
 }
 
 absl::Status MetadataStore::PutLogRecord(uint32_t cid, uint64_t sequence,
@@ -310,11 +377,23 @@ absl::StatusOr<uint64_t> MetadataStore::GetLogPosition(uint32_t cid) const {
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), LogPositionKey(cid), &v);
   if (s.IsNotFound()) return 0;
   if (!s.ok()) return FromRocks(s, "read the log position");
-  if (v.size() != 8) {
+  if (v.size() != 8 && v.size() != 16) {
     return absl::DataLossError(absl::StrCat("metadata store: log position of collection ", cid,
-                                            " is ", v.size(), " bytes, not 8"));
+                                            " is ", v.size(), " bytes, not 8 or 16"));
   }
   return GetLe64(v.data());
+}
+
+absl::StatusOr<uint64_t> MetadataStore::GetLogVersion(uint32_t cid) const {
+  std::string v;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), LogPositionKey(cid), &v);
+  if (s.IsNotFound()) return 0;
+  if (!s.ok()) return FromRocks(s, "read the log position");
+  if (v.size() != 8 && v.size() != 16) {
+    return absl::DataLossError(absl::StrCat("metadata store: log position of collection ", cid,
+                                            " is ", v.size(), " bytes, not 8 or 16"));
+  }
+  return v.size() == 16 ? GetLe64(v.data() + 8) : 0;
 }
 
 absl::Status MetadataStore::Commit(uint32_t cid, absl::Span<const RecordWrite> writes,
@@ -378,7 +457,7 @@ absl::Status MetadataStore::ReplaceCollection(std::string_view from, std::string
   if (old_id != 0) {
     batch.Delete(StateKey(old_id));
     batch.Delete(LogPositionKey(old_id));
-    for (char family : {'r', 'p', 'f', 't'}) {
+    for (char family : {'r', 'p', 'f', 't', 'w'}) {
       const std::string prefix = RecordPrefix(family, old_id);
       batch.DeleteRange(prefix, PrefixEnd(prefix));
     }

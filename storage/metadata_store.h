@@ -23,10 +23,16 @@
 //                           them where they are
 //   'l' u32 cid          -> u64 (little-endian) log position: the replicated
 //                           log's sequence of the collection's last applied
-//                           write (cluster replicas; absent: 0)
+//                           write (cluster replicas; absent: 0), then
+//                           optionally u64 the log version at it (16 bytes;
+//                           8: version 0)
+//   'w' u32 cid u64 ext  -> u64 (little-endian) write version: the version
+//                           of the last write a cluster replica applied to
+//                           the point (an upsert, payload edit or delete:
+//                           kept after the delete as its tombstone)
 //   't' u32 cid u64 seq  -> a replica's retained log entry at stream
 //                           sequence seq (opaque: server/cluster/retained_log.h)
-//   'v'                  -> u32 schema version (2; a version-1 store is upgraded at open)
+//   'v'                  -> u32 schema version (3; an older store is upgraded at open)
 //
 // The write path of the server is: append the vectors to the VectorStore
 // (durable), then Commit() the records in one WriteBatch (durable when
@@ -45,6 +51,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -103,7 +110,7 @@ class MetadataSnapshot {
 
 class MetadataStore {
  public:
-  static constexpr uint32_t kSchemaVersion = 2;  // 2: typed fields ('f')
+  static constexpr uint32_t kSchemaVersion = 3;  // 2: typed fields ('f'); 3: write versions ('w')
 
   // Opens (creating if missing) the database in `dir`. FailedPrecondition
   // for a database of a newer schema; the RocksDB error otherwise.
@@ -169,8 +176,25 @@ class MetadataStore {
   // without syncing the WAL: a later synced write (or SyncWal) makes it
   // durable with everything before it, so a power loss can take back only
   // positions whose writes it takes back too, and the last one.
-  absl::Status PutLogPosition(uint32_t cid, uint64_t position);
+  // `version` is the replica's log version at the position (opaque here:
+  // server/cluster/shard_replica.h), read back by GetLogVersion.
+  absl::Status PutLogPosition(uint32_t cid, uint64_t position, uint64_t version = 0);
   absl::StatusOr<uint64_t> GetLogPosition(uint32_t cid) const;
+  absl::StatusOr<uint64_t> GetLogVersion(uint32_t cid) const;
+  // Write versions of collection `cid` (a cluster replica's, per point:
+  // server/cluster/versioned_apply.h): put in one batch, written like the
+  // log position (durable with the next synced write); dropped with the
+  // collection; carried by its snapshots.
+  absl::Status PutWriteVersions(uint32_t cid,
+                                absl::Span<const std::pair<uint64_t, uint64_t>> versions);
+  // The versions of `external_ids`, in order (0: none kept).
+  absl::Status GetWriteVersions(uint32_t cid, absl::Span<const uint64_t> external_ids,
+                                std::vector<uint64_t>* out) const;
+  // Calls fn(external id, version) in ascending external id; as of `at`
+  // when given; stops at fn's first error.
+  absl::Status ScanWriteVersions(uint32_t cid,
+                                 const std::function<absl::Status(uint64_t, uint64_t)>& fn,
+                                 const MetadataSnapshot* at = nullptr) const;
   // A cluster replica's retained log entries (RetainedLog): an opaque
   // record per stream sequence of collection `cid`. Written like the log
   // position (durable with the next synced write); dropped with the

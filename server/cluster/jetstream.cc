@@ -376,6 +376,7 @@ absl::StatusOr<std::vector<LogMessage>> PullConsumer::Fetch(int max_messages,
     m.sequence = meta->Sequence.Stream;
     m.pending = meta->NumPending;
     m.delivery = meta->Sequence.Consumer;
+    m.timestamp = meta->Timestamp > 0 ? static_cast<uint64_t>(meta->Timestamp) : 0;
     const char* id = nullptr;
     if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) == NATS_OK && id != nullptr) m.id = id;
     const char* data = natsMsg_GetData(msg);

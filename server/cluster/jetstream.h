@@ -107,6 +107,9 @@ struct LogMessage {
   // this consumer (a connection lost mid-fetch): the messages after it
   // must not be applied across the gap. 0 elsewhere.
   uint64_t delivery = 0;
+  // A consumer's message: when the stream stored it (its leader's clock,
+  // ns since the Unix epoch; the same on every server). 0 elsewhere.
+  uint64_t timestamp = 0;
 };
 
 class JetStream;

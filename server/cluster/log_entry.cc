@@ -109,9 +109,10 @@ size_t UpsertEntryBytes(uint32_t dim, size_t points, size_t extra_bytes) {
 
 std::string EncodeLogEntry(const LogEntry& e) {
   std::string s(kMagic, 4);
-  PutLittleEndian(&s, LogEntry::kVersion, 2);
+  PutLittleEndian(&s, e.version == 0 ? 1 : 2, 2);
   s.push_back(static_cast<char>(e.op));
   s.push_back(0);
+  if (e.version != 0) Put64(&s, e.version);
   switch (e.op) {
     case LogOp::kUpsert:
       Put32(&s, e.dim);
@@ -159,7 +160,7 @@ absl::StatusOr<LogEntry> DecodeLogEntry(std::string_view bytes) {
   const uint16_t version = static_cast<uint16_t>(GetLittleEndian(bytes.data() + 4, 2));
   if (version > LogEntry::kVersion || version == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "log entry version ", version, " is not one this zoomd reads (1): upgrade this node"));
+        "log entry version ", version, " is not one this zoomd reads (1, 2): upgrade this node"));
   }
   if (bytes[7] != 0) return absl::DataLossError("log entry: its reserved header byte is not 0");
   LogEntry e;
@@ -170,6 +171,10 @@ absl::StatusOr<LogEntry> DecodeLogEntry(std::string_view bytes) {
   }
   e.op = static_cast<LogOp>(op);
   Reader r(bytes.substr(kHeader, bytes.size() - kHeader - kTrailer));
+  if (version == 2) {
+    ZOOM_RETURN_IF_ERROR(r.U64(&e.version));
+    if (e.version == 0) return absl::DataLossError("log entry: a version-2 entry of version 0");
+  }
   switch (e.op) {
     case LogOp::kUpsert: {
       uint32_t n = 0;

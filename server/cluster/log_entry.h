@@ -10,6 +10,7 @@
 // this description):
 //
 //   "ZLOG"  u16 version (1)  u8 op  u8 0
+//   version 2 only: u64 write version (LogEntry::version, not 0)
 //   op 1 upsert:          u32 dim, u32 n, n x {u64 id, dim x f32,
 //                         u32 len, payload bytes, u32 len, fields bytes
 //                         (payload_fields.h's EncodeFields; 0: none)}
@@ -19,6 +20,10 @@
 //   op 5 create_field_index: u8 type (FieldIndexType), u32 len, field
 //   op 6 delete_field_index: u32 len, field
 //   u32 CRC-32C of everything before it
+//
+// An entry with no write version is written as version 1 (what every
+// zoomd reads); one with a version (a copy published by a log repair) as
+// version 2 (golden: tests/data/golden/log_entry_v2_delete.zlog).
 //
 // Decode refuses what it cannot trust: DataLoss for a wrong magic, CRC or
 // length (never reads past the bytes, never allocates more than they
@@ -59,9 +64,14 @@ struct LogPoint {
 };
 
 struct LogEntry {
-  static constexpr uint16_t kVersion = 1;
+  static constexpr uint16_t kVersion = 2;
 
   LogOp op = LogOp::kUpsert;
+  // The write version its replicas give the points it writes
+  // (versioned_apply.h): 0 for a client's write (the replica derives it
+  // from the log); a copy published again by a log repair carries the
+  // version its original was applied at.
+  uint64_t version = 0;
   uint32_t dim = 0;                 // upsert
   std::vector<LogPoint> points;     // upsert
   std::vector<uint64_t> ids;        // delete, set_payload, delete_payload

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/cluster/log_entry.h"
 
 namespace zoom::cluster {
 namespace {
@@ -204,7 +205,18 @@ absl::StatusOr<LogRepairResult> RepairLog(JetStream* js, const LogRepairTarget& 
     std::deque<std::string> made;  // state entries (batch_data points into it)
     for (const RetainedEntry& e : mine) {
       if (e.data.has_value()) {
-        batch_data.push_back(&*e.data);
+        // A copy carries the write version its original was applied at
+        // (versioned_apply.h): older than what came after it, wherever
+        // the log puts it.
+        absl::StatusOr<LogEntry> decoded =
+            e.version != 0 ? DecodeLogEntry(*e.data) : absl::StatusOr<LogEntry>();
+        if (decoded.ok() && decoded->version == 0) {
+          decoded->version = e.version;
+          made.push_back(EncodeLogEntry(*decoded));
+          batch_data.push_back(&made.back());
+        } else {
+          batch_data.push_back(&*e.data);
+        }
         batch_ids.push_back(CopyId(e.id));
         continue;
       }

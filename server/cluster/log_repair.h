@@ -38,6 +38,10 @@
 // precede in the log every write that came after it, which precede their
 // own copies again.
 //
+// A copy of the replica's own entry carries the write version it applied
+// it at (LogEntry::version; versioned_apply.h), so that applying it again
+// anywhere changes no point a later write changed.
+//
 // Copies carry fresh message ids ("<original>~<nonce>") so the stream's
 // duplicate window stores them.
 #ifndef ZOOM_SERVER_CLUSTER_LOG_REPAIR_H_

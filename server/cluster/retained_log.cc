@@ -8,7 +8,15 @@
 
 namespace zoom::cluster {
 namespace {
-constexpr uint8_t kRecordVersion = 1;
+constexpr uint8_t kRecordVersion = 2;
+void PutU64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+uint64_t GetU64(std::string_view b) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(b[i]);
+  return v;
+}
 }  // namespace
 
 namespace {
@@ -17,12 +25,14 @@ constexpr uint8_t kEntry = 2;
 }  // namespace
 
 std::string EncodeRetainedRecord(std::string_view id, const LogEntry& entry,
-                                 std::string_view data) {
+                                 std::string_view data, uint64_t version, uint64_t log_version) {
   const std::string_view short_id = id.substr(0, 255);
   std::string out;
   out.push_back(static_cast<char>(kRecordVersion));
   out.push_back(static_cast<char>(short_id.size()));
   out.append(short_id);
+  PutU64(&out, version);
+  PutU64(&out, log_version);
   std::vector<uint64_t> points;
   if (entry.op == LogOp::kUpsert) {
     for (const LogPoint& p : entry.points) points.push_back(p.id);
@@ -44,20 +54,26 @@ std::string EncodeRetainedRecord(std::string_view id, const LogEntry& entry,
 }
 
 absl::StatusOr<RetainedEntry> DecodeRetainedRecord(uint64_t sequence, std::string_view record) {
-  if (record.size() < 3 || static_cast<uint8_t>(record[0]) != kRecordVersion) {
+  const uint8_t format = record.empty() ? 0 : static_cast<uint8_t>(record[0]);
+  if (record.size() < 3 || (format != 1 && format != kRecordVersion)) {
     return absl::DataLossError(absl::StrCat("retained log entry ", sequence, ": ",
                                             record.size() < 3 ? "too short" : "unknown version"));
   }
   const size_t id_len = static_cast<uint8_t>(record[1]);
-  if (record.size() < 3 + id_len) {
+  const size_t versions = format == 1 ? 0 : 16;
+  if (record.size() < 3 + id_len + versions) {
     return absl::DataLossError(absl::StrCat("retained log entry ", sequence, ": ",
                                             record.size(), " bytes, shorter than its id"));
   }
   RetainedEntry e;
   e.sequence = sequence;
   e.id = std::string(record.substr(2, id_len));
-  const uint8_t kind = static_cast<uint8_t>(record[2 + id_len]);
-  const std::string_view rest = record.substr(3 + id_len);
+  if (versions > 0) {
+    e.version = GetU64(record.substr(2 + id_len, 8));
+    e.log_version = GetU64(record.substr(10 + id_len, 8));
+  }
+  const uint8_t kind = static_cast<uint8_t>(record[2 + id_len + versions]);
+  const std::string_view rest = record.substr(3 + id_len + versions);
   if (kind == kEntry) {
     e.data = std::string(rest);
     return e;
@@ -106,7 +122,7 @@ absl::StatusOr<std::unique_ptr<RetainedLog>> RetainedLog::Open(storage::Metadata
         }
         ZOOM_ASSIGN_OR_RETURN(RetainedEntry e, DecodeRetainedRecord(seq, record));
         log->bytes_ += record.size();
-        log->index_[seq] = Slot{std::move(e.id), record.size()};
+        log->index_[seq] = Slot{std::move(e.id), record.size(), e.log_version};
         return absl::OkStatus();
       }));
   if (past != 0) ZOOM_RETURN_IF_ERROR(store->DeleteLogRecords(cid, past, UINT64_MAX));
@@ -128,8 +144,9 @@ absl::Status RetainedLog::PutCoveredFrom(uint64_t sequence) {
 }
 
 absl::Status RetainedLog::Append(uint64_t sequence, std::string_view id, const LogEntry& entry,
-                                 std::string_view data) {
-  const std::string record = EncodeRetainedRecord(id, entry, data);
+                                 std::string_view data, uint64_t version,
+                                 uint64_t log_version) {
+  const std::string record = EncodeRetainedRecord(id, entry, data, version, log_version);
   // The bytes in memory: the newest stay.
   if (auto it = recent_.find(sequence); it != recent_.end()) {
     recent_bytes_ -= it->second.size();
@@ -146,7 +163,7 @@ absl::Status RetainedLog::Append(uint64_t sequence, std::string_view id, const L
   ZOOM_RETURN_IF_ERROR(store_->PutLogRecord(cid_, sequence, record));
   auto [it, fresh] = index_.try_emplace(sequence);
   if (!fresh) bytes_ -= it->second.bytes;
-  it->second = Slot{std::string(id.substr(0, 255)), record.size()};
+  it->second = Slot{std::string(id.substr(0, 255)), record.size(), log_version};
   bytes_ += record.size();
   // The oldest go first, down to 7/8 of the budget (one range deletion
   // per eighth of it, not one per entry); the newest stays whatever its
@@ -169,6 +186,12 @@ std::optional<std::string> RetainedLog::IdAt(uint64_t sequence) const {
   auto it = index_.find(sequence);
   if (it == index_.end()) return std::nullopt;
   return it->second.id;
+}
+
+std::optional<uint64_t> RetainedLog::LogVersionAt(uint64_t sequence) const {
+  auto it = index_.find(sequence);
+  if (it == index_.end() || it->second.log_version == 0) return std::nullopt;
+  return it->second.log_version;
 }
 
 std::vector<uint64_t> RetainedLog::Sequences() const {

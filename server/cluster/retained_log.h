@@ -18,8 +18,11 @@
 // published again as the current state of its points, read from the
 // collection (log_repair.h).
 //
-// Record encoding, version 1 (golden: tests/data/golden/retained_log_v1_*.hex):
-//   u8 version (1)  u8 id length  id bytes  u8 kind
+// Record encoding, version 2 (golden: tests/data/golden/retained_log_v2_*.hex;
+// version 1, without the two versions, is still read: both 0):
+//   u8 version (2)  u8 id length  id bytes
+//   u64 the entry's write version  u64 the replica's log version after it
+//   (shard_replica.h; little-endian)  u8 kind
 //   kind 1 (points): u32 n, n x u64 point id (little-endian)
 //   kind 2 (entry):  the encoded LogEntry (a ZLOG entry: its own magic, CRC)
 //
@@ -61,11 +64,14 @@ struct RetainedEntry {
   std::string id;                   // the message id ("" when the publisher gave none)
   std::optional<std::string> data;  // the encoded LogEntry, when kept
   std::vector<uint64_t> points;     // the points it wrote (when its bytes are not kept)
+  uint64_t version = 0;             // its write version (0: not known)
+  uint64_t log_version = 0;         // the replica's log version after it (0: not known)
 };
 
 // The durable record of `entry` (its bytes `data`): the points it wrote, or
 // for an entry that names none (a field index), its bytes.
-std::string EncodeRetainedRecord(std::string_view id, const LogEntry& entry, std::string_view data);
+std::string EncodeRetainedRecord(std::string_view id, const LogEntry& entry, std::string_view data,
+                                 uint64_t version = 0, uint64_t log_version = 0);
 // DataLoss for a record that is not one (short, wrong version or kind).
 absl::StatusOr<RetainedEntry> DecodeRetainedRecord(uint64_t sequence, std::string_view record);
 
@@ -80,11 +86,15 @@ class RetainedLog {
       storage::MetadataStore* store, uint32_t cid, uint64_t position,
       uint64_t max_bytes = kDefaultMaxBytes, uint64_t memory_bytes = kDefaultMemoryBytes);
 
-  // Keeps `entry` (decoded from `data`) at `sequence`.
+  // Keeps `entry` (decoded from `data`) at `sequence`, applied at write
+  // version `version` with the replica's log version `log_version` after it.
   absl::Status Append(uint64_t sequence, std::string_view id, const LogEntry& entry,
-                      std::string_view data);
+                      std::string_view data, uint64_t version = 0, uint64_t log_version = 0);
   // The id of the record at `sequence`; nullopt when none is retained.
   std::optional<std::string> IdAt(uint64_t sequence) const;
+  // The replica's log version after the record at `sequence`; nullopt when
+  // none is retained or its record does not say (version 1).
+  std::optional<uint64_t> LogVersionAt(uint64_t sequence) const;
   // The retained sequences, ascending.
   std::vector<uint64_t> Sequences() const;
   // The records after `sequence`, ascending, with their bytes where kept.
@@ -102,6 +112,7 @@ class RetainedLog {
   struct Slot {
     std::string id;
     uint64_t bytes = 0;
+    uint64_t log_version = 0;
   };
   storage::MetadataStore* store_;
   uint32_t cid_;

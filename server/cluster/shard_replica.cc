@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <future>
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/cluster/log_entry.h"
+#include "server/cluster/versioned_apply.h"
 
 namespace zoom::cluster {
 namespace {
@@ -64,6 +66,7 @@ absl::StatusOr<std::unique_ptr<ShardReplica>> ShardReplica::Start(
     absl::MutexLock l(&r->mu_);
     r->status_.applied = r->collection_->log_position();
   }
+  r->log_version_ = r->collection_->log_version();
   r->thread_ = std::thread([p = r.get()] { p->Run(); });
   return r;
 }
@@ -135,34 +138,55 @@ absl::StatusOr<std::vector<std::string>> ShardReplica::StateOf(
   std::vector<server::PointData> found;
   ZOOM_RETURN_IF_ERROR(collection_->Get(points, /*with_vectors=*/true, /*with_payload=*/true,
                                         &found));
+  // Each point at the write version it holds (a tombstone's for one
+  // deleted; one with none, absent, is left out: nothing here says it
+  // was ever written).
+  ZOOM_ASSIGN_OR_RETURN(std::vector<uint64_t> versions, WriteVersionsOf(*collection_, points));
+  std::map<uint64_t, uint64_t> version_of;
+  for (size_t i = 0; i < points.size(); ++i) version_of[points[i]] = versions[i];
   // Entries of at most about 512 KiB (under NATS's default max_payload).
   constexpr size_t kCap = size_t{512} << 10;
   const uint32_t dim = static_cast<uint32_t>(collection_->config().dim);
   std::vector<std::string> out;
-  LogEntry up;
-  up.op = LogOp::kUpsert;
-  up.dim = dim;
-  size_t bytes = UpsertEntryBytes(dim, 0, 0);
+  std::map<uint64_t, std::vector<server::PointData*>> upserts;  // by version
   std::set<uint64_t> present;
   for (server::PointData& p : found) {
-    present.insert(p.id);
-    const size_t extra = p.payload.size() + server::EncodeFields(p.fields).size();
-    const size_t one = UpsertEntryBytes(dim, 1, extra) - UpsertEntryBytes(dim, 0, 0);
-    if (!up.points.empty() && bytes + one > kCap) {
-      out.push_back(EncodeLogEntry(up));
-      up.points.clear();
-      bytes = UpsertEntryBytes(dim, 0, 0);
+    if (!present.insert(p.id).second) continue;
+    upserts[version_of[p.id]].push_back(&p);
+  }
+  for (auto& [version, group] : upserts) {
+    LogEntry up;
+    up.op = LogOp::kUpsert;
+    up.dim = dim;
+    up.version = version;
+    size_t bytes = UpsertEntryBytes(dim, 0, 0) + 8;
+    for (server::PointData* p : group) {
+      const size_t extra = p->payload.size() + server::EncodeFields(p->fields).size();
+      const size_t one = UpsertEntryBytes(dim, 1, extra) - UpsertEntryBytes(dim, 0, 0);
+      if (!up.points.empty() && bytes + one > kCap) {
+        out.push_back(EncodeLogEntry(up));
+        up.points.clear();
+        bytes = UpsertEntryBytes(dim, 0, 0) + 8;
+      }
+      bytes += one;
+      up.points.push_back({p->id, std::move(p->vector), std::move(p->payload),
+                           std::move(p->fields)});
     }
-    bytes += one;
-    up.points.push_back({p.id, std::move(p.vector), std::move(p.payload), std::move(p.fields)});
+    if (!up.points.empty()) out.push_back(EncodeLogEntry(up));
   }
-  if (!up.points.empty()) out.push_back(EncodeLogEntry(up));
-  LogEntry del;
-  del.op = LogOp::kDelete;
+  std::map<uint64_t, std::vector<uint64_t>> deletes;  // by version
   for (uint64_t id : points) {
-    if (!present.contains(id)) del.ids.push_back(id);
+    if (present.contains(id) || version_of[id] == 0) continue;
+    std::vector<uint64_t>& ids = deletes[version_of[id]];
+    if (ids.empty() || ids.back() != id) ids.push_back(id);
   }
-  if (!del.ids.empty()) out.push_back(EncodeLogEntry(del));
+  for (auto& [version, ids] : deletes) {
+    LogEntry del;
+    del.op = LogOp::kDelete;
+    del.version = version;
+    del.ids = std::move(ids);
+    out.push_back(EncodeLogEntry(del));
+  }
   return out;
 }
 
@@ -216,10 +240,18 @@ bool ShardReplica::OnVerdict(const absl::StatusOr<LogVerdict>& verdict, uint64_t
     // rewind, so that no replica at the fork point ever reads the old one.
     st = options_.lower_floor(repaired->fork_point + 1);
   }
+  uint64_t log_version = log_version_;
   if (st.ok()) {
-    // Rewound: the log from the fork point is applied again.
+    // Rewound: the log from the fork point is applied again, with the log
+    // version after it (every replica's there), when known.
+    if (repaired->fork_point == 0) {
+      log_version = 0;
+    } else if (std::optional<uint64_t> v = retained_->LogVersionAt(repaired->fork_point)) {
+      log_version = *v;
+    }
     st = retained_->DropAfter(repaired->fork_point);
-    if (st.ok()) st = collection_->SetLogPosition(repaired->fork_point);
+    if (st.ok()) st = collection_->SetLogPosition(repaired->fork_point, log_version);
+    if (st.ok()) log_version_ = log_version;
   }
   if (release) release();
   if (absl::IsFailedPrecondition(st)) {
@@ -397,13 +429,20 @@ void ShardReplica::Run() {
         status_.last_error = absl::StrCat("entry ", m.sequence, ": ", entry.status().ToString());
         return;
       }
+      // Its write version (versioned_apply.h) and the log version after it.
+      const uint64_t version = entry->version != 0
+                                   ? entry->version
+                                   : std::max(log_version_ + 1, m.timestamp);
+      const uint64_t log_version = std::max(log_version_, version);
       // Kept before it is applied (made durable by the apply's sync).
-      if (absl::Status kept = retained_->Append(m.sequence, m.id, *entry, m.data); !kept.ok()) {
+      if (absl::Status kept =
+              retained_->Append(m.sequence, m.id, *entry, m.data, version, log_version);
+          !kept.ok()) {
         SetError(kept);
         retry = true;
         break;
       }
-      absl::StatusOr<uint64_t> result = ApplyLogEntry(*entry, collection_.get());
+      absl::StatusOr<uint64_t> result = ApplyVersioned(*entry, version, collection_.get());
       absl::Status st = result.status();
       bool skipped = false;
       if (!st.ok() && Deterministic(st)) {
@@ -412,7 +451,8 @@ void ShardReplica::Run() {
         skipped = true;
         st = absl::OkStatus();
       }
-      if (st.ok()) st = collection_->SetLogPosition(m.sequence);
+      if (st.ok()) st = collection_->SetLogPosition(m.sequence, log_version);
+      if (st.ok()) log_version_ = log_version;
       if (!st.ok()) {
         // Retried from this entry (an applied one is applied again: every
         // entry is idempotent alone).

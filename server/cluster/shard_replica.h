@@ -13,6 +13,15 @@
 // snapshot's position). Messages at or below the position are skipped (a
 // redelivery).
 //
+// Write versions (versioned_apply.h): each entry is applied at a write
+// version, its copy's or max(log version + 1, the entry's stream
+// timestamp); the replica's log version (the largest so far) is kept with
+// the position (Collection::SetLogPosition), in each retained record, and
+// goes back with a rewind to the one after the fork point, so that every
+// replica derives the same versions from the same log. An entry older
+// than what a point holds does not change it: a repair's replay, or a log
+// that came back different, cannot take a point back to an older state.
+//
 // Errors while applying:
 //   * deterministic ones (InvalidArgument, NotFound, AlreadyExists,
 //     FailedPrecondition, OutOfRange: every replica meets them at the same
@@ -184,6 +193,7 @@ class ShardReplica {
   ShardReplicaOptions options_;
   LogRepairTarget target_;
   std::unique_ptr<RetainedLog> retained_;  // the replica thread's
+  uint64_t log_version_ = 0;               // the replica thread's
   mutable absl::Mutex mu_;
   ReplicaStatus status_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

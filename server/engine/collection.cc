@@ -70,6 +70,8 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Open(
   absl::MutexLock w(&core.write_mu_);
   ZOOM_ASSIGN_OR_RETURN(uint64_t log_position, metadata->GetLogPosition(record.id));
   core.log_position_.store(log_position, std::memory_order_release);
+  ZOOM_ASSIGN_OR_RETURN(uint64_t log_version, metadata->GetLogVersion(record.id));
+  core.log_version_.store(log_version, std::memory_order_release);
   // An interrupted compaction's records, and those of segments retired
   // before the last close, are garbage now.
   if (manifest.pending_space != 0) ZOOM_RETURN_IF_ERROR(metadata->DropRecords(manifest.pending_space));

@@ -180,10 +180,15 @@ class Collection {
   // SetLogPosition applies that one write again at restart: each write kind
   // (Upsert, Delete, SetPayload, DeletePayload, DeleteByFilter, a field
   // index) is idempotent alone.
+  // The replica's log version at the position (opaque here: its write
+  // versions' clock, server/cluster/shard_replica.h) is kept and carried
+  // with it, as are the write versions it keeps per point
+  // (MetadataStore::PutWriteVersions, in this collection's id).
   uint64_t log_position() const {
     return core_.log_position_.load(std::memory_order_acquire);
   }
-  absl::Status SetLogPosition(uint64_t position);
+  uint64_t log_version() const { return core_.log_version_.load(std::memory_order_acquire); }
+  absl::Status SetLogPosition(uint64_t position, uint64_t version = 0);
   // Where the collection's records live (its store and id in it): a
   // cluster replica keeps its retained log entries beside them
   // (server/cluster/retained_log.h), dropped with the collection.
@@ -241,8 +246,9 @@ class Collection {
   // their payloads, a hard link to the index snapshot); the copy runs
   // without it. Restored, it answers as this collection did at that point.
   // Entries: manifest, config, vectors (the records' raw bytes), records
-  // (internal id, external id, payload of each live one), index (when
-  // there is one).
+  // (internal id, external id, payload of each live one), fields (typed
+  // payloads, when any), versions (a cluster replica's write versions,
+  // when any), index (when there is one).
   struct SnapshotStats {
     uint64_t records = 0, points = 0, bytes = 0;
     std::string sha256;

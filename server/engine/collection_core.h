@@ -133,6 +133,7 @@ class CollectionCore {
   std::vector<std::shared_ptr<Segment>> retired_ ABSL_GUARDED_BY(write_mu_);
   std::atomic<bool> dropped_{false};       // written under write_mu_
   std::atomic<uint64_t> log_position_{0};  // written under write_mu_
+  std::atomic<uint64_t> log_version_{0};   // written under write_mu_, with it
   // manifest_.TrainedPoints() and manifest_.code_error as of the last
   // manifest saved or loaded (read by Info without the write lock).
   std::atomic<uint64_t> trained_points_{0};

@@ -53,13 +53,14 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
   std::unique_ptr<storage::MetadataSnapshot> meta;
   std::string index_link;
   std::vector<CollectionManifest::FieldIndex> field_indexes;
-  uint64_t log_position = 0;
+  uint64_t log_position = 0, log_version = 0;
   const std::string& dir = core_.dir_;
   storage::MetadataStore* const metadata = core_.metadata_;
   {
     absl::MutexLock w(&core_.write_mu_);
     if (core_.dropped_) return core_.DroppedError();
     log_position = core_.log_position_.load(std::memory_order_relaxed);
+    log_version = core_.log_version_.load(std::memory_order_relaxed);
     gen = core_.Current();
     field_indexes = core_.manifest_.field_indexes;
     records = gen->visible();
@@ -110,6 +111,15 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
           return absl::OkStatus();
         },
         meta.get()));
+    // A cluster replica's write versions (the same moment's).
+    uint64_t version_points = 0;
+    ZOOM_RETURN_IF_ERROR(metadata->ScanWriteVersions(
+        core_.id_,
+        [&](uint64_t, uint64_t) {
+          ++version_points;
+          return absl::OkStatus();
+        },
+        meta.get()));
     st = writer->Add("manifest",
                      absl::StrCat("format=", field_points > 0 ? 2 : 1,
                                   "\ncollection=", config().name, "\nrecords=", records,
@@ -131,6 +141,12 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
                                                      EncodeFieldIndexes(field_indexes)),
                                   log_position > 0
                                       ? absl::StrCat("\nlog_position=", log_position)
+                                      : std::string(),
+                                  log_version > 0
+                                      ? absl::StrCat("\nlog_version=", log_version)
+                                      : std::string(),
+                                  version_points > 0
+                                      ? absl::StrCat("\nversion_points=", version_points)
                                       : std::string(),
                                   "\ncreated_unix_ms=", absl::ToUnixMillis(absl::Now()), "\n"));
     if (st.ok()) st = writer->Add("config", config().Encode());
@@ -206,6 +222,31 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
       if (st.ok() && !buf.empty()) st = writer->Append(buf.data(), buf.size());
       if (st.ok() && written != field_bytes) {
         st = absl::InternalError("the payload fields changed under the snapshot");
+      }
+      if (st.ok()) st = writer->End();
+    }
+    if (st.ok() && version_points > 0) {
+      st = writer->Begin("versions", version_points * 16);
+      std::string buf;
+      uint64_t written = 0;
+      if (st.ok()) {
+        st = metadata->ScanWriteVersions(
+            core_.id_,
+            [&](uint64_t ext, uint64_t version) {
+              PutLe(&buf, ext, 8);
+              PutLe(&buf, version, 8);
+              ++written;
+              if (buf.size() >= (1 << 20)) {
+                ZOOM_RETURN_IF_ERROR(writer->Append(buf.data(), buf.size()));
+                buf.clear();
+              }
+              return absl::OkStatus();
+            },
+            meta.get());
+      }
+      if (st.ok() && !buf.empty()) st = writer->Append(buf.data(), buf.size());
+      if (st.ok() && written != version_points) {
+        st = absl::InternalError("the write versions changed under the snapshot");
       }
       if (st.ok()) st = writer->End();
     }
@@ -470,9 +511,46 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
   // A cluster replica's applied log position (a key older zoomds neither
   // write nor read): the restored collection resumes the log after it.
   if (manifest.Has("log_position")) {
-    uint64_t log_position = 0;
+    uint64_t log_position = 0, log_version = 0;
     ZOOM_RETURN_IF_ERROR(manifest.Number("log_position", &log_position));
-    ZOOM_RETURN_IF_ERROR(metadata->PutLogPosition(id, log_position));
+    if (manifest.Has("log_version")) {
+      ZOOM_RETURN_IF_ERROR(manifest.Number("log_version", &log_version));
+    }
+    ZOOM_RETURN_IF_ERROR(metadata->PutLogPosition(id, log_position, log_version));
+  }
+  // Its write versions (keys older zoomds neither write nor read): pairs
+  // of u64 point id, u64 version, ascending by id.
+  uint64_t version_points = 0;
+  if (manifest.Has("version_points")) {
+    ZOOM_RETURN_IF_ERROR(manifest.Number("version_points", &version_points));
+  }
+  const storage::ArchiveReader::Entry* versions = archive.Find("versions");
+  if ((version_points > 0) != (versions != nullptr) ||
+      (versions != nullptr && versions->size != version_points * 16)) {
+    return bad("the versions entry does not match the manifest");
+  }
+  if (versions != nullptr) {
+    std::string pending;
+    std::vector<std::pair<uint64_t, uint64_t>> batch;
+    uint64_t seen = 0, last = 0;
+    ZOOM_RETURN_IF_ERROR(archive.ReadChunks(*versions, 1 << 20, [&](const char* p, size_t n) {
+      pending.append(p, n);
+      size_t pos = 0;
+      for (; pending.size() - pos >= 16; pos += 16) {
+        const uint64_t ext = GetLe(pending.data() + pos, 8);
+        if (seen > 0 && ext <= last) return bad("the write versions are out of order");
+        batch.push_back({ext, GetLe(pending.data() + pos + 8, 8)});
+        last = ext;
+        ++seen;
+      }
+      pending.erase(0, pos);
+      if (batch.size() >= 4096) {
+        ZOOM_RETURN_IF_ERROR(metadata->PutWriteVersions(id, batch));
+        batch.clear();
+      }
+      return absl::OkStatus();
+    }));
+    ZOOM_RETURN_IF_ERROR(metadata->PutWriteVersions(id, batch));
   }
   const std::string state = restored.Encode();
   ZOOM_RETURN_IF_ERROR(metadata->PutState(id, state));

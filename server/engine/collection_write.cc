@@ -14,11 +14,12 @@ namespace zoom::server {
 
 // ---- Writes ------------------------------------------------------------------
 
-absl::Status Collection::SetLogPosition(uint64_t position) {
+absl::Status Collection::SetLogPosition(uint64_t position, uint64_t version) {
   absl::MutexLock w(&core_.write_mu_);
   if (core_.dropped_) return core_.DroppedError();
-  ZOOM_RETURN_IF_ERROR(core_.metadata_->PutLogPosition(core_.id_, position));
+  ZOOM_RETURN_IF_ERROR(core_.metadata_->PutLogPosition(core_.id_, position, version));
   core_.log_position_.store(position, std::memory_order_release);
+  core_.log_version_.store(version, std::memory_order_release);
   return absl::OkStatus();
 }
 

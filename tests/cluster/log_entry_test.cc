@@ -76,6 +76,24 @@ TEST(LogEntryTest, GoldenFilesOfVersion1) {
   }
 }
 
+// Version 2: a copy's write version after the header (the rest as in 1).
+TEST(LogEntryTest, GoldenFileOfVersion2) {
+  LogEntry del;
+  del.op = LogOp::kDelete;
+  del.ids = {1, 2, UINT64_MAX};
+  del.version = 1765000000123456789u;
+  ASSERT_OK_AND_ASSIGN(std::string golden,
+                       ReadFileToString(TestDataPath("golden/log_entry_v2_delete.zlog")));
+  EXPECT_EQ(EncodeLogEntry(del), golden);
+  ASSERT_OK_AND_ASSIGN(LogEntry decoded, DecodeLogEntry(golden));
+  EXPECT_EQ(decoded, del);
+  // Without a version an entry is still written as version 1.
+  del.version = 0;
+  ASSERT_OK_AND_ASSIGN(std::string v1,
+                       ReadFileToString(TestDataPath("golden/log_entry_v1_delete.zlog")));
+  EXPECT_EQ(EncodeLogEntry(del), v1);
+}
+
 TEST(LogEntryTest, UpsertSizeBoundIsExactWithoutPayloads) {
   LogEntry up;
   up.op = LogOp::kUpsert;
@@ -87,7 +105,11 @@ TEST(LogEntryTest, UpsertSizeBoundIsExactWithoutPayloads) {
 }
 
 TEST(LogEntryTest, EveryTruncationAndByteChangeIsRefused) {
-  for (const auto& [name, entry] : GoldenEntries()) {
+  std::vector<std::pair<std::string, LogEntry>> entries = GoldenEntries();
+  entries.push_back(entries[0]);
+  entries.back().first = "upsert, version 2";
+  entries.back().second.version = 77;
+  for (const auto& [name, entry] : entries) {
     SCOPED_TRACE(name);
     const std::string bytes = EncodeLogEntry(entry);
     for (size_t n = 0; n < bytes.size(); ++n) {
@@ -121,8 +143,14 @@ TEST(LogEntryTest, LyingCountsNewerVersionsAndUnknownOps) {
   EXPECT_THAT(DecodeLogEntry(Seal(head + std::string("\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00",
                                                      10))),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("dimension 0")));
-  EXPECT_THAT(DecodeLogEntry(Seal(std::string("ZLOG\x02\x00\x02\x00", 8))),
+  EXPECT_THAT(DecodeLogEntry(Seal(std::string("ZLOG\x03\x00\x02\x00", 8))),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("upgrade")));
+  // Version 2 with no version, or a version 0.
+  EXPECT_THAT(DecodeLogEntry(Seal(std::string("ZLOG\x02\x00\x02\x00", 8))),
+              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(DecodeLogEntry(Seal(std::string("ZLOG\x02\x00\x02\x00", 8) + std::string(8, '\0') +
+                                  std::string(4, '\0'))),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("version 0")));
   EXPECT_THAT(DecodeLogEntry(Seal(head + std::string("\x09\x00", 2))),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("unknown operation")));
   EXPECT_THAT(DecodeLogEntry(Seal(head + std::string("\x05\x00\x09\x00\x00\x00\x00", 7))),

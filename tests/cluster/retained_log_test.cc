@@ -2,7 +2,9 @@
 // length, the id, the kind, then the points' ids or the entry:
 // tests/data/golden/retained_log_v1_points.hex holds the record of
 // golden/log_entry_v1_delete.zlog under the id "old2", ..._entry.hex that of
-// golden/log_entry_v1_create_field_index.zlog under "fi"); records past
+// golden/log_entry_v1_create_field_index.zlog under "fi"; still read;
+// version 2 adds the write version and the log version after the id:
+// retained_log_v2_points.hex, the first record again); records past
 // the position dropped at open; trimming by bytes keeps the newest and
 // moves covered_from; the entries' bytes kept in memory within their
 // budget; a rewind drops what follows.
@@ -37,8 +39,20 @@ TEST(RetainedLogTest, RecordsMatchTheirGoldenBytes) {
                                                   "golden/log_entry_v1_delete.zlog")));
   ASSERT_OK_AND_ASSIGN(LogEntry del, DecodeLogEntry(del_bytes));
   const std::string points = Golden("retained_log_v1_points.hex");
-  EXPECT_EQ(EncodeRetainedRecord("old2", del, del_bytes), points);
+  const std::string points_v2 = Golden("retained_log_v2_points.hex");
+  EXPECT_EQ(EncodeRetainedRecord("old2", del, del_bytes, 1765000000123456789u,
+                                 1765000000123456790u),
+            points_v2);
+  ASSERT_OK_AND_ASSIGN(RetainedEntry e2, DecodeRetainedRecord(9, points_v2));
+  EXPECT_EQ(e2.id, "old2");
+  EXPECT_EQ(e2.version, 1765000000123456789u);
+  EXPECT_EQ(e2.log_version, 1765000000123456790u);
+  EXPECT_EQ(e2.points, (std::vector<uint64_t>{1, 2, UINT64_MAX}));
+  for (size_t n = 0; n < points_v2.size(); ++n) {
+    EXPECT_FALSE(DecodeRetainedRecord(9, points_v2.substr(0, n)).ok()) << n;
+  }
   ASSERT_OK_AND_ASSIGN(RetainedEntry e, DecodeRetainedRecord(9, points));
+  EXPECT_EQ(e.version, 0u);
   EXPECT_EQ(e.sequence, 9u);
   EXPECT_EQ(e.id, "old2");
   EXPECT_FALSE(e.data.has_value());
@@ -48,13 +62,13 @@ TEST(RetainedLogTest, RecordsMatchTheirGoldenBytes) {
                                                  "golden/log_entry_v1_create_field_index.zlog")));
   ASSERT_OK_AND_ASSIGN(LogEntry fi, DecodeLogEntry(fi_bytes));
   const std::string entry = Golden("retained_log_v1_entry.hex");
-  EXPECT_EQ(EncodeRetainedRecord("fi", fi, fi_bytes), entry);
   ASSERT_OK_AND_ASSIGN(RetainedEntry f, DecodeRetainedRecord(3, entry));
   EXPECT_EQ(f.id, "fi");
   EXPECT_EQ(f.data, fi_bytes);
   EXPECT_TRUE(f.points.empty());
   // Not a record: refused, never read past.
   EXPECT_FALSE(DecodeRetainedRecord(9, "").ok());
+  EXPECT_FALSE(DecodeRetainedRecord(9, std::string("\x03\x00\x01", 3)).ok());
   EXPECT_FALSE(DecodeRetainedRecord(9, std::string("\x02\x00\x01", 3)).ok());
   EXPECT_FALSE(DecodeRetainedRecord(9, std::string("\x01\x09" "abc", 5)).ok());
   EXPECT_FALSE(DecodeRetainedRecord(9, std::string("\x01\x00\x07", 3)).ok());

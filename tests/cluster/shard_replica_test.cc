@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "server/cluster/log_entry.h"
 #include "server/cluster/router/ack_board.h"
+#include "server/cluster/versioned_apply.h"
 #include "server/engine/database.h"
 #include "tests/testing/nats_server.h"
 #include "tests/testing/status_matchers.h"
@@ -552,6 +553,49 @@ TEST_F(ShardReplicaTest, ReplicasAtDifferentPositionsOnALostTailConverge) {
   EXPECT_EQ(Dump(*a), model_);
   EXPECT_EQ(Dump(*b), model_);
   EXPECT_EQ(model_[3].second, "p3/0.75");
+}
+
+// Write versions (versioned_apply.h): replicas derive the same version for
+// each entry from the log, and an entry published again with an older
+// version (a repair's copy, applied after newer writes) changes nothing
+// they wrote, on any replica.
+TEST_F(ShardReplicaTest, AnOldEntryPublishedAgainChangesNothingANewerOneWrote) {
+  auto a = Local("docs_s0_a");
+  auto b = Local("docs_s0_b");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ShardReplica* ra = StartReplica("a", a);
+  ShardReplica* rb = StartReplica("b", b);
+  ASSERT_NE(ra, nullptr);
+  ASSERT_NE(rb, nullptr);
+  const uint64_t first = Publish(Upsert(3, 2, 0.0f));
+  ASSERT_TRUE(Applied(ra, first));
+  ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> old_version, WriteVersionsOf(*a, {3}));
+  ASSERT_GT(old_version[0], 0u);
+  const uint64_t second = Publish(Upsert(3, 1, 0.5f));
+  const uint64_t gone = Publish(Delete({4}));
+  ASSERT_TRUE(Applied(ra, gone));
+  ASSERT_TRUE(Applied(rb, gone));
+  ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> va, WriteVersionsOf(*a, {3, 4}));
+  ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> vb, WriteVersionsOf(*b, {3, 4}));
+  EXPECT_EQ(va, vb);
+  EXPECT_GT(va[0], old_version[0]);
+  EXPECT_GT(va[1], va[0]);
+  EXPECT_EQ(a->log_version(), b->log_version());
+  EXPECT_EQ(a->log_version(), va[1]);
+  (void)second;
+  // The first upsert again, at its version: 3 keeps 0.5, 4 stays deleted.
+  LogEntry copy = Upsert(3, 2, 0.0f);
+  copy.version = old_version[0];
+  ASSERT_OK_AND_ASSIGN(PubAck p, js_->Publish(kShard0, EncodeLogEntry(copy), "copy"));
+  ASSERT_TRUE(Applied(ra, p.sequence));
+  ASSERT_TRUE(Applied(rb, p.sequence));
+  EXPECT_EQ(Dump(*a), model_);
+  EXPECT_EQ(Dump(*b), model_);
+  EXPECT_EQ(model_[3].second, "p3/0.5");
+  EXPECT_FALSE(model_.contains(4));
+  // The log version does not go back with an old copy.
+  EXPECT_EQ(a->log_version(), va[1]);
 }
 
 // A consumer that delivers nothing while the log is ahead (here: replaced

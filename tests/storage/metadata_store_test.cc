@@ -338,7 +338,7 @@ TEST(MetadataStoreTest, EverythingSurvivesAReopen) {
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("a")));
 }
 
-TEST(MetadataStoreTest, LogPositionsSurviveAReopenAndGoWithTheirCollection) {
+TEST(MetadataStoreTest, LogPositionsAndWriteVersionsSurviveAReopenAndGoWithTheirCollection) {
   TempDir tmp;
   const std::string dir = tmp.File("meta");
   uint32_t a = 0, b = 0;
@@ -350,16 +350,37 @@ TEST(MetadataStoreTest, LogPositionsSurviveAReopenAndGoWithTheirCollection) {
     EXPECT_THAT(store->GetLogPosition(a), IsOkAndHolds(0u));
     ASSERT_OK(store->PutLogPosition(a, 17));
     ASSERT_OK(store->PutLogPosition(a, (uint64_t{1} << 40) + 3));
-    ASSERT_OK(store->PutLogPosition(b, 5));
+    ASSERT_OK(store->PutLogPosition(b, 5, 900));
+    // Write versions: put in a batch, read back in request order.
+    ASSERT_OK(store->PutWriteVersions(b, {{7, 100}, {uint64_t{1} << 63, 200}, {3, 50}}));
+    ASSERT_OK(store->PutWriteVersions(a, {{7, 1}}));
+    ASSERT_OK(store->PutWriteVersions(b, {{3, 60}}));
     // A synced write after them makes them durable with it.
     ASSERT_OK(store->PutState(a, "state a"));
   }
   auto store = OpenOrDie(dir);
   ASSERT_NE(store, nullptr);
   EXPECT_THAT(store->GetLogPosition(a), IsOkAndHolds((uint64_t{1} << 40) + 3));
+  EXPECT_THAT(store->GetLogVersion(a), IsOkAndHolds(0u));  // an 8-byte position
   EXPECT_THAT(store->GetLogPosition(b), IsOkAndHolds(5u));
+  EXPECT_THAT(store->GetLogVersion(b), IsOkAndHolds(900u));
+  std::vector<uint64_t> v;
+  ASSERT_OK(store->GetWriteVersions(b, {uint64_t{1} << 63, 3, 8, 7}, &v));
+  EXPECT_EQ(v, (std::vector<uint64_t>{200, 60, 0, 100}));
+  std::vector<std::pair<uint64_t, uint64_t>> scanned;
+  ASSERT_OK(store->ScanWriteVersions(b, [&](uint64_t id, uint64_t version) {
+    scanned.push_back({id, version});
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(scanned, (std::vector<std::pair<uint64_t, uint64_t>>{
+                         {3, 60}, {7, 100}, {uint64_t{1} << 63, 200}}));
   ASSERT_OK(store->DropCollection("b", b));
   EXPECT_THAT(store->GetLogPosition(b), IsOkAndHolds(0u));
+  EXPECT_THAT(store->GetLogVersion(b), IsOkAndHolds(0u));
+  ASSERT_OK(store->GetWriteVersions(b, {7}, &v));
+  EXPECT_EQ(v, (std::vector<uint64_t>{0}));
+  ASSERT_OK(store->GetWriteVersions(a, {7}, &v));
+  EXPECT_EQ(v, (std::vector<uint64_t>{1}));
 }
 
 TEST(MetadataStoreTest, UnsyncedCommitsSurviveACleanReopenAfterSyncWal) {

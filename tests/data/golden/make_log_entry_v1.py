@@ -1,5 +1,6 @@
 #!/usr/bin/python3
 """Writes log_entry_v1_*.zlog: the cluster's log entries, encoding version 1,
+and log_entry_v2_delete.zlog (version 2: a write version after the header),
 from the description in server/cluster/log_entry.h (not from the C++ encoder:
 tests/cluster/log_entry_test.cc checks that the encoder writes exactly these
 bytes and decodes them back).
@@ -42,8 +43,10 @@ def fields(items):
     return out
 
 
-def entry(op, body):
-    head = b"ZLOG" + u16(1) + u8(op) + u8(0)
+def entry(op, body, version=0):
+    head = b"ZLOG" + u16(2 if version else 1) + u8(op) + u8(0)
+    if version:
+        head += u64(version)
     data = head + body
     return data + u32(crc32c(data))
 
@@ -70,6 +73,8 @@ def main():
     for name, data in files.items():
         with open(os.path.join(here, "log_entry_v1_%s.zlog" % name), "wb") as f:
             f.write(data)
+    with open(os.path.join(here, "log_entry_v2_delete.zlog"), "wb") as f:
+        f.write(entry(2, u32(3) + u64(1) + u64(2) + u64(2**64 - 1), version=1765000000123456789))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,59 @@
+// File: server/cluster/versioned_apply.h
+//
+// Write versions: what makes applying a shard's log again harmless. Every
+// entry a replica applies has a write version (a u64), and the replica
+// keeps, per point, the version of the last write it applied to it (an
+// upsert, a payload edit, or a delete: then kept as the point's
+// tombstone; MetadataStore 'w' keys, carried by snapshots). An entry
+// writes only the points whose kept version is not newer than its own, so
+// an old entry applied after newer ones (a copy a log repair published
+// again, a log that JetStream rewrote under the replicas after a power
+// failure) changes nothing the newer ones wrote, and replicas that applied
+// the same entries in different orders hold the same points.
+//
+// The version of an entry (ShardReplica): a copy published by a log
+// repair carries its original's (LogEntry::version); any other gets
+// max(the replica's log version + 1, the time the stream stored it, in
+// ns), and the replica's log version becomes the larger of the two. Along
+// one log every replica derives the same versions, increasing in log
+// order; and a write the log takes after losing a tail to a power failure
+// is stored seconds after the lost entries were, so it is newer than every
+// one of them (the assumption: the stream's servers' clocks differ by less
+// than the outage lasts).
+//
+// Per operation, with v the entry's version and k a point's kept version:
+//   upsert          the points with k <= v are written; then k = v
+//   delete          the ids with k <= v are deleted; then k = v for each
+//                   (a tombstone, also for an id that was absent)
+//   set/delete payload  the ids with k <= v that exist are edited; then
+//                   k = v for those
+//   field indexes   applied as they are (not per point)
+// (k == v is the same entry applied again after a crash: applied.)
+// Versions are written after the collection's write succeeds: a crash
+// between them applies the entry again, and a write the collection
+// refuses (as every replica does) leaves them as they were.
+// Version 0 applies the entry as it is (ApplyLogEntry).
+#ifndef ZOOM_SERVER_CLUSTER_VERSIONED_APPLY_H_
+#define ZOOM_SERVER_CLUSTER_VERSIONED_APPLY_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/cluster/log_entry.h"
+#include "server/engine/collection.h"
+
+namespace zoom::cluster {
+
+// Applies `entry` at write version `version` (see above). Returns what
+// ApplyLogEntry returns, counted over the points it wrote.
+absl::StatusOr<uint64_t> ApplyVersioned(const LogEntry& entry, uint64_t version,
+                                        server::Collection* collection);
+
+// The versions kept for `ids` (0: none).
+absl::StatusOr<std::vector<uint64_t>> WriteVersionsOf(const server::Collection& collection,
+                                                      const std::vector<uint64_t>& ids);
+
+}  // namespace zoom::cluster
+
+#endif  // ZOOM_SERVER_CLUSTER_VERSIONED_APPLY_H_
