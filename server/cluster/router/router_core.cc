@@ -84,6 +84,7 @@ absl::Status RouterCore::Refresh() {
   for (VersionedShardMap& m : maps) t->maps[m.map.collection] = std::move(m);
   for (cluster::NodeInfo& n : nodes) t->nodes[n.node] = std::move(n);
   absl::MutexLock l(&topo_mu_);
+  for (const auto& [name, m] : t->maps) seen_.insert(name);
   const absl::Time now = absl::Now();
   if (!t->nodes.empty()) {
     last_nodes_seen_ = now;
@@ -129,6 +130,23 @@ absl::StatusOr<VersionedShardMap> RouterCore::MapOf(const std::string& collectio
   t = Topo();
   it = t->maps.find(collection);
   if (it != t->maps.end()) return it->second;
+  // A collection this router served whose map is gone with no drop recorded
+  // (not even the delete marker a drop leaves) was lost by NATS, not
+  // dropped: its nodes put it back from their copies. Not NOT_FOUND, on
+  // which a client might create it again.
+  bool seen = false;
+  {
+    absl::MutexLock l(&topo_mu_);
+    seen = seen_.count(collection) != 0;
+  }
+  if (seen) {
+    absl::StatusOr<bool> recorded = catalog_->HasRecordOf(collection);
+    if (!recorded.ok() || !*recorded) {
+      return absl::UnavailableError(absl::StrCat(
+          "collection '", collection, "' is missing from the cluster's catalog with no drop "
+          "recorded (NATS lost it; its nodes put it back): retry"));
+    }
+  }
   return absl::NotFoundError(absl::StrCat("collection '", collection, "' does not exist"));
 }
 

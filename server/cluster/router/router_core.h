@@ -42,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -214,6 +215,8 @@ class RouterCore {
   std::shared_ptr<const Topology> topo_ ABSL_GUARDED_BY(topo_mu_);
   absl::Time last_nodes_seen_ ABSL_GUARDED_BY(topo_mu_) = absl::InfinitePast();
   bool stopping_ ABSL_GUARDED_BY(topo_mu_) = false;
+  // Every collection a topology read has held (MapOf: lost, or dropped).
+  absl::flat_hash_set<std::string> seen_ ABSL_GUARDED_BY(topo_mu_);
   std::atomic<bool> stale_{false};
   std::thread refresher_;
 
