@@ -84,6 +84,23 @@ absl::Status ReadAfter(JetStream* js, const LogRepairTarget& target, uint64_t af
   return absl::OkStatus();
 }
 
+// The fork is older than what the replica retains: its whole state, each
+// point at its write version, then a rewind to before the floor (or the
+// log's end) to apply whatever the log holds.
+absl::StatusOr<LogRepairResult> PublishWholeState(JetStream* js, const LogRepairTarget& target,
+                                                  uint64_t floor, uint64_t end) {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> state, target.whole_state());
+  const std::string id = CopyId(absl::StrCat("state-", absl::Hex(std::random_device{}())));
+  for (const std::string& bytes : state) {
+    ZOOM_RETURN_IF_ERROR(js->Publish(target.subject, bytes, CopyId(id)).status());
+  }
+  LogRepairResult result;
+  result.fork_point = std::min(end, floor > 0 ? floor - 1 : 0);
+  result.republished = state.size();
+  result.whole_state = true;
+  return result;
+}
+
 }  // namespace
 
 std::string_view OriginalId(std::string_view id) { return id.substr(0, id.find('~')); }
@@ -98,6 +115,16 @@ absl::StatusOr<LogVerdict> CheckLogAt(const JetStream& js, const LogRepairTarget
   LogVerdict v;
   if (position == 0) return v;
   if (!id.has_value()) {
+    // A restored snapshot's position: the log must still reach it (after a
+    // power failure it may end before it, and give the sequences between to
+    // new writes, which the replica would never read).
+    ZOOM_ASSIGN_OR_RETURN(uint64_t last, js.LastSequence(target.stream, target.subject));
+    if (last < position) {
+      v.check = LogCheck::kForked;
+      v.detail = absl::StrCat("the log of ", target.subject, " ends at ", last,
+                              ", before the position ", position, " of the restored snapshot");
+      return v;
+    }
     v.check = LogCheck::kUnverifiable;
     return v;
   }
@@ -155,9 +182,12 @@ absl::StatusOr<LogRepairResult> RepairLog(JetStream* js, const LogRepairTarget& 
     // from below the floor (purged: held by every replica).
     const uint64_t cover = retained.covered_from();
     if (cover > 0 && cover >= floor) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the log of ", target.subject, " forked at or before sequence ", cover,
-          ", from which this replica retains its entries: restore a peer's snapshot"));
+      if (!target.whole_state) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the log of ", target.subject, " forked at or before sequence ", cover,
+            ", from which this replica retains its entries: restore a peer's snapshot"));
+      }
+      return PublishWholeState(js, target, floor, end);
     }
     // Never past the log's end: what lies between it and `cover` was purged
     // below every replica (it is in each one's state) and the log lost it

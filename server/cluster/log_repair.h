@@ -14,7 +14,13 @@
 //      (binary search over the retained sequences; purged entries below
 //      the floor count as held), or, when none is, the sequence the
 //      replica retains from (RetainedLog::covered_from) if that is 0 or
-//      below the floor (FailedPrecondition otherwise);
+//      below the floor; otherwise (the fork is older than what it
+//      retains: a whole stream lost, a replica restored from a snapshot
+//      since) the replica publishes its whole state, each point at its
+//      write version (target.whole_state; versioned apply makes that
+//      harmless to every replica that holds newer), and rewinds to before
+//      the floor or the log's end, whichever is lower, to apply every
+//      entry the log still has (FailedPrecondition without whole_state);
 //   2. the log's entries on the subject after f, read with a temporary
 //      consumer;
 //   3. lost = the retained entries after f whose message id is not among
@@ -72,6 +78,11 @@ struct LogRepairTarget {
   // an entry whose bytes the replica no longer keeps is published again.
   std::function<absl::StatusOr<std::vector<std::string>>(const std::vector<uint64_t>& points)>
       state_of;
+  // The replica's whole state as versioned entries (every point it holds a
+  // write version for, tombstones included; versioned_apply.h): what it
+  // publishes when the log forked before what it retains. Empty: such a
+  // fork is FailedPrecondition (the replica restores a peer's snapshot).
+  std::function<absl::StatusOr<std::vector<std::string>>()> whole_state;
   int max_attempts = 10;
 };
 
@@ -90,6 +101,9 @@ absl::StatusOr<LogVerdict> CheckLog(const JetStream& js, const LogRepairTarget& 
                                     const RetainedLog& retained, uint64_t position);
 // The same given the id applied at `position` (nullopt: none retained),
 // touching no RetainedLog: may run beside the replica's writer.
+// With no id (nothing retained at the position: a restored snapshot) only
+// the log's end is checked: kForked when it ends before the position,
+// else kUnverifiable.
 absl::StatusOr<LogVerdict> CheckLogAt(const JetStream& js, const LogRepairTarget& target,
                                       uint64_t position, const std::optional<std::string>& id);
 
@@ -97,6 +111,7 @@ struct LogRepairResult {
   uint64_t fork_point = 0;   // the last sequence still shared with the log
   uint64_t republished = 0;  // lost entries published again
   uint64_t copied = 0;       // later entries copied after them
+  bool whole_state = false;  // the replica's whole state was published
 };
 
 // FailedPrecondition when no retained entry is still in the log (the fork

@@ -56,6 +56,7 @@ absl::StatusOr<std::unique_ptr<ShardReplica>> ShardReplica::Start(
   r->target_.state_of = [p = r.get()](const std::vector<uint64_t>& points) {
     return p->StateOf(points);
   };
+  r->target_.whole_state = [p = r.get()] { return p->WholeState(); };
   ZOOM_ASSIGN_OR_RETURN(r->retained_,
                         RetainedLog::Open(r->collection_->metadata_store(),
                                           r->collection_->metadata_id(),
@@ -190,6 +191,24 @@ absl::StatusOr<std::vector<std::string>> ShardReplica::StateOf(
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> ShardReplica::WholeState() const {
+  std::vector<uint64_t> ids;
+  ZOOM_RETURN_IF_ERROR(collection_->metadata_store()->ScanWriteVersions(
+      collection_->metadata_id(), [&](uint64_t id, uint64_t version) {
+        if (version > 0) ids.push_back(id);
+        return absl::OkStatus();
+      }));
+  std::vector<std::string> out;
+  constexpr size_t kChunk = 4096;
+  for (size_t first = 0; first < ids.size(); first += kChunk) {
+    const std::vector<uint64_t> chunk(ids.begin() + first,
+                                      ids.begin() + std::min(ids.size(), first + kChunk));
+    ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> part, StateOf(chunk));
+    for (std::string& e : part) out.push_back(std::move(e));
+  }
+  return out;
+}
+
 bool ShardReplica::CheckAndRepair(std::unique_ptr<PullConsumer>* consumer) {
   const uint64_t position = collection_->log_position();
   return OnVerdict(CheckLog(*js_, target_, *retained_, position), position, consumer);
@@ -269,8 +288,11 @@ bool ShardReplica::OnVerdict(const absl::StatusOr<LogVerdict>& verdict, uint64_t
   }
   const std::string done = absl::StrCat(
       verdict->detail, "; repaired: rewound to ", repaired->fork_point, ", ",
-      repaired->republished, " entries published again and ", repaired->copied,
-      " later ones copied after them");
+      repaired->republished,
+      repaired->whole_state ? " entries of its whole state published (the fork is older than "
+                              "what it retains)"
+                            : " entries published again",
+      " and ", repaired->copied, " later ones copied after them");
   ZOOM_LOG(WARNING, "collection ", name, ": ", done);
   {
     absl::MutexLock l(&mu_);

@@ -55,8 +55,11 @@
 // power failure and gave its sequences to new entries), the replica takes
 // the shard's repair lock (options.repair_lock), publishes again what the
 // log lost (RepairLog), rewinds to the fork point and applies the log from
-// there. A fork older than what it retains stops it (failed,
-// needs_restore: the node restores a peer's snapshot).
+// there. A fork older than what it retains (a whole stream lost; a replica
+// restored from a snapshot since, whose position the log no longer
+// reaches) makes it publish its whole state at its write versions and
+// rewind to before the floor (log_repair.h); without write versions it
+// stops it (failed, needs_restore: the node restores a peer's snapshot).
 //
 // Durable positions (write concerns): after each batch it applied, the
 // replica makes it durable (options.sync: null when every write is durable
@@ -187,6 +190,8 @@ class ShardReplica {
   // The state of `points` in the collection as log entries
   // (LogRepairTarget::state_of).
   absl::StatusOr<std::vector<std::string>> StateOf(const std::vector<uint64_t>& points) const;
+  // Every point with a write version, as StateOf (LogRepairTarget::whole_state).
+  absl::StatusOr<std::vector<std::string>> WholeState() const;
 
   JetStream* js_;
   std::shared_ptr<server::Collection> collection_;

@@ -598,6 +598,55 @@ TEST_F(ShardReplicaTest, AnOldEntryPublishedAgainChangesNothingANewerOneWrote) {
   EXPECT_EQ(a->log_version(), va[1]);
 }
 
+// A replica restored from a snapshot retains nothing before its position;
+// when the whole stream is lost after that (a power failure of every NATS
+// server before it synced anything), the log no longer reaches its
+// position: it publishes its whole state at its write versions and
+// applies the log from its start, and a replica that retains its entries
+// repairs as before. Both end with every write, the new one included.
+TEST_F(ShardReplicaTest, ARestoredReplicaWhoseLogWasLostPublishesItsWholeState) {
+  auto a = Local("docs_s0_a");
+  ASSERT_NE(a, nullptr);
+  ShardReplicaOptions oa = QuickOptions("a_docs_0");
+  ShardReplicaOptions oc = QuickOptions("c_docs_0");
+  oa.verify_every = oc.verify_every = absl::Milliseconds(50);
+  uint64_t last = 0;
+  {
+    ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, oa));
+    Publish(Upsert(1, 3, 0.0f));
+    Publish(Delete({2}));
+    last = Publish(Upsert(10, 2, 0.25f));
+    ASSERT_TRUE(Applied(ra.get(), last)) << ra->status().last_error;
+  }
+  ASSERT_OK_AND_ASSIGN(server::SnapshotInfo snap, db_->CreateSnapshot("docs_s0_a"));
+  ASSERT_OK_AND_ASSIGN(auto file, db_->SnapshotFile("docs_s0_a", snap.name));
+  ASSERT_OK_AND_ASSIGN(auto c, db_->RestoreSnapshot(file.first, "docs_s0_c", false));
+  ASSERT_EQ(c->log_position(), last);
+  // Every entry lost; a write after the failure takes sequence 1.
+  ASSERT_OK(js_->DeleteStream(kStream));
+  ASSERT_OK(js_->EnsureStream({kStream, {kShard0, kShard1}}));
+  LogEntry x = Upsert(3, 1, 0.75f);
+  x.points.push_back(Upsert(60, 1, 0.0f).points[0]);
+  ASSERT_OK(js_->Publish(kShard0, EncodeLogEntry(x), "x").status());
+  ApplyToModel(x);
+  ASSERT_OK_AND_ASSIGN(auto rc, ShardReplica::Start(js_.get(), c, oc));
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  while (rc->status().repairs == 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(rc->status().repairs, 1u) << rc->status().last_error;
+  EXPECT_FALSE(rc->status().needs_restore);
+  EXPECT_THAT(rc->status().last_fork, HasSubstr("whole state"));
+  ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, oa));
+  while (ra->status().repairs == 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(ra->status().repairs, 1u) << ra->status().last_error;
+  ASSERT_OK_AND_ASSIGN(uint64_t now_last, js_->LastSequence(kStream, kShard0));
+  ASSERT_TRUE(Applied(ra.get(), now_last)) << ra->status().last_error;
+  ASSERT_TRUE(Applied(rc.get(), now_last)) << rc->status().last_error;
+  EXPECT_EQ(Dump(*a), model_);
+  EXPECT_EQ(Dump(*c), model_);
+  EXPECT_EQ(model_[3].second, "p3/0.75");
+  EXPECT_FALSE(model_.contains(2));
+}
+
 // A consumer that delivers nothing while the log is ahead (here: replaced
 // from outside by one that starts far past the log) is made again from the
 // replica's position, and the replica catches up.
