@@ -11,6 +11,7 @@
 #include "common/file_system.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "server/cluster/versioned_apply.h"
 #include "server/engine/key_value_text.h"
 
 namespace zoom::cluster {
@@ -419,15 +420,39 @@ absl::Status ClusterNode::Reconcile() {
       continue;  // cannot tell whether the local copy can replay: next pass
     }
     absl::StatusOr<std::shared_ptr<server::Collection>> coll = db_->GetCollection(local);
+    // Before a peer's snapshot replaces a replica, what it holds goes to
+    // the log at its write versions (versioned_apply.h): a write only it
+    // had (its log lost, or purged while it was rewound) reaches the
+    // restored copy and every peer, and changes nothing newer anywhere.
+    auto keep_state = [&](const server::Collection& c) -> absl::Status {
+      ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> state, WholeStateEntries(c));
+      const std::string subject = ShardSubject(options_.catalog.cluster, m.collection, k);
+      for (size_t i = 0; i < state.size(); ++i) {
+        ZOOM_RETURN_IF_ERROR(
+            js_->Publish(subject, state[i], absl::StrCat(local, "-kept-", absl::ToUnixNanos(
+                                                                            absl::Now()), "-", i))
+                .status());
+      }
+      if (!state.empty()) {
+        ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ",
+                 m.collection, ": its state published (", state.size(),
+                 " entries) before a peer's snapshot replaces it");
+      }
+      return absl::OkStatus();
+    };
     if (coll.ok() && restore.contains(local)) {
       ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
                " forked from the log before what it retains: restoring a peer's snapshot");
-      coll = OpenShard(m, k, *floor, /*replace=*/true);
+      absl::Status kept = keep_state(**coll);
+      coll = kept.ok() ? OpenShard(m, k, *floor, /*replace=*/true)
+                       : absl::StatusOr<std::shared_ptr<server::Collection>>(kept);
     } else if (coll.ok() && (*coll)->log_position() + 1 < *floor) {
       ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
                " is at log position ", (*coll)->log_position(), ", below the floor ", *floor,
                " (the log before it was purged): restoring a peer's snapshot");
-      coll = OpenShard(m, k, *floor, /*replace=*/true);
+      absl::Status kept = keep_state(**coll);
+      coll = kept.ok() ? OpenShard(m, k, *floor, /*replace=*/true)
+                       : absl::StatusOr<std::shared_ptr<server::Collection>>(kept);
     } else if (!coll.ok()) {
       coll = OpenShard(m, k, *floor, /*replace=*/false);
     }

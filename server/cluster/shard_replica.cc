@@ -136,77 +136,11 @@ bool ShardReplica::Report(std::vector<AppliedEntry>* applied) {
 
 absl::StatusOr<std::vector<std::string>> ShardReplica::StateOf(
     const std::vector<uint64_t>& points) const {
-  std::vector<server::PointData> found;
-  ZOOM_RETURN_IF_ERROR(collection_->Get(points, /*with_vectors=*/true, /*with_payload=*/true,
-                                        &found));
-  // Each point at the write version it holds (a tombstone's for one
-  // deleted; one with none, absent, is left out: nothing here says it
-  // was ever written).
-  ZOOM_ASSIGN_OR_RETURN(std::vector<uint64_t> versions, WriteVersionsOf(*collection_, points));
-  std::map<uint64_t, uint64_t> version_of;
-  for (size_t i = 0; i < points.size(); ++i) version_of[points[i]] = versions[i];
-  // Entries of at most about 512 KiB (under NATS's default max_payload).
-  constexpr size_t kCap = size_t{512} << 10;
-  const uint32_t dim = static_cast<uint32_t>(collection_->config().dim);
-  std::vector<std::string> out;
-  std::map<uint64_t, std::vector<server::PointData*>> upserts;  // by version
-  std::set<uint64_t> present;
-  for (server::PointData& p : found) {
-    if (!present.insert(p.id).second) continue;
-    upserts[version_of[p.id]].push_back(&p);
-  }
-  for (auto& [version, group] : upserts) {
-    LogEntry up;
-    up.op = LogOp::kUpsert;
-    up.dim = dim;
-    up.version = version;
-    size_t bytes = UpsertEntryBytes(dim, 0, 0) + 8;
-    for (server::PointData* p : group) {
-      const size_t extra = p->payload.size() + server::EncodeFields(p->fields).size();
-      const size_t one = UpsertEntryBytes(dim, 1, extra) - UpsertEntryBytes(dim, 0, 0);
-      if (!up.points.empty() && bytes + one > kCap) {
-        out.push_back(EncodeLogEntry(up));
-        up.points.clear();
-        bytes = UpsertEntryBytes(dim, 0, 0) + 8;
-      }
-      bytes += one;
-      up.points.push_back({p->id, std::move(p->vector), std::move(p->payload),
-                           std::move(p->fields)});
-    }
-    if (!up.points.empty()) out.push_back(EncodeLogEntry(up));
-  }
-  std::map<uint64_t, std::vector<uint64_t>> deletes;  // by version
-  for (uint64_t id : points) {
-    if (present.contains(id) || version_of[id] == 0) continue;
-    std::vector<uint64_t>& ids = deletes[version_of[id]];
-    if (ids.empty() || ids.back() != id) ids.push_back(id);
-  }
-  for (auto& [version, ids] : deletes) {
-    LogEntry del;
-    del.op = LogOp::kDelete;
-    del.version = version;
-    del.ids = std::move(ids);
-    out.push_back(EncodeLogEntry(del));
-  }
-  return out;
+  return StateEntries(*collection_, points);
 }
 
 absl::StatusOr<std::vector<std::string>> ShardReplica::WholeState() const {
-  std::vector<uint64_t> ids;
-  ZOOM_RETURN_IF_ERROR(collection_->metadata_store()->ScanWriteVersions(
-      collection_->metadata_id(), [&](uint64_t id, uint64_t version) {
-        if (version > 0) ids.push_back(id);
-        return absl::OkStatus();
-      }));
-  std::vector<std::string> out;
-  constexpr size_t kChunk = 4096;
-  for (size_t first = 0; first < ids.size(); first += kChunk) {
-    const std::vector<uint64_t> chunk(ids.begin() + first,
-                                      ids.begin() + std::min(ids.size(), first + kChunk));
-    ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> part, StateOf(chunk));
-    for (std::string& e : part) out.push_back(std::move(e));
-  }
-  return out;
+  return WholeStateEntries(*collection_);
 }
 
 bool ShardReplica::CheckAndRepair(std::unique_ptr<PullConsumer>* consumer) {

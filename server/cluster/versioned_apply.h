@@ -37,6 +37,7 @@
 #define ZOOM_SERVER_CLUSTER_VERSIONED_APPLY_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,6 +50,18 @@ namespace zoom::cluster {
 // ApplyLogEntry returns, counted over the points it wrote.
 absl::StatusOr<uint64_t> ApplyVersioned(const LogEntry& entry, uint64_t version,
                                         server::Collection* collection);
+
+// The state of `points` as encoded log entries at their write versions
+// (upserts of those that exist, grouped by version; deletes of the absent
+// ones that have a tombstone; an absent one without is left out), each
+// under about 512 KiB: what a log repair publishes for an entry whose
+// bytes are gone.
+absl::StatusOr<std::vector<std::string>> StateEntries(const server::Collection& collection,
+                                                      const std::vector<uint64_t>& points);
+// The same for every point with a write version: what a replica publishes
+// when the log forked before what it retains, or before a peer's snapshot
+// replaces it (so that nothing it alone holds is lost).
+absl::StatusOr<std::vector<std::string>> WholeStateEntries(const server::Collection& collection);
 
 // The versions kept for `ids` (0: none).
 absl::StatusOr<std::vector<uint64_t>> WriteVersionsOf(const server::Collection& collection,

@@ -591,7 +591,8 @@ class Runner:
                 states = {v.get(i, ABSENT) for v in views}
                 if len(states) > 1:
                     diverged += 1
-                    examples.append(f"id {i} differs across shard {shard}'s replicas")
+                    held = ", ".join(f"{n} {v.get(i, ABSENT)[:2]}" for n, v in sorted(nodes.items()))
+                    examples.append(f"id {i} differs across shard {shard}'s replicas: {held}")
             for v in views:
                 for i in ids:
                     seen.setdefault(i, []).append(v.get(i, ABSENT))
