@@ -118,7 +118,7 @@ absl::StatusOr<int> ClusterNode::TrimLogs() {
       auto first_live = std::find_if(replicas.begin(), replicas.end(),
                                      [&](const std::string& n) { return live.count(n) != 0; });
       if (first_live == replicas.end() || *first_live != options_.node_id) continue;
-      uint64_t floor = UINT64_MAX;
+      uint64_t floor = UINT64_MAX, highest = 0;
       bool hold = false;
       for (const std::string& node : replicas) {
         auto it = live.find(node);
@@ -134,8 +134,21 @@ absl::StatusOr<int> ClusterNode::TrimLogs() {
           continue;
         }
         floor = std::min(floor, h->applied);
+        highest = std::max(highest, h->applied);
       }
       if (hold || floor == UINT64_MAX || floor <= 1) continue;
+      // A position past the log's end is one the log lost (a power failure
+      // of its servers) that the replica has not yet rewound from, or one its
+      // record still shows after the rewind: its number says nothing of
+      // this log, whose new entries no replica may have applied yet.
+      absl::StatusOr<uint64_t> end =
+          js_->LastSequence(StreamName(options_.catalog.cluster, m.collection),
+                            ShardSubject(options_.catalog.cluster, m.collection, k));
+      if (!end.ok()) {
+        if (first.ok()) first = end.status();
+        continue;
+      }
+      if (highest > *end) continue;
       absl::StatusOr<uint64_t> now_floor = catalog_->LogFloor(m.uid, k);
       if (!now_floor.ok()) {
         if (first.ok()) first = now_floor.status();

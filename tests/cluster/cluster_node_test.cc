@@ -477,6 +477,43 @@ TEST_F(ClusterNodeTest, TheLogIsTrimmedBelowItsReplicasAndOneLeftBehindRestoresA
   EXPECT_EQ(Points("n0", m.LocalName(0)), 160u);
 }
 
+// A replica whose position is past the log's end (the log lost its tail
+// to a power failure of its servers; the replica has not rewound yet, or
+// its record still shows the old position) holds the trim: that number
+// says nothing of the new log, whose entries it may not have applied.
+TEST_F(ClusterNodeTest, ATrimWaitsWhileAReplicaIsPastTheLogsEnd) {
+  ClusterNodeOptions o = NodeOptions("n0");
+  o.log_trim = absl::ZeroDuration();
+  o.replica.verify_every = absl::Hours(1);  // the fork is not found during the test
+  ASSERT_OK_AND_ASSIGN(nodes_["n0"], ClusterNode::Start(Db("n0"), o));
+  ASSERT_OK_AND_ASSIGN(ShardMap m, catalog_->CreateCollection(Config("docs"), 1, 1));
+  std::map<uint32_t, uint64_t> s1, s2;
+  for (int i = 0; i < 3; ++i) s1 = Write(m, 10 * i, 10);
+  WaitAll(m, s1, {"n0"});
+  auto reported = [&](uint64_t seq) {
+    const absl::Time end = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < end) {
+      auto live = catalog_->LiveNodes();
+      if (live.ok() && !live->empty()) {
+        const HostedShard* h = (*live)[0].Find(m.uid, 0);
+        if (h != nullptr && h->applied == seq) return true;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  };
+  ASSERT_TRUE(reported(s1[0]));
+  EXPECT_THAT(nodes_.at("n0")->TrimLogs(), testing::IsOkAndHolds(1));
+  for (int i = 0; i < 3; ++i) s2 = Write(m, 100 + 10 * i, 10);
+  WaitAll(m, s2, {"n0"});
+  ASSERT_TRUE(reported(s2[0]));
+  // The log loses everything; n0 still says s2.
+  ASSERT_OK(js_->DeleteStream(StreamName("test", "docs")));
+  ASSERT_OK(catalog_->EnsureStreamOf(m));
+  EXPECT_THAT(nodes_.at("n0")->TrimLogs(), testing::IsOkAndHolds(0));
+  EXPECT_THAT(catalog_->LogFloor(m.uid, 0), testing::IsOkAndHolds(s1[0]));
+}
+
 TEST_F(ClusterNodeTest, ADataDirectoryBelongsToOneClusterNode) {
   ASSERT_NE(StartNode("n0"), nullptr);
   nodes_.erase("n0");
