@@ -23,6 +23,7 @@ std::vector<BucketSpec> Buckets(const ClusterCatalogOptions& options) {
                                  BucketSpec{ModelsBucket(options.cluster)}};
   for (BucketSpec& b : out) b.replicas = options.nats_replicas;
   out[1].max_age = options.node_ttl;
+  out[1].soft = out[2].soft = true;  // node records and log floors: remade by their writers
   return out;
 }
 
@@ -45,6 +46,16 @@ absl::Status ClusterCatalog::EnsureBuckets() {
   // The handles held stay valid: a bucket is reached by its name.
   for (const BucketSpec& b : Buckets(options_)) ZOOM_RETURN_IF_ERROR(js_->EnsureBucket(b).status());
   return absl::OkStatus();
+}
+
+absl::Status ClusterCatalog::RemakeSoftBuckets() {
+  absl::Status first;
+  for (const BucketSpec& b : Buckets(options_)) {
+    if (!b.soft) continue;
+    absl::Status st = js_->EnsureBucket(b).status();
+    if (first.ok()) first = st;
+  }
+  return first;
 }
 
 absl::StatusOr<bool> ClusterCatalog::HasRecordOf(const std::string& collection) const {

@@ -103,6 +103,10 @@ class ClusterCatalog {
   //   * RestoreMap puts back a map a node kept a copy of (create-only: a
   //     map there already wins) with its stream (EnsureStream).
   absl::Status EnsureBuckets();
+  //   * RemakeSoftBuckets opens the node and floor buckets again, deleting
+  //     and making again one whose stream does not answer while JetStream
+  //     does (BucketSpec::soft): their entries come back from their writers.
+  absl::Status RemakeSoftBuckets();
   absl::StatusOr<bool> HasRecordOf(const std::string& collection) const;
   absl::Status RestoreMap(const ShardMap& map);
   absl::Status EnsureStreamOf(const ShardMap& map);

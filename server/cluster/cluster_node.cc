@@ -152,7 +152,35 @@ void ClusterNode::Every(absl::Duration period, const char* what,
   }
 }
 
-absl::Status ClusterNode::Heartbeat() { return catalog_->PutNode(Info()); }
+absl::Status ClusterNode::Heartbeat() {
+  absl::Status st = catalog_->PutNode(Info());
+  NoteBucket(st, &nodes_failing_since_);
+  return st;
+}
+
+void ClusterNode::NoteBucket(const absl::Status& st, absl::Time* failing_since) {
+  // Unanswered for this long (many heartbeats, several floor reads) while
+  // the node is connected: the bucket's stream is taken for stuck.
+  constexpr absl::Duration kStuck = absl::Seconds(15);
+  constexpr absl::Duration kAgain = absl::Seconds(60);
+  const absl::Time now = absl::Now();
+  {
+    absl::MutexLock l(&bucket_mu_);
+    if (!absl::IsUnavailable(st) && !absl::IsDeadlineExceeded(st)) {
+      *failing_since = absl::InfiniteFuture();
+      return;
+    }
+    if (*failing_since == absl::InfiniteFuture()) *failing_since = now;
+    if (now - *failing_since < kStuck || now - remade_at_ < kAgain || !js_->connected()) return;
+    remade_at_ = now;
+  }
+  ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": a cluster bucket has not answered for ",
+           absl::FormatDuration(kStuck), " (", st.message(), "): opening the soft buckets again");
+  absl::Status remade = catalog_->RemakeSoftBuckets();
+  if (!remade.ok()) {
+    ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": ", remade.message());
+  }
+}
 
 NodeInfo ClusterNode::Info() const {
   NodeInfo info;
@@ -415,6 +443,7 @@ absl::Status ClusterNode::Reconcile() {
     const ShardMap& m = *mk.first;
     const uint32_t k = mk.second;
     absl::StatusOr<uint64_t> floor = catalog_->LogFloor(m.uid, k);
+    NoteBucket(floor.status(), &floors_failing_since_);
     if (!floor.ok()) {
       if (first.ok()) first = floor.status();
       continue;  // cannot tell whether the local copy can replay: next pass
@@ -464,8 +493,10 @@ absl::Status ClusterNode::Reconcile() {
     ro.stream = StreamName(options_.catalog.cluster, m.collection);
     ro.subject = ShardSubject(options_.catalog.cluster, m.collection, k);
     ro.durable = ConsumerName(options_.node_id, m.uid, k);
-    ro.log_floor = [catalog = catalog_.get(), uid = m.uid, k] {
-      return catalog->LogFloor(uid, k);
+    ro.log_floor = [this, uid = m.uid, k] {
+      absl::StatusOr<uint64_t> floor = catalog_->LogFloor(uid, k);
+      NoteBucket(floor.status(), &floors_failing_since_);
+      return floor;
     };
     ro.lower_floor = [catalog = catalog_.get(), uid = m.uid, k](uint64_t floor) {
       return catalog->LowerLogFloor(uid, k, floor);

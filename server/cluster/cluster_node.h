@@ -186,6 +186,15 @@ class ClusterNode {
   std::unique_ptr<JetStream> js_;
   std::unique_ptr<ClusterCatalog> catalog_;
   absl::Mutex reconcile_mu_;  // one pass at a time
+  // A stuck soft bucket (ClusterCatalog::RemakeSoftBuckets): since when the
+  // heartbeats (node bucket) and the floor reads (floor bucket) have
+  // failed as unavailable with no success (InfiniteFuture: they answer),
+  // and when the buckets were last made again.
+  void NoteBucket(const absl::Status& st, absl::Time* failing_since);
+  absl::Mutex bucket_mu_;
+  absl::Time nodes_failing_since_ ABSL_GUARDED_BY(bucket_mu_) = absl::InfiniteFuture();
+  absl::Time floors_failing_since_ ABSL_GUARDED_BY(bucket_mu_) = absl::InfiniteFuture();
+  absl::Time remade_at_ ABSL_GUARDED_BY(bucket_mu_) = absl::InfinitePast();
   mutable absl::Mutex mu_;
   // local collection name -> (the shard, its replica)
   struct Hosted {

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/logging.h"
 #include "server/cluster/jetstream_internal.h"
 
 namespace zoom::cluster {
@@ -429,9 +430,29 @@ absl::StatusOr<std::unique_ptr<KeyValue>> JetStream::EnsureBucket(const BucketSp
   }
   auto impl = std::make_unique<KeyValue::Impl>();
   natsStatus s = NATS_OK;
-  const absl::Time end = absl::Now() + options_.admin_timeout;
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + options_.admin_timeout;
+  bool remade = false;
   for (;;) {
     s = js_KeyValue(&impl->kv, impl_->admin, spec.name.c_str());
+    if (s == NATS_TIMEOUT && spec.soft && !remade &&
+        absl::Now() - start >= options_.admin_timeout / 2) {
+      // Its stream does not answer. If JetStream does, the stream's group
+      // is stuck (after a power failure of its servers): a soft bucket's
+      // entries come back from their writers, so it is made again.
+      jsAccountInfo* account = nullptr;
+      jsErrCode code = static_cast<jsErrCode>(0);
+      if (js_GetAccountInfo(&account, impl_->admin, nullptr, &code) == NATS_OK) {
+        jsAccountInfo_Destroy(account);
+        const std::string stream = absl::StrCat("KV_", spec.name);
+        natsStatus d = js_DeleteStream(impl_->admin, stream.c_str(), nullptr, &code);
+        ZOOM_LOG(WARNING, "key-value bucket ", spec.name, ": its stream ", stream,
+                 " does not answer while JetStream does: deleted (",
+                 d == NATS_OK ? "done" : natsStatus_GetText(d), ") to be made again");
+        remade = true;
+        continue;
+      }
+    }
     if (s == NATS_NOT_FOUND) {
       kvConfig cfg;
       kvConfig_Init(&cfg);

@@ -171,6 +171,12 @@ struct BucketSpec {
   absl::Duration max_age = absl::ZeroDuration();
   int replicas = 1;
   int history = 1;
+  // Its entries are remade by their writers within seconds (node records,
+  // log floors): a bucket whose stream stops answering (its Raft group
+  // stuck after its servers lost their files to a power failure: every
+  // request times out while JetStream itself answers) may be deleted and
+  // made again (EnsureBucket).
+  bool soft = false;
 };
 
 // A key-value bucket. Keys are ValidSubject tokens joined by '.'.
@@ -275,6 +281,9 @@ class JetStream {
   // Creates the bucket or opens the existing one (its max age and history
   // as they are). Several nodes creating it at once all get it (a creation
   // that loses the race opens the winner's, retried within admin_timeout).
+  // A soft bucket whose stream does not answer for half of admin_timeout
+  // while JetStream does (its account information) is deleted and made
+  // again, saying so in the log.
   absl::StatusOr<std::unique_ptr<KeyValue>> EnsureBucket(const BucketSpec& spec);
 
   // The largest message the connected server takes (its max_payload;
