@@ -372,28 +372,32 @@ absl::Status MetadataStore::DeleteLogRecords(uint32_t cid, uint64_t from, uint64
                    "delete retained log entries");
 }
 
-absl::StatusOr<uint64_t> MetadataStore::GetLogPosition(uint32_t cid) const {
+namespace {
+
+// The log position record of `cid`: (position, version), both 0 when none.
+absl::StatusOr<std::pair<uint64_t, uint64_t>> ReadLogPosition(rocksdb::DB* db, uint32_t cid) {
   std::string v;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), LogPositionKey(cid), &v);
-  if (s.IsNotFound()) return 0;
+  rocksdb::Status s = db->Get(rocksdb::ReadOptions(), LogPositionKey(cid), &v);
+  if (s.IsNotFound()) return std::pair<uint64_t, uint64_t>{0, 0};
   if (!s.ok()) return FromRocks(s, "read the log position");
   if (v.size() != 8 && v.size() != 16) {
     return absl::DataLossError(absl::StrCat("metadata store: log position of collection ", cid,
                                             " is ", v.size(), " bytes, not 8 or 16"));
   }
-  return GetLe64(v.data());
+  return std::pair<uint64_t, uint64_t>{GetLe64(v.data()),
+                                       v.size() == 16 ? GetLe64(v.data() + 8) : 0};
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> MetadataStore::GetLogPosition(uint32_t cid) const {
+  ZOOM_ASSIGN_OR_RETURN(auto p, ReadLogPosition(db_.get(), cid));
+  return p.first;
 }
 
 absl::StatusOr<uint64_t> MetadataStore::GetLogVersion(uint32_t cid) const {
-  std::string v;
-  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), LogPositionKey(cid), &v);
-  if (s.IsNotFound()) return 0;
-  if (!s.ok()) return FromRocks(s, "read the log position");
-  if (v.size() != 8 && v.size() != 16) {
-    return absl::DataLossError(absl::StrCat("metadata store: log position of collection ", cid,
-                                            " is ", v.size(), " bytes, not 8 or 16"));
-  }
-  return v.size() == 16 ? GetLe64(v.data() + 8) : 0;
+  ZOOM_ASSIGN_OR_RETURN(auto p, ReadLogPosition(db_.get(), cid));
+  return p.second;
 }
 
 absl::Status MetadataStore::Commit(uint32_t cid, absl::Span<const RecordWrite> writes,

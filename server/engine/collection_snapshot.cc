@@ -42,6 +42,28 @@ constexpr uint32_t kSnapshotManifestVersion = 2;
 constexpr auto PutLe = PutLittleEndian;
 constexpr auto GetLe = GetLittleEndian;
 
+// An archive entry's bytes, appended in pieces of about 1 MiB.
+class ChunkedAppend {
+ public:
+  explicit ChunkedAppend(storage::ArchiveWriter* writer) : writer_(writer) {}
+  // The buffer to add to; Added() after each addition.
+  std::string* buf() { return &buf_; }
+  absl::Status Added() {
+    if (buf_.size() < (1 << 20)) return absl::OkStatus();
+    return Flush();
+  }
+  absl::Status Flush() {
+    if (buf_.empty()) return absl::OkStatus();
+    absl::Status st = writer_->Append(buf_.data(), buf_.size());
+    buf_.clear();
+    return st;
+  }
+
+ private:
+  storage::ArchiveWriter* writer_;
+  std::string buf_;
+};
+
 }  // namespace
 
 absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::string& path) const {
@@ -201,25 +223,21 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
     if (st.ok()) st = writer->End();
     if (st.ok() && field_points > 0) {
       st = writer->Begin("fields", field_bytes);
-      std::string buf;
       uint64_t written = 0;
+      ChunkedAppend out(writer.get());
       if (st.ok()) {
         st = metadata->ScanFields(
             core_.id_,
             [&](uint64_t ext, std::string_view f) {
-              PutLe(&buf, ext, 8);
-              PutLe(&buf, f.size(), 4);
-              buf.append(f);
+              PutLe(out.buf(), ext, 8);
+              PutLe(out.buf(), f.size(), 4);
+              out.buf()->append(f);
               written += 12 + f.size();
-              if (buf.size() >= (1 << 20)) {
-                ZOOM_RETURN_IF_ERROR(writer->Append(buf.data(), buf.size()));
-                buf.clear();
-              }
-              return absl::OkStatus();
+              return out.Added();
             },
             meta.get());
       }
-      if (st.ok() && !buf.empty()) st = writer->Append(buf.data(), buf.size());
+      if (st.ok()) st = out.Flush();
       if (st.ok() && written != field_bytes) {
         st = absl::InternalError("the payload fields changed under the snapshot");
       }
@@ -227,24 +245,20 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
     }
     if (st.ok() && version_points > 0) {
       st = writer->Begin("versions", version_points * 16);
-      std::string buf;
       uint64_t written = 0;
+      ChunkedAppend out(writer.get());
       if (st.ok()) {
         st = metadata->ScanWriteVersions(
             core_.id_,
             [&](uint64_t ext, uint64_t version) {
-              PutLe(&buf, ext, 8);
-              PutLe(&buf, version, 8);
+              PutLe(out.buf(), ext, 8);
+              PutLe(out.buf(), version, 8);
               ++written;
-              if (buf.size() >= (1 << 20)) {
-                ZOOM_RETURN_IF_ERROR(writer->Append(buf.data(), buf.size()));
-                buf.clear();
-              }
-              return absl::OkStatus();
+              return out.Added();
             },
             meta.get());
       }
-      if (st.ok() && !buf.empty()) st = writer->Append(buf.data(), buf.size());
+      if (st.ok()) st = out.Flush();
       if (st.ok() && written != version_points) {
         st = absl::InternalError("the write versions changed under the snapshot");
       }
