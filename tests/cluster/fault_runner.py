@@ -57,8 +57,8 @@ summary says so):
   power_nats_one                      the same to one nats-server (a minority)
   power_node                          z0 partitioned, then a power failure of
                                       it, restarted, the link back
-The default set (--faults) is every kind but the power failures, which are
-asked for by name (see FAULTS below for why).
+The default set (--faults) is every kind; --skip_unavailable leaves the power
+failures out where lazyfs or /dev/fuse is missing.
 """
 
 from __future__ import annotations
@@ -96,15 +96,13 @@ NET_FAULTS = {"partition_node", "one_way_node", "delay_node"}
 DAMAGE_FAULTS = ["flip_node", "truncate_node", "flip_nats"]
 # Loss of un-synced data (lazyfs).
 POWER_FAULTS = {"power_nats", "power_nats_one", "power_node"}
-# The default set. The power failures are asked for with --faults: a
-# power failure of all three nats-servers can still lose acknowledged
-# writes (seed 2028, round 9 of --faults flip_node,truncate_node,flip_nats,
-# power_nats,power_nats_one,power_node --cycle: 35 points back to an older
-# state on every replica, JetStream having reset the stream twice while the
-# replicas repaired it; issue 47's note). A test that can lose is not a
-# default yet.
+# The default set: every kind. (The power failures joined it once write
+# versions made replaying old entries harmless: seed 2028 had taken 35
+# points back to an older state after JetStream reset a stream while the
+# replicas repaired it; issue 47's note.)
 FAULTS = ["kill_node", "kill_nats", "kill_router", "pause_node", "partition_node",
-          "one_way_node", "delay_node"] + DAMAGE_FAULTS
+          "one_way_node", "delay_node"] + DAMAGE_FAULTS + ["power_nats", "power_nats_one",
+                                                           "power_node"]
 DIM = 16
 SHARDS, REPLICAS = 2, 3
 ABSENT = ("absent",)  # a point's state: ABSENT, or ("live", payload, field)
@@ -349,6 +347,7 @@ class Runner:
     def __init__(self, args: argparse.Namespace) -> None:
         self.a = args
         self.rng = random.Random(args.seed)
+        self.start_failed = False  # power_node's node did not start this round
         self.root = pathlib.Path(tempfile.mkdtemp(prefix="zoom-faults-", dir="/var/tmp"))
         # Signed snapshots: every bootstrap from a peer checks the signature.
         (self.root / "snapshot.key").write_text("fault-runner-snapshot-key-01234\n")
@@ -534,7 +533,17 @@ class Runner:
         time.sleep(self.rng.uniform(0.5, 2))
         if c.net.netns:
             c.net.partition("z0", False)
-        c.start_zoomd("z0")
+        try:
+            c.start_zoomd("z0")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # noqa: B036 (the cluster's helpers fail with pytest.fail)
+            # A node that cannot start (the NATS servers' JetStream not taking
+            # requests, as after its metadata layer wedged in a power failure):
+            # the round did not heal; the run goes on, and the next power_node
+            # starts it again.
+            say(f"  ! z0 did not start: {str(e)[:300]}")
+            self.start_failed = True
         return "z0"
 
     # ---- the check -----------------------------------------------------------------------
@@ -655,7 +664,8 @@ class Runner:
                 except RuntimeError:
                     writable = False
             self.converge(dict(wl.tokens))
-            self.converged = self.converged and writable
+            self.converged = self.converged and writable and not self.start_failed
+            self.start_failed = False
             heal_s = time.monotonic() - healed_at
             counts = self.check()
             row = {"round": rnd, "fault": fault, "target": target,
@@ -723,7 +733,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     ap.add_argument("--faults", default=",".join(FAULTS),
                     help="a comma-separated choice of "
-                    f"{', '.join(FAULTS + DAMAGE_FAULTS + sorted(POWER_FAULTS))}")
+                    f"{', '.join(FAULTS)}")
     ap.add_argument("--cycle", action="store_true",
                     help="take the faults in turn instead of at random")
     ap.add_argument("--skip_unavailable", action="store_true",
