@@ -338,7 +338,29 @@ TEST_F(ClusterNodeTest, ACatalogAndALogThatNatsLostAreRebuiltFromTheNodes) {
            Points("n1", m.LocalName(0)) == 30;
   };
   while (!rebuilt() && absl::Now() < end) absl::SleepFor(absl::Milliseconds(50));
-  ASSERT_TRUE(rebuilt());
+  // What is missing when it is not (a run in about 120 timed out here).
+  auto state = [&] {
+    auto got = catalog_->GetMap("docs");
+    auto last = js_->LastSequence(StreamName("test", "docs"), subject);
+    std::string out = absl::StrCat(
+        "map: ", got.ok() ? (got->has_value() ? absl::StrCat("uid ", (*got)->map.uid) : "absent")
+                          : got.status().ToString(),
+        " (want uid ", m.uid, "); log end: ", last.ok() ? absl::StrCat(*last) : last.status().ToString(),
+        "; points n0 ", Points("n0", m.LocalName(0)), ", n1 ", Points("n1", m.LocalName(0)));
+    for (const char* id : {"n0", "n1"}) {
+      auto r = nodes_.at(id)->ReplicaOf(m.LocalName(0));
+      if (r == nullptr) {
+        absl::StrAppend(&out, "; ", id, ": no replica");
+        continue;
+      }
+      const ReplicaStatus st = r->status();
+      absl::StrAppend(&out, "; ", id, ": applied ", st.applied, " failed ", st.failed,
+                      " repairs ", st.repairs, " last_fork '", st.last_fork, "' last_error '",
+                      st.last_error, "'");
+    }
+    return out;
+  };
+  ASSERT_TRUE(rebuilt()) << state();
   uint64_t repairs = 0, republished = 0;
   for (const char* id : {"n0", "n1"}) {
     ASSERT_NE(nodes_.at(id)->ReplicaOf(m.LocalName(0)), nullptr) << id;
