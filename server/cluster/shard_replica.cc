@@ -102,8 +102,27 @@ bool ShardReplica::Pause(absl::Duration d) {
 }
 
 void ShardReplica::SetError(const absl::Status& st) {
-  absl::MutexLock l(&mu_);
-  status_.last_error = st.ok() ? "" : st.ToString();
+  // A replica that keeps failing says so in the log: its first error, then
+  // at most one line every 30 s (the fault runner once found a replica
+  // silent for minutes, not catching up).
+  constexpr absl::Duration kEvery = absl::Seconds(30);
+  std::string text = st.ok() ? "" : st.ToString();
+  bool say = false;
+  {
+    absl::MutexLock l(&mu_);
+    status_.last_error = text;
+    const absl::Time now = absl::Now();
+    if (st.ok()) {
+      error_logged_ = absl::InfinitePast();
+    } else if (now - error_logged_ >= kEvery) {
+      error_logged_ = now;
+      say = true;
+    }
+  }
+  if (say) {
+    ZOOM_LOG(WARNING, "collection ", collection_->config().name, ": replica of ",
+             options_.subject, " at position ", collection_->log_position(), ": ", text);
+  }
 }
 
 namespace {

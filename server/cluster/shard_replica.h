@@ -202,6 +202,8 @@ class ShardReplica {
   mutable absl::Mutex mu_;
   ReplicaStatus status_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // When SetError last logged (InfinitePast: never, or a SetError(ok) since).
+  absl::Time error_logged_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::thread thread_;
 };
 
