@@ -48,35 +48,38 @@ absl::StatusOr<uint64_t> ApplyVersioned(const LogEntry& entry, uint64_t version,
     if (kept[i] <= version) newer.push_back(ids[i]);
   }
   if (newer.empty()) return 0;
-  if (newer.size() == ids.size()) {
-    // The common case: nothing newer was applied to any of them.
-    if (entry.op == LogOp::kSetPayload || entry.op == LogOp::kDeletePayload) {
-      std::vector<server::PointData> found;
-      ZOOM_RETURN_IF_ERROR(c->Get(ids, /*with_vectors=*/false, /*with_payload=*/false, &found));
-      ZOOM_ASSIGN_OR_RETURN(uint64_t changed, ApplyLogEntry(entry, c));
-      std::vector<uint64_t> present;
-      for (const server::PointData& p : found) present.push_back(p.id);
-      ZOOM_RETURN_IF_ERROR(Record(c, present, version));
-      return changed;
+  // The entry, or when some points hold newer writes, its part for the others.
+  LogEntry part;
+  const LogEntry* apply = &entry;
+  if (newer.size() != ids.size()) {
+    part.op = entry.op;
+    part.dim = entry.dim;
+    part.fields = entry.fields;
+    part.overwrite = entry.overwrite;
+    part.keys = entry.keys;
+    if (entry.op == LogOp::kUpsert) {
+      for (size_t i = 0; i < ids.size(); ++i) {
+        if (kept[i] <= version) part.points.push_back(entry.points[i]);
+      }
+    } else {
+      part.ids = newer;
     }
-    ZOOM_ASSIGN_OR_RETURN(uint64_t changed, ApplyLogEntry(entry, c));
-    ZOOM_RETURN_IF_ERROR(Record(c, ids, version));
+    apply = &part;
+  }
+  if (entry.op == LogOp::kSetPayload || entry.op == LogOp::kDeletePayload) {
+    // Only the points that exist take the version (an edit of an absent
+    // one changes nothing).
+    std::vector<server::PointData> found;
+    ZOOM_RETURN_IF_ERROR(c->Get(newer, /*with_vectors=*/false, /*with_payload=*/false, &found));
+    ZOOM_ASSIGN_OR_RETURN(uint64_t changed, ApplyLogEntry(*apply, c));
+    std::vector<uint64_t> present;
+    for (const server::PointData& p : found) present.push_back(p.id);
+    ZOOM_RETURN_IF_ERROR(Record(c, present, version));
     return changed;
   }
-  LogEntry part;
-  part.op = entry.op;
-  part.dim = entry.dim;
-  part.fields = entry.fields;
-  part.overwrite = entry.overwrite;
-  part.keys = entry.keys;
-  if (entry.op == LogOp::kUpsert) {
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (kept[i] <= version) part.points.push_back(entry.points[i]);
-    }
-  } else {
-    part.ids = newer;
-  }
-  return ApplyVersioned(part, version, c);
+  ZOOM_ASSIGN_OR_RETURN(uint64_t changed, ApplyLogEntry(*apply, c));
+  ZOOM_RETURN_IF_ERROR(Record(c, newer, version));
+  return changed;
 }
 
 absl::StatusOr<std::vector<std::string>> StateEntries(const server::Collection& collection,
