@@ -453,12 +453,13 @@ absl::Status ClusterNode::Reconcile() {
     // the log at its write versions (versioned_apply.h): a write only it
     // had (its log lost, or purged while it was rewound) reaches the
     // restored copy and every peer, and changes nothing newer anywhere.
+    const std::string& name = local;  // a structured binding: clang cannot capture it
     auto keep_state = [&](const server::Collection& c) -> absl::Status {
       ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> state, WholeStateEntries(c));
       const std::string subject = ShardSubject(options_.catalog.cluster, m.collection, k);
       for (size_t i = 0; i < state.size(); ++i) {
         ZOOM_RETURN_IF_ERROR(
-            js_->Publish(subject, state[i], absl::StrCat(local, "-kept-", absl::ToUnixNanos(
+            js_->Publish(subject, state[i], absl::StrCat(name, "-kept-", absl::ToUnixNanos(
                                                                             absl::Now()), "-", i))
                 .status());
       }
