@@ -210,9 +210,15 @@ absl::Status ZoomServer::Start() {
         "cannot listen on ", options_.grpc_address,
         " (address in use or not local? set --grpc_address)"));
   }
+  bool join_later = false;
   if (role == ServerRole::kNode) {
     // Listening first: peers fetch snapshots from us, routers reach us.
-    if (absl::Status st = JoinCluster(); !st.ok()) {
+    if (absl::Status st = JoinCluster(); absl::IsUnavailable(st) || absl::IsDeadlineExceeded(st)) {
+      ZOOM_LOG(WARNING, "cluster ", options_.cluster.name, ": node ", options_.cluster.node_id,
+               " cannot join yet (", st.message(), "): serving the replicas it holds, at the "
+               "positions they reached, and joining when JetStream answers");
+      join_later = true;
+    } else if (!st.ok()) {
       if (gate_ != nullptr) gate_->Stop();
       server_->Shutdown(absl::ToChronoTime(absl::Now()));
       server_->Wait();
@@ -226,9 +232,13 @@ absl::Status ZoomServer::Start() {
       return st;
     }
   }
+  // "" (the process, what a liveness probe asks) serves now; a node's
+  // services once it has joined its cluster (KeepJoining, if not yet).
   health_->SetServingStatus("", true);
-  health_->SetServingStatus("zoom.v1.VectorSearch", true);
-  health_->SetServingStatus("zoom.v1.Decoder", true);
+  const bool member = role != ServerRole::kNode || joined_.load() != nullptr;
+  health_->SetServingStatus("zoom.v1.VectorSearch", member);
+  health_->SetServingStatus("zoom.v1.Decoder", member);
+  if (join_later) joiner_ = std::thread([this] { KeepJoining(); });  // after: it sets them
   if (service_ != nullptr) service_->RefreshCollectionMetrics();
   if (db_ != nullptr) {
     housekeeping_ = std::thread([this] { Housekeeping(); });
@@ -429,6 +439,41 @@ absl::Status ZoomServer::JoinCluster() {
   return absl::OkStatus();
 }
 
+void ZoomServer::KeepJoining() {
+  absl::Duration wait = absl::Seconds(1);
+  absl::Time said = absl::Now();
+  for (;;) {
+    {
+      absl::MutexLock l(&join_mu_);
+      auto stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(join_mu_) { return join_stop_; };
+      join_mu_.AwaitWithTimeout(absl::Condition(&stop), wait);
+      if (join_stop_) return;
+    }
+    absl::Status st = JoinCluster();
+    if (st.ok()) {
+      ZOOM_LOG(INFO, "cluster ", options_.cluster.name, ": node ", options_.cluster.node_id,
+               " joined");
+      health_->SetServingStatus("zoom.v1.VectorSearch", true);
+      health_->SetServingStatus("zoom.v1.Decoder", true);
+      return;
+    }
+    if (!absl::IsUnavailable(st) && !absl::IsDeadlineExceeded(st)) {
+      // Nothing will change by trying again: said, and the node serves
+      // what it holds until an operator acts.
+      ZOOM_LOG(ERROR, "cluster ", options_.cluster.name, ": node ", options_.cluster.node_id,
+               " cannot join: ", st.message(), "; it serves only the replicas it holds; "
+               "fix the cause and restart it");
+      return;
+    }
+    if (absl::Now() - said >= absl::Seconds(30)) {
+      said = absl::Now();
+      ZOOM_LOG(WARNING, "cluster ", options_.cluster.name, ": node ", options_.cluster.node_id,
+               " still cannot join: ", st.message());
+    }
+    wait = std::min(wait * 2, absl::Seconds(5));
+  }
+}
+
 absl::Status ZoomServer::WaitApplied(const std::string& collection,
                                      const std::vector<api::WriteToken>& tokens,
                                      absl::Time deadline) const {
@@ -570,6 +615,11 @@ void ZoomServer::Shutdown(absl::Duration grace) {
   pool_->Stop();
   stopping_ = true;
   if (housekeeping_.joinable()) housekeeping_.join();
+  {
+    absl::MutexLock l(&join_mu_);
+    join_stop_ = true;
+  }
+  if (joiner_.joinable()) joiner_.join();  // within one join attempt
   // Replicas stop applying before the database closes; the node's record
   // leaves the cluster's bucket (a clean leave).
   joined_ = nullptr;

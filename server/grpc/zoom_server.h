@@ -29,6 +29,7 @@
 #include "server/engine/database.h"
 #include "server/engine/decoder_engine.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/grpc/auth.h"
 #include "server/grpc/decoder_service.h"
 #include "server/cluster/cluster_node.h"
@@ -183,6 +184,15 @@ class ZoomServer {
   explicit ZoomServer(const ServerOptions& options);
   ~ZoomServer();
 
+  // A node that cannot reach its cluster's JetStream at start (UNAVAILABLE
+  // or DEADLINE_EXCEEDED: the NATS servers down, or their JetStream taking
+  // no request after a power failure) starts anyway: it serves the
+  // replicas it holds (reads, at the positions they reached) and joins in
+  // the background, trying again every few seconds until it does
+  // (cluster_node() is null until then; health: "" SERVING,
+  // zoom.v1.VectorSearch and zoom.v1.Decoder NOT_SERVING until it has
+  // joined). Any other error of the join
+  // (a bad NATS URL, a refused node id) fails Start.
   absl::Status Start();
   // Re-reads the API key file; on error the previous keys stay in force.
   absl::Status ReloadApiKeys();
@@ -202,7 +212,7 @@ class ZoomServer {
   int metrics_port() const { return metrics_ ? metrics_->port() : 0; }
   Database* database() { return db_.get(); }  // null on a router
   // A node's cluster membership (null unless role "node").
-  cluster::ClusterNode* cluster_node() { return cluster_node_.get(); }
+  cluster::ClusterNode* cluster_node() { return joined_.load(); }
   DecoderEngine* decoder() { return decoder_.get(); }
   Metrics* metrics() { return metrics_.get(); }
   WorkerPool* pool() { return pool_.get(); }
@@ -225,6 +235,9 @@ class ZoomServer {
   // The services and backends, in the order they depend on each other.
   void ReleaseServices();
   absl::Status JoinCluster();
+  // JoinCluster again every few seconds until it succeeds, fails for good
+  // or the server stops (joiner_'s loop).
+  void KeepJoining();
   // A node's session wait (api::NodeOptions::wait_applied).
   absl::Status WaitApplied(const std::string& collection,
                            const std::vector<api::WriteToken>& tokens,
@@ -249,6 +262,9 @@ class ZoomServer {
   std::unique_ptr<ConnectionGate> gate_;  // null on a unix: address
   std::unique_ptr<grpc::Server> server_;
   std::thread housekeeping_;
+  std::thread joiner_;  // a node that could not join at start
+  absl::Mutex join_mu_;
+  bool join_stop_ ABSL_GUARDED_BY(join_mu_) = false;
   std::atomic<bool> stopping_{false};
   int grpc_port_ = 0;
   mutable absl::Mutex io_backend_mu_;

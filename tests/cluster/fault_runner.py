@@ -540,10 +540,10 @@ class Runner:
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # noqa: B036 (the cluster's helpers fail with pytest.fail)
-            # A node that cannot start (the NATS servers' JetStream not taking
-            # requests, as after its metadata layer wedged in a power failure):
-            # the round did not heal; the run goes on, and the next power_node
-            # starts it again.
+            # A node that does not join in time (it starts, but the NATS
+            # servers' JetStream takes no request, as after its metadata layer
+            # wedged in a power failure): the round did not heal; the run goes
+            # on (the node joins on its own if JetStream comes back).
             say(f"  ! z0 did not start: {str(e)[:300]}")
             self.start_failed = True
         return "z0"
