@@ -287,6 +287,20 @@ void ShardReplica::Run() {
                                collection_->log_position() + 1);
       if (!made.ok()) {
         SetError(made.status());
+        if (absl::IsNotFound(made.status()) && options_.ensure_stream) {
+          // The stream itself is gone (NATS lost it with its metadata):
+          // made again, empty, so that the log check finds it ending before
+          // the position and repairs (a replica that only retried the
+          // consumer waited for minutes, found by fault_runner.py).
+          if (absl::Status st = options_.ensure_stream(); !st.ok()) {
+            ZOOM_LOG(WARNING, "collection ", name, ": creating its stream again: ",
+                     st.message());
+          } else {
+            ZOOM_LOG(WARNING, "collection ", name, ": its stream ", options_.stream,
+                     " was gone: made again");
+          }
+          (void)CheckAndRepair(&consumer);
+        }
         if (!Pause(options_.retry_wait)) return;
         continue;
       }

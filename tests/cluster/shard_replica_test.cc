@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <string>
 #include <vector>
@@ -645,6 +646,46 @@ TEST_F(ShardReplicaTest, ARestoredReplicaWhoseLogWasLostPublishesItsWholeState) 
   EXPECT_EQ(Dump(*c), model_);
   EXPECT_EQ(model_[3].second, "p3/0.75");
   EXPECT_FALSE(model_.contains(2));
+}
+
+// NATS lost the stream itself, and nothing made it again: a replica that
+// cannot make its consumer (NotFound) makes the stream again, finds its
+// log ending before its position, and publishes again what it applied
+// (the fault runner found one retrying the consumer for minutes instead).
+TEST_F(ShardReplicaTest, AStreamNatsLostIsMadeAgainAndTheReplicaRepairsIt) {
+  auto a = Local("docs_s0_a");
+  ASSERT_NE(a, nullptr);
+  ShardReplicaOptions o = QuickOptions("a_docs_0");
+  o.verify_every = absl::Milliseconds(50);
+  std::atomic<int> made{0};
+  o.ensure_stream = [&]() -> absl::Status {
+    ++made;
+    return js_->EnsureStream({kStream, {kShard0, kShard1}});
+  };
+  uint64_t last = 0;
+  {
+    ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, o));
+    Publish(Upsert(1, 3, 0.0f));
+    Publish(Delete({2}));
+    last = Publish(Upsert(10, 2, 0.25f));
+    ASSERT_TRUE(Applied(ra.get(), last)) << ra->status().last_error;
+  }
+  ASSERT_OK(js_->DeleteStream(kStream));
+  ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, o));
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  while (ra->status().repairs == 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(ra->status().repairs, 1u) << ra->status().last_error;
+  EXPECT_GE(made.load(), 1);
+  EXPECT_GT(ra->status().republished, 0u);
+  ASSERT_OK_AND_ASSIGN(uint64_t now_last, js_->LastSequence(kStream, kShard0));
+  EXPECT_GT(now_last, 0u);  // its state is in the log again
+  ASSERT_TRUE(Applied(ra.get(), now_last)) << ra->status().last_error;
+  EXPECT_EQ(Dump(*a), model_);
+  // A replica started from nothing takes it all from the log.
+  auto b = Local("docs_s0_b");
+  ASSERT_OK_AND_ASSIGN(auto rb, ShardReplica::Start(js_.get(), b, QuickOptions("b_docs_0")));
+  ASSERT_TRUE(Applied(rb.get(), now_last)) << rb->status().last_error;
+  EXPECT_EQ(Dump(*b), model_);
 }
 
 // A consumer that delivers nothing while the log is ahead (here: replaced
