@@ -148,9 +148,10 @@ absl::StatusOr<std::unique_ptr<MetadataStore>> MetadataStore::Open(
     }
     if (have < kSchemaVersion) {
       // Version 1 had no 'f' (typed fields) keys, version 2 no 'w' (write
-      // versions) keys and only 8-byte log positions: each reads as it is,
-      // and is marked 3 so that an older zoomd, which would not keep them
-      // in step with its writes (or read a 16-byte position), refuses it.
+      // versions) keys and only 8-byte log positions, version 3 only
+      // 8-byte write versions: each reads as it is, and is marked 4 so that
+      // an older zoomd, which would not keep them in step with its writes
+      // (or read a 16-byte position, or a version with edits), refuses it.
       std::string v;
       PutBe32(&v, kSchemaVersion);
       rocksdb::WriteOptions wo;
@@ -274,61 +275,106 @@ absl::Status MetadataStore::PutLogPosition(uint32_t cid, uint64_t position, uint
   return FromRocks(db_->Put(wo, LogPositionKey(cid), v), "write the log position");
 }
 
-absl::Status MetadataStore::PutWriteVersions(
-    uint32_t cid, absl::Span<const std::pair<uint64_t, uint64_t>> versions) {
-  if (versions.empty()) return absl::OkStatus();
+// A 'w' value: the version (8 bytes, little-endian), then the point's field
+// edits if any (opaque here).
+absl::Status MetadataStore::PutWriteRecords(uint32_t cid, absl::Span<const PointWrite> records) {
+  if (records.empty()) return absl::OkStatus();
   rocksdb::WriteBatch batch;
-  for (const auto& [ext, version] : versions) {
+  for (const PointWrite& r : records) {
     std::string v;
-    for (int i = 0; i < 8; ++i) v.push_back(static_cast<char>(version >> (8 * i)));
-    batch.Put(WriteVersionKey(cid, ext), v);
+    v.reserve(8 + r.edits.size());
+    for (int i = 0; i < 8; ++i) v.push_back(static_cast<char>(r.version >> (8 * i)));
+    v += r.edits;
+    batch.Put(WriteVersionKey(cid, r.id), v);
   }
   rocksdb::WriteOptions wo;
   wo.sync = false;
   return FromRocks(db_->Write(wo, &batch), "write point versions");
 }
 
-absl::Status MetadataStore::GetWriteVersions(uint32_t cid, absl::Span<const uint64_t> external_ids,
-                                             std::vector<uint64_t>* out) const {
+absl::Status MetadataStore::PutWriteVersions(
+    uint32_t cid, absl::Span<const std::pair<uint64_t, uint64_t>> versions) {
+  std::vector<PointWrite> records;
+  records.reserve(versions.size());
+  for (const auto& [ext, version] : versions) records.push_back({ext, version, ""});
+  return PutWriteRecords(cid, records);
+}
+
+absl::Status MetadataStore::GetWriteRecords(uint32_t cid, absl::Span<const uint64_t> external_ids,
+                                            std::vector<PointWrite>* out) const {
   std::vector<std::string> keys(external_ids.size());
   for (size_t i = 0; i < external_ids.size(); ++i) keys[i] = WriteVersionKey(cid, external_ids[i]);
   std::vector<std::string> values;
   ZOOM_RETURN_IF_ERROR(MultiGetValues(keys, &values, nullptr, "read point versions"));
-  out->assign(external_ids.size(), 0);
+  out->assign(external_ids.size(), PointWrite{});
   for (size_t i = 0; i < values.size(); ++i) {
+    (*out)[i].id = external_ids[i];
     if (values[i].empty()) continue;
-    if (values[i].size() != 8) {
+    if (values[i].size() < 8) {
       return absl::DataLossError(absl::StrCat("metadata store: the write version of point ",
                                               external_ids[i], " of collection ", cid, " is ",
-                                              values[i].size(), " bytes, not 8"));
+                                              values[i].size(), " bytes, fewer than 8"));
     }
-    (*out)[i] = GetLe64(values[i].data());
+    (*out)[i].version = GetLe64(values[i].data());
+    (*out)[i].edits = values[i].substr(8);
   }
   return absl::OkStatus();
 }
 
-absl::Status MetadataStore::ScanWriteVersions(
-    uint32_t cid, const std::function<absl::Status(uint64_t, uint64_t)>& fn,
-    const MetadataSnapshot* at) const {
+absl::Status MetadataStore::GetWriteVersions(uint32_t cid, absl::Span<const uint64_t> external_ids,
+                                             std::vector<uint64_t>* out) const {
+  std::vector<PointWrite> records;
+  ZOOM_RETURN_IF_ERROR(GetWriteRecords(cid, external_ids, &records));
+  out->resize(records.size());
+  for (size_t i = 0; i < records.size(); ++i) (*out)[i] = records[i].version;
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Each 'w' record of collection `cid` as of `at`, in ascending id.
+absl::Status ScanWriteValues(rocksdb::DB* db, uint32_t cid, const MetadataSnapshot* at,
+                             const rocksdb::Snapshot* snap,
+                             const std::function<absl::Status(uint64_t, rocksdb::Slice)>& fn) {
   const std::string prefix = RecordPrefix('w', cid);
   const std::string end = PrefixEnd(prefix);
   rocksdb::ReadOptions ro;
   rocksdb::Slice upper(end);
   ro.iterate_upper_bound = &upper;
-  if (at != nullptr) ro.snapshot = at->snap_;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  if (at != nullptr) ro.snapshot = snap;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro));
   for (it->Seek(prefix); it->Valid(); it->Next()) {
     const rocksdb::Slice k = it->key();
     const rocksdb::Slice v = it->value();
-    if (k.size() != prefix.size() + 8 || v.size() != 8) {
+    if (k.size() != prefix.size() + 8 || v.size() < 8) {
       return absl::DataLossError(absl::StrCat("metadata store: a malformed write version of "
                                               "collection ", cid));
     }
     const uint64_t ext = (uint64_t{GetBe32(k.data() + prefix.size())} << 32) |
                          GetBe32(k.data() + prefix.size() + 4);
-    ZOOM_RETURN_IF_ERROR(fn(ext, GetLe64(v.data())));
+    ZOOM_RETURN_IF_ERROR(fn(ext, v));
   }
   return FromRocks(it->status(), "scan point versions");
+}
+
+}  // namespace
+
+absl::Status MetadataStore::ScanWriteVersions(
+    uint32_t cid, const std::function<absl::Status(uint64_t, uint64_t)>& fn,
+    const MetadataSnapshot* at) const {
+  return ScanWriteValues(db_.get(), cid, at, at != nullptr ? at->snap_ : nullptr,
+                         [&](uint64_t ext, rocksdb::Slice v) { return fn(ext, GetLe64(v.data())); });
+}
+
+absl::Status MetadataStore::ScanFieldEdits(
+    uint32_t cid, const std::function<absl::Status(const PointWrite&)>& fn,
+    const MetadataSnapshot* at) const {
+  return ScanWriteValues(db_.get(), cid, at, at != nullptr ? at->snap_ : nullptr,
+                         [&](uint64_t ext, rocksdb::Slice v) -> absl::Status {
+                           if (v.size() == 8) return absl::OkStatus();
+                           return fn(PointWrite{ext, GetLe64(v.data()),
+                                                std::string(v.data() + 8, v.size() - 8)});
+                         });
 }
 
 absl::Status MetadataStore::PutLogRecord(uint32_t cid, uint64_t sequence,

@@ -110,7 +110,9 @@ class MetadataSnapshot {
 
 class MetadataStore {
  public:
-  static constexpr uint32_t kSchemaVersion = 3;  // 2: typed fields ('f'); 3: write versions ('w')
+  // 2: typed fields ('f'); 3: write versions ('w'); 4: a write version may
+  // carry its point's field edits after it.
+  static constexpr uint32_t kSchemaVersion = 4;
 
   // Opens (creating if missing) the database in `dir`. FailedPrecondition
   // for a database of a newer schema; the RocksDB error otherwise.
@@ -187,6 +189,7 @@ class MetadataStore {
   // collection; carried by its snapshots.
   absl::Status PutWriteVersions(uint32_t cid,
                                 absl::Span<const std::pair<uint64_t, uint64_t>> versions);
+  // (A point's field edits, if it had any, are dropped.)
   // The versions of `external_ids`, in order (0: none kept).
   absl::Status GetWriteVersions(uint32_t cid, absl::Span<const uint64_t> external_ids,
                                 std::vector<uint64_t>* out) const;
@@ -195,6 +198,20 @@ class MetadataStore {
   absl::Status ScanWriteVersions(uint32_t cid,
                                  const std::function<absl::Status(uint64_t, uint64_t)>& fn,
                                  const MetadataSnapshot* at = nullptr) const;
+  // The same records with the point's field edits beside the version: an
+  // opaque record (server/cluster/field_edits.h), "" for none.
+  struct PointWrite {
+    uint64_t id = 0;
+    uint64_t version = 0;
+    std::string edits;
+  };
+  absl::Status PutWriteRecords(uint32_t cid, absl::Span<const PointWrite> records);
+  // In the order of `external_ids` (version 0, no edits: none kept).
+  absl::Status GetWriteRecords(uint32_t cid, absl::Span<const uint64_t> external_ids,
+                               std::vector<PointWrite>* out) const;
+  // Only the records that carry field edits, in ascending external id.
+  absl::Status ScanFieldEdits(uint32_t cid, const std::function<absl::Status(const PointWrite&)>& fn,
+                              const MetadataSnapshot* at = nullptr) const;
   // A cluster replica's retained log entries (RetainedLog): an opaque
   // record per stream sequence of collection `cid`. Written like the log
   // position (durable with the next synced write); dropped with the

@@ -4,21 +4,20 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "common/status_macros.h"
+#include "server/engine/field_edits.h"
+#include "storage/metadata_store.h"
 
 namespace zoom::cluster {
-namespace {
 
-absl::Status Record(server::Collection* c, const std::vector<uint64_t>& ids, uint64_t version) {
-  std::vector<std::pair<uint64_t, uint64_t>> put;
-  put.reserve(ids.size());
-  for (uint64_t id : ids) put.push_back({id, version});
-  return c->metadata_store()->PutWriteVersions(c->metadata_id(), put);
-}
-
-}  // namespace
+using PointWrite = storage::MetadataStore::PointWrite;
+using server::DecodeFieldEdits;
+using server::EncodeFieldEdits;
+using server::FieldEdit;
+using server::FieldEdits;
 
 absl::StatusOr<std::vector<uint64_t>> WriteVersionsOf(const server::Collection& collection,
                                                       const std::vector<uint64_t>& ids) {
@@ -27,6 +26,131 @@ absl::StatusOr<std::vector<uint64_t>> WriteVersionsOf(const server::Collection& 
       collection.metadata_store()->GetWriteVersions(collection.metadata_id(), ids, &out));
   return out;
 }
+
+namespace {
+
+absl::StatusOr<std::vector<PointWrite>> RecordsOf(const server::Collection& c,
+                                                  const std::vector<uint64_t>& ids) {
+  std::vector<PointWrite> out;
+  ZOOM_RETURN_IF_ERROR(c.metadata_store()->GetWriteRecords(c.metadata_id(), ids, &out));
+  return out;
+}
+
+// An upsert or a delete at `version`: the points whose last full write is
+// not newer, their field edits pruned to the newer ones (laid over an
+// upsert's fields).
+absl::StatusOr<uint64_t> ApplyFullWrite(const LogEntry& entry, uint64_t version,
+                                        const std::vector<uint64_t>& ids,
+                                        const std::vector<PointWrite>& records,
+                                        server::Collection* c) {
+  LogEntry part;
+  part.op = entry.op;
+  part.dim = entry.dim;
+  std::vector<PointWrite> written;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (records[i].version > version) continue;
+    ZOOM_ASSIGN_OR_RETURN(FieldEdits edits, DecodeFieldEdits(records[i].edits));
+    edits.Prune(version);
+    if (entry.op == LogOp::kUpsert) {
+      part.points.push_back(entry.points[i]);
+      if (!edits.empty()) part.points.back().fields = edits.Over(entry.points[i].fields);
+    } else {
+      part.ids.push_back(ids[i]);
+    }
+    written.push_back({ids[i], version, EncodeFieldEdits(edits)});
+  }
+  if (written.empty()) return 0;
+  ZOOM_ASSIGN_OR_RETURN(uint64_t changed, ApplyLogEntry(part, c));
+  ZOOM_RETURN_IF_ERROR(c->metadata_store()->PutWriteRecords(c->metadata_id(), written));
+  return changed;
+}
+
+// A payload edit at `version`: recorded per field for every point whose
+// last full write is not newer (present or not), and applied to those
+// present, each with the fields no newer edit wrote.
+absl::StatusOr<uint64_t> ApplyEdit(const LogEntry& entry, uint64_t version,
+                                   const std::vector<uint64_t>& ids,
+                                   const std::vector<PointWrite>& records,
+                                   server::Collection* c) {
+  const bool resets = (entry.op == LogOp::kSetPayload && entry.overwrite) ||
+                      (entry.op == LogOp::kDeletePayload && entry.keys.empty());
+  std::vector<uint64_t> open;  // not superseded by a full write
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (records[i].version <= version) open.push_back(ids[i]);
+  }
+  if (open.empty()) return 0;
+  std::vector<server::PointData> found;
+  ZOOM_RETURN_IF_ERROR(c->Get(open, /*with_vectors=*/false, /*with_payload=*/false, &found));
+  std::set<uint64_t> present;
+  for (const server::PointData& p : found) present.insert(p.id);
+  // The edits to make, grouped: (a reset?, the fields set, the fields
+  // removed) -> the points.
+  using Edit = std::tuple<bool, std::string, std::vector<std::string>>;
+  std::map<Edit, std::vector<uint64_t>> groups;
+  std::vector<PointWrite> written;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (records[i].version > version) continue;
+    ZOOM_ASSIGN_OR_RETURN(FieldEdits edits, DecodeFieldEdits(records[i].edits));
+    server::PayloadFields set;
+    std::vector<std::string> removed;
+    bool reset = false;
+    if (resets) {
+      if (edits.reset > version) continue;  // a newer reset replaced it all
+      edits.reset = version;
+      for (auto it = edits.keys.begin(); it != edits.keys.end();) {
+        it = it->second.version < version ? edits.keys.erase(it) : std::next(it);
+      }
+      if (entry.op == LogOp::kSetPayload) {
+        for (const auto& [name, value] : entry.fields) {
+          auto it = edits.keys.find(name);
+          if (it == edits.keys.end() || it->second.version <= version) {
+            edits.keys[name] = FieldEdit{version, value};
+          }
+        }
+      }
+      set = edits.Over({});
+      reset = true;
+    } else if (entry.op == LogOp::kSetPayload) {
+      for (const auto& [name, value] : entry.fields) {
+        if (edits.FloorOf(name) > version) continue;
+        edits.keys[name] = FieldEdit{version, value};
+        set.emplace(name, value);
+      }
+    } else {
+      for (const std::string& name : entry.keys) {
+        if (edits.FloorOf(name) > version) continue;
+        edits.keys[name] = FieldEdit{version, std::nullopt};
+        removed.push_back(name);
+      }
+    }
+    written.push_back({ids[i], records[i].version, EncodeFieldEdits(edits)});
+    if (present.contains(ids[i]) && (reset || !set.empty() || !removed.empty())) {
+      groups[Edit{reset, server::EncodeFields(set), std::move(removed)}].push_back(ids[i]);
+    }
+  }
+  uint64_t changed = 0;
+  for (auto& [edit, points] : groups) {
+    const auto& [reset, fields, removed] = edit;
+    LogEntry part;
+    part.ids = points;
+    if (!removed.empty()) {
+      part.op = LogOp::kDeletePayload;
+      part.keys = removed;
+    } else {
+      part.op = LogOp::kSetPayload;
+      part.overwrite = reset;
+      if (!fields.empty()) {
+        ZOOM_ASSIGN_OR_RETURN(part.fields, server::DecodeFields(fields));
+      }
+    }
+    ZOOM_ASSIGN_OR_RETURN(uint64_t n, ApplyLogEntry(part, c));
+    changed += n;
+  }
+  ZOOM_RETURN_IF_ERROR(c->metadata_store()->PutWriteRecords(c->metadata_id(), written));
+  return changed;
+}
+
+}  // namespace
 
 absl::StatusOr<uint64_t> ApplyVersioned(const LogEntry& entry, uint64_t version,
                                         server::Collection* c) {
@@ -41,45 +165,11 @@ absl::StatusOr<uint64_t> ApplyVersioned(const LogEntry& entry, uint64_t version,
   } else {
     ids = entry.ids;
   }
-  ZOOM_ASSIGN_OR_RETURN(std::vector<uint64_t> kept, WriteVersionsOf(*c, ids));
-  std::vector<uint64_t> newer;  // the ids this entry may write
-  newer.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (kept[i] <= version) newer.push_back(ids[i]);
+  ZOOM_ASSIGN_OR_RETURN(std::vector<PointWrite> records, RecordsOf(*c, ids));
+  if (entry.op == LogOp::kUpsert || entry.op == LogOp::kDelete) {
+    return ApplyFullWrite(entry, version, ids, records, c);
   }
-  if (newer.empty()) return 0;
-  // The entry, or when some points hold newer writes, its part for the others.
-  LogEntry part;
-  const LogEntry* apply = &entry;
-  if (newer.size() != ids.size()) {
-    part.op = entry.op;
-    part.dim = entry.dim;
-    part.fields = entry.fields;
-    part.overwrite = entry.overwrite;
-    part.keys = entry.keys;
-    if (entry.op == LogOp::kUpsert) {
-      for (size_t i = 0; i < ids.size(); ++i) {
-        if (kept[i] <= version) part.points.push_back(entry.points[i]);
-      }
-    } else {
-      part.ids = newer;
-    }
-    apply = &part;
-  }
-  if (entry.op == LogOp::kSetPayload || entry.op == LogOp::kDeletePayload) {
-    // Only the points that exist take the version (an edit of an absent
-    // one changes nothing).
-    std::vector<server::PointData> found;
-    ZOOM_RETURN_IF_ERROR(c->Get(newer, /*with_vectors=*/false, /*with_payload=*/false, &found));
-    ZOOM_ASSIGN_OR_RETURN(uint64_t changed, ApplyLogEntry(*apply, c));
-    std::vector<uint64_t> present;
-    for (const server::PointData& p : found) present.push_back(p.id);
-    ZOOM_RETURN_IF_ERROR(Record(c, present, version));
-    return changed;
-  }
-  ZOOM_ASSIGN_OR_RETURN(uint64_t changed, ApplyLogEntry(*apply, c));
-  ZOOM_RETURN_IF_ERROR(Record(c, newer, version));
-  return changed;
+  return ApplyEdit(entry, version, ids, records, c);
 }
 
 absl::StatusOr<std::vector<std::string>> StateEntries(const server::Collection& collection,
@@ -87,21 +177,55 @@ absl::StatusOr<std::vector<std::string>> StateEntries(const server::Collection& 
   std::vector<server::PointData> found;
   ZOOM_RETURN_IF_ERROR(collection.Get(points, /*with_vectors=*/true, /*with_payload=*/true,
                                         &found));
-  // Each point at the write version it holds (a tombstone's for one
-  // deleted; one with none, absent, is left out: nothing here says it
-  // was ever written).
-  ZOOM_ASSIGN_OR_RETURN(std::vector<uint64_t> versions, WriteVersionsOf(collection, points));
-  std::map<uint64_t, uint64_t> version_of;
-  for (size_t i = 0; i < points.size(); ++i) version_of[points[i]] = versions[i];
+  // Each point at the version of its last full write (a tombstone's for
+  // one deleted; none without one: nothing says when it was written), and
+  // its field edits at theirs.
+  ZOOM_ASSIGN_OR_RETURN(std::vector<PointWrite> records, RecordsOf(collection, points));
+  std::map<uint64_t, const PointWrite*> record_of;
+  for (const PointWrite& r : records) record_of[r.id] = &r;
   // Entries of at most about 512 KiB (under NATS's default max_payload).
   constexpr size_t kCap = size_t{512} << 10;
+  constexpr size_t kIdsPerEntry = 32768;
   const uint32_t dim = static_cast<uint32_t>(collection.config().dim);
   std::vector<std::string> out;
   std::map<uint64_t, std::vector<server::PointData*>> upserts;  // by version
-  std::set<uint64_t> present;
+  // Edits by (version, kind: 0 a reset, 1 set, 2 removed; the fields or
+  // the name) -> points.
+  std::map<std::tuple<uint64_t, int, std::string>, std::vector<uint64_t>> edits;
+  std::set<uint64_t> present, seen;
+  std::map<uint64_t, FieldEdits> edits_of;
+  for (const PointWrite& r : records) {
+    if (!seen.insert(r.id).second) continue;
+    ZOOM_ASSIGN_OR_RETURN(FieldEdits e, DecodeFieldEdits(r.edits));
+    if (e.reset > 0) {
+      server::PayloadFields at_reset;
+      for (const auto& [name, edit] : e.keys) {
+        if (edit.version == e.reset && edit.value.has_value()) at_reset.emplace(name, *edit.value);
+      }
+      edits[{e.reset, 0, at_reset.empty() ? "" : server::EncodeFields(at_reset)}].push_back(r.id);
+    }
+    for (const auto& [name, edit] : e.keys) {
+      if (edit.version == e.reset) continue;
+      if (edit.value.has_value()) {
+        edits[{edit.version, 1, server::EncodeFields({{name, *edit.value}})}].push_back(r.id);
+      } else {
+        edits[{edit.version, 2, name}].push_back(r.id);
+      }
+    }
+    edits_of.emplace(r.id, std::move(e));
+  }
   for (server::PointData& p : found) {
     if (!present.insert(p.id).second) continue;
-    upserts[version_of[p.id]].push_back(&p);
+    const uint64_t version = record_of[p.id]->version;
+    if (version == 0) continue;
+    // The full write's fields: those no edit after it wrote.
+    const FieldEdits& e = edits_of[p.id];
+    if (e.reset > 0) {
+      p.fields.clear();
+    } else {
+      for (const auto& [name, edit] : e.keys) p.fields.erase(name);
+    }
+    upserts[version].push_back(&p);
   }
   for (auto& [version, group] : upserts) {
     LogEntry up;
@@ -124,20 +248,36 @@ absl::StatusOr<std::vector<std::string>> StateEntries(const server::Collection& 
     if (!up.points.empty()) out.push_back(EncodeLogEntry(up));
   }
   std::map<uint64_t, std::vector<uint64_t>> deletes;  // by version
-  for (uint64_t id : points) {
-    if (present.contains(id) || version_of[id] == 0) continue;
-    std::vector<uint64_t>& ids = deletes[version_of[id]];
-    if (ids.empty() || ids.back() != id) ids.push_back(id);
+  for (const auto& [id, r] : record_of) {
+    if (present.contains(id) || r->version == 0) continue;
+    deletes[r->version].push_back(id);
   }
-  constexpr size_t kIdsPerDelete = 32768;
   for (auto& [version, ids] : deletes) {
-    for (size_t first = 0; first < ids.size(); first += kIdsPerDelete) {
+    for (size_t first = 0; first < ids.size(); first += kIdsPerEntry) {
       LogEntry del;
       del.op = LogOp::kDelete;
       del.version = version;
       del.ids.assign(ids.begin() + first,
-                     ids.begin() + std::min(ids.size(), first + kIdsPerDelete));
+                     ids.begin() + std::min(ids.size(), first + kIdsPerEntry));
       out.push_back(EncodeLogEntry(del));
+    }
+  }
+  // The edits after the full writes (in version order, as they were made).
+  for (auto& [edit, ids] : edits) {
+    const auto& [version, kind, what] = edit;
+    for (size_t first = 0; first < ids.size(); first += kIdsPerEntry) {
+      LogEntry e;
+      e.version = version;
+      e.ids.assign(ids.begin() + first, ids.begin() + std::min(ids.size(), first + kIdsPerEntry));
+      if (kind == 2 || (kind == 0 && what.empty())) {
+        e.op = LogOp::kDeletePayload;  // no keys: every field (a reset to none)
+        if (kind == 2) e.keys.push_back(what);
+      } else {
+        e.op = LogOp::kSetPayload;
+        e.overwrite = kind == 0;
+        ZOOM_ASSIGN_OR_RETURN(e.fields, server::DecodeFields(what));
+      }
+      out.push_back(EncodeLogEntry(e));
     }
   }
   return out;
@@ -145,9 +285,17 @@ absl::StatusOr<std::vector<std::string>> StateEntries(const server::Collection& 
 
 absl::StatusOr<std::vector<std::string>> WholeStateEntries(const server::Collection& collection) {
   std::vector<uint64_t> ids;
+  // Every point with a write version or field edits (only edits: their
+  // point absent here, or written before versions).
+  std::set<uint64_t> edited;
+  ZOOM_RETURN_IF_ERROR(collection.metadata_store()->ScanFieldEdits(
+      collection.metadata_id(), [&](const PointWrite& r) {
+        edited.insert(r.id);
+        return absl::OkStatus();
+      }));
   ZOOM_RETURN_IF_ERROR(collection.metadata_store()->ScanWriteVersions(
       collection.metadata_id(), [&](uint64_t id, uint64_t version) {
-        if (version > 0) ids.push_back(id);
+        if (version > 0 || edited.contains(id)) ids.push_back(id);
         return absl::OkStatus();
       }));
   std::vector<std::string> out;

@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "common/vector_limits.h"
 #include "server/engine/collection.h"
+#include "server/engine/field_edits.h"
 #include "server/engine/key_value_text.h"
 #include "server/engine/payload_fields.h"
 
@@ -142,6 +143,17 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
           return absl::OkStatus();
         },
         meta.get()));
+    // Their field edits (field_edits.h): u64 id, u64 version, u32 length,
+    // the record; ascending by id.
+    uint64_t edit_points = 0, edit_bytes = 0;
+    ZOOM_RETURN_IF_ERROR(metadata->ScanFieldEdits(
+        core_.id_,
+        [&](const storage::MetadataStore::PointWrite& w) {
+          ++edit_points;
+          edit_bytes += 20 + w.edits.size();
+          return absl::OkStatus();
+        },
+        meta.get()));
     st = writer->Add("manifest",
                      absl::StrCat("format=", field_points > 0 ? 2 : 1,
                                   "\ncollection=", config().name, "\nrecords=", records,
@@ -169,6 +181,10 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
                                       : std::string(),
                                   version_points > 0
                                       ? absl::StrCat("\nversion_points=", version_points)
+                                      : std::string(),
+                                  edit_points > 0
+                                      ? absl::StrCat("\nedit_points=", edit_points,
+                                                     "\nedit_bytes=", edit_bytes)
                                       : std::string(),
                                   "\ncreated_unix_ms=", absl::ToUnixMillis(absl::Now()), "\n"));
     if (st.ok()) st = writer->Add("config", config().Encode());
@@ -261,6 +277,29 @@ absl::StatusOr<Collection::SnapshotStats> Collection::WriteSnapshot(const std::s
       if (st.ok()) st = out.Flush();
       if (st.ok() && written != version_points) {
         st = absl::InternalError("the write versions changed under the snapshot");
+      }
+      if (st.ok()) st = writer->End();
+    }
+    if (st.ok() && edit_points > 0) {
+      st = writer->Begin("field_edits", edit_bytes);
+      uint64_t written = 0;
+      ChunkedAppend out(writer.get());
+      if (st.ok()) {
+        st = metadata->ScanFieldEdits(
+            core_.id_,
+            [&](const storage::MetadataStore::PointWrite& w) {
+              PutLe(out.buf(), w.id, 8);
+              PutLe(out.buf(), w.version, 8);
+              PutLe(out.buf(), w.edits.size(), 4);
+              out.buf()->append(w.edits);
+              written += 20 + w.edits.size();
+              return out.Added();
+            },
+            meta.get());
+      }
+      if (st.ok()) st = out.Flush();
+      if (st.ok() && written != edit_bytes) {
+        st = absl::InternalError("the field edits changed under the snapshot");
       }
       if (st.ok()) st = writer->End();
     }
@@ -565,6 +604,55 @@ absl::StatusOr<std::unique_ptr<Collection>> Collection::Restore(
       return absl::OkStatus();
     }));
     ZOOM_RETURN_IF_ERROR(metadata->PutWriteVersions(id, batch));
+  }
+  // Their field edits (a key older zoomds neither write nor read), each
+  // decoded before it is kept: the archive is untrusted input.
+  uint64_t edit_points = 0, edit_bytes = 0;
+  if (manifest.Has("edit_points")) {
+    ZOOM_RETURN_IF_ERROR(manifest.Number("edit_points", &edit_points));
+    ZOOM_RETURN_IF_ERROR(manifest.Number("edit_bytes", &edit_bytes));
+  }
+  const storage::ArchiveReader::Entry* edits = archive.Find("field_edits");
+  if ((edit_points > 0) != (edits != nullptr) ||
+      (edits != nullptr && edits->size != edit_bytes)) {
+    return bad("the field_edits entry does not match the manifest");
+  }
+  if (edits != nullptr) {
+    std::string pending;
+    std::vector<storage::MetadataStore::PointWrite> batch;
+    uint64_t seen = 0, last = 0;
+    ZOOM_RETURN_IF_ERROR(archive.ReadChunks(*edits, 1 << 20, [&](const char* p, size_t n) {
+      pending.append(p, n);
+      size_t pos = 0;
+      while (pending.size() - pos >= 20) {
+        const uint64_t len = GetLe(pending.data() + pos + 16, 4);
+        if (len > (uint64_t{1} << 24)) return bad("a field edits record is too long");
+        if (pending.size() - pos < 20 + len) break;
+        storage::MetadataStore::PointWrite w;
+        w.id = GetLe(pending.data() + pos, 8);
+        w.version = GetLe(pending.data() + pos + 8, 8);
+        w.edits.assign(pending.data() + pos + 20, len);
+        if (seen > 0 && w.id <= last) return bad("the field edits are out of order");
+        absl::StatusOr<FieldEdits> decoded = DecodeFieldEdits(w.edits);
+        if (!decoded.ok() || decoded->empty()) {
+          return bad(absl::StrCat("the field edits of point ", w.id, " do not decode"));
+        }
+        last = w.id;
+        ++seen;
+        pos += 20 + len;
+        batch.push_back(std::move(w));
+      }
+      pending.erase(0, pos);
+      if (batch.size() >= 4096) {
+        ZOOM_RETURN_IF_ERROR(metadata->PutWriteRecords(id, batch));
+        batch.clear();
+      }
+      return absl::OkStatus();
+    }));
+    if (seen != edit_points || !pending.empty()) {
+      return bad("the field_edits entry does not match the manifest");
+    }
+    ZOOM_RETURN_IF_ERROR(metadata->PutWriteRecords(id, batch));
   }
   const std::string state = restored.Encode();
   ZOOM_RETURN_IF_ERROR(metadata->PutState(id, state));

@@ -383,6 +383,42 @@ TEST(MetadataStoreTest, LogPositionsAndWriteVersionsSurviveAReopenAndGoWithTheir
   EXPECT_EQ(v, (std::vector<uint64_t>{1}));
 }
 
+// A write version may carry its point's field edits (opaque here): read
+// back with it, scanned alone, and cleared by a version put without them.
+TEST(MetadataStoreTest, WriteVersionsCarryFieldEdits) {
+  TempDir tmp;
+  auto store = OpenOrDie(tmp.File("meta"));
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK_AND_ASSIGN(uint32_t a, store->CreateCollection("a", "config a"));
+  using PointWrite = MetadataStore::PointWrite;
+  ASSERT_OK(store->PutWriteRecords(a, std::vector<PointWrite>{
+                                          {5, 10, "edits of 5"}, {6, 0, "edits of 6"}, {7, 30, ""}}));
+  std::vector<PointWrite> got;
+  ASSERT_OK(store->GetWriteRecords(a, {7, 5, 6, 8}, &got));
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].version, 30u);
+  EXPECT_EQ(got[0].edits, "");
+  EXPECT_EQ(got[1].version, 10u);
+  EXPECT_EQ(got[1].edits, "edits of 5");
+  EXPECT_EQ(got[2].version, 0u);  // only edits: an absent point's
+  EXPECT_EQ(got[2].edits, "edits of 6");
+  EXPECT_EQ(got[3].id, 8u);
+  EXPECT_EQ(got[3].version, 0u);
+  std::vector<uint64_t> v;
+  ASSERT_OK(store->GetWriteVersions(a, {5, 6, 7}, &v));
+  EXPECT_EQ(v, (std::vector<uint64_t>{10, 0, 30}));
+  std::vector<uint64_t> edited;
+  ASSERT_OK(store->ScanFieldEdits(a, [&](const PointWrite& w) {
+    edited.push_back(w.id);
+    return absl::OkStatus();
+  }));
+  EXPECT_EQ(edited, (std::vector<uint64_t>{5, 6}));
+  ASSERT_OK(store->PutWriteVersions(a, {{5, 40}}));
+  ASSERT_OK(store->GetWriteRecords(a, {5}, &got));
+  EXPECT_EQ(got[0].version, 40u);
+  EXPECT_EQ(got[0].edits, "");
+}
+
 TEST(MetadataStoreTest, UnsyncedCommitsSurviveACleanReopenAfterSyncWal) {
   TempDir tmp;
   const std::string dir = tmp.File("meta");
