@@ -2,10 +2,10 @@
 //
 // Write versions: what makes applying a shard's log again harmless. Every
 // entry a replica applies has a write version (a u64), and the replica
-// keeps, per point, the version of the last write it applied to it (an
-// upsert, a payload edit, or a delete: then kept as the point's
-// tombstone; MetadataStore 'w' keys, carried by snapshots). An entry
-// writes only the points whose kept version is not newer than its own, so
+// keeps, per point, the version of the last full write it applied to it
+// (an upsert, or a delete: then kept as the point's tombstone), and its
+// payload edits per field (MetadataStore 'w' keys, carried by snapshots).
+// An entry writes only what no newer write wrote (below), so
 // an old entry applied after newer ones (a copy a log repair published
 // again, a log that JetStream rewrote under the replicas after a power
 // failure) changes nothing the newer ones wrote, and replicas that applied
@@ -21,14 +21,26 @@
 // one of them (the assumption: the stream's servers' clocks differ by less
 // than the outage lasts).
 //
-// Per operation, with v the entry's version and k a point's kept version:
-//   upsert          the points with k <= v are written; then k = v
+// Per operation, with v the entry's version, k a point's kept version (of
+// its last full write) and its field edits E (server/engine/field_edits.h:
+// per field the version that last set or removed it, and the version of
+// the last edit that replaced every field):
+//   upsert          the points with k <= v are written, with the edits of
+//                   E newer than v over the upsert's fields; then k = v
+//                   and E keeps only the edits newer than v
 //   delete          the ids with k <= v are deleted; then k = v for each
-//                   (a tombstone, also for an id that was absent)
-//   set/delete payload  the ids with k <= v that exist are edited; then
-//                   k = v for those
+//                   (a tombstone, also for an id that was absent), E as
+//                   for an upsert
+//   set/delete payload  for the ids with k <= v, each field no newer edit
+//                   wrote takes it (recorded in E; one that replaces
+//                   every field also clears what E held older), and the
+//                   points that exist are edited so; k is unchanged (an
+//                   edit of an absent point stays in E: an older upsert
+//                   of it may still come, and then takes it)
 //   field indexes   applied as they are (not per point)
-// (k == v is the same entry applied again after a crash: applied.)
+// (k == v is the same entry applied again after a crash: applied.) So the
+// points a replica holds depend on which writes it applied, not on their
+// order or how often.
 // Versions are written after the collection's write succeeds: a crash
 // between them applies the entry again, and a write the collection
 // refuses (as every replica does) leaves them as they were.
@@ -52,10 +64,11 @@ absl::StatusOr<uint64_t> ApplyVersioned(const LogEntry& entry, uint64_t version,
                                         server::Collection* collection);
 
 // The state of `points` as encoded log entries at their write versions
-// (upserts of those that exist, grouped by version; deletes of the absent
-// ones that have a tombstone; an absent one without is left out), each
-// under about 512 KiB: what a log repair publishes for an entry whose
-// bytes are gone.
+// (upserts of those that exist, grouped by version, with the fields their
+// full write gave; deletes of the absent ones that have a tombstone; an
+// absent one without is left out; then each field edit at its version),
+// each under about 512 KiB: what a log repair publishes for an entry
+// whose bytes are gone.
 absl::StatusOr<std::vector<std::string>> StateEntries(const server::Collection& collection,
                                                       const std::vector<uint64_t>& points);
 // The same for every point with a write version: what a replica publishes
