@@ -87,6 +87,37 @@ absl::Status ReadAfter(JetStream* js, const LogRepairTarget& target, uint64_t af
 // The fork is older than what the replica retains: its whole state, each
 // point at its write version, then a rewind to before the floor (or the
 // log's end) to apply whatever the log holds.
+// The copies of this replica's entries in `mine` whose original is not in
+// `present`, each at the write version it was applied at (an entry whose
+// bytes are gone: its points' state, target.state_of), as (id, bytes)
+// pairs one after the other.
+absl::StatusOr<std::vector<std::string>> CopiesOf(
+    const LogRepairTarget& target, const std::vector<RetainedEntry>& mine,
+    const std::set<std::string, std::less<>>& present) {
+  std::vector<std::string> out;
+  for (const RetainedEntry& e : mine) {
+    if (present.contains(OriginalId(e.id))) continue;
+    if (e.data.has_value()) {
+      ZOOM_ASSIGN_OR_RETURN(LogEntry decoded, DecodeLogEntry(*e.data));
+      if (decoded.version == 0) decoded.version = e.version;
+      out.push_back(CopyId(e.id));
+      out.push_back(EncodeLogEntry(decoded));
+      continue;
+    }
+    if (!target.state_of) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "log repair of ", target.subject, ": entry ", e.sequence,
+          " is no longer kept and nothing reads its points' state"));
+    }
+    ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> state, target.state_of(e.points));
+    for (std::string& bytes : state) {
+      out.push_back(CopyId(e.id));
+      out.push_back(std::move(bytes));
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<LogRepairResult> PublishWholeState(JetStream* js, const LogRepairTarget& target,
                                                   uint64_t floor, uint64_t end) {
   ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> state, target.whole_state());
@@ -210,7 +241,31 @@ absl::StatusOr<LogRepairResult> RepairLog(JetStream* js, const LogRepairTarget& 
     // stopped between its copies: a write of the log after f none of whose
     // occurrences follows the last copy of an entry of this replica.
     uint64_t lost = 0;
-    for (const RetainedEntry& e : mine) lost += present.contains(OriginalId(e.id)) ? 0 : 1;
+    bool ordered = false;  // a lost entry whose order matters
+    for (const RetainedEntry& e : mine) {
+      if (present.contains(OriginalId(e.id))) continue;
+      ++lost;
+      if (!e.data.has_value()) continue;
+      // Field index changes are not versioned (applied as they come):
+      // their order is kept too.
+      absl::StatusOr<LogEntry> decoded = DecodeLogEntry(*e.data);
+      if (e.version == 0 || !decoded.ok() || decoded->op == LogOp::kCreateFieldIndex ||
+          decoded->op == LogOp::kDeleteFieldIndex) {
+        ordered = true;
+      }
+    }
+    if (!ordered) {
+      // 4'. Every lost entry at its write version: what a replica holds no
+      // longer depends on the order it applies them in (versioned_apply.h),
+      // so only they are published, and writes may come between.
+      if (lost == 0) return result;
+      ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> copies, CopiesOf(target, mine, present));
+      for (size_t i = 0; i < copies.size(); i += 2) {
+        ZOOM_RETURN_IF_ERROR(js->Publish(target.subject, copies[i + 1], copies[i]).status());
+      }
+      result.republished = copies.size() / 2;
+      return result;
+    }
     bool unfinished = false;
     if (lost == 0) {
       size_t last_copy = log.size();

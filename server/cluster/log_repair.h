@@ -25,10 +25,18 @@
 //      consumer;
 //   3. lost = the retained entries after f whose message id is not among
 //      them (a copy published by an earlier repair counts: ids compare up
-//      to their "~" suffix). None lost, and no earlier repair stopped
+//      to their "~" suffix). None lost: nothing is published;
+//   4. otherwise, when every lost entry is a point write applied at a
+//      write version (versioned_apply.h: then the points a replica holds
+//      do not depend on the order it applies entries in), a copy of each
+//      lost entry at its version (an entry whose bytes it no longer keeps:
+//      the current state of the points it wrote, target.state_of) is
+//      published, and writes may come between;
+//   4'. a lost entry applied without a version (before write versions),
+//      or a field index change (not versioned), needs the order back. None lost, and no earlier repair stopped
 //      half-way (a write of the log after f with no occurrence after the
 //      last copy of one of the replica's entries): nothing is published;
-//   4. otherwise, in one run that no write may come between (each publish
+//      otherwise, in one run that no write may come between (each publish
 //      expects the previous one's sequence: PublishAfter; a write that
 //      comes between restarts from 2, at most max_attempts times): copies
 //      of the replica's entries after f in their order (an entry whose

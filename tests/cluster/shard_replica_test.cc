@@ -548,7 +548,7 @@ TEST_F(ShardReplicaTest, ReplicasAtDifferentPositionsOnALostTailConverge) {
   ASSERT_EQ(rb->status().repairs, 1u) << rb->status().last_error;
   EXPECT_EQ(rb->status().republished, 0u);  // old2 was back: rewound only
   ASSERT_OK_AND_ASSIGN(uint64_t last, js_->LastSequence(kStream, kShard0));
-  EXPECT_EQ(last, seq[1] + 1 + 3 + 1);  // x, three copies, x's copy
+  EXPECT_EQ(last, seq[1] + 1 + 3);  // x, the three copies (at their versions: x is not copied)
   ASSERT_TRUE(Applied(ra.get(), last)) << ra->status().last_error;
   ASSERT_TRUE(Applied(rb.get(), last)) << rb->status().last_error;
   EXPECT_EQ(Dump(*a), model_);
@@ -686,6 +686,39 @@ TEST_F(ShardReplicaTest, AStreamNatsLostIsMadeAgainAndTheReplicaRepairsIt) {
   ASSERT_OK_AND_ASSIGN(auto rb, ShardReplica::Start(js_.get(), b, QuickOptions("b_docs_0")));
   ASSERT_TRUE(Applied(rb.get(), now_last)) << rb->status().last_error;
   EXPECT_EQ(Dump(*b), model_);
+}
+
+// A lost field index change is not versioned: its repair puts the order
+// back (the replica's lost entries, then copies of the writes that came
+// after), as before write versions.
+TEST_F(ShardReplicaTest, ALostFieldIndexChangeIsRepairedInOrder) {
+  auto a = Local("docs_s0_a");
+  ASSERT_NE(a, nullptr);
+  ShardReplicaOptions o = QuickOptions("a_docs_0");
+  o.verify_every = absl::Milliseconds(50);
+  LogEntry index;
+  index.op = LogOp::kCreateFieldIndex;
+  index.field = "tag";
+  {
+    ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, o));
+    ASSERT_OK(js_->Publish(kShard0, EncodeLogEntry(Upsert(1, 2, 0.0f)), "old0").status());
+    ApplyToModel(Upsert(1, 2, 0.0f));
+    ASSERT_OK_AND_ASSIGN(PubAck p, js_->Publish(kShard0, EncodeLogEntry(index), "old1"));
+    ASSERT_TRUE(Applied(ra.get(), p.sequence)) << ra->status().last_error;
+  }
+  ASSERT_OK(js_->DeleteStream(kStream));
+  ASSERT_OK(js_->EnsureStream({kStream, {kShard0, kShard1}}));
+  ASSERT_OK(js_->Publish(kShard0, EncodeLogEntry(Upsert(1, 1, 0.5f)), "new0").status());
+  ApplyToModel(Upsert(1, 1, 0.5f));
+  ASSERT_OK_AND_ASSIGN(auto ra, ShardReplica::Start(js_.get(), a, o));
+  const absl::Time end = absl::Now() + absl::Seconds(60);
+  while (ra->status().repairs == 0 && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(ra->status().repairs, 1u) << ra->status().last_error;
+  EXPECT_EQ(ra->status().republished, 2u);
+  EXPECT_THAT(ra->status().last_fork, HasSubstr("1 later ones copied"));
+  ASSERT_OK_AND_ASSIGN(uint64_t last, js_->LastSequence(kStream, kShard0));
+  ASSERT_TRUE(Applied(ra.get(), last)) << ra->status().last_error;
+  EXPECT_EQ(Dump(*a), model_);
 }
 
 // A consumer that delivers nothing while the log is ahead (here: replaced
