@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -94,6 +95,9 @@ absl::Status Segment::CommitRecords(uint64_t base, absl::Span<const storage::Rec
                                     absl::Span<const InternalId> erased,
                                     absl::Span<const storage::FieldsWrite> fields,
                                     absl::Span<const PayloadFields* const> typed) {
+  absl::MutexLock commit(&commit_mu_);
+  commits_.fetch_add(1, std::memory_order_acq_rel);  // odd: readers read again
+  absl::Cleanup done = [this] { commits_.fetch_add(1, std::memory_order_release); };
   if (absl::Status st = metadata_->Commit(space_, writes, erased, collection_id_, fields);
       !st.ok()) {
     ids_.Publish(base + writes.size());  // the new records stay dead
@@ -154,6 +158,9 @@ absl::StatusOr<uint64_t> Segment::Delete(absl::Span<const uint64_t> ids) {
     no_fields.push_back({distinct[i], {}});
   }
   if (erased.empty()) return 0;
+  absl::MutexLock commit(&commit_mu_);
+  commits_.fetch_add(1, std::memory_order_acq_rel);  // odd: readers read again
+  absl::Cleanup done = [this] { commits_.fetch_add(1, std::memory_order_release); };
   ZOOM_RETURN_IF_ERROR(metadata_->Commit(space_, {}, erased, collection_id_, no_fields));
   for (InternalId old : erased) ids_.Kill(old);
   ids_.Publish(ids_.visible());  // the live count drops at once

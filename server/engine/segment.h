@@ -39,6 +39,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/query_stats.h"
 #include "index/vector_index.h"
@@ -280,13 +281,20 @@ class Segment : public index::IdFilter {
   // (ResourceExhausted beyond).
   absl::Status JoinHits(const CollectionSearchParams& params, uint64_t* budget,
                         QueryResult* result) const;
-  // The payloads and typed fields of `ids` (`external` their external ids),
-  // their bytes taken from *budget; ResourceExhausted once it would go
-  // below zero.
-  absl::Status ReadPayloadsWithin(absl::Span<const InternalId> ids,
+  // The payloads and typed fields of the points `external`, each read
+  // from the record that was its live one at one moment: *ids (their
+  // records as the caller found them) is set to those records, and
+  // (*gone)[i] to whether point i was deleted by then (its payload then
+  // empty). A writer replaces a record and erases the old one's payload in
+  // one commit, so a payload read by a record found before it would come
+  // back empty: reads that overlap a commit (commits_ changed) are read
+  // again, and after a few tries under commit_mu_. Their bytes are taken
+  // from *budget; ResourceExhausted once it would go below zero.
+  absl::Status ReadPayloadsWithin(std::vector<InternalId>* ids,
                                   absl::Span<const uint64_t> external, uint64_t* budget,
                                   std::vector<std::string>* payloads,
-                                  std::vector<PayloadFields>* fields) const;
+                                  std::vector<PayloadFields>* fields,
+                                  std::vector<bool>* gone) const;
   // Kills `erased` and commits `writes` (new records, already in the
   // vector file at [base, base + writes.size())) and `fields`, then makes
   // them visible.
@@ -305,6 +313,11 @@ class Segment : public index::IdFilter {
   IdTracker ids_;
   PayloadIndex payload_;
   std::atomic<uint64_t> edits_{0};
+  // Record commits (CommitRecords, Delete): odd while one is between its
+  // metadata commit and the id map's update; commit_mu_ held across it
+  // (ReadPayloadsWithin's last resort).
+  std::atomic<uint64_t> commits_{0};
+  mutable absl::Mutex commit_mu_;
 };
 
 }  // namespace zoom::server

@@ -1,5 +1,8 @@
 // Segment: reads (Match, Count, Get, Scroll, Search with its join).
 #include <algorithm>
+#include <atomic>
+#include <optional>
+#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -78,42 +81,85 @@ std::string Segment::UnindexedField(const Filter& filter) const {
   return unindexed;
 }
 
-absl::Status Segment::ReadPayloadsWithin(absl::Span<const InternalId> ids,
+absl::Status Segment::ReadPayloadsWithin(std::vector<InternalId>* ids,
                                          absl::Span<const uint64_t> external, uint64_t* budget,
                                          std::vector<std::string>* payloads,
-                                         std::vector<PayloadFields>* fields) const {
+                                         std::vector<PayloadFields>* fields,
+                                         std::vector<bool>* gone) const {
   // In chunks: payloads are up to the server's limit each (1 MiB), so a
   // chunk overshoots the budget by little before the answer is refused.
   constexpr size_t kChunk = 16;
-  payloads->clear();
-  payloads->reserve(ids.size());
-  fields->clear();
-  fields->reserve(ids.size());
+  constexpr int kTries = 8;  // then under commit_mu_
+  const uint64_t start_budget = *budget;
   std::vector<std::string> part, part_fields;
-  for (size_t first = 0; first < ids.size(); first += kChunk) {
-    const size_t m = std::min(kChunk, ids.size() - first);
-    ZOOM_RETURN_IF_ERROR(metadata_->GetPayloads(space_, ids.subspan(first, m), &part));
-    ZOOM_RETURN_IF_ERROR(
-        metadata_->GetFields(collection_id_, external.subspan(first, m), &part_fields));
-    for (size_t i = 0; i < m; ++i) {
-      const uint64_t bytes = part[i].size() + part_fields[i].size();
-      if (bytes > *budget) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "the answer would be larger than this server sends in one message (after ",
-            first + i, " of ", ids.size(),
-            " payloads); ask for fewer points or without payloads"));
+  std::vector<std::optional<InternalId>> now;
+  gone->assign(external.size(), false);
+  for (int attempt = 0;; ++attempt) {
+    std::optional<absl::MutexLock> held;
+    if (attempt >= kTries) held.emplace(&commit_mu_);
+    const uint64_t before = commits_.load(std::memory_order_acquire);
+    if (!held.has_value() && (before & 1) != 0) {
+      std::this_thread::yield();  // a commit in flight
+      continue;
+    }
+    // Each point's live record now (a point rewritten since the caller
+    // found it is read at its new record).
+    if (attempt > 0) {
+      ids_.FindAll(external, &now);
+      for (size_t i = 0; i < external.size(); ++i) {
+        (*gone)[i] = !now[i].has_value();
+        if (now[i].has_value()) (*ids)[i] = *now[i];
       }
-      *budget -= bytes;
-      absl::StatusOr<PayloadFields> f = DecodeFields(part_fields[i]);
-      if (!f.ok()) {
-        return absl::Status(f.status().code(), absl::StrCat("point ", external[first + i], ": ",
-                                                            f.status().message()));
+    }
+    *budget = start_budget;
+    payloads->clear();
+    payloads->reserve(external.size());
+    fields->clear();
+    fields->reserve(external.size());
+    for (size_t first = 0; first < external.size(); first += kChunk) {
+      const size_t m = std::min(kChunk, external.size() - first);
+      ZOOM_RETURN_IF_ERROR(
+          metadata_->GetPayloads(space_, absl::MakeConstSpan(*ids).subspan(first, m), &part));
+      ZOOM_RETURN_IF_ERROR(
+          metadata_->GetFields(collection_id_, external.subspan(first, m), &part_fields));
+      for (size_t i = 0; i < m; ++i) {
+        if ((*gone)[first + i]) {
+          payloads->emplace_back();
+          fields->emplace_back();
+          continue;
+        }
+        const uint64_t bytes = part[i].size() + part_fields[i].size();
+        if (bytes > *budget) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "the answer would be larger than this server sends in one message (after ",
+              first + i, " of ", external.size(),
+              " payloads); ask for fewer points or without payloads"));
+        }
+        *budget -= bytes;
+        absl::StatusOr<PayloadFields> f = DecodeFields(part_fields[i]);
+        if (!f.ok()) {
+          return absl::Status(f.status().code(), absl::StrCat("point ", external[first + i],
+                                                              ": ", f.status().message()));
+        }
+        payloads->push_back(std::move(part[i]));
+        fields->push_back(std::move(*f));
       }
-      payloads->push_back(std::move(part[i]));
-      fields->push_back(std::move(*f));
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (held.has_value() || commits_.load(std::memory_order_acquire) == before) {
+      // Read between two commits: the records were the live ones (one
+      // found before the last commit is checked again on the next try).
+      if (attempt > 0 || held.has_value()) return absl::OkStatus();
+      // The caller's records were found before `before` was read: one
+      // commit may have replaced them since. Checked once more.
+      ids_.FindAll(external, &now);
+      bool same = true;
+      for (size_t i = 0; i < external.size() && same; ++i) {
+        same = now[i].has_value() && *now[i] == (*ids)[i];
+      }
+      if (same) return absl::OkStatus();
     }
   }
-  return absl::OkStatus();
 }
 
 absl::Status Segment::Get(absl::Span<const uint64_t> ids, bool with_vectors, bool with_payload,
@@ -155,11 +201,14 @@ absl::Status Segment::Get(absl::Span<const uint64_t> ids, bool with_vectors, boo
   budget -= fixed;
   std::vector<std::string> payloads;
   std::vector<PayloadFields> fields;
+  std::vector<bool> gone(internal.size(), false);
   if (with_payload && !internal.empty()) {
-    ZOOM_RETURN_IF_ERROR(ReadPayloadsWithin(internal, external, &budget, &payloads, &fields));
+    ZOOM_RETURN_IF_ERROR(
+        ReadPayloadsWithin(&internal, external, &budget, &payloads, &fields, &gone));
     // Repeats beyond the first of each id cost their payload again.
     std::vector<bool> used(internal.size(), false);
     for (uint32_t src : source) {
+      if (gone[src]) continue;
       if (!used[src]) {
         used[src] = true;
         continue;
@@ -175,17 +224,24 @@ absl::Status Segment::Get(absl::Span<const uint64_t> ids, bool with_vectors, boo
   }
   std::vector<float> buf;
   if (with_vectors && !internal.empty()) {
+    // The records the payloads were read from (a point rewritten meanwhile:
+    // its new one; one deleted meanwhile is left out below).
     buf.resize(internal.size() * d);
     ZOOM_RETURN_IF_ERROR(engine_->store().ReadVectors(internal, buf.data()));
   }
+  size_t kept = 0;
   for (size_t i = 0; i < out->size(); ++i) {
     const uint32_t src = source[i];
-    if (with_vectors) (*out)[i].vector.assign(buf.begin() + src * d, buf.begin() + (src + 1) * d);
+    if (gone[src]) continue;  // deleted before its payload was read: as after the delete
+    PointData& p = (*out)[kept++];
+    if (kept - 1 != i) p.id = (*out)[i].id;
+    if (with_vectors) p.vector.assign(buf.begin() + src * d, buf.begin() + (src + 1) * d);
     if (with_payload) {
-      (*out)[i].payload = payloads[src];
-      (*out)[i].fields = fields[src];
+      p.payload = payloads[src];
+      p.fields = fields[src];
     }
   }
+  out->resize(kept);
   return absl::OkStatus();
 }
 
@@ -258,11 +314,20 @@ absl::Status Segment::JoinHits(const CollectionSearchParams& params, uint64_t* b
     for (size_t i = 0; i < hits.size(); ++i) external[i] = hits[i].id;
     std::vector<std::string> payloads;
     std::vector<PayloadFields> fields;
-    ZOOM_RETURN_IF_ERROR(ReadPayloadsWithin(internal, external, budget, &payloads, &fields));
+    std::vector<bool> gone;
+    ZOOM_RETURN_IF_ERROR(
+        ReadPayloadsWithin(&internal, external, budget, &payloads, &fields, &gone));
+    // A hit rewritten since the search found it carries its payload now;
+    // one deleted since is left out (the answer as after the delete).
+    size_t kept = 0;
     for (size_t i = 0; i < internal.size(); ++i) {
-      hits[i].payload = std::move(payloads[i]);
-      hits[i].fields = std::move(fields[i]);
+      if (gone[i]) continue;
+      if (kept != i) hits[kept] = std::move(hits[i]);
+      hits[kept].payload = std::move(payloads[i]);
+      hits[kept].fields = std::move(fields[i]);
+      ++kept;
     }
+    hits.resize(kept);
   }
   return absl::OkStatus();
 }

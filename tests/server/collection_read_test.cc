@@ -18,6 +18,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/engine/collection.h"
@@ -366,6 +367,105 @@ TEST_F(CollectionTest, ConcurrentSearchDuringUpsertAndDelete) {
     ASSERT_EQ(hits.size(), 1u);
     EXPECT_EQ(hits[0].id, fresh_id(i));
   }
+}
+
+// Gets and searches with payloads racing a writer that overwrites the same
+// points again and again (and deletes and writes some back): every point
+// answered carries the payload and fields of the same write as its vector,
+// never an empty payload (a writer replaces a record and erases the old
+// one's payload in one commit: a reader that found the old record used to
+// read nothing; found by the fault runner as a replica "holding" b'').
+TEST_F(CollectionTest, PayloadsReadWhileTheirPointsAreRewrittenMatchTheirVectors) {
+  constexpr uint32_t kDim = 4;
+  constexpr uint64_t kPoints = 40;
+  constexpr int kGenerations = 300;
+  OpenDb();
+  auto c = Create("torn", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  auto write = [&](const std::vector<uint64_t>& ids, int gen) {
+    std::vector<float> v(ids.size() * kDim, 0.0f);
+    std::vector<std::string> payloads;
+    std::vector<PayloadFields> fields(ids.size());
+    std::vector<PointRef> refs;
+    payloads.reserve(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      v[i * kDim] = static_cast<float>(ids[i]);
+      v[i * kDim + 1] = static_cast<float>(gen);
+      payloads.push_back(absl::StrCat("g", gen));
+      fields[i]["gen"] = FieldValue::Of(FieldScalar(int64_t{gen}));
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      refs.push_back({ids[i], v.data() + i * kDim, payloads[i], &fields[i]});
+    }
+    return c->Upsert(refs);
+  };
+  std::vector<uint64_t> all;
+  for (uint64_t id = 0; id < kPoints; ++id) all.push_back(id);
+  ASSERT_OK(write(all, 0));
+  std::atomic<bool> done{false};
+  std::atomic<int> torn{0}, errors{0};
+  std::atomic<uint64_t> reads{0};
+  auto check = [&](uint64_t id, const std::vector<float>& vec, const std::string& payload,
+                   const PayloadFields& f) {
+    auto it = f.find("gen");
+    const int gen = static_cast<int>(vec.size() == kDim ? vec[1] : -1);
+    if (vec.size() != kDim || vec[0] != static_cast<float>(id) ||
+        payload != absl::StrCat("g", gen) || it == f.end() ||
+        std::get<int64_t>(it->second.values[0]) != gen) {
+      ++torn;
+    }
+  };
+  std::thread writer([&] {
+    std::mt19937 rng(7);
+    for (int gen = 1; gen <= kGenerations; ++gen) {
+      if (!write(all, gen).ok()) ++errors;
+      if (gen % 10 == 0) {
+        std::vector<uint64_t> some = {rng() % kPoints, rng() % kPoints};
+        if (!c->Delete(some).ok()) ++errors;
+        if (!write(some, gen).ok()) ++errors;
+      }
+    }
+    done = true;
+  });
+  auto reader = [&](int t) {
+    std::mt19937 rng(20 + t);
+    while (!done.load()) {
+      std::vector<PointData> got;
+      if (!c->Get(all, true, true, &got).ok()) {
+        ++errors;
+        continue;
+      }
+      for (const PointData& p : got) check(p.id, p.vector, p.payload, p.fields);
+      CollectionSearchParams sp;
+      sp.engine.k = 5;
+      sp.engine.exact = true;
+      sp.engine.with_vectors = true;
+      sp.with_payload = true;
+      std::vector<float> q = {static_cast<float>(rng() % kPoints), 0.0f, 0.0f, 0.0f};
+      QueryResult r;
+      if (!c->Search(q, sp, &r).ok()) {
+        ++errors;
+        continue;
+      }
+      for (const Hit& h : r.hits) {
+        // A hit rewritten after the search found it carries its payload
+        // now: its own payload and fields agree, whatever the vector.
+        auto it = h.fields.find("gen");
+        if (h.payload.empty() || it == h.fields.end() ||
+            h.payload != absl::StrCat("g", std::get<int64_t>(it->second.values[0]))) {
+          ++torn;
+        }
+      }
+      ++reads;
+    }
+  };
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) readers.emplace_back(reader, t);
+  writer.join();
+  for (auto& th : readers) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(torn.load(), 0) << "over " << reads.load() << " reads";
+  EXPECT_GT(reads.load(), 0u);
 }
 
 // ---- Recall as a knob (calibration.h) ---------------------------------------
