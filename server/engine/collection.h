@@ -198,7 +198,9 @@ class Collection {
   // ---- Reads (collection_read.cc): the serving segment answers them
 
   // The points of `ids` that exist, in request order (an id given twice is
-  // answered twice, read once). ResourceExhausted when the answer's vectors
+  // answered twice, read once). Each point's vector, payload and fields are
+  // those of one write, under concurrent writes too (a point deleted during
+  // the call may be left out). ResourceExhausted when the answer's vectors
   // and payloads would pass `max_answer_bytes` (found before it is built).
   absl::Status Get(absl::Span<const uint64_t> ids, bool with_vectors, bool with_payload,
                    std::vector<PointData>* out, uint64_t max_answer_bytes = UINT64_MAX) const;
