@@ -1,7 +1,6 @@
 #include "server/cluster/log_repair.h"
 
 #include <algorithm>
-#include <deque>
 #include <map>
 #include <random>
 #include <set>
@@ -283,54 +282,23 @@ absl::StatusOr<LogRepairResult> RepairLog(JetStream* js, const LogRepairTarget& 
       }
     }
     if (lost == 0 && !unfinished) return result;
-    // 4. Every entry of this replica after f, then the writes that came
-    // after, so that they stay after them.
-    std::vector<const std::string*> batch_data;
-    std::vector<std::string> batch_ids;
-    std::deque<std::string> made;  // state entries (batch_data points into it)
-    for (const RetainedEntry& e : mine) {
-      if (e.data.has_value()) {
-        // A copy carries the write version its original was applied at
-        // (versioned_apply.h): older than what came after it, wherever
-        // the log puts it.
-        absl::StatusOr<LogEntry> decoded =
-            e.version != 0 ? DecodeLogEntry(*e.data) : absl::StatusOr<LogEntry>();
-        if (decoded.ok() && decoded->version == 0) {
-          decoded->version = e.version;
-          made.push_back(EncodeLogEntry(*decoded));
-          batch_data.push_back(&made.back());
-        } else {
-          batch_data.push_back(&*e.data);
-        }
-        batch_ids.push_back(CopyId(e.id));
-        continue;
-      }
-      if (!target.state_of) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "log repair of ", target.subject, ": entry ", e.sequence,
-            " is no longer kept and nothing reads its points' state"));
-      }
-      ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> state, target.state_of(e.points));
-      for (std::string& bytes : state) {
-        made.push_back(std::move(bytes));
-        batch_data.push_back(&made.back());
-        batch_ids.push_back(CopyId(e.id));
-      }
-    }
-    const uint64_t republished = batch_data.size();
+    // 4'. Every entry of this replica after f, then the writes that came
+    // after, so that they stay after them: (id, bytes) pairs.
+    ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> copies, CopiesOf(target, mine, {}));
+    const uint64_t republished = copies.size() / 2;
     std::set<std::string, std::less<>> copied;
     for (const LogMessage& m : log) {
       const std::string_view orig = OriginalId(m.id);
       if (mine_ids.contains(orig) || copied.contains(orig)) continue;
       copied.insert(std::string(orig));
-      batch_data.push_back(&m.data);
-      batch_ids.push_back(CopyId(m.id));
+      copies.push_back(CopyId(m.id));
+      copies.push_back(m.data);
     }
     uint64_t expected = last;
     bool interrupted = false;
-    for (size_t i = 0; i < batch_data.size(); ++i) {
+    for (size_t i = 0; i < copies.size(); i += 2) {
       absl::StatusOr<PubAck> ack =
-          js->PublishAfter(target.subject, *batch_data[i], batch_ids[i], expected);
+          js->PublishAfter(target.subject, copies[i + 1], copies[i], expected);
       if (absl::IsAborted(ack.status())) {
         interrupted = true;  // a write came between: read the log again
         break;
@@ -340,7 +308,7 @@ absl::StatusOr<LogRepairResult> RepairLog(JetStream* js, const LogRepairTarget& 
     }
     if (interrupted) continue;
     result.republished = republished;
-    result.copied = batch_data.size() - republished;
+    result.copied = copies.size() / 2 - republished;
     return result;
   }
   return absl::AbortedError(absl::StrCat("log repair of ", target.subject, ": writes came "
