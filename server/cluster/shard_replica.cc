@@ -223,7 +223,10 @@ bool ShardReplica::OnVerdict(const absl::StatusOr<LogVerdict>& verdict, uint64_t
     }
     st = retained_->DropAfter(repaired->fork_point);
     if (st.ok()) st = collection_->SetLogPosition(repaired->fork_point, log_version);
-    if (st.ok()) log_version_ = log_version;
+    if (st.ok()) {
+      log_version_ = log_version;
+      catching_up_ = true;
+    }
   }
   if (release) release();
   if (absl::IsFailedPrecondition(st)) {
@@ -317,6 +320,7 @@ void ShardReplica::Run() {
       continue;
     }
     if (batch->empty()) {
+      catching_up_ = false;
       {
         absl::MutexLock l(&mu_);
         status_.pending = 0;
@@ -355,7 +359,14 @@ void ShardReplica::Run() {
     }
     stall_checked = absl::Now();
     stalled_at = UINT64_MAX;
-    if (options_.log_floor && absl::Now() - floor_checked >= options_.floor_check) {
+    // The floor before every batch while catching up (from the start, or
+    // after a repair's rewind): the trim may purge under a replica whose
+    // record still shows the position it had before it rewound, and the
+    // consumer skips purged entries without a word (the fault runner found
+    // a replica that applied past such a gap and lacked a write); once
+    // caught up, every floor_check.
+    if (options_.log_floor &&
+        (catching_up_ || absl::Now() - floor_checked >= options_.floor_check)) {
       absl::StatusOr<uint64_t> floor = options_.log_floor();
       if (!floor.ok()) {
         // Not applied without knowing: fetched again after the pause.

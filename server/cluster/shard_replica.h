@@ -35,11 +35,13 @@
 //
 // The log below every replica's position is purged (ClusterNode::TrimLogs).
 // A consumer skips purged messages without a word, so before applying a
-// batch the replica reads the shard's log floor (at most every
+// batch the replica reads the shard's log floor (before every batch until
+// it has caught up since it started or rewound, then at most every
 // floor_check): a position below floor - 1 means entries it never applied
 // may be gone, and it stops (status().behind_floor; the node restores a
 // peer's snapshot instead). Only a replica absent for the node's log_hold
-// (far longer than floor_check) can be purged past.
+// (far longer than floor_check), or one that rewound while its record
+// still showed its old position, can be purged past.
 //
 // A consumer that delivers nothing for two floor_check periods while the
 // shard's log holds entries past the position is made again from it (a
@@ -199,6 +201,9 @@ class ShardReplica {
   LogRepairTarget target_;
   std::unique_ptr<RetainedLog> retained_;  // the replica thread's
   uint64_t log_version_ = 0;               // the replica thread's
+  // The replica thread's: not yet caught up since it started or rewound
+  // (the floor is then read before every batch).
+  bool catching_up_ = true;
   mutable absl::Mutex mu_;
   ReplicaStatus status_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -771,6 +771,39 @@ TEST_F(ShardReplicaTest, AReplicaTheLogWasPurgedPastStopsInsteadOfSkippingTheGap
   EXPECT_EQ(c->log_position(), seq);  // nothing applied past the gap
 }
 
+// A replica catching up reads the floor before every batch: a trim that
+// purges under it meanwhile (as one did under a replica that had just
+// rewound, its record still showing its old position) stops it, instead
+// of the consumer skipping the purged entries and the replica applying
+// past the gap (found by the fault runner: a replica lacked a write).
+TEST_F(ShardReplicaTest, APurgeUnderAReplicaCatchingUpStopsIt) {
+  uint64_t last = 0;
+  for (int i = 0; i < 60; ++i) last = Publish(Upsert(i, 1, 0.0f));
+  ShardReplicaOptions o = QuickOptions("n0_docs_0");
+  o.fetch_batch = 1;
+  o.floor_check = absl::Hours(1);  // only the catching-up rule reads it
+  absl::Mutex mu;
+  uint64_t floor = 1;
+  int reads = 0;
+  const uint64_t purge_at = last - 10;
+  o.log_floor = [&]() -> absl::StatusOr<uint64_t> {
+    absl::MutexLock l(&mu);
+    if (++reads == 10) {
+      // Another node's trim, from a stale record: floor raised, log purged.
+      floor = purge_at;
+      EXPECT_OK(js_->PurgeBefore(kStream, kShard0, purge_at));
+    }
+    return floor;
+  };
+  std::shared_ptr<Collection> c = Local("n0_docs_0");
+  ASSERT_OK_AND_ASSIGN(auto r, ShardReplica::Start(js_.get(), c, o));
+  const absl::Time end = absl::Now() + absl::Seconds(30);
+  while (!r->status().failed && absl::Now() < end) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(r->status().failed) << "applied through " << r->status().applied;
+  EXPECT_TRUE(r->status().behind_floor);
+  EXPECT_LT(r->status().applied, purge_at);
+}
+
 TEST_F(ShardReplicaTest, ANatsRestartIsWaitedOut) {
   auto a = Local("docs_s0_a");
   ASSERT_NE(a, nullptr);
