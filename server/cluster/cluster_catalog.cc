@@ -58,6 +58,13 @@ absl::Status ClusterCatalog::RemakeSoftBuckets() {
   return first;
 }
 
+absl::Status ClusterCatalog::RemakeNodesBucket() {
+  const BucketSpec spec = Buckets(options_)[1];
+  absl::Status del = js_->DeleteStream(absl::StrCat("KV_", spec.name));
+  if (!del.ok() && !absl::IsNotFound(del)) return del;
+  return js_->EnsureBucket(spec).status();
+}
+
 absl::StatusOr<bool> ClusterCatalog::HasRecordOf(const std::string& collection) const {
   ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> keys, shards_->Keys());
   return std::find(keys.begin(), keys.end(), collection) != keys.end();

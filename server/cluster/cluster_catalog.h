@@ -107,6 +107,14 @@ class ClusterCatalog {
   //     and making again one whose stream does not answer while JetStream
   //     does (BucketSpec::soft): their entries come back from their writers.
   absl::Status RemakeSoftBuckets();
+  //   * RemakeNodesBucket deletes the node bucket's stream and makes it
+  //     again: for a bucket whose stream answers its info but takes no
+  //     write (its Raft group leaderless after a power failure, NATS
+  //     logging "duplicate assignment"), which RemakeSoftBuckets cannot
+  //     tell from a healthy one. Node records are rewritten every
+  //     heartbeat; the floors are not remade so (a floor lost would hide
+  //     a purge from a replica behind it).
+  absl::Status RemakeNodesBucket();
   absl::StatusOr<bool> HasRecordOf(const std::string& collection) const;
   absl::Status RestoreMap(const ShardMap& map);
   absl::Status EnsureStreamOf(const ShardMap& map);

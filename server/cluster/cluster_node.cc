@@ -64,7 +64,14 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(server::Database
   ZOOM_ASSIGN_OR_RETURN(node->js_, JetStream::Connect(nats));
   ZOOM_ASSIGN_OR_RETURN(node->catalog_, ClusterCatalog::Open(node->js_.get(),
                                                              node->options_.catalog));
-  ZOOM_RETURN_IF_ERROR(node->Heartbeat());
+  if (absl::Status st = node->Heartbeat(); !st.ok()) {
+    // A node bucket that takes no write (its stream's group leaderless
+    // after a power failure) is made again by the heartbeat thread once it
+    // has failed long enough (NoteBucket): the node starts meanwhile.
+    if (!absl::IsUnavailable(st) && !absl::IsDeadlineExceeded(st)) return st;
+    ZOOM_LOG(WARNING, "cluster node ", node->options_.node_id, ": first heartbeat: ",
+             st.message(), " (retried in the background)");
+  }
   if (absl::Status st = node->Reconcile(); !st.ok()) {
     ZOOM_LOG(WARNING, "cluster node ", node->options_.node_id, ": first reconciliation: ",
              st.message(), " (retried in the background)");
@@ -73,8 +80,7 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(server::Database
   ClusterNode* p = node.get();
   node->thread_ = std::thread(
       [p] { p->Every(p->options_.reconcile, "reconciliation", [p] { return p->Reconcile(); }); });
-  node->beat_thread_ = std::thread(
-      [p] { p->Every(p->options_.heartbeat, "heartbeat", [p] { return p->Heartbeat(); }); });
+  node->beat_thread_ = std::thread([p] { p->BeatLoop(); });
   if (node->options_.log_trim > absl::ZeroDuration()) {
     node->trim_thread_ = std::thread([p] {
       p->Every(p->options_.log_trim, "log trim", [p] { return p->TrimLogs().status(); });
@@ -92,6 +98,10 @@ ClusterNode::~ClusterNode() {
   {
     absl::MutexLock l(&mu_);
     stopping_ = true;
+  }
+  {
+    absl::MutexLock l(&beat_mu_);
+    beat_stop_ = true;
   }
   if (thread_.joinable()) thread_.join();
   if (beat_thread_.joinable()) beat_thread_.join();
@@ -152,6 +162,26 @@ void ClusterNode::Every(absl::Duration period, const char* what,
   }
 }
 
+void ClusterNode::BeatLoop() {
+  for (;;) {
+    {
+      absl::MutexLock l(&beat_mu_);
+      auto wake = [&]() ABSL_SHARED_LOCKS_REQUIRED(beat_mu_) { return beat_stop_ || beat_now_; };
+      beat_mu_.AwaitWithTimeout(absl::Condition(&wake), options_.heartbeat);
+      if (beat_stop_) return;
+      beat_now_ = false;
+    }
+    if (absl::Status st = Heartbeat(); !st.ok()) {
+      ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": heartbeat: ", st.message());
+    }
+  }
+}
+
+void ClusterNode::BeatSoon() {
+  absl::MutexLock l(&beat_mu_);
+  beat_now_ = true;
+}
+
 absl::Status ClusterNode::Heartbeat() {
   absl::Status st = catalog_->PutNode(Info());
   NoteBucket(st, &nodes_failing_since_);
@@ -177,6 +207,12 @@ void ClusterNode::NoteBucket(const absl::Status& st, absl::Time* failing_since) 
   ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": a cluster bucket has not answered for ",
            absl::FormatDuration(kStuck), " (", st.message(), "): opening the soft buckets again");
   absl::Status remade = catalog_->RemakeSoftBuckets();
+  if (remade.ok() && failing_since == &nodes_failing_since_) {
+    // Its stream may answer its info and still take no write: made again.
+    remade = catalog_->RemakeNodesBucket();
+    ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": the node bucket made again: ",
+             remade.ok() ? "done" : remade.ToString());
+  }
   if (!remade.ok()) {
     ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": ", remade.message());
   }
@@ -491,6 +527,13 @@ absl::Status ClusterNode::Reconcile() {
       continue;
     }
     ShardReplicaOptions ro = options_.replica;
+    // After a repair's rewind the node's record shows the new position at
+    // once (the heartbeat thread's: not from the replica's thread).
+    ro.on_fork = [this, told = options_.replica.on_fork](const LogRepairResult* repaired,
+                                                         const std::string& detail) {
+      if (repaired != nullptr) BeatSoon();
+      if (told) told(repaired, detail);
+    };
     ro.stream = StreamName(options_.catalog.cluster, m.collection);
     ro.subject = ShardSubject(options_.catalog.cluster, m.collection, k);
     ro.durable = ConsumerName(options_.node_id, m.uid, k);

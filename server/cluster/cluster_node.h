@@ -238,6 +238,14 @@ class ClusterNode {
   };
   std::map<std::string, Heard> heard_ ABSL_GUARDED_BY(trim_mu_);
   std::thread thread_, beat_thread_, trim_thread_, heal_thread_;
+  // The heartbeat's loop: every options_.heartbeat, and at once after a
+  // replica's repair rewound it (its record must not keep showing the old
+  // position: the trim purges below the positions records show).
+  void BeatLoop();
+  void BeatSoon();
+  absl::Mutex beat_mu_;
+  bool beat_now_ ABSL_GUARDED_BY(beat_mu_) = false;
+  bool beat_stop_ ABSL_GUARDED_BY(beat_mu_) = false;
 };
 
 }  // namespace zoom::cluster
