@@ -366,6 +366,16 @@ absl::Status MetadataStore::ScanWriteVersions(
                          [&](uint64_t ext, rocksdb::Slice v) { return fn(ext, GetLe64(v.data())); });
 }
 
+absl::Status MetadataStore::ScanWriteRecords(
+    uint32_t cid, const std::function<absl::Status(const PointWrite&)>& fn,
+    const MetadataSnapshot* at) const {
+  return ScanWriteValues(db_.get(), cid, at, at != nullptr ? at->snap_ : nullptr,
+                         [&](uint64_t ext, rocksdb::Slice v) -> absl::Status {
+                           return fn(PointWrite{ext, GetLe64(v.data()),
+                                                std::string(v.data() + 8, v.size() - 8)});
+                         });
+}
+
 absl::Status MetadataStore::ScanFieldEdits(
     uint32_t cid, const std::function<absl::Status(const PointWrite&)>& fn,
     const MetadataSnapshot* at) const {

@@ -209,6 +209,10 @@ class MetadataStore {
   // In the order of `external_ids` (version 0, no edits: none kept).
   absl::Status GetWriteRecords(uint32_t cid, absl::Span<const uint64_t> external_ids,
                                std::vector<PointWrite>* out) const;
+  // Every record (edits "" when none), in ascending external id.
+  absl::Status ScanWriteRecords(uint32_t cid,
+                                const std::function<absl::Status(const PointWrite&)>& fn,
+                                const MetadataSnapshot* at = nullptr) const;
   // Only the records that carry field edits, in ascending external id.
   absl::Status ScanFieldEdits(uint32_t cid, const std::function<absl::Status(const PointWrite&)>& fn,
                               const MetadataSnapshot* at = nullptr) const;

@@ -329,6 +329,7 @@ std::string NodeInfo::Encode() const {
                     absl::Hex(h.uid, absl::kZeroPad16), ",", h.applied, ",", h.pending, ",",
                     ReplicaStateName(h.state));
     if (h.repairs > 0) absl::StrAppend(&s, ",", h.repairs);
+    if (h.has_digest) absl::StrAppend(&s, "\ndigest.", i, "=", absl::Hex(h.digest, absl::kZeroPad16));
   }
   for (size_t i = 0; i < models.size(); ++i) {
     absl::StrAppend(&s, "\nmodel.", i, "=", models[i].name, ",", ModelStateName(models[i].state));
@@ -374,6 +375,11 @@ absl::StatusOr<NodeInfo> NodeInfo::Decode(std::string_view text) {
     }
     if (f.size() == 7) {
       ZOOM_ASSIGN_OR_RETURN(h.repairs, ParseU64(f[6], key));
+    }
+    const std::string digest_key = absl::StrCat("digest.", i);
+    if (kv.Has(digest_key)) {
+      ZOOM_ASSIGN_OR_RETURN(h.digest, ParseHex64(kv.String(digest_key), digest_key));
+      h.has_digest = true;
     }
     n.hosted.push_back(std::move(h));
   }

@@ -142,6 +142,11 @@ struct HostedShard {
   // Forks of the shard's log this replica repaired (log_repair.h); written
   // as a seventh field only when not 0 (older nodes read six).
   uint64_t repairs = 0;
+  // The replica's StateDigest at `applied` when it is caught up (then
+  // has_digest; versioned_apply.h), as "digest.<i>=<hex>" beside its entry
+  // (older nodes ignore the key).
+  bool has_digest = false;
+  uint64_t digest = 0;
   bool operator==(const HostedShard&) const = default;
 };
 

@@ -78,8 +78,12 @@ absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(server::Database
   }
   (void)node->Heartbeat();
   ClusterNode* p = node.get();
-  node->thread_ = std::thread(
-      [p] { p->Every(p->options_.reconcile, "reconciliation", [p] { return p->Reconcile(); }); });
+  node->thread_ = std::thread([p] {
+    p->Every(p->options_.reconcile, "reconciliation", [p] {
+      p->CheckDigests();
+      return p->Reconcile();
+    });
+  });
   node->beat_thread_ = std::thread([p] { p->BeatLoop(); });
   if (node->options_.log_trim > absl::ZeroDuration()) {
     node->trim_thread_ = std::thread([p] {
@@ -231,6 +235,8 @@ NodeInfo ClusterNode::Info() const {
     s.applied = st.applied;
     s.pending = st.pending;
     s.repairs = st.repairs;
+    s.has_digest = st.caught_up && !st.failed;
+    s.digest = s.has_digest ? st.digest : 0;
     if (st.failed) {
       s.state = ReplicaState::kFailed;
     } else if (st.caught_up || (st.entries > 0 && st.pending <= options_.max_serving_lag)) {
@@ -489,34 +495,19 @@ absl::Status ClusterNode::Reconcile() {
     // the log at its write versions (versioned_apply.h): a write only it
     // had (its log lost, or purged while it was rewound) reaches the
     // restored copy and every peer, and changes nothing newer anywhere.
-    const std::string& name = local;  // a structured binding: clang cannot capture it
-    auto keep_state = [&](const server::Collection& c) -> absl::Status {
-      ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> state, WholeStateEntries(c));
-      const std::string subject = ShardSubject(options_.catalog.cluster, m.collection, k);
-      for (size_t i = 0; i < state.size(); ++i) {
-        ZOOM_RETURN_IF_ERROR(
-            js_->Publish(subject, state[i], absl::StrCat(name, "-kept-", absl::ToUnixNanos(
-                                                                            absl::Now()), "-", i))
-                .status());
-      }
-      if (!state.empty()) {
-        ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ",
-                 m.collection, ": its state published (", state.size(),
-                 " entries) before a peer's snapshot replaces it");
-      }
-      return absl::OkStatus();
-    };
     if (coll.ok() && restore.contains(local)) {
       ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
                " forked from the log before what it retains: restoring a peer's snapshot");
-      absl::Status kept = keep_state(**coll);
+      absl::Status kept = PublishState(m.collection, k, local, **coll,
+                                       "before a peer's snapshot replaces it");
       coll = kept.ok() ? OpenShard(m, k, *floor, /*replace=*/true)
                        : absl::StatusOr<std::shared_ptr<server::Collection>>(kept);
     } else if (coll.ok() && (*coll)->log_position() + 1 < *floor) {
       ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
                " is at log position ", (*coll)->log_position(), ", below the floor ", *floor,
                " (the log before it was purged): restoring a peer's snapshot");
-      absl::Status kept = keep_state(**coll);
+      absl::Status kept = PublishState(m.collection, k, local, **coll,
+                                       "before a peer's snapshot replaces it");
       coll = kept.ok() ? OpenShard(m, k, *floor, /*replace=*/true)
                        : absl::StatusOr<std::shared_ptr<server::Collection>>(kept);
     } else if (!coll.ok()) {

@@ -222,6 +222,22 @@ class ClusterNode {
     std::map<std::string, absl::Time> absent;
   };
   absl::StatusOr<Membership> ReadMembership();
+  // Publishes replica `local`'s whole state (WholeStateEntries, at its
+  // write versions) on shard k's subject of `collection`; logs `why`.
+  // Before a peer's snapshot replaces a replica (a write only it had
+  // reaches the restored copy and every peer, and changes nothing newer
+  // anywhere), and when it differs from a peer (CheckDigests).
+  absl::Status PublishState(const std::string& collection, uint32_t k, const std::string& local,
+                            const server::Collection& c, const char* why);
+  // Anti-entropy: for each replica here that is caught up, a live peer
+  // caught up at the same log position with another StateDigest (NATS
+  // served the replicas different entries: its Raft groups can diverge
+  // after power failures) in three checks in a row makes it publish its
+  // whole state (at most every digest_every per shard); every replica
+  // that differs does the same, and versioned apply makes them equal.
+  void CheckDigests();
+  std::map<std::pair<uint64_t, uint32_t>, int> digest_mismatches_;       // CheckDigests' own
+  std::map<std::pair<uint64_t, uint32_t>, absl::Time> digest_published_;  // CheckDigests' own
   // Updates absent_since_ from the maps' nodes and the live ones; a copy.
   // A node's absence counts from the last heartbeat this node saw it
   // write (the local time its record's heartbeat last changed: no peer's

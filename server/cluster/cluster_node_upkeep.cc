@@ -16,6 +16,8 @@
 #include "common/status_macros.h"
 #include "server/cluster/cluster_node.h"
 
+#include "server/cluster/versioned_apply.h"
+
 namespace zoom::cluster {
 
 std::map<std::string, absl::Time> ClusterNode::NoteAbsent(
@@ -99,6 +101,76 @@ absl::StatusOr<int> ClusterNode::Rereplicate() {
   }
   if (!first.ok() && moved == 0) return first;
   return moved;
+}
+
+absl::Status ClusterNode::PublishState(const std::string& collection, uint32_t k,
+                                       const std::string& local, const server::Collection& c,
+                                       const char* why) {
+  ZOOM_ASSIGN_OR_RETURN(std::vector<std::string> state, WholeStateEntries(c));
+  const std::string subject = ShardSubject(options_.catalog.cluster, collection, k);
+  const int64_t now = absl::ToUnixNanos(absl::Now());
+  for (size_t i = 0; i < state.size(); ++i) {
+    ZOOM_RETURN_IF_ERROR(
+        js_->Publish(subject, state[i], absl::StrCat(local, "-state-", now, "-", i)).status());
+  }
+  if (!state.empty()) {
+    ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", collection,
+             ": its state published (", state.size(), " entries) ", why);
+  }
+  return absl::OkStatus();
+}
+
+void ClusterNode::CheckDigests() {
+  constexpr int kChecks = 3;  // in a row: positions that only met once prove little
+  constexpr absl::Duration kEvery = absl::Minutes(2);
+  struct Mine {
+    std::string local;
+    HostedShard shard;
+    std::shared_ptr<ShardReplica> replica;
+  };
+  std::vector<Mine> mine;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [local, h] : hosted_) mine.push_back({local, h.shard, h.replica});
+  }
+  if (mine.empty()) return;
+  absl::StatusOr<Membership> ms = ReadMembership();
+  if (!ms.ok()) return;
+  for (const Mine& r : mine) {
+    const std::pair<uint64_t, uint32_t> key{r.shard.uid, r.shard.shard};
+    const ReplicaStatus st = r.replica->status();
+    std::string differs;
+    if (st.caught_up && !st.failed) {
+      for (const auto& [node, info] : ms->live) {
+        if (node == options_.node_id) continue;
+        const HostedShard* p = info->Find(r.shard.uid, r.shard.shard);
+        if (p != nullptr && p->has_digest && p->applied == st.applied &&
+            p->digest != st.digest) {
+          differs = absl::StrCat(node, " (", absl::Hex(p->digest, absl::kZeroPad16), " against ",
+                                 absl::Hex(st.digest, absl::kZeroPad16), " here, both at ",
+                                 st.applied, ")");
+          break;
+        }
+      }
+    }
+    if (differs.empty()) {
+      digest_mismatches_.erase(key);
+      continue;
+    }
+    if (++digest_mismatches_[key] < kChecks) continue;
+    auto last = digest_published_.find(key);
+    if (last != digest_published_.end() && absl::Now() - last->second < kEvery) continue;
+    digest_published_[key] = absl::Now();
+    digest_mismatches_.erase(key);
+    absl::Status st2 = PublishState(r.shard.collection, r.shard.shard, r.local,
+                                    *r.replica->collection(),
+                                    absl::StrCat("because it differs from ", differs).c_str());
+    if (!st2.ok()) {
+      ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", r.shard.shard, " of ",
+               r.shard.collection, " differs from ", differs, "; publishing its state: ",
+               st2.message());
+    }
+  }
 }
 
 absl::StatusOr<int> ClusterNode::TrimLogs() {

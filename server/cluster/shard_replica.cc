@@ -68,6 +68,11 @@ absl::StatusOr<std::unique_ptr<ShardReplica>> ShardReplica::Start(
     r->status_.applied = r->collection_->log_position();
   }
   r->log_version_ = r->collection_->log_version();
+  ZOOM_ASSIGN_OR_RETURN(r->digest_, StateDigest(*r->collection_));
+  {
+    absl::MutexLock l(&r->mu_);
+    r->status_.digest = r->digest_;
+  }
   r->thread_ = std::thread([p = r.get()] { p->Run(); });
   return r;
 }
@@ -442,7 +447,7 @@ void ShardReplica::Run() {
         retry = true;
         break;
       }
-      absl::StatusOr<uint64_t> result = ApplyVersioned(*entry, version, collection_.get());
+      absl::StatusOr<uint64_t> result = ApplyVersioned(*entry, version, collection_.get(), &digest_);
       absl::Status st = result.status();
       bool skipped = false;
       if (!st.ok() && Deterministic(st)) {
@@ -466,6 +471,7 @@ void ShardReplica::Run() {
       applied.push_back(std::move(done));
       absl::MutexLock l(&mu_);
       status_.applied = m.sequence;
+      status_.digest = digest_;
       status_.pending = m.pending;
       status_.caught_up = m.pending == 0;
       ++status_.entries;

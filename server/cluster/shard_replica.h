@@ -150,6 +150,10 @@ struct ReplicaStatus {
   uint64_t entries = 0;        // entries applied by this object
   uint64_t skipped = 0;        // entries refused deterministically (logged)
   std::string last_error;      // "" when the last step succeeded
+  // StateDigest of the replica's write records as of `applied`
+  // (versioned_apply.h): replicas at one position with equal digests hold
+  // the same points at the same versions.
+  uint64_t digest = 0;
 };
 
 class ShardReplica {
@@ -201,6 +205,7 @@ class ShardReplica {
   LogRepairTarget target_;
   std::unique_ptr<RetainedLog> retained_;  // the replica thread's
   uint64_t log_version_ = 0;               // the replica thread's
+  uint64_t digest_ = 0;                    // the replica thread's (status_.digest)
   // The replica thread's: not yet caught up since it started or rewound
   // (the floor is then read before every batch).
   bool catching_up_ = true;

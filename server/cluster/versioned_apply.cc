@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/crc32c.h"
 #include "common/status_macros.h"
 #include "server/engine/field_edits.h"
 #include "storage/metadata_store.h"
@@ -29,6 +30,32 @@ absl::StatusOr<std::vector<uint64_t>> WriteVersionsOf(const server::Collection& 
 
 namespace {
 
+uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ULL;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBULL;
+  x ^= x >> 31;
+  return x;
+}
+
+// digest ^= each written point's old record hash and its new one (the
+// first old and the last new of an id written twice).
+void UpdateDigest(const std::vector<uint64_t>& ids, const std::vector<PointWrite>& before,
+                  const std::vector<PointWrite>& written, uint64_t* digest) {
+  if (digest == nullptr || written.empty()) return;
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> change;  // id -> (old, new)
+  for (size_t i = 0; i < ids.size(); ++i) {
+    change.try_emplace(ids[i], RecordHash(ids[i], before[i].version, before[i].edits), 0);
+  }
+  std::set<uint64_t> touched;
+  for (const PointWrite& w : written) {
+    change[w.id].second = RecordHash(w.id, w.version, w.edits);
+    touched.insert(w.id);
+  }
+  for (uint64_t id : touched) *digest ^= change[id].first ^ change[id].second;
+}
+
 absl::StatusOr<std::vector<PointWrite>> RecordsOf(const server::Collection& c,
                                                   const std::vector<uint64_t>& ids) {
   std::vector<PointWrite> out;
@@ -42,7 +69,7 @@ absl::StatusOr<std::vector<PointWrite>> RecordsOf(const server::Collection& c,
 absl::StatusOr<uint64_t> ApplyFullWrite(const LogEntry& entry, uint64_t version,
                                         const std::vector<uint64_t>& ids,
                                         const std::vector<PointWrite>& records,
-                                        server::Collection* c) {
+                                        server::Collection* c, uint64_t* digest) {
   LogEntry part;
   part.op = entry.op;
   part.dim = entry.dim;
@@ -62,6 +89,7 @@ absl::StatusOr<uint64_t> ApplyFullWrite(const LogEntry& entry, uint64_t version,
   if (written.empty()) return 0;
   ZOOM_ASSIGN_OR_RETURN(uint64_t changed, ApplyLogEntry(part, c));
   ZOOM_RETURN_IF_ERROR(c->metadata_store()->PutWriteRecords(c->metadata_id(), written));
+  UpdateDigest(ids, records, written, digest);
   return changed;
 }
 
@@ -71,7 +99,7 @@ absl::StatusOr<uint64_t> ApplyFullWrite(const LogEntry& entry, uint64_t version,
 absl::StatusOr<uint64_t> ApplyEdit(const LogEntry& entry, uint64_t version,
                                    const std::vector<uint64_t>& ids,
                                    const std::vector<PointWrite>& records,
-                                   server::Collection* c) {
+                                   server::Collection* c, uint64_t* digest) {
   const bool resets = (entry.op == LogOp::kSetPayload && entry.overwrite) ||
                       (entry.op == LogOp::kDeletePayload && entry.keys.empty());
   std::vector<uint64_t> open;  // not superseded by a full write
@@ -147,13 +175,34 @@ absl::StatusOr<uint64_t> ApplyEdit(const LogEntry& entry, uint64_t version,
     changed += n;
   }
   ZOOM_RETURN_IF_ERROR(c->metadata_store()->PutWriteRecords(c->metadata_id(), written));
+  UpdateDigest(ids, records, written, digest);
   return changed;
 }
 
 }  // namespace
 
+uint64_t RecordHash(uint64_t id, uint64_t version, std::string_view edits) {
+  if (version == 0 && edits.empty()) return 0;  // no record
+  uint64_t h = Mix(id + 0x9E3779B97F4A7C15ULL) ^ Mix(version ^ 0x632BE59BD9B4E019ULL);
+  if (!edits.empty()) {
+    h ^= Mix((uint64_t{Crc32c(edits.data(), edits.size())} << 32) ^ edits.size() ^
+             0xD6E8FEB86659FD93ULL);
+  }
+  return Mix(h);
+}
+
+absl::StatusOr<uint64_t> StateDigest(const server::Collection& collection) {
+  uint64_t digest = 0;
+  ZOOM_RETURN_IF_ERROR(collection.metadata_store()->ScanWriteRecords(
+      collection.metadata_id(), [&](const PointWrite& r) {
+        digest ^= RecordHash(r.id, r.version, r.edits);
+        return absl::OkStatus();
+      }));
+  return digest;
+}
+
 absl::StatusOr<uint64_t> ApplyVersioned(const LogEntry& entry, uint64_t version,
-                                        server::Collection* c) {
+                                        server::Collection* c, uint64_t* digest) {
   if (version == 0 || entry.op == LogOp::kCreateFieldIndex ||
       entry.op == LogOp::kDeleteFieldIndex) {
     return ApplyLogEntry(entry, c);
@@ -167,9 +216,9 @@ absl::StatusOr<uint64_t> ApplyVersioned(const LogEntry& entry, uint64_t version,
   }
   ZOOM_ASSIGN_OR_RETURN(std::vector<PointWrite> records, RecordsOf(*c, ids));
   if (entry.op == LogOp::kUpsert || entry.op == LogOp::kDelete) {
-    return ApplyFullWrite(entry, version, ids, records, c);
+    return ApplyFullWrite(entry, version, ids, records, c, digest);
   }
-  return ApplyEdit(entry, version, ids, records, c);
+  return ApplyEdit(entry, version, ids, records, c, digest);
 }
 
 absl::StatusOr<std::vector<std::string>> StateEntries(const server::Collection& collection,

@@ -50,6 +50,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -59,9 +60,20 @@
 namespace zoom::cluster {
 
 // Applies `entry` at write version `version` (see above). Returns what
-// ApplyLogEntry returns, counted over the points it wrote.
+// ApplyLogEntry returns, counted over the points it wrote. With `digest`,
+// keeps it the StateDigest of the collection's records (XORs out each
+// touched point's old record hash and in its new one).
 absl::StatusOr<uint64_t> ApplyVersioned(const LogEntry& entry, uint64_t version,
-                                        server::Collection* collection);
+                                        server::Collection* collection,
+                                        uint64_t* digest = nullptr);
+
+// A digest of a replica's write records (each point's version and field
+// edits, tombstones included: the XOR of RecordHash over them). Replicas
+// that hold the same points at the same versions have equal digests,
+// whatever order they applied the writes in; the same everywhere (no
+// per-process seed). Points written before versions are not in it.
+uint64_t RecordHash(uint64_t id, uint64_t version, std::string_view edits);
+absl::StatusOr<uint64_t> StateDigest(const server::Collection& collection);
 
 // The state of `points` as encoded log entries at their write versions
 // (upserts of those that exist, grouped by version, with the fields their

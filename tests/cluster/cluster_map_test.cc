@@ -79,6 +79,19 @@ TEST(ClusterMapTest, GoldenRecordsOfFormat1) {
   EXPECT_EQ(nb, n);
   EXPECT_EQ(nb.Find(m.uid, 1)->pending, 35u);
   EXPECT_EQ(nb.Find(m.uid, 2), nullptr);
+  EXPECT_FALSE(nb.Find(m.uid, 0)->has_digest);
+
+  // A caught-up replica's digest: a key of its own (records without it,
+  // as above, read with none).
+  NodeInfo d = n;
+  d.hosted[0].has_digest = true;
+  d.hosted[0].digest = 0xfedcba9876543210ULL;
+  const std::string digest_text = d.Encode();
+  EXPECT_THAT(digest_text, HasSubstr("\ndigest.0=fedcba9876543210\n"));
+  ASSERT_OK_AND_ASSIGN(NodeInfo db, NodeInfo::Decode(digest_text));
+  EXPECT_EQ(db, d);
+  EXPECT_THAT(NodeInfo::Decode(absl::StrReplaceAll(digest_text, {{"=fedcba98", "=xyz"}})),
+              StatusIs(absl::StatusCode::kDataLoss));
 }
 
 // Decoder models: the models bucket's record, and a node record saying
