@@ -169,7 +169,11 @@ absl::StatusOr<std::unique_ptr<Database>> Database::Open(const DatabaseOptions& 
     const uint64_t left = options.max_total_cache_bytes - std::min(in_use, options.max_total_cache_bytes);
     copts.max_cache_bytes = std::min(copts.max_cache_bytes, left);
     auto c = Collection::Open(db->CollectionDir(rec.id), db->metadata_.get(), rec, copts);
-    if (!c.ok() && absl::IsDataLoss(c.status()) && options.quarantine_damaged) {
+    // Damaged: a file that does not read back (DATA_LOSS), or one its
+    // manifest names gone (NOT_FOUND: a store rolled back past a
+    // compaction that removed the file, as a cut WAL does).
+    if (!c.ok() && (absl::IsDataLoss(c.status()) || absl::IsNotFound(c.status())) &&
+        options.quarantine_damaged) {
       const std::string aside = absl::StrCat(db->CollectionDir(rec.id), ".damaged-",
                                              absl::ToUnixMillis(absl::Now()));
       std::error_code mv;

@@ -67,6 +67,29 @@ TEST_F(CollectionTest, ADamagedCollectionIsSetAsideOnlyWhereItHasCopies) {
   EXPECT_NE(Create("hurt", kDim, Metric::kL2), nullptr);
 }
 
+// A collection whose manifest names a vector file that is gone (its store
+// rolled back past a compaction that removed it: the fault runner's cut
+// WAL did that) is refused on a standalone, set aside on a cluster node.
+TEST_F(CollectionTest, ACollectionWhoseFileIsGoneIsSetAsideOnlyWhereItHasCopies) {
+  constexpr uint32_t kDim = 8;
+  OpenDb();
+  auto c = Create("gone", kDim, Metric::kL2);
+  ASSERT_NE(c, nullptr);
+  Model model;
+  UpsertRange(*c, 0, 50, ClusteredVectors(50, kDim, 7), &model);
+  const std::string dir = c->core().dir();
+  c.reset();
+  CloseDb();
+  fs::remove(fs::path(dir) / "vectors-1.zvec");
+  EXPECT_THAT(Database::Open(options_).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("gone")));
+  options_.quarantine_damaged = true;
+  OpenDb();
+  EXPECT_THAT(db_->GetCollection("gone").status(), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_NE(Create("gone", kDim, Metric::kL2), nullptr);
+}
+
 class DamagedStoreTest : public CollectionTest {
  protected:
   static constexpr uint32_t kDim = 8;
