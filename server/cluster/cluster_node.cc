@@ -594,7 +594,17 @@ absl::Status ClusterNode::Reconcile() {
 absl::Status ClusterNode::ReconcileModels() {
   server::DecoderEngine* engine = options_.decoder;
   if (engine == nullptr) return absl::OkStatus();
-  ZOOM_ASSIGN_OR_RETURN(std::vector<ModelSpec> specs, catalog_->ListModels());
+  absl::StatusOr<std::vector<ModelSpec>> listed_models = catalog_->ListModels();
+  if (absl::IsNotFound(listed_models.status())) {
+    // The models bucket's stream lost by NATS while the shards bucket was
+    // not: made again (the models' records are lost with it; an operator
+    // loads them again).
+    ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": ", listed_models.status().message(),
+             ": creating the cluster's buckets again");
+    ZOOM_RETURN_IF_ERROR(catalog_->EnsureBuckets());
+    listed_models = catalog_->ListModels();
+  }
+  ZOOM_ASSIGN_OR_RETURN(std::vector<ModelSpec> specs, std::move(listed_models));
   std::map<std::string, ModelSpec> want;
   for (ModelSpec& s : specs) want[s.name] = std::move(s);
   std::map<std::string, std::shared_ptr<server::LoadedModel>> loaded;
