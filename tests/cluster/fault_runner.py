@@ -57,8 +57,7 @@ summary says so):
   power_nats_one                      the same to one nats-server (a minority)
   power_node                          z0 partitioned, then a power failure of
                                       it, restarted, the link back
-The default set (--faults) is every kind but the power failures, which are
-asked for by name (see FAULTS below for why).
+The default set (--faults) is every kind.
 """
 
 from __future__ import annotations
@@ -96,15 +95,12 @@ NET_FAULTS = {"partition_node", "one_way_node", "delay_node"}
 DAMAGE_FAULTS = ["flip_node", "truncate_node", "flip_nats"]
 # Loss of un-synced data (lazyfs).
 POWER_FAULTS = {"power_nats", "power_nats_one", "power_node"}
-# The default set. The power failures are asked for with --faults. Alone
-# (seed 2029, 26 rounds) they lose nothing since write versions; after a
-# flipped .blk (the default set with them, seed 47, 2026-12-07) a replica
-# rewound by a power_nats repair did not catch up in 180 s and was read
-# with older states (19 'wrong', 96 diverged), and a later round's node
-# could not start while JetStream took no request (issue 47's note). A
-# test that can fail so is not a default yet.
+# The default set: every kind. (The power failures were left out while a
+# replica rewound by a power_nats repair could wait for a stream NATS had
+# lost, and replicas could end apart after old copies of payload edits:
+# both fixed; seed 4747, 52 rounds of every kind, lost nothing.)
 FAULTS = ["kill_node", "kill_nats", "kill_router", "pause_node", "partition_node",
-          "one_way_node", "delay_node"] + DAMAGE_FAULTS
+          "one_way_node", "delay_node"] + DAMAGE_FAULTS + sorted(POWER_FAULTS)
 DIM = 16
 SHARDS, REPLICAS = 2, 3
 ABSENT = ("absent",)  # a point's state: ABSENT, or ("live", payload, field)
@@ -735,7 +731,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--seed", type=int, default=int(time.time()) % 100000)
     ap.add_argument("--faults", default=",".join(FAULTS),
                     help="a comma-separated choice of "
-                    f"{', '.join(FAULTS + sorted(POWER_FAULTS))}")
+                    f"{', '.join(FAULTS)} (default: all)")
     ap.add_argument("--cycle", action="store_true",
                     help="take the faults in turn instead of at random")
     ap.add_argument("--skip_unavailable", action="store_true",

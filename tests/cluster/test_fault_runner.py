@@ -23,8 +23,8 @@ def test_one_round_of_each_fault(tmp_path: pathlib.Path) -> None:
     if not os.access(fault_runner.NATS, os.X_OK):
         pytest.skip("nats-server is not installed (deploy/install-deps.sh installs it)")
     out = tmp_path / "faults.json"
-    # Every kind of the default set (the power failures are not in it yet:
-    # fault_runner.FAULTS says why).
+    # Every kind of the default set (the power failures left out, and said
+    # so, where lazyfs or /dev/fuse is missing).
     code = fault_runner.main(["--rounds", str(len(fault_runner.FAULTS)), "--cycle",
                               "--seed", "47", "--skip_unavailable", "--json", str(out)])
     got = json.loads(out.read_text())
