@@ -288,7 +288,9 @@ class Segment : public index::IdFilter {
   // empty). A writer replaces a record and erases the old one's payload in
   // one commit, so a payload read by a record found before it would come
   // back empty: reads that overlap a commit (commits_ changed) are read
-  // again, and after a few tries under commit_mu_. Their bytes are taken
+  // again, and after a few tries under commit_mu_ (Get leaves a point
+  // deleted meanwhile out; a search keeps it as a hit without a payload:
+  // it was live when searched). Their bytes are taken
   // from *budget; ResourceExhausted once it would go below zero.
   absl::Status ReadPayloadsWithin(std::vector<InternalId>* ids,
                                   absl::Span<const uint64_t> external, uint64_t* budget,

@@ -318,16 +318,12 @@ absl::Status Segment::JoinHits(const CollectionSearchParams& params, uint64_t* b
     ZOOM_RETURN_IF_ERROR(
         ReadPayloadsWithin(&internal, external, budget, &payloads, &fields, &gone));
     // A hit rewritten since the search found it carries its payload now;
-    // one deleted since is left out (the answer as after the delete).
-    size_t kept = 0;
+    // one deleted since stays a hit (it was live when searched: never
+    // fewer than k), without a payload.
     for (size_t i = 0; i < internal.size(); ++i) {
-      if (gone[i]) continue;
-      if (kept != i) hits[kept] = std::move(hits[i]);
-      hits[kept].payload = std::move(payloads[i]);
-      hits[kept].fields = std::move(fields[i]);
-      ++kept;
+      hits[i].payload = std::move(payloads[i]);
+      hits[i].fields = std::move(fields[i]);
     }
-    hits.resize(kept);
   }
   return absl::OkStatus();
 }
