@@ -349,17 +349,16 @@ absl::StatusOr<std::optional<ShardMap>> ClusterNode::ReadMapCopy(
   return std::optional<ShardMap>(std::move(map));
 }
 
+absl::Status ClusterNode::RemakeBuckets(const absl::Status& lost) {
+  ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": ", lost.message(),
+           ": creating the cluster's buckets again");
+  return catalog_->EnsureBuckets();
+}
+
 absl::Status ClusterNode::Reconcile() {
   absl::MutexLock pass(&reconcile_mu_);
-  absl::StatusOr<std::vector<VersionedShardMap>> listed = catalog_->ListMaps();
-  if (absl::IsNotFound(listed.status())) {
-    // NATS lost the bucket (a power failure before JetStream synced it):
-    // made again; the maps are put back below from the nodes' copies.
-    ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": ", listed.status().message(),
-             ": creating the cluster's buckets again");
-    ZOOM_RETURN_IF_ERROR(catalog_->EnsureBuckets());
-    listed = catalog_->ListMaps();
-  }
+  absl::StatusOr<std::vector<VersionedShardMap>> listed =
+      ReadBucket([&] { return catalog_->ListMaps(); });
   ZOOM_ASSIGN_OR_RETURN(std::vector<VersionedShardMap> maps, std::move(listed));
   std::map<std::string, std::pair<const ShardMap*, uint32_t>> want;
   for (const VersionedShardMap& vm : maps) {
@@ -594,16 +593,8 @@ absl::Status ClusterNode::Reconcile() {
 absl::Status ClusterNode::ReconcileModels() {
   server::DecoderEngine* engine = options_.decoder;
   if (engine == nullptr) return absl::OkStatus();
-  absl::StatusOr<std::vector<ModelSpec>> listed_models = catalog_->ListModels();
-  if (absl::IsNotFound(listed_models.status())) {
-    // The models bucket's stream lost by NATS while the shards bucket was
-    // not: made again (the models' records are lost with it; an operator
-    // loads them again).
-    ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": ", listed_models.status().message(),
-             ": creating the cluster's buckets again");
-    ZOOM_RETURN_IF_ERROR(catalog_->EnsureBuckets());
-    listed_models = catalog_->ListModels();
-  }
+  absl::StatusOr<std::vector<ModelSpec>> listed_models =
+      ReadBucket([&] { return catalog_->ListModels(); });
   ZOOM_ASSIGN_OR_RETURN(std::vector<ModelSpec> specs, std::move(listed_models));
   std::map<std::string, ModelSpec> want;
   for (ModelSpec& s : specs) want[s.name] = std::move(s);

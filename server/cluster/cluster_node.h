@@ -222,6 +222,18 @@ class ClusterNode {
     std::map<std::string, absl::Time> absent;
   };
   absl::StatusOr<Membership> ReadMembership();
+  // A read of a cluster bucket, once more after the buckets are made again
+  // when NATS lost its stream (NOT_FOUND: a power failure before JetStream
+  // synced it; the shard maps come back from the nodes' copies, node
+  // records with the next heartbeats, models from an operator).
+  template <typename Read>
+  auto ReadBucket(Read read) -> decltype(read()) {
+    auto got = read();
+    if (!absl::IsNotFound(got.status())) return got;
+    if (absl::Status st = RemakeBuckets(got.status()); !st.ok()) return st;
+    return read();
+  }
+  absl::Status RemakeBuckets(const absl::Status& lost);
   // Publishes replica `local`'s whole state (WholeStateEntries, at its
   // write versions) on shard k's subject of `collection`; logs `why`.
   // Before a peer's snapshot replaces a replica (a write only it had

@@ -49,16 +49,7 @@ std::map<std::string, absl::Time> ClusterNode::NoteAbsent(
 absl::StatusOr<ClusterNode::Membership> ClusterNode::ReadMembership() {
   Membership m;
   ZOOM_ASSIGN_OR_RETURN(m.maps, catalog_->ListMaps());
-  absl::StatusOr<std::vector<NodeInfo>> nodes = catalog_->LiveNodes();
-  if (absl::IsNotFound(nodes.status())) {
-    // NATS lost the node bucket's stream (a power failure; found with the
-    // shards bucket still there): made again, the records come back with
-    // the next heartbeats.
-    ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": ", nodes.status().message(),
-             ": creating the cluster's buckets again");
-    ZOOM_RETURN_IF_ERROR(catalog_->EnsureBuckets());
-    nodes = catalog_->LiveNodes();
-  }
+  absl::StatusOr<std::vector<NodeInfo>> nodes = ReadBucket([&] { return catalog_->LiveNodes(); });
   ZOOM_ASSIGN_OR_RETURN(m.nodes, std::move(nodes));
   for (const NodeInfo& n : m.nodes) m.live[n.node] = &n;
   m.now = absl::Now();
