@@ -58,6 +58,16 @@ summary says so):
   power_node                          z0 partitioned, then a power failure of
                                       it, restarted, the link back
 The default set (--faults) is every kind.
+
+NATS 2.9.10's own metadata layer can wedge after a power failure of all
+three nats-servers ("RAFT [_meta_] Wrong index ... n.pindex is 0", repeated;
+no stream or bucket answers): zoomd cannot repair that, an operator restarts
+the nats-servers (docs/cluster.md). When no write gets through for
+WEDGE_WAIT seconds after a fault and a nats-server's log shows that line
+since the round began, the runner does what the operator would (a clean
+restart of every nats-server, SIGTERM then start) and marks the round
+nats_wedged; such rounds count apart from zoomd's faults, and their writes
+are checked like every other round's.
 """
 
 from __future__ import annotations
@@ -73,22 +83,21 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Tuple
 
 os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
 
 import grpc  # noqa: E402
-import numpy as np  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "client" / "python"))
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
-from zoomd._proto import zoom_pb2, zoom_pb2_grpc  # noqa: E402
-from cluster_procs import NATS, LazyMount, accepts, caught_up, local_shards  # noqa: E402
+from zoomd._proto import zoom_pb2  # noqa: E402
+from cluster_procs import NATS, LazyMount, accepts, caught_up  # noqa: E402
 from cluster_procs import wait_until  # noqa: E402
 from test_cluster_e2e import TTL_S, Cluster  # noqa: E402
+from fault_workload import ABSENT, DIM, History, State, Workload, read_replicas, say, stub  # noqa: E402
 
 NET_FAULTS = {"partition_node", "one_way_node", "delay_node"}
 # Damage to a minority's data files.
@@ -101,204 +110,7 @@ POWER_FAULTS = {"power_nats", "power_nats_one", "power_node"}
 # both fixed; seed 4747, 52 rounds of every kind, lost nothing.)
 FAULTS = ["kill_node", "kill_nats", "kill_router", "pause_node", "partition_node",
           "one_way_node", "delay_node"] + DAMAGE_FAULTS + sorted(POWER_FAULTS)
-DIM = 16
 SHARDS, REPLICAS = 2, 3
-ABSENT = ("absent",)  # a point's state: ABSENT, or ("live", payload, field)
-
-State = Tuple
-
-
-def say(msg: str) -> None:
-    print(msg, flush=True)
-
-
-def stub(target: str):
-    return zoom_pb2_grpc.VectorSearchStub(grpc.insecure_channel(target))
-
-
-def vector_of(i: int) -> List[float]:
-    """Point i's own vector (deterministic): exact search finds it alone."""
-    return np.random.default_rng(i).standard_normal(DIM).astype(np.float32).tolist()
-
-
-class History:
-    """What each id may hold: the state the last acknowledged operation
-    fixed, and every outcome of an operation that failed (it may have been
-    applied, even later)."""
-
-    def __init__(self) -> None:
-        self.fixed: Dict[int, State] = {}
-        self.maybe: Dict[int, Set[State]] = {}
-        self.attempted: Set[int] = set()
-
-    def allowed(self, i: int) -> Set[State]:
-        out = set(self.maybe.get(i, set()))
-        out.add(self.fixed.get(i, ABSENT))
-        return out
-
-    def acked(self, i: int, state: State) -> None:
-        self.attempted.add(i)
-        self.fixed[i] = state
-
-    def failed(self, i: int, state: State) -> None:
-        self.attempted.add(i)
-        self.maybe.setdefault(i, set()).add(state)
-
-    def current(self, i: int) -> State:
-        return self.fixed.get(i, ABSENT)
-
-
-class Workload:
-    """One client thread: writes and session reads through the routers."""
-
-    def __init__(self, cluster: Cluster, rng: random.Random, history: History,
-                 first_id: int) -> None:
-        self.cluster, self.rng, self.h = cluster, rng, history
-        self.next_id = first_id
-        self.stubs = {r: stub(cluster.target(r)) for r in cluster.routers}
-        self.stop = threading.Event()
-        self.acked = self.failed = self.reads = self.read_unavailable = 0
-        self.violations: List[str] = []
-        self.tokens: Dict[int, int] = {}
-        self.lock = threading.Lock()
-        self.thread: Optional[threading.Thread] = None
-        self.version = 0
-        self.errors: Dict[str, int] = {}  # failed operations by gRPC code
-        self.first_error: Dict[str, str] = {}
-
-    def start(self) -> None:
-        self.stop.clear()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def finish(self) -> None:
-        self.stop.set()
-        if self.thread is not None:
-            self.thread.join(timeout=60)
-            assert not self.thread.is_alive(), "the workload did not stop"
-
-    def _failed(self, op: str, e: grpc.RpcError) -> None:
-        """Counts a failed operation; a short pause so that a dead router is
-        not asked thousands of times a second."""
-        self.failed += 1
-        key = f"{op}:{e.code().name}"
-        self.errors[key] = self.errors.get(key, 0) + 1
-        self.first_error.setdefault(key, (e.details() or "")[:200])
-        time.sleep(0.02)
-
-    def _stub(self):
-        return self.stubs[self.rng.choice(self.cluster.routers)]
-
-    def _note_tokens(self, toks) -> None:
-        with self.lock:
-            for t in toks:
-                self.tokens[t.shard] = max(self.tokens.get(t.shard, 0), t.sequence)
-
-    def _live_ids(self) -> List[int]:
-        return [i for i, s in self.h.fixed.items() if s[0] == "live"]
-
-    def _session_search(self, i: int, toks, want_present: bool) -> None:
-        req = zoom_pb2.SearchRequest(collection="docs", vector=vector_of(i), k=1, exact=True,
-                                     consistency=zoom_pb2.SESSION, after=toks)
-        try:
-            got = self._stub().Search(req, timeout=5)
-        except grpc.RpcError:
-            self.read_unavailable += 1
-            return
-        self.reads += 1
-        top = [h.id for h in got.hits]
-        if want_present and top != [i]:
-            self.violations.append(f"session read after writing {i} answered {top}")
-        if not want_present and i in top:
-            self.violations.append(f"session read after deleting {i} still answered it")
-
-    def probe(self, router: str) -> bool:
-        """One upsert of a new id through `router` (the workload stopped):
-        True once acknowledged. Recorded in the history as any write."""
-        i = self.next_id
-        self.next_id += 1
-        self.version += 1
-        state = ("live", b"probe%d-%d" % (i, self.version), None)
-        try:
-            resp = self.stubs[router].Upsert(zoom_pb2.UpsertRequest(
-                collection="docs", points=[zoom_pb2.Point(id=i, vector=vector_of(i),
-                                                          payload=state[1])]), timeout=5)
-        except grpc.RpcError:
-            self.h.failed(i, state)
-            return False
-        self._note_tokens(resp.tokens)
-        self.h.acked(i, state)
-        return True
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            self.version += 1
-            live = self._live_ids()
-            op = self.rng.choices(["upsert", "overwrite", "delete", "set_payload"],
-                                  [5, 2, 1, 1] if live else [1, 0, 0, 0])[0]
-            try:
-                if op == "upsert" or op == "overwrite":
-                    if op == "upsert":
-                        ids = list(range(self.next_id, self.next_id + 5))
-                        self.next_id += 5
-                    else:
-                        ids = self.rng.sample(live, min(3, len(live)))
-                    states = {i: ("live", b"v%d-%d" % (i, self.version), None) for i in ids}
-                    pts = [zoom_pb2.Point(id=i, vector=vector_of(i), payload=states[i][1])
-                           for i in ids]
-                    try:
-                        resp = self._stub().Upsert(zoom_pb2.UpsertRequest(
-                            collection="docs", points=pts), timeout=5)
-                    except grpc.RpcError as e:
-                        self._failed(op, e)
-                        for i in ids:
-                            self.h.failed(i, states[i])
-                        continue
-                    self.acked += 1
-                    self._note_tokens(resp.tokens)
-                    for i in ids:
-                        self.h.acked(i, states[i])
-                    self._session_search(ids[0], resp.tokens, True)
-                elif op == "delete":
-                    i = self.rng.choice(live)
-                    try:
-                        resp = self._stub().Delete(zoom_pb2.DeleteRequest(
-                            collection="docs", ids=[i]), timeout=5)
-                    except grpc.RpcError as e:
-                        self._failed(op, e)
-                        self.h.failed(i, ABSENT)
-                        continue
-                    self.acked += 1
-                    self._note_tokens(resp.tokens)
-                    self.h.acked(i, ABSENT)
-                    self._session_search(i, resp.tokens, False)
-                else:
-                    i = self.rng.choice(live)
-                    cur = self.h.current(i)
-                    state = ("live", cur[1], self.version)
-                    try:
-                        resp = self._stub().SetPayload(zoom_pb2.SetPayloadRequest(
-                            collection="docs", ids=[i],
-                            fields={"v": zoom_pb2.Value(integer_value=self.version)}),
-                            timeout=5)
-                    except grpc.RpcError as e:
-                        self._failed(op, e)
-                        self.h.failed(i, state)
-                        # A failed SetPayload on a point an earlier failed op
-                        # may have changed: its field on any of those.
-                        for m in list(self.h.maybe.get(i, set())):
-                            if m[0] == "live":
-                                self.h.failed(i, ("live", m[1], self.version))
-                        continue
-                    self.acked += 1
-                    self._note_tokens(resp.tokens)
-                    self.h.acked(i, state)
-                    for m in list(self.h.maybe.get(i, set())):
-                        if m[0] == "live":  # an uncertain overwrite, its field set now
-                            self.h.failed(i, ("live", m[1], self.version))
-            except Exception as e:  # noqa: BLE001  (a bug here must not hang the run)
-                self.violations.append(f"workload error: {e!r}")
-                time.sleep(0.1)
 
 
 def lazyfs_binary() -> Optional[str]:
@@ -318,27 +130,9 @@ def fuse_opens() -> bool:
         return False
 
 
-def read_replicas(cluster: Cluster, ids: List[int]) -> Dict[int, Dict[str, Dict[int, State]]]:
-    """shard -> node -> id -> state, for the ids a replica holds."""
-    out: Dict[int, Dict[str, Dict[int, State]]] = {}
-    for h in cluster.nodes:
-        s = stub(cluster.target(h))
-        for shard, name in local_shards(cluster.target(h)).items():
-            have: Dict[int, State] = {}
-            for b in range(0, len(ids), 1000):
-                got = s.Get(zoom_pb2.GetRequest(collection=name, ids=ids[b:b + 1000],
-                                                with_payload=True, with_vectors=True),
-                            timeout=30)
-                for p in got.points:
-                    field = p.fields["v"].integer_value if "v" in p.fields else None
-                    # A vector other than the point's own is a state no
-                    # operation wrote (every write of id i sends vector_of(i)).
-                    payload = p.payload if np.array_equal(
-                        np.asarray(p.vector, dtype=np.float32),
-                        np.asarray(vector_of(p.id), dtype=np.float32)) else b"<wrong vector>"
-                    have[p.id] = ("live", payload, field)
-            out.setdefault(shard, {})[h] = have
-    return out
+
+WEDGE_WAIT = 60  # seconds without a write through a router before a wedge is looked for
+WEDGE_LINE = "_meta_] Wrong index"  # "RAFT [<node> - _meta_] Wrong index, ..."
 
 
 class Runner:
@@ -381,6 +175,31 @@ class Runner:
         self.qdisc = ""
 
     # ---- faults --------------------------------------------------------------------------
+
+    def log_sizes(self) -> List[int]:
+        return [p.log.stat().st_size if p.log.exists() else 0 for p in self.cluster.nats]
+
+    def nats_wedged(self, since: List[int]) -> bool:
+        """A nats-server's log shows the metadata layer's wedge since `since`."""
+        for p, n in zip(self.cluster.nats, since):
+            try:
+                with open(p.log, "rb") as f:
+                    f.seek(n)
+                    if f.read().decode(errors="replace").count(WEDGE_LINE) >= 3:
+                        return True
+            except OSError:
+                pass
+        return False
+
+    def unwedge_nats(self) -> None:
+        """What an operator does about a wedged metadata layer: every
+        nats-server stopped cleanly and started again."""
+        say("  ! NATS's metadata layer wedged (" + WEDGE_LINE + "): every nats-server restarted, "
+            "as an operator would")
+        for p in self.cluster.nats:
+            p.signal(signal.SIGTERM)
+        for i in range(len(self.cluster.nats)):
+            self.restart_nats(i)
 
     def restart_nats(self, i: int) -> None:
         p = self.cluster.nats[i]
@@ -639,6 +458,8 @@ class Runner:
         for rnd in range(self.a.rounds):
             fault = kinds[rnd % len(kinds)] if self.a.cycle else self.rng.choice(kinds)
             acked0, failed0, viol0 = wl.acked, wl.failed, len(wl.violations)
+            logs0 = self.log_sizes()
+            wedged = False
             wl.errors.clear()
             wl.first_error.clear()  # this round's own
             wl.start()
@@ -658,9 +479,16 @@ class Runner:
             writable = True
             for r in c.routers:
                 try:
-                    wait_until(f"a write through {r}", lambda r=r: wl.probe(r), 180, 0.5)
+                    wait_until(f"a write through {r}", lambda r=r: wl.probe(r),
+                               WEDGE_WAIT if not wedged else 180, 0.5)
                 except RuntimeError:
-                    writable = False
+                    if not wedged and self.nats_wedged(logs0):
+                        wedged = True
+                        self.unwedge_nats()
+                    try:
+                        wait_until(f"a write through {r}", lambda r=r: wl.probe(r), 180, 0.5)
+                    except RuntimeError:
+                        writable = False
             self.converge(dict(wl.tokens))
             self.converged = self.converged and writable and not self.start_failed
             self.start_failed = False
@@ -669,7 +497,8 @@ class Runner:
             row = {"round": rnd, "fault": fault, "target": target,
                    "acked": wl.acked - acked0, "failed": wl.failed - failed0,
                    "session_violations": len(wl.violations) - viol0,
-                   "converged": self.converged, "heal_seconds": round(heal_s, 2), **counts}
+                   "converged": self.converged, "heal_seconds": round(heal_s, 2),
+                   "nats_wedged": wedged, **counts}
             row["errors"] = dict(wl.errors)
             for v in wl.violations[viol0:viol0 + 3]:
                 say(f"  ! {v}")
@@ -680,7 +509,8 @@ class Runner:
             say(f"round {rnd:3d} {fault:15s} on {target:6s}: {row['acked']:4d} acked, "
                 f"{row['failed']:3d} failed, lost {counts['lost']}, diverged "
                 f"{counts['diverged']}, wrong {counts['wrong']}, session violations "
-                f"{row['session_violations']}, healed in {heal_s:.1f} s")
+                f"{row['session_violations']}, healed in {heal_s:.1f} s"
+                + (" (NATS wedged; restarted)" if wedged else ""))
             if counts["lost"] or counts["diverged"] or counts["wrong"] or \
                     row["session_violations"] or not self.converged:
                 bad += 1
@@ -692,8 +522,10 @@ class Runner:
         for row in self.rows:
             t = table.setdefault(row["fault"], {"rounds": 0, "acked": 0, "failed": 0, "lost": 0,
                                                 "diverged": 0, "wrong": 0,
-                                                "session_violations": 0, "heal": []})
+                                                "session_violations": 0, "heal": [],
+                                                "nats_wedged": 0})
             t["rounds"] += 1
+            t["nats_wedged"] += int(row.get("nats_wedged", False))
             for k in ("acked", "failed", "lost", "diverged", "wrong", "session_violations"):
                 t[k] += row[k]
             t["heal"].append(row["heal_seconds"])
@@ -702,11 +534,13 @@ class Runner:
             f"qdisc {self.qdisc or '-'}{left_out}; "
             f"{wl.reads} session reads ({wl.read_unavailable} unavailable)")
         say(f"{'fault':15s} {'rounds':>6s} {'acked':>6s} {'failed':>6s} {'lost':>5s} "
-            f"{'diverged':>8s} {'wrong':>7s} {'session':>7s} {'heal p50':>8s} {'heal max':>8s}")
+            f"{'diverged':>8s} {'wrong':>7s} {'session':>7s} {'heal p50':>8s} {'heal max':>8s} "
+            f"{'nats wedged':>11s}")
         for f, t in sorted(table.items()):
             say(f"{f:15s} {t['rounds']:6d} {t['acked']:6d} {t['failed']:6d} {t['lost']:5d} "
                 f"{t['diverged']:8d} {t['wrong']:7d} {t['session_violations']:7d} "
-                f"{statistics.median(t['heal']):8.1f} {max(t['heal']):8.1f}")
+                f"{statistics.median(t['heal']):8.1f} {max(t['heal']):8.1f} "
+                f"{t['nats_wedged']:11d}")
             t["heal_seconds_median"] = statistics.median(t.pop("heal"))
         if self.a.json:
             pathlib.Path(self.a.json).write_text(json.dumps(
