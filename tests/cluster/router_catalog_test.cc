@@ -2,7 +2,9 @@
 // the catalog says so (never created, or dropped: a drop leaves a delete
 // marker), UNAVAILABLE when a collection the router served vanished from
 // the catalog with no drop recorded (NATS lost the bucket: the nodes put
-// the map back from their copies; a client must retry, not create it).
+// the map back from their copies; a client must retry, not create it), and
+// also when a router that never served it sees a live node holding a
+// replica of it (a router restarted after NATS lost the map).
 #include <memory>
 #include <string>
 
@@ -57,6 +59,32 @@ TEST(RouterCatalogTest, ALostCollectionIsUnavailableADroppedOneNotFound) {
   ASSERT_OK(core->catalog().DropCollection("docs"));
   ASSERT_OK(core->Refresh());
   EXPECT_THAT(core->MapOf("docs").status(), StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST(RouterCatalogTest, ARouterThatNeverServedALostCollectionAsksItsNodes) {
+  if (testing::NatsServerBinary().empty()) GTEST_SKIP() << "nats-server not installed";
+  testing::TempDir dir;
+  NatsServer nats("solo", dir.File("nats"));
+  ASSERT_TRUE(nats.Start()) << nats.Log();
+  server::router::RouterOptions o;
+  o.catalog.cluster = "rn";
+  o.nats.servers = {nats.url()};
+  ASSERT_OK_AND_ASSIGN(auto core, server::router::RouterCore::Create(o, {}));
+  // A node holds a replica of "docs"; the catalog has no map and no record
+  // of it (NATS lost them before this router started).
+  cluster::NodeInfo n;
+  n.node = "n0";
+  n.address = "127.0.0.1:1";
+  n.heartbeat_unix_ms = absl::ToUnixMillis(absl::Now());
+  cluster::HostedShard h;
+  h.collection = "docs";
+  h.uid = 77;
+  n.hosted.push_back(h);
+  ASSERT_OK(core->catalog().PutNode(n));
+  ASSERT_OK(core->Refresh());
+  EXPECT_THAT(core->MapOf("docs").status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no drop recorded")));
+  EXPECT_THAT(core->MapOf("never").status(), StatusIs(absl::StatusCode::kNotFound));
 }
 
 }  // namespace

@@ -130,14 +130,24 @@ absl::StatusOr<VersionedShardMap> RouterCore::MapOf(const std::string& collectio
   t = Topo();
   it = t->maps.find(collection);
   if (it != t->maps.end()) return it->second;
-  // A collection this router served whose map is gone with no drop recorded
-  // (not even the delete marker a drop leaves) was lost by NATS, not
-  // dropped: its nodes put it back from their copies. Not NOT_FOUND, on
-  // which a client might create it again.
+  // Put back since the listing (a node restoring a map NATS lost): the
+  // record below would then say it exists, not that it was dropped.
+  absl::StatusOr<std::optional<VersionedShardMap>> direct = catalog_->GetMap(collection);
+  if (direct.ok() && direct->has_value()) return **direct;
+  // A collection this router served, or that a live node still holds a
+  // replica of (a router started since does not know it), whose map is
+  // gone with no drop recorded (not even the delete marker a drop leaves)
+  // was lost by NATS, not dropped: its nodes put it back from their
+  // copies. Not NOT_FOUND, on which a client might create it again (the
+  // fault runner: after a power failure of every nats-server a restarted
+  // router answered NOT_FOUND for seconds).
   bool seen = false;
   {
     absl::MutexLock l(&topo_mu_);
     seen = seen_.count(collection) != 0;
+  }
+  for (const auto& [id, node] : t->nodes) {
+    for (const cluster::HostedShard& h : node.hosted) seen = seen || h.collection == collection;
   }
   if (seen) {
     absl::StatusOr<bool> recorded = catalog_->HasRecordOf(collection);
