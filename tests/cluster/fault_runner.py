@@ -65,9 +65,11 @@ no stream or bucket answers): zoomd cannot repair that, an operator restarts
 the nats-servers (docs/cluster.md). When no write gets through for
 WEDGE_WAIT seconds after a fault and a nats-server's log shows that line
 since the round began, the runner does what the operator would (a clean
-restart of every nats-server, SIGTERM then start) and marks the round
-nats_wedged; such rounds count apart from zoomd's faults, and their writes
-are checked like every other round's.
+restart of every nats-server; then, for a server whose log still repeats
+it, that server's metadata-layer state removed so that it catches up from
+its peers: unwedge_nats) and marks the round nats_wedged; such rounds
+count apart from zoomd's faults, and their writes are checked like every
+other round's.
 """
 
 from __future__ import annotations
@@ -179,27 +181,48 @@ class Runner:
     def log_sizes(self) -> List[int]:
         return [p.log.stat().st_size if p.log.exists() else 0 for p in self.cluster.nats]
 
-    def nats_wedged(self, since: List[int]) -> bool:
-        """A nats-server's log shows the metadata layer's wedge since `since`."""
-        for p, n in zip(self.cluster.nats, since):
+    def wedged_servers(self, since: List[int]) -> List[int]:
+        """The nats-servers whose logs show the metadata layer's wedge (the
+        line three times or more) since the offsets `since`."""
+        out = []
+        for i, (p, n) in enumerate(zip(self.cluster.nats, since)):
             try:
                 with open(p.log, "rb") as f:
                     f.seek(n)
                     if f.read().decode(errors="replace").count(WEDGE_LINE) >= 3:
-                        return True
+                        out.append(i)
             except OSError:
                 pass
-        return False
+        return out
 
     def unwedge_nats(self) -> None:
         """What an operator does about a wedged metadata layer: every
-        nats-server stopped cleanly and started again."""
+        nats-server stopped cleanly and started again; then, while a
+        server's log still repeats the wedge (a Raft WAL that NATS 2.9
+        cannot truncate: nats-server issue #3870), that server alone is
+        stopped, its metadata layer's state (jetstream/$SYS/_js_/_meta_)
+        removed, and started again, to catch up from its peers; one server
+        at a time, at most three passes."""
         say("  ! NATS's metadata layer wedged (" + WEDGE_LINE + "): every nats-server restarted, "
             "as an operator would")
         for p in self.cluster.nats:
             p.signal(signal.SIGTERM)
         for i in range(len(self.cluster.nats)):
             self.restart_nats(i)
+        for _ in range(3):
+            since = self.log_sizes()
+            time.sleep(20)
+            wedged = self.wedged_servers(since)
+            if not wedged:
+                return
+            for i in wedged:
+                p = self.cluster.nats[i]
+                meta = pathlib.Path(p.argv[p.argv.index("-sd") + 1]) / "jetstream" / "$SYS" / \
+                    "_js_" / "_meta_"
+                say(f"  ! {p.name} still wedged: stopped, {meta} removed, started again")
+                p.signal(signal.SIGTERM)
+                shutil.rmtree(meta, ignore_errors=True)
+                self.restart_nats(i)
 
     def restart_nats(self, i: int) -> None:
         p = self.cluster.nats[i]
@@ -482,7 +505,7 @@ class Runner:
                     wait_until(f"a write through {r}", lambda r=r: wl.probe(r),
                                WEDGE_WAIT if not wedged else 180, 0.5)
                 except RuntimeError:
-                    if not wedged and self.nats_wedged(logs0):
+                    if not wedged and self.wedged_servers(logs0):
                         wedged = True
                         self.unwedge_nats()
                     try:
