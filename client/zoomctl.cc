@@ -126,6 +126,13 @@ ABSL_FLAG(uint64_t, cache_bytes, 0,
 ABSL_FLAG(double, rerank_stop_sd, 0,
           "search: the re-rank that stops early (0: read all K'; 2 is a good start; "
           "docs/query-path.md)");
+ABSL_FLAG(double, band_confidence, 0,
+          "search: read only the candidates in doubt, each given an interval for its true "
+          "distance at this many deviations of its code's error (0: off; 2 is a good start; "
+          "ivf_hnsw_pq only; not with --rerank_stop_sd)");
+ABSL_FLAG(bool, exact_scores, false,
+          "search: with --band_confidence, read the certain-in candidates too so that every "
+          "score is exact");
 ABSL_FLAG(double, target_recall, 0,
           "search: the recall@10 to aim at (the knobs left 0 are the cheapest that reached it "
           "in the index's calibration: zoomctl info shows the curve); create: the collection's "
@@ -785,6 +792,8 @@ int RunSearch(Invocation& inv) {
   request.mutable_knobs()->set_rerank_candidates(absl::GetFlag(FLAGS_rerank));
   request.mutable_knobs()->set_rerank_stop_sd(
       static_cast<float>(absl::GetFlag(FLAGS_rerank_stop_sd)));
+  request.mutable_knobs()->set_band_confidence(
+      static_cast<float>(absl::GetFlag(FLAGS_band_confidence)));
   request.mutable_knobs()->set_target_recall(
       static_cast<float>(absl::GetFlag(FLAGS_target_recall)));
   request.set_preview_only(absl::GetFlag(FLAGS_preview_only));
@@ -792,6 +801,7 @@ int RunSearch(Invocation& inv) {
   request.set_allow_partial(absl::GetFlag(FLAGS_allow_partial));
   request.set_with_payload(absl::GetFlag(FLAGS_with_payload));
   request.set_with_vectors(absl::GetFlag(FLAGS_with_vectors));
+  request.set_exact_scores(absl::GetFlag(FLAGS_exact_scores));
   if (std::optional<int> error = ParseFilterFlag(request.mutable_filter())) return *error;
   if (request.filter().ByteSizeLong() == 0) request.clear_filter();
 
@@ -823,6 +833,7 @@ int RunSearch(Invocation& inv) {
       absl::StrAppend(&line, "  \"", absl::CHexEscape(hit.payload()), "\"");
       if (!hit.fields().empty()) absl::StrAppend(&line, "  ", client::FieldsToJson(hit.fields()));
     }
+    if (hit.estimated()) absl::StrAppend(&line, " (estimated)");
     absl::PrintF("%s\n", line);
     if (request.with_vectors()) {
       absl::PrintF("      vector: %s\n", FormatVector(hit.vector()));
@@ -839,6 +850,10 @@ int RunSearch(Invocation& inv) {
       stats.ssd_reads(), stats.fullview_rounds(), stats.bytes_read(), stats.candidates(),
       stats.distance_evals(), stats.cache_hits(),
       absl::ToDoubleMilliseconds(latency));
+  if (stats.certain_in() > 0 || stats.certain_out() > 0) {
+    absl::StrAppendFormat(&line, ", certain_in %d, certain_out %d", stats.certain_in(),
+                          stats.certain_out());
+  }
   if (stats.exact()) absl::StrAppend(&line, ", exact");
   if (stats.degraded()) absl::StrAppend(&line, ", DEGRADED (preview only)");
   if (response->degraded()) {

@@ -40,6 +40,11 @@ struct QueryStats {
   // Batches of reads the fullview waited for: 1, or more when the re-rank
   // stops early (SearchParams::rerank_stop_sd) and reads in rounds.
   uint32_t fullview_rounds = 0;
+  // The band (SearchParams::band_confidence): candidates certainly in the
+  // top k (returned unread unless exact scores were asked for) and
+  // certainly out (never read).
+  uint64_t certain_in = 0;
+  uint64_t certain_out = 0;
   // Work of the preview.
   uint64_t candidates = 0;      // ids handed from preview to fullview
   uint64_t distance_evals = 0;  // distances computed in the preview
@@ -123,6 +128,8 @@ struct QueryStats {
   void AddCounts(const QueryStats& other) {
     reads += other.reads;
     bytes_read += other.bytes_read;
+    certain_in += other.certain_in;
+    certain_out += other.certain_out;
     read_errors += other.read_errors;
     candidates += other.candidates;
     distance_evals += other.distance_evals;

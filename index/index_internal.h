@@ -199,6 +199,9 @@ absl::Status LoadSpec(BinaryReader& r, IndexSpec* spec);
 // Format 1.1 (and 2.0) appends, after the body: u8 flags (bit 0: compact
 // HNSW links). A 1.0 file has no tail (flags 0).
 void SaveSpecTail(BinaryWriter& w, const IndexSpec& spec);
+// Whether the file (1.2 and later, 2.1 and later) carries ivf_hnsw_pq's
+// error radii after the tail (vector_index.h's format note).
+bool HasErrorRadii(const BinaryReader& r);
 absl::Status LoadSpecTail(BinaryReader& r, IndexSpec* spec);
 
 // Rows of `prepared` (n * d) outside `train_rows` that break the magnitude

@@ -191,6 +191,7 @@ absl::StatusOr<std::unique_ptr<IvfHnswPqIndex>> TrainIvfHnswPq(
   auto index = std::make_unique<IvfHnswPqIndex>(spec, std::move(centroids), std::move(pq));
   index->BuildGraph();
   if (BuildCancelled()) return BuildCancelledError();
+  index->SetRadiusUnit(sample.data(), ns);
   return index;
 }
 
@@ -323,7 +324,7 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
   const bool with_factors = spec.pq.code == CodeKind::kRabitq;
   struct Staged {
     MappedArray<uint8_t> codes;
-    MappedArray<float> terms, factors;
+    MappedArray<float> terms, factors, errors;
   };
   std::vector<uint32_t> assign(n);
   std::vector<Staged> staged;
@@ -339,8 +340,9 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
     ZOOM_ASSIGN_OR_RETURN(st.codes, MappedArray<uint8_t>::Make(count * m));
     ZOOM_ASSIGN_OR_RETURN(st.terms, MappedArray<float>::Make(count));
     ZOOM_ASSIGN_OR_RETURN(st.factors, MappedArray<float>::Make(with_factors ? count : 0));
+    ZOOM_ASSIGN_OR_RETURN(st.errors, MappedArray<float>::Make(count));
     index->Encode(rows.data(), count, assign.data() + first, st.codes.data(), st.terms.data(),
-                  st.factors.data());
+                  st.factors.data(), st.errors.data());
     if (BuildCancelled()) return BuildCancelledError();
     if (options.progress) options.progress(0.1 + 0.85 * double(first + count) / double(n));
   }
@@ -352,7 +354,7 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> BuildIvfHnswPqStreaming(
     const size_t count = static_cast<size_t>(std::min<uint64_t>(chunk, n - first));
     ZOOM_RETURN_IF_ERROR(index->AddEncoded(assign.data() + first, staged[c].codes.data(),
                                            staged[c].terms.data(), staged[c].factors.data(),
-                                           count, /*bulk=*/false));
+                                           staged[c].errors.data(), count, /*bulk=*/false));
     staged[c] = Staged{};
   }
   times.layout_s = lap();

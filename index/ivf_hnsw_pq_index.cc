@@ -91,7 +91,7 @@ void IvfHnswPqIndex::Encode(const float* x, size_t n, uint32_t* assign, uint8_t*
       for (size_t j = 0; j < pd; ++j) rhat[j] *= factor;
       factors[i] = factor;
     }
-    if (errors != nullptr) {
+    {
       // The transform is a rotation (and zero padding): the error in its
       // space is the error in the original one.
       float e = 0;
@@ -111,6 +111,8 @@ std::unique_ptr<IvfHnswPqIndex> IvfHnswPqIndex::WithSameQuantizer(int build_thre
   spec.build_threads = build_threads;
   auto index = std::make_unique<IvfHnswPqIndex>(spec, centroids_, pq_);
   index->BuildGraph();
+  index->radius_unit_ = radius_unit_;
+  index->error_dims_ = error_dims_;
   return index;
 }
 
@@ -151,13 +153,14 @@ absl::Status IvfHnswPqIndex::AddPrepared(const float* x, size_t n, bool bulk) {
   std::vector<uint8_t> codes(n * m);
   std::vector<float> terms(n);
   std::vector<float> factors(rabitq_ ? n : 0);
-  std::vector<float> errors(bulk ? 0 : n);
-  Encode(x, n, assign.data(), codes.data(), terms.data(), factors.data(),
-         bulk ? nullptr : errors.data());
+  std::vector<float> errors(n);
+  Encode(x, n, assign.data(), codes.data(), terms.data(), factors.data(), errors.data());
   if (BuildCancelled()) return BuildCancelledError();  // rows left unencoded
-  ZOOM_RETURN_IF_ERROR(
-      AddEncoded(assign.data(), codes.data(), terms.data(), factors.data(), n, bulk));
-  for (float e : errors) CountCodeError(e);
+  ZOOM_RETURN_IF_ERROR(AddEncoded(assign.data(), codes.data(), terms.data(), factors.data(),
+                                  errors.data(), n, bulk));
+  if (!bulk) {
+    for (float e : errors) CountCodeError(e);
+  }
   return absl::OkStatus();
 }
 
@@ -176,8 +179,8 @@ void IvfHnswPqIndex::ReserveExactly(const uint32_t* assign, size_t n) {
 }
 
 absl::Status IvfHnswPqIndex::AddEncoded(const uint32_t* assign, const uint8_t* codes,
-                                        const float* terms, const float* factors, size_t n,
-                                        bool bulk) {
+                                        const float* terms, const float* factors,
+                                        const float* errors, size_t n, bool bulk) {
   const uint64_t first = size();
   if (first + n > kMaxInternalIds) {
     return absl::ResourceExhaustedError("too many vectors for one index");
@@ -191,8 +194,10 @@ absl::Status IvfHnswPqIndex::AddEncoded(const uint32_t* assign, const uint8_t* c
     PutCode(list, pos, codes + i * m);
     list.ids.Grow(pos + 1);
     list.terms.Grow(pos + 1);
+    list.radii.Grow(pos + 1);
     *list.ids.Row(pos) = static_cast<uint32_t>(first + i);
     *list.terms.Row(pos) = terms[i];
+    *list.radii.Row(pos) = RadiusByte(errors[i]);
     if (rabitq_) {
       list.factors.Grow(pos + 1);
       *list.factors.Row(pos) = factors[i];
@@ -218,7 +223,8 @@ uint64_t IvfHnswPqIndex::ResidentBytes() const {
   for (const auto& list : lists_) {
     bytes += sizeof(InvertedList) + list->codes.ResidentBytes() + list->ids.ResidentBytes() +
              (l2 ? list->terms.ResidentBytes() : 0) +
-             (rabitq_ ? list->factors.ResidentBytes() : 0);
+             (rabitq_ ? list->factors.ResidentBytes() : 0) +
+             (radius_unit_ > 0 ? list->radii.ResidentBytes() : 0);
   }
   return bytes;
 }
@@ -243,6 +249,13 @@ absl::Status IvfHnswPqIndex::Save(const std::string& path, FileSystem* fs) const
     }
   }
   SaveSpecTail(w, spec_);
+  // Format 1.2 / 2.1: the error radii.
+  w.Put<float>(radius_unit_);
+  w.Put<float>(error_dims_);
+  for (const auto& list : lists_) {
+    const uint32_t n = list->size.load(std::memory_order_acquire);
+    for (uint32_t i = 0; i < n; ++i) w.Put<uint8_t>(*list->radii.Row(i));
+  }
   return w.Commit(path, fs);
 }
 
@@ -263,6 +276,7 @@ absl::Status IvfHnswPqIndex::LoadBody(BinaryReader& r) {
     if (n > 0) list = NewList(n);
     list->ids.Grow(n);
     list->terms.Grow(n);
+    list->radii.Grow(n);
     if (rabitq_) list->factors.Grow(n);
     std::vector<uint8_t> code(pq_.code_size());
     for (uint32_t i = 0; i < n; ++i) {
@@ -293,6 +307,30 @@ absl::Status IvfHnswPqIndex::LoadBody(BinaryReader& r) {
   }
   if (seen != total) return r.Corrupt("lists do not hold every id");
   ZOOM_RETURN_IF_ERROR(LoadSpecTail(r, &spec_));
+  radius_unit_ = 0;
+  if (HasErrorRadii(r)) {
+    ZOOM_RETURN_IF_ERROR(r.Get(&radius_unit_));
+    ZOOM_RETURN_IF_ERROR(r.Get(&error_dims_));
+    if (!(radius_unit_ >= 0 && radius_unit_ <= 1e18f)) {
+      return r.Corrupt("error radius unit not in [0, 1e18]");
+    }
+    // (Both 0: an index loaded from a file without radii, saved again.)
+    if (radius_unit_ > 0 && !(error_dims_ >= 1 && error_dims_ <= 1e6f)) {
+      return r.Corrupt("error dimensions not in [1, 1e6]");
+    }
+    if (r.remaining() < total) return r.Corrupt("error radii truncated");
+    for (auto& list : lists_) {
+      const uint32_t n = list->size.load(std::memory_order_relaxed);
+      for (uint32_t i = 0; i < n; ++i) ZOOM_RETURN_IF_ERROR(r.Get(list->radii.Row(i)));
+    }
+  } else {
+    // A file from before the radii: none known (points added later get
+    // kUnknownRadius too: RadiusByte with no unit).
+    for (auto& list : lists_) {
+      const uint32_t n = list->size.load(std::memory_order_relaxed);
+      for (uint32_t i = 0; i < n; ++i) *list->radii.Row(i) = kUnknownRadius;
+    }
+  }
   size_.store(total, std::memory_order_release);
   return absl::OkStatus();
 }

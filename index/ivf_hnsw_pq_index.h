@@ -83,7 +83,8 @@ struct InvertedList {
       : codes(pq4 ? Pq4BlockBytes(m) : m, pq4 ? BlockRows(rows) : rows),
         ids(1, pq4 ? BlockRows(rows) * kPq4BlockSize : rows),
         terms(1, pq4 ? BlockRows(rows) * kPq4BlockSize : rows),
-        factors(1, pq4 ? BlockRows(rows) * kPq4BlockSize : rows) {}
+        factors(1, pq4 ? BlockRows(rows) * kPq4BlockSize : rows),
+        radii(1, pq4 ? BlockRows(rows) * kPq4BlockSize : rows) {}
   static uint64_t BlockRows(uint64_t rows) {
     return std::max<uint64_t>(1, (rows + kPq4BlockSize - 1) / kPq4BlockSize);
   }
@@ -92,7 +93,12 @@ struct InvertedList {
   ChunkedArray<uint32_t> ids;
   ChunkedArray<float> terms;  // |r^|^2 + 2<c, r^> (L2 only; rabitq: |r|^2 + 2<c, r^>)
   ChunkedArray<float> factors;  // rabitq: each code's factor (product_quantizer.h)
+  // Each code's error radius ||x - x^|| in units of the index's radius
+  // unit, rounded up; kUnknownRadius when it did not fit (DistanceIntervals).
+  ChunkedArray<uint8_t> radii;
 };
+
+inline constexpr uint8_t kUnknownRadius = 255;
 
 class IvfHnswPqIndex final : public PlannedIndex {
  public:
@@ -107,6 +113,8 @@ class IvfHnswPqIndex final : public PlannedIndex {
   absl::Status SearchIds(const float* query, size_t k, const IdBitsView& ids,
                          const IndexSearchParams& params, std::vector<Neighbor>* out,
                          QueryStats* stats) const override;
+  bool DistanceIntervals(const float* query, absl::Span<const Neighbor> candidates,
+                         double confidence, float* lo, float* hi) const override;
   CodeErrorStats CodeError() const override;
   uint64_t ResidentBytes() const override;
   absl::Status Save(const std::string& path, FileSystem* fs = nullptr) const override;
@@ -123,9 +131,20 @@ class IvfHnswPqIndex final : public PlannedIndex {
   // for the rabitq code the term is |r|^2 + 2<c, r^> (the exact norm: the
   // estimate then errs by the inner product's error only) and factors[0, n)
   // gets each code's factor (may be null otherwise).
-  // `errors`, when not null, gets each row's ||x - (c + r^)||^2.
+  // `errors` gets each row's ||x - (c + r^)||^2 (for the rabitq code, r^
+  // is the code times its factor).
   void Encode(const float* x, size_t n, uint32_t* assign, uint8_t* codes, float* terms,
-              float* factors, float* errors = nullptr) const;
+              float* factors, float* errors) const;
+
+  // The radius unit (ivf_hnsw_pq_radii.cc): 1.5 times the 99.9th
+  // percentile of the error radii of `x` (n prepared rows, the training
+  // sample), over 254; a point's radius byte is ceil(r / unit), or
+  // kUnknownRadius above 254. And error_dims_, measured on the sample:
+  // up to 256 of its rows as queries, each against its 32 nearest others.
+  // Before any point is added.
+  void SetRadiusUnit(const float* x, size_t n);
+  // The byte of a squared error (Encode's `errors`).
+  uint8_t RadiusByte(float error) const;
 
   // An empty index with this one's spec (but `build_threads`), centroids
   // and quantiser; its centroid graph built anew.
@@ -151,7 +170,7 @@ class IvfHnswPqIndex final : public PlannedIndex {
   // Appends n encoded rows (Encode's output) as ids size() ...; `bulk`
   // (into an empty index) sizes every list exactly first (ReserveExactly).
   absl::Status AddEncoded(const uint32_t* assign, const uint8_t* codes, const float* terms,
-                          const float* factors, size_t n, bool bulk);
+                          const float* factors, const float* errors, size_t n, bool bulk);
 
   absl::Status LoadBody(BinaryReader& r);
 
@@ -217,6 +236,14 @@ class IvfHnswPqIndex final : public PlannedIndex {
   IndexSpec spec_;  // spec_.nlist is the actual number of clusters
   bool pq4_ = false;  // 4-bit codes in blocks (spec_.pq.nbits == 4)
   bool rabitq_ = false;  // the rabitq code: a factor per point (factors)
+  // The error radii's unit (InvertedList::radii); 0: no radii (an index
+  // file from before them), DistanceIntervals returns false.
+  float radius_unit_ = 0;
+  // The dimension the code's errors behave as if random in
+  // (SetRadiusUnit's calibration; the data's own, often far below dim on
+  // anisotropic data such as SIFT's): an error e and the query side w of
+  // the estimate give <w, e> / (|w| |e|) of about 1 / sqrt(error_dims_).
+  float error_dims_ = 0;
   std::vector<float> centroids_;    // nlist * dim (original space)
   std::vector<float> centroid_norms_;  // nlist: |c|^2 (Assign)
   ProductQuantizer pq_;

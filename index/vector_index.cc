@@ -133,7 +133,12 @@ uint16_t IndexFileMajor(const IndexSpec& spec) {
 
 BinaryWriter IndexFileWriter(const IndexSpec& spec, const std::string& path, FileSystem* fs) {
   const uint16_t major = IndexFileMajor(spec);
-  return BinaryWriter(kIndexMagic, major, major == 1 ? kIndexMinorVersion : 0, path, fs);
+  return BinaryWriter(kIndexMagic, major, major == 1 ? kIndexMinorVersion : kIndexMinorVersion2,
+                      path, fs);
+}
+
+bool HasErrorRadii(const BinaryReader& r) {
+  return (r.major() == 1 && r.minor() >= 2) || (r.major() == 2 && r.minor() >= 1);
 }
 
 void SaveSpecTail(BinaryWriter& w, const IndexSpec& spec) {

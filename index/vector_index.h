@@ -204,6 +204,33 @@ class VectorIndex {
                                  const IndexSearchParams& params, std::vector<Neighbor>* out,
                                  QueryStats* stats) const = 0;
 
+  // Each candidate's interval for its true distance (the index's distance
+  // to its full vector, as an exact search computes it): lo[i] <= d <= hi[i]
+  // with the confidence `confidence` > 0, for candidates[i] as Search gave
+  // them (distance: the code's estimate) and the same `query` (dim floats,
+  // as given to Search). From the code's own error for that point, a radius
+  // r = ||x - decode(code(x))|| kept per point (one byte, rounded up), and
+  // the query: the estimate errs by <w, e> (times 2 under L2 and cosine),
+  // e the point's error and w the query side (the query less the point's
+  // reconstruction for PQ, less its list's centroid for rabitq, the query
+  // itself for inner product). Cauchy-Schwarz bounds it by |w| r: that is
+  // the hard interval. With e's direction about random in D dimensions it
+  // is about |w| r / sqrt(D), D measured on the build's sample (often far
+  // below dim: the data's own shape); the interval is its centre (PQ under
+  // L2: estimate + r^2, else the estimate) +- min(confidence / sqrt(D), 1)
+  // times the hard half-width. So `confidence` is a number of such
+  // deviations, and a large one (>= sqrt(dim)) gives the hard interval,
+  // which every candidate's true distance lies in (up to float rounding,
+  // allowed for). A point whose radius did not fit its byte, or that an
+  // index file from before the radii holds, gets (-inf, +inf). Returns
+  // false, leaving lo/hi alone, when the kind keeps no radii (hnsw_pq; an
+  // ivf_hnsw_pq file from before format 1.2 / 2.1). Thread-safe.
+  virtual bool DistanceIntervals(const float* /*query*/,
+                                 absl::Span<const Neighbor> /*candidates*/,
+                                 double /*confidence*/, float* /*lo*/, float* /*hi*/) const {
+    return false;
+  }
+
   // See CodeErrorStats. Thread-safe (Add updates it).
   virtual CodeErrorStats CodeError() const { return {}; }
 
@@ -284,11 +311,15 @@ absl::StatusOr<std::unique_ptr<VectorIndex>> LoadIndex(
 // tail after the body (graph flags); 1.0 files read as before, and a 1.0
 // reader ignores the tail. 2.0 is written for the rabitq code only (the
 // spec's code kind, a factor per point; index_internal.h IndexFileMajor):
-// pq indexes are still written as 1.1, so an older zoomd reads them.
-// kIndexMajorVersion is the newest major this build reads.
+// pq indexes are still written as major 1, so an older zoomd reads them.
+// 1.2 and 2.1 append, after the flags, ivf_hnsw_pq's error radii
+// (DistanceIntervals): f32 unit, f32 error dimensions, then each list's
+// radius bytes in list order; an older reader ignores them, and an index loaded from 1.1 / 2.0
+// keeps none. kIndexMajorVersion is the newest major this build reads.
 inline constexpr char kIndexMagic[] = "ZOOMIDX";
 inline constexpr uint16_t kIndexMajorVersion = 2;
-inline constexpr uint16_t kIndexMinorVersion = 1;  // of major 1; major 2 is 2.0
+inline constexpr uint16_t kIndexMinorVersion = 2;   // of major 1
+inline constexpr uint16_t kIndexMinorVersion2 = 1;  // of major 2
 
 // Tests: ivf_hnsw_pq indexes built or loaded after this call keep at most
 // `bits` bits of each point's position in its list (0: as many as fit), so

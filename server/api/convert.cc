@@ -256,6 +256,8 @@ absl::StatusOr<Query> QueryFromProto(const v1::SearchRequest& req) {
   q.knobs.rerank_candidates = req.knobs().rerank_candidates();
   q.knobs.rerank_stop_sd = req.knobs().rerank_stop_sd();  // checked by the engine
   q.knobs.target_recall = req.knobs().target_recall();    // checked by the collection
+  q.knobs.band_confidence = req.knobs().band_confidence();  // checked by the engine
+  q.exact_scores = req.exact_scores();
   q.preview_only = req.preview_only();
   q.exact = req.exact();
   q.with_payload = req.with_payload();
@@ -341,6 +343,7 @@ void ToProto(SearchAnswer answer, v1::SearchResponse* resp) {
     out->set_payload(std::move(h.payload));
     out->mutable_vector()->Assign(h.vector.begin(), h.vector.end());
     FieldsToProto(h.fields, out->mutable_fields());
+    out->set_estimated(h.estimated);
   }
   const QueryStats& stats = answer.stats;
   v1::QueryStats* s = resp->mutable_stats();
@@ -349,6 +352,8 @@ void ToProto(SearchAnswer answer, v1::SearchResponse* resp) {
   s->set_rerank_us(static_cast<uint64_t>(stats.rerank_us));
   s->set_ssd_reads(static_cast<uint32_t>(stats.reads));
   s->set_fullview_rounds(stats.fullview_rounds);
+  s->set_certain_in(static_cast<uint32_t>(stats.certain_in));
+  s->set_certain_out(static_cast<uint32_t>(stats.certain_out));
   s->set_bytes_read(stats.bytes_read);
   s->set_candidates(static_cast<uint32_t>(stats.candidates));
   s->set_distance_evals(static_cast<uint32_t>(stats.distance_evals));
@@ -428,6 +433,8 @@ void ToProto(const Query& q, const std::string& local, v1::SearchRequest* out) {
   k->set_rerank_candidates(q.knobs.rerank_candidates);
   k->set_rerank_stop_sd(static_cast<float>(q.knobs.rerank_stop_sd));
   k->set_target_recall(static_cast<float>(q.knobs.target_recall));
+  k->set_band_confidence(static_cast<float>(q.knobs.band_confidence));
+  out->set_exact_scores(q.exact_scores);
   out->set_preview_only(q.preview_only || q.degrade);
   out->set_exact(q.exact);
   out->set_with_payload(q.with_payload);
@@ -475,6 +482,7 @@ absl::StatusOr<SearchAnswer> FromProto(v1::SearchResponse resp) {
     out.score = h.score();
     out.payload = std::move(*h.mutable_payload());
     out.vector.assign(h.vector().begin(), h.vector().end());
+    out.estimated = h.estimated();
     if (!h.fields().empty()) {
       ZOOM_ASSIGN_OR_RETURN(out.fields, FieldsFromProto(h.fields()));
     }
@@ -487,6 +495,8 @@ absl::StatusOr<SearchAnswer> FromProto(v1::SearchResponse resp) {
   st.rerank_us = static_cast<double>(s.rerank_us());
   st.reads = s.ssd_reads();
   st.fullview_rounds = s.fullview_rounds();
+  st.certain_in = s.certain_in();
+  st.certain_out = s.certain_out();
   st.bytes_read = s.bytes_read();
   st.candidates = s.candidates();
   st.distance_evals = s.distance_evals();

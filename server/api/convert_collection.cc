@@ -42,6 +42,11 @@ absl::StatusOr<CollectionConfig> ConfigFromSpec(const v1::CollectionSpec& spec,
         "default_knobs.rerank_stop_sd: not a collection default (yet); set it per request "
         "in SearchRequest.knobs");
   }
+  if (spec.default_knobs().band_confidence() != 0) {
+    return absl::InvalidArgumentError(
+        "default_knobs.band_confidence: not a collection default (yet); set it per request "
+        "in SearchRequest.knobs");
+  }
   ZOOM_RETURN_IF_ERROR(CheckRange("default ef", config.default_ef, limits.max_ef));
   ZOOM_RETURN_IF_ERROR(CheckRange("default nprobe", config.default_nprobe, limits.max_nprobe));
   ZOOM_RETURN_IF_ERROR(

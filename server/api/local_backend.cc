@@ -31,7 +31,9 @@ bool SameShape(const Query& a, const Query& b) {
   return a.k == b.k && a.knobs.ef == b.knobs.ef && a.knobs.nprobe == b.knobs.nprobe &&
          a.knobs.rerank_candidates == b.knobs.rerank_candidates &&
          a.knobs.rerank_stop_sd == b.knobs.rerank_stop_sd &&
-         a.knobs.target_recall == b.knobs.target_recall && a.preview_only == b.preview_only &&
+         a.knobs.target_recall == b.knobs.target_recall &&
+         a.knobs.band_confidence == b.knobs.band_confidence &&
+         a.exact_scores == b.exact_scores && a.preview_only == b.preview_only &&
          a.exact == b.exact && a.with_payload == b.with_payload &&
          a.with_vectors == b.with_vectors && a.allow_partial == b.allow_partial &&
          a.degrade == b.degrade && a.vector.size() == b.vector.size() && a.filter == b.filter &&
@@ -141,6 +143,8 @@ CollectionSearchParams LocalBackend::ParamsOf(const Call& call, const Query& q) 
   p.engine.nprobe = q.knobs.nprobe;
   p.engine.rerank_candidates = q.knobs.rerank_candidates;
   p.engine.rerank_stop_sd = q.knobs.rerank_stop_sd;  // validated by the engine
+  p.engine.band_confidence = q.knobs.band_confidence;
+  p.engine.exact_scores = q.exact_scores;
   p.target_recall = q.knobs.target_recall;           // validated by the collection
   p.engine.preview_only = q.preview_only || q.degrade;
   p.engine.exact = q.exact;

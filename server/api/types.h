@@ -141,6 +141,7 @@ struct Knobs {
   uint32_t rerank_candidates = 0;
   double rerank_stop_sd = 0;
   double target_recall = 0;
+  double band_confidence = 0;
 };
 
 struct Query {
@@ -152,6 +153,7 @@ struct Query {
   bool with_payload = false;
   bool with_vectors = false;
   bool allow_partial = false;
+  bool exact_scores = false;  // with knobs.band_confidence
   std::shared_ptr<const Filter> filter;  // null: none
   // Clustered collections: the share of shards an answer must cover, and
   // session consistency (the writes of `after` visible).

@@ -34,6 +34,15 @@ absl::Status ValidateQuery(Metric metric, uint32_t dim, absl::Span<const float> 
         "rerank_stop_sd ", params.rerank_stop_sd,
         " is not in [0, 100] (0: read every candidate; 2 is a good start)"));
   }
+  if (!(params.band_confidence >= 0 && params.band_confidence <= 100)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "band_confidence ", params.band_confidence,
+        " is not in [0, 100] (0: read every candidate; 2 is a good start)"));
+  }
+  if (params.band_confidence > 0 && params.rerank_stop_sd > 0) {
+    return absl::InvalidArgumentError(
+        "band_confidence and rerank_stop_sd are two ways to read fewer candidates: set one");
+  }
   if (query.empty()) return absl::InvalidArgumentError("the query vector is empty");
   if (query.size() != dim) {
     return absl::InvalidArgumentError(absl::StrCat("query has ", query.size(),

@@ -58,6 +58,21 @@ struct SearchParams {
   // 0.968 (all 20: 0.969); with 50-byte codes the errors are ~5x larger
   // and it saves little.
   double rerank_stop_sd = 0;
+  // The band (server/engine/search_band.h): > 0 reads only the candidates
+  // whose rank in the top k the index's distance intervals leave in doubt,
+  // at this confidence (index::VectorIndex::DistanceIntervals: deviations
+  // of the code's estimate each side; 2 measured 1 candidate of 160,000 on
+  // GloVe outside its interval). The candidates certainly in the top k are
+  // returned unread, with their estimated scores (Hit::estimated), unless
+  // exact_scores or with_vectors; those certainly out are never read.
+  // Where the index keeps no intervals (hnsw_pq, an index file from before
+  // them) every candidate is read, as with 0 (off). Not with
+  // rerank_stop_sd (InvalidArgument); a filtered search whose filter
+  // fights the vectors reads in rounds instead (search_engine_filtered.cc).
+  double band_confidence = 0;
+  // With the band: read the certain-in candidates too, so that every hit's
+  // score is exact.
+  bool exact_scores = false;
   // Return the preview's ranking without reading full vectors.
   bool preview_only = false;
   // Brute force over every stored vector (also what runs without an index).
@@ -123,6 +138,9 @@ struct QueryContext {
 struct Hit {
   uint64_t id = 0;
   float score = 0;  // the metric's own: squared L2 (ascending), IP/cosine (descending)
+  // The score is the index's estimate (the band's certain-in, unread), not
+  // computed from the full vector.
+  bool estimated = false;
   std::string payload;
   PayloadFields fields;
   std::vector<float> vector;

@@ -292,14 +292,24 @@ absl::Status SearchEngine::Start(const index::VectorIndex* idx, const float* que
       idx->Search(query, kprime, IndexParams(params, ctx), {}, &ic, &run->candidates));
   result->stats.preview_us += sw.ElapsedMicros();
   run->stopped = ic.stopped;
+  PlanRunBand(idx, query, run);
   return absl::OkStatus();
+}
+
+void SearchEngine::PlanRunBand(const index::VectorIndex* idx, const float* query,
+                               Run* run) const {
+  const SearchParams& p = run->params;
+  run->band.on = false;
+  if (idx == nullptr || p.band_confidence <= 0 || p.rerank_stop_sd > 0 || p.preview_only) return;
+  search_internal::PlanBand(*idx, query, run->candidates, std::max<size_t>(1, p.k),
+                            p.band_confidence, &run->band);
 }
 
 absl::Status SearchEngine::Submit(const QueryContext& ctx, QueryResult* result, Run* run,
                                   bool degrade) const {
   if (run->answered || run->exact != Run::Exact::kNone) return absl::OkStatus();
   return FullviewStart(run->params, ctx, run->candidates, result, &run->fv, run->first_batch,
-                       degrade);
+                       degrade, &run->band);
 }
 
 absl::Status SearchEngine::Finish(const float* query, const QueryContext& ctx,
@@ -308,8 +318,8 @@ absl::Status SearchEngine::Finish(const float* query, const QueryContext& ctx,
   const SearchParams& params = run->params;
   if (run->exact == Run::Exact::kAll) return ExactValid(query, params, result, ctx);
   if (run->exact == Run::Exact::kMatches) return ExactOverMatches(query, params, result, ctx);
-  ZOOM_RETURN_IF_ERROR(
-      FullviewEnd(query, params, ctx, run->candidates, result, &run->fv, overlapped_us));
+  ZOOM_RETURN_IF_ERROR(FullviewEnd(query, params, ctx, run->candidates, result, &run->fv,
+                                   overlapped_us, &run->band));
   QueryStats* stats = &result->stats;
   if (result->hits.size() >= run->want || stats->degraded) return absl::OkStatus();
   if (run->stopped) {
@@ -327,7 +337,8 @@ absl::Status SearchEngine::Finish(const float* query, const QueryContext& ctx,
 absl::Status SearchEngine::FullviewStart(const SearchParams& params, const QueryContext& ctx,
                                          const std::vector<index::Neighbor>& candidates,
                                          QueryResult* result, Fullview* fv,
-                                         size_t first_batch, bool degrade) const {
+                                         size_t first_batch, bool degrade,
+                                         const search_internal::BandPlan* band) const {
   result->hits.clear();
   QueryStats* stats = &result->stats;
   fv->answered = false;
@@ -369,13 +380,33 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
   fv->timer.Reset();
   const size_t n = candidates.size();
   s.ids.resize(n);
-  for (size_t i = 0; i < n; ++i) s.ids[i] = candidates[i].id;
-  s.vectors.resize(n * d);
-  // The re-rank that stops early reads the k best by the preview first.
-  const size_t first =
-      params.rerank_stop_sd > 0 ? std::min<size_t>(n, first_batch > 0 ? first_batch : params.k) : n;
+  size_t first = n;
+  if (band != nullptr && band->on) {
+    // The band only (and the certain-in when their exact scores are
+    // wanted), in the preview's order; s.ids holds just those.
+    const bool read_in = params.exact_scores || params.with_vectors;
+    size_t j = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const search_internal::BandClass c = band->cls[i];
+      if (c == search_internal::BandClass::kRead ||
+          (read_in && c == search_internal::BandClass::kIn)) {
+        s.ids[j++] = candidates[i].id;
+      }
+    }
+    s.ids.resize(j);
+    first = j;
+    stats->certain_in += band->in;
+    stats->certain_out += band->out;
+  } else {
+    for (size_t i = 0; i < n; ++i) s.ids[i] = candidates[i].id;
+    // The re-rank that stops early reads the k best by the preview first.
+    if (params.rerank_stop_sd > 0) {
+      first = std::min<size_t>(n, first_batch > 0 ? first_batch : params.k);
+    }
+  }
+  s.vectors.resize(s.ids.size() * d);
   fv->submitted = first;
-  ++stats->fullview_rounds;
+  if (first > 0 || band == nullptr || !band->on) ++stats->fullview_rounds;
   VectorCache* cache = ctx.maintenance ? nullptr : cache_.get();
   if (cache == nullptr) {
     fv->pending = store_->SubmitReadVectors(absl::MakeConstSpan(s.ids.data(), first),
@@ -393,7 +424,8 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
                                        const QueryContext& ctx,
                                        const std::vector<index::Neighbor>& candidates,
                                        QueryResult* result, Fullview* fv,
-                                       double overlapped_us) const {
+                                       double overlapped_us,
+                                       const search_internal::BandPlan* band) const {
   if (fv->answered) return absl::OkStatus();
   QueryStats* stats = &result->stats;
   const size_t d = store_->dim();
@@ -422,18 +454,39 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
   for (size_t i = 0; i < first; ++i) {
     s.scored[i] = {s.ids[i], Score(s.query.data(), s.vectors.data() + i * d)};
   }
-  if (first < n) {
+  const bool banded = band != nullptr && band->on;
+  if (!banded && first < n) {
     stats->rerank_us += sw.ElapsedMicros();
     ZOOM_RETURN_IF_ERROR(FullviewRounds(params, ctx, candidates, stats, first));
     sw.Reset();
   }
-  TakeBest(metric_, &s.scored, params.k, &result->hits);
+  if (banded && !(params.exact_scores || params.with_vectors) && band->in > 0) {
+    // The certain-in, unread, with their estimates; the rest of the k from
+    // the band by exact score; best first.
+    const Scorer scorer(metric_);
+    const size_t in = std::min<size_t>(band->in, params.k);
+    TakeBest(metric_, &s.scored, params.k - in, &result->hits);
+    for (size_t i = 0, added = 0; i < n && added < in; ++i) {
+      if (band->cls[i] != search_internal::BandClass::kIn) continue;
+      Hit& h = result->hits.emplace_back();
+      h.id = candidates[i].id;
+      h.score = scorer.Score(band->estimate[i]);
+      h.estimated = true;
+      ++added;
+    }
+    std::sort(result->hits.begin(), result->hits.end(), [&scorer](const Hit& a, const Hit& b) {
+      return scorer.Before(a.score, a.id, b.score, b.id);
+    });
+  } else {
+    TakeBest(metric_, &s.scored, params.k, &result->hits);
+  }
   if (params.with_vectors) {
     // The hits' vectors from the fullview (ids are distinct: find each's
-    // position among the K' candidates).
+    // position among the candidates read; with_vectors reads every hit).
+    const size_t read = s.ids.size();
     for (Hit& h : result->hits) {
       size_t pos = 0;
-      while (pos < n && s.ids[pos] != h.id) ++pos;
+      while (pos < read && s.ids[pos] != h.id) ++pos;
       h.vector.assign(s.vectors.begin() + pos * d, s.vectors.begin() + (pos + 1) * d);
     }
   }

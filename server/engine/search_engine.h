@@ -45,6 +45,7 @@
 #include "common/timer.h"
 #include "index/vector_index.h"
 #include "server/engine/query.h"
+#include "server/engine/search_band.h"
 #include "server/engine/vector_cache.h"
 #include "storage/vector_store.h"
 
@@ -189,6 +190,7 @@ class SearchEngine {
     std::vector<index::Neighbor> candidates;
     SearchParams params;     // the fullview's (a filtered search's pool)
     size_t first_batch = 0;  // FullviewStart's
+    search_internal::BandPlan band;  // band.on: the fullview reads the band only
     uint64_t want = 0;       // the hits the query is owed
     enum class Exact { kNone, kAll, kMatches } exact = Exact::kNone;  // Finish computes it
     bool answered = false;   // nothing left to do (no match)
@@ -198,14 +200,21 @@ class SearchEngine {
   // first_batch: with params.rerank_stop_sd, the candidates read at once
   // (0: params.k). degrade (with ctx.allow_partial): the preview's ranking
   // at once, degraded (a batch out of time).
+  // band (when not null and on): read only its band (and its certain-in
+  // with exact_scores or with_vectors); FullviewEnd adds the unread
+  // certain-in with their estimates.
   absl::Status FullviewStart(const SearchParams& params, const QueryContext& ctx,
                              const std::vector<index::Neighbor>& candidates,
                              QueryResult* result, Fullview* fv, size_t first_batch = 0,
-                             bool degrade = false) const;
+                             bool degrade = false,
+                             const search_internal::BandPlan* band = nullptr) const;
   absl::Status FullviewEnd(const float* query, const SearchParams& params,
                            const QueryContext& ctx,
                            const std::vector<index::Neighbor>& candidates, QueryResult* result,
-                           Fullview* fv, double overlapped_us) const;
+                           Fullview* fv, double overlapped_us,
+                           const search_internal::BandPlan* band = nullptr) const;
+  // Plans run->band after the preview (params.band_confidence > 0).
+  void PlanRunBand(const index::VectorIndex* idx, const float* query, Run* run) const;
   // The rounds of the re-rank that stops early (SearchParams::
   // rerank_stop_sd), after the first batch of fv->submitted candidates is
   // scored into the thread's scratch.

@@ -160,6 +160,7 @@ absl::Status SearchEngine::StartFiltered(const index::VectorIndex* idx, const fl
     p.rerank_candidates = static_cast<uint32_t>(kprime);
     if (run->candidates.size() > kprime) run->candidates.resize(kprime);
   }
+  PlanRunBand(idx, query, run);  // not where it reads in rounds
   return absl::OkStatus();
 }
 

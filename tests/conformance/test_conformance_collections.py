@@ -69,6 +69,10 @@ ERROR_CASES: List[Case] = [
          lambda: pb.CreateCollectionRequest(spec=pb.CollectionSpec(
              name="cc_sd", dim=4, metric=pb.L2, default_knobs=pb.SearchKnobs(rerank_stop_sd=2))),
          "INVALID_ARGUMENT", "not a collection default"),
+    Case("CreateCollection.default_band_confidence", "CreateCollection",
+         lambda: pb.CreateCollectionRequest(spec=pb.CollectionSpec(
+             name="cc_band", dim=4, metric=pb.L2, default_knobs=pb.SearchKnobs(band_confidence=2))),
+         "INVALID_ARGUMENT", "default_knobs.band_confidence"),
     Case("CreateCollection.default_ef_over_max", "CreateCollection",
          lambda: pb.CreateCollectionRequest(spec=pb.CollectionSpec(
              name="cc_ef", dim=4, metric=pb.L2, default_knobs=pb.SearchKnobs(ef=10001))),

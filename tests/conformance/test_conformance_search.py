@@ -45,6 +45,12 @@ ERROR_CASES: List[Case] = [
     Case("Search.rerank_stop_sd_101", "Search",
          lambda: S(knobs=pb.SearchKnobs(rerank_stop_sd=101)), "INVALID_ARGUMENT",
          "rerank_stop_sd"),
+    Case("Search.band_confidence_101", "Search",
+         lambda: S(knobs=pb.SearchKnobs(band_confidence=101)), "INVALID_ARGUMENT",
+         "band_confidence"),
+    Case("Search.band_confidence_and_rerank_stop_sd", "Search",
+         lambda: S(knobs=pb.SearchKnobs(band_confidence=2, rerank_stop_sd=2)),
+         "INVALID_ARGUMENT", "set one"),
     Case("Search.target_recall_1_5", "Search",
          lambda: S(knobs=pb.SearchKnobs(target_recall=1.5)), "INVALID_ARGUMENT",
          "target_recall"),
@@ -334,11 +340,19 @@ def test_search_preview_only_and_default_knobs(env: Env, bname: str) -> None:
 
     def run(x: B.Backend):
         out = []
-        for kw in ({"preview_only": True}, {}, {"knobs": pb.SearchKnobs(rerank_stop_sd=2)}):
+        for kw in ({"preview_only": True}, {}, {"knobs": pb.SearchKnobs(rerank_stop_sd=2)},
+                   {"knobs": pb.SearchKnobs(band_confidence=2)},
+                   {"knobs": pb.SearchKnobs(band_confidence=2), "exact_scores": True}):
             r = ok(outcome(x, "Search", pb.SearchRequest(collection="built",
                                                          vector=QUERIES[1].tolist(), k=10, **kw)))
             assert len(r.hits) == 10 and len({h.id for h in r.hits}) == 10
             assert not r.degraded and r.coverage == 1.0 and not r.stats.exact
+            # The band: estimated hits are certain-in ones (a router's merge
+            # may keep fewer than its shards counted); none with exact_scores.
+            estimated = sum(h.estimated for h in r.hits)
+            assert estimated <= r.stats.certain_in
+            if kw.get("exact_scores") or "knobs" not in kw or not kw["knobs"].band_confidence:
+                assert estimated == 0
             out.append({"hits": len(r.hits), "fullview": r.stats.ssd_reads > 0})
         return out
     check(b, ref, run)

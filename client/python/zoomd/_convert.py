@@ -779,7 +779,9 @@ def search_template(collection: str, k: int, ef: Optional[int], nprobe: Optional
                     with_vectors: bool, allow_partial: bool, filter: FilterLike,
                     rerank_stop_sd: Optional[float] = None,
                     target_recall: Optional[float] = None,
-                    min_coverage: Optional[float] = None, after: Any = None) -> bytes:
+                    min_coverage: Optional[float] = None, after: Any = None,
+                    band_confidence: Optional[float] = None,
+                    exact_scores: bool = False) -> bytes:
     """A SearchRequest without its vector, serialized (the vector is appended
     per query: protobuf merges concatenated fields)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -788,7 +790,8 @@ def search_template(collection: str, k: int, ef: Optional[int], nprobe: Optional
         raise invalid(f"k: {k} is too large")
     req = zoom_pb2.SearchRequest(collection=collection, k=int(k), preview_only=preview_only,
                                  exact=exact, with_payload=with_payload,
-                                 with_vectors=with_vectors, allow_partial=allow_partial)
+                                 with_vectors=with_vectors, allow_partial=allow_partial,
+                                 exact_scores=exact_scores)
     knobs_proto(ef, nprobe, rerank, req.knobs)
     if rerank_stop_sd is not None:
         if isinstance(rerank_stop_sd, bool) or not isinstance(
@@ -797,6 +800,13 @@ def search_template(collection: str, k: int, ef: Optional[int], nprobe: Optional
             raise invalid(f"rerank_stop_sd: expected a number in [0, 100]; got "
                           f"{rerank_stop_sd!r}")
         req.knobs.rerank_stop_sd = float(rerank_stop_sd)
+    if band_confidence is not None:
+        if isinstance(band_confidence, bool) or not isinstance(
+                band_confidence, (int, float, np.integer, np.floating)) or \
+                not 0 <= float(band_confidence) <= 100:
+            raise invalid(f"band_confidence: expected a number in [0, 100]; got "
+                          f"{band_confidence!r}")
+        req.knobs.band_confidence = float(band_confidence)
     if target_recall is not None:
         req.knobs.target_recall = target_recall_of(target_recall)
     if min_coverage is not None:
@@ -865,6 +875,7 @@ def stats_of(s: zoom_pb2.QueryStats) -> QueryStats:
         filter_expansions=s.filter_expansions, filter_scan=s.filter_scan, warning=s.warning,
         fullview_rounds=s.fullview_rounds, target_recall=s.target_recall,
         calibrated_recall=s.calibrated_recall, target_reached=s.target_reached,
+        certain_in=s.certain_in, certain_out=s.certain_out,
         knobs=SearchKnobs(ef=s.knobs.ef, nprobe=s.knobs.nprobe,
                           rerank=s.knobs.rerank_candidates) if s.HasField("knobs") else None)
 
@@ -877,7 +888,7 @@ def search_result(resp: zoom_pb2.SearchResponse, with_payload: bool,
             id=h.id, score=h.score,
             payload=from_fields(h.fields) if with_payload else None,
             vector=np.array(h.vector, dtype=np.float32) if with_vectors else None,
-            raw_payload=h.payload))
+            raw_payload=h.payload, estimated=h.estimated))
     return SearchResult(hits, stats_of(resp.stats),
                         coverage=resp.coverage if resp.coverage > 0 else 1.0,
                         degraded=resp.degraded)

@@ -343,11 +343,13 @@ def search(name: str, shape: Shape, vector: Any, k: int, ef: Optional[int],
            with_payload: bool, with_vectors: bool, filter: cv.FilterLike,
            allow_partial: bool, rerank_stop_sd: Optional[float] = None,
            target_recall: Optional[float] = None, min_coverage: Optional[float] = None,
-           after: Any = None) -> Op:
+           after: Any = None, band_confidence: Optional[float] = None,
+           exact_scores: bool = False) -> Op:
     row = cv.vector_1d(vector, shape[0], shape[1])
     head = cv.search_template(_name("name", name), k, ef, nprobe, rerank, preview_only, exact,
                               with_payload, with_vectors, allow_partial, filter,
-                              rerank_stop_sd, target_recall, min_coverage, after)
+                              rerank_stop_sd, target_recall, min_coverage, after,
+                              band_confidence, exact_scores)
     return Op(_VS + "Search", head + cv.query_vector(row, shape[1]),
               lambda r: cv.search_result(r, with_payload, with_vectors), True, name)
 
@@ -357,11 +359,13 @@ def search_batch(name: str, shape: Shape, vectors: Any, k: int, ef: Optional[int
                  with_payload: bool, with_vectors: bool, filter: cv.FilterLike,
                  allow_partial: bool, rerank_stop_sd: Optional[float] = None,
                  target_recall: Optional[float] = None, min_coverage: Optional[float] = None,
-                 after: Any = None) -> Op:
+                 after: Any = None, band_confidence: Optional[float] = None,
+                 exact_scores: bool = False) -> Op:
     mat = cv.matrix_2d(vectors, shape[0], shape[1])
     head = cv.search_template("", k, ef, nprobe, rerank, preview_only, exact, with_payload,
                               with_vectors, allow_partial, filter, rerank_stop_sd,
-                              target_recall, min_coverage, after)
+                              target_recall, min_coverage, after, band_confidence,
+                              exact_scores)
     parts = [cv.field_bytes(1, _name("name", name).encode())]
     for row in mat:
         parts.append(cv.field_bytes(2, head + cv.query_vector(row, shape[1])))

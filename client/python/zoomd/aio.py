@@ -264,12 +264,14 @@ class AsyncClient(ops.Base):
                      allow_partial: bool = False,
                      rerank_stop_sd: Optional[float] = None,
                      target_recall: Optional[float] = None,
-                     min_coverage: Optional[float] = None, after: Any = None) -> SearchResult:
+                     min_coverage: Optional[float] = None, after: Any = None,
+                     band_confidence: Optional[float] = None,
+                     exact_scores: bool = False) -> SearchResult:
         """See Client.search."""
         op = await self._checked(name, lambda s: ops.search(
             name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
             with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
-            after), timeout, "Search")
+            after, band_confidence, exact_scores), timeout, "Search")
         return await self._run(op, timeout)
 
     async def search_batch(self, name: str, vectors: Any, k: int = 10,
@@ -282,12 +284,14 @@ class AsyncClient(ops.Base):
                            rerank_stop_sd: Optional[float] = None,
                            target_recall: Optional[float] = None,
                            min_coverage: Optional[float] = None,
-                           after: Any = None) -> List[SearchResult]:
+                           after: Any = None,
+                           band_confidence: Optional[float] = None,
+                           exact_scores: bool = False) -> List[SearchResult]:
         """See Client.search_batch."""
         op = await self._checked(name, lambda s: ops.search_batch(
             name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
             with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
-            after), timeout, "SearchBatch")
+            after, band_confidence, exact_scores), timeout, "SearchBatch")
         return await self._run(op, timeout)
 
     # ---- Snapshots -------------------------------------------------------------------------

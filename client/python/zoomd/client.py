@@ -328,7 +328,9 @@ class Client(ops.Base):
                timeout: _Timeout = _DEFAULT, allow_partial: bool = False,
                rerank_stop_sd: Optional[float] = None,
                target_recall: Optional[float] = None,
-               min_coverage: Optional[float] = None, after: Any = None) -> SearchResult:
+               min_coverage: Optional[float] = None, after: Any = None,
+               band_confidence: Optional[float] = None,
+               exact_scores: bool = False) -> SearchResult:
         """The k nearest points to `vector` (1-d, the collection's dim), best
         first, as a list of ScoredPoint with ``.stats``. ef / nprobe / rerank
         (K') override the collection's knobs; preview_only skips the SSD
@@ -347,11 +349,19 @@ class Client(ops.Base):
         from that share of the shards (allow_partial: from any); the result's
         .coverage and .degraded say what answered. after: WriteTokens (from
         the tokens= of upsert, delete, set_payload or delete_payload): every
-        replica asked applies them first (session consistency)."""
+        replica asked applies them first (session consistency).
+        band_confidence: read only the candidates whose rank is in doubt: each
+        candidate gets an interval for its true distance from its code's
+        error, at this many deviations; certain-in hits come back unread with
+        estimated scores (ScoredPoint.estimated), certain-out ones are not
+        read (stats.certain_in / certain_out). 2 is a good start; ivf_hnsw_pq
+        indexes only; not with rerank_stop_sd. exact_scores: with
+        band_confidence, read the certain-in hits too, so every score is
+        exact (the certain-out ones still are not read)."""
         op = self._checked(name, lambda s: ops.search(
             name, s, vector, k, ef, nprobe, rerank, preview_only, exact, with_payload,
             with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
-            after), timeout, "Search")
+            after, band_confidence, exact_scores), timeout, "Search")
         return self._run(op, timeout)
 
     def search_batch(self, name: str, vectors: Any, k: int = 10, ef: Optional[int] = None,
@@ -363,13 +373,14 @@ class Client(ops.Base):
                      rerank_stop_sd: Optional[float] = None,
                      target_recall: Optional[float] = None,
                      min_coverage: Optional[float] = None,
-                     after: Any = None) -> List[SearchResult]:
+                     after: Any = None, band_confidence: Optional[float] = None,
+                     exact_scores: bool = False) -> List[SearchResult]:
         """search() for each row of `vectors` (n, dim) in one call (the same
         knobs and filter for all); a list of n results."""
         op = self._checked(name, lambda s: ops.search_batch(
             name, s, vectors, k, ef, nprobe, rerank, preview_only, exact, with_payload,
             with_vectors, filter, allow_partial, rerank_stop_sd, target_recall, min_coverage,
-            after), timeout, "SearchBatch")
+            after, band_confidence, exact_scores), timeout, "SearchBatch")
         return self._run(op, timeout)
 
     # ---- Snapshots -------------------------------------------------------------------------

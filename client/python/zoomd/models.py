@@ -202,7 +202,9 @@ class QueryStats:
     that pass it; filter_scan: the filter was evaluated from the stored
     payloads (a field without a ready index; `warning` names it).
     fullview_rounds: batches of reads the re-rank waited for (1; more with
-    rerank_stop_sd; 0 without a fullview).
+    rerank_stop_sd; 0 without a fullview). certain_in / certain_out
+    (band_confidence): candidates certainly in the top k (returned unread,
+    ScoredPoint.estimated, unless exact_scores) and certainly out (not read).
     """
     preview_us: int = 0
     fullview_us: int = 0
@@ -228,6 +230,8 @@ class QueryStats:
     calibrated_recall: float = 0.0
     target_reached: bool = False
     knobs: Optional[SearchKnobs] = None
+    certain_in: int = 0
+    certain_out: int = 0
 
 
 @dataclass
@@ -235,12 +239,15 @@ class ScoredPoint:
     """One search hit. score: squared L2 distance (lower is better) or inner
     product / cosine similarity (higher is better), as the collection's metric.
     payload: the typed payload (with_payload), raw_payload: the opaque bytes,
-    vector: a float32 array (with_vectors)."""
+    vector: a float32 array (with_vectors). estimated: the score is the
+    index's estimate, not computed from the full vector (band_confidence
+    without exact_scores)."""
     id: int
     score: float
     payload: Optional[Payload] = None
     vector: Optional[np.ndarray] = None
     raw_payload: bytes = b""
+    estimated: bool = False
 
 
 @dataclass

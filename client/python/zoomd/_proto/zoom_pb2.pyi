@@ -449,7 +449,7 @@ class GetServerInfoResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., simd_level: _Optional[str] = ..., started_unix_ms: _Optional[int] = ...) -> None: ...
 
 class Hit(_message.Message):
-    __slots__ = ["fields", "id", "payload", "score", "vector"]
+    __slots__ = ["estimated", "fields", "id", "payload", "score", "vector"]
     class FieldsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -457,17 +457,19 @@ class Hit(_message.Message):
         key: str
         value: Value
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[Value, _Mapping]] = ...) -> None: ...
+    ESTIMATED_FIELD_NUMBER: _ClassVar[int]
     FIELDS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     VECTOR_FIELD_NUMBER: _ClassVar[int]
+    estimated: bool
     fields: _containers.MessageMap[str, Value]
     id: int
     payload: bytes
     score: float
     vector: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, id: _Optional[int] = ..., score: _Optional[float] = ..., payload: _Optional[bytes] = ..., vector: _Optional[_Iterable[float]] = ..., fields: _Optional[_Mapping[str, Value]] = ...) -> None: ...
+    def __init__(self, id: _Optional[int] = ..., score: _Optional[float] = ..., payload: _Optional[bytes] = ..., vector: _Optional[_Iterable[float]] = ..., fields: _Optional[_Mapping[str, Value]] = ..., estimated: bool = ...) -> None: ...
 
 class ImportRequest(_message.Message):
     __slots__ = ["collection", "points", "write_concern"]
@@ -594,11 +596,13 @@ class Point(_message.Message):
     def __init__(self, id: _Optional[int] = ..., vector: _Optional[_Iterable[float]] = ..., payload: _Optional[bytes] = ..., fields: _Optional[_Mapping[str, Value]] = ..., vector_bytes: _Optional[bytes] = ...) -> None: ...
 
 class QueryStats(_message.Message):
-    __slots__ = ["bytes_read", "cache_hits", "calibrated_recall", "candidates", "degraded", "distance_evals", "exact", "filter_expansions", "filter_matches", "filter_scan", "filter_strategy", "fullview_rounds", "fullview_us", "knobs", "preview_us", "rerank_us", "ssd_reads", "target_reached", "target_recall", "warning"]
+    __slots__ = ["bytes_read", "cache_hits", "calibrated_recall", "candidates", "certain_in", "certain_out", "degraded", "distance_evals", "exact", "filter_expansions", "filter_matches", "filter_scan", "filter_strategy", "fullview_rounds", "fullview_us", "knobs", "preview_us", "rerank_us", "ssd_reads", "target_reached", "target_recall", "warning"]
     BYTES_READ_FIELD_NUMBER: _ClassVar[int]
     CACHE_HITS_FIELD_NUMBER: _ClassVar[int]
     CALIBRATED_RECALL_FIELD_NUMBER: _ClassVar[int]
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
+    CERTAIN_IN_FIELD_NUMBER: _ClassVar[int]
+    CERTAIN_OUT_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     DISTANCE_EVALS_FIELD_NUMBER: _ClassVar[int]
     EXACT_FIELD_NUMBER: _ClassVar[int]
@@ -619,6 +623,8 @@ class QueryStats(_message.Message):
     cache_hits: int
     calibrated_recall: float
     candidates: int
+    certain_in: int
+    certain_out: int
     degraded: bool
     distance_evals: int
     exact: bool
@@ -635,7 +641,7 @@ class QueryStats(_message.Message):
     target_reached: bool
     target_recall: float
     warning: str
-    def __init__(self, preview_us: _Optional[int] = ..., fullview_us: _Optional[int] = ..., rerank_us: _Optional[int] = ..., ssd_reads: _Optional[int] = ..., bytes_read: _Optional[int] = ..., candidates: _Optional[int] = ..., distance_evals: _Optional[int] = ..., cache_hits: _Optional[int] = ..., degraded: bool = ..., exact: bool = ..., filter_strategy: _Optional[str] = ..., filter_matches: _Optional[int] = ..., filter_expansions: _Optional[int] = ..., filter_scan: bool = ..., warning: _Optional[str] = ..., fullview_rounds: _Optional[int] = ..., target_recall: _Optional[float] = ..., calibrated_recall: _Optional[float] = ..., target_reached: bool = ..., knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ...) -> None: ...
+    def __init__(self, preview_us: _Optional[int] = ..., fullview_us: _Optional[int] = ..., rerank_us: _Optional[int] = ..., ssd_reads: _Optional[int] = ..., bytes_read: _Optional[int] = ..., candidates: _Optional[int] = ..., distance_evals: _Optional[int] = ..., cache_hits: _Optional[int] = ..., degraded: bool = ..., exact: bool = ..., filter_strategy: _Optional[str] = ..., filter_matches: _Optional[int] = ..., filter_expansions: _Optional[int] = ..., filter_scan: bool = ..., warning: _Optional[str] = ..., fullview_rounds: _Optional[int] = ..., target_recall: _Optional[float] = ..., calibrated_recall: _Optional[float] = ..., target_reached: bool = ..., knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ..., certain_in: _Optional[int] = ..., certain_out: _Optional[int] = ...) -> None: ...
 
 class Range(_message.Message):
     __slots__ = ["gt", "gte", "lt", "lte"]
@@ -708,26 +714,29 @@ class SearchBatchResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[SearchResponse, _Mapping]]] = ...) -> None: ...
 
 class SearchKnobs(_message.Message):
-    __slots__ = ["ef", "nprobe", "rerank_candidates", "rerank_stop_sd", "target_recall"]
+    __slots__ = ["band_confidence", "ef", "nprobe", "rerank_candidates", "rerank_stop_sd", "target_recall"]
+    BAND_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     EF_FIELD_NUMBER: _ClassVar[int]
     NPROBE_FIELD_NUMBER: _ClassVar[int]
     RERANK_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     RERANK_STOP_SD_FIELD_NUMBER: _ClassVar[int]
     TARGET_RECALL_FIELD_NUMBER: _ClassVar[int]
+    band_confidence: float
     ef: int
     nprobe: int
     rerank_candidates: int
     rerank_stop_sd: float
     target_recall: float
-    def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., rerank_stop_sd: _Optional[float] = ..., target_recall: _Optional[float] = ...) -> None: ...
+    def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., rerank_stop_sd: _Optional[float] = ..., target_recall: _Optional[float] = ..., band_confidence: _Optional[float] = ...) -> None: ...
 
 class SearchRequest(_message.Message):
-    __slots__ = ["after", "allow_partial", "collection", "consistency", "exact", "filter", "k", "knobs", "min_coverage", "preview_only", "vector", "vector_bytes", "with_payload", "with_vectors"]
+    __slots__ = ["after", "allow_partial", "collection", "consistency", "exact", "exact_scores", "filter", "k", "knobs", "min_coverage", "preview_only", "vector", "vector_bytes", "with_payload", "with_vectors"]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     ALLOW_PARTIAL_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_FIELD_NUMBER: _ClassVar[int]
     CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
     EXACT_FIELD_NUMBER: _ClassVar[int]
+    EXACT_SCORES_FIELD_NUMBER: _ClassVar[int]
     FILTER_FIELD_NUMBER: _ClassVar[int]
     KNOBS_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
@@ -742,6 +751,7 @@ class SearchRequest(_message.Message):
     collection: str
     consistency: Consistency
     exact: bool
+    exact_scores: bool
     filter: Filter
     k: int
     knobs: SearchKnobs
@@ -751,7 +761,7 @@ class SearchRequest(_message.Message):
     vector_bytes: bytes
     with_payload: bool
     with_vectors: bool
-    def __init__(self, collection: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., k: _Optional[int] = ..., knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ..., preview_only: bool = ..., with_payload: bool = ..., with_vectors: bool = ..., allow_partial: bool = ..., exact: bool = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., min_coverage: _Optional[float] = ..., consistency: _Optional[_Union[Consistency, str]] = ..., after: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ..., vector_bytes: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, collection: _Optional[str] = ..., vector: _Optional[_Iterable[float]] = ..., k: _Optional[int] = ..., knobs: _Optional[_Union[SearchKnobs, _Mapping]] = ..., preview_only: bool = ..., with_payload: bool = ..., with_vectors: bool = ..., allow_partial: bool = ..., exact: bool = ..., filter: _Optional[_Union[Filter, _Mapping]] = ..., min_coverage: _Optional[float] = ..., consistency: _Optional[_Union[Consistency, str]] = ..., after: _Optional[_Iterable[_Union[WriteToken, _Mapping]]] = ..., vector_bytes: _Optional[bytes] = ..., exact_scores: bool = ...) -> None: ...
 
 class SearchResponse(_message.Message):
     __slots__ = ["coverage", "degraded", "hits", "stats"]
