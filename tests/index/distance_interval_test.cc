@@ -24,6 +24,7 @@
 #include "index/distance_kernels.h"
 #include "index/vector_index.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_data.h"
 #include "tests/testing/test_env.h"
 
 namespace zoom::index {
@@ -34,16 +35,8 @@ using ::zoom::testing::TestDataPath;
 
 constexpr size_t kBase = 4500, kQueries = 40, kCandidates = 40;
 
-const VecsMatrix<float>& Base() {
-  static const auto* m =
-      new VecsMatrix<float>(LoadVecsAsFloat(TestDataPath("sift-ngt-5k/base.bvecs")).value());
-  return *m;
-}
-const VecsMatrix<float>& Queries() {
-  static const auto* m = new VecsMatrix<float>(
-      LoadVecsAsFloat(TestDataPath("sift-ngt-5k/query.bvecs"), kQueries).value());
-  return *m;
-}
+const VecsMatrix<float>& Base() { return ::zoom::testing::SiftBase(); }
+const VecsMatrix<float>& Queries() { return ::zoom::testing::SiftQueries(kQueries); }
 
 struct Code {
   uint32_t nbits;
@@ -186,19 +179,7 @@ TEST(DistanceIntervalKindsTest, HnswPqKeepsNoRadii) {
   EXPECT_EQ(lo[0], 7);
 }
 
-// Clustered Gaussian data, deterministic (the golden files' data).
-std::vector<float> Clustered(size_t n, size_t d, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> g(0, 1);
-  std::vector<float> centers(16 * d);
-  for (auto& c : centers) c = 4 * g(rng);
-  std::vector<float> x(n * d);
-  for (size_t i = 0; i < n; ++i) {
-    const float* c = centers.data() + (rng() % 16) * d;
-    for (size_t j = 0; j < d; ++j) x[i * d + j] = c[j] + g(rng);
-  }
-  return x;
-}
+using ::zoom::testing::Clustered;  // the golden files' data
 
 std::pair<int, int> VersionOf(const std::string& file) {
   uint16_t v[2] = {0, 0};

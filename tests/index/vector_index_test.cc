@@ -23,6 +23,7 @@
 #include "index/distance_kernels.h"
 #include "index/hnsw_graph.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_data.h"
 #include "tests/testing/test_env.h"
 
 namespace zoom::index {
@@ -33,19 +34,7 @@ using ::zoom::testing::StatusIs;
 using ::zoom::testing::TempDir;
 using ::zoom::testing::TestDataPath;
 
-// Clustered Gaussian data, deterministic.
-std::vector<float> Clustered(size_t n, size_t d, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> g(0, 1);
-  std::vector<float> centers(16 * d);
-  for (auto& c : centers) c = 4 * g(rng);
-  std::vector<float> x(n * d);
-  for (size_t i = 0; i < n; ++i) {
-    const float* c = centers.data() + (rng() % 16) * d;
-    for (size_t j = 0; j < d; ++j) x[i * d + j] = c[j] + g(rng);
-  }
-  return x;
-}
+using ::zoom::testing::Clustered;
 
 std::vector<InternalId> BruteForce(const std::vector<float>& x, size_t d, const float* q,
                                    size_t k) {

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "server/engine/search_engine.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/test_data.h"
 #include "tests/testing/test_env.h"
 
 namespace zoom::server {
@@ -28,16 +29,8 @@ using ::zoom::testing::TestDataPath;
 
 constexpr size_t kBase = 4500, kQueries = 50;
 
-const VecsMatrix<float>& Base() {
-  static const auto* m =
-      new VecsMatrix<float>(LoadVecsAsFloat(TestDataPath("sift-ngt-5k/base.bvecs")).value());
-  return *m;
-}
-const VecsMatrix<float>& Queries() {
-  static const auto* m = new VecsMatrix<float>(
-      LoadVecsAsFloat(TestDataPath("sift-ngt-5k/query.bvecs"), kQueries).value());
-  return *m;
-}
+const VecsMatrix<float>& Base() { return ::zoom::testing::SiftBase(); }
+const VecsMatrix<float>& Queries() { return ::zoom::testing::SiftQueries(kQueries); }
 
 std::unique_ptr<SearchEngine> MakeEngine(const TempDir& dir, Metric metric,
                                          index::IndexKind kind, uint32_t nbits = 8) {
