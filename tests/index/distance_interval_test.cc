@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -133,6 +134,8 @@ TEST_P(DistanceIntervalTest, AtSqrtDimEveryTrueDistanceIsInside) {
   // nearly every one inside (a Gaussian would leave 0.3% out; real
   // errors have heavier tails), in a narrower interval.
   const Outcome three = Check(*idx, GetParam().metric, 3.0);
+  std::printf("%zu of %zu outside at 3 deviations, %zu unknown\n", three.outside,
+              three.candidates, hard.unknown);
   EXPECT_LE(three.outside * 50, three.candidates) << three.outside << " outside";
   EXPECT_LE(three.width, hard.width);
 }
