@@ -140,7 +140,8 @@ class IvfHnswPqIndex final : public PlannedIndex {
   // percentile of the error radii of `x` (n prepared rows, the training
   // sample), over 254; a point's radius byte is ceil(r / unit), or
   // kUnknownRadius above 254. And error_dims_, measured on the sample:
-  // up to 256 of its rows as queries, each against its 32 nearest others.
+  // up to 256 of its rows as queries, each against its 32 nearest others
+  // among the sample's first 8,192.
   // Before any point is added.
   void SetRadiusUnit(const float* x, size_t n);
   // The byte of a squared error (Encode's `errors`).

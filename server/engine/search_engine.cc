@@ -25,6 +25,16 @@ using search_internal::StoreMisses;
 using search_internal::TakeBest;
 using search_internal::ThreadScratch;
 
+namespace {
+
+// With the band: whether the certain-in candidates are read too (their
+// exact scores asked for, or their vectors).
+bool ReadsCertainIn(const SearchParams& params) {
+  return params.exact_scores || params.with_vectors;
+}
+
+}  // namespace
+
 absl::Status SearchEngine::CheckStop(const QueryContext& ctx) {
   return index::CheckSearchStop(ctx.deadline, ctx.cancelled);
 }
@@ -384,7 +394,7 @@ absl::Status SearchEngine::FullviewStart(const SearchParams& params, const Query
   if (band != nullptr && band->on) {
     // The band only (and the certain-in when their exact scores are
     // wanted), in the preview's order; s.ids holds just those.
-    const bool read_in = params.exact_scores || params.with_vectors;
+    const bool read_in = ReadsCertainIn(params);
     size_t j = 0;
     for (size_t i = 0; i < n; ++i) {
       const search_internal::BandClass c = band->cls[i];
@@ -460,7 +470,7 @@ absl::Status SearchEngine::FullviewEnd(const float* query, const SearchParams& p
     ZOOM_RETURN_IF_ERROR(FullviewRounds(params, ctx, candidates, stats, first));
     sw.Reset();
   }
-  if (banded && !(params.exact_scores || params.with_vectors) && band->in > 0) {
+  if (banded && !ReadsCertainIn(params) && band->in > 0) {
     // The certain-in, unread, with their estimates; the rest of the k from
     // the band by exact score; best first.
     const Scorer scorer(metric_);
