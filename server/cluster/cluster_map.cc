@@ -417,6 +417,7 @@ std::string ReplicaAck::Encode() const {
                       if (e.changed.has_value()) absl::StrAppend(out, ":", *e.changed);
                     }));
   }
+  if (base > 0) absl::StrAppend(&s, "\nbase_node=", base_node, "\nbase=", base);
   absl::StrAppend(&s, "\n");
   return s;
 }
@@ -455,6 +456,13 @@ absl::StatusOr<ReplicaAck> ReplicaAck::Decode(std::string_view text) {
         e.changed = n;
       }
       a.applied.push_back(std::move(e));
+    }
+  }
+  if (kv.Has("base")) {
+    ZOOM_RETURN_IF_ERROR(kv.Number("base", &a.base));
+    a.base_node = kv.String("base_node");
+    if (a.base == 0 || !ValidateNodeId(a.base_node).ok()) {
+      return absl::DataLossError("replica ack: bad base (base_node and a position above 0)");
     }
   }
   return a;

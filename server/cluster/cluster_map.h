@@ -224,10 +224,17 @@ struct AppliedEntry {
 // tail and gave the same sequences to new entries cannot make a replica
 // that applied the old ones acknowledge the new ones. Sent after each
 // applied batch, and again while idle (with no entries: a liveness sign).
+// A replica that began as a copy of a peer's snapshot (ClusterNode::
+// OpenShard) never applied the entries the copy holds: `base_node` and
+// `base` name that peer and the position of its snapshot, and an entry at
+// or before `base` counts for this replica when `base_node` reported it
+// (AckBoard). Without it a write taken while a new collection's replica
+// was still opening waited for a majority that could not come (CI).
 //
-// Encoding: key=value text (golden tests/data/golden/replica_ack_v1.txt),
-// format=1 first; node, uid (16 hex), shard, durable, applied=<sequence>:
-// <id>[:<changed>],... (absent: none). Unknown keys are ignored.
+// Encoding: key=value text (golden tests/data/golden/replica_ack_v1.txt;
+// replica_ack_v1_base.txt with a base), format=1 first; node, uid (16
+// hex), shard, durable, applied=<sequence>:<id>[:<changed>],... (absent:
+// none), base_node and base (absent: none). Unknown keys are ignored.
 struct ReplicaAck {
   static constexpr uint32_t kFormat = 1;
 
@@ -236,6 +243,8 @@ struct ReplicaAck {
   uint32_t shard = 0;
   uint64_t durable = 0;
   std::vector<AppliedEntry> applied;
+  std::string base_node;  // "" and 0: the replica began empty
+  uint64_t base = 0;
 
   std::string Encode() const;
   // DataLoss for a malformed text (naming the key), FailedPrecondition for

@@ -1,6 +1,7 @@
 #include "server/cluster/cluster_node.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <set>
 
@@ -277,7 +278,8 @@ bool ClusterNode::WaitApplied(const std::string& local, uint64_t sequence,
 absl::StatusOr<std::shared_ptr<server::Collection>> ClusterNode::OpenShard(const ShardMap& m,
                                                                            uint32_t k,
                                                                            uint64_t floor,
-                                                                           bool replace) {
+                                                                           bool replace,
+                                                                           std::string* restored_from) {
   const std::string local = m.LocalName(k);
   // A peer with data: its snapshot, then the stream after it.
   absl::StatusOr<std::vector<NodeInfo>> nodes = catalog_->LiveNodes();
@@ -309,6 +311,7 @@ absl::StatusOr<std::shared_ptr<server::Collection>> ClusterNode::OpenShard(const
       ZOOM_LOG(INFO, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
                " bootstrapped from ", best->node, "'s snapshot at sequence ",
                (*restored)->log_position());
+      if (restored_from != nullptr) *restored_from = best->node;
       return restored;
     }
     ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
@@ -490,6 +493,7 @@ absl::Status ClusterNode::Reconcile() {
       continue;  // cannot tell whether the local copy can replay: next pass
     }
     absl::StatusOr<std::shared_ptr<server::Collection>> coll = db_->GetCollection(local);
+    std::string base_node;  // the peer whose snapshot it began as, if so
     // Before a peer's snapshot replaces a replica, what it holds goes to
     // the log at its write versions (versioned_apply.h): a write only it
     // had (its log lost, or purged while it was rewound) reaches the
@@ -499,7 +503,7 @@ absl::Status ClusterNode::Reconcile() {
                " forked from the log before what it retains: restoring a peer's snapshot");
       absl::Status kept = PublishState(m.collection, k, local, **coll,
                                        "before a peer's snapshot replaces it");
-      coll = kept.ok() ? OpenShard(m, k, *floor, /*replace=*/true)
+      coll = kept.ok() ? OpenShard(m, k, *floor, /*replace=*/true, &base_node)
                        : absl::StatusOr<std::shared_ptr<server::Collection>>(kept);
     } else if (coll.ok() && (*coll)->log_position() + 1 < *floor) {
       ZOOM_LOG(WARNING, "cluster node ", options_.node_id, ": shard ", k, " of ", m.collection,
@@ -507,20 +511,26 @@ absl::Status ClusterNode::Reconcile() {
                " (the log before it was purged): restoring a peer's snapshot");
       absl::Status kept = PublishState(m.collection, k, local, **coll,
                                        "before a peer's snapshot replaces it");
-      coll = kept.ok() ? OpenShard(m, k, *floor, /*replace=*/true)
+      coll = kept.ok() ? OpenShard(m, k, *floor, /*replace=*/true, &base_node)
                        : absl::StatusOr<std::shared_ptr<server::Collection>>(kept);
     } else if (!coll.ok()) {
-      coll = OpenShard(m, k, *floor, /*replace=*/false);
+      coll = OpenShard(m, k, *floor, /*replace=*/false, &base_node);
     }
     if (!coll.ok()) {
       if (first.ok()) first = coll.status();
       continue;
     }
     ShardReplicaOptions ro = options_.replica;
+    // A copy of a peer's snapshot holds the entries the peer acknowledged
+    // up to its position (ReplicaAck::base), until a fork's repair rewinds
+    // it (then it may hold other entries there).
+    auto base = std::make_shared<std::atomic<uint64_t>>(
+        base_node.empty() ? 0 : (*coll)->log_position());
     // After a repair's rewind the node's record shows the new position at
     // once (the heartbeat thread's: not from the replica's thread).
-    ro.on_fork = [this, told = options_.replica.on_fork](const LogRepairResult* repaired,
-                                                         const std::string& detail) {
+    ro.on_fork = [this, told = options_.replica.on_fork, base](const LogRepairResult* repaired,
+                                                               const std::string& detail) {
+      base->store(0, std::memory_order_relaxed);
       if (repaired != nullptr) BeatSoon();
       if (told) told(repaired, detail);
     };
@@ -561,15 +571,18 @@ absl::Status ClusterNode::Reconcile() {
     // needed under --sync=always), reported on the acks subject.
     if (!db_->options().sync_always) ro.sync = [db = db_] { return db->SyncWal(); };
     ro.on_durable = [js = js_.get(), subject = AcksSubject(options_.catalog.cluster),
-                     node = options_.node_id, uid = m.uid,
-                     k](uint64_t durable, const std::vector<AppliedEntry>& applied) {
+                     node = options_.node_id, uid = m.uid, k, base, base_node](
+                        uint64_t durable, const std::vector<AppliedEntry>& applied) {
       ReplicaAck a;
       a.node = node;
       a.uid = uid;
       a.shard = k;
       a.durable = durable;
       a.applied = applied;
-      (void)js->PublishNotice(subject, a.Encode());  // a lost notice is sent again
+      a.base = base->load(std::memory_order_relaxed);
+      if (a.base > 0) a.base_node = base_node;
+      // Core NATS: a lost notice's entries come again (ShardReplica).
+      (void)js->PublishNotice(subject, a.Encode());
     };
     absl::StatusOr<std::unique_ptr<ShardReplica>> r = ShardReplica::Start(js_.get(), *coll, ro);
     if (!r.ok()) {

@@ -163,12 +163,14 @@ class ClusterNode {
   void Every(absl::Duration period, const char* what, const std::function<absl::Status()>& step);
   absl::Status Heartbeat();
   // A local collection for shard `k` of `m`: restored from a peer's
-  // snapshot when one has data, else created empty.
+  // snapshot when one has data (*restored_from: the peer's node id, when
+  // not null), else created empty.
   // `floor`: the shard's log floor (a peer's snapshot must reach floor - 1;
   // an empty start needs floor 1). `replace`: the local collection exists
   // (behind the floor) and is replaced by the snapshot.
   absl::StatusOr<std::shared_ptr<server::Collection>> OpenShard(const ShardMap& m, uint32_t k,
-                                                                uint64_t floor, bool replace);
+                                                                uint64_t floor, bool replace,
+                                                                std::string* restored_from);
   absl::Status CheckDataDir() const;
   // The copy of a hosted collection's shard map in the data directory
   // (cluster_map.<collection>: ShardMap::Encode), put back into the

@@ -153,7 +153,26 @@ bool ShardReplica::Report(std::vector<AppliedEntry>* applied) {
     absl::MutexLock l(&mu_);
     durable = status_.durable = status_.applied;
   }
-  if (options_.on_durable) options_.on_durable(durable, *applied);
+  // What is repeated: not entries past a rewound position (a repair gave
+  // their sequences to other entries), nor those older than resend_for.
+  const absl::Time now = absl::Now();
+  std::erase_if(recent_, [&](const auto& r) {
+    return r.second.sequence > durable || now - r.first > options_.resend_for;
+  });
+  if (options_.on_durable) {
+    if (!recent_.empty() && now - resent_ >= options_.report_every) {
+      resent_ = now;
+      std::vector<AppliedEntry> with_repeats;
+      with_repeats.reserve(recent_.size() + applied->size());
+      for (const auto& r : recent_) with_repeats.push_back(r.second);
+      with_repeats.insert(with_repeats.end(), applied->begin(), applied->end());
+      options_.on_durable(durable, with_repeats);
+    } else {
+      options_.on_durable(durable, *applied);
+    }
+  }
+  for (AppliedEntry& e : *applied) recent_.emplace_back(now, std::move(e));
+  while (recent_.size() > kResendEntries) recent_.pop_front();
   applied->clear();
   return true;
 }
@@ -189,6 +208,7 @@ bool ShardReplica::OnVerdict(const absl::StatusOr<LogVerdict>& verdict, uint64_t
     return false;
   }
   if (verdict->check != LogCheck::kForked) return true;
+  recent_.clear();  // their sequences may soon hold other entries
   ZOOM_LOG(WARNING, "collection ", name, ": the log forked under this replica: ",
            verdict->detail, "; repairing");
   {

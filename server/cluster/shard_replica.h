@@ -68,13 +68,18 @@
 // once it returns, --sync=always) and tells options.on_durable its position
 // and the entries it applied (each by sequence and message id, with the
 // points changed by those that count them); while idle it tells the
-// position again every report_every.
+// position again every report_every. Notices travel on core NATS (at
+// most once: a reconnect drops them), so at most once every report_every
+// a report also repeats the entries reported in the last resend_for (at
+// most kResendEntries): a lost notice delays a write concern by about
+// report_every instead of leaving it waiting for its deadline.
 //
 // Thread safety: status() and WaitApplied from any thread.
 #ifndef ZOOM_SERVER_CLUSTER_SHARD_REPLICA_H_
 #define ZOOM_SERVER_CLUSTER_SHARD_REPLICA_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -119,6 +124,8 @@ struct ShardReplicaOptions {
   // not block.
   std::function<void(uint64_t durable, const std::vector<AppliedEntry>& applied)> on_durable;
   absl::Duration report_every = absl::Seconds(1);
+  // How long a reported entry is repeated in later reports (see above).
+  absl::Duration resend_for = absl::Seconds(10);
   // How often an idle replica checks the log at its position.
   absl::Duration verify_every = absl::Seconds(1);
   // Held while a fork is repaired (one replica of a shard at a time):
@@ -209,6 +216,11 @@ class ShardReplica {
   // The replica thread's: not yet caught up since it started or rewound
   // (the floor is then read before every batch).
   bool catching_up_ = true;
+  // The replica thread's: entries reported in the last resend_for, each
+  // with when it was first reported, and when they were last repeated.
+  static constexpr size_t kResendEntries = 512;
+  std::deque<std::pair<absl::Time, AppliedEntry>> recent_;
+  absl::Time resent_ = absl::InfinitePast();
   mutable absl::Mutex mu_;
   ReplicaStatus status_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

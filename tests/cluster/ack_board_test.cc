@@ -1,5 +1,5 @@
 // The router's board of the entries replicas made durable (write
-// concerns), without NATS: reports recorded by hand, waits bounded by
+// concerns), and when a concern's wait ends, without NATS: reports recorded by hand, waits bounded by
 // deadlines in the past or met by reports made before the wait.
 #include "server/cluster/router/ack_board.h"
 
@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/cluster/router/write_publisher.h"
 
 namespace zoom::server::router {
 namespace {
@@ -91,6 +92,55 @@ TEST(AckBoardTest, CountsAreTheFirstReportsAndBounded) {
   b.Record(Ack("n1", 10 + AckBoard::kKeptEntries, many));
   EXPECT_EQ(b.Changed(7, 1, 3, "d"), std::nullopt);  // the oldest went
   EXPECT_EQ(b.Changed(7, 1, 10, "m"), 1u);
+}
+
+// A replica that began as a copy of n0's snapshot at position 7 has what
+// n0 reported up to 7 (not after, and not where the board saw two entries
+// at one sequence: the copy may hold either); once it reports without a
+// base (restarted, or rewound by a repair) it has only its own.
+TEST(AckBoardTest, ACopyOfAPeersSnapshotHasWhatThePeerReportedUpToItsPosition) {
+  AckBoard b;
+  b.Record(Ack("n0", 8, {{5, "a", std::nullopt}, {7, "b", std::nullopt},
+                         {8, "c", std::nullopt}}));
+  cluster::ReplicaAck copy = Ack("n1", 8, {{8, "c", std::nullopt}});
+  copy.base_node = "n0";
+  copy.base = 7;
+  b.Record(copy);
+  const absl::Time past = absl::InfinitePast();
+  EXPECT_THAT(b.Await(7, 1, 5, "a", {"n0", "n1"}, 2, past), ElementsAre("n0", "n1"));
+  EXPECT_THAT(b.Await(7, 1, 7, "b", {"n0", "n1"}, 2, past), ElementsAre("n0", "n1"));
+  EXPECT_THAT(b.Await(7, 1, 8, "c", {"n0", "n1"}, 2, past), ElementsAre("n0", "n1"));
+  EXPECT_THAT(b.Await(7, 1, 7, "other", {"n0", "n1"}, 1, past), ElementsAre());
+  // n2 reports another entry at 5: n1's copy may hold either.
+  b.Record(Ack("n2", 5, {{5, "z", std::nullopt}}));
+  EXPECT_THAT(b.Await(7, 1, 5, "a", {"n0", "n1"}, 2, past), ElementsAre("n0"));
+  // Without a base n1 has only what it reported itself.
+  b.Record(Ack("n1", 8, {}));
+  EXPECT_THAT(b.Await(7, 1, 7, "b", {"n0", "n1"}, 2, past), ElementsAre("n0"));
+  EXPECT_THAT(b.Await(7, 1, 8, "c", {"n0", "n1"}, 2, past), ElementsAre("n0", "n1"));
+}
+
+// Replicas repeat what they reported (a notice can be lost): a repeat is
+// the same entry, never a divergence.
+TEST(AckBoardTest, ARepeatedReportIsNoDivergence) {
+  AckBoard b;
+  b.Record(Ack("n1", 20, {{20, "w", std::nullopt}}));
+  b.Record(Ack("n1", 21, {{20, "w", std::nullopt}, {21, "x", std::nullopt}}));
+  b.Record(Ack("n2", 21, {{20, "w", std::nullopt}, {21, "x", std::nullopt}}));
+  EXPECT_EQ(b.divergences(), 0u);
+  EXPECT_THAT(b.Await(7, 1, 20, "w", {"n1", "n2"}, 2, absl::InfinitePast()),
+              ElementsAre("n1", "n2"));
+}
+
+// A write concern stops waiting before the client's deadline, so that the
+// client gets the router's answer (naming the replicas), not its own.
+TEST(ConcernWaitUntilTest, ATenthOfWhatIsLeftAtMostHalfASecond) {
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  EXPECT_EQ(ConcernWaitUntil(now, now + absl::Seconds(60)),
+            now + absl::Seconds(60) - kConcernAnswerMargin);
+  EXPECT_EQ(ConcernWaitUntil(now, now + absl::Seconds(3)), now + absl::Milliseconds(2700));
+  EXPECT_EQ(ConcernWaitUntil(now, now - absl::Seconds(1)), now - absl::Seconds(1));
+  EXPECT_EQ(ConcernWaitUntil(now, now), now);
 }
 
 }  // namespace

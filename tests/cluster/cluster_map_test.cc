@@ -174,6 +174,32 @@ TEST(ClusterMapTest, GoldenReplicaAckOfFormat1) {
               StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
+// A replica that began as a copy of a peer's snapshot says so (base_node,
+// base): the same format, keys an older router ignores.
+TEST(ClusterMapTest, GoldenReplicaAckWithABase) {
+  ReplicaAck a;
+  a.node = "n1";
+  a.uid = 0x0123456789abcdefULL;
+  a.shard = 0;
+  a.durable = 9;
+  a.applied = {{9, "w9", std::nullopt}};
+  a.base_node = "n0";
+  a.base = 7;
+  const std::string text = Golden("replica_ack_v1_base.txt", a.Encode());
+  EXPECT_EQ(a.Encode(), text);
+  ASSERT_OK_AND_ASSIGN(ReplicaAck back, ReplicaAck::Decode(text));
+  EXPECT_EQ(back, a);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"base=7", "base=0"},
+           {"base=7", "base=x"},
+           {"base_node=n0", "base_node=a b"},
+           {"base_node=n0\n", ""}}) {
+    EXPECT_THAT(ReplicaAck::Decode(absl::StrReplaceAll(text, {{from, to}})),
+                StatusIs(absl::StatusCode::kDataLoss))
+        << to;
+  }
+}
+
 TEST(ClusterMapTest, MalformedRecordsAreRefused) {
   const std::string text = GoldenMap().Encode();
   auto with = [&](const std::string& from, const std::string& to) {

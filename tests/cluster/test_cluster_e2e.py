@@ -511,6 +511,11 @@ def run_cluster_cases(cluster: Cluster, data) -> None:
     with pytest.raises(grpc.RpcError) as err:
         write(len(base) + 1000, 20, timeout=3)
     assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, err.value
+    # The router stops waiting 0.3 s before the deadline and says which
+    # replicas had the write; its answer can still come late (a loaded
+    # machine), then the client's own bare message is all there is.
+    if err.value.details() != "Deadline Exceeded":
+        assert "had it on disk" in err.value.details(), err.value
     # The router counts it (it may answer a moment after the client gave up).
     wait_until("the router to count the unmet write concern",
                lambda: metric(cluster.procs["router"].metrics, unmet) > unmet0, 30, 0.1)

@@ -107,9 +107,9 @@ class Backend:
         for p in reversed(self.procs):
             p.signal(signal.SIGKILL)
 
-    def logs(self) -> str:
+    def logs(self, lines: int = 15) -> str:
         return "\n".join(f"---- {p.name} ({p.log}) ----\n" +
-                         "\n".join(p.tail().splitlines()[-15:]) for p in self.procs)
+                         "\n".join(p.tail().splitlines()[-lines:]) for p in self.procs)
 
     def _connect(self) -> None:
         self._channel = _channel(self.target)

@@ -63,3 +63,15 @@ def env() -> Iterator[Env]:
     finally:
         e.stop()
         B.remove_root(root)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed case's report carries the tail of every started backend's
+    process logs (a failure seen only in CI is otherwise a bare status)."""
+    outcome = yield
+    rep = outcome.get_result()
+    e = item.funcargs.get("env") if hasattr(item, "funcargs") else None
+    if rep.when == "call" and rep.failed and isinstance(e, Env):
+        for name, b in e.backends.items():
+            rep.sections.append((f"{name}: the processes' logs (tails)", b.logs(40)))

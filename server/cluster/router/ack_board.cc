@@ -9,6 +9,11 @@ void AckBoard::Record(const cluster::ReplicaAck& a) {
   absl::MutexLock l(&mu_);
   Shard& s = shards_[{a.uid, a.shard}];
   s.positions[a.node] = a.durable;
+  if (a.base > 0 && a.base_node != a.node) {
+    s.bases[a.node] = {a.base_node, a.base};
+  } else {
+    s.bases.erase(a.node);
+  }
   for (const cluster::AppliedEntry& e : a.applied) {
     std::vector<Entry>& at = s.entries[e.sequence];
     Entry* same = nullptr;
@@ -45,6 +50,18 @@ const AckBoard::Entry* AckBoard::Find(const Key& key, uint64_t sequence,
   return nullptr;
 }
 
+bool AckBoard::Has(const Key& key, uint64_t sequence, const Entry& e,
+                   const std::string& node) const {
+  if (e.nodes.contains(node)) return true;
+  auto it = shards_.find(key);
+  if (it == shards_.end()) return false;
+  auto b = it->second.bases.find(node);
+  if (b == it->second.bases.end() || sequence > b->second.position) return false;
+  auto at = it->second.entries.find(sequence);
+  return at != it->second.entries.end() && at->second.size() == 1 &&
+         e.nodes.contains(b->second.node);
+}
+
 std::vector<std::string> AckBoard::Await(uint64_t uid, uint32_t shard, uint64_t sequence,
                                          const std::string& id,
                                          const std::vector<std::string>& replicas, size_t need,
@@ -54,7 +71,7 @@ std::vector<std::string> AckBoard::Await(uint64_t uid, uint32_t shard, uint64_t 
     std::vector<std::string> out;
     if (const Entry* e = Find(key, sequence, id); e != nullptr) {
       for (const std::string& r : replicas) {
-        if (e->nodes.contains(r)) out.push_back(r);
+        if (Has(key, sequence, *e, r)) out.push_back(r);
       }
     }
     return out;
@@ -65,7 +82,7 @@ std::vector<std::string> AckBoard::Await(uint64_t uid, uint32_t shard, uint64_t 
     const Entry* e = Find(key, sequence, id);
     if (e == nullptr) return need == 0;
     size_t n = 0;
-    for (const std::string& r : replicas) n += e->nodes.contains(r) ? 1 : 0;
+    for (const std::string& r : replicas) n += Has(key, sequence, *e, r) ? 1 : 0;
     return n >= need;
   };
   mu_.AwaitWithDeadline(absl::Condition(&reached), deadline);

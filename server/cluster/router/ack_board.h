@@ -9,7 +9,10 @@
 // very entry, under ALL once every one did. An entry is known by its
 // sequence AND its id: a replica that applied another entry at sequence s
 // (a log that lost its tail and gave its sequences to new entries) never
-// acknowledges this one, and the board counts such a divergence.
+// acknowledges this one, and the board counts such a divergence. A replica
+// that began as a copy of peer P's snapshot at position b (ReplicaAck::
+// base) also has every entry at or before b that P reported, unless the
+// board saw two entries at that sequence (the copy may hold either).
 //
 // Kept: the last kKeptEntries entries of each shard (writers wait right
 // after their publish), and each replica's latest durable position.
@@ -65,12 +68,21 @@ class AckBoard {
     std::optional<uint64_t> changed;
     std::set<std::string> nodes;  // the replicas that reported it
   };
+  struct Base {
+    std::string node;
+    uint64_t position = 0;
+  };
   struct Shard {
     std::map<std::string, uint64_t> positions;          // node -> durable position
+    std::map<std::string, Base> bases;                  // node -> the copy it began as
     std::map<uint64_t, std::vector<Entry>> entries;     // sequence -> what was applied there
   };
   using Key = std::pair<uint64_t, uint32_t>;
   const Entry* Find(const Key& key, uint64_t sequence, const std::string& id) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Whether `node` has entry `e` (at `sequence` of `key`): reported it, or
+  // began as a copy of a peer's snapshot that holds it.
+  bool Has(const Key& key, uint64_t sequence, const Entry& e, const std::string& node) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;

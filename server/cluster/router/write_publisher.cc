@@ -30,6 +30,12 @@ int64_t ServerMaxPayload(const cluster::JetStream& js) {
 
 }  // namespace
 
+absl::Time ConcernWaitUntil(absl::Time now, absl::Time deadline) {
+  const absl::Duration left = deadline - now;
+  if (left <= absl::ZeroDuration()) return deadline;
+  return deadline - std::min(left / 10, kConcernAnswerMargin);
+}
+
 size_t NatsMaxPayloadNeeded(uint64_t max_payload_bytes, uint32_t dim) {
   return static_cast<size_t>((max_payload_bytes * 9 + 3) / 4) + size_t{4} * dim +
          (size_t{64} << 10);
@@ -190,7 +196,7 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
   // shards' waits overlap: each waits for the same deadline).
   if (concern != api::WriteConcern::kLog) {
     const absl::Time until = deadline != absl::InfiniteFuture()
-                                 ? deadline
+                                 ? ConcernWaitUntil(absl::Now(), deadline)
                                  : absl::Now() + core_->options().write_concern_wait;
     for (Part& p : parts) {
       if (!p.status.ok()) continue;
@@ -206,8 +212,8 @@ absl::Status WritePublisher::Publish(const cluster::ShardMap& m,
       if (p.acked.size() < need) {
         core_->Event(RouterEvent::kConcernUnmet);
         p.status = absl::Status(
-            absl::Now() >= deadline ? absl::StatusCode::kDeadlineExceeded
-                                    : absl::StatusCode::kUnavailable,
+            deadline != absl::InfiniteFuture() ? absl::StatusCode::kDeadlineExceeded
+                                               : absl::StatusCode::kUnavailable,
             absl::StrCat(
                 "its write log took the write (sequence ", p.sequences.back(), ") but ",
                 p.acked.empty() ? std::string("none") : absl::StrJoin(p.acked, ", "),

@@ -16,12 +16,14 @@
 // reported each of the shard's entries durable, each by its sequence and
 // message id (AckBoard: never a position alone), with a WriteToken
 // (shard, sequence of its last entry, the replicas that had it) a shard.
-// A publish that fails, or a concern not met by the deadline (the
-// client's, else RouterOptions::write_concern_wait), is UNAVAILABLE
-// (DEADLINE_EXCEEDED past the client's deadline) naming the stream, the
-// replicas that had it and what was acknowledged before: the write may or
-// may not be kept, and retrying the whole request is safe, every write is
-// idempotent.
+// A publish that fails, or a concern not met in time, is UNAVAILABLE
+// (DEADLINE_EXCEEDED when the client set a deadline) naming the stream,
+// the replicas that had it and what was acknowledged before: the write may
+// or may not be kept, and retrying the whole request is safe, every write
+// is idempotent. "In time": RouterOptions::write_concern_wait without a
+// client deadline; with one, ConcernWaitUntil: a little before it, so that
+// the client receives this answer rather than its own bare "Deadline
+// Exceeded" (CI once saw only that, and no replica named).
 #ifndef ZOOM_SERVER_CLUSTER_ROUTER_WRITE_PUBLISHER_H_
 #define ZOOM_SERVER_CLUSTER_ROUTER_WRITE_PUBLISHER_H_
 
@@ -53,6 +55,14 @@ inline constexpr size_t kNatsHeaderRoom = 1024;
 // request), then the vector, the names and counts of up to 1,024 fields,
 // the entry's framing and the headers. 1 MiB at 4,096-d: 2,441,216 bytes.
 size_t NatsMaxPayloadNeeded(uint64_t max_payload_bytes, uint32_t dim);
+
+// The most a write concern's wait stops short of the client's deadline.
+inline constexpr absl::Duration kConcernAnswerMargin = absl::Milliseconds(500);
+
+// When a write concern stops waiting, at `now`, for a client's `deadline`:
+// a tenth of what is left, at most kConcernAnswerMargin, before it (the
+// answer's way back); `deadline` itself once it has passed.
+absl::Time ConcernWaitUntil(absl::Time now, absl::Time deadline);
 
 // A write as it was acknowledged.
 struct Written {
