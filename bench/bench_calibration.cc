@@ -45,9 +45,10 @@ class NoneExcluded : public index::IdFilter {
   bool IsExcluded(InternalId) const override { return false; }
 };
 
-std::string Knobs(uint32_t ef, uint32_t nprobe, uint32_t rerank, bool ivf) {
-  return ivf ? absl::StrCat("nprobe=", nprobe, ",ef=", ef, ",rerank=", rerank)
-             : absl::StrCat("ef=", ef, ",rerank=", rerank);
+std::string Knobs(uint32_t ef, uint32_t nprobe, uint32_t rerank, bool ivf, double band = 0) {
+  return absl::StrCat(ivf ? absl::StrCat("nprobe=", nprobe, ",ef=", ef, ",rerank=", rerank)
+                          : absl::StrCat("ef=", ef, ",rerank=", rerank),
+                      band > 0 ? absl::StrCat(",band=", band) : std::string());
 }
 
 // The workload: Setup gets the engine and reads the flags; Run calibrates
@@ -105,8 +106,9 @@ absl::Status CalibrationWorkload::Calibrate(JsonLines& rep) {
               "(one thread, exact neighbours included)\n",
               zb_.params.c_str(), cal_.queries, cal_.points.size(), calib_s);
   std::vector<server::CalibrationPoint> front = cal_.points;
+  // By counted work, what the choice goes by.
   std::sort(front.begin(), front.end(), [](const auto& a, const auto& b) {
-    return a.mean_us < b.mean_us;
+    return a.work < b.work;
   });
   std::printf("%10s %10s %10s %8s  %s\n", "recall", "lower", "mean_us", "reads", "knobs");
   double best_lower = -1;
@@ -114,7 +116,8 @@ absl::Status CalibrationWorkload::Calibrate(JsonLines& rep) {
     if (p.recall_lower <= best_lower) continue;
     best_lower = p.recall_lower;
     std::printf("%10.4f %10.4f %10.1f %8.1f  %s\n", p.recall, p.recall_lower, p.mean_us,
-                p.ssd_reads, Knobs(p.ef, p.nprobe, p.rerank_candidates, ivf_).c_str());
+                p.ssd_reads,
+                Knobs(p.ef, p.nprobe, p.rerank_candidates, ivf_, p.band_confidence).c_str());
   }
   rep.Line({{"name", std::string("calibration_run")},
             {"dataset", zb_.ds->name},
@@ -181,6 +184,7 @@ absl::Status CalibrationWorkload::Target(double target, JsonLines& rep) const {
   p.ef = c.point.ef;
   p.nprobe = ivf_ ? c.point.nprobe : 16;
   p.rerank_candidates = c.point.rerank_candidates;
+  p.band_confidence = c.point.band_confidence;
   ZOOM_ASSIGN_OR_RETURN(ConfigResult mine, RunZoomConfig(p, t_, k_));
   const ConfigResult* best = nullptr;
   for (const ConfigResult& r : sweep_) {
@@ -189,7 +193,8 @@ absl::Status CalibrationWorkload::Target(double target, JsonLines& rep) const {
     }
   }
   const double ratio = best != nullptr ? best->run.qps / mine.run.qps : 0;
-  const std::string knobs = Knobs(p.ef, c.point.nprobe, p.rerank_candidates, ivf_);
+  const std::string knobs =
+      Knobs(p.ef, c.point.nprobe, p.rerank_candidates, ivf_, c.point.band_confidence);
   std::printf("%8.2f %-32s %8.4f %8.4f %9.0f %8.0f %8.1f | %-32s %8.4f %9.0f %7.2f%s%s\n",
               target, knobs.c_str(), c.point.recall, mine.run.recall_at_10, mine.run.qps,
               mine.run.p99_us, mine.run.reads_per_query,
@@ -205,6 +210,8 @@ absl::Status CalibrationWorkload::Target(double target, JsonLines& rep) const {
             {"knobs", knobs},
             {"calibrated_recall", c.point.recall},
             {"calibrated_recall_lower", c.point.recall_lower},
+            {"band_confidence", c.point.band_confidence},
+            {"calibrated_reads", c.point.ssd_reads},
             {"reached_in_calibration", c.reached},
             {"recall_at_10", mine.run.recall_at_10},
             {"qps", mine.run.qps},

@@ -321,15 +321,16 @@ void PrintCalibration(const v1::CollectionInfo& info) {
       break;
     }
   }
-  absl::PrintF("  %8s %8s %9s %7s %9s %6s %6s %7s\n", "recall", "lower", "mean_us", "reads",
-               "work", "ef", "nprobe", "rerank");
+  absl::PrintF("  %8s %8s %9s %7s %9s %6s %6s %7s %5s\n", "recall", "lower", "mean_us", "reads",
+               "work", "ef", "nprobe", "rerank", "band");
   double best = -1;
   for (const auto* p : points) {
     if (p->recall_lower() <= best) continue;
     best = p->recall_lower();
-    absl::PrintF("%s %8.4f %8.4f %9.1f %7.1f %9.0f %6d %6d %7d\n", p == pick ? "*" : " ",
+    absl::PrintF("%s %8.4f %8.4f %9.1f %7.1f %9.0f %6d %6d %7d %5s\n", p == pick ? "*" : " ",
                  p->recall(), p->recall_lower(), p->mean_us(), p->ssd_reads(), p->work(), p->ef(),
-                 p->nprobe(), p->rerank_candidates());
+                 p->nprobe(), p->rerank_candidates(),
+                 p->band_confidence() > 0 ? absl::StrCat(p->band_confidence()) : "-");
   }
 }
 

@@ -85,6 +85,7 @@ struct QueryStats {
   uint32_t knob_ef = 0;
   uint32_t knob_nprobe = 0;
   uint32_t knob_rerank = 0;
+  float knob_band = 0;  // band_confidence (0: every candidate read)
 
   // Adds `other` to this (counters and times; `degraded` and `exact` are
   // or-ed).

@@ -373,6 +373,7 @@ void ToProto(SearchAnswer answer, v1::SearchResponse* resp) {
     s->mutable_knobs()->set_ef(stats.knob_ef);
     s->mutable_knobs()->set_nprobe(stats.knob_nprobe);
     s->mutable_knobs()->set_rerank_candidates(stats.knob_rerank);
+    s->mutable_knobs()->set_band_confidence(stats.knob_band);
   }
   s->set_warning(std::move(answer.warning));
 }
@@ -513,6 +514,7 @@ absl::StatusOr<SearchAnswer> FromProto(v1::SearchResponse resp) {
   st.knob_ef = s.knobs().ef();
   st.knob_nprobe = s.knobs().nprobe();
   st.knob_rerank = s.knobs().rerank_candidates();
+  st.knob_band = s.knobs().band_confidence();
   a.warning = s.warning();
   return a;
 }

@@ -168,6 +168,8 @@ v1::CollectionInfo ToProto(const CollectionInfo& info) {
       pp->set_mean_us(p.mean_us);
       pp->set_ssd_reads(p.ssd_reads);
       pp->set_work(p.work);
+      pp->set_band_confidence(p.band_confidence);
+      pp->set_certain_in(p.certain_in);
     }
   }
   out.set_calibration_current(info.calibration_current);
@@ -258,6 +260,8 @@ absl::StatusOr<CollectionDescription> FromProto(const v1::CollectionInfo& in) {
       cp.mean_us = p.mean_us();
       cp.ssd_reads = p.ssd_reads();
       cp.work = p.work();
+      cp.band_confidence = p.band_confidence();
+      cp.certain_in = p.certain_in();
       cal->points.push_back(cp);
     }
     info.calibration = std::move(cal);

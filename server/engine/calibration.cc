@@ -7,6 +7,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,8 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "index/distance_kernels.h"
+#include "server/engine/search_band.h"
+#include "server/engine/search_scratch.h"
 
 namespace zoom::server {
 namespace {
@@ -126,8 +129,8 @@ Calibration::Choice Calibration::Choose(double target_recall) const {
   const auto cheaper = [&](const CalibrationPoint& a, const CalibrationPoint& b) {
     if (cost(a) != cost(b)) return cost(a) < cost(b);
     if (a.recall_lower != b.recall_lower) return a.recall_lower > b.recall_lower;
-    return std::tie(a.nprobe, a.ef, a.rerank_candidates) <
-           std::tie(b.nprobe, b.ef, b.rerank_candidates);
+    return std::tie(a.nprobe, a.ef, a.rerank_candidates, a.band_confidence) <
+           std::tie(b.nprobe, b.ef, b.rerank_candidates, b.band_confidence);
   };
   Choice best;
   bool found = false;
@@ -157,8 +160,9 @@ std::string Calibration::Encode() const {
   // Doubles to 17 digits: a bound decoded back picks what it picked before.
   for (const CalibrationPoint& p : points) {
     absl::StrAppend(&out, ";", p.ef, " ", p.nprobe, " ", p.rerank_candidates,
-                    absl::StrFormat(" %.17g %.17g %.17g %.17g %.17g", p.recall, p.recall_lower,
-                                    p.mean_us, p.ssd_reads, p.work));
+                    absl::StrFormat(" %.17g %.17g %.17g %.17g %.17g %.17g %.17g", p.recall,
+                                    p.recall_lower, p.mean_us, p.ssd_reads, p.work,
+                                    p.band_confidence, p.certain_in));
   }
   return out;
 }
@@ -188,9 +192,14 @@ absl::StatusOr<Calibration> Calibration::Decode(std::string_view in) {
   for (size_t i = 1; i < parts.size(); ++i) {
     std::vector<absl::string_view> f = absl::StrSplit(parts[i], ' ');
     CalibrationPoint p;
-    const size_t fields = version == 1 ? 7 : 8;
-    if (f.size() == 8 && fields == 8 &&
+    const size_t fields = version == 1 ? 7 : version == 2 ? 8 : 10;
+    if (f.size() == fields && fields >= 8 &&
         (!absl::SimpleAtod(f[7], &p.work) || !(p.work >= 0) || !std::isfinite(p.work))) {
+      return bad(absl::StrCat("point ", i));
+    }
+    if (f.size() == fields && fields >= 10 &&
+        (!absl::SimpleAtod(f[8], &p.band_confidence) || !absl::SimpleAtod(f[9], &p.certain_in) ||
+         !(p.band_confidence >= 0 && p.band_confidence <= 100) || !(p.certain_in >= 0))) {
       return bad(absl::StrCat("point ", i));
     }
     if (f.size() != fields || !absl::SimpleAtoi(f[0], &p.ef) || !absl::SimpleAtoi(f[1], &p.nprobe) ||
@@ -199,7 +208,8 @@ absl::StatusOr<Calibration> Calibration::Decode(std::string_view in) {
         !absl::SimpleAtod(f[6], &p.ssd_reads) || p.ef == 0 || p.rerank_candidates == 0 ||
         !(p.recall >= 0 && p.recall <= 1) || !(p.recall_lower <= p.recall) ||
         !(p.mean_us >= 0) || !(p.ssd_reads >= 0) || !std::isfinite(p.mean_us) ||
-        !std::isfinite(p.ssd_reads) || !std::isfinite(p.recall_lower)) {
+        !std::isfinite(p.ssd_reads) || !std::isfinite(p.recall_lower) ||
+        !(p.certain_in <= p.rerank_candidates)) {
       return bad(absl::StrCat("point ", i));
     }
     c.points.push_back(p);
@@ -254,13 +264,15 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine,
   const double read_cost = std::max(0.0, options.read_cost);
   QueryResult result;
   // Query q as a query the index has not seen, into `result`.
-  const auto search = [&](size_t q, SearchParams p) -> absl::Status {
+  const auto search = [&](size_t q, SearchParams p,
+                           std::vector<index::Neighbor>* candidates = nullptr) -> absl::Status {
     ZOOM_RETURN_IF_ERROR(CheckCancelled(options));
     const AllButOne filter(live, self[q]);
     QueryContext ctx;
     ctx.deleted = &filter;
     ctx.hidden = self[q];
     ctx.maintenance = true;
+    ctx.candidates_out = candidates;
     return engine.Search(absl::MakeConstSpan(queries.data() + q * d, d), p, &result, ctx);
   };
   // The knobs of primary value `value` with K' `kprime`.
@@ -297,6 +309,113 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine,
   std::vector<double> sum(rerank.size()), sum2(rerank.size()), preview_us(rerank.size()),
       preview_evals(rerank.size());
   std::vector<uint32_t> found(rerank.size());
+  // The band, per (K', confidence): sums of recall, its square, reads and
+  // certain-in. Off when the index gives no intervals (found on the first
+  // list) or the grid is empty.
+  std::vector<double> confidences;
+  for (double c : options.band_confidence) {
+    if (c > 0 && c <= 100) confidences.push_back(c);
+  }
+  std::sort(confidences.begin(), confidences.end());
+  confidences.erase(std::unique(confidences.begin(), confidences.end()), confidences.end());
+  bool band = !confidences.empty();
+  const size_t nc = confidences.size();
+  std::vector<double> bsum(rerank.size() * nc), bsum2(rerank.size() * nc),
+      breads(rerank.size() * nc), bin(rerank.size() * nc);
+  std::vector<CalibrationPoint> band_points;
+  std::vector<index::Neighbor> list_out;
+  std::vector<float> lo, hi;
+  std::vector<uint64_t> blocks;
+  search_internal::BandPlan plan;
+  std::vector<search_internal::Scored> scored;
+  std::vector<Hit> best;
+  // The query's exact scores (the engine's re-rank: Score of the prepared
+  // query), by candidate id, read once a query.
+  absl::flat_hash_map<InternalId, float> exact;
+  std::vector<float> prepared(d), rows;
+  std::vector<InternalId> missing;
+  size_t exact_query = SIZE_MAX;
+  // Query q's exact scores of every candidate in `list` into `exact` (one
+  // batch of reads for those not known yet).
+  const auto read_exact = [&](size_t q, const std::vector<index::Neighbor>& list) -> absl::Status {
+    if (exact_query != q) {
+      exact.clear();
+      exact_query = q;
+      std::copy_n(queries.data() + q * d, d, prepared.data());
+      Scorer(engine.metric()).PrepareQuery(prepared.data(), d);
+    }
+    missing.clear();
+    for (const index::Neighbor& nb : list) {
+      if (!exact.contains(nb.id)) missing.push_back(nb.id);
+    }
+    if (missing.empty()) return absl::OkStatus();
+    rows.resize(missing.size() * d);
+    ZOOM_RETURN_IF_ERROR(engine.store().ReadVectors(missing, rows.data()));
+    for (size_t i = 0; i < missing.size(); ++i) {
+      const float* v = rows.data() + i * d;
+      const float s = engine.metric() == Metric::kL2 ? index::L2Sqr(prepared.data(), v, d)
+                                                     : index::InnerProduct(prepared.data(), v, d);
+      exact.emplace(missing[i], std::isnan(s) ? Scorer(engine.metric()).Worst() : s);
+    }
+    return absl::OkStatus();
+  };
+  // The band's answers over `list`'s first rerank[r] for r in [r0, r1), at
+  // every confidence, added to the sums.
+  const auto replay = [&](size_t q, const std::vector<index::Neighbor>& list, size_t r0,
+                          size_t r1) -> absl::Status {
+    const float* qv = queries.data() + q * d;
+    lo.resize(list.size());
+    hi.resize(list.size());
+    const double denom = static_cast<double>(std::max<size_t>(truth[q].size(), 1));
+    bool have_exact = false;
+    for (size_t ci = 0; ci < nc && band; ++ci) {
+      if (!engine.index()->DistanceIntervals(qv, list, confidences[ci], lo.data(), hi.data())) {
+        band = false;  // the index keeps no radii
+        break;
+      }
+      if (!have_exact) {
+        ZOOM_RETURN_IF_ERROR(read_exact(q, list));
+        have_exact = true;
+      }
+      for (size_t r = r0; r < r1; ++r) {
+        const size_t n = std::min<size_t>(rerank[r], list.size());
+        search_internal::ClassifyBand(absl::MakeConstSpan(list.data(), n), lo.data(), hi.data(),
+                                      k, &plan);
+        // As SearchEngine::FullviewEnd: the certain-in (at most k) unread,
+        // the rest of the k from the band by exact score.
+        scored.clear();
+        blocks.clear();
+        std::vector<InternalId> taken;
+        for (size_t i = 0; i < n; ++i) {
+          if (plan.cls[i] == search_internal::BandClass::kIn) {
+            if (taken.size() < k) taken.push_back(list[i].id);
+          } else if (plan.cls[i] == search_internal::BandClass::kRead) {
+            blocks.push_back(engine.store().RecordOffset(list[i].id) /
+                             storage::VectorStore::kBlockBytes);
+            scored.push_back({list[i].id, exact.at(list[i].id)});
+          }
+        }
+        // The engine's reads: one a distinct block (records sharing one
+        // share the read).
+        std::sort(blocks.begin(), blocks.end());
+        const auto reads =
+            static_cast<double>(std::unique(blocks.begin(), blocks.end()) - blocks.begin());
+        search_internal::TakeBest(engine.metric(), &scored, k - taken.size(), &best);
+        for (const Hit& h : best) taken.push_back(static_cast<InternalId>(h.id));
+        uint32_t hit = 0;
+        for (InternalId t : truth[q]) {
+          hit += std::find(taken.begin(), taken.end(), t) != taken.end();
+        }
+        const double rq = truth[q].empty() ? 1.0 : hit / denom;
+        const size_t at = r * nc + ci;
+        bsum[at] += rq;
+        bsum2[at] += rq * rq;
+        breads[at] += reads;
+        bin[at] += std::min<double>(plan.in, k);
+      }
+    }
+    return absl::OkStatus();
+  };
   for (uint32_t value : primary) {
     // hnsw_pq: an ef's list holds K' <= ef only.
     const uint32_t list = ivf ? rerank.back() : std::min(value, rerank.back());
@@ -305,13 +424,17 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine,
     std::fill(sum2.begin(), sum2.end(), 0.0);
     std::fill(preview_us.begin(), preview_us.end(), 0.0);
     std::fill(preview_evals.begin(), preview_evals.end(), 0.0);
+    for (std::vector<double>* v : {&bsum, &bsum2, &breads, &bin}) {
+      std::fill(v->begin(), v->end(), 0.0);
+    }
     // Preview-only searches listing `len` candidates; counts the true
     // neighbours among the first rerank[r] into found[r] for r in [r0, r1).
     const auto count = [&](size_t q, uint32_t len, size_t r0, size_t r1) -> absl::Status {
       SearchParams p = knobs(value, len);
       p.preview_only = true;
       p.k = len;
-      ZOOM_RETURN_IF_ERROR(search(q, p));
+      ZOOM_RETURN_IF_ERROR(search(q, p, band ? &list_out : nullptr));
+      if (band) ZOOM_RETURN_IF_ERROR(replay(q, list_out, r0, r1));
       for (size_t r = r0; r < r1; ++r) {
         preview_us[r] += result.stats.preview_us;
         preview_evals[r] += static_cast<double>(result.stats.distance_evals);
@@ -361,11 +484,53 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine,
       pt.work = std::max(1.0, preview_evals[r] + read_cost * reads[r]);
       best_lower = std::max(best_lower, pt.recall_lower);
       cal.points.push_back(pt);
+      for (size_t ci = 0; ci < nc && band; ++ci) {
+        const size_t at = r * nc + ci;
+        CalibrationPoint bp = pt;
+        bp.band_confidence = confidences[ci];
+        const double bm = bsum[at] / static_cast<double>(nq);
+        const double bvar = std::max(
+            0.0, (bsum2[at] - static_cast<double>(nq) * bm * bm) / static_cast<double>(nq - 1));
+        bp.recall = bm;
+        bp.recall_lower = std::max(0.0, bm - kZ95 * std::sqrt(bvar / static_cast<double>(nq)));
+        bp.ssd_reads = breads[at] / static_cast<double>(nq);
+        bp.certain_in = bin[at] / static_cast<double>(nq);
+        bp.mean_us = preview_us[r] + (reads[r] > 0 ? fullview_us[r] * bp.ssd_reads / reads[r] : 0);
+        bp.work = std::max(1.0, preview_evals[r] + read_cost * bp.ssd_reads);
+        band_points.push_back(bp);
+      }
     }
     // Nothing above is worth measuring: every target up to 0.999 is met.
     if (best_lower >= 0.999) break;
   }
   if (cal.points.empty()) return absl::InternalError("the calibration grid measured nothing");
+  // The band points no other point beats on both work and the lower bound
+  // (equal on both: kept), each after its knobs' point without the band.
+  const auto beaten = [&](const CalibrationPoint& p) {
+    const auto beats = [&p](const CalibrationPoint& o) {
+      return o.work <= p.work && o.recall_lower >= p.recall_lower &&
+             (o.work < p.work || o.recall_lower > p.recall_lower);
+    };
+    return std::any_of(cal.points.begin(), cal.points.end(), beats) ||
+           std::any_of(band_points.begin(), band_points.end(), beats);
+  };
+  std::vector<CalibrationPoint> kept;
+  for (const CalibrationPoint& p : band_points) {
+    if (!beaten(p)) kept.push_back(p);
+  }
+  if (!kept.empty()) {
+    std::vector<CalibrationPoint> merged;
+    merged.reserve(cal.points.size() + kept.size());
+    size_t j = 0;
+    for (const CalibrationPoint& p : cal.points) {
+      merged.push_back(p);
+      while (j < kept.size() && std::tie(kept[j].nprobe, kept[j].ef, kept[j].rerank_candidates) ==
+                                    std::tie(p.nprobe, p.ef, p.rerank_candidates)) {
+        merged.push_back(kept[j++]);
+      }
+    }
+    cal.points = std::move(merged);
+  }
   return cal;
 }
 

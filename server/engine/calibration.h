@@ -19,7 +19,18 @@
 //     distances, so a longer list is better than a smaller K''s; there one
 //     preview-only search per (nprobe, K') runs);
 //   - the fullview's cost at each K' from real searches (the smallest
-//     primary knob): mean fullview + re-rank time and SSD reads.
+//     primary knob): mean fullview + re-rank time and SSD reads;
+//   - where the index keeps intervals for its distances (VectorIndex::
+//     DistanceIntervals: ivf_hnsw_pq built by zoomd 0.x with radii), the
+//     band (search_band.h, "read only what is in doubt") at every
+//     band_confidence of the grid, replayed on the same lists: the
+//     candidates certainly in the top k taken unread, the certainly out
+//     dropped, the rest ranked by their exact distances (the query's own,
+//     read once and kept), exactly as the engine answers. Its reads are
+//     the band's; its time the preview's plus the fullview's at that K'
+//     scaled by the share of candidates read. Only band points that no
+//     other point beats on both counted work and recall's lower bound are
+//     kept (the rest could never be chosen).
 // A point's cost is counted work, not time: the preview's distance
 // evaluations (codes scanned, graph and centroid distances) plus
 // CalibrationOptions::read_cost a fullview read. The same index gives the
@@ -38,8 +49,8 @@
 // curve of version 1, which counted no work) whose recall's one-sided 95%
 // lower bound (mean - 1.645 sd / sqrt(queries)) reaches the target; when
 // none does, the point of the highest recall (reached = false). Ties go to
-// the higher lower bound, then the smaller knobs: a choice never depends on
-// the points' order.
+// the higher lower bound, then the smaller knobs (band confidence last): a
+// choice never depends on the points' order.
 //
 // The curve is kept with the index it was measured on (the collection's
 // manifest: Encode/Decode) and measured again for every new index.
@@ -72,12 +83,18 @@ struct CalibrationPoint {
   // Mean counted work a query: preview distance evaluations + read_cost x
   // reads (0 in a curve of version 1).
   double work = 0;
+  // The band's confidence (SearchParams::band_confidence; 0: every
+  // candidate read, and always 0 before version 3), and the mean number of
+  // candidates certainly in the top k (returned unread, estimated).
+  double band_confidence = 0;
+  double certain_in = 0;
   bool operator==(const CalibrationPoint&) const = default;
 };
 
 struct Calibration {
-  // 1: no work; 2: a point's work after its reads.
-  static constexpr uint32_t kVersion = 2;
+  // 1: no work; 2: a point's work after its reads; 3: then its band
+  // confidence and certain-in.
+  static constexpr uint32_t kVersion = 3;
   uint32_t k = 10;
   uint32_t queries = 0;
   uint64_t indexed_points = 0;  // the index's size when measured
@@ -91,9 +108,10 @@ struct Calibration {
   // See the file comment. `points` must not be empty.
   Choice Choose(double target_recall) const;
 
-  // One line of text: "2 k queries indexed_points created_unix_ms" then
-  // ";ef nprobe K' recall recall_lower mean_us ssd_reads work" per point
-  // (version 1: without work).
+  // One line of text: "3 k queries indexed_points created_unix_ms" then
+  // ";ef nprobe K' recall recall_lower mean_us ssd_reads work
+  // band_confidence certain_in" per point (version 1: up to ssd_reads;
+  // version 2: up to work).
   std::string Encode() const;
   // DataLoss for a malformed text; FailedPrecondition for a newer version.
   static absl::StatusOr<Calibration> Decode(std::string_view text);
@@ -117,6 +135,9 @@ struct CalibrationOptions {
   std::vector<uint32_t> ef = {16,  20,  24,  32,  40,  48,  64,  80,  96,
                               128, 160, 192, 256, 320, 384, 512};
   std::vector<uint32_t> rerank = {10, 12, 15, 18, 20, 25, 30, 40, 50, 60, 80, 100, 120, 160};
+  // The band's confidences tried beside reading every candidate (where the
+  // index keeps intervals); empty: none.
+  std::vector<double> band_confidence = {0.5, 1, 1.5, 2, 3};
   // A fullview read's cost in preview distance evaluations: a 4 KiB read
   // in a batch ~18 us against ~30 ns a PQ code distance here (the
   // planner's EngineOptions::filter_codes_per_read, measured by zoombench

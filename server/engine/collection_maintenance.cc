@@ -281,8 +281,13 @@ absl::Status CollectionMaintenance::RunCalibration() {
   ZOOM_LOG(INFO, "collection ", config.name, ": calibrated over ", cal->queries, " queries, ",
            cal->points.size(), " knob settings, in ", absl::SixDigits(sw.ElapsedMicros() / 1e6),
            " s; recall@", cal->k, " ", target, (c.reached ? "" : " not reached; best"), ": ef ",
-           c.point.ef, " nprobe ", c.point.nprobe, " K' ", c.point.rerank_candidates, " (recall ",
-           absl::SixDigits(c.point.recall), ", ", absl::SixDigits(c.point.mean_us), " us)");
+           c.point.ef, " nprobe ", c.point.nprobe, " K' ", c.point.rerank_candidates,
+           c.point.band_confidence > 0
+               ? absl::StrCat(" band ", c.point.band_confidence, " (", absl::SixDigits(c.point.ssd_reads),
+                              " reads)")
+               : std::string(),
+           " (recall ", absl::SixDigits(c.point.recall), ", ",
+           absl::SixDigits(c.point.mean_us), " us)");
   return absl::OkStatus();
 }
 

@@ -77,6 +77,12 @@ absl::Status CollectionKnobs::EngineParams(const Segment& seg, const CollectionS
     }
     // Knobs cut by this server's limits are not the curve's any more.
     const bool cut = p.ef < c.ef || (c.nprobe != 0 && p.nprobe < c.nprobe);
+    // The band the curve measured with these knobs: only with all of them
+    // (its recall is theirs), and not beside a request's own way of
+    // reading fewer (band_confidence, rerank_stop_sd).
+    if (all && !cut && p.band_confidence == 0 && p.rerank_stop_sd == 0) {
+      p.band_confidence = c.band_confidence;
+    }
     stats->target_recall = static_cast<float>(target);
     stats->target_reached = choice.reached;
     stats->knobs_calibrated = true;
@@ -95,6 +101,7 @@ absl::Status CollectionKnobs::EngineParams(const Segment& seg, const CollectionS
     stats->knob_ef = p.ef;
     stats->knob_nprobe = p.nprobe;
     stats->knob_rerank = p.rerank_candidates;
+    stats->knob_band = static_cast<float>(p.band_confidence);
   }
   return absl::OkStatus();
 }
@@ -140,6 +147,7 @@ void KeepChoice(const QueryStats& chosen, QueryStats* stats) {
   stats->knob_ef = chosen.knob_ef;
   stats->knob_nprobe = chosen.knob_nprobe;
   stats->knob_rerank = chosen.knob_rerank;
+  stats->knob_band = chosen.knob_band;
 }
 }  // namespace
 

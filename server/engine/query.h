@@ -129,6 +129,9 @@ struct QueryContext {
   // its sample must not evict the clients' hot vectors), and its time does
   // not move the fullview's moving average (allow_partial's estimate).
   bool maintenance = false;
+  // When not null (the calibration's band replay): the preview's
+  // candidates, as the index listed them, before any fullview.
+  std::vector<index::Neighbor>* candidates_out = nullptr;
 };
 
 // One hit. `id`: internal in the engine's answer, external in the

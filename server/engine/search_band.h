@@ -1,6 +1,7 @@
 // File: server/engine/search_band.h
 //
-// Internal to the SearchEngine: the band (issue 48, "read only what is in
+// Internal to the engine (the SearchEngine, and the calibration's replay
+// of it): the band (issue 48, "read only what is in
 // doubt"). The index gives each of the K' preview candidates an interval
 // for its true distance (index::VectorIndex::DistanceIntervals, at
 // SearchParams::band_confidence). A candidate whose upper bound is below
@@ -37,10 +38,18 @@ struct BandPlan {
 };
 
 // Plans the band of `candidates` for the top `k` (plan->on false, nothing
-// else set, when the index keeps no intervals or confidence <= 0).
+// else set, when the index keeps no intervals or confidence <= 0):
+// DistanceIntervals, then ClassifyBand.
 void PlanBand(const index::VectorIndex& idx, const float* query,
               absl::Span<const index::Neighbor> candidates, size_t k, double confidence,
               BandPlan* plan);
+
+// The band of `candidates` given each one's interval [lo[i], hi[i]]
+// (plan->on set). An interval depends on its candidate alone, so the
+// intervals of a list's first K' are those of the list's prefix: the
+// calibration classifies every K' of one list from one DistanceIntervals.
+void ClassifyBand(absl::Span<const index::Neighbor> candidates, const float* lo,
+                  const float* hi, size_t k, BandPlan* plan);
 
 }  // namespace zoom::server::search_internal
 

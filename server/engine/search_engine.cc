@@ -302,6 +302,7 @@ absl::Status SearchEngine::Start(const index::VectorIndex* idx, const float* que
       idx->Search(query, kprime, IndexParams(params, ctx), {}, &ic, &run->candidates));
   result->stats.preview_us += sw.ElapsedMicros();
   run->stopped = ic.stopped;
+  if (ctx.candidates_out != nullptr) *ctx.candidates_out = run->candidates;
   PlanRunBand(idx, query, run);
   return absl::OkStatus();
 }

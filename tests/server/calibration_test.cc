@@ -39,6 +39,7 @@ TEST(CalibrationCodecTest, RoundTrips) {
   c.created_unix_ms = 1796356800123;
   c.points.push_back({64, 12, 15, 0.963, 0.9541, 183.953, 14.4, 9001.25});
   c.points.push_back({512, 0, 160, 1.0, 1.0, 2048.5, 160, 120000});
+  c.points.push_back({64, 12, 15, 0.958, 0.95, 120.5, 9.25, 6001.5, 1.5, 4.75});
   absl::StatusOr<Calibration> back = Calibration::Decode(c.Encode());
   ASSERT_OK(back.status());
   EXPECT_EQ(*back, c);
@@ -72,6 +73,22 @@ TEST(CalibrationCodecTest, GoldenVersion2) {
   EXPECT_EQ(c->points[1], (CalibrationPoint{128, 64, 160, 1.0, 1.0, 2048.5, 160, 99000}));
 }
 
+// Version 3 (a point's band confidence and certain-in): read the same
+// forever.
+TEST(CalibrationCodecTest, GoldenVersion3) {
+  absl::StatusOr<Calibration> c = Calibration::Decode(
+      "3 10 200 4500 1796356800123;64 12 15 0.963 0.9541 183.953 14.4 12345.5 0 0;"
+      "64 12 15 0.958 0.95 120.5 9.25 6001.5 1.5 4.75");
+  ASSERT_OK(c.status());
+  ASSERT_EQ(c->points.size(), 2u);
+  EXPECT_EQ(c->points[0],
+            (CalibrationPoint{64, 12, 15, 0.963, 0.9541, 183.953, 14.4, 12345.5, 0, 0}));
+  EXPECT_EQ(c->points[1],
+            (CalibrationPoint{64, 12, 15, 0.958, 0.95, 120.5, 9.25, 6001.5, 1.5, 4.75}));
+  // The band's point is cheaper at the same lower bound: chosen.
+  EXPECT_EQ(c->Choose(0.95).point.band_confidence, 1.5);
+}
+
 TEST(CalibrationCodecTest, MalformedTextIsDataLoss) {
   for (const char* text : {
            "",
@@ -100,11 +117,15 @@ TEST(CalibrationCodecTest, MalformedTextIsDataLoss) {
            "2 10 200 4500 0;64 12 15 0.9 0.9 1 1 nan",     // NaN work
            "1 10 200 4500 0;64 12 15 0.9 0.9 1 1 7",       // version 1 with work
            "0 10 200 4500 0;64 12 15 0.9 0.9 1 1",         // version 0
+           "3 10 200 4500 0;64 12 15 0.9 0.9 1 1 1",       // version 3 without the band
+           "3 10 200 4500 0;64 12 15 0.9 0.9 1 1 1 -1 0",  // negative confidence
+           "3 10 200 4500 0;64 12 15 0.9 0.9 1 1 1 1 16",  // more certain-in than K'
+           "3 10 200 4500 0;64 12 15 0.9 0.9 1 1 1 nan 0", // NaN confidence
        }) {
     EXPECT_THAT(Calibration::Decode(text).status(), StatusIs(absl::StatusCode::kDataLoss))
         << text;
   }
-  EXPECT_THAT(Calibration::Decode("3 10 200 4500 0;64 12 15 0.9 0.9 1 1 1").status(),
+  EXPECT_THAT(Calibration::Decode("4 10 200 4500 0;64 12 15 0.9 0.9 1 1 1 0 0").status(),
               StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
@@ -239,10 +260,11 @@ TEST_P(CalibrateTest, ReportsTheRecallOfRealSearchesAtEachPoint) {
   ASSERT_FALSE(cal->points.empty());
 
   const bool ivf = kind == index::IndexKind::kIvfHnswPq;
+  int band_points = 0;
   std::vector<float> q(kDim);
   for (const CalibrationPoint& p : cal->points) {
     SCOPED_TRACE(::testing::Message() << "ef " << p.ef << " nprobe " << p.nprobe << " K' "
-                                    << p.rerank_candidates);
+                                    << p.rerank_candidates << " band " << p.band_confidence);
     if (ivf) {
       EXPECT_EQ(p.ef, std::max<uint32_t>(64, 2 * p.nprobe));
     } else {
@@ -251,8 +273,14 @@ TEST_P(CalibrateTest, ReportsTheRecallOfRealSearchesAtEachPoint) {
     }
     EXPECT_LE(p.recall_lower, p.recall);
     EXPECT_GT(p.mean_us, 0);
-    EXPECT_GT(p.ssd_reads, 0);  // no cache: every candidate's block is read
-    double sum = 0;
+    if (p.band_confidence == 0) {
+      EXPECT_GT(p.ssd_reads, 0);  // no cache: every candidate's block is read
+      EXPECT_EQ(p.certain_in, 0);
+    } else {
+      EXPECT_LE(p.ssd_reads + p.certain_in, p.rerank_candidates);
+      ++band_points;
+    }
+    double sum = 0, reads = 0;
     for (InternalId self : sample) {
       ASSERT_OK(engine->store().ReadVectors({&self, 1}, q.data()));
       const AllBut filter(live, self);
@@ -261,6 +289,7 @@ TEST_P(CalibrateTest, ReportsTheRecallOfRealSearchesAtEachPoint) {
       sp.ef = p.ef;
       sp.nprobe = ivf ? p.nprobe : 16;
       sp.rerank_candidates = p.rerank_candidates;
+      sp.band_confidence = p.band_confidence;
       QueryContext ctx;
       ctx.deleted = &filter;
       ctx.hidden = self;
@@ -270,8 +299,18 @@ TEST_P(CalibrateTest, ReportsTheRecallOfRealSearchesAtEachPoint) {
       ASSERT_EQ(exact.hits.size(), 10u);
       for (const Hit& h : got.hits) ASSERT_FALSE(filter.IsExcluded(h.id)) << h.id;
       sum += RecallOf(got.hits, exact.hits, 10);
+      reads += got.stats.reads;
     }
     EXPECT_NEAR(p.recall, sum / sample.size(), 1e-9);
+    // The band's reads are counted, not sampled: the engine's own.
+    if (p.band_confidence > 0) EXPECT_NEAR(p.ssd_reads, reads / sample.size(), 1e-9);
+  }
+  // ivf_hnsw_pq keeps intervals: the band read fewer somewhere on the
+  // curve (a band point that never did would be beaten and dropped).
+  if (ivf) {
+    EXPECT_GT(band_points, 0);
+  } else {
+    EXPECT_EQ(band_points, 0);  // hnsw_pq keeps none
   }
   // The whole index scanned with the largest K' finds nearly everything.
   EXPECT_GE(cal->Choose(1.0).point.recall, 0.9);

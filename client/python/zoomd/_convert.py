@@ -934,7 +934,8 @@ def collection_info(i: zoom_pb2.CollectionInfo) -> CollectionInfo:
             points=[CalibrationPoint(ef=p.ef, nprobe=p.nprobe, rerank=p.rerank_candidates,
                                      recall=p.recall, recall_lower=p.recall_lower,
                                      mean_us=p.mean_us, ssd_reads=p.ssd_reads,
-                                     work=p.work)
+                                     work=p.work, band_confidence=p.band_confidence,
+                                     certain_in=p.certain_in)
                     for p in i.calibration.points]) if i.HasField("calibration") else None,
         calibration_current=i.calibration_current, calibration_error=i.calibration_error,
         default_target_recall=i.default_target_recall)

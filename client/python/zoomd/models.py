@@ -106,7 +106,9 @@ class CalibrationPoint:
     calibration queries, the one-sided 95% lower bound a target is compared
     with, its time (one search, one thread) when measured, and its counted
     work (preview distance evaluations + 600 x SSD reads: what a target's
-    choice ranks by; 0 from a server before it, then mean_us ranks)."""
+    choice ranks by; 0 from a server before it, then mean_us ranks), and
+    the band's confidence at this point (0: every candidate read) with the
+    mean hits certainly in the top k (returned unread, estimated)."""
     ef: int
     nprobe: int
     rerank: int
@@ -115,6 +117,8 @@ class CalibrationPoint:
     mean_us: float
     ssd_reads: float
     work: float = 0.0
+    band_confidence: float = 0.0
+    certain_in: float = 0.0
 
 
 @dataclass

@@ -69,7 +69,9 @@ class Calibration(_message.Message):
     def __init__(self, k: _Optional[int] = ..., queries: _Optional[int] = ..., indexed_points: _Optional[int] = ..., created_unix_ms: _Optional[int] = ..., points: _Optional[_Iterable[_Union[CalibrationPoint, _Mapping]]] = ...) -> None: ...
 
 class CalibrationPoint(_message.Message):
-    __slots__ = ["ef", "mean_us", "nprobe", "recall", "recall_lower", "rerank_candidates", "ssd_reads", "work"]
+    __slots__ = ["band_confidence", "certain_in", "ef", "mean_us", "nprobe", "recall", "recall_lower", "rerank_candidates", "ssd_reads", "work"]
+    BAND_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    CERTAIN_IN_FIELD_NUMBER: _ClassVar[int]
     EF_FIELD_NUMBER: _ClassVar[int]
     MEAN_US_FIELD_NUMBER: _ClassVar[int]
     NPROBE_FIELD_NUMBER: _ClassVar[int]
@@ -78,6 +80,8 @@ class CalibrationPoint(_message.Message):
     RERANK_CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     SSD_READS_FIELD_NUMBER: _ClassVar[int]
     WORK_FIELD_NUMBER: _ClassVar[int]
+    band_confidence: float
+    certain_in: float
     ef: int
     mean_us: float
     nprobe: int
@@ -86,7 +90,7 @@ class CalibrationPoint(_message.Message):
     rerank_candidates: int
     ssd_reads: float
     work: float
-    def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., recall: _Optional[float] = ..., recall_lower: _Optional[float] = ..., mean_us: _Optional[float] = ..., ssd_reads: _Optional[float] = ..., work: _Optional[float] = ...) -> None: ...
+    def __init__(self, ef: _Optional[int] = ..., nprobe: _Optional[int] = ..., rerank_candidates: _Optional[int] = ..., recall: _Optional[float] = ..., recall_lower: _Optional[float] = ..., mean_us: _Optional[float] = ..., ssd_reads: _Optional[float] = ..., work: _Optional[float] = ..., band_confidence: _Optional[float] = ..., certain_in: _Optional[float] = ...) -> None: ...
 
 class CollectionInfo(_message.Message):
     __slots__ = ["auto_retrains", "build_progress", "calibration", "calibration_current", "calibration_error", "code_error_ratio", "compaction_error", "default_target_recall", "deleted_points", "disk_bytes", "drift_retrains", "field_indexes", "index_error", "index_state", "indexed_points", "maintenance_failures", "maintenance_retry_unix_ms", "points", "resident_bytes", "spec", "stored_records", "trained_points"]
