@@ -346,7 +346,8 @@ absl::Status ScalePoint::Build() {
   const uint64_t after = server_->Rss();
   const std::map<std::string, double> phases = BuildPhases(server_->log_path());
   std::string phase_text;
-  for (const char* p : {"sample", "train", "encode", "layout", "install", "calibration"}) {
+  for (const char* p :
+       {"sample", "train", "encode", "layout", "install", "writers_held", "calibration"}) {
     auto it = phases.find(p);
     const double v = it == phases.end() ? -1 : it->second;
     absl::StrAppend(&phase_text, phase_text.empty() ? "" : ", ", p, " ", Fmt(v, 1), " s");

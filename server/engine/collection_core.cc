@@ -97,24 +97,43 @@ absl::Status CollectionCore::SaveSnapshotLocked() {
   std::shared_ptr<Segment> seg = Current();
   const std::shared_ptr<const index::VectorIndex> idx = seg->index();
   if (idx == nullptr) return absl::OkStatus();
-  const CollectionManifest before = manifest_;
   const std::string name = manifest_.NextFile("index", ".zidx");
   const std::string path = (fs::path(dir_) / name).string();
   ZOOM_RETURN_IF_ERROR(idx->Save(path, options_.store.file_system));
+  return CommitSnapshotLocked(name, idx->size());
+}
+
+absl::StatusOr<std::string> CollectionCore::StageIndexFile(const index::VectorIndex& idx) {
+  std::string name;
+  {
+    absl::MutexLock w(&write_mu_);
+    name = manifest_.NextFile("index", ".zidx");
+  }
+  if (absl::Status st = idx.Save((fs::path(dir_) / name).string(), options_.store.file_system);
+      !st.ok()) {
+    RemoveFile(name);
+    return st;
+  }
+  return name;
+}
+
+absl::Status CollectionCore::CommitSnapshotLocked(const std::string& name, uint64_t count) {
+  const CollectionManifest before = manifest_;
   manifest_.snapshot = name;
-  manifest_.snapshot_count = idx->size();
+  manifest_.snapshot_count = count;
   if (absl::Status st = SaveManifestLocked(); !st.ok()) {
-    std::error_code ec;
-    fs::remove(path, ec);
+    RemoveFile(name);
     manifest_.snapshot = before.snapshot;
     manifest_.snapshot_count = before.snapshot_count;
     return st;
   }
-  if (!before.snapshot.empty()) {
-    std::error_code ec;
-    fs::remove(fs::path(dir_) / before.snapshot, ec);
-  }
+  if (!before.snapshot.empty()) RemoveFile(before.snapshot);
   return absl::OkStatus();
+}
+
+void CollectionCore::RemoveFile(const std::string& name) const {
+  std::error_code ec;
+  fs::remove(fs::path(dir_) / name, ec);
 }
 
 void CollectionCore::ReleaseRetiredLocked() {

@@ -109,6 +109,16 @@ class CollectionCore {
   absl::Status SaveManifestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Saves the serving index as a new snapshot file named in the manifest.
   absl::Status SaveSnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // A build's index file, written without write_mu_ (taken only for its
+  // name, from the manifest's sequence): its name. The manifest names it
+  // at CommitSnapshotLocked, with the points it covers (a load adds the
+  // rest from the vector file); until then, or when the build is dropped,
+  // it is the caller's to remove (RemoveFile).
+  absl::StatusOr<std::string> StageIndexFile(const index::VectorIndex& idx)
+      ABSL_LOCKS_EXCLUDED(write_mu_);
+  absl::Status CommitSnapshotLocked(const std::string& name, uint64_t count)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  void RemoveFile(const std::string& name) const;
   // Drops the records of retired segments no reader holds any more (and
   // frees them).
   void ReleaseRetiredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);

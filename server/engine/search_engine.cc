@@ -110,6 +110,20 @@ absl::Status SearchEngine::SetIndex(std::unique_ptr<index::VectorIndex> index) {
     return absl::InvalidArgumentError("index dimension differs from the store's");
   }
   // Catch up with points stored after the index's snapshot.
+  ZOOM_RETURN_IF_ERROR(CatchUp(index.get()));
+  std::shared_ptr<index::VectorIndex> replaced;
+  {
+    absl::MutexLock m(&index_mu_);
+    replaced = std::move(index_);
+    index_ = std::move(index);
+    if (replaced != nullptr) retired_.push_back(replaced);
+  }
+  // Freed here, or by the last search that still holds it.
+  replaced.reset();
+  return absl::OkStatus();
+}
+
+absl::Status SearchEngine::CatchUp(index::VectorIndex* index) const {
   const uint64_t have = index->size();
   const uint64_t total = store_->count();
   if (have > total) {
@@ -136,15 +150,6 @@ absl::Status SearchEngine::SetIndex(std::unique_ptr<index::VectorIndex> index) {
     }
     ZOOM_RETURN_IF_ERROR(index->Add(buf.data(), m));
   }
-  std::shared_ptr<index::VectorIndex> replaced;
-  {
-    absl::MutexLock m(&index_mu_);
-    replaced = std::move(index_);
-    index_ = std::move(index);
-    if (replaced != nullptr) retired_.push_back(replaced);
-  }
-  // Freed here, or by the last search that still holds it.
-  replaced.reset();
   return absl::OkStatus();
 }
 

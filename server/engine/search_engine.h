@@ -95,8 +95,14 @@ class SearchEngine {
   // in the store, then indexed. Single writer.
   absl::Status Add(const float* vectors, size_t n);
   // Installs a newly built index covering ids [0, index->size()); points
-  // added since are indexed first. Single writer.
+  // added since are indexed first (CatchUp). Single writer.
   absl::Status SetIndex(std::unique_ptr<index::VectorIndex> index);
+  // Indexes into `index` (one that is not serving: a build's, before its
+  // SetIndex) the stored points it does not cover yet, [index->size(),
+  // the store's count when it looked). Safe beside the single writer's
+  // Add: a build catches up outside the writers' lock, so that the
+  // install under it has only the last few points to add.
+  absl::Status CatchUp(index::VectorIndex* index) const;
 
   // Up to k hits for `query` (dim floats), best first, with the query's
   // stats, into *result (replacing what it held). The one validation of a

@@ -85,6 +85,10 @@ absl::Status Segment::SetIndex(std::unique_ptr<index::VectorIndex> index) {
   return engine_->SetIndex(std::move(index));
 }
 
+absl::Status Segment::CatchUpIndex(index::VectorIndex* index) const {
+  return engine_->CatchUp(index);
+}
+
 absl::StatusOr<Calibration> Segment::Calibrate(const CalibrationOptions& options) const {
   return server::Calibrate(*engine_, *this, options);
 }

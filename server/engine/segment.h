@@ -172,6 +172,9 @@ class Segment : public index::IdFilter {
   // Installs a built or loaded index (records past its size are added to
   // it from the vector file).
   absl::Status SetIndex(std::unique_ptr<index::VectorIndex> index);
+  // Adds to `index` (not serving yet) the records past its size
+  // (SearchEngine::CatchUp): beside the writer, without its lock.
+  absl::Status CatchUpIndex(index::VectorIndex* index) const;
   // The recall curve of the serving index (calibration.h).
   absl::StatusOr<Calibration> Calibrate(const CalibrationOptions& options) const;
 

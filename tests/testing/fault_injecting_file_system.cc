@@ -85,8 +85,33 @@ int FaultInjectingFileSystem::Check(Op op, const std::string& path, bool* short_
   return 0;
 }
 
+void FaultInjectingFileSystem::HoldOpens(const std::string& path_contains) {
+  absl::MutexLock l(&mu_);
+  hold_ = path_contains;
+}
+
+bool FaultInjectingFileSystem::AwaitHeld(absl::Duration timeout) {
+  absl::MutexLock l(&mu_);
+  auto held = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return held_ > 0; };
+  return mu_.AwaitWithTimeout(absl::Condition(&held), timeout);
+}
+
+void FaultInjectingFileSystem::ReleaseAll() {
+  absl::MutexLock l(&mu_);
+  hold_.clear();
+}
+
 absl::StatusOr<std::unique_ptr<File>> FaultInjectingFileSystem::Open(const std::string& path,
                                                                      Mode mode) {
+  {
+    absl::MutexLock l(&mu_);
+    if (!hold_.empty() && path.find(hold_) != std::string::npos) {
+      ++held_;
+      auto released = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return hold_.empty(); };
+      mu_.Await(absl::Condition(&released));
+      --held_;
+    }
+  }
   if (const int err = Check(Op::kOpen, path)) return Injected(Op::kOpen, err, path);
   auto file = base_->Open(path, mode);
   if (!file.ok()) return file.status();

@@ -19,6 +19,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/file_system.h"
 
 namespace zoom {
@@ -39,6 +40,12 @@ class FaultInjectingFileSystem final : public FileSystem {
 
   void Inject(const Fault& fault);
   void Clear();
+  // Opens of paths containing `path_contains` wait until Release() (to
+  // hold a writer at a chosen file, deterministically); AwaitHeld waits up
+  // to `timeout` until one is waiting (true) and ReleaseAll lets them go.
+  void HoldOpens(const std::string& path_contains);
+  bool AwaitHeld(absl::Duration timeout);
+  void ReleaseAll();
   // How many operations failed because of a fault.
   int fired() const;
 
@@ -61,6 +68,8 @@ class FaultInjectingFileSystem final : public FileSystem {
   mutable absl::Mutex mu_;
   std::vector<Armed> faults_ ABSL_GUARDED_BY(mu_);
   int fired_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string hold_ ABSL_GUARDED_BY(mu_);  // "": none held
+  int held_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace zoom
