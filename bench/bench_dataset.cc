@@ -115,6 +115,13 @@ RunResult Summarise(const Dataset& ds, size_t k, double seconds, double cpu_seco
   r.recall_at_1 = mean_recall(1);
   r.recall_at_10 = mean_recall(10);
   r.recall_at_100 = mean_recall(100);
+  if (10 <= k && 10 <= ds.gt_dist.dim) {
+    r.worst_recall_at_10 = 1;
+    for (size_t q = 0; q < nq; ++q) {
+      r.worst_recall_at_10 =
+          std::min(r.worst_recall_at_10, RecallAtK(ds, q, ids.data() + q * k, k, 10));
+    }
+  }
   return r;
 }
 
@@ -204,6 +211,7 @@ void Report(JsonLines& rep, Table& table, const ConfigResult& r) {
             {"params", r.params},
             {"recall_at_1", x.recall_at_1},
             {"recall_at_10", x.recall_at_10},
+            {"worst_recall_at_10", x.worst_recall_at_10},
             {"recall_at_100", x.recall_at_100},
             {"qps", x.qps},
             {"p50_us", x.p50_us},

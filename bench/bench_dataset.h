@@ -65,6 +65,9 @@ struct RunResult {
   double recall_at_1 = std::numeric_limits<double>::quiet_NaN();
   double recall_at_10 = std::numeric_limits<double>::quiet_NaN();
   double recall_at_100 = std::numeric_limits<double>::quiet_NaN();
+  // The worst query's recall@10 (NaN as recall_at_10): reported beside the
+  // mean, since a mean hides the queries a release fails.
+  double worst_recall_at_10 = std::numeric_limits<double>::quiet_NaN();
   double qps = 0;  // queries / wall time of the timed pass
   double p50_us = 0, p99_us = 0, p999_us = 0;  // per-call latency
   double reads_per_query = 0, bytes_per_query = 0;  // from QueryStats
