@@ -677,6 +677,9 @@ int RunSearch(Invocation& inv) {
     std::string knobs_line =
         absl::StrFormat("knobs: ef %d, nprobe %d, rerank_candidates %d", stats.knobs().ef(),
                         stats.knobs().nprobe(), stats.knobs().rerank_candidates());
+    if (stats.knobs().band_confidence() > 0) {
+      absl::StrAppendFormat(&knobs_line, ", band_confidence %g", stats.knobs().band_confidence());
+    }
     if (stats.target_recall() > 0) {
       absl::StrAppendFormat(&knobs_line, " for target recall %.3g", stats.target_recall());
       if (stats.calibrated_recall() > 0) {
