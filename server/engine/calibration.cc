@@ -329,6 +329,7 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine,
   search_internal::BandPlan plan;
   std::vector<search_internal::Scored> scored;
   std::vector<Hit> best;
+  std::vector<InternalId> taken;  // a replayed answer's ids
   // The query's exact scores (the engine's re-rank: Score of the prepared
   // query), by candidate id, read once a query.
   absl::flat_hash_map<InternalId, float> exact;
@@ -352,10 +353,7 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine,
     rows.resize(missing.size() * d);
     ZOOM_RETURN_IF_ERROR(engine.store().ReadVectors(missing, rows.data()));
     for (size_t i = 0; i < missing.size(); ++i) {
-      const float* v = rows.data() + i * d;
-      const float s = engine.metric() == Metric::kL2 ? index::L2Sqr(prepared.data(), v, d)
-                                                     : index::InnerProduct(prepared.data(), v, d);
-      exact.emplace(missing[i], std::isnan(s) ? Scorer(engine.metric()).Worst() : s);
+      exact.emplace(missing[i], engine.Score(prepared.data(), rows.data() + i * d));
     }
     return absl::OkStatus();
   };
@@ -385,7 +383,7 @@ absl::StatusOr<Calibration> Calibrate(const SearchEngine& engine,
         // the rest of the k from the band by exact score.
         scored.clear();
         blocks.clear();
-        std::vector<InternalId> taken;
+        taken.clear();
         for (size_t i = 0; i < n; ++i) {
           if (plan.cls[i] == search_internal::BandClass::kIn) {
             if (taken.size() < k) taken.push_back(list[i].id);

@@ -133,8 +133,11 @@ class SearchEngine {
   absl::Status ExactSearch(absl::Span<const float> query, const SearchParams& params,
                            QueryResult* result, const QueryContext& ctx = QueryContext()) const;
 
- private:
+  // The re-rank's exact score of stored vector `x` (dim floats) for query
+  // `q` as prepared (Scorer::PrepareQuery); a NaN ranks last (Worst).
   float Score(const float* q, const float* x) const;
+
+ private:
   // Ok, or why the query must stop now (deadline, cancellation).
   static absl::Status CheckStop(const QueryContext& ctx);
   void PreviewHits(const std::vector<index::Neighbor>& candidates, size_t k,
